@@ -1,0 +1,28 @@
+# Two commands do all set-up: `make demo` runs netviz on a bundled example, `make test`
+# runs the whole suite.  Both install what they need first (scripts/setup.sh).
+VENV := .venv
+PY := $(VENV)/bin/python
+DEMO ?= examples/mlp/predict_net.pb
+
+.PHONY: setup demo test bench oracle proto examples screenshots fuzz
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/netviz $(DEMO)
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m benchmarks
+
+oracle:
+	bash scripts/oracle.sh
+
+proto: setup
+	$(PY) scripts/gen_proto.py
+
+examples: setup
+	$(PY) -m examples.build

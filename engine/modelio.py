@@ -1,0 +1,204 @@
+"""Reading and writing Caffe2 model files.
+
+A model is a predict net, optionally an init net (the fill ops that create its parameters)
+and optionally a ``value_info.json`` naming input shapes.  Files are recognised by their
+content, not their extension: real model zoos name binary files ``.pbtxt`` and text files
+``.pb`` often enough.  Every failure is a :class:`~engine.errors.ModelError` whose one-line
+message starts with the file name.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from google.protobuf import message as pb_message
+from google.protobuf import text_format
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from engine.errors import ModelError
+from proto import caffe2_pb2
+
+TEXT_SUFFIXES = frozenset({".pbtxt", ".prototxt", ".txt", ".pbtext"})
+MAX_FILE_BYTES = 2 * 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class InputInfo:
+    """One ``value_info.json`` entry: Caffe2's ``[data_type, shape]`` for an input blob."""
+
+    data_type: int
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Model:
+    """A predict net with its (possibly empty) init net and known input shapes."""
+
+    predict: caffe2_pb2.NetDef
+    init: caffe2_pb2.NetDef = field(default_factory=caffe2_pb2.NetDef)
+    value_info: dict[str, InputInfo] = field(default_factory=dict)
+    path: Path | None = None
+    init_path: Path | None = None
+
+
+def _unknown_field_path(msg: pb_message.Message, where: str = "") -> str | None:
+    """Return the path of the first unknown field in `msg`, or None.
+
+    A binary file of another message type usually parses as a NetDef full of unknown
+    fields; refusing them is how we tell "not a NetDef" from "a NetDef".
+    """
+    if len(UnknownFieldSet(msg)):
+        return where or "<top level>"
+    for desc, value in msg.ListFields():
+        if desc.message_type is None:
+            continue
+        items = value if desc.label == desc.LABEL_REPEATED else [value]
+        for k, item in enumerate(items):
+            found = _unknown_field_path(item, f"{where}.{desc.name}[{k}]".lstrip("."))
+            if found:
+                return found
+    return None
+
+
+def _looks_like_text(data: bytes) -> bool:
+    """True when `data` is UTF-8 without control characters other than tab/newline/CR."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text[:4096])
+
+
+def _parse_text(text: str, path: str) -> caffe2_pb2.NetDef:
+    net = caffe2_pb2.NetDef()
+    try:
+        text_format.Parse(text, net, allow_unknown_extension=False)
+    except text_format.ParseError as e:
+        line, col = getattr(e, "GetLine", lambda: None)(), getattr(e, "GetColumn", lambda: None)()
+        msg = str(e).split(" : ", 1)[-1] if line else str(e)
+        where = f"line {line}, column {col}: " if line else ""
+        raise ModelError(f"{path}: not a valid text NetDef: {where}{msg}") from None
+    return net
+
+
+def _parse_binary(data: bytes, path: str) -> caffe2_pb2.NetDef:
+    net = caffe2_pb2.NetDef()
+    try:
+        net.ParseFromString(data)
+    except (pb_message.DecodeError, RecursionError) as e:
+        raise ModelError(f"{path}: not a valid binary NetDef: {e or 'truncated or corrupt data'}") from None
+    bad = _unknown_field_path(net)
+    if bad is not None:
+        raise ModelError(f"{path}: not a NetDef (unknown field at {bad}); is it another protobuf message?")
+    if not net.op and not net.name and not net.external_input:
+        raise ModelError(f"{path}: not a NetDef (no name, no ops, no inputs)")
+    return net
+
+
+def parse_net(data: bytes, path: str = "<bytes>") -> caffe2_pb2.NetDef:
+    """Parse `data` as a NetDef in text or binary form, whichever it is.
+
+    Parameters
+    ----------
+    data : bytes
+        File content.
+    path : str
+        Used in error messages only.
+
+    Raises
+    ------
+    ModelError
+        Empty, not a NetDef, corrupt, or a text file with a syntax error (line and column).
+    """
+    if not data.strip():
+        raise ModelError(f"{path}: file is empty")
+    if _looks_like_text(data):
+        try:
+            return _parse_text(data.decode("utf-8"), path)
+        except ModelError as text_error:
+            # Binary NetDefs with ASCII-only content are valid UTF-8: give binary a chance.
+            try:
+                return _parse_binary(data, path)
+            except ModelError:
+                raise text_error from None
+    return _parse_binary(data, path)
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise ModelError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelError(f"{path}: is a directory, not a model file")
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ModelError(f"{path}: file is larger than {MAX_FILE_BYTES >> 30} GiB")
+        return path.read_bytes()
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def load_net(path: str | Path) -> caffe2_pb2.NetDef:
+    """Read one NetDef from a binary or text file.
+
+    Examples
+    --------
+    >>> net = load_net(zoo / "resnet50" / "predict_net.pbtxt")  # doctest: +SKIP
+    >>> net.op[0].type  # doctest: +SKIP
+    'Conv'
+    """
+    path = Path(path)
+    return parse_net(_read_bytes(path), str(path))
+
+
+def save_net(net: caffe2_pb2.NetDef, path: str | Path, text: bool | None = None) -> Path:
+    """Write `net` to `path`, as text when `text` is True or the suffix says so, else binary."""
+    path = Path(path)
+    as_text = path.suffix.lower() in TEXT_SUFFIXES if text is None else text
+    data = text_format.MessageToString(net).encode() if as_text else net.SerializeToString()
+    try:
+        path.write_bytes(data)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot write: {e.strerror}") from None
+    return path
+
+
+def _init_candidates(path: Path) -> list[Path]:
+    """Sibling init-net names by Caffe2 convention, most specific first."""
+    stem, parent = path.stem, path.parent
+    stems: list[str] = []
+    if stem == "predict_net":
+        stems.append("init_net")
+    if stem.endswith("_predict"):
+        stems.append(stem[: -len("_predict")] + "_init")
+    if stem.endswith("predict_net") and stem != "predict_net":
+        stems.append(stem[: -len("predict_net")] + "init_net")
+    stems.append(stem + "_init")
+    suffixes = [path.suffix] + [s for s in (".pb", ".pbtxt", ".prototxt") if s != path.suffix]
+    return [parent / (s + suf) for s in stems for suf in suffixes]
+
+
+def find_init_net(path: str | Path) -> Path | None:
+    """Return the init net that sits beside predict net `path` by naming convention, if any."""
+    return next((c for c in _init_candidates(Path(path)) if c.is_file()), None)
+
+
+def load_value_info(path: str | Path) -> dict[str, InputInfo]:
+    """Read a model-zoo ``value_info.json`` (``{"blob": [data_type, [dims...]]}``)."""
+    path = Path(path)
+    try:
+        raw = json.loads(_read_bytes(path).decode("utf-8"))
+        return {name: InputInfo(int(v[0]), tuple(int(d) for d in v[1])) for name, v in raw.items()}
+    except (ValueError, TypeError, IndexError, AttributeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: not a value_info file ({{blob: [data_type, shape]}}): {e}") from None
+
+
+def load_model(path: str | Path, init: str | Path | None = None) -> Model:
+    """Read a predict net, its init net (explicit `init` wins over siblings) and value_info.json."""
+    path = Path(path)
+    predict = load_net(path)
+    init_path = Path(init) if init is not None else find_init_net(path)
+    init_net = load_net(init_path) if init_path is not None else caffe2_pb2.NetDef()
+    vi_path = path.parent / "value_info.json"
+    value_info = load_value_info(vi_path) if vi_path.is_file() else {}
+    return Model(predict, init_net, value_info, path, init_path)

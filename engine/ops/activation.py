@@ -1,0 +1,2 @@
+"""Pointwise activations: Relu, Sigmoid, Tanh, Softmax, LeakyRelu, PRelu, Clip, Elu, Softplus."""
+from __future__ import annotations

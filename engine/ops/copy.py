@@ -1,0 +1,2 @@
+"""Device copies: Copy, CopyCPUToGPU, CopyGPUToCPU, EnsureCPUOutput, CopyOnDeviceLike."""
+from __future__ import annotations

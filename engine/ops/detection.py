@@ -1,0 +1,2 @@
+"""Detection ops (Detectron exports): GenerateProposals, BoxWithNMSLimit, RoIAlign, BBoxTransform…"""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Fill ops (init nets): ConstantFill, GaussianFill, XavierFill, MSRAFill, UniformFill, GivenTensor*Fill, RangeFill…"""
+from __future__ import annotations

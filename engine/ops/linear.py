@@ -1,0 +1,2 @@
+"""Dense products: FC, FCTransposed, MatMul, BatchMatMul."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Losses: SoftmaxWithLoss, LabelCrossEntropy, CrossEntropy, AveragedLoss, SquaredL2Distance."""
+from __future__ import annotations

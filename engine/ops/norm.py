@@ -1,0 +1,2 @@
+"""Normalisation and regularisation: SpatialBN, LRN, LayerNorm, Dropout, ChannelShuffle."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Optimizer ops of training nets: Iter, LearningRate, WeightedSum updates, MomentumSGDUpdate, Adagrad, Adam."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Int8 ops (Mask R-CNN2Go int8): Int8Conv, Int8Quantize, Int8Dequantize…"""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Reductions: ReduceSum/Mean/Max/Min, SumElements, ArgMax/ArgMin."""
+from __future__ import annotations

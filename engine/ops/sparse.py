@@ -1,0 +1,2 @@
+"""Sparse ops: Gather, SparseToDense, BatchGather, SparseLengthsSum and the Lengths reducer family."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""Gradient plumbing and inspection: StopGradient, ZeroGradient, Print, Accuracy."""
+from __future__ import annotations

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Regenerate the Caffe2 oracle goldens (issue 5).
+#
+#   scripts/oracle.sh [OUTDIR]     (default OUTDIR: tests/golden)
+#
+# Creates .venv-caffe2 (Python 3.9 + torch==1.10.2, which ships caffe2.python)
+# at the repo root if it is missing, then runs every tests/oracle/gen_*.py
+# with PYTHONHASHSEED=0, each writing its golden cases into OUTDIR, and
+# finally tests/oracle/make_index.py, which writes OUTDIR/index.json.
+# Output is deterministic: two runs give byte-identical trees.
+# The scripts import caffe2 only (never netviz / engine).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUTDIR="${1:-$ROOT/tests/golden}"
+VENV="$ROOT/.venv-caffe2"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    PY=""
+    if command -v pyenv >/dev/null 2>&1; then
+        cand="$(pyenv root)/versions/3.9.18/bin/python"
+        [ -x "$cand" ] && PY="$cand"
+    fi
+    if [ -z "$PY" ]; then
+        PY="$(command -v python3.9 || true)"
+    fi
+    if [ -z "$PY" ]; then
+        echo "oracle.sh: no Python 3.9 found (pyenv 3.9.18 or python3.9 on PATH)" >&2
+        exit 2
+    fi
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/pip" install -q torch==1.10.2 "numpy<2" "protobuf<4"
+fi
+
+mkdir -p "$OUTDIR"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+export PYTHONHASHSEED=0
+export GLOG_minloglevel=2
+export OMP_NUM_THREADS=1
+export MKL_NUM_THREADS=1
+export NETVIZ_MODEL_ZOO="${NETVIZ_MODEL_ZOO:-$ROOT/../shared/models/caffe2-model-zoo}"
+
+start=$(date +%s)
+for script in "$ROOT"/tests/oracle/gen_*.py; do
+    t0=$(date +%s)
+    "$VENV/bin/python" "$script" "$OUTDIR"
+    echo "oracle.sh: $(basename "$script") done in $(( $(date +%s) - t0 ))s" >&2
+done
+"$VENV/bin/python" "$ROOT/tests/oracle/make_index.py" "$OUTDIR"
+echo "oracle.sh: all goldens written to $OUTDIR in $(( $(date +%s) - start ))s" >&2

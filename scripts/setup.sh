@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything netviz needs on a fresh Debian/Ubuntu machine, idempotently:
+# Debian's graphviz + libgraphviz-dev (for pygraphviz) and python3-venv when missing,
+# then .venv with the package and its dev extras.  Used by `make demo` and `make test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+need_apt=()
+dpkg -s libgraphviz-dev >/dev/null 2>&1 || need_apt+=(libgraphviz-dev)
+command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
+$PY -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" build-essential pkg-config >/dev/null
+fi
+
+stamp=.venv/.netviz-installed
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  $PY -m venv .venv
+fi
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing netviz[dev] into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  touch "$stamp"
+fi
