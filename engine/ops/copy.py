@@ -1,2 +1,8 @@
 """Device copies: Copy, CopyCPUToGPU, CopyGPUToCPU, EnsureCPUOutput, CopyOnDeviceLike."""
 from __future__ import annotations
+
+# ---- kernels ----
+
+# ---- gradients ----
+
+# ---- shapes ----

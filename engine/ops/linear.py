@@ -1,2 +1,8 @@
 """Dense products: FC, FCTransposed, MatMul, BatchMatMul."""
 from __future__ import annotations
+
+# ---- kernels ----
+
+# ---- gradients ----
+
+# ---- shapes ----

@@ -1,2 +1,8 @@
 """Int8 ops (Mask R-CNN2Go int8): Int8Conv, Int8Quantize, Int8Dequantize…"""
 from __future__ import annotations
+
+# ---- kernels ----
+
+# ---- gradients ----
+
+# ---- shapes ----
