@@ -1,0 +1,34 @@
+"""Shared fixtures: where the Caffe2 model zoo lives, and the list of its nets."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = Path(os.environ.get("NETVIZ_MODEL_ZOO", ROOT.parent / "shared" / "models" / "caffe2-model-zoo"))
+
+
+def zoo_nets() -> list[Path]:
+    """Every predict net in the zoo (``predict_net.pbtxt`` or ``model.pbtxt``), sorted."""
+    return sorted(p for p in ZOO.glob("*/*.pbtxt") if p.name in ("predict_net.pbtxt", "model.pbtxt"))
+
+
+@pytest.fixture(scope="session")
+def zoo() -> Path:
+    """The model-zoo folder; a failure under CI=true when it is missing, else a skip."""
+    if not ZOO.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"model zoo not found at {ZOO} (set NETVIZ_MODEL_ZOO)")
+        pytest.skip(f"model zoo not found at {ZOO}")
+    return ZOO
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize any test taking ``zoo_net`` over every zoo predict net."""
+    if "zoo_net" in metafunc.fixturenames:
+        nets = zoo_nets()
+        if not nets and os.environ.get("CI") == "true":
+            raise RuntimeError(f"model zoo not found at {ZOO} (set NETVIZ_MODEL_ZOO)")
+        metafunc.parametrize("zoo_net", nets, ids=[p.parent.name for p in nets])
