@@ -53,7 +53,7 @@ def _unknown_field_path(msg: pb_message.Message, where: str = "") -> str | None:
     for desc, value in msg.ListFields():
         if desc.message_type is None:
             continue
-        items = value if desc.label == desc.LABEL_REPEATED else [value]
+        items = value if desc.is_repeated else [value]
         for k, item in enumerate(items):
             found = _unknown_field_path(item, f"{where}.{desc.name}[{k}]".lstrip("."))
             if found:

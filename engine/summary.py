@@ -1,0 +1,82 @@
+"""A model's vital statistics, as ``netviz info`` prints them and tests compare them.
+
+Pure functions of the protos: nothing runs.  Parameter shapes come from the init net's
+fill ops (``shape`` argument, or the length of ``values`` for 1-D ``GivenTensor*Fill``).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from engine.modelio import Model
+from engine.opdef import arg_value, subnets_of
+from proto import caffe2_pb2
+
+DEVICE_NAMES = {v: k.removeprefix("PROTO_") for k, v in caffe2_pb2.DeviceTypeProto.items()}
+
+#: Fill op → dtype it produces when it has no ``dtype`` argument.
+FILL_DTYPES = {
+    "GivenTensorFill": "float32", "GivenTensorDoubleFill": "float64", "GivenTensorIntFill": "int32",
+    "GivenTensorInt64Fill": "int64", "GivenTensorBoolFill": "bool", "GivenTensorStringFill": "string",
+    "GivenTensorInt16Fill": "int16", "GivenTensorByteStringToUInt8Fill": "uint8",
+    "ConstantFill": "float32", "GaussianFill": "float32", "XavierFill": "float32", "MSRAFill": "float32",
+    "UniformFill": "float32", "UniformIntFill": "int32", "RangeFill": "float32", "DiagonalFill": "float32",
+    "Int8GivenTensorFill": "uint8", "Int8GivenIntTensorFill": "int32",
+}
+#: TensorProto.DataType value → the numpy-style name shown to users.
+DTYPE_NAMES = {**{v: k.lower() for k, v in caffe2_pb2.TensorProto.DataType.items()},
+               caffe2_pb2.TensorProto.FLOAT: "float32", caffe2_pb2.TensorProto.DOUBLE: "float64",
+               caffe2_pb2.TensorProto.BYTE: "uint8"}
+
+
+def device_name(opt: caffe2_pb2.DeviceOption) -> str:
+    """``"CPU"``, ``"CUDA:1"``… for a DeviceOption."""
+    name = DEVICE_NAMES.get(opt.device_type, f"device{opt.device_type}")
+    return name if opt.device_type == 0 else f"{name}:{opt.device_id}"
+
+
+def param_info(op: caffe2_pb2.OperatorDef) -> dict[str, Any]:
+    """Shape and dtype of what a fill op writes (shape None when it comes from an input)."""
+    shape = arg_value(op, "shape")
+    values = arg_value(op, "values")
+    if shape is None and isinstance(values, list) and op.type.startswith("GivenTensor"):
+        shape = [len(values)]
+    dtype = arg_value(op, "dtype")
+    dtype_name = DTYPE_NAMES.get(dtype, "unknown") if isinstance(dtype, int) else FILL_DTYPES.get(op.type, "unknown")
+    return {"type": op.type, "shape": list(shape) if isinstance(shape, list) else shape, "dtype": dtype_name}
+
+
+def net_summary(net: caffe2_pb2.NetDef) -> dict[str, Any]:
+    """Name, op count, histogram, external blobs, devices and subnets (recursively) of a net."""
+    devices = Counter(device_name(op.device_option) for op in net.op)
+    subnets = []
+    for i, op in enumerate(net.op):
+        for arg_name, sub in subnets_of(op):
+            subnets.append({"op_index": i, "op_type": op.type, "arg": arg_name, **net_summary(sub)})
+    return {
+        "name": net.name,
+        "type": net.type or "simple",
+        "op_count": len(net.op),
+        "op_types": dict(sorted(Counter(op.type for op in net.op).items(), key=lambda kv: (-kv[1], kv[0]))),
+        "external_inputs": list(net.external_input),
+        "external_outputs": list(net.external_output),
+        "devices": dict(devices),
+        "subnets": subnets,
+    }
+
+
+def model_summary(model: Model) -> dict[str, Any]:
+    """:func:`net_summary` of the predict net plus parameters from the init net and value_info."""
+    params = {out: param_info(op) for op in model.init.op for out in op.output}
+    return {
+        "path": str(model.path) if model.path else None,
+        "init_path": str(model.init_path) if model.init_path else None,
+        **net_summary(model.predict),
+        "parameters": params,
+        "inputs": {k: {"data_type": v.data_type, "shape": list(v.shape)} for k, v in model.value_info.items()},
+    }
+
+
+def total_op_count(summary: dict[str, Any]) -> int:
+    """Ops in a net and all its subnets."""
+    return summary["op_count"] + sum(total_op_count(s) for s in summary["subnets"])

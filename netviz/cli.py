@@ -1,0 +1,81 @@
+"""The ``netviz`` command line: ``netviz PATH`` opens the TUI; subcommands script the same work.
+
+Each subcommand is one module in :mod:`netviz.commands` with ``add_arguments(parser)`` and
+``run(args) -> int``.  Every :class:`~engine.errors.NetvizError` becomes one line on stderr and
+exit status 2 — never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from engine import __version__
+from engine.errors import NetvizError
+
+#: subcommand → (module in netviz.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "open": ("open", "open a model in the interactive TUI (the default: `netviz PATH`)"),
+    "info": ("info", "describe a model: ops, inputs/outputs, parameters, devices, subnets"),
+    "export": ("export", "write a graphviz diagram (.dot/.svg/.png/.pdf) or net_drawer JSON"),
+    "grad": ("grad", "generate the backward pass for a loss and write the net with it"),
+    "run": ("run", "run a model forward (and backward) and print a per-op table"),
+    "check-grad": ("check_grad", "numerically check the gradients of a whole net"),
+}
+
+EPILOG = """examples:
+  netviz model.pb                       open the TUI (init net beside it is picked up)
+  netviz model.pbtxt --init init.pb     open with an explicit init net
+  netviz info model.pb --json           machine-readable summary
+  netviz export model.pb -o net.svg     draw the net
+  netviz grad model.pb --loss loss      show the generated backward pass
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors in one line with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"netviz: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser: one subparser per entry of :data:`COMMANDS`."""
+    parser = _Parser(prog="netviz", description="Visualize and debug Caffe2 nets.", epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"netviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        mod = importlib.import_module(f"netviz.commands.{module}")
+        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(handler=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``netviz`` console script."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
+        args_list.insert(0, "open")  # `netviz PATH` means `netviz open PATH`
+    parser = build_parser()
+    if not args_list:
+        parser.print_help()
+        return 2
+    args = parser.parse_args(args_list)
+    try:
+        return int(args.handler(args) or 0)
+    except NetvizError as e:
+        print(f"netviz: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("netviz: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Describe a model: net name, op count and op-type histogram, external inputs and outputs,
+parameters found in the init net (shape, dtype), devices used, and every subnet held by
+If/While/Do/RecurrentNetwork ops, recursively.
+
+examples:
+  netviz info resnet50/predict_net.pbtxt
+  netviz info model.pb --init model_init.pb --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from engine.modelio import load_model
+from engine.summary import model_summary, total_op_count
+from netviz.commands import add_model_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _lines(s: dict[str, Any], indent: str = "") -> list[str]:
+    out = [f"{indent}net {s['name']!r} ({s['type']}): {s['op_count']} ops"]
+    hist = ", ".join(f"{t} ×{n}" for t, n in s["op_types"].items())
+    out.append(f"{indent}  op types: {hist or '-'}")
+    out.append(f"{indent}  external inputs ({len(s['external_inputs'])}): {_clip(s['external_inputs'])}")
+    out.append(f"{indent}  external outputs ({len(s['external_outputs'])}): {_clip(s['external_outputs'])}")
+    out.append(f"{indent}  devices: " + (", ".join(f"{d} ×{n}" for d, n in s["devices"].items()) or "-"))
+    for sub in s["subnets"]:
+        out.append(f"{indent}  subnet {sub['arg']} of op #{sub['op_index']} {sub['op_type']}:")
+        out.extend(_lines(sub, indent + "    "))
+    return out
+
+
+def _clip(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", … (+{len(names) - limit})" if len(names) > limit else "") or "-"
+
+
+def run(args: argparse.Namespace) -> int:
+    summary = model_summary(load_model(args.path, init=args.init))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"model: {summary['path']}" + (f"  (init: {summary['init_path']})" if summary["init_path"] else ""))
+    lines = _lines(summary)
+    print("\n".join(lines))
+    total = total_op_count(summary)
+    if total != summary["op_count"]:
+        print(f"total ops including subnets: {total}")
+    params = summary["parameters"]
+    print(f"parameters ({len(params)}):" if params else "parameters: none (no init net)")
+    for name, p in params.items():
+        shape = "×".join(map(str, p["shape"])) if p["shape"] is not None else "?"
+        print(f"  {name}: {shape} {p['dtype']} ({p['type']})")
+    for name, info in summary["inputs"].items():
+        print(f"input {name}: {'×'.join(map(str, info['shape']))}")
+    return 0

@@ -1,0 +1,55 @@
+"""The `netviz` CLI skeleton: info on real nets, --version, one-line errors with exit 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine.modelio import load_net
+from netviz.cli import main
+from tests.engine.test_modelio import _bad_inputs
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "netviz.cli", *args], capture_output=True, text=True)
+
+
+def test_info_json_matches_the_file_histogram(zoo_net: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(zoo_net), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    net = load_net(zoo_net)
+    assert info["op_count"] == len(net.op)
+    assert info["op_types"] == dict(Counter(op.type for op in net.op))
+    assert info["external_inputs"] == list(net.external_input)
+
+
+def test_info_text_lists_the_int8_if_subnets(zoo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(zoo / "mask_rcnn_2go_int8" / "model.pbtxt")]) == 0
+    out = capsys.readouterr().out
+    assert "subnet then_net of op #99 If" in out and "subnet else_net of op #99 If" in out
+    assert "net 'mask_net' (simple): 28 ops" in out
+
+
+def test_version() -> None:
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.startswith("netviz ")
+
+
+@pytest.mark.parametrize("case", ["missing", "directory", "empty", "random", "other message",
+                                  "truncated", "text syntax"])
+def test_bad_input_exit_2_one_line(tmp_path: Path, case: str) -> None:
+    path, expected = _bad_inputs(tmp_path)[case]
+    for cmd in (["info", str(path)], [str(path)]):
+        r = run_cli(*cmd)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1 and str(path) in r.stderr and expected in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_usage_error_is_one_line() -> None:
+    r = run_cli("info")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
