@@ -29,7 +29,9 @@ if [ ! -x "$VENV/bin/python" ]; then
         exit 2
     fi
     "$PY" -m venv "$VENV"
-    "$VENV/bin/pip" install -q torch==1.10.2 "numpy<2" "protobuf<4"
+    # numpy<1.24: caffe2.python.schema uses np.str (removed in 1.24);
+    # future + six: imported by caffe2.python.core but not declared by the wheel.
+    "$VENV/bin/pip" install -q torch==1.10.2 "numpy<1.24" "protobuf<4" future six
 fi
 
 mkdir -p "$OUTDIR"
