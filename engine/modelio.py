@@ -79,6 +79,8 @@ def _parse_text(text: str, path: str) -> caffe2_pb2.NetDef:
         msg = str(e).split(" : ", 1)[-1] if line else str(e)
         where = f"line {line}, column {col}: " if line else ""
         raise ModelError(f"{path}: not a valid text NetDef: {where}{msg}") from None
+    except RecursionError:
+        raise ModelError(f"{path}: not a valid text NetDef: nested deeper than the parser allows") from None
     return net
 
 
