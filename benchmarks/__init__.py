@@ -1,0 +1,1 @@
+"""netviz benchmarks: each ``bench_<topic>.py`` has ``run(quick) -> list[row]``; see __main__."""
