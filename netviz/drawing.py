@@ -1,0 +1,268 @@
+"""What a diagram of a net contains: styled nodes, edges and clusters, before any layout.
+
+One :class:`Drawing` serves ``netviz export`` (as DOT/SVG/… or net_drawer JSON) and the TUI canvas.
+Modes follow Caffe2's ``net_drawer``: ``full`` draws ops and blobs with a new blob node per write
+(labelled with the plain name), ``ssa`` is the same graph with blob nodes labelled ``name@v``,
+``minimal`` draws ops only, one edge from the last producer of each input (``minimal_dependency``
+keeps only edges not implied by others: the transitive reduction).
+
+Subnets of If/While/Do/RecurrentNetwork are drawn as clusters (``cluster``), in the main graph
+(``inline``), or not at all (``none``).  Inside If/While/RecurrentNetwork subnets, names read
+before any inner write are the outer blobs, so edges run from the outer node into the cluster.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import networkx as nx
+
+from engine.errors import GraphError
+from engine.opdef import subnets_of
+from engine.optypes import CONTROL_FLOW, RECURRENT, SHARED_WORKSPACE
+from netviz import style as S
+from proto import caffe2_pb2
+
+__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus",
+           "MODES", "SUBNET_MODES"]
+
+MODES = ("full", "minimal", "ssa")
+SUBNET_MODES = ("cluster", "inline", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class DrawOptions:
+    """What to draw; the CLI flags of ``netviz export`` one to one."""
+
+    mode: str = "full"
+    minimal_dependency: bool = False
+    subnets: str = "cluster"
+    group_scopes: bool = False
+    append_output: bool = False
+    rankdir: str = "LR"
+
+
+@dataclass(frozen=True, slots=True)
+class DrawNode:
+    """An op (``kind="op"``), blob version (``"blob"``) or note (``"note"``, e.g. an empty subnet).
+
+    ``op_index`` is the op's index in its own net, ``path`` the subnet path from the top net
+    (``()`` at top level, ``((99, "else_net"),)`` inside op #99's else_net); blobs carry
+    ``blob`` and ``version``.
+    """
+
+    id: str
+    kind: str
+    label: str
+    style: S.Style
+    cluster: str | None = None
+    op_index: int | None = None
+    op_type: str = ""
+    name: str = ""
+    path: tuple[tuple[int, str], ...] = ()
+    blob: str = ""
+    version: int = 0
+    backward: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DrawEdge:
+    """``"data"`` (blob↔op or op→op), ``"forward_link"`` (backward op → its forward op) or ``"subnet"``."""
+
+    source: str
+    target: str
+    kind: str
+    style: S.Style
+
+
+@dataclass(frozen=True, slots=True)
+class DrawCluster:
+    """A subnet (``kind="subnet"``) or name scope (``"scope"``); `parent` nests clusters."""
+
+    id: str
+    label: str
+    kind: str
+    parent: str | None
+
+
+@dataclass
+class Drawing:
+    """Nodes (in insertion order), edges and clusters of one diagram."""
+
+    name: str
+    options: DrawOptions
+    nodes: dict[str, DrawNode] = field(default_factory=dict)
+    edges: list[DrawEdge] = field(default_factory=list)
+    clusters: dict[str, DrawCluster] = field(default_factory=dict)
+
+    def ops(self) -> list[DrawNode]:
+        return [n for n in self.nodes.values() if n.kind == "op"]
+
+    def blobs(self) -> list[DrawNode]:
+        return [n for n in self.nodes.values() if n.kind == "blob"]
+
+
+@dataclass
+class _Env:
+    """Per-name current blob node id, version and producing op node id (None: external)."""
+
+    node: dict[str, str] = field(default_factory=dict)
+    version: dict[str, int] = field(default_factory=dict)
+    producer: dict[str, str | None] = field(default_factory=dict)
+
+    def copy(self) -> _Env:
+        return _Env(dict(self.node), dict(self.version), dict(self.producer))
+
+
+def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
+             n_forward: int | None = None, origin: Sequence[int | None] = ()) -> Drawing:
+    """Build the drawing of `net`.
+
+    Parameters
+    ----------
+    net : NetDef
+    options : DrawOptions
+    n_forward : int, optional
+        Ops from this index on are generated backward ops (from
+        :func:`engine.gradient_ir.backward_net`); they and the gradient blobs they write get the
+        backward style.
+    origin : sequence of int or None
+        One entry per backward op: the forward op it was made for (dashed link), or None.
+
+    Raises
+    ------
+    GraphError
+        If an option value is unknown.
+    """
+    if options.mode not in MODES or options.subnets not in SUBNET_MODES:
+        raise GraphError(f"{net.name or 'net'}: unknown drawing mode {options.mode!r}/{options.subnets!r}")
+    d = Drawing(net.name or "unnamed", options)
+    env = _Env()
+    for name in net.external_input:
+        _blob_node(d, env, name, None, (), False, read=True)
+    _add_ops(d, net, env, (), None, n_forward if n_forward is not None else len(net.op))
+    for i, j in enumerate(origin):
+        src, dst = _op_id((), (n_forward or 0) + i), _op_id((), j) if j is not None else None
+        if dst is not None and src in d.nodes:
+            d.edges.append(DrawEdge(src, dst, "forward_link", S.FORWARD_LINK_EDGE))
+    if options.mode == "minimal" and options.minimal_dependency:
+        _reduce(d)
+    return d
+
+
+def _op_id(path: tuple[tuple[int, str], ...], i: int) -> str:
+    return "".join(f"op{j}:{arg}/" for j, arg in path) + f"op{i}"
+
+
+def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tuple, grad: bool,
+               read: bool = False, producer: str | None = None) -> str:
+    """Current node of `name` when read (made at version 0 if new), else a new version node."""
+    if read and name in env.node:
+        return env.node[name]
+    v = 0 if name not in env.version else env.version[name] + 1
+    prefix = "".join(f"op{j}:{arg}/" for j, arg in path)
+    nid = f"{prefix}{name}@{v}"
+    env.node[name], env.version[name], env.producer[name] = nid, v, producer
+    if d.options.mode != "minimal":
+        st = S.blob_style(grad)
+        d.nodes[nid] = DrawNode(nid, "blob", S.blob_label(name, v, d.options.mode == "ssa"), st,
+                                cluster, path=path, blob=name, version=v, backward=grad)
+    return nid
+
+
+def _scope_cluster(d: Drawing, op: caffe2_pb2.OperatorDef, parent: str | None) -> str | None:
+    """The name-scope cluster of an op (scope of its first output, else of its name), nested."""
+    name = op.output[0] if op.output else op.name
+    parts = name.split("/")[:-1]
+    for k in range(len(parts)):
+        cid = f"{parent or ''}|scope:{'/'.join(parts[:k + 1])}"
+        d.clusters.setdefault(cid, DrawCluster(cid, parts[k] + "/", "scope", parent))
+        parent = cid
+    return parent
+
+
+def _add_ops(d: Drawing, net: caffe2_pb2.NetDef, env: _Env, path: tuple, cluster: str | None,
+             n_forward: int) -> None:
+    blobs = d.options.mode != "minimal"
+    for i, op in enumerate(net.op):
+        bw = i >= n_forward and not path
+        oc = _scope_cluster(d, op, cluster) if d.options.group_scopes else cluster
+        oid = _op_id(path, i)
+        label = S.op_label(op.type, i, op.name, list(op.output) if d.options.append_output else None)
+        d.nodes[oid] = DrawNode(oid, "op", label, S.op_style(op.type, bw, op.type in CONTROL_FLOW), oc,
+                                op_index=i, op_type=op.type, name=op.name, path=path, backward=bw)
+        edge = S.BACKWARD_EDGE if bw else S.DATA_EDGE
+        for name in op.input:
+            src = _blob_node(d, env, name, cluster, path, False, read=True)
+            src = src if blobs else env.producer.get(name)
+            if src is not None:
+                d.edges.append(DrawEdge(src, oid, "data", edge))
+        if op.type in CONTROL_FLOW and d.options.subnets != "none":
+            _add_subnets(d, op, oid, env, path, i, cluster)
+        for name in op.output:
+            out = _blob_node(d, env, name, oc, path, bw, producer=oid)
+            if blobs:
+                d.edges.append(DrawEdge(oid, out, "data", edge))
+
+
+def _add_subnets(d: Drawing, op: caffe2_pb2.OperatorDef, oid: str, env: _Env, outer: tuple, i: int,
+                 cluster: str | None) -> None:
+    for arg, sub in subnets_of(op):
+        path = outer + ((i, arg),)
+        shared = op.type in SHARED_WORKSPACE or op.type in RECURRENT
+        inner = env.copy() if shared else _Env()
+        cid = cluster
+        if d.options.subnets == "cluster":
+            cid = "cluster_" + _op_id(path, 0).rsplit("/", 1)[0].replace(":", "_").replace("/", "__")
+            d.clusters[cid] = DrawCluster(cid, f"{op.type} op#{i} {arg}: {sub.name or '-'}",
+                                          "subnet", cluster)
+        if not sub.op:
+            nid = _op_id(path, 0) + ":empty"
+            d.nodes[nid] = DrawNode(nid, "note", f"(empty {arg})", S.Style("note", S.BLUE, None, S.BLUE),
+                                    cid, path=path)
+        for name in sub.external_input if not shared else ():
+            _blob_node(d, inner, name, cid, path, False, read=True)
+        _add_ops(d, sub, inner, path, cid, len(sub.op))
+        first = _op_id(path, 0) + ("" if sub.op else ":empty")
+        d.edges.append(DrawEdge(oid, first, "subnet", S.Style(color=S.BLUE, dashed=True)))
+
+
+def _reduce(d: Drawing) -> None:
+    """Keep only data edges between ops that no longer path implies (net_drawer minimal_dependency)."""
+    g = nx.DiGraph((e.source, e.target) for e in d.edges if e.kind == "data")
+    if not nx.is_directed_acyclic_graph(g):
+        return
+    keep = set(nx.transitive_reduction(g).edges)
+    d.edges = [e for e in d.edges if e.kind != "data" or (e.source, e.target) in keep]
+
+
+def focus(d: Drawing, target: str, depth: int) -> Drawing:
+    """The part of `d` within `depth` ops of `target` (op index ``"#3"``/``"3"``, op name, or blob name).
+
+    Raises
+    ------
+    GraphError
+        If nothing in the drawing matches `target`.
+    """
+    seeds = [n.id for n in d.nodes.values() if _matches(n, target)]
+    if not seeds:
+        raise GraphError(f"{d.name}: no op or blob matches --focus {target!r}")
+    g = nx.Graph((e.source, e.target) for e in d.edges)
+    g.add_nodes_from(d.nodes)
+    hops = depth if d.options.mode == "minimal" else 2 * depth + 1
+    keep = set().union(*(nx.single_source_shortest_path_length(g, s, cutoff=hops) for s in seeds))
+    out = Drawing(d.name, d.options, clusters=dict(d.clusters))
+    for nid, n in d.nodes.items():
+        if nid in keep:
+            out.nodes[nid] = replace(n, style=replace(n.style, extra=S.FOCUS_NODE.extra)) if nid in seeds else n
+    out.edges = [e for e in d.edges if e.source in keep and e.target in keep]
+    return out
+
+
+def _matches(n: DrawNode, target: str) -> bool:
+    if n.kind == "blob":
+        return n.blob == target and not n.path
+    if n.kind != "op" or n.path:
+        return False
+    t = target.removeprefix("op").removeprefix("#")
+    return (t.isdigit() and n.op_index == int(t)) or (bool(n.name) and n.name == target)

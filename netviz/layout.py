@@ -1,0 +1,185 @@
+"""Graphviz ``dot`` layout of a drawing: node boxes, edge polylines and cluster boxes in points.
+
+The layout runs the ``dot`` program in a subprocess (so it can be stopped after a time limit:
+pygraphviz's in-process ``layout()`` cannot be interrupted) and reads its ``json0`` output.
+Coordinates are graphviz's: points (1/72 inch), origin bottom-left, y up; the TUI flips and
+scales them to character cells.  Results are cached by the DOT text, so laying out the same
+subnet twice costs nothing; call it from a worker thread, it blocks.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import pygraphviz as pgv
+
+from engine.errors import NetvizError
+
+__all__ = ["NodeBox", "EdgePath", "ClusterBox", "Layout", "LayoutError", "LayoutTimeout",
+           "layout_agraph", "layout_dot", "clear_cache", "DEFAULT_TIMEOUT"]
+
+DEFAULT_TIMEOUT = 60.0
+_CACHE_SIZE = 64
+_cache: OrderedDict[str, Layout] = OrderedDict()
+_lock = threading.Lock()
+
+
+class LayoutError(NetvizError):
+    """Graphviz is missing or failed on a drawing."""
+
+
+class LayoutTimeout(LayoutError):
+    """The layout ran past its time limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeBox:
+    """A node: centre ``(x, y)`` and size in points, with its graphviz name and label."""
+
+    name: str
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class EdgePath:
+    """An edge: cubic B-spline control points from tail to head (a polyline is a fair drawing).
+
+    ``arrow`` is the arrowhead tip when graphviz drew one past the last control point.
+    """
+
+    tail: str
+    head: str
+    key: str
+    points: tuple[tuple[float, float], ...]
+    arrow: tuple[float, float] | None
+    attrs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterBox:
+    """A cluster (subnet or name scope): bounding box ``(x0, y0, x1, y1)`` and label."""
+
+    name: str
+    label: str
+    bbox: tuple[float, float, float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A laid-out drawing: overall size in points and every node, edge and cluster."""
+
+    width: float
+    height: float
+    nodes: dict[str, NodeBox]
+    edges: tuple[EdgePath, ...]
+    clusters: tuple[ClusterBox, ...]
+
+
+def layout_agraph(graph: pgv.AGraph, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot") -> Layout:
+    """Lay out a pygraphviz graph (as built by :func:`netviz.export.build_agraph`).
+
+    Raises
+    ------
+    LayoutTimeout
+        If graphviz takes longer than `timeout` seconds.
+    LayoutError
+        If the graphviz program is missing or fails.
+    """
+    return layout_dot(graph.string(), timeout, prog)
+
+
+def layout_dot(dot: str, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot") -> Layout:
+    """Lay out DOT source; cached by its text (and `prog`). See :func:`layout_agraph`."""
+    key = hashlib.sha1(f"{prog}\0{dot}".encode()).hexdigest()
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    result = _parse_json0(json.loads(run_graphviz(dot, "json0", timeout, prog)))
+    with _lock:
+        _cache[key] = result
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return result
+
+
+def clear_cache() -> None:
+    """Forget every cached layout."""
+    with _lock:
+        _cache.clear()
+
+
+def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot",
+                 output: str | None = None) -> bytes:
+    """Run graphviz `prog` on DOT source and return its `fmt` output (or write it to `output`).
+
+    Raises
+    ------
+    LayoutTimeout, LayoutError
+        As :func:`layout_agraph`.
+    """
+    exe = shutil.which(prog)
+    if exe is None:
+        raise LayoutError(f"graphviz program '{prog}' not found on PATH (install graphviz)")
+    cmd = [exe, f"-T{fmt}"] + ([f"-o{output}"] if output else [])
+    try:
+        r = subprocess.run(cmd, input=dot.encode(), capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LayoutTimeout(f"graphviz '{prog}' took longer than {timeout:g} s") from None
+    if r.returncode != 0:
+        err = r.stderr.decode(errors="replace").strip().splitlines()
+        raise LayoutError(f"graphviz '{prog}' failed: {err[-1] if err else f'exit {r.returncode}'}")
+    return r.stdout
+
+
+def _points(text: str) -> tuple[tuple[float, float], ...]:
+    return tuple(_point(p) for p in text.split())
+
+
+def _point(p: str) -> tuple[float, float]:
+    x, y = p.split(",")[:2]
+    return float(x), float(y)
+
+
+def _edge_path(e: dict[str, Any], names: dict[int, str]) -> EdgePath:
+    # NOTE: graphviz spline pos: "[e,x,y ][s,x,y ]p1 p2 …"; "e,"/"s," are arrow tips, not controls.
+    arrow, points = None, []
+    for part in e.get("pos", "").split():
+        if part.startswith("e,"):
+            arrow = _point(part[2:])
+        elif not part.startswith("s,"):
+            points.append(_point(part))
+    skip = {"_gvid", "tail", "head", "pos", "key"}
+    attrs = tuple((k, str(v)) for k, v in e.items() if k not in skip and not k.startswith("_"))
+    return EdgePath(names[e["tail"]], names[e["head"]], str(e.get("key", "")), tuple(points), arrow, attrs)
+
+
+def _parse_json0(g: dict[str, Any]) -> Layout:
+    x0, y0, x1, y1 = (float(v) for v in g.get("bb", "0,0,0,0").split(","))
+    nodes: dict[str, NodeBox] = {}
+    clusters: list[ClusterBox] = []
+    names: dict[int, str] = {}
+    for obj in g.get("objects", []):
+        if "nodes" in obj or "edges" in obj or "bb" in obj:  # a subgraph
+            if obj["name"].startswith("cluster") and "bb" in obj:
+                bb = tuple(float(v) for v in obj["bb"].split(","))
+                clusters.append(ClusterBox(obj["name"], obj.get("label", ""), bb))  # type: ignore[arg-type]
+            continue
+        names[obj["_gvid"]] = obj["name"]
+        if "pos" in obj:
+            x, y = _point(obj["pos"])
+            label = obj.get("label", "\\N")
+            nodes[obj["name"]] = NodeBox(obj["name"], x, y, float(obj["width"]) * 72, float(obj["height"]) * 72,
+                                         obj["name"] if label == "\\N" else label)
+    edges = tuple(_edge_path(e, names) for e in g.get("edges", []))
+    return Layout(x1 - x0, y1 - y0, nodes, edges, tuple(clusters))

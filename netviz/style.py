@@ -1,0 +1,115 @@
+"""How nodes, edges and clusters look: the one table both ``netviz export`` and the TUI canvas read.
+
+Forward ops and blobs copy Caffe2's ``net_drawer`` (ops: green filled boxes with white text,
+labelled ``<name>/<type> (op#i)``; blobs: plain octagons).  netviz adds: generated backward ops
+and gradient blobs in their own colour, dashed edges from a backward op to its forward op,
+control-flow ops in blue, and clusters for subnets and name scopes.
+
+A :class:`Style` is colour names plus a graphviz shape; :meth:`Style.attrs` gives the graphviz
+attribute dict, and the TUI reads ``color`` / ``fill`` / ``fontcolor`` / ``dashed`` directly
+(hex colours work in Rich markup as they are).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Style", "OP", "BLOB", "BACKWARD_OP", "GRAD_BLOB", "CONTROL_OP", "DATA_EDGE", "BACKWARD_EDGE",
+           "FORWARD_LINK_EDGE", "SUBNET_CLUSTER", "SCOPE_CLUSTER", "FOCUS_NODE", "op_label", "op_style",
+           "blob_style", "blob_label", "cluster_style", "GRAPH_ATTRS", "NODE_DEFAULTS"]
+
+GREEN = "#0F9D58"      # net_drawer's op colour
+RED = "#DB4437"        # generated backward ops and gradient blobs
+BLUE = "#4285F4"       # control flow (If/While/Do/RecurrentNetwork) and subnet clusters
+GREY = "#9AA0A6"       # name-scope clusters
+AMBER = "#F4B400"      # the --focus node
+WHITE = "#FFFFFF"
+BLACK = "#000000"
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """Look of one node, edge or cluster.
+
+    ``fill`` is None for outline-only shapes (blobs); ``dashed`` draws the outline or line dashed.
+    """
+
+    shape: str = ""
+    color: str = BLACK
+    fill: str | None = None
+    fontcolor: str = BLACK
+    dashed: bool = False
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def attrs(self) -> dict[str, str]:
+        """graphviz attributes (``shape``, ``color``, ``style``, ``fontcolor``, …) for pygraphviz."""
+        styles = (["filled"] if self.fill else []) + (["dashed"] if self.dashed else [])
+        a = {"color": self.color, "fontcolor": self.fontcolor}
+        if self.shape:
+            a["shape"] = self.shape
+        if self.fill:
+            a["fillcolor"] = self.fill
+        if styles:
+            a["style"] = ",".join(styles)
+        a.update(self.extra)
+        return a
+
+
+# NOTE: net_drawer sets color=#0F9D58 with style=filled, so the fill is the same green.
+OP = Style("box", GREEN, GREEN, WHITE)
+BLOB = Style("octagon")
+BACKWARD_OP = Style("box", RED, RED, WHITE)
+GRAD_BLOB = Style("octagon", RED, None, RED)
+CONTROL_OP = Style("box", BLUE, BLUE, WHITE)
+FOCUS_NODE = Style("", AMBER, None, BLACK, extra=(("penwidth", "3"),))
+DATA_EDGE = Style()
+BACKWARD_EDGE = Style(color=RED)
+#: backward op → the forward op it differentiates; ``constraint=false`` keeps ranks as data flow sets them.
+FORWARD_LINK_EDGE = Style(color=RED, dashed=True, extra=(("constraint", "false"), ("arrowhead", "dot")))
+SUBNET_CLUSTER = Style("", BLUE, None, BLUE, dashed=True)
+SCOPE_CLUSTER = Style("", GREY, "#F1F3F4", BLACK)
+
+#: Graph-level defaults of every exported graph (net_drawer leaves rankdir LR).
+GRAPH_ATTRS = {"rankdir": "LR", "fontname": "Helvetica", "newrank": "true"}
+NODE_DEFAULTS = {"fontname": "Helvetica", "fontsize": "10"}
+
+
+def op_label(op_type: str, index: int, name: str = "", outputs: list[str] | None = None) -> str:
+    """net_drawer's op label: ``"<name>/<type> (op#i)"``, or ``"<type> (op#i)"`` for unnamed ops.
+
+    With `outputs` (net_drawer's ``append_output``) each output name follows on its own line.
+
+    Examples
+    --------
+    >>> op_label("Conv", 0, "conv1")
+    'conv1/Conv (op#0)'
+    >>> op_label("Relu", 3, outputs=["Y"])
+    'Relu (op#3)\\nY'
+    """
+    label = f"{name}/{op_type} (op#{index})" if name else f"{op_type} (op#{index})"
+    return "\n".join([label, *(outputs or [])])
+
+
+def blob_label(name: str, version: int, ssa: bool = False) -> str:
+    """A blob node's label: its name, or ``name@version`` in SSA mode.
+
+    Examples
+    --------
+    >>> blob_label("conv1", 2), blob_label("conv1", 2, ssa=True)
+    ('conv1', 'conv1@2')
+    """
+    return f"{name}@{version}" if ssa else name
+
+
+def op_style(op_type: str, backward: bool = False, control: bool = False) -> Style:
+    """Style of an op node: backward beats control flow beats the net_drawer green."""
+    return BACKWARD_OP if backward else CONTROL_OP if control else OP
+
+
+def blob_style(gradient: bool = False) -> Style:
+    """Style of a blob node; `gradient` for blobs written only by backward ops."""
+    return GRAD_BLOB if gradient else BLOB
+
+
+def cluster_style(kind: str) -> Style:
+    """``"subnet"`` (If/While/Do/RecurrentNetwork nets) or ``"scope"`` (name scopes)."""
+    return {"subnet": SUBNET_CLUSTER, "scope": SCOPE_CLUSTER}[kind]
