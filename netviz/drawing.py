@@ -192,10 +192,12 @@ def _add_ops(d: Drawing, net: caffe2_pb2.NetDef, env: _Env, path: tuple, cluster
         d.nodes[oid] = DrawNode(oid, "op", label, S.op_style(op.type, bw, op.type in CONTROL_FLOW), oc,
                                 op_index=i, op_type=op.type, name=op.name, path=path, backward=bw)
         edge = S.BACKWARD_EDGE if bw else S.DATA_EDGE
+        parents: set[str] = set()  # NOTE: net_drawer's minimal graph has one edge per distinct parent
         for name in op.input:
             src = _blob_node(d, env, name, cluster, path, False, read=True)
             src = src if blobs else env.producer.get(name)
-            if src is not None:
+            if src is not None and (blobs or src not in parents):
+                parents.add(src)
                 d.edges.append(DrawEdge(src, oid, "data", edge))
         if op.type in CONTROL_FLOW and d.options.subnets != "none":
             _add_subnets(d, op, oid, env, path, i, cluster)
@@ -254,7 +256,7 @@ def focus(d: Drawing, target: str, depth: int) -> Drawing:
     out = Drawing(d.name, d.options, clusters=dict(d.clusters))
     for nid, n in d.nodes.items():
         if nid in keep:
-            out.nodes[nid] = replace(n, style=replace(n.style, extra=S.FOCUS_NODE.extra)) if nid in seeds else n
+            out.nodes[nid] = replace(n, style=replace(n.style, color=S.AMBER, extra=S.FOCUS_NODE.extra)) if nid in seeds else n
     out.edges = [e for e in d.edges if e.source in keep and e.target in keep]
     return out
 

@@ -1,15 +1,83 @@
-"""Not available yet in this version of netviz."""
+"""Write a graphviz diagram of a net (.dot, .svg, .png, .pdf) or net_drawer-style JSON.
+
+Styles are Caffe2 net_drawer's: ops are green filled boxes labelled `<name>/<type> (op#i)`,
+blobs are octagons with a new node per overwrite.  Generated backward ops (--backward) are red,
+with dashed edges to the forward op each was made for; control-flow ops are blue, and their
+subnets are dashed clusters.
+
+modes:
+  full      ops and blobs (net_drawer's GetPydotGraph)
+  minimal   ops only, an edge from the producer of each input (--minimal-dependency: drop
+            edges implied by others, as net_drawer's minimal_dependency)
+  ssa       like full, blob nodes labelled name@version
+
+Layout runs `dot` with a time limit (--timeout, 60 s); past it the DOT file is written beside
+OUT and netviz prints the `dot` command to finish elsewhere.  An existing OUT is kept unless --force.
+
+examples:
+  netviz export resnet50/predict_net.pbtxt -o resnet.svg
+  netviz export model.pb -o net.pdf --mode minimal --minimal-dependency --rankdir TB
+  netviz export model.pbtxt -o bw.svg --backward --loss loss
+  netviz export mask_rcnn_2go_int8/model.pbtxt -o if.svg --subnets cluster --focus 99 --depth 2
+  netviz export model.pb --json > graph.json
+  netviz export densenet121/predict_net.pbtxt -o dn.svg --timeout 20 --force
+"""
 from __future__ import annotations
 
 import argparse
+import sys
 
-from engine.errors import NetvizError
+from engine.modelio import load_net
 from netviz.commands import add_model_arguments
+from netviz.drawing import MODES, SUBNET_MODES, DrawOptions, draw_net, focus
+from netviz.export import ExportError, backward_drawing_net, count_summary, export_drawing, output_format
+from netviz.layout import DEFAULT_TIMEOUT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    parser.add_argument("-o", "--output", metavar="OUT", help="output file: .dot, .svg, .png, .pdf or .json")
+    parser.add_argument("--mode", choices=MODES, default="full", help="what to draw (default: full)")
+    parser.add_argument("--minimal-dependency", action="store_true",
+                        help="with --mode minimal: keep only edges no other path implies")
+    parser.add_argument("--append-output", action="store_true", help="list each op's outputs under its label")
+    parser.add_argument("--backward", action="store_true", help="add the generated backward pass")
+    parser.add_argument("--loss", metavar="BLOB", help="loss blob for --backward (default: last external output)")
+    parser.add_argument("--subnets", choices=SUBNET_MODES, default="cluster",
+                        help="If/While/Do/RecurrentNetwork subnets (default: cluster)")
+    parser.add_argument("--group-scopes", action="store_true", help="cluster ops by name scope (`scope/…`)")
+    parser.add_argument("--focus", metavar="OP_OR_BLOB",
+                        help="draw only around an op (index `12` / `#12`, or name) or a blob name")
+    parser.add_argument("--depth", type=int, default=2, metavar="N", help="ops around --focus (default: 2)")
+    parser.add_argument("--rankdir", choices=("TB", "LR"), default="LR", help="flow direction (default: LR)")
+    parser.add_argument("--json", action="store_true",
+                        help="net_drawer-style {nodes, edges} JSON, to OUT or stdout")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                        help=f"layout time limit in seconds (default: {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NetvizError("this command is not implemented yet")
+    fmt = "json" if args.json else None
+    output_format(args.output, fmt)  # fail on a bad OUT before any work
+    if args.loss and not args.backward:
+        args.backward = True
+    if args.depth < 0 or args.timeout <= 0:
+        raise ExportError(f"--depth must be ≥ 0 and --timeout > 0 (got {args.depth}, {args.timeout:g})")
+    net = load_net(args.path)
+    n_fwd, origin = None, []
+    if args.backward:
+        net, n_fwd, origin = backward_drawing_net(net, args.loss)
+    options = DrawOptions(args.mode, args.minimal_dependency, args.subnets, args.group_scopes,
+                          args.append_output, args.rankdir)
+    d = draw_net(net, options, n_fwd, origin)
+    if args.focus is not None:
+        d = focus(d, args.focus, args.depth)
+    result = export_drawing(d, args.output, fmt=fmt, timeout=args.timeout, force=args.force)
+    if args.output is None:
+        print(result.note)
+        return 0
+    if result.timed_out:
+        print(f"netviz: {result.note}", file=sys.stderr)
+    print(f"wrote {result.path} ({count_summary(d)})")
+    return 0
