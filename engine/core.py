@@ -1,0 +1,480 @@
+"""``caffe2.python.core`` for netviz: scripts port by changing ``from caffe2.python import core``.
+
+Blob references, scopes, ``CreateOperator``, the ``Net`` builder and the SSA helpers behave as
+Caffe2's do (names, numbering, auto-generated blob names).  Gradient generation lives in
+:mod:`engine.gradient_ir`; ``IR``, ``GradientRegistry``, ``GradientSlice`` and ``backward_net``
+are re-exported from there lazily, so this module imports without it.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from engine import opdef
+from engine.errors import GraphError
+from engine.optypes import CONTROL_FLOW
+from engine.scope import CurrentDeviceScope, CurrentNameScope, DeviceScope, NameScope
+from engine.ssa import (get_consumer_map, get_op_ids_in_path, get_output_producers,
+                        get_producer_map, get_ssa, get_undefined_blobs)
+from proto import caffe2_pb2
+
+__all__ = ["BlobReference", "ScopedName", "ScopedBlobReference", "NameScope", "DeviceScope",
+           "CurrentNameScope", "CurrentDeviceScope", "DeviceOption", "IsGPUDeviceType",
+           "DataType", "CreateOperator", "Net", "get_ssa", "get_undefined_blobs",
+           "get_output_producers", "get_op_ids_in_path", "get_producer_map",
+           "get_consumer_map", "IR", "GradientRegistry", "GradientSlice", "backward_net"]
+
+_GRADIENT_EXPORTS = ("IR", "GradientRegistry", "GradientSlice", "backward_net")
+DataType = caffe2_pb2.TensorProto.DataType
+"""``core.DataType.FLOAT`` etc.: the TensorProto data-type enum."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _GRADIENT_EXPORTS:
+        from engine import gradient_ir
+        return getattr(gradient_ir, name)
+    raise AttributeError(f"module 'engine.core' has no attribute '{name}'")
+
+
+def _op_name(attr: str) -> bool:
+    # NOTE: Caffe2 asks its operator registry; every Caffe2 op type is CamelCase.
+    return attr[:1].isupper()
+
+
+class BlobReference:
+    """A blob name, optionally bound to the ``Net`` that makes it; ``x.Relu([], "y")`` adds an op.
+
+    Compares and hashes equal to its name as ``str``; ``+`` appends to the name.
+
+    Examples
+    --------
+    >>> b = BlobReference("gpu_0/conv1")
+    >>> (b + "_w", b.GetNameScope(), b == "gpu_0/conv1")
+    (BlobReference("gpu_0/conv1_w"), 'gpu_0/', True)
+    """
+
+    def __init__(self, name: Any, net: "Net | None" = None) -> None:
+        self._name = name.decode("utf-8") if isinstance(name, bytes) else str(name)
+        self._from_net = net
+        self.meta: dict[str, Any] = {}
+
+    def __hash__(self) -> int:
+        return hash(self._name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, bytes):
+            other = other.decode("utf-8")
+        if isinstance(other, BlobReference):
+            other = other._name
+        return isinstance(other, str) and self._name == other
+
+    def __str__(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f'BlobReference("{self._name}")'
+
+    def __add__(self, other: str) -> "BlobReference":
+        if not isinstance(other, str):
+            raise TypeError("Cannot add BlobReference to a non-string.")
+        return BlobReference(self._name + other, self._from_net)
+
+    def __radd__(self, other: str) -> "BlobReference":
+        if not isinstance(other, str):
+            raise TypeError("Cannot add a non-string to BlobReference.")
+        return BlobReference(other + self._name, self._from_net)
+
+    def Net(self) -> "Net | None":
+        return self._from_net
+
+    def GetNameScope(self) -> str:
+        return self._name[:self._name.rfind("/") + 1]
+
+    def __getattr__(self, op_type: str) -> Any:
+        if not _op_name(op_type):
+            raise AttributeError(f"Attribute {op_type} not found.")
+        if self._from_net is None:
+            raise GraphError(f"blob '{self._name}': cannot create {op_type} from a blob "
+                             "reference without a net; call it on the Net")
+
+        def build(inputs: Any = None, *args: Any, **kwargs: Any) -> Any:
+            inputs = [] if inputs is None else inputs
+            inputs = [inputs] if isinstance(inputs, (str, bytes, BlobReference)) else list(inputs)
+            return getattr(self._from_net, op_type)([self, *inputs], *args, **kwargs)
+        return build
+
+
+def ScopedName(name: str | bytes) -> str:
+    """`name` prefixed with the current name scope."""
+    return CurrentNameScope() + (name.decode("ascii") if isinstance(name, bytes) else name)
+
+
+def ScopedBlobReference(name: str | bytes, *args: Any, **kwargs: Any) -> BlobReference:
+    """A BlobReference whose name carries the current name scope."""
+    return BlobReference(ScopedName(name), *args, **kwargs)
+
+
+def _rectify(blobs: Any, net: "Net | None" = None) -> list[BlobReference]:
+    """Strings get the name scope; BlobReferences are taken as they are (Caffe2's rule)."""
+    if isinstance(blobs, (str, bytes)):
+        return [ScopedBlobReference(blobs, net=net)]
+    if isinstance(blobs, BlobReference):
+        return [blobs]
+    if isinstance(blobs, (list, tuple)):
+        out = []
+        for b in blobs:
+            if isinstance(b, (str, bytes)):
+                out.append(ScopedBlobReference(b, net=net))
+            elif isinstance(b, BlobReference):
+                out.append(b)
+            else:
+                raise TypeError(f"I/O blob #{len(out)} of unsupported type: {b} of type {type(b)}")
+        return out
+    raise TypeError(f"Unknown input/output type: {blobs} of type {type(blobs)}.")
+
+
+def DeviceOption(device_type: int, device_id: int = 0, random_seed: int | None = None,
+                 node_name: str | None = None, numa_node_id: int | None = None,
+                 extra_info: Iterable[str] | None = None) -> caffe2_pb2.DeviceOption:
+    """A DeviceOption proto; ``device_id`` is always set, even for CPU (as Caffe2)."""
+    option = opdef.device_option(device_type, device_id)
+    if node_name is not None:
+        option.node_name = node_name
+    if random_seed is not None:
+        option.random_seed = random_seed
+    if numa_node_id is not None:
+        if device_type != caffe2_pb2.CPU:
+            raise ValueError("numa_node_id is only allowed for CPU device options")
+        option.numa_node_id = numa_node_id
+    if extra_info is not None:
+        option.extra_info.extend(extra_info)
+    return option
+
+
+def IsGPUDeviceType(device_type: int) -> bool:
+    """True for CUDA and HIP."""
+    return device_type in (caffe2_pb2.CUDA, caffe2_pb2.HIP)
+
+
+def CreateOperator(operator_type: str, inputs: Any, outputs: Any, name: str = "",
+                   control_input: Any = None, device_option: caffe2_pb2.DeviceOption | None = None,
+                   arg: Any = None, engine: str | None = None, **kwargs: Any
+                   ) -> caffe2_pb2.OperatorDef:
+    """Caffe2's ``CreateOperator``: :func:`engine.opdef.create_operator` after scoping names.
+
+    String blob names get the current name scope; BlobReferences keep theirs.
+
+    Examples
+    --------
+    >>> with NameScope("gpu_0"):
+    ...     op = CreateOperator("Relu", "X", BlobReference("Y"))
+    >>> list(op.input), list(op.output)
+    (['gpu_0/X'], ['Y'])
+    """
+    return opdef.create_operator(
+        operator_type, [str(i) for i in _rectify(inputs)], [str(o) for o in _rectify(outputs)],
+        name=name, control_input=[str(c) for c in _rectify(control_input)] if control_input else None,
+        device_option=device_option, arg=arg, engine=engine, **kwargs)
+
+
+def _remap_net(net: caffe2_pb2.NetDef, remap: dict[str, str]) -> None:
+    """Rename blobs of `net` in place, into the subnets of control-flow ops too."""
+    def rename(field: Any) -> None:
+        names = [remap.get(b, b) for b in field]
+        del field[:]
+        field.extend(names)
+    for op in net.op:
+        _remap_op(op, remap)
+    rename(net.external_input)
+    rename(net.external_output)
+
+
+def _remap_op(op: caffe2_pb2.OperatorDef, remap: dict[str, str]) -> None:
+    for field in (op.input, op.output):
+        names = [remap.get(b, b) for b in field]
+        del field[:]
+        field.extend(names)
+    if op.type not in CONTROL_FLOW:
+        return
+    for a in op.arg:
+        if a.HasField("n"):
+            _remap_net(a.n, remap)
+        for n in a.nets:
+            _remap_net(n, remap)
+        if op.type.startswith("Recurrent") and len(a.strings):
+            names = [remap.get(s.decode(), s.decode()).encode() for s in a.strings]
+            del a.strings[:]
+            a.strings.extend(names)
+
+
+class Net:
+    """Caffe2's net builder: ``net.FC([x, w, b], "y")`` appends an op and returns its outputs.
+
+    Net names are unique per process: a second ``Net("train")`` is named ``train_1``.
+
+    Examples
+    --------
+    >>> net = Net("doc_example")
+    >>> y = net.FC(["X", "W", "b"], "Y")
+    >>> y.Relu([], "Z")
+    BlobReference("Z")
+    >>> [op.type for op in net.Proto().op], list(net.Proto().external_input)
+    (['FC', 'Relu'], ['X', 'W', 'b'])
+    """
+
+    _net_names_used_counters: dict[str, int] = {}
+
+    @staticmethod
+    def _get_next_net_name(basename: str) -> str:
+        k = Net._net_names_used_counters.get(basename, 0)
+        Net._net_names_used_counters[basename] = k + 1
+        return basename if k == 0 else f"{basename}_{k}"
+
+    def __init__(self, name_or_proto: str | caffe2_pb2.NetDef, inplace: bool = False) -> None:
+        self._registered_blob_names: set[str] = set()
+        self._next_blob_name_ids: dict[str, int] = {}
+        if isinstance(name_or_proto, caffe2_pb2.NetDef):
+            self._net = name_or_proto if inplace else caffe2_pb2.NetDef()
+            if not inplace:
+                self._net.CopyFrom(name_or_proto)
+            prefix = self._net.name + "_blob_"
+            used = {b for op in self._net.op for b in (*op.input, *op.output)}
+            # NOTE: Caffe2 reads only the first digit after the prefix; so do we.
+            indices = [int(s[len(prefix)]) for s in used
+                       if s.startswith(prefix) and s[len(prefix):len(prefix) + 1].isdigit()]
+            self._next_name_index = max(indices) + 1 if indices else 0
+            name = self._net.name
+        else:
+            self._net, self._next_name_index, name = caffe2_pb2.NetDef(), 0, str(name_or_proto)
+        self._net.name = Net._get_next_net_name(name)
+        self._defined: set[str] | None = None  # op outputs + external inputs; None = stale
+
+    # ---- names ----
+    def Name(self) -> str:
+        return self._net.name
+
+    def __str__(self) -> str:
+        return self.Name()
+
+    def Proto(self) -> caffe2_pb2.NetDef:
+        self._defined = None  # NOTE: the caller may edit the proto, as in Caffe2.
+        return self._net
+
+    def _op_outputs(self) -> set[str]:
+        return {o for op in self._net.op for o in op.output}
+
+    def BlobIsDefined(self, blob: Any) -> bool:
+        """True when an op of this net writes `blob` or it is a declared external input."""
+        if self._defined is None:
+            self._defined = self._op_outputs() | set(self._net.external_input)
+        return str(blob) in self._defined
+
+    def UsesBlob(self, blob: Any) -> bool:
+        name = str(blob)
+        return any(name in op.input for op in self._net.op) or name in self._net.external_input
+
+    def UsedBlobNames(self) -> set[str]:
+        names = {b for op in self._net.op for b in (*op.input, *op.output)}
+        return names | set(self._net.external_input) | set(self._net.external_output)
+
+    def GetBlobRef(self, blob_name: Any) -> BlobReference:
+        if not self.BlobIsDefined(blob_name):
+            raise KeyError(f"Net does not define blob {blob_name}")
+        return BlobReference(str(blob_name), self)
+
+    def NextBlob(self, prefix: str = "unnamed") -> BlobReference:
+        """`prefix`, or ``prefix_auto_<k>`` if taken; never the same name twice."""
+        base = out = BlobReference(prefix)
+        k = 0
+        while str(out) in self._registered_blob_names or self.BlobIsDefined(out):
+            out, k = base + f"_auto_{k}", k + 1
+        self._registered_blob_names.add(str(out))
+        return out
+
+    def NextScopedBlob(self, prefix: str = "unnamed") -> BlobReference:
+        return self.NextBlob(ScopedName(prefix))
+
+    def NextName(self, prefix: str | None = None, output_id: int | None = None) -> str:
+        """``<net>/<prefix>[:id]`` (``_2``, ``_3``… on clashes) or ``<net>_blob_<k>``."""
+        if not prefix:
+            self._next_name_index += 1
+            return f"{self._net.name}_blob_{self._next_name_index - 1}"
+        base = f"{self._net.name}/{prefix}"
+        suffix = "" if output_id is None else f":{output_id}"
+        name, index = base + suffix, self._next_blob_name_ids.get(base + suffix, 2)
+        while self.BlobIsDefined(ScopedName(name)):
+            name, index = f"{base}_{index}{suffix}", index + 1
+            self._next_blob_name_ids[base + suffix] = index
+        return name
+
+    # ---- external inputs / outputs, arguments ----
+    def AddExternalInput(self, *inputs: Any) -> Any:
+        names = [str(i) for i in inputs]
+        if not names:
+            raise GraphError(f"net {self.Name()}: AddExternalInput needs at least one blob")
+        for k, name in enumerate(names):
+            if name in self._net.external_input or name in names[:k]:
+                raise GraphError(f"net {self.Name()}: Net already contains an input named {name}")
+        self._net.external_input.extend(names)
+        if self._defined is not None:
+            self._defined.update(names)
+        refs = [BlobReference(n) for n in names]
+        return refs[0] if len(refs) == 1 else refs
+
+    AddExternalInputs = AddExternalInput
+
+    def AddExternalOutput(self, *outputs: Any) -> None:
+        for o in outputs:
+            if not self.BlobIsDefined(o):
+                raise GraphError(f"net {self.Name()}: blob '{o}' is not defined")
+        self._net.external_output.extend(str(o) for o in outputs)
+
+    AddExternalOutputs = AddExternalOutput
+
+    def AddScopedExternalInputs(self, *inputs: Any) -> list[BlobReference]:
+        res = self.AddExternalInput(*[ScopedBlobReference(b) for b in inputs])
+        return res if isinstance(res, list) else [res]
+
+    def AddScopedExternalOutputs(self, *outputs: Any) -> None:
+        self.AddExternalOutput(*[ScopedBlobReference(b) for b in outputs])
+
+    @property
+    def external_inputs(self) -> list[BlobReference]:
+        return [BlobReference(x) for x in self._net.external_input]
+
+    @property
+    def external_outputs(self) -> list[BlobReference]:
+        return [BlobReference(x) for x in self._net.external_output]
+
+    def is_external_input(self, blob: Any) -> bool:
+        return str(blob) in self._net.external_input
+
+    def AddArgument(self, arg_name: str, arg_value: Any) -> None:
+        self._net.arg.append(opdef.make_argument(arg_name, arg_value))
+
+    # ---- ops ----
+    def extend_ops(self, new_ops: Iterable[caffe2_pb2.OperatorDef]) -> None:
+        new_ops = list(new_ops)
+        self._net.op.extend(new_ops)
+        if self._defined is not None:
+            self._defined.update(o for op in new_ops for o in op.output)
+
+    def _CreateAndAddToSelf(self, op_type: str, inputs: Any, outputs: Any = None,
+                            **kwargs: Any) -> Any:
+        inputs = _rectify(inputs)
+        for blob in inputs:
+            if not self.BlobIsDefined(blob):
+                if blob.Net() is self:
+                    raise GraphError(f"net {self.Name()}: {op_type} reads '{blob}', "
+                                     "which this net never defines")
+                self.AddExternalInput(blob)
+        if outputs is None:
+            outputs = self.NextName(prefix=op_type)
+        elif isinstance(outputs, int):
+            outputs = [self.NextName(prefix=op_type, output_id=i) for i in range(outputs)]
+        outputs = _rectify(outputs, net=self)
+        op = CreateOperator(op_type, inputs, outputs, **kwargs)
+        self.extend_ops([op])
+        refs = tuple(BlobReference(o, self) for o in op.output)
+        return None if not refs else refs[0] if len(refs) == 1 else refs
+
+    def __getattr__(self, op_type: str) -> Any:
+        if not _op_name(op_type):
+            raise AttributeError(f"Attribute {op_type} not found.")
+        return lambda *args, **kwargs: self._CreateAndAddToSelf(op_type, *args, **kwargs)
+
+    def Const(self, array: Any, blob_out: Any = None, dtype: Any = None) -> BlobReference:
+        """A fill op holding `array` (``ConstantFill`` for a bool, ``GivenTensor*Fill`` else)."""
+        if isinstance(array, bool):
+            return self.ConstantFill([], blob_out or 1, dtype=DataType.BOOL, value=array)
+        array = np.array(array, dtype=dtype)
+        fill = {np.dtype(np.int32): "GivenTensorIntFill", np.dtype(np.int64): "GivenTensorInt64Fill",
+                np.dtype(np.bool_): "GivenTensorBoolFill"}.get(array.dtype, "GivenTensorFill")
+        if array.dtype.kind in "US":
+            fill = "GivenTensorStringFill"
+        return getattr(self, fill)([], blob_out or 1, shape=array.shape,
+                                   values=array.flatten().tolist())
+
+    def AppendNet(self, net: "Net") -> "Net":
+        defined = self._op_outputs()
+        self._net.external_input.extend(i for i in net.Proto().external_input
+                                        if i not in self._net.external_input and i not in defined)
+        self._net.external_output.extend(o for o in net.Proto().external_output
+                                         if o not in self._net.external_output)
+        self.extend_ops(net.Proto().op)
+        return self
+
+    def AddGradientOperators(self, ys: Any, skip: int = 0) -> dict[Any, Any]:
+        """Append the backward pass of ``op[skip:]`` for `ys`; return ``{blob: gradient}``.
+
+        See :mod:`engine.gradient_ir` (``GradientRegistry.GetBackwardPass``).
+        """
+        from engine.gradient_ir import GradientRegistry
+        grad_ops, input_to_grad = GradientRegistry.GetBackwardPass(self._net.op[skip:], ys)
+        self.extend_ops(grad_ops)
+        return input_to_grad
+
+    # ---- cloning ----
+    def Clone(self, name: str, blob_remap: dict[str, str] | None = None,
+              op_id_mask: Iterable[int] | None = None, keep_schema: bool = True,
+              update_external_list: bool = False) -> "Net":
+        """A renamed copy; `blob_remap` renames blobs (into control-flow subnets too)."""
+        remap = {str(k): str(v) for k, v in (blob_remap or {}).items()}
+        proto = caffe2_pb2.NetDef()
+        proto.CopyFrom(self._net)
+        proto.name = name
+        ids = range(len(self._net.op)) if op_id_mask is None else op_id_mask
+        del proto.op[:]
+        proto.op.extend(self._net.op[i] for i in ids)
+        _remap_net(proto, remap)
+        if update_external_list:
+            _recompute_external_lists(proto)
+        return Net(proto, inplace=True)
+
+    def ClonePartial(self, name: str, inputs: Any, outputs: Iterable[Any]
+                     ) -> tuple["Net", list[BlobReference]]:
+        """Only the ops computing `outputs` from `inputs`; internal blobs get ``name/``."""
+        if isinstance(inputs, (dict, OrderedDict)):
+            pairs = inputs
+        elif isinstance(inputs, list) and all(isinstance(i, tuple) and len(i) == 2 for i in inputs):
+            pairs = OrderedDict(inputs)
+        else:
+            pairs = OrderedDict(zip(inputs, inputs))
+        input_names = {str(k): str(v) for k, v in pairs.items()}
+        output_names = [str(o) for o in outputs]
+        for o in output_names:
+            if not self.BlobIsDefined(o):
+                raise GraphError(f"net {self.Name()}: blob '{o}' is not defined")
+        ssa, versions = get_ssa(self._net, {i: 0 for i in input_names})
+        used = get_op_ids_in_path(ssa, versions, input_names, output_names)
+        if set(used) & set(get_op_ids_in_path(ssa, versions, [], input_names)):
+            raise GraphError(f"net {self.Name()}: Cannot partially clone net: some of the ops "
+                             "required would generate the given input.")
+        undefined = get_undefined_blobs([ssa[i] for i in used]) - set(input_names)
+        prefix = f"{name}/" if name else ""
+        mapping = {b: input_names.get(b, b if b in undefined else prefix + b) for b in versions}
+        new = self.Clone(name, mapping, used)
+        new_in = [mapping[i] for i in input_names] + sorted(undefined)
+        new_out = [mapping[o] for o in output_names]
+        proto = new.Proto()
+        del proto.external_input[:], proto.external_output[:]
+        proto.external_input.extend(new_in)
+        proto.external_output.extend(new_out)
+        return new, [new.GetBlobRef(o) for o in new_out]
+
+
+def _recompute_external_lists(proto: caffe2_pb2.NetDef) -> None:
+    written: dict[str, None] = {}
+    used: set[str] = set()
+    del proto.external_input[:], proto.external_output[:]
+    for op in proto.op:
+        for b in op.input:
+            if b in written:
+                used.add(b)
+            else:
+                proto.external_input.append(b)
+        written.update(dict.fromkeys(op.output))
+    proto.external_output.extend(b for b in written if b not in used)
