@@ -1,7 +1,181 @@
 """Elementwise arithmetic with Caffe2 broadcasting: Add, Sub, Mul, Div, Sum, WeightedSum, Scale, Exp, Log, Sqr, Sqrt, Negative, Abs, Pow, Mean, comparisons, logical ops."""
 from __future__ import annotations
 
+import numpy as np
+
+from engine.registry import kernel
+
 # ---- kernels ----
+
+def _legacy_b(a, b, broadcast, axis, axis_str, order):
+    """B reshaped for Caffe2's legacy ``broadcast=1``: B's dims match A's starting at `axis`."""
+    if not broadcast:
+        return b  # NOTE: without broadcast=1, Caffe2 >= 2018 uses numpy-style broadcasting.
+    if axis_str:
+        axis = order.index(axis_str)
+    if axis == -1:
+        axis = a.ndim - b.ndim
+    return b.reshape(b.shape + (1,) * (a.ndim - axis - b.ndim))
+
+
+def _binary(fn):
+    def run(xp, a, b, *, broadcast: int = 0, axis: int = -1, axis_str: str = "", order: str = "NCHW"):
+        return fn(xp, a, _legacy_b(a, b, broadcast, axis, axis_str, order))
+    return run
+
+
+for _t, _f in {"Add": lambda xp, a, b: a + b, "Sub": lambda xp, a, b: a - b,
+               "Mul": lambda xp, a, b: a * b, "Div": lambda xp, a, b: a / b,
+               "EQ": lambda xp, a, b: a == b, "NE": lambda xp, a, b: a != b, "LT": lambda xp, a, b: a < b,
+               "LE": lambda xp, a, b: a <= b, "GT": lambda xp, a, b: a > b, "GE": lambda xp, a, b: a >= b,
+               "And": lambda xp, a, b: a & b, "Or": lambda xp, a, b: a | b, "Xor": lambda xp, a, b: a ^ b,
+               }.items():
+    kernel(_t)(_binary(_f))
+
+
+def _unbroadcast(xp, g, like, broadcast, axis, axis_str, order, a):
+    """Sum `g` down to the shape of `like` (the gradient of a broadcast operand)."""
+    if g.shape == like.shape:
+        return g
+    target = _legacy_b(a, like, broadcast, axis, axis_str, order).shape
+    lead = g.ndim - len(target)
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(target) if n == 1 and g.shape[i + lead] != 1)
+    return g.sum(axis=axes, keepdims=True).reshape(like.shape).astype(g.dtype, copy=False)
+
+
+def _grad_kernel(fa, fb):
+    def run(xp, dc, a, b, *c, broadcast: int = 0, axis: int = -1, axis_str: str = "", order: str = "NCHW"):
+        bb = _legacy_b(a, b, broadcast, axis, axis_str, order)
+        args = (broadcast, axis, axis_str, order, a)
+        return (_unbroadcast(xp, fa(xp, dc, a, bb, *c), a, *args),
+                _unbroadcast(xp, fb(xp, dc, a, bb, *c), b, *args))
+    return run
+
+
+def _full(xp, g, a, b):
+    """`g` at the full output shape (an operand may be broadcast to it)."""
+    return xp.broadcast_to(g, np.broadcast_shapes(a.shape, b.shape))
+
+
+kernel("AddGradient")(_grad_kernel(_full, _full))
+kernel("SubGradient")(_grad_kernel(_full, lambda xp, g, a, b: -_full(xp, g, a, b)))
+kernel("MulGradient")(_grad_kernel(lambda xp, g, a, b: g * b, lambda xp, g, a, b: g * a))
+# NOTE: DivGradient's 4th input is the output C = A / B, so dB = -dC * C / B.
+kernel("DivGradient")(_grad_kernel(lambda xp, g, a, b, *c: g / b,
+                                   lambda xp, g, a, b, *c: -g * (c[0] if c else a / b) / b))
+
+
+@kernel("Sum")
+def sum_(xp, *xs):
+    out = xs[0].copy()
+    for x in xs[1:]:
+        out += x
+    return out
+
+
+@kernel("Mean")
+def mean(xp, *xs):
+    return sum_(xp, *xs) / xs[0].dtype.type(len(xs))
+
+
+@kernel("MeanGradient", needs_context=True)
+def mean_gradient(xp, dy, *, ctx):
+    n = len(ctx.op.output)
+    return tuple(dy / dy.dtype.type(n) for _ in range(n))
+
+
+@kernel("WeightedSum")
+def weighted_sum(xp, *xw):
+    out = xw[0] * xw[1].reshape(())
+    for x, w in zip(xw[2::2], xw[3::2]):
+        out = out + x * w.reshape(())
+    return out.astype(xw[0].dtype, copy=False)
+
+
+@kernel("WeightedSumGradient", needs_context=True)
+def weighted_sum_gradient(xp, dy, *xw, ctx, grad_on_w: int = 0):
+    xs, ws = xw[0::2], xw[1::2]
+    dxs = tuple(dy * w.reshape(()) for w in ws)
+    return dxs + (tuple((dy * x).sum().reshape(1) for x in xs) if grad_on_w else ())
+
+
+@kernel("Scale")
+def scale(xp, x, *, scale: float = 1.0):
+    return x * x.dtype.type(scale)
+
+
+@kernel("Exp")
+def exp(xp, x):
+    return xp.exp(x)
+
+
+@kernel("Log")
+def log(xp, x):
+    return xp.log(x)
+
+
+@kernel("Sqr")
+def sqr(xp, x):
+    return x * x
+
+
+@kernel("Sqrt")
+def sqrt(xp, x):
+    return xp.sqrt(x)
+
+
+@kernel("Negative")
+def negative(xp, x):
+    return -x
+
+
+@kernel("Abs")
+def abs_(xp, x):
+    return xp.abs(x)
+
+
+@kernel("AbsGradient")
+def abs_gradient(xp, x, dy):
+    return dy * xp.sign(x)
+
+
+@kernel("Sign")
+def sign(xp, x):
+    return xp.sign(x)
+
+
+@kernel("Reciprocal")
+def reciprocal(xp, x):
+    return 1 / x
+
+
+@kernel("Ceil")
+def ceil(xp, x):
+    return xp.ceil(x)
+
+
+@kernel("Floor")
+def floor(xp, x):
+    return xp.floor(x)
+
+
+@kernel("Not")
+def not_(xp, x):
+    return ~x
+
+
+@kernel("Pow")
+def pow_(xp, x, e=None, *, exponent: float | None = None, broadcast: int = 0, axis: int = -1,
+         axis_str: str = "", order: str = "NCHW"):
+    if e is None:
+        return xp.power(x, x.dtype.type(exponent))
+    return xp.power(x, _legacy_b(x, e, broadcast, axis, axis_str, order)).astype(x.dtype, copy=False)
+
+
+@kernel("Where")
+def where(xp, c, a, b):
+    return xp.where(c, a, b)
+
 
 # ---- gradients ----
 

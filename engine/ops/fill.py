@@ -1,7 +1,119 @@
 """Fill ops (init nets): ConstantFill, GaussianFill, XavierFill, MSRAFill, UniformFill, GivenTensor*Fill, RangeFill…"""
 from __future__ import annotations
 
+import inspect
+import numpy as np
+
+from engine import device as dev
+from engine.ops.tensor import np_dtype
+from engine.registry import kernel
+
 # ---- kernels ----
+
+def _shape(x, shape, extra_shape, input_as_shape):
+    """Output shape of a filler: `shape` arg, or input 0's dims / values, plus `extra_shape`."""
+    if x is None:
+        if extra_shape or input_as_shape:
+            raise ValueError("extra_shape and input_as_shape need an input")
+        if isinstance(shape, (int, float)):
+            raise ValueError("Argument 'shape' was a scalar, list expected")
+        return tuple(int(v) for v in shape or ())
+    if shape:
+        raise ValueError("Cannot set the shape argument and pass in an input at the same time")
+    if input_as_shape:
+        dims = dev.to_host(x)
+        if dims.ndim != 1 or dims.size == 0:
+            raise ValueError("input_as_shape needs a non-empty 1-D tensor of dims")
+        base = tuple(int(v) for v in dims)
+    else:
+        base = tuple(x.shape)
+    return base + tuple(int(v) for v in extra_shape or ())
+
+
+def filler(fn):
+    """Register a random/derived filler: `fn(rng, shape, **args)` returns a numpy array."""
+    def run(xp, x=None, *, ctx, shape: list | None = None, extra_shape: list | None = None,
+            input_as_shape: int = 0, **args):
+        return xp.asarray(fn(ctx.rng, _shape(x, shape, extra_shape, input_as_shape), **args))
+    sig = inspect.signature(run)
+    extra = [p.replace(kind=p.KEYWORD_ONLY) for p in list(inspect.signature(fn).parameters.values())[2:]]
+    run.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                                if p.kind is not p.VAR_KEYWORD] + extra)
+    return run
+
+
+@kernel("ConstantFill")
+def constant_fill(xp, x=None, v=None, *, value=None, dtype: int | None = None, shape: list | None = None,
+                  extra_shape: list | None = None, input_as_shape: int = 0):
+    # NOTE: without `dtype` a float value gives FLOAT and an int value INT64 (Caffe2's inference).
+    if dtype is None:
+        if value is not None and not isinstance(value, (int, float)):
+            raise ValueError("Argument 'value' is of unexpected type")
+        dtype = 10 if isinstance(value, int) else 1
+    if dtype == 0:
+        raise ValueError("ConstantFill: dtype UNDEFINED")
+    if v is not None:
+        value = dev.to_host(v).reshape(()).item()
+    out = np.full(_shape(x, shape, extra_shape, input_as_shape), 0 if value is None else value, dtype=np_dtype(dtype))
+    return out if np_dtype(dtype) is object else xp.asarray(out)
+
+
+kernel("GaussianFill", needs_context=True)(filler(
+    lambda rng, shape, mean=0.0, std=1.0: rng.normal(mean, std, shape).astype(np.float32)))
+kernel("UniformFill", needs_context=True)(filler(
+    lambda rng, shape, min=0.0, max=1.0: rng.uniform(min, max, shape).astype(np.float32)))  # noqa: A002
+kernel("UniformIntFill", needs_context=True)(filler(
+    lambda rng, shape, min=0, max=1: rng.integers(min, max, shape, endpoint=True).astype(np.int32)))  # noqa: A002
+# NOTE: Xavier: uniform in ±sqrt(3 / fan_in), fan_in = numel / dim0; MSRA: normal std sqrt(2 / fan_out),
+# fan_out = numel / dim1.
+kernel("XavierFill", needs_context=True)(filler(lambda rng, shape: rng.uniform(
+    -1, 1, shape).astype(np.float32) * np.float32(np.sqrt(3 / max(np.prod(shape) / shape[0], 1)))))
+kernel("MSRAFill", needs_context=True)(filler(lambda rng, shape: rng.normal(
+    0, np.sqrt(2 / max(np.prod(shape) / shape[1], 1)), shape).astype(np.float32)))
+kernel("RangeFill", needs_context=True)(filler(
+    lambda rng, shape: np.arange(np.prod(shape, dtype=np.int64), dtype=np.float32).reshape(shape)))
+
+
+@kernel("DiagonalFill", needs_context=True)
+@filler
+def diagonal_fill(rng, shape, value=0.0, dtype=1):
+    out = np.zeros(shape, dtype=np_dtype(dtype))
+    np.fill_diagonal(out, value)
+    return out
+
+
+@kernel("LengthsRangeFill")
+def lengths_range_fill(xp, lengths):
+    n = dev.to_host(lengths).astype(np.int64)
+    return xp.asarray(np.arange(n.sum(), dtype=np.int32) - np.repeat(np.cumsum(n) - n, n).astype(np.int32))
+
+
+def given(np_type, field_dtype=None):
+    def run(xp, x=None, *, values=(), shape: list | None = None, extra_shape: list | None = None,
+            input_as_shape: int = 0, dtype: int | None = None):
+        t = np_dtype(dtype) if dtype is not None and field_dtype is None else np_type
+        dims = _shape(x, shape, extra_shape, input_as_shape)
+        if t is object:
+            return np.array([v if isinstance(v, bytes) else str(v).encode() for v in values], dtype=object).reshape(dims)
+        arr = np.array(values, dtype=t)
+        if arr.size != int(np.prod(dims)):
+            raise ValueError(f"{arr.size} values for shape {dims}")
+        return xp.asarray(arr.reshape(dims))
+    return run
+
+
+for _t, _d in {"GivenTensorFill": np.float32, "GivenTensorDoubleFill": np.float64,
+               "GivenTensorBoolFill": np.bool_, "GivenTensorInt16Fill": np.int16, "GivenTensorIntFill": np.int32,
+               "GivenTensorInt64Fill": np.int64, "GivenTensorStringFill": object}.items():
+    kernel(_t)(given(_d, None if _t == "GivenTensorFill" else _d))
+
+
+@kernel("GivenTensorByteStringToUInt8Fill")
+def given_bytes_fill(xp, x=None, *, values=(), shape: list | None = None):
+    data = values[0] if values else b""
+    data = data.encode("latin-1") if isinstance(data, str) else data
+    return xp.asarray(np.frombuffer(data, dtype=np.uint8).reshape(_shape(x, shape, None, 0)).copy())
+
 
 # ---- gradients ----
 

@@ -1,7 +1,73 @@
 """Dense products: FC, FCTransposed, MatMul, BatchMatMul."""
 from __future__ import annotations
 
+import numpy as np
+
+from engine.registry import kernel
+
 # ---- kernels ----
+
+def _flat(a, axis):
+    """`a` as 2-D, split at `axis` (Caffe2's canonical-axis flattening)."""
+    axis %= max(a.ndim, 1)
+    return a.reshape(int(np.prod(a.shape[:axis])), -1)
+
+
+@kernel("FC")
+def fc(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
+    y = _flat(x, axis) @ _flat(w, axis_w).T
+    if b is not None:
+        y += b
+    return y.reshape(x.shape[:axis % x.ndim] + (y.shape[1],))
+
+
+@kernel("FCTransposed")
+def fc_transposed(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
+    # NOTE: W is stored (K, N) here, not (N, K).
+    w2 = _flat(w, axis_w)
+    y = _flat(x, axis) @ w2
+    if b is not None:
+        y += b
+    return y.reshape(x.shape[:axis % x.ndim] + (y.shape[1],))
+
+
+def _fc_grad(xp, x, w, dy, axis, axis_w, transposed, n_out):
+    x2, w2 = _flat(x, axis), _flat(w, axis_w)
+    dy2 = dy.reshape(x2.shape[0], -1)
+    dw = (x2.T @ dy2) if transposed else (dy2.T @ x2)
+    res = (dw.reshape(w.shape), dy2.sum(axis=0))
+    if n_out > 2:
+        res += ((dy2 @ (w2.T if transposed else w2)).reshape(x.shape),)
+    return res
+
+
+@kernel("FCGradient", needs_context=True)
+def fc_gradient(xp, x, w, dy, *, ctx, axis: int = 1, axis_w: int = 1):
+    # NOTE: outputs are ordered [dW, db, dX]; dX only when a third output is declared.
+    return _fc_grad(xp, x, w, dy, axis, axis_w, False, len(ctx.op.output))
+
+
+@kernel("FCTransposedGradient", needs_context=True)
+def fc_transposed_gradient(xp, x, w, dy, *, ctx, axis: int = 1, axis_w: int = 1):
+    return _fc_grad(xp, x, w, dy, axis, axis_w, True, len(ctx.op.output))
+
+
+@kernel("MatMul")
+def matmul(xp, a, b, *_shape_like, axis_a: int = 1, axis_b: int = 1, trans_a: int = 0, trans_b: int = 0):
+    # NOTE: the optional 3rd input (gradient ops) only tells the output shape: that of the 3rd input.
+    a2, b2 = _flat(a, axis_a), _flat(b, axis_b)
+    y = (a2.T if trans_a else a2) @ (b2.T if trans_b else b2)
+    return y.reshape(_shape_like[0].shape) if _shape_like else y
+
+
+@kernel("BatchMatMul")
+def batch_matmul(xp, a, b, *, trans_a: int = 0, trans_b: int = 0, broadcast: int = 0):
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
+    if b.ndim == 1:
+        b = b.reshape(-1, 1)
+    return xp.matmul(xp.swapaxes(a, -1, -2) if trans_a else a, xp.swapaxes(b, -1, -2) if trans_b else b)
+
 
 # ---- gradients ----
 

@@ -1,7 +1,118 @@
 """Normalisation and regularisation: SpatialBN, LRN, LayerNorm, Dropout, ChannelShuffle."""
 from __future__ import annotations
 
+import numpy as np
+
+from engine.registry import kernel
+
 # ---- kernels ----
+
+def _channel_view(x, order):
+    """(reduce axes, broadcast shape) for per-channel statistics of an NCHW/NHWC tensor."""
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    shape = [1] * x.ndim
+    shape[c_axis] = x.shape[c_axis]
+    return tuple(a for a in range(x.ndim) if a != c_axis), tuple(shape)
+
+
+@kernel("SpatialBN")
+def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: float = 1e-5,
+               momentum: float = 0.9, order: str = "NCHW"):
+    axes, bshape = _channel_view(x, order)
+    if is_test:
+        inv = 1 / xp.sqrt(var + x.dtype.type(epsilon))
+        return ((x - mean.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)).astype(x.dtype)
+    # NOTE: the saved 5th output is the inverse std of the batch, and running stats use the biased variance.
+    bm, bv = x.mean(axis=axes), x.var(axis=axes)
+    inv = (1 / xp.sqrt(bv + epsilon)).astype(x.dtype)
+    y = (x - bm.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)
+    m = x.dtype.type(momentum)
+    return (y.astype(x.dtype), (mean * m + bm * (1 - m)).astype(x.dtype), (var * m + bv * (1 - m)).astype(x.dtype),
+            bm.astype(x.dtype), inv)
+
+
+@kernel("SpatialBNGradient")
+def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *_pre, is_test: int = 0, epsilon: float = 1e-5,
+                        order: str = "NCHW"):
+    axes, bshape = _channel_view(x, order)
+    if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
+        inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
+    xhat = (x - mean.reshape(bshape)) * inv_std.reshape(bshape)
+    dbias, dscale = dy.sum(axis=axes), (dy * xhat).sum(axis=axes)
+    if is_test:
+        return (dy * (scale * inv_std).reshape(bshape)).astype(x.dtype), dscale, dbias
+    m = x.size // x.shape[1 if order == "NCHW" else -1]
+    dx = (scale * inv_std).reshape(bshape) / m * (m * dy - dbias.reshape(bshape) - xhat * dscale.reshape(bshape))
+    return dx.astype(x.dtype), dscale.astype(x.dtype), dbias.astype(x.dtype)
+
+
+def _window_sum(xp, sq, size, c_axis):
+    """Sum over a centred window of `size` channels (zero padded), via a cumulative sum."""
+    pre = (size - 1) // 2
+    pad = [(0, 0)] * sq.ndim
+    pad[c_axis] = (pre + 1, size - pre - 1)
+    cs = xp.cumsum(xp.pad(sq, pad), axis=c_axis)
+    n = sq.shape[c_axis]
+    return xp.take(cs, xp.arange(size, size + n), axis=c_axis) - xp.take(cs, xp.arange(0, n), axis=c_axis)
+
+
+@kernel("LRN")
+def lrn(xp, x, *, size: int = 1, alpha: float = 0.0, beta: float = 0.0, bias: float = 1.0, order: str = "NCHW"):
+    # NOTE: scale = bias + alpha/size * window_sum(x^2); Y = X * scale^-beta; 2nd output is scale.
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    s = (bias + alpha / size * _window_sum(xp, x * x, size, c_axis)).astype(x.dtype)
+    return (x * s ** x.dtype.type(-beta)).astype(x.dtype), s
+
+
+@kernel("LRNGradient")
+def lrn_gradient(xp, x, y, dy, *, size: int = 1, alpha: float = 0.0, beta: float = 0.0, bias: float = 1.0,
+                 order: str = "NCHW"):
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    s = bias + alpha / size * _window_sum(xp, x * x, size, c_axis)
+    # the window is symmetric for odd size; for even size the adjoint window is mirrored.
+    acc = _window_sum(xp, dy * y / s, size, c_axis) if size % 2 else \
+        xp.flip(_window_sum(xp, xp.flip(dy * y / s, axis=c_axis), size, c_axis), axis=c_axis)
+    return (dy * s ** -beta - 2 * alpha * beta / size * x * acc).astype(x.dtype)
+
+
+@kernel("Dropout", needs_context=True)
+def dropout(xp, x, *, ctx, ratio: float = 0.5, is_test: int = 0):
+    if is_test or ratio == 0:
+        return x.copy(), xp.ones(x.shape, dtype=bool)
+    mask = xp.asarray(ctx.rng.random(x.shape) >= ratio)
+    return (x * mask * x.dtype.type(1 / (1 - ratio))).astype(x.dtype), mask
+
+
+@kernel("DropoutGrad")
+def dropout_grad(xp, dy, mask=None, *, ratio: float = 0.5, is_test: int = 0):
+    if is_test or mask is None:
+        return dy.copy()
+    return (dy * mask * dy.dtype.type(1 / (1 - ratio))).astype(dy.dtype)
+
+
+@kernel("LayerNorm")
+def layer_norm(xp, x, *, axis: int = 1, epsilon: float = 1e-5):
+    axis %= x.ndim
+    x2 = x.reshape(int(np.prod(x.shape[:axis])), -1)
+    mean = x2.mean(axis=1, keepdims=True)
+    std = xp.sqrt(x2.var(axis=1, keepdims=True) + epsilon)
+    shape = x.shape[:axis] + (1,)
+    return ((x2 - mean) / std).reshape(x.shape).astype(x.dtype), mean.reshape(shape), std.reshape(shape)
+
+
+@kernel("ChannelShuffle")
+def channel_shuffle(xp, x, *, group: int = 1, order: str = "NCHW"):
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    c = x.shape[c_axis]
+    s = x.reshape(x.shape[:c_axis] + (group, c // group) + x.shape[c_axis + 1:])
+    return xp.swapaxes(s, c_axis, c_axis + 1).reshape(x.shape)
+
+
+@kernel("ChannelShuffleGradient")
+def channel_shuffle_gradient(xp, dy, *, group: int = 1, order: str = "NCHW"):
+    c = dy.shape[1 if order == "NCHW" else -1]
+    return channel_shuffle(xp, dy, group=c // group, order=order)
+
 
 # ---- gradients ----
 

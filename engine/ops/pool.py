@@ -1,7 +1,80 @@
 """Pooling: MaxPool, AveragePool (and 1D/2D/3D)."""
 from __future__ import annotations
 
+import itertools
+import numpy as np
+
+from engine.ops.conv import from_nchw, geometry, geometry_args, to_nchw, windows
+from engine.registry import kernel
+
 # ---- kernels ----
+
+def _pool_geometry(x, g):
+    nd = x.ndim - 2
+    k, s, pb, pe, d = geometry(nd, g)
+    if g["global_pooling"]:
+        k, s, pb, pe, d = list(x.shape[2:]), [1] * nd, [0] * nd, [0] * nd, [1] * nd
+    return k, s, pb, pe, d
+
+
+def _counts(xp, x, k, s, pb, pe, d, include_pad):
+    """Per-window element counts of AveragePool (pads excluded unless count_include_pad)."""
+    if include_pad or not (any(pb) or any(pe)):
+        return x.dtype.type(np.prod(k))
+    ones = xp.ones((1, 1) + x.shape[2:], dtype=x.dtype)
+    return windows(xp, ones, k, s, pb, pe, d).sum(axis=tuple(range(-len(k), 0)))
+
+
+@kernel("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D")
+@geometry_args
+def max_pool(xp, x, **g):
+    x = to_nchw(x, g["order"])
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    return from_nchw(windows(xp, x, k, s, pb, pe, d, -np.inf).max(axis=tuple(range(-len(k), 0))), g["order"])
+
+
+@kernel("AveragePool", "AveragePool1D", "AveragePool2D", "AveragePool3D")
+@geometry_args
+def average_pool(xp, x, *, count_include_pad: int = 0, **g):
+    x = to_nchw(x, g["order"])
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    total = windows(xp, x, k, s, pb, pe, d).sum(axis=tuple(range(-len(k), 0)))
+    return from_nchw((total / _counts(xp, x, k, s, pb, pe, d, count_include_pad)).astype(x.dtype), g["order"])
+
+
+def _pool_backward(xp, x, g, dy, weight):
+    """Scatter dY * weight(window slice, position) back over every kernel position."""
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    padded = x.shape[:2] + tuple(x.shape[2 + i] + pb[i] + pe[i] for i in range(len(k)))
+    dx = xp.zeros(padded, dtype=dy.dtype)
+    out = dy.shape[2:]
+    for pos in itertools.product(*(range(v) for v in k)):
+        sl = (slice(None), slice(None)) + tuple(
+            slice(p * d[i], p * d[i] + s[i] * (out[i] - 1) + 1, s[i]) for i, p in enumerate(pos))
+        dx[sl] += weight(sl, k, s, pb, pe, d)
+    return dx[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + x.shape[2 + i]) for i in range(len(k)))]
+
+
+@kernel("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGradient")
+@geometry_args
+def max_pool_gradient(xp, x, y, dy, **g):
+    # NOTE: like Caffe2's CPU kernel, every window element equal to the max gets the gradient.
+    order = g["order"]
+    x, y, dy = to_nchw(x, order), to_nchw(y, order), to_nchw(dy, order)
+    k, s, pb, pe, _ = _pool_geometry(x, g)
+    xpad = xp.pad(x, ((0, 0), (0, 0), *zip(pb, pe)), constant_values=-np.inf) if any(pb + pe) else x
+    return from_nchw(_pool_backward(xp, x, g, dy, lambda sl, *_: dy * (xpad[sl] == y)), order)
+
+
+@kernel("AveragePoolGradient", "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient")
+@geometry_args
+def average_pool_gradient(xp, x, y, dy, *, count_include_pad: int = 0, **g):
+    order = g["order"]
+    x, dy = to_nchw(x, order), to_nchw(dy, order)
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    scaled = dy / _counts(xp, x, k, s, pb, pe, d, count_include_pad)
+    return from_nchw(_pool_backward(xp, x, g, dy, lambda *_: scaled).astype(dy.dtype), order)
+
 
 # ---- gradients ----
 

@@ -1,7 +1,178 @@
 """Shape and data movement: Concat, Split, Reshape, Transpose, Flatten, FlattenToVec, ExpandDims, Squeeze, Slice, Cast, Alias, ResizeNearest, NCHW2NHWC, NHWC2NCHW, ResizeLike, Shape, Size."""
 from __future__ import annotations
 
+import numpy as np
+
+from engine import device as dev
+from engine.registry import kernel
+
 # ---- kernels ----
+
+# TensorProto.DataType → numpy dtype (Cast, ConstantFill, GivenTensorFill share it).
+DTYPES = {1: np.float32, 2: np.int32, 3: np.uint8, 4: object, 5: np.bool_, 6: np.uint8, 7: np.int8,
+          8: np.uint16, 9: np.int16, 10: np.int64, 12: np.float16, 13: np.float64}
+DTYPE_NAMES = {"FLOAT": 1, "INT32": 2, "BYTE": 3, "STRING": 4, "BOOL": 5, "UINT8": 6, "INT8": 7,
+               "UINT16": 8, "INT16": 9, "INT64": 10, "FLOAT16": 12, "DOUBLE": 13}
+
+
+def np_dtype(to):
+    """numpy dtype of a Caffe2 DataType given as int or name ("FLOAT", "float")."""
+    return DTYPES[DTYPE_NAMES[to.upper()] if isinstance(to, str) else int(to)]
+
+
+def _concat_axis(axis, order):
+    return axis if axis is not None else (1 if order == "NCHW" else -1)
+
+
+@kernel("Concat")
+def concat(xp, *xs, axis: int | None = None, order: str = "NCHW", add_axis: int = 0):
+    # NOTE: 2nd output split_info holds each input's size along `axis` (int32), for the Split gradient.
+    axis = _concat_axis(axis, order)
+    if add_axis:
+        axis %= xs[0].ndim + 1
+        return xp.stack(xs, axis=axis), np.ones(len(xs), dtype=np.int32)
+    axis %= xs[0].ndim
+    return xp.concatenate(xs, axis=axis), np.array([x.shape[axis] for x in xs], dtype=np.int32)
+
+
+@kernel("Split", "DepthSplit", needs_context=True)
+def split(xp, x, sizes=None, *, ctx, axis: int | None = None, split: list | None = None, order: str = "NCHW",
+          add_axis: int = 0):
+    axis = _concat_axis(axis, order) % x.ndim
+    n = len(ctx.op.output)
+    sizes = [int(v) for v in (np.asarray(sizes.get() if hasattr(sizes, "get") else sizes)
+                              if sizes is not None else split or [x.shape[axis] // n] * n)]
+    if sum(sizes) != x.shape[axis] or len(sizes) != n:
+        raise ValueError(f"split sizes {sizes} do not cover dim {x.shape[axis]} in {n} outputs")
+    parts = xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=axis)
+    return tuple(xp.squeeze(p, axis=axis) if add_axis else p.copy() for p in parts)
+
+
+@kernel("Reshape")
+def reshape(xp, x, new_shape=None, *, shape: list | None = None):
+    # NOTE: 0 copies the input's dim, -1 is inferred; 2nd output old_shape (int64) drives the gradient.
+    dims = [int(v) for v in (new_shape.tolist() if new_shape is not None else shape)]
+    dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims), np.array(x.shape, dtype=np.int64)
+
+
+@kernel("Transpose")
+def transpose(xp, x, *, axes: list | None = None):
+    return xp.ascontiguousarray(x.transpose(axes or None))
+
+
+@kernel("Flatten")
+def flatten(xp, x, *, axis: int = 1):
+    return x.reshape(int(np.prod(x.shape[:axis])), -1)
+
+
+@kernel("FlattenToVec")
+def flatten_to_vec(xp, x):
+    return x.reshape(-1)
+
+
+@kernel("ExpandDims")
+def expand_dims(xp, x, *, dims: list = ()):
+    for d in sorted(dims):
+        x = xp.expand_dims(x, d)
+    return x
+
+
+@kernel("Squeeze")
+def squeeze(xp, x, *, dims: list = ()):
+    return x.reshape([n for i, n in enumerate(x.shape) if i not in set(dims)])
+
+
+def _slices(x, starts, ends):
+    # NOTE: a negative index i means dim + 1 + i, so end -1 is "to the end".
+    sl = []
+    for i, n in enumerate(x.shape):
+        s, e = (int(starts[i]), int(ends[i])) if i < len(starts) else (0, n)
+        sl.append(slice(s + n + 1 if s < 0 else s, e + n + 1 if e < 0 else e))
+    return tuple(sl)
+
+
+@kernel("Slice")
+def slice_(xp, x, starts_in=None, ends_in=None, *, starts: list = (), ends: list = ()):
+    if starts_in is not None:
+        starts, ends = dev.to_host(starts_in).tolist(), dev.to_host(ends_in).tolist()
+    return x[_slices(x, starts, ends)].copy()
+
+
+@kernel("SliceGradient")
+def slice_gradient(xp, x, *rest, starts: list = (), ends: list = ()):
+    if len(rest) == 3:
+        starts, ends = dev.to_host(rest[0]).tolist(), dev.to_host(rest[1]).tolist()
+    dx = xp.zeros_like(rest[-1], shape=x.shape)
+    dx[_slices(x, starts, ends)] = rest[-1]
+    return dx
+
+
+@kernel("Cast")
+def cast(xp, x, *, to: int = 1):
+    return x.astype(np_dtype(to))
+
+
+@kernel("Alias", "StopGradient", "EnsureDense")
+def alias(xp, x):
+    return x
+
+
+def _nearest(n_in, n_out, scale):
+    return np.minimum((np.arange(n_out) / scale).astype(np.int64), n_in - 1)
+
+
+@kernel("ResizeNearest")
+def resize_nearest(xp, x, scales=None, *, width_scale: float = 1.0, height_scale: float = 1.0,
+                   order: str = "NCHW"):
+    if scales is not None:
+        height_scale, width_scale = (float(v) for v in dev.to_host(scales).reshape(-1)[:2])
+    h_axis = 2 if order == "NCHW" else 1
+    h, w = x.shape[h_axis], x.shape[h_axis + 1]
+    iy = xp.asarray(_nearest(h, int(h * height_scale), height_scale))
+    ix = xp.asarray(_nearest(w, int(w * width_scale), width_scale))
+    return xp.take(xp.take(x, iy, axis=h_axis), ix, axis=h_axis + 1)
+
+
+@kernel("ResizeNearestGradient")
+def resize_nearest_gradient(xp, dy, x, scales=None, *, width_scale: float = 1.0, height_scale: float = 1.0,
+                            order: str = "NCHW"):
+    # NOTE: the scatter-add is a product with one-hot row/column selection matrices (BLAS, no loops).
+    if scales is not None:
+        height_scale, width_scale = (float(v) for v in dev.to_host(scales).reshape(-1)[:2])
+    g = dy if order == "NCHW" else dy.transpose(0, 3, 1, 2)
+    h, w = x.shape[2:] if order == "NCHW" else x.shape[1:3]
+    ry = xp.asarray((_nearest(h, g.shape[2], height_scale)[:, None] == np.arange(h)).astype(dy.dtype))
+    rx = xp.asarray((_nearest(w, g.shape[3], width_scale)[:, None] == np.arange(w)).astype(dy.dtype))
+    dx = xp.matmul(xp.matmul(ry.T, g), rx)
+    return dx if order == "NCHW" else xp.ascontiguousarray(dx.transpose(0, 2, 3, 1))
+
+
+@kernel("NCHW2NHWC")
+def nchw2nhwc(xp, x):
+    return xp.ascontiguousarray(xp.moveaxis(x, 1, -1))
+
+
+@kernel("NHWC2NCHW")
+def nhwc2nchw(xp, x):
+    return xp.ascontiguousarray(xp.moveaxis(x, -1, 1))
+
+
+@kernel("ResizeLike")
+def resize_like(xp, x, like):
+    return x.reshape(like.shape)
+
+
+@kernel("Shape")
+def shape_(xp, x, *, axes: list | None = None):
+    dims = np.array(x.shape, dtype=np.int64)
+    return dims[list(axes)] if axes else dims
+
+
+@kernel("Size")
+def size(xp, x):
+    return np.array(x.size, dtype=np.int64)
+
 
 # ---- gradients ----
 

@@ -1,0 +1,202 @@
+"""Running ops and nets: look up the kernel, bind its declared args, pick ``xp``, run, store.
+
+Each op is bound once (:func:`bind`) into a :class:`BoundOp` holding the kernel, its keyword
+arguments and its array namespace, so running it costs a few dict lookups and one call.
+Outputs are written only after the kernel returns: a failing op leaves the workspace with
+every blob it had before, and its error names net, op index, type, blob and shapes.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import engine.ops  # noqa: F401  (fills KERNELS)
+from engine import device as dev
+from engine.errors import ExecutionError, UnknownOpError
+from engine.opdef import args_of
+from engine.registry import KERNELS
+from proto import caffe2_pb2
+
+# Ops whose inputs may live on another device than the op (copy ops, InputsCanCrossDevices).
+CROSS_DEVICE = frozenset({"Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike",
+                          "EnsureCPUOutput", "Shape", "Size", "Print"})
+CPU_OUTPUT = frozenset({"CopyGPUToCPU", "EnsureCPUOutput", "Shape", "Size"})
+# Small int metadata that Caffe2 keeps on the CPU even for CUDA ops: {type: (input idx, output idx)}.
+CPU_SIDE = {"Concat": ((), (1,)), "Split": ((1,), ()), "Reshape": ((1,), (1,)), "Slice": ((1, 2), ()),
+            "SliceGradient": ((1, 2), ()), "ResizeNearest": ((1,), ()), "ResizeNearestGradient": ((2,), ()),
+            "LearningRate": ((0,), ()), "Adam": ((5,), ()), "Iter": ((0,), (0,)), "AtomicIter": ((1,), (0,))}
+_arity_cache: dict[Any, tuple[int, float]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class OpContext:
+    """What a ``needs_context`` kernel gets: the op, where it runs, and a net runner."""
+
+    op: caffe2_pb2.OperatorDef
+    workspace: Any
+    index: int
+    net_name: str
+    force_cpu: bool = False
+
+    def run_net(self, net: caffe2_pb2.NetDef, workspace: Any = None) -> None:
+        run_net(net, workspace or self.workspace, device="cpu" if self.force_cpu else None)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        seed = self.op.device_option.random_seed if self.op.device_option.HasField("random_seed") else None
+        return np.random.default_rng(seed)
+
+
+@dataclass(slots=True)
+class BoundOp:
+    """An op ready to run: kernel, bound keywords, namespace, blob names."""
+
+    index: int
+    op: caffe2_pb2.OperatorDef
+    net_name: str
+    fn: Any
+    xp: Any
+    kwargs: dict[str, Any]
+    ins: tuple[str, ...]
+    outs: tuple[str, ...]
+    device: int
+    out_devices: tuple[int, ...]
+    checked: tuple[str, ...]
+    ctx: OpContext | None = field(default=None)
+
+
+def _arity(fn: Any) -> tuple[int, float]:
+    """(required, maximum) positional array inputs of a kernel, ``xp`` excluded."""
+    if fn not in _arity_cache:
+        ps = list(inspect.signature(fn).parameters.values())[1:]
+        pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        req = sum(p.default is p.empty for p in pos)
+        var = any(p.kind is p.VAR_POSITIONAL for p in ps)
+        _arity_cache[fn] = (req, float("inf") if var else len(pos))
+    return _arity_cache[fn]
+
+
+def _where(net_name: str, index: int, op: caffe2_pb2.OperatorDef) -> str:
+    return f"{net_name or '<op>'}: op #{index} {op.type} '{op.name}'"
+
+
+def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
+         workspace: Any = None, device: str | None = None) -> BoundOp:
+    """Bind `op` to its kernel once. ``device="cpu"`` maps every op to the CPU.
+
+    Raises
+    ------
+    UnknownOpError
+        "op X has no kernel" for types without one (Int8, detection ops…).
+    ExecutionError
+        Wrong number of inputs, or a CUDA op without CuPy/GPU.
+    """
+    spec = KERNELS.get(op.type)
+    where = _where(net_name, index, op)
+    if spec is None:
+        raise UnknownOpError(f"{where}: op {op.type} has no kernel")
+    req, most = _arity(spec.fn)
+    if not req <= len(op.input) <= most:
+        raise ExecutionError(f"{where}: takes {req}..{most} inputs, got {len(op.input)}")
+    force_cpu = device == "cpu"
+    dtype = op.device_option.device_type if op.HasField("device_option") else dev.CPU
+    device_type = dev.CPU if force_cpu else dtype
+    try:
+        xp = dev.namespace(device_type)
+    except ExecutionError as e:
+        raise ExecutionError(f"{where}: {e}") from None
+    values = args_of(op)
+    kwargs = {k: values.get(k, d) for k, d in spec.arg_defaults.items()}
+    ctx = OpContext(op, workspace, index, net_name, force_cpu) if spec.needs_context else None
+    if ctx is not None:
+        kwargs["ctx"] = ctx
+    cpu_in, cpu_out = CPU_SIDE.get(op.type, ((), ()))
+    out_devices = tuple(dev.CPU if op.type in CPU_OUTPUT or i in cpu_out else device_type
+                        for i in range(len(op.output)))
+    cross = op.type in CROSS_DEVICE or force_cpu
+    checked = () if cross else tuple(n for i, n in enumerate(op.input) if i not in cpu_in)
+    return BoundOp(index, op, net_name, spec.fn, xp, kwargs, tuple(op.input), tuple(op.output),
+                   device_type, out_devices, checked, ctx)
+
+
+def run_bound(b: BoundOp, ws: Any) -> None:
+    """Run one bound op against workspace `ws`; outputs are stored only on success."""
+    values = ws.values
+    try:
+        args = [values[n] for n in b.ins]
+    except KeyError:
+        missing = next(n for n in b.ins if n not in values)
+        raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: input blob '{missing}' not found") from None
+    if b.checked:
+        devices = ws.devices
+        for n in b.checked:
+            if devices[n] != b.device:
+                raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: input blob '{n}' is on device "
+                                     f"{devices[n]}, op runs on device {b.device}")
+    if b.ctx is not None and b.ctx.workspace is not ws:
+        b.ctx = OpContext(b.op, ws, b.index, b.net_name, b.ctx.force_cpu)
+        b.kwargs["ctx"] = b.ctx
+    try:
+        out = b.fn(b.xp, *args, **b.kwargs)
+    except ExecutionError:
+        raise
+    except Exception as e:  # kernel failure: shapes, dtypes, bad args
+        raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: {type(e).__name__}: {e}; "
+                             f"inputs {_describe(b.ins, args)}") from e
+    outs = b.outs
+    if type(out) is not tuple:
+        out = (out,)
+    if len(out) < len(outs):
+        raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: kernel gave {len(out)} outputs "
+                             f"for {len(outs)} declared")
+    devices = ws.devices
+    for n, v, d in zip(outs, out, b.out_devices):
+        values[n] = v
+        devices[n] = d
+
+
+def _describe(names: tuple[str, ...], args: list[Any]) -> str:
+    return ", ".join(f"{n}{tuple(a.shape) if hasattr(a, 'shape') else type(a).__name__}"
+                     f"{':' + str(a.dtype) if hasattr(a, 'dtype') else ''}" for n, a in zip(names, args))
+
+
+def run_op(op: caffe2_pb2.OperatorDef, ws: Any, *, device: str | None = None, index: int = 0,
+           net_name: str = "") -> None:
+    """Run one OperatorDef in `ws` (``RunOperatorOnce``)."""
+    run_bound(bind(op, index, net_name, workspace=ws, device=device), ws)
+
+
+@dataclass(slots=True)
+class CompiledNet:
+    """A created net: its proto and its ops, bound."""
+
+    net: caffe2_pb2.NetDef
+    ops: list[BoundOp]
+
+
+def compile_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -> CompiledNet:
+    """Bind every op of `net` (ops without a device option get the net's)."""
+    ops = []
+    for i, op in enumerate(net.op):
+        if not op.HasField("device_option") and net.HasField("device_option"):
+            op = caffe2_pb2.OperatorDef.FromString(op.SerializeToString())
+            op.device_option.CopyFrom(net.device_option)
+        if op.device_option.node_name:
+            raise ExecutionError(f"{_where(net.name, i, op)}: node_name must be empty for all operators "
+                                 "at execution time.")
+        ops.append(bind(op, i, net.name, workspace=ws, device=device))
+    return CompiledNet(net, ops)
+
+
+def run_compiled(c: CompiledNet, ws: Any) -> None:
+    """Run the ops of a compiled net in order, stopping at the first failure."""
+    for b in c.ops:
+        run_bound(b, ws)
+
+
+def run_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -> None:
+    """``RunNetOnce``: bind and run every op of `net` in `ws`."""
+    run_compiled(compile_net(net, ws, device=device), ws)

@@ -1,0 +1,308 @@
+"""Workspaces: named blobs (with their device) and created nets, plus Caffe2's module API.
+
+A :class:`Workspace` maps blob names to values (arrays, ``bytes`` strings, Python objects
+such as child workspaces) and remembers each blob's device type.  The module-level
+functions (``FeedBlob``, ``RunNet``, ``SwitchWorkspace``…) act on the current workspace,
+as ``caffe2.python.workspace`` does; ``"default"`` exists from import.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import Any
+
+import numpy as np
+
+from engine import device as dev
+from engine.errors import BlobNotFoundError, ExecutionError
+from proto import caffe2_pb2
+
+_EMPTY = object()  # a created but never written blob (Caffe2's uninitialized blob)
+
+
+class _ChildBlobs(MutableMapping):
+    """Blobs of a child workspace: reads fall back to the parent; writes to a parent blob go there."""
+
+    def __init__(self, local: dict, parent: MutableMapping) -> None:
+        self.local, self.parent = local, parent
+
+    def __getitem__(self, k: str) -> Any:
+        try:
+            return self.local[k]
+        except KeyError:
+            return self.parent[k]
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        (self.parent if k not in self.local and k in self.parent else self.local)[k] = v
+
+    def __delitem__(self, k: str) -> None:
+        del self.local[k]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.local
+        yield from (k for k in self.parent if k not in self.local)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, k: object) -> bool:
+        return k in self.local or k in self.parent
+
+
+class Workspace:
+    """Blobs by name with their devices, and the nets created in it.
+
+    Examples
+    --------
+    >>> ws = Workspace("demo")
+    >>> ws.feed_blob("X", np.ones(2, np.float32))
+    True
+    >>> ws.fetch_blob("X").tolist()
+    [1.0, 1.0]
+    """
+
+    def __init__(self, name: str = "default", parent: Workspace | None = None) -> None:
+        self.name, self.parent = name, parent
+        self.root_folder = "."
+        if parent is None:
+            self.values: MutableMapping[str, Any] = {}
+            self.devices: MutableMapping[str, int] = {}
+        else:
+            self.values = _ChildBlobs({}, parent.values)
+            self.devices = _ChildBlobs({}, parent.devices)
+        self.nets: dict[str, Any] = {}
+
+    def child(self, name: str = "child") -> Workspace:
+        """A workspace that sees this one's blobs (control-flow subnets run in one)."""
+        return Workspace(name, parent=self)
+
+    # -- blobs --------------------------------------------------------------------------
+    def has_blob(self, name: str) -> bool:
+        return name in self.values
+
+    def blobs(self) -> list[str]:
+        """Visible blob names: local ones sorted, then the parent's."""
+        if self.parent is None:
+            return sorted(self.values)
+        local = sorted(self.values.local)
+        return local + [b for b in self.parent.blobs() if b not in self.values.local]
+
+    def create_blob(self, name: str) -> bool:
+        if name not in self.values:
+            self.values[name], self.devices[name] = _EMPTY, dev.CPU
+        return True
+
+    def feed_blob(self, name: str, arr: Any, device_option: caffe2_pb2.DeviceOption | None = None) -> bool:
+        """Store a copy of `arr` under `name` on the device of `device_option` (CPU when None)."""
+        device_type = device_option.device_type if device_option is not None else dev.CPU
+        if isinstance(arr, caffe2_pb2.TensorProto):
+            arr = tensor_proto_to_array(arr)
+        if isinstance(arr, str):
+            arr = arr.encode("utf-8")
+        if not isinstance(arr, bytes):
+            arr = np.array(dev.to_host(arr) if not isinstance(arr, (list, tuple, int, float)) else arr)
+            if arr.dtype.kind in "SU":
+                arr = arr.astype(object)
+            if device_type in dev.GPU_TYPES:
+                arr = dev.to_device(arr, dev.namespace(device_type))
+        self.values[name], self.devices[name] = arr, device_type
+        return True
+
+    def fetch_blob(self, name: str) -> Any:
+        """A host copy of blob `name` (bytes for string blobs).
+
+        Raises
+        ------
+        BlobNotFoundError
+            "Can't find blob: <name>".
+        """
+        try:
+            v = self.values[name]
+        except KeyError:
+            raise BlobNotFoundError(f"Can't find blob: {name}") from None
+        if v is _EMPTY:
+            return f"{name}, a C++ native class of type nullptr (uninitialized).".encode()
+        if isinstance(v, bytes) or not hasattr(v, "shape"):
+            return v
+        return np.array(dev.to_host(v), copy=True)
+
+    def device_of(self, name: str) -> int:
+        return self.devices[name]
+
+    def reset(self) -> None:
+        """Drop every blob and net."""
+        self.values.clear() if self.parent is None else self.values.local.clear()
+        self.devices.clear() if self.parent is None else self.devices.local.clear()
+        self.nets.clear()
+
+    # -- nets ---------------------------------------------------------------------------
+    def create_net(self, net: caffe2_pb2.NetDef, overwrite: bool = False,
+                   input_blobs: Iterable[str] | None = None, *, device: str | None = None) -> bool:
+        from engine import executor
+
+        for b in input_blobs or ():
+            self.create_blob(b)
+        if not net.name:
+            raise ExecutionError("Net definition should have a name.")
+        if net.name in self.nets and not overwrite:
+            raise ExecutionError(f"{net.name}: I respectfully refuse to overwrite an existing net of the same name "
+                                 f"\"{net.name}\", unless you explicitly specify overwrite=true.")
+        compiled = executor.compile_net(net, self, device=device)
+        for op in net.op:
+            for o in op.output:
+                self.create_blob(o)
+        self.nets[net.name] = compiled
+        return True
+
+    def run_net(self, name: str, num_iter: int = 1, allow_fail: bool = False) -> bool:
+        from engine import executor
+
+        try:
+            compiled = self.nets[name]
+        except KeyError:
+            raise ExecutionError(f"Can't find net {name}") from None
+        try:
+            for _ in range(num_iter):
+                executor.run_compiled(compiled, self)
+        except ExecutionError:
+            if allow_fail:
+                return False
+            raise
+        return True
+
+    def run_net_once(self, net: caffe2_pb2.NetDef, *, device: str | None = None) -> bool:
+        from engine import executor
+
+        executor.run_net(net, self, device=device)
+        return True
+
+    def run_operator_once(self, op: caffe2_pb2.OperatorDef, *, device: str | None = None) -> bool:
+        from engine import executor
+
+        executor.run_op(op, self, device=device)
+        return True
+
+
+def tensor_proto_to_array(t: caffe2_pb2.TensorProto) -> np.ndarray:
+    """A TensorProto's content as a numpy array (float/int/string fields)."""
+    dt = caffe2_pb2.TensorProto
+    table = {dt.FLOAT: ("float_data", np.float32), dt.DOUBLE: ("double_data", np.float64),
+             dt.INT32: ("int32_data", np.int32), dt.INT64: ("int64_data", np.int64),
+             dt.BOOL: ("int32_data", np.bool_), dt.UINT8: ("int32_data", np.uint8),
+             dt.INT8: ("int32_data", np.int8), dt.INT16: ("int32_data", np.int16),
+             dt.UINT16: ("int32_data", np.uint16), dt.FLOAT16: ("int32_data", np.float16)}
+    if t.data_type == dt.STRING:
+        return np.array(list(t.string_data), dtype=object).reshape(tuple(t.dims))
+    field, np_type = table[t.data_type]
+    return np.array(getattr(t, field), dtype=np_type).reshape(tuple(t.dims))
+
+
+# ---- module-level API on the current workspace (caffe2.python.workspace) ----------------
+_workspaces: dict[str, Workspace] = {"default": Workspace("default")}
+_current = ["default"]
+
+
+def C() -> Workspace:
+    """The current :class:`Workspace` object."""
+    return _workspaces[_current[0]]
+
+
+def CurrentWorkspace() -> str:
+    return _current[0]
+
+
+def Workspaces() -> list[str]:
+    return list(_workspaces)
+
+
+def SwitchWorkspace(name: str | Workspace, create_if_missing: bool | None = None) -> None:
+    """Make `name` current; create it only when `create_if_missing` is truthy."""
+    if isinstance(name, Workspace):
+        _workspaces.setdefault(name.name, name)
+        name = name.name
+    if name not in _workspaces:
+        if not create_if_missing:
+            raise ExecutionError(f"Workspace {name} does not exist")
+        _workspaces[name] = Workspace(name)
+    _current[0] = name
+
+
+def ResetWorkspace(root_folder: str | None = None) -> bool:
+    """Replace the current workspace by an empty one of the same name (blobs and nets dropped)."""
+    old = C()
+    ws = _workspaces[old.name] = Workspace(old.name)
+    ws.root_folder = old.root_folder if root_folder is None else root_folder
+    return True
+
+
+def RootFolder() -> str:
+    return C().root_folder
+
+
+def Blobs() -> list[str]:
+    return C().blobs()
+
+
+def HasBlob(name: str) -> bool:
+    return C().has_blob(str(name))
+
+
+def CreateBlob(name: str) -> bool:
+    return C().create_blob(str(name))
+
+
+def FeedBlob(name: str, arr: Any, device_option: caffe2_pb2.DeviceOption | None = None) -> bool:
+    """Feed `arr` under `name`; without `device_option` the active DeviceScope applies."""
+    if device_option is None:
+        from engine.scope import CurrentDeviceScope
+
+        device_option = CurrentDeviceScope()
+    return C().feed_blob(str(name), arr, device_option)
+
+
+def FeedBlobs(names: Iterable[str], arrs: Iterable[Any], device_option=None) -> list[bool]:
+    return [FeedBlob(n, a, device_option) for n, a in zip(names, arrs)]
+
+
+def FetchBlob(name: str) -> Any:
+    return C().fetch_blob(str(name))
+
+
+def FetchBlobs(names: Iterable[str]) -> list[Any]:
+    return [FetchBlob(n) for n in names]
+
+
+def CreateNet(net: Any, overwrite: bool = False, input_blobs: Iterable[str] | None = None) -> bool:
+    return C().create_net(_netdef(net), overwrite, input_blobs)
+
+
+def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:
+    return C().run_net(GetNetName(name), num_iter, allow_fail)
+
+
+def RunNetOnce(net: Any) -> bool:
+    return C().run_net_once(_netdef(net))
+
+
+def RunOperatorOnce(op: caffe2_pb2.OperatorDef) -> bool:
+    return C().run_operator_once(op)
+
+
+def RunOperatorsOnce(ops: Iterable[caffe2_pb2.OperatorDef]) -> bool:
+    try:
+        for op in ops:
+            RunOperatorOnce(op)
+    except ExecutionError:
+        return False
+    return True
+
+
+def GetNetName(net: Any) -> str:
+    if isinstance(net, str):
+        return net
+    if isinstance(net, caffe2_pb2.NetDef):
+        return net.name
+    return net.Name()
+
+
+def _netdef(net: Any) -> caffe2_pb2.NetDef:
+    return net if isinstance(net, caffe2_pb2.NetDef) else net.Proto()
