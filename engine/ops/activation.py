@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import cc_maker, from_output, simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -120,5 +121,11 @@ def softplus_gradient(xp, y, dy):
 
 
 # ---- gradients ----
+# NOTE: these read the OUTPUT, so an in-place forward (Relu(X)->X) stays differentiable.
+gradient("Relu", "ReluFp16", "Sigmoid", "Tanh", "Softmax", "LeakyRelu", "Clip", "Elu", "Softplus",
+         "Selu", "Reciprocal")(from_output())
+gradient("PRelu")(simple("PReluGradient", "O0 GO0 I0 I1", "GI0 GI1"))
+gradient("Swish")(simple("SwishGradient", "I0 O0 GO0", "GI0"))
+
 
 # ---- shapes ----

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import (
+    GradientMakerError, cc_maker, gradient_not_implemented_yet, pass_through,
+    should_not_do_gradient, simple)
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -178,5 +181,71 @@ def where(xp, c, a, b):
 
 
 # ---- gradients ----
+gradient("Add", "Sub", "Mul")(simple("{T}Gradient", "GO0 I0 I1", "GI0 GI1"))
+gradient("Div")(simple("DivGradient", "GO0 I0 I1 O0", "GI0 GI1"))
+gradient("Sum")(pass_through)
+gradient("Scale")(simple("Scale", "GO0", "GI0"))
+gradient("Exp")(simple("Mul", "O0 GO0", "GI0"))
+gradient("Log")(simple("Div", "GO0 I0", "GI0"))  # NOTE: reads X, so an in-place Log fails the version check.
+gradient("Negative")(simple("Negative", "GO0", "GI0"))
+gradient("Abs", "Cos", "Sin", "Log1p")(simple("{T}Gradient", "I0 GO0", "GI0"))
+gradient("Cube")(simple("CubeGradient", "GO0 I0", "GI0"))
+gradient("Rsqrt")(simple("RsqrtGradient", "GO0 O0", "GI0"))
+should_not_do_gradient("EQ", "NE", "LT", "LE", "GT", "GE", "Not", "And", "Or", "Xor", "Where", "Sign")
+gradient_not_implemented_yet("Ceil", "Floor", "BatchBoxCox")
+
+
+@gradient("Sqr")
+@cc_maker
+def sqr_gradient(g):
+    # NOTE: the first op scales the incoming gradient blob in place.
+    return [g.op_("Scale", [g.GO(0)], [g.GO(0)], scale=2.0), g.op_("Mul", [g.GO(0), g.I(0)], [g.GI(0)])]
+
+
+@gradient("Sqrt")
+@cc_maker
+def sqrt_gradient(g):
+    return [g.op_("Scale", [g.GO(0)], [g.GI(0)], scale=0.5), g.op_("Div", [g.GI(0), g.O(0)], [g.GI(0)])]
+
+
+@gradient("Mean")
+@cc_maker
+def mean_gradient(g):
+    return [g.op_("MeanGradient", [g.GO(0)], [g.GI(k) for k in range(len(g.op.input))])]
+
+
+@gradient("WeightedSum")
+@cc_maker
+def weighted_sum_gradient(g):
+    n = len(g.op.input)
+    outs = [g.GI(k) for k in range(0, n, 2)] + ([g.GI(k) for k in range(1, n, 2)] if g.arg("grad_on_w", 0) else [])
+    return [g.op_("WeightedSumGradient", [g.GO(0), *g.op.input], outs)]
+
+
+@gradient("Pow")
+@cc_maker(copy_args=False)
+def pow_gradient(g):
+    if g.arg("exponent") is not None:
+        e = g.arg("exponent")
+        if abs(e) <= 1e-12:
+            raise GradientMakerError("The exponent of Pow must be nonzero to compute its gradient.")
+        p = (e - 1) / e if g.I(0) == g.O(0) else e - 1  # NOTE: in place, X is X**e already.
+        return [g.op_("Pow", [g.I(0)], [g.GI(0)], exponent=float(p)),
+                g.op_("Mul", [g.GI(0), g.GO(0)], [g.GI(0)]), g.op_("Scale", [g.GI(0)], [g.GI(0)], scale=float(e))]
+    if g.I(0) == g.O(0) or g.I(1) == g.O(0):
+        raise GradientMakerError(f"Gradient computation cannot be carried out if Pow uses in-place computation: {g.O(0)}")
+    # NOTE: Caffe2 1.10.2 also differentiates E (older sources left E_grad = E - 1).
+    bc = dict(broadcast=1, axis=g.arg("axis", -1), axis_str=g.arg("axis_str", ""),
+              order=g.arg("order", "NCHW")) if g.arg("broadcast", 0) else {}
+    pre = g.I(1) + "_grad_autogen_pre_red"
+    ops = [g.op_("ConstantFill", [g.I(1)], [g.GI(1)], value=1.0), g.op_("Sub", [g.I(1), g.GI(1)], [g.GI(1)]),
+           g.op_("Pow", [g.I(0), g.GI(1)], [g.GI(0)], **bc), g.op_("Mul", [g.GI(0), g.GO(0)], [g.GI(0)]),
+           g.op_("Mul", [g.GI(0), g.I(1)], [g.GI(0)], **bc),
+           g.op_("Log", [g.I(0)], [pre]), g.op_("Mul", [pre, g.O(0)], [pre])]
+    if not bc:
+        return ops + [g.op_("Mul", [pre, g.GO(0)], [g.GI(1)])]
+    red = {k: bc[k] for k in ("axis", "axis_str", "order")}
+    return ops + [g.op_("Mul", [pre, g.GO(0)], [pre]), g.op_("SumReduceLike", [pre, g.I(1)], [g.GI(1)], **red)]
+
 
 # ---- shapes ----

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import inspect
 import itertools
+
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import cc_maker
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -125,5 +127,15 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
 
 
 # ---- gradients ----
+
+@gradient("Conv", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose")
+@cc_maker
+def conv_gradient(g):
+    """[I0, I1, GO0] -> [GI1, (GI2), (GI0)]; 2 inputs add ``no_bias=1``; ``no_gradient_to_input`` drops GI0."""
+    ins, outs = [g.I(0), g.I(1), g.GO(0)], [g.GI(1)] + ([g.GI(2)] if len(g.op.input) == 3 else [])
+    if not g.arg("no_gradient_to_input", 0):
+        outs.append(g.GI(0))
+    return [g.op_(g.type + "Gradient", ins, outs, **({"no_bias": 1} if len(g.op.input) == 2 else {}))]
+
 
 # ---- shapes ----

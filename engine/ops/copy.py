@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine import device as dev
-from engine.registry import kernel
+from engine.grad_makers import cc_maker, no_gradient, simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -25,5 +26,20 @@ def copy_to_cpu(xp, x):
 
 
 # ---- gradients ----
+gradient("Copy")(simple("CopyOnDeviceLike", "GO0 I0", "GI0"))  # NOTE: back onto X's device.
+no_gradient("EnsureCPUOutput")
+
+
+def _mirror_copy(grad_type):
+    def make(g):
+        if not g.is_sparse_go(0):
+            return [g.op_(grad_type, [g.GO(0)], [g.GI(0)])]
+        return [g.op_(grad_type, [g.GO_I(0)], [g.GI_I(0)]), g.op_(grad_type, [g.GO_V(0)], [g.GI_V(0)])]
+    return cc_maker(make)
+
+
+gradient("CopyGPUToCPU")(_mirror_copy("CopyCPUToGPU"))
+gradient("CopyCPUToGPU")(_mirror_copy("CopyGPUToCPU"))
+
 
 # ---- shapes ----

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import inspect
+
 import numpy as np
 
 from engine import device as dev
 from engine.ops.tensor import np_dtype
-from engine.registry import kernel
+from engine.grad_makers import no_gradient
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -116,5 +118,10 @@ def given_bytes_fill(xp, x=None, *, values=(), shape: list | None = None):
 
 
 # ---- gradients ----
+no_gradient("ConstantFill", "UniformFill", "UniformIntFill", "UniqueUniformFill", "GaussianFill",
+            "XavierFill", "MSRAFill", "DiagonalFill", "RangeFill", "LengthsRangeFill", "GivenTensorFill",
+            "GivenTensorDoubleFill", "GivenTensorBoolFill", "GivenTensorInt16Fill", "GivenTensorIntFill",
+            "GivenTensorInt64Fill", "GivenTensorStringFill", "Range", "OneHot")
+
 
 # ---- shapes ----

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import GradientMakerError, cc_maker, simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -70,5 +71,33 @@ def batch_matmul(xp, a, b, *, trans_a: int = 0, trans_b: int = 0, broadcast: int
 
 
 # ---- gradients ----
+gradient("FC", "FCTransposed")(simple("{T}Gradient", "I0 I1 GO0", "GI1 GI2 GI0"))  # NOTE: dW, db, dX.
+
+# MatMul: (transA, transB) -> (dA inputs, dA args, dB inputs, dB args).
+# NOTE: Caffe2 1.10.2 always passes axis_a/axis_b = 1, whatever the forward op's axes.
+_MATMUL = {(0, 0): ("G I1 I0", dict(trans_b=1, axis_b="b"), "I0 G I1", dict(trans_a=1, axis_a="a")),
+           (0, 1): ("G I1 I0", dict(axis_b="b"), "G I0 I1", dict(trans_a=1, axis_b="a")),
+           (1, 0): ("I1 G I0", dict(trans_b=1, axis_a="b"), "I0 G I1", dict(axis_a="a")),
+           (1, 1): ("I1 G I0", dict(trans_a=1, trans_b=1, axis_a="b"), "G I0 I1", dict(trans_a=1, trans_b=1, axis_b="a"))}
+_BATCH_MATMUL = {(0, 0): ("G I1", dict(trans_b=1), "I0 G", dict(trans_a=1)),
+                 (0, 1): ("G I1", {}, "G I0", dict(trans_a=1)),
+                 (1, 0): ("I1 G", dict(trans_b=1), "I0 G", {}),
+                 (1, 1): ("I1 G", dict(trans_a=1, trans_b=1), "G I0", dict(trans_a=1, trans_b=1))}
+
+
+def _matmul_maker(table):
+    def make(g):
+        if g.type == "BatchMatMul" and g.arg("broadcast", 0):
+            raise GradientMakerError("Gradient is currently not supported with broadcast=1 for BatchMatMul.")
+        a_ins, a_args, b_ins, b_args = table[(int(bool(g.arg("trans_a", 0))), int(bool(g.arg("trans_b", 0))))]
+        ref = {"G": g.GO(0), "I0": g.I(0), "I1": g.I(1), "a": 1, "b": 1}
+        return [g.op_(g.type, [ref[t] for t in a_ins.split()], [g.GI(0)], **{k: ref.get(v, v) for k, v in a_args.items()}),
+                g.op_(g.type, [ref[t] for t in b_ins.split()], [g.GI(1)], **{k: ref.get(v, v) for k, v in b_args.items()})]
+    return cc_maker(make, copy_args=False)
+
+
+gradient("MatMul")(_matmul_maker(_MATMUL))
+gradient("BatchMatMul")(_matmul_maker(_BATCH_MATMUL))
+
 
 # ---- shapes ----

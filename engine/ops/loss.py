@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import cc_maker, simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -105,5 +106,18 @@ def squared_l2_distance_gradient(xp, x, y, dd):
 
 
 # ---- gradients ----
+
+@gradient("SoftmaxWithLoss")
+@cc_maker
+def softmax_with_loss_gradient(g):
+    """Only the loss gradient GO1 is used; labels (and weights) get none."""
+    ins = [g.I(0), g.I(1)] + ([g.I(2)] if len(g.op.input) == 3 else []) + [g.O(0), g.GO(1)]
+    return [g.op_("SoftmaxWithLossGradient", ins, [g.GI(0)])]
+
+
+gradient("LabelCrossEntropy", "CrossEntropy")(simple("{T}Gradient", "I0 I1 GO0", "GI0"))
+gradient("AveragedLoss")(simple("AveragedLossGradient", "I0 GO0", "GI0"))
+gradient("SquaredL2Distance")(simple("SquaredL2DistanceGradient", "I0 I1 GO0", "GI0 GI1"))
+
 
 # ---- shapes ----

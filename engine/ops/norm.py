@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import cc_maker, simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -115,5 +116,41 @@ def channel_shuffle_gradient(xp, dy, *, group: int = 1, order: str = "NCHW"):
 
 
 # ---- gradients ----
+
+@gradient("SpatialBN")
+@cc_maker
+def spatial_bn_gradient(g):
+    """Training reads saved mean / inv-var (O3, O4); ``is_test`` reads the running stats (I3, I4)."""
+    outs = [g.GI(0), g.GI(1), g.GI(2)]
+    if g.arg("is_test", 0):
+        ins = [g.I(0), g.I(1), g.GO(0), g.I(3), g.I(4)]
+    elif g.arg("num_batches", 1) > 1:
+        ins = [g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4), outs[1], outs[2]]
+    else:
+        ins = [g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4)]
+    return [g.op_("SpatialBNGradient", ins, outs)]
+
+
+@gradient("Dropout")
+@cc_maker
+def dropout_gradient(g):
+    """Named ``DropoutGrad``; training reads the mask O1."""
+    ins = [g.GO(0)] if g.arg("is_test", 0) else [g.GO(0), g.O(1)]
+    return [g.op_("DropoutGrad", ins, [g.GI(0)])]
+
+
+gradient("LRN")(simple("LRNGradient", "I0 O0 GO0", "GI0"))
+gradient("ChannelShuffle")(simple("ChannelShuffleGradient", "GO0", "GI0"))
+
+
+@gradient("LayerNorm")
+@cc_maker
+def layer_norm_gradient(g):
+    """With ``elementwise_affine`` the gamma input is read and gamma/beta get gradients."""
+    if len(g.op.input) == 3:
+        return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0), g.I(1)],
+                      [g.GI(0), g.GI(1), g.GI(2)])]
+    return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0)], [g.GI(0)])]
+
 
 # ---- shapes ----

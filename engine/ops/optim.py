@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine import device as dev
-from engine.registry import kernel
+from engine.grad_makers import no_gradient, should_not_do_gradient
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -74,5 +75,8 @@ def adam(xp, param, m1, m2, g, lr, it, *, beta1: float = 0.9, beta2: float = 0.9
 
 
 # ---- gradients ----
+no_gradient("Iter", "AtomicIter", "LearningRate")
+should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "Adagrad", "SparseAdagrad", "Adam")
+
 
 # ---- shapes ----

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import itertools
+
 import numpy as np
 
 from engine.ops.conv import from_nchw, geometry, geometry_args, to_nchw, windows
-from engine.registry import kernel
+from engine.grad_makers import simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -77,5 +79,8 @@ def average_pool_gradient(xp, x, y, dy, *, count_include_pad: int = 0, **g):
 
 
 # ---- gradients ----
+gradient("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D",
+         "AveragePool2D", "AveragePool3D")(simple("{T}Gradient", "I0 O0 GO0", "GI0"))
+
 
 # ---- shapes ----

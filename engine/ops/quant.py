@@ -4,5 +4,7 @@ from __future__ import annotations
 # ---- kernels ----
 
 # ---- gradients ----
+# NOTE: Caffe2 registers no gradient maker for any Int8 op; reaching one raises NoGradientMakerError.
+
 
 # ---- shapes ----

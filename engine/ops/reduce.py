@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import should_not_do_gradient, simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -79,5 +80,9 @@ def arg_min(xp, x, *, axis: int = -1, keepdims: int = 1):
 
 
 # ---- gradients ----
+gradient("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")(simple("{T}Gradient", "GO0 I0 O0", "GI0"))
+gradient("SumElements")(simple("SumElementsGradient", "I0 GO0", "GI0"))
+should_not_do_gradient("ArgMax", "ArgMin")
+
 
 # ---- shapes ----

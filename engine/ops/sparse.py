@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine import device as dev
-from engine.registry import kernel
+from engine.grad_makers import GradientMakerError, cc_maker, gradient_not_implemented_yet, simple
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -114,5 +115,45 @@ def scatter_assign(xp, data, indices, slices):
 
 
 # ---- gradients ----
+
+@gradient("Gather")
+@cc_maker
+def gather_gradient(g):
+    """Axis 0: a GradientSlice (INDICES, GO0) and no op, unless ``dense_gradient``."""
+    axis, dense = g.arg("axis", 0), bool(g.arg("dense_gradient", 0))
+    if axis == 0 and dense:
+        return [g.op_("SparseToDense", [g.I(1), g.GO(0), g.I(0)], [g.GI(0)])]
+    if axis == 0:
+        g.set_sparse(0, g.I(1), g.GO(0))
+        return []
+    if g.arg("dense_gradient") is not None and not dense:
+        raise GradientMakerError("Gather with axis > 0 must use dense_gradient")
+    return [g.op_("BatchGatherGradient", [g.I(0), g.I(1), g.GO(0)], [g.GI(0)], axis=axis)]
+
+
+gradient("BatchGather")(simple("BatchGatherGradient", "I0 I1 GO0", "GI0"))
+gradient("SparseToDense")(simple("Gather", "GO0 I0", "GI1"))
+gradient("LengthsSum")(simple("LengthsIndicesInGradientSumGradient", "GO0 I1 I0", "GI0"))
+gradient("LengthsMean")(simple("LengthsIndicesInGradientMeanGradient", "GO0 I1 I0", "GI0"))
+gradient_not_implemented_yet("LengthsSplit")
+
+
+def _sparse_lengths(reducer, ins):
+    """Fused Sparse reducers: values only, declared as a slice over the forward INDICES."""
+    def make(g):
+        ops = [g.op_(f"SparseLengthsIndicesInGradient{reducer}Gradient", [_tok(g, t) for t in ins.split()], [g.GI_V(0)])]
+        g.set_sparse(0, g.I(len(g.op.input) - 2), g.g_input[0][1])
+        return ops
+    return cc_maker(make)
+
+
+def _tok(g, t):
+    return g.GO(0) if t == "GO0" else g.I(int(t[1:]))
+
+
+gradient("SparseLengthsSum")(_sparse_lengths("Sum", "GO0 I2 I1"))
+gradient("SparseLengthsMean")(_sparse_lengths("Mean", "GO0 I2 I1"))
+gradient("SparseLengthsWeightedSum")(_sparse_lengths("WeightedSum", "I1 GO0 I3 I2"))
+
 
 # ---- shapes ----

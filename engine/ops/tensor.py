@@ -4,7 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from engine import device as dev
-from engine.registry import kernel
+from engine.grad_makers import (
+    GradientMakerError, cc_maker, no_gradient, pass_through, should_not_do_gradient, simple)
+from engine.registry import gradient, kernel
+
+from engine.opdef import make_argument
+from proto import caffe2_pb2
 
 # ---- kernels ----
 
@@ -175,5 +180,85 @@ def size(xp, x):
 
 
 # ---- gradients ----
+
+@gradient("Concat")
+@cc_maker
+def concat_gradient(g):
+    if not g.has_go(0):
+        return []
+    return [g.op_("Split", [g.GO(0), g.O(1)], [g.GI(k) for k in range(len(g.op.input))])]
+
+
+@gradient("Split")
+@cc_maker
+def split_gradient(g):
+    """Outputs without a gradient are skipped (Caffe2's known shape limitation)."""
+    grads = [g.GO(k) for k in range(len(g.op.output)) if g.has_go(k)]
+    if not grads:
+        return []
+    return [g.op_("Concat", grads, [g.GI(0), "_" + g.GI(0) + "_dims"])]
+
+
+@gradient("Reshape")
+@cc_maker(copy_args=False)
+def reshape_gradient(g):
+    """The recorded old shape O1 drives the backward reshape."""
+    return [g.op_("Reshape", [g.GO(0), g.O(1)], [g.GI(0), "_" + g.GI(0) + "_dims"])]
+
+
+@gradient("Transpose")
+@cc_maker(copy_args=False)
+def transpose_gradient(g):
+    """Forward args copied, then ``axes`` replaced in place by its inverse permutation."""
+    op = g.op_("Transpose", [g.GO(0)], [g.GI(0)])
+    op.arg.extend(g.op.arg)
+    for a in op.arg:
+        if a.name == "axes":
+            old = list(a.ints)
+            a.ints[:] = sorted(range(len(old)), key=old.__getitem__)
+            break
+    return [op]
+
+
+@gradient("Slice")
+@cc_maker
+def slice_gradient(g):
+    ins = [g.I(0), g.I(1), g.I(2)] if len(g.op.input) > 1 else [g.I(0)]
+    return [g.op_("SliceGradient", ins + [g.GO(0)], [g.GI(0)])]
+
+
+@gradient("Cast")
+@cc_maker(copy_args=False)
+def cast_gradient(g):
+    """Casts back: ``to`` <- forward ``from_type`` and ``from_type`` <- forward ``to``."""
+    op = g.op_("Cast", [g.GO(0)], [g.GI(0)])
+    to = _cast_type(g.arg("to", 1))
+    if not isinstance(g.arg("from_type"), (int, str)) or isinstance(g.arg("from_type"), bool):
+        raise GradientMakerError("Argument 'from_type' of type int or string is required to get the "
+                                 "gradient of CastOp")
+    op.arg.extend([make_argument("to", _cast_type(g.arg("from_type"))), make_argument("from_type", to)])
+    return [op]
+
+
+def _cast_type(v):
+    return caffe2_pb2.TensorProto.DataType.Value(v.upper()) if isinstance(v, str) else int(v)
+
+
+@gradient("ResizeNearest", "ResizeNearest3D")
+@cc_maker
+def resize_nearest_gradient(g):
+    ins = [g.GO(0), g.I(0)] + ([g.I(1)] if len(g.op.input) == 2 else [])
+    return [g.op_(g.type + "Gradient", ins, [g.GI(0)])]
+
+
+gradient("Flatten", "FlattenToVec")(simple("ResizeLike", "GO0 I0", "GI0"))
+gradient("ExpandDims")(simple("Squeeze", "GO0", "GI0"))
+gradient("Squeeze")(simple("ExpandDims", "GO0", "GI0"))
+gradient("NCHW2NHWC")(simple("NHWC2NCHW", "GO0", "GI0"))
+gradient("NHWC2NCHW")(simple("NCHW2NHWC", "GO0", "GI0"))
+gradient("Alias")(pass_through)
+should_not_do_gradient("ResizeLike", "Shape")
+no_gradient("Size")
+
 
 # ---- shapes ----

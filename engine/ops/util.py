@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.registry import kernel
+from engine.grad_makers import cc_maker, no_gradient, should_not_do_gradient
+from engine.registry import gradient, kernel
 
 # ---- kernels ----
 
@@ -34,5 +35,30 @@ def has_elements(xp, *xs):
 
 
 # ---- gradients ----
+no_gradient("StopGradient")  # NOTE: in-place StopGradient(X)->X also erases X's known gradient.
+should_not_do_gradient("Print", "Accuracy", "IsEmpty", "HasElements", "Save", "CreateScope", "HasScope",
+                       "ScatterAssign", "ScatterWeightedSum", "Unique", "LengthsToSegmentIds",
+                       "WallClockTime", "Free")
+no_gradient("Load", "Conditional")
+
+
+@gradient("ZeroGradient")
+@cc_maker
+def zero_gradient_gradient(g):
+    """Injects a zero gradient for X (visited even though it has no outputs)."""
+    return [g.op_("ConstantFill", [g.I(0)], [g.GI(0)], value=0.0)]
+
+
+@gradient("RecurrentNetwork")
+@cc_maker
+def recurrent_network_gradient(g):
+    """One RecurrentNetworkGradient op; the last forward output is the step-workspaces blob."""
+    with_grads = g.arg("outputs_with_grads", [])
+    if not with_grads:
+        raise GradientMakerError("outputs_with_grads must not be empty")
+    ins = [g.GO(k) for k in with_grads] + list(g.op.input) + list(g.op.output)
+    outs = [g.GI(0)] + [g.GI(p) for p in g.arg("param", [])] + [g.GI(r) for r in g.arg("initial_recurrent_state_ids", [])]
+    return [g.op_("RecurrentNetworkGradient", ins, outs)]
+
 
 # ---- shapes ----

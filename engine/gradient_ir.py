@@ -1,0 +1,443 @@
+"""Backward-pass generation with Caffe2's exact output: ``core.IR`` and ``core.GradientRegistry``.
+
+The IR plays the forward ops to give every blob write a version, then walks them backwards,
+asks each op's maker for gradient ops, checks that those ops read blobs at the versions they
+need, and accumulates gradients of blobs read more than once (``Sum`` for dense gradients,
+two ``Concat`` for sparse ones), renaming earlier outputs to ``_<name>_autosplit_<k>``.
+
+Op lists, blob names, accumulation places and error texts are Caffe2's; errors are one line
+(Caffe2's multi-line debug help is kept on the exception as ``.help``).
+"""
+from __future__ import annotations
+
+from collections import defaultdict, namedtuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from engine import ops as _ops  # noqa: F401 - fills GRADIENTS
+from engine.errors import GradientError
+from engine.grad_makers import (GradientMakerError, GradientSlice, NoGradientMakerError,
+                                is_cc_maker)
+from engine.opdef import create_operator
+from engine.registry import GRADIENTS
+from proto import caffe2_pb2
+
+__all__ = ["IR", "GradientRegistry", "GradientSlice", "GradientVersionError",
+           "SparseDenseMixError", "backward_net"]
+
+OpSSA = namedtuple("OpSSA", ["op", "in_versions", "out_versions"])
+GradGenMeta = namedtuple("GradGenMeta", ["grad_op", "idx", "gradient", "device_option"])
+SparseGradGenMeta = namedtuple("SparseGradGenMeta", ["grad_op_indices", "idx_indices",
+                                                     "grad_op_values", "idx_values",
+                                                     "gradient", "device_option"])
+AUTOGEN_GRAD_SUFFIX = "_autogen_grad"
+IS_AUTO_GEN_SUM_OPS_TAG = "is_auto_gen_sum_ops:1"
+ONLY_KEEP_TAG = "only_keep_is_auto_gen_sum_ops_tag:1"
+
+
+class GradientVersionError(GradientError):
+    """A gradient op needs a blob version that a later (in-place) op overwrote."""
+
+    def __init__(self, message: str, help: str = "") -> None:
+        super().__init__(message)
+        self.help = help
+
+
+class SparseDenseMixError(GradientError):
+    """One blob got both sparse and dense gradients (Caffe2 cannot accumulate those)."""
+
+
+def _grad_index(g_list: Sequence[Any], name: str) -> int | None:
+    """``GetIndexFromGradientList``: position of `name` (dense or a slice part) in `g_list`."""
+    for i, g in enumerate(g_list):
+        if g == name or (type(g) is GradientSlice and name in (g.indices, g.values)):
+            return i
+    return None
+
+
+def _device_equal(a: caffe2_pb2.DeviceOption, b: caffe2_pb2.DeviceOption) -> bool:
+    """``device_option_equal`` ignoring node name and seed: CPU==CPU, else same type... and id."""
+    if not a.device_type or not b.device_type:
+        return not a.device_type and not b.device_type
+    return a.device_id == b.device_id
+
+
+class IR:
+    """Versioned view of a forward op list, and the backward pass built from it.
+
+    Examples
+    --------
+    >>> fwd = [create_operator("Relu", "X", "A"), create_operator("Sigmoid", "X", "B"),
+    ...        create_operator("Add", ["A", "B"], "C")]
+    >>> ops, grads = IR(fwd).GetBackwardPass(["C"])
+    >>> [(o.type, list(o.output)) for o in ops][-2:]
+    [('ReluGradient', ['_X_grad_autosplit_0']), ('Sum', ['X_grad'])]
+    """
+
+    def __init__(self, operators: Sequence[caffe2_pb2.OperatorDef]) -> None:
+        self.ssa: list[OpSSA] = []
+        self.input_usages: defaultdict[str, defaultdict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.frontier: defaultdict[str, int] = defaultdict(int)
+        self.gradient_frontier: dict[str, int] = {}
+        self.gradient_generators: defaultdict[str, defaultdict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
+        self.out_version_history: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.in_version_history: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.grad_op_origin: list[int | None] = []  # forward op index of each gradient op
+        for op in operators:
+            self.Play(op)
+        self.SanityCheck(operators)
+
+    def SanityCheck(self, operators: Sequence[caffe2_pb2.OperatorDef]) -> None:
+        """Every StopGradient output must be read by some op (else it stops nothing)."""
+        for i, op in enumerate(operators):
+            if op.type == "StopGradient" and op.output[0] not in self.input_usages:
+                raise GradientError(f"op #{i} StopGradient: StopGradient's output '{op.output[0]}' is "
+                                    "orphan. You typically want to specify same input and output for "
+                                    "StopGradient.")
+
+    def Play(self, op: caffe2_pb2.OperatorDef) -> None:
+        """Record `op`: inputs at the current versions, outputs one version up (new blobs: 0)."""
+        i, frontier = len(self.ssa), self.frontier
+        in_versions = {}
+        for s in op.input:
+            v = in_versions[s] = frontier[s]
+            self.input_usages[s][v].append(i)
+            self.in_version_history[s].append((i, v))
+        out_versions = {}
+        for s in op.output:
+            if s in frontier:
+                frontier[s] += 1
+            v = out_versions[s] = frontier[s]
+            self.out_version_history[s].append((i, v))
+        self.ssa.append(OpSSA(op, in_versions, out_versions))
+
+    def _history(self, name: str, out: bool) -> str:
+        hist = self.out_version_history if out else self.in_version_history
+        kind = "Version (out)" if out else "version (in)"
+        lines = [f"{kind} {v} <-- op #{i} {self.ssa[i].op.type}" for i, v in hist[name]]
+        return "== Version history of blob [" + name + "]\n" + "\n".join(lines)
+
+    def CheckGradientOperatorInput(self, grad_op_input: str, g_output: Sequence[Any],
+                                   fwd_op_idx: int, locally_generated_blobs: set[str]) -> None:
+        """Raise unless `grad_op_input` is readable at the version the gradient op needs."""
+        forward_op, in_versions, out_versions = self.ssa[fwd_op_idx]
+        where = f"op #{fwd_op_idx} {forward_op.type}: "
+        k = _grad_index(g_output, grad_op_input)
+        if k is not None:
+            out = forward_op.output[k]
+            if out_versions[out] != self.gradient_frontier[out]:
+                raise GradientVersionError(
+                    f'{where}Gradient name "{grad_op_input}" is expected to correspond to version '
+                    f'{out_versions[out]} of "{out}", but currently we have version '
+                    f'{self.gradient_frontier[out]}.', self._history(out, True))
+        elif grad_op_input in out_versions:
+            if self.frontier[grad_op_input] != out_versions[grad_op_input]:
+                raise GradientVersionError(
+                    f'{where}Gradient operator needs output "{grad_op_input}" at version '
+                    f'{out_versions[grad_op_input]}, but currently we have version '
+                    f'{self.frontier[grad_op_input]}.', self._history(grad_op_input, True))
+        elif grad_op_input in in_versions:
+            if self.frontier[grad_op_input] != in_versions[grad_op_input]:
+                raise GradientVersionError(
+                    f'{where}Gradient operator needs input "{grad_op_input}" at version '
+                    f'{in_versions[grad_op_input]}, but currently we have version '
+                    f'{self.frontier[grad_op_input]}.', self._history(grad_op_input, False))
+        elif grad_op_input not in locally_generated_blobs:
+            raise GradientVersionError(
+                f'{where}Blob name "{grad_op_input}" not in the scope of operator: '
+                f'{forward_op.type} and is not generated by any of the local gradient operators.')
+
+    def BuildGradientGenerators(self, fwd_op_idx: int, gradient_ops: Sequence[caffe2_pb2.OperatorDef],
+                                g_output: Sequence[Any], g_input: Sequence[Any]) -> None:
+        """Check the gradient ops' inputs; record which op (or pass-through) made each input grad."""
+        forward_op, in_versions, _ = self.ssa[fwd_op_idx]
+        local: set[str] = set()
+        sparse: dict[str, list[SparseGradGenMeta]] = {}
+        for grad_op in gradient_ops:
+            for s in grad_op.input:
+                self.CheckGradientOperatorInput(s, g_output, fwd_op_idx, local)
+            local.update(grad_op.output)
+            for j, output in enumerate(grad_op.output):
+                k = _grad_index(g_input, output)
+                if k is None:
+                    continue
+                name, g = forward_op.input[k], g_input[k]
+                if type(g) is GradientSlice:
+                    part = (grad_op, j, None, 0) if g.indices == output else (None, 0, grad_op, j)
+                    sparse.setdefault(name, []).append(SparseGradGenMeta(*part, g, grad_op.device_option))
+                else:
+                    self.gradient_generators[name][in_versions[name]].append(
+                        GradGenMeta(grad_op, j, g, grad_op.device_option))
+        for name, parts in sparse.items():
+            self.gradient_generators[name][in_versions[name]].append(_merge_sparse(parts))
+        for k, g in enumerate(g_input):
+            if not g:
+                continue
+            name = forward_op.input[k]
+            if type(g) is GradientSlice:
+                if g.indices not in local and g.values not in local:
+                    self.gradient_generators[name][in_versions[name]].append(
+                        SparseGradGenMeta(None, 0, None, 0, g, forward_op.device_option))
+            elif g not in local:
+                self.gradient_generators[name][in_versions[name]].append(
+                    GradGenMeta(None, 0, g, forward_op.device_option))
+        for k, g in enumerate(g_input):
+            if g is not None:
+                name = forward_op.input[k]
+                self.gradient_frontier[name] = in_versions[name]
+
+    def DoGradientAccumulation(self, fwd_op_idx: int) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
+        """Sum (or Concat) the gradients of each input whose earliest reader is this op."""
+        forward_op, in_versions, _ = self.ssa[fwd_op_idx]
+        sum_ops: list[caffe2_pb2.OperatorDef] = []
+        grad_map: dict[str, Any] = {}
+        # NOTE: Caffe2 iterates set(op.input) (hash order); we use input order, deterministically.
+        for name in dict.fromkeys(forward_op.input):
+            version = in_versions[name]
+            usage = self.input_usages[name][version]
+            if len(usage) <= 1 or usage[0] != fwd_op_idx:
+                continue
+            generators = self.gradient_generators[name][version]
+            if not self._verify_generators(name, generators):
+                continue
+            ops, grad_map[name] = _make_sum_ops(name, generators)
+            sum_ops.extend(ops)
+        return sum_ops, grad_map
+
+    @staticmethod
+    def _verify_generators(name: str, generators: list[Any]) -> bool:
+        if len({type(g) for g in generators}) > 1:
+            raise SparseDenseMixError(f"Gradients for param ''{name}'' failed to verify: Automatic "
+                                      "aggregation of a mix of sparse and dense gradients is not "
+                                      "supported yet")
+        if len(generators) < 2:
+            return False
+        first = generators[0].device_option
+        if not all(_device_equal(g.device_option, first) for g in generators[1:]):
+            raise GradientError(f"Gradients for param ''{name}'' failed to verify: Unexpected "
+                                "behavior: not all grad ops have the same device option.")
+        return True
+
+    def _init_gradients(self, ys: Mapping[Any, Any]) -> tuple[dict[str, Any], list[caffe2_pb2.OperatorDef]]:
+        input_to_grad: dict[str, Any] = {}
+        ops: list[caffe2_pb2.OperatorDef] = []
+        for y, g in ys.items():
+            y = str(y)
+            if g is None:
+                fill = create_operator("ConstantFill", [y], [y + AUTOGEN_GRAD_SUFFIX], value=1.0)
+                ops.append(fill)
+                g = fill.output[0]
+                self.gradient_generators[y][self.frontier[y]].append(
+                    GradGenMeta(fill, 0, g, fill.device_option))
+            input_to_grad[y] = (GradientSlice(str(g[0]), str(g[1])) if isinstance(g, GradientSlice)
+                                else str(g))
+        return input_to_grad, ops
+
+    def _generate_for_op(self, i: int, input_to_grad: dict[str, Any]) -> list[caffe2_pb2.OperatorDef]:
+        forward_op = self.ssa[i].op
+        g_output = [input_to_grad.get(name) for name in forward_op.output]
+        if all(g is None for g in g_output) and forward_op.type != "ZeroGradient":
+            return []
+        grad_ops, g_input = GradientRegistry.GetGradientForOp(forward_op, g_output, op_index=i)
+        self.BuildGradientGenerators(i, grad_ops, g_output, g_input)
+        outputs = forward_op.output
+        for name, grad in zip(forward_op.input, g_input):
+            # A None never erases a known gradient, except of an in-place input (newer version).
+            if grad is not None or name not in input_to_grad or name in outputs:
+                input_to_grad[name] = grad
+        return grad_ops
+
+    def GetBackwardPass(self, ys: Sequence[Any] | Mapping[Any, Any]) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
+        """The gradient ops of `ys` and the map blob -> gradient (str or GradientSlice).
+
+        `ys` is a list (gradients auto-filled with 1.0 as ``<y>_autogen_grad``) or a dict
+        ``{y: gradient blob | GradientSlice | None}``.
+        """
+        if isinstance(ys, list):
+            ys = dict.fromkeys(ys)
+        elif not isinstance(ys, dict):
+            raise TypeError("ys should either be a list or a dict.")
+        for y in ys:
+            y = str(y)
+            self.gradient_frontier[y] = self.frontier[y]
+            self.input_usages[y][self.frontier[y]].append(len(self.ssa))
+        input_to_grad, all_ops = self._init_gradients(ys)
+        origin = self.grad_op_origin = [None] * len(all_ops)
+        for i in reversed(range(len(self.ssa))):
+            ops = self._generate_for_op(i, input_to_grad)
+            sum_ops, grad_map = self.DoGradientAccumulation(i)
+            input_to_grad.update(grad_map)
+            all_ops += ops
+            all_ops += sum_ops
+            origin += [i] * (len(ops) + len(sum_ops))
+        return all_ops, {k: v for k, v in input_to_grad.items() if v is not None}
+
+
+def _merge_sparse(parts: list[SparseGradGenMeta]) -> SparseGradGenMeta:
+    """Join the indices half and the values half of one sparse gradient (``AppendSparseGenerators``)."""
+    if len(parts) == 1:
+        return parts[0]
+    (a_i, ai, a_v, av, g, dev), (b_i, bi, b_v, bv, _, _) = parts
+    return SparseGradGenMeta(a_i or b_i, ai + bi, a_v or b_v, av + bv, g, dev)
+
+
+def _sum_output_name(generators: list[Any], name: str) -> str:
+    """``_GetSumOpOutputName``: the first generator op's output (sparse: suffix removed)."""
+    for g in generators:
+        if type(g) is GradGenMeta:
+            if g.grad_op is not None:
+                return g.grad_op.output[g.idx]
+        elif g.grad_op_indices is not None:
+            return g.grad_op_indices.output[g.idx_indices].removesuffix("_indices")
+        elif g.grad_op_values is not None:
+            return g.grad_op_values.output[g.idx_values].removesuffix("_values")
+    return name + "_grad"
+
+
+def _autosplit(grad_op: caffe2_pb2.OperatorDef, idx: int, cnt: int) -> tuple[str, int]:
+    """``_DisambiguateGradOpOutput``: rename an emitted output to ``_<old>_autosplit_<cnt>``."""
+    grad_op.output[idx] = new = f"_{grad_op.output[idx]}_autosplit_{cnt}"
+    return new, cnt + 1
+
+
+def _check_conflict(out: str, g: str) -> None:
+    if out == str(g):
+        raise GradientError("The gradient output of empty gradient op can not be the same as the "
+                            "normal name of the current input gradient.")
+
+
+def _make_sum_ops(name: str, generators: list[Any]) -> tuple[list[caffe2_pb2.OperatorDef], Any]:
+    out = _sum_output_name(generators, name)
+    make = _dense_sum if type(generators[0]) is GradGenMeta else _sparse_sum
+    ops, g = make(generators, out)
+    only_tag = any(ONLY_KEEP_TAG in gen.device_option.extra_info for gen in generators)
+    for op in ops:
+        if not only_tag:
+            op.device_option.CopyFrom(generators[0].device_option)
+        op.device_option.extra_info.append(IS_AUTO_GEN_SUM_OPS_TAG)
+    return ops, g
+
+
+def _dense_sum(generators: list[GradGenMeta], out: str) -> tuple[list[caffe2_pb2.OperatorDef], str]:
+    inputs, cnt, first = [], 0, True
+    for grad_op, idx, g, _ in generators:
+        if grad_op is None:
+            _check_conflict(out, g)
+            inputs.append(str(g))
+        elif first:
+            first = False
+            inputs.append(grad_op.output[idx])
+        else:
+            new, cnt = _autosplit(grad_op, idx, cnt)
+            inputs.append(new)
+    if out in inputs:  # NOTE: Sum is in-place only on input 0.
+        k = inputs.index(out)
+        inputs[0], inputs[k] = inputs[k], inputs[0]
+    return [create_operator("Sum", inputs, [out], device_option=caffe2_pb2.DeviceOption())], out
+
+
+def _sparse_sum(generators: list[SparseGradGenMeta], out: str) -> tuple[list[caffe2_pb2.OperatorDef], GradientSlice]:
+    indices, values, ci, cv = [], [], 0, 0
+    for op_i, idx_i, op_v, idx_v, g, _ in generators:
+        if op_i is not None:
+            new, ci = _autosplit(op_i, idx_i, ci)
+            indices.append(new)
+        else:
+            _check_conflict(out, g.indices)
+            indices.append(g.indices)
+        if op_v is not None:
+            new, cv = _autosplit(op_v, idx_v, cv)
+            values.append(new)
+        else:
+            _check_conflict(out, g.values)
+            values.append(g.values)
+    dev = caffe2_pb2.DeviceOption()
+    ops = [create_operator("Concat", indices, [out + "_indices_concat", out + "_indices_concat_split"],
+                           device_option=dev, axis=0),
+           create_operator("Concat", values, [out + "_values_concat", out + "_values_concat_split"],
+                           device_option=dev, axis=0)]
+    return ops, GradientSlice(out + "_indices_concat", out + "_values_concat")
+
+
+class GradientRegistry:
+    """Python-registered makers over the C++-style table ``engine.registry.GRADIENTS``.
+
+    As in Caffe2, a C++-style maker is tried first; if it fails (or none exists) a maker
+    registered with :meth:`RegisterGradient` is used; else the C++ error is raised.
+    """
+
+    gradient_registry_: dict[str, Callable[..., Any]] = {}
+
+    @classmethod
+    def RegisterGradient(cls, op_type: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator registering ``maker(op, g_output) -> (grad_ops, g_input)`` for `op_type`."""
+        def wrapper(func: Callable[..., Any]) -> Callable[..., Any]:
+            cls.gradient_registry_[op_type] = func
+            if not is_cc_maker(GRADIENTS.get(op_type)):
+                GRADIENTS[op_type] = func
+            return func
+        return wrapper
+
+    @classmethod
+    def GetGradientForOp(cls, op: caffe2_pb2.OperatorDef, g_output: Sequence[Any],
+                         op_index: int | None = None) -> tuple[list[caffe2_pb2.OperatorDef], list[Any]]:
+        """``(grad_ops, g_input)`` for one forward op; errors name the op type (and index)."""
+        maker = GRADIENTS.get(op.type)
+        try:
+            if maker is None:
+                raise NoGradientMakerError(f"Gradient maker for operator {op.type} not implemented.")
+            if not is_cc_maker(maker):
+                return _as_list(maker(op, g_output))
+            return maker(op, g_output)
+        except GradientMakerError as e:
+            fallback = cls.gradient_registry_.get(op.type)
+            if fallback is not None and fallback is not maker:
+                return _as_list(fallback(op, g_output))
+            raise _with_context(e, op.type, op_index) from e
+
+    @classmethod
+    def GetBackwardPass(cls, operators: Sequence[caffe2_pb2.OperatorDef],
+                        ys: Sequence[Any] | Mapping[Any, Any]) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
+        """``IR(operators).GetBackwardPass(ys)``."""
+        return IR(operators).GetBackwardPass(ys)
+
+
+def _as_list(result: tuple[Any, list[Any]]) -> tuple[list[caffe2_pb2.OperatorDef], list[Any]]:
+    ops, g_input = result
+    return ([] if ops is None else list(ops) if isinstance(ops, (list, tuple)) else [ops]), g_input
+
+
+def _with_context(e: GradientMakerError, op_type: str, op_index: int | None) -> GradientMakerError:
+    msg = e.caffe2_message
+    at = f" (op #{op_index})" if op_index is not None else ""
+    if isinstance(e, NoGradientMakerError):
+        text = f"No gradient registered for op type '{op_type}'{at}: {msg}"
+    else:
+        text = f"Exception when creating gradient for [{op_type}]{at}: {msg}"
+    return type(e)(text, msg)
+
+
+def backward_net(net: caffe2_pb2.NetDef, loss_blobs: Sequence[Any] | Mapping[Any, Any]
+                 ) -> tuple[caffe2_pb2.NetDef, list[int | None]]:
+    """A copy of `net` with the backward pass of `loss_blobs` appended, and each grad op's origin.
+
+    Returns
+    -------
+    (NetDef, list)
+        The list has one entry per appended op: the index of the forward op it was made for
+        (accumulation ops: the op after whose gradients they run), ``None`` for the
+        ``<y>_autogen_grad`` fills.  It lives outside the proto, which Caffe2 reads unchanged.
+
+    Examples
+    --------
+    >>> net = caffe2_pb2.NetDef(op=[create_operator("Relu", "X", "Y")])
+    >>> out, origin = backward_net(net, ["Y"])
+    >>> [o.type for o in out.op], origin
+    (['Relu', 'ConstantFill', 'ReluGradient'], [None, 0])
+    """
+    ir = IR(net.op)
+    grad_ops, _ = ir.GetBackwardPass(loss_blobs)
+    out = caffe2_pb2.NetDef()
+    out.CopyFrom(net)
+    out.op.extend(grad_ops)
+    return out, list(ir.grad_op_origin)
