@@ -167,14 +167,17 @@ def save_npz(path, arrays):
         f.write(buf.getvalue())
 
 
-def write_json(path, data):
+def write_json(path, data, compact=False):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True, ensure_ascii=True)
+        if compact:
+            json.dump(data, f, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+        else:
+            json.dump(data, f, indent=1, sort_keys=True, ensure_ascii=True)
         f.write("\n")
 
 
-def write_case(case, kind, data, arrays=None):
+def write_case(case, kind, data, arrays=None, compact=False):
     """Write OUT/<case>.json (+ OUT/<case>.npz when arrays is non-empty)."""
     data = dict(data)
     data["case"] = case
@@ -185,7 +188,7 @@ def write_case(case, kind, data, arrays=None):
     if arrays:
         data["npz"] = os.path.basename(case) + ".npz"
         save_npz(os.path.join(OUT, case + ".npz"), arrays)
-    write_json(path, data)
+    write_json(path, data, compact=compact)
 
 
 # ----------------------------------------------------------------------------
