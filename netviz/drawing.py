@@ -138,8 +138,6 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
         raise GraphError(f"{net.name or 'net'}: unknown drawing mode {options.mode!r}/{options.subnets!r}")
     d = Drawing(net.name or "unnamed", options)
     env = _Env()
-    for name in net.external_input:
-        _blob_node(d, env, name, None, (), False, read=True)
     _add_ops(d, net, env, (), None, n_forward if n_forward is not None else len(net.op))
     for i, j in enumerate(origin):
         src, dst = _op_id((), (n_forward or 0) + i), _op_id((), j) if j is not None else None
@@ -156,10 +154,13 @@ def _op_id(path: tuple[tuple[int, str], ...], i: int) -> str:
 
 def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tuple, grad: bool,
                read: bool = False, producer: str | None = None) -> str:
-    """Current node of `name` when read (made at version 0 if new), else a new version node."""
+    """Current node of `name` when read (made at version 0 if new), else a new version node.
+
+    Like net_drawer, blobs appear when first used: declared but unused inputs are not drawn.
+    """
     if read and name in env.node:
         return env.node[name]
-    v = 0 if name not in env.version else env.version[name] + 1
+    v = 0 if read else env.version.get(name, 0) + 1  # Caffe2 get_ssa: first write is version 1
     prefix = "".join(f"op{j}:{arg}/" for j, arg in path)
     nid = f"{prefix}{name}@{v}"
     env.node[name], env.version[name], env.producer[name] = nid, v, producer
@@ -173,9 +174,9 @@ def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tupl
 def _scope_cluster(d: Drawing, op: caffe2_pb2.OperatorDef, parent: str | None) -> str | None:
     """The name-scope cluster of an op (scope of its first output, else of its name), nested."""
     name = op.output[0] if op.output else op.name
-    parts = name.split("/")[:-1]
+    parts, outer = name.split("/")[:-1], parent or ""
     for k in range(len(parts)):
-        cid = f"{parent or ''}|scope:{'/'.join(parts[:k + 1])}"
+        cid = f"{outer}|scope:{'/'.join(parts[:k + 1])}"
         d.clusters.setdefault(cid, DrawCluster(cid, parts[k] + "/", "scope", parent))
         parent = cid
     return parent
@@ -222,8 +223,6 @@ def _add_subnets(d: Drawing, op: caffe2_pb2.OperatorDef, oid: str, env: _Env, ou
             nid = _op_id(path, 0) + ":empty"
             d.nodes[nid] = DrawNode(nid, "note", f"(empty {arg})", S.Style("note", S.BLUE, None, S.BLUE),
                                     cid, path=path)
-        for name in sub.external_input if not shared else ():
-            _blob_node(d, inner, name, cid, path, False, read=True)
         _add_ops(d, sub, inner, path, cid, len(sub.op))
         first = _op_id(path, 0) + ("" if sub.op else ":empty")
         d.edges.append(DrawEdge(oid, first, "subnet", S.Style(color=S.BLUE, dashed=True)))
@@ -251,8 +250,10 @@ def focus(d: Drawing, target: str, depth: int) -> Drawing:
         raise GraphError(f"{d.name}: no op or blob matches --focus {target!r}")
     g = nx.Graph((e.source, e.target) for e in d.edges)
     g.add_nodes_from(d.nodes)
-    hops = depth if d.options.mode == "minimal" else 2 * depth + 1
-    keep = set().union(*(nx.single_source_shortest_path_length(g, s, cutoff=hops) for s in seeds))
+    # NOTE: with blob nodes an op-to-op step is 2 hops; +1 keeps an op's boundary blobs.
+    def hops(s: str) -> int:
+        return depth if d.options.mode == "minimal" else 2 * depth + (d.nodes[s].kind == "op")
+    keep = set().union(*(nx.single_source_shortest_path_length(g, s, cutoff=hops(s)) for s in seeds))
     out = Drawing(d.name, d.options, clusters=dict(d.clusters))
     for nid, n in d.nodes.items():
         if nid in keep:

@@ -1,0 +1,59 @@
+"""Layout: dot positions, edge polylines and cluster boxes, caching, and the time limit."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.modelio import load_net
+from engine.opdef import create_operator as op
+from netviz.drawing import DrawOptions, draw_net
+from netviz.export import build_agraph
+from netviz.layout import LayoutError, LayoutTimeout, clear_cache, layout_agraph, layout_dot, run_graphviz
+from proto import caffe2_pb2
+
+
+def chain_with_if() -> caffe2_pb2.NetDef:
+    then = caffe2_pb2.NetDef(name="then", op=[op("Relu", "Y", "Z")])
+    return caffe2_pb2.NetDef(name="n", op=[op("Relu", "X", "Y"), op("If", "c", [], then_net=then),
+                                           op("Relu", "Y", "W")])
+
+
+def test_positions_edges_and_clusters() -> None:
+    d = draw_net(chain_with_if(), DrawOptions("minimal", rankdir="LR"))
+    lay = layout_agraph(build_agraph(d))
+    assert set(lay.nodes) == set(d.nodes)
+    assert lay.nodes["op0"].x < lay.nodes["op2"].x  # LR: data flows rightwards
+    assert lay.nodes["op0"].label == "Relu (op#0)" and lay.nodes["op0"].width > 0
+    assert sorted((e.tail, e.head) for e in lay.edges) == sorted((e.source, e.target) for e in d.edges)
+    assert all(len(e.points) >= 4 and e.arrow for e in lay.edges)
+    (cluster,) = lay.clusters
+    x0, y0, x1, y1 = cluster.bbox
+    inner = lay.nodes["op1:then_net/op0"]
+    assert cluster.label == "If op#1 then_net: then" and x0 < inner.x < x1 and y0 < inner.y < y1
+    assert 0 < lay.width and 0 < lay.height
+
+
+def test_rankdir_tb_flows_down() -> None:
+    lay = layout_agraph(build_agraph(draw_net(chain_with_if(), DrawOptions("minimal", rankdir="TB"))))
+    assert lay.nodes["op0"].y > lay.nodes["op2"].y  # graphviz y grows upwards
+
+
+def test_cached_by_dot_text() -> None:
+    clear_cache()
+    dot = build_agraph(draw_net(chain_with_if())).string()
+    assert layout_dot(dot) is layout_dot(dot)
+
+
+def test_time_limit(zoo: Path) -> None:
+    dot = build_agraph(draw_net(load_net(zoo / "densenet121" / "predict_net.pbtxt"))).string()
+    with pytest.raises(LayoutTimeout, match="longer than 0.05 s"):
+        layout_dot(dot, timeout=0.05)
+
+
+def test_graphviz_errors_are_one_line() -> None:
+    with pytest.raises(LayoutError, match="not found on PATH"):
+        run_graphviz("digraph { a }", "svg", prog="no-such-graphviz-prog")
+    with pytest.raises(LayoutError, match="failed") as e:
+        run_graphviz("digraph { a -> }", "svg")
+    assert "\n" not in str(e.value)
