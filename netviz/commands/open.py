@@ -1,8 +1,12 @@
 """Open a model in the interactive TUI.
 
+The model and every option are checked before the UI starts: a bad file or option exits 2 with
+one line on stderr.
+
 examples:
   netviz model.pb
   netviz model.pbtxt --init init.pb --device cpu
+  netviz predict_net.pbtxt --input data=1,3,224,224 --loss loss
 """
 from __future__ import annotations
 
@@ -13,12 +17,17 @@ from netviz.commands import add_model_arguments
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE", action="append", default=[],
+                        help="feed an input blob from a .npy file, or random values of a shape (1,3,224,224)")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="where ops run (default cpu)")
+    parser.add_argument("--loss", metavar="BLOB", default=None, help="loss blob for the backward view (g)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.modelio import load_model
-    from netviz.commands.info import run as info_run
+    from netviz.session import Session
 
-    load_model(args.path, init=args.init)  # a bad file fails here, before any UI starts
-    args.json = False
-    return info_run(args)
+    session = Session.open(args.path, init=args.init, inputs=args.input, device=args.device, loss=args.loss)
+    from netviz.app import NetvizApp  # textual is imported only once the model is good
+
+    result = NetvizApp(session).run()
+    return int(result or 0)

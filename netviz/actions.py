@@ -1,0 +1,49 @@
+"""Every user action once: id → (keys, action, title).  Footer bindings and palette commands come from here.
+
+Actions run on the :class:`~netviz.screens.main.MainScreen` (``app.`` ones on the app).  Keys are
+pudb/gdb habits; a comma gives a second key.  Ids let a user remap keys (Textual keymaps).
+"""
+from __future__ import annotations
+
+from textual.binding import Binding
+
+#: id: (keys, action, title, shown in footer)
+ACTIONS: dict[str, tuple[str, str, str, bool]] = {
+    "step.over": ("n", "step('step')", "Step", True),
+    "step.into": ("s", "step('step_into')", "Step into subnet", True),
+    "step.out": ("f", "step('step_out')", "Step out", True),
+    "run.continue": ("c", "step('continue_')", "Continue", True),
+    "run.to-cursor": ("t", "run_to_cursor", "Run to cursor", True),
+    "step.back": ("u", "step('step_back')", "Step back", True),
+    "run.restart": ("r", "step('restart')", "Restart", True),
+    "bp.toggle": ("b", "toggle_breakpoint", "Breakpoint", True),
+    "bp.list": ("B", "list_breakpoints", "Breakpoints list", True),
+    "blob.watch": ("w", "watch_blob", "Watch blob", True),
+    "blob.inject": ("i", "inject_value", "Inject value", True),
+    "view.backward": ("g", "toggle_backward", "Backward pass", True),
+    "view.ssa": ("v", "toggle_ssa", "SSA versions", True),
+    "view.scopes": ("N", "toggle_scopes", "Group by name scope", False),
+    "graph.zoom-out": ("z,minus", "zoom(1)", "Zoom out", False),
+    "graph.zoom-in": ("Z,plus", "zoom(-1)", "Zoom in", False),
+    "graph.follow": ("full_stop", "toggle_follow", "Follow cursor", False),
+    "graph.focus": ("o", "toggle_focus", "Focus neighbourhood", False),
+    "net.drill": ("d", "drill", "Drill into subnet", False),
+    "net.up": ("backspace", "drill_up", "Up one net", False),
+    "search": ("slash", "search", "Search ops and blobs", True),
+    "copy": ("y", "copy", "Copy name/value", False),
+    "export": ("e", "export", "Export graph", True),
+    "help": ("question_mark,f1", "app.help", "Help", True),
+    "quit": ("q", "app.quit", "Quit", True),
+}
+
+
+def bindings() -> list[Binding]:
+    """The footer bindings of the main screen, one per action, with its id."""
+    return [Binding(keys, action, title, show=show, id=aid) for aid, (keys, action, title, show) in ACTIONS.items()]
+
+
+def key_display(keys: str) -> str:
+    """``question_mark,f1`` → ``? / F1`` for help texts."""
+    names = {"question_mark": "?", "slash": "/", "full_stop": ".", "minus": "-", "plus": "+",
+             "backspace": "Backspace", "f1": "F1"}
+    return " / ".join(names.get(k, k) for k in keys.split(","))

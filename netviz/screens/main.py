@@ -1,0 +1,332 @@
+"""MainScreen: op tree | breadcrumb + graph canvas | op and blob inspectors, status line, footer.
+
+Every action of :data:`netviz.actions.ACTIONS` is a method here; each runs under
+:func:`guarded`, so an engine error (or any bug) becomes a notification and the UI stays usable.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, OptionList
+from textual.widgets.option_list import Option
+
+from engine.errors import NetvizError
+from netviz.actions import bindings
+from netviz.messages import BlobSelected, DrillRequested, OpSelected
+from netviz.screens.breakpoints import BreakpointsScreen
+from netviz.screens.prompt import PromptScreen
+from netviz.screens.search import SearchScreen
+from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable
+from netviz.widgets.blob_inspector import BlobInspector
+from netviz.widgets.breadcrumb import Breadcrumb
+from netviz.widgets.graph_canvas import GraphCanvas
+from netviz.widgets.graph_scene import ZOOMS
+from netviz.widgets.op_inspector import OpInspector
+from netviz.widgets.op_tree import OpTree
+from netviz.widgets.status_line import StatusLine
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run an action; a NetvizError is a notification titled by its class, anything else too."""
+    @functools.wraps(fn)
+    def wrapper(self: MainScreen, *args: Any) -> Any:
+        try:
+            return fn(self, *args)
+        except Unavailable as e:
+            self.notify(str(e), title="Not available", severity="warning")
+        except NetvizError as e:
+            self.notify(str(e), title=type(e).__name__, severity="error")
+        except Exception as e:  # noqa: BLE001 - a bad key must never take the UI down
+            self.notify(f"{type(e).__name__}: {e}", title="Internal error", severity="error")
+    return wrapper
+
+
+class MainScreen(Screen[None]):
+    BINDINGS = bindings()
+
+    ssa: reactive[bool] = reactive(False)
+    zoom: reactive[int] = reactive(0)
+    follow: reactive[bool] = reactive(True)
+    focus_mode: reactive[bool] = reactive(False)
+    path: reactive[NetPath] = reactive(())
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.selected: OpRef | None = None
+        self.blob: BlobRef | None = None
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="body"):
+            yield OpTree(self.session, id="ops")
+            with Vertical(id="center"):
+                yield Breadcrumb(id="crumb")
+                yield GraphCanvas(id="graph")
+            with VerticalScroll(id="inspector"):
+                yield OpInspector(id="op-info")
+                yield OptionList(id="blob-list")
+                yield BlobInspector(id="blob-info")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.op_tree, self.canvas = self.query_one(OpTree), self.query_one(GraphCanvas)
+        self.query_one(BlobInspector).display = False
+        self.op_tree.focus()
+        self.show_graph()
+        if self.session.view(()).net.op:
+            self.select(OpRef((), 0))
+        self.update_status()
+
+    # -- showing ---------------------------------------------------------------------------
+    def show_graph(self) -> None:
+        self.canvas.show(self.session, self.path, self.ssa, self.zoom)
+        name, blobs, _ = ZOOMS[self.zoom]
+        extra = ("  ·  SSA" if self.ssa else "") + ("  ·  backward" if self.session.show_backward else "")
+        self.query_one(Breadcrumb).show(self.session.path_label(self.path), f"zoom {name}", extra)
+
+    def watch_ssa(self) -> None:
+        self.refresh_all()
+
+    def watch_zoom(self) -> None:
+        self.refresh_all()
+
+    def watch_path(self) -> None:
+        self.refresh_all()
+
+    def refresh_all(self) -> None:
+        if not self.is_mounted:
+            return
+        self.show_graph()
+        self.update_status()
+        if self.selected is not None and self.follow:
+            self.canvas.center_on(self.selected.index if self.selected.path == self.path else None)
+
+    def select(self, ref: OpRef) -> None:
+        """Make `ref` the selected op everywhere: tree, canvas (its net), inspector."""
+        self.selected = ref
+        if ref.path != self.path:
+            self.path = ref.path
+        self.canvas.selected_op = ref.index
+        self.canvas.refresh()
+        if self.follow:
+            self.canvas.center_on(ref.index)
+        self.op_tree.select_ref(ref)
+        self.query_one(OpInspector).show(self.session, ref)
+        d = self.session.op_details(ref)
+        blobs = self.query_one("#blob-list", OptionList)
+        blobs.clear_options()
+        self.blob_options = [BlobRef(ref.path, n, v) for n, v in (*d["inputs"], *d["outputs"])]
+        blobs.add_options([Option(f"{'in ' if k < len(d['inputs']) else 'out'} {b.label()}")
+                           for k, b in enumerate(self.blob_options)])
+        if self.focus_mode:
+            self.set_focus_set()
+        self.update_status()
+
+    def select_blob(self, ref: BlobRef) -> None:
+        self.blob = ref
+        self.canvas.selected_blob = (ref.name, ref.version if self.ssa else None)
+        self.canvas.refresh()
+        self.query_one(BlobInspector).show(self.session, ref)
+
+    def set_focus_set(self) -> None:
+        ref = self.selected
+        if not self.focus_mode or ref is None or ref.path != self.path:
+            self.canvas.focus_nodes = None
+        else:
+            ins, outs = self.session.view(ref.path).ssa[ref.index]
+            names = {n for n, _ in (*ins, *outs)}
+            ops = {ref.index, *(i for n in names for i, _ in self.session.producers(ref.path, n)),
+                   *(i for n, _ in outs for i, _ in self.session.consumers(ref.path, n))}
+            self.canvas.focus_nodes = (ops, names)
+        self.canvas.refresh()
+
+    def update_status(self) -> None:
+        s, ref = self.session, self.selected
+        cursor = f"{s.path_label(ref.path)} › op {ref.index}" if ref else "-"
+        flags = [f for f, on in (("SSA", self.ssa), ("backward", s.show_backward), ("follow", self.follow),
+                                 ("focus", self.focus_mode)) if on]
+        self.query_one(StatusLine).show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.zoom][0]}"])
+
+    def after_step(self) -> None:
+        self.op_tree.refresh_markers()
+        pc = self.session.pc
+        self.canvas.pc_op = pc.index if isinstance(pc, OpRef) and pc.path == self.path else None
+        if isinstance(pc, OpRef):
+            self.select(pc)
+        self.update_status()
+        if self.blob is not None:
+            self.query_one(BlobInspector).show(self.session, self.blob)
+
+    # -- messages --------------------------------------------------------------------------
+    def on_op_selected(self, message: OpSelected) -> None:
+        self.run_guarded(self.select, message.ref)
+
+    def on_blob_selected(self, message: BlobSelected) -> None:
+        self.run_guarded(self.select_blob, message.ref)
+
+    def on_drill_requested(self, message: DrillRequested) -> None:
+        self.run_guarded(self.drill_into, message.ref, message.arg)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list.id == "blob-list" and event.option_index < len(self.blob_options):
+            self.run_guarded(self.select_blob, self.blob_options[event.option_index])
+
+    @guarded
+    def run_guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    def drill_into(self, ref: OpRef, arg: str | None) -> None:
+        subnets = self.session.subnets(ref)
+        if not subnets:
+            raise Unavailable(f"op #{ref.index} {self.session.op(ref).type} holds no subnet")
+        self.path = ref.path + ((ref.index, arg or subnets[0][0]),)
+
+    # -- actions ---------------------------------------------------------------------------
+    @guarded
+    def action_step(self, how: str) -> None:
+        self.session.step(how)
+        self.after_step()
+
+    @guarded
+    def action_run_to_cursor(self) -> None:
+        if self.selected is None:
+            raise Unavailable("select an op to run to")
+        self.session.step("run_to", self.selected)
+        self.after_step()
+
+    @guarded
+    def action_toggle_breakpoint(self) -> None:
+        if self.selected is None:
+            raise Unavailable("select an op first")
+        on = self.session.toggle_breakpoint(self.selected)
+        self.canvas.breakpoints = {r.index for r in self.session.breakpoints if r.path == self.path}
+        self.op_tree.refresh_markers()
+        self.canvas.refresh()
+        self.notify(f"breakpoint {'set' if on else 'cleared'} at op #{self.selected.index}", title="Breakpoint")
+
+    @guarded
+    def action_list_breakpoints(self) -> None:
+        def closed(_: Any) -> None:
+            self.canvas.breakpoints = {r.index for r in self.session.breakpoints if r.path == self.path}
+            self.op_tree.refresh_markers()
+            self.canvas.refresh()
+        self.app.push_screen(BreakpointsScreen(self.session), closed)
+
+    def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "") -> None:
+        def done(answer: str | None) -> None:
+            if answer:
+                self.run_guarded(then, answer)
+        self.app.push_screen(PromptScreen(title, value, hint=hint), done)
+
+    @guarded
+    def action_watch_blob(self) -> None:
+        def watch(name: str) -> None:
+            self.session.watch(name)
+            self.notify(f"watching {name}", title="Watch")
+        self._ask("watch blob", self.blob.name if self.blob else "", watch)
+
+    @guarded
+    def action_inject_value(self) -> None:
+        def inject(text: str) -> None:
+            name, sep, value = text.partition("=")
+            if not sep:
+                raise NetvizError(f"inject: expected NAME=VALUE, got {text!r}")
+            arr = self.session.inject(name.strip(), value.strip())
+            self.notify(f"{name.strip()} = array{list(arr.shape)}", title="Injected")
+            self.select_blob(BlobRef(self.path, name.strip()))
+        self._ask("inject value  NAME=VALUE", f"{self.blob.name}=" if self.blob else "", inject,
+                  "VALUE: 1,3,8,8 (random of that shape) · x.npy · [1.0, 2.0] · 0.5")
+
+    @guarded
+    def action_toggle_backward(self, loss: str | None = None) -> None:
+        try:
+            self.session.set_backward(not self.session.show_backward, loss)
+        except Unavailable as e:
+            if "loss" not in str(e):
+                raise
+            outs = ", ".join(self.session.model.predict.external_output)
+            self._ask("loss blob to differentiate", "", lambda name: self.action_toggle_backward(name),
+                      f"outputs: {outs}")
+            return
+        self.op_tree.rebuild()
+        if self.selected and self.selected.path == () and self.selected.index >= len(self.session.view(()).net.op):
+            self.selected = OpRef((), 0)
+        self.path = ()
+        self.canvas.key = None
+        self.refresh_all()
+        if self.selected:
+            self.select(self.selected)
+
+    def action_toggle_ssa(self) -> None:
+        self.ssa = not self.ssa
+
+    @guarded
+    def action_toggle_scopes(self) -> None:
+        self.op_tree.group_scopes = not self.op_tree.group_scopes
+        self.op_tree.rebuild()
+        if self.selected:
+            self.op_tree.select_ref(self.selected)
+
+    def action_zoom(self, delta: int) -> None:
+        self.zoom = max(0, min(len(ZOOMS) - 1, self.zoom + delta))
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        self.refresh_all()
+
+    def action_toggle_focus(self) -> None:
+        self.focus_mode = not self.focus_mode
+        self.set_focus_set()
+        self.update_status()
+
+    @guarded
+    def action_drill(self) -> None:
+        if self.selected is None:
+            raise Unavailable("select an op first")
+        self.drill_into(self.selected, None)
+
+    @guarded
+    def action_drill_up(self) -> None:
+        if not self.path:
+            raise Unavailable("already at the main net")
+        index = self.path[-1][0]
+        self.path = self.path[:-1]
+        self.select(OpRef(self.path, index))
+
+    @guarded
+    def action_search(self) -> None:
+        def found(hit: Any) -> None:
+            if isinstance(hit, OpRef):
+                self.run_guarded(self.select, hit)
+            elif isinstance(hit, BlobRef):
+                self.run_guarded(self.select_blob, hit)
+        self.app.push_screen(SearchScreen(self.session), found)
+
+    @guarded
+    def action_copy(self) -> None:
+        if self.blob is not None:
+            text = self.blob.label(self.ssa)
+        elif self.selected is not None:
+            op = self.session.op(self.selected)
+            text = op.name or f"{op.type} #{self.selected.index}"
+        else:
+            raise Unavailable("nothing selected to copy")
+        self.app.copy_to_clipboard(text)
+        self.notify(f"copied {text!r}", title="Copy")
+
+    @guarded
+    def action_export(self) -> None:
+        default = f"{Path(self.session.name.replace('/', '_')).name}.svg"
+        self._ask("export the shown net to (.svg/.png/.pdf/.dot)", default, self.export_to)
+
+    def export_to(self, target: str) -> None:
+        out = self.session.export(self.path, target, ssa=self.ssa)
+        self.notify(f"wrote {out}", title="Export")

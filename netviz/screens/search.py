@@ -1,0 +1,71 @@
+"""SearchScreen: type to filter every op (by type, name, output) and blob; Enter jumps there."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList
+from textual.widgets.option_list import Option
+
+from netviz.session import BlobRef, OpRef, Session
+
+LIMIT = 200
+
+
+class SearchScreen(ModalScreen[Any]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="search.cancel"),
+                Binding("down", "move(1)", "Next", show=False, id="search.next"),
+                Binding("up", "move(-1)", "Previous", show=False, id="search.previous")]
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.entries: list[tuple[str, Text, Any]] = []
+        for ref in session.walk():
+            op = session.op(ref)
+            where = f" in {session.path_label(ref.path)}" if ref.path else ""
+            label = Text.assemble(("op ", "dim"), f"#{ref.index} {op.type} ", (op.name or ", ".join(op.output), "dim"),
+                                  (where, "dim italic"))
+            self.entries.append((f"{op.type} {op.name} {' '.join(op.output)}".lower(), label, ref))
+        for name in session.all_blobs(()):
+            self.entries.append((name.lower(), Text.assemble(("blob ", "dim"), name), BlobRef((), name)))
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="search-box"):
+            yield Input(placeholder="search ops and blobs", id="search-input")
+            yield OptionList(id="search-results")
+
+    def on_mount(self) -> None:
+        self.filter("")
+
+    def filter(self, text: str) -> None:
+        words = text.lower().split()
+        hits = [e for e in self.entries if all(w in e[0] for w in words)][:LIMIT]
+        results = self.query_one(OptionList)
+        results.clear_options()
+        results.add_options([Option(label, id=str(k)) for k, (_, label, _) in enumerate(hits)])
+        self.hits = hits
+        if hits:
+            results.highlighted = 0
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        results = self.query_one(OptionList)
+        self.dismiss(self.hits[results.highlighted][2] if self.hits and results.highlighted is not None else None)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.hits[event.option_index][2])
+
+    def action_move(self, delta: int) -> None:
+        results = self.query_one(OptionList)
+        if self.hits:
+            results.highlighted = ((results.highlighted or 0) + delta) % len(self.hits)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

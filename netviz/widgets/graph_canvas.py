@@ -1,0 +1,192 @@
+"""GraphCanvas: one net drawn with box-drawing characters; pan, zoom, follow, neighbourhood focus.
+
+Layout runs in a worker thread (``dot`` can take seconds on big nets); scenes are cached per
+(net, backward shown, SSA, zoom), so switching back is instant.  Only visible rows are drawn.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import work
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from engine.errors import NetvizError
+from netviz import style as looks
+from netviz.messages import BlobSelected, OpSelected
+from netviz.session import BlobRef, NetPath, OpRef
+from netviz.widgets.graph_scene import ZOOMS, Scene, SceneNode, build_scene
+
+FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks.BACKWARD_OP.fill}
+S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
+S_BLOB, S_GRAD = Style(color="#c8c8c8"), Style(color=looks.RED)
+S_SEL = Style(color="black", bgcolor=looks.AMBER, bold=True)
+S_PC, S_BP = Style(color="#ffff00", bold=True), Style(color="#ff3030", bold=True)
+
+
+@lru_cache(maxsize=None)
+def _op_styles(kind: str) -> tuple[Style, Style]:
+    fill = FILL.get(kind, looks.GREEN)
+    return Style(color=fill), Style(color="white", bgcolor=fill, bold=True)
+
+
+class GraphCanvas(ScrollView, can_focus=True):
+    """The graph pane.  The main screen sets what to show; clicks post OpSelected/BlobSelected."""
+
+    BINDINGS = [
+        Binding("left,h", "pan(-8, 0)", "Pan left", show=False, id="graph.pan-left"),
+        Binding("right,l", "pan(8, 0)", "Pan right", show=False, id="graph.pan-right"),
+        Binding("up,k", "pan(0, -4)", "Pan up", show=False, id="graph.pan-up"),
+        Binding("down,j", "pan(0, 4)", "Pan down", show=False, id="graph.pan-down"),
+    ]
+
+    zoom: reactive[int] = reactive(0)
+    placeholder: reactive[str] = reactive("")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scene: Scene | None = None
+        self.path: NetPath = ()
+        self.key: tuple | None = None
+        self.selected_op: int | None = None
+        self.selected_blob: tuple[str, int | None] | None = None
+        self.pc_op: int | None = None
+        self.breakpoints: set[int] = set()
+        self.focus_nodes: tuple[set[int], set[str]] | None = None
+        self._cache: dict[tuple, Scene] = {}
+        self._pending_center: int | None = None
+
+    # -- what to show ----------------------------------------------------------------------
+    def show(self, session: Any, path: NetPath, ssa: bool, zoom: int) -> None:
+        """Show the net at `path`; lays it out in a worker unless cached."""
+        key = (path, session.show_backward, ssa, zoom)
+        if key == self.key:
+            return
+        self.key, self.path = key, path
+        if key in self._cache:
+            self._set_scene(self._cache[key])
+            return
+        self.scene, self.placeholder = None, f"laying out {session.path_label(path)} …"
+        self.virtual_size = Size(self.size.width, self.size.height)
+        self.refresh()
+        view = session.view(path)
+        self._layout(key, view.net, view.ssa, view.n_forward, ssa, zoom)
+
+    @work(thread=True, exclusive=True, group="layout")
+    def _layout(self, key: tuple, net: Any, ssa_list: list, n_forward: int, ssa: bool, zoom: int) -> None:
+        try:
+            scene = build_scene(net, ssa_list, n_forward, ssa, zoom)
+        except NetvizError as e:
+            self.app.call_from_thread(self._failed, key, e)
+            return
+        self.app.call_from_thread(self._ready, key, scene)
+
+    def _ready(self, key: tuple, scene: Scene) -> None:
+        self._cache[key] = scene
+        if key == self.key:
+            self._set_scene(scene)
+
+    def _failed(self, key: tuple, error: NetvizError) -> None:
+        if key == self.key:
+            self.placeholder = f"no drawing: {error}"
+            self.app.notify(str(error), title="Layout", severity="error")
+
+    def _set_scene(self, scene: Scene) -> None:
+        self.scene = scene
+        self.virtual_size = Size(scene.width, scene.height)
+        self.refresh()
+        if self._pending_center is not None:
+            self.call_after_refresh(self.center_on, self._pending_center)
+
+    def watch_placeholder(self) -> None:
+        self.refresh()
+
+    def center_on(self, op: int | None) -> None:
+        """Scroll so that op `op` is in the middle (remembered until the layout is there)."""
+        self._pending_center = op
+        if op is None or self.scene is None or op not in self.scene.by_op:
+            return
+        x, y = self.scene.nodes[self.scene.by_op[op]].center
+        region = self.scrollable_content_region
+        self.scroll_to(max(0, x - region.width // 2), max(0, y - region.height // 2), animate=False)
+
+    def action_pan(self, dx: int, dy: int) -> None:
+        self.scroll_to(self.scroll_x + dx, self.scroll_y + dy, animate=False)
+
+    # -- drawing ---------------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        sx, sy = int(self.scroll_x), int(self.scroll_y)
+        sc, row = self.scene, sy + y
+        if sc is None or row >= sc.height:
+            text = self.placeholder if sc is None and y == 1 else ""
+            return Strip([Segment(f" {text}".ljust(width)[:width], S_EDGE)], width)
+        chars = list(sc.edge_chars(row, sx, sx + width).ljust(width))
+        dim = self.focus_nodes is not None
+        styles = [S_DIM if dim else S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, sx:sx + width]]
+        styles += [S_EDGE] * (width - len(styles))
+        for k in sc.rows.get(row, ()):
+            n = sc.nodes[k]
+            if n.x >= sx + width or n.x + n.w <= sx:
+                continue
+            for j, (c, st) in enumerate(self._node_row(n, row - n.y)):
+                cx = n.x + j - sx
+                if 0 <= cx < width:
+                    chars[cx], styles[cx] = c, st
+        return Strip(_runs(chars, styles), width)
+
+    def _node_row(self, n: SceneNode, r: int) -> list[tuple[str, Style]]:
+        if n.kind == "blob":
+            sel = n.blob == self.selected_blob
+            dim = self.focus_nodes is not None and n.blob[0] not in self.focus_nodes[1]
+            st = S_SEL if sel else S_DIM if dim else S_GRAD if n.style == "grad" else S_BLOB
+            return [(c, st) for c in _fit(n.label, n.w)]
+        border, inner = _op_styles(n.style)
+        if self.focus_nodes is not None and n.op not in self.focus_nodes[0]:
+            border = inner = S_DIM
+        if n.op == self.selected_op:
+            border, inner = Style(color=looks.AMBER, bold=True), S_SEL
+        if n.h == 1:
+            cells = [(c, inner) for c in _fit(n.label, n.w)]
+            if n.op == self.pc_op:
+                cells[0] = ("▶", S_PC)
+            elif n.op in self.breakpoints:
+                cells[0] = ("●", S_BP)
+            return cells
+        if r == 0:
+            return [(c, border) for c in "╭" + "─" * (n.w - 2) + "╮"]
+        if r == n.h - 1:
+            return [(c, border) for c in "╰" + "─" * (n.w - 2) + "╯"]
+        left = ("▶", S_PC) if n.op == self.pc_op else ("│", border)
+        right = ("●", S_BP) if n.op in self.breakpoints else ("│", border)
+        return [left, *((c, inner) for c in _fit(n.label, n.w - 2)), right]
+
+    def on_click(self, event: Any) -> None:
+        if self.scene is None:
+            return
+        node = self.scene.node_at(int(self.scroll_x) + event.x, int(self.scroll_y) + event.y)
+        if node is None:
+            return
+        if node.op is not None:
+            self.post_message(OpSelected(OpRef(self.path, node.op)))
+        elif node.blob is not None:
+            self.post_message(BlobSelected(BlobRef(self.path, *node.blob)))
+
+
+def _fit(label: str, w: int) -> str:
+    return label.center(w)[:w] if len(label) <= w else (label[: w - 1] + "…" if w > 1 else label[:w])
+
+
+def _runs(chars: list[str], styles: list[Style]) -> list[Segment]:
+    out, start = [], 0
+    for i in range(1, len(chars) + 1):
+        if i == len(chars) or styles[i] is not styles[start]:
+            out.append(Segment("".join(chars[start:i]), styles[start]))
+            start = i
+    return out

@@ -1,0 +1,55 @@
+"""OpInspector: one OperatorDef — type, name, net, device, engine, args, SSA inputs/outputs with shapes."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from netviz.session import OpRef, Session
+
+
+def _shape(info: dict[str, Any]) -> str:
+    shape = info["shape"]
+    return "?" if shape is None else "×".join(map(str, shape)) or "scalar"
+
+
+def _arg(v: Any) -> str:
+    text = repr(v) if not isinstance(v, str) else v
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+class OpInspector(Static):
+    """Shows :meth:`Session.op_details` of the selected op."""
+
+    def show(self, session: Session, ref: OpRef | None) -> None:
+        if ref is None:
+            self.update(Text("no op selected", style="dim"))
+            return
+        d = session.op_details(ref)
+        head = Text.assemble((d["type"], "bold"), f"  op #{d['index']}", (f"  {d['name']}" if d["name"] else "", "italic"))
+        if d["backward"]:
+            head.append(f"\ngradient op for forward op #{d['forward_op']}" if d["forward_op"] is not None
+                        else "\ngradient op (loss seed)", style="#DB4437")
+        facts = Table.grid(padding=(0, 1))
+        facts.add_column(style="dim")
+        facts.add_column()
+        facts.add_row("net", d["net"])
+        facts.add_row("device", d["device"])
+        facts.add_row("engine", d["engine"])
+        if d["breakpoint"] is not None:
+            facts.add_row("break", d["breakpoint"].condition or "always")
+        for k, v in d["args"].items():
+            facts.add_row(f"·{k}", _arg(v))
+        if d["subnets"]:
+            facts.add_row("subnets", ", ".join(d["subnets"]))
+        io = Table(box=None, padding=(0, 1), show_header=True, header_style="dim", expand=False)
+        io.add_column("")
+        io.add_column("blob@v", overflow="fold")
+        io.add_column("shape")
+        for tag, blobs in (("in", d["inputs"]), ("out", d["outputs"])):
+            for name, v in blobs:
+                io.add_row(tag, f"{name}@{v}", _shape(session.blob_info(name)))
+        self.update(Group(head, facts, io))

@@ -1,0 +1,116 @@
+"""OpTree: every op of the model, nested by subnet, split into forward and backward sections.
+
+Markers: ``▶`` next op (program counter), ``●`` breakpoint, ``✓`` executed.  With name-scope
+grouping, consecutive ops sharing a scope (``a/b/conv1`` → ``a/b``) fold under one node.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from engine.optypes import CONTROL_FLOW
+from netviz.messages import DrillRequested, OpSelected
+from netviz.session import NetPath, OpRef, Session
+
+TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
+
+
+def scope_of(op: Any) -> str:
+    name = op.name or (op.output[0] if op.output else "")
+    return name.rpartition("/")[0]
+
+
+class OpTree(Tree[Any]):
+    """The op list; highlighting an op posts :class:`OpSelected`, a subnet node DrillRequested."""
+
+    def __init__(self, session: Session, **kwargs: Any) -> None:
+        super().__init__(session.name, **kwargs)
+        self.session = session
+        self.group_scopes = False
+        self.nodes_by_ref: dict[OpRef, TreeNode[Any]] = {}
+        self.guide_depth = 2
+
+    def on_mount(self) -> None:
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """(Re)build from the session: forward section, backward section when shown."""
+        s = self.session
+        self.clear()
+        self.nodes_by_ref.clear()
+        self.root.expand()
+        view = s.view(())
+        fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
+        self._add_ops(fwd, (), range(view.n_forward))
+        if s.show_backward and s.backward is not None:
+            bwd = self.root.add(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})",
+                                data=None, expand=True)
+            self._add_ops(bwd, (), range(view.n_forward, len(view.net.op)))
+
+    def _add_ops(self, parent: TreeNode[Any], path: NetPath, indices: range) -> None:
+        net = self.session.view(path).net
+        groups: list[tuple[str, list[int]]] = []
+        for i in indices:
+            scope = scope_of(net.op[i]) if self.group_scopes else ""
+            if groups and groups[-1][0] == scope:
+                groups[-1][1].append(i)
+            else:
+                groups.append((scope, [i]))
+        for scope, members in groups:
+            holder = parent.add(f"{scope}/ · {len(members)} ops", data=None) if scope else parent
+            for i in members:
+                self._add_op(holder, OpRef(path, i))
+
+    def _add_op(self, parent: TreeNode[Any], ref: OpRef) -> None:
+        subnets = self.session.subnets(ref)
+        label = self.label_of(ref)
+        if not subnets:
+            self.nodes_by_ref[ref] = parent.add_leaf(label, data=ref)
+            return
+        node = self.nodes_by_ref[ref] = parent.add(label, data=ref)
+        for arg, sub in subnets:
+            child = node.add(Text(f"{arg} · {len(sub.op)} ops", style="italic"), data=("net", ref, arg))
+            self._add_ops(child, ref.path + ((ref.index, arg),), range(len(sub.op)))
+
+    def label_of(self, ref: OpRef) -> Text:
+        s, op = self.session, self.session.op(ref)
+        view = s.view(ref.path)
+        kind = "backward" if view.is_backward(ref.index) else "control" if op.type in CONTROL_FLOW else "op"
+        marker = "▶" if s.pc == ref else "●" if ref in s.breakpoints else "✓" if s.executed(ref) else " "
+        text = Text.assemble((marker, "bold yellow" if marker == "▶" else "red"), (f"{ref.index:>3} ", "dim"),
+                             (op.type, TYPE_STYLE[kind]))
+        what = op.name or (op.output[0] if op.output else "")
+        if what:
+            text.append(f" {what}", "dim")
+        return text
+
+    def refresh_markers(self) -> None:
+        for ref, node in self.nodes_by_ref.items():
+            node.set_label(self.label_of(ref))
+
+    def select_ref(self, ref: OpRef) -> None:
+        """Move the cursor to an op, expanding what holds it."""
+        node = self.nodes_by_ref.get(ref)
+        if node is None or self.cursor_node is node:
+            return
+        parent = node.parent
+        while parent is not None:
+            parent.expand()
+            parent = parent.parent
+        self.call_after_refresh(self.move_cursor, node)
+
+    @property
+    def selected_ref(self) -> OpRef | None:
+        data = self.cursor_node.data if self.cursor_node is not None else None
+        return data if isinstance(data, OpRef) else None
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
+        event.stop()
+        data = event.node.data
+        if isinstance(data, OpRef):
+            self.post_message(OpSelected(data))
+        elif isinstance(data, tuple) and data[0] == "net":
+            self.post_message(DrillRequested(data[1], data[2]))
