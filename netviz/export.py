@@ -126,6 +126,8 @@ def export_net(net: caffe2_pb2.NetDef, out: str | Path | None, options: DrawOpti
 
 def output_format(out: str | Path | None, fmt: str | None) -> str:
     """The format to write: `fmt`, else `out`'s suffix; ExportError when unknown."""
+    if out is None and fmt is None:
+        raise ExportError("an output file is needed: -o OUT.dot|.svg|.png|.pdf|.json, or --json for stdout")
     f = (fmt or (Path(out).suffix.lstrip(".").lower() if out else "")).lower()
     if f not in FORMATS:
         raise ExportError(f"{out}: unknown output format {f or '(none)'!r}; use one of "
