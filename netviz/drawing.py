@@ -23,7 +23,7 @@ from engine.optypes import CONTROL_FLOW, RECURRENT, SHARED_WORKSPACE
 from netviz import style as S
 from proto import caffe2_pb2
 
-__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus",
+__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus", "subnet_at",
            "MODES", "SUBNET_MODES"]
 
 MODES = ("full", "minimal", "ssa")
@@ -146,6 +146,22 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
     if options.mode == "minimal" and options.minimal_dependency:
         _reduce(d)
     return d
+
+
+def subnet_at(net: caffe2_pb2.NetDef, path: Sequence[tuple[int, str]]) -> caffe2_pb2.NetDef:
+    """The subnet reached by `path` (``[(op index, arg name), …]``, as :attr:`DrawNode.path`).
+
+    Raises
+    ------
+    GraphError
+        If a step names no op or no subnet of it.
+    """
+    for i, arg in path:
+        subs = dict(subnets_of(net.op[i])) if 0 <= i < len(net.op) else {}
+        if arg not in subs:
+            raise GraphError(f"{net.name or 'net'}: op #{i} has no subnet {arg!r}")
+        net = subs[arg]
+    return net
 
 
 def _op_id(path: tuple[tuple[int, str], ...], i: int) -> str:

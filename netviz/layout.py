@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ import pygraphviz as pgv
 from engine.errors import NetvizError
 
 __all__ = ["NodeBox", "EdgePath", "ClusterBox", "Layout", "LayoutError", "LayoutTimeout",
-           "layout_agraph", "layout_dot", "clear_cache", "DEFAULT_TIMEOUT"]
+           "layout_agraph", "layout_dot", "layout_net", "clear_cache", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = 60.0
 _CACHE_SIZE = 64
@@ -96,6 +97,20 @@ def layout_agraph(graph: pgv.AGraph, timeout: float = DEFAULT_TIMEOUT, prog: str
         If the graphviz program is missing or fails.
     """
     return layout_dot(graph.string(), timeout, prog)
+
+
+def layout_net(net: Any, path: Sequence[tuple[int, str]] = (), options: Any = None,
+               timeout: float = DEFAULT_TIMEOUT) -> Layout:
+    """Lay out one (sub)net on its own, as the TUI shows it: `path` as :func:`netviz.drawing.subnet_at`.
+
+    `options` default to ``DrawOptions(subnets="none")`` (a subnet is entered, not drawn inside
+    its op).  Node names are the drawing's ids for that subnet drawn as a top-level net
+    (``op3``, ``X@1``); cached like :func:`layout_dot`.
+    """
+    from netviz.drawing import DrawOptions, draw_net, subnet_at
+    from netviz.export import build_agraph
+    d = draw_net(subnet_at(net, path), options or DrawOptions(subnets="none"))
+    return layout_agraph(build_agraph(d), timeout)
 
 
 def layout_dot(dot: str, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot") -> Layout:

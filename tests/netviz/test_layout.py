@@ -9,7 +9,9 @@ from engine.modelio import load_net
 from engine.opdef import create_operator as op
 from netviz.drawing import DrawOptions, draw_net
 from netviz.export import build_agraph
-from netviz.layout import LayoutError, LayoutTimeout, clear_cache, layout_agraph, layout_dot, run_graphviz
+from engine.errors import GraphError
+from netviz.layout import (LayoutError, LayoutTimeout, clear_cache, layout_agraph, layout_dot, layout_net,
+                            run_graphviz)
 from proto import caffe2_pb2
 
 
@@ -57,3 +59,13 @@ def test_graphviz_errors_are_one_line() -> None:
     with pytest.raises(LayoutError, match="failed") as e:
         run_graphviz("digraph { a -> }", "svg")
     assert "\n" not in str(e.value)
+
+
+def test_layout_per_subnet(zoo: Path) -> None:
+    net = load_net(zoo / "mask_rcnn_2go_int8" / "model.pbtxt")
+    lay = layout_net(net, [(99, "else_net")])
+    assert sum(name.startswith("op") for name in lay.nodes) == 28 and not lay.clusters
+    assert layout_net(net, [(99, "else_net")]) is lay
+    assert len(layout_net(net, [(99, "then_net")]).nodes) == 0
+    with pytest.raises(GraphError, match="op #98 has no subnet 'then_net'"):
+        layout_net(net, [(98, "then_net")])
