@@ -180,6 +180,19 @@ def write_json(path, data, compact=False):
 def write_case(case, kind, data, arrays=None, compact=False):
     """Write OUT/<case>.json (+ OUT/<case>.npz when arrays is non-empty)."""
     data = dict(data)
+    # hoist accumulation-op ranges into the generic compare_as_sets list
+    cs = list(data.get("compare_as_sets", []))
+    for key in ("backward", "fallback"):
+        obj = data.get(key)
+        prefix = key
+        if key == "fallback" and isinstance(obj, dict):
+            obj = obj.get("backward")
+            prefix = "fallback.backward"
+        if isinstance(obj, dict) and "unordered_op_ranges" in obj:
+            for a, b in obj.pop("unordered_op_ranges"):
+                cs.append("%s.grad_net.op[%d:%d]" % (prefix, a, b))
+    if cs:
+        data["compare_as_sets"] = cs
     data["case"] = case
     data["kind"] = kind
     data["format_version"] = FORMAT_VERSION

@@ -24,6 +24,8 @@ def set_paths(net, root):
     """Field paths (see README 'compare_as_sets') whose order comes from
     Python set iteration in Caffe2's control-flow helpers."""
     paths = []
+    if any(op.type in CONTROL_TYPES for op in net.op):
+        paths += [root + ".external_input", root + ".external_output"]
 
     def walk(n, p):
         for i, op in enumerate(n.op):
@@ -72,6 +74,9 @@ def control_case(name, fwd_net, ys, feeds, rng, note=None, bug=None,
     cs = set_paths(fwd_net, "forward_net")
     if grad_ops is not None:
         cs += set_paths(netdef(grad_ops), "backward.grad_net")
+    if "error" in desc:
+        # the message dumps ops whose input/output lists are set-ordered
+        cs.append("backward.error#first_line")
     data["compare_as_sets"] = cs
     arrays = {}
     data["runs"] = []

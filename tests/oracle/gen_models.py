@@ -33,6 +33,9 @@ def save_model(name, predict, init, value_info, note, check_run=True):
             "predict_op_types": sorted({op.type for op in predict.op}), "init_op_types": fill_types,
             "external_input": list(predict.external_input), "external_output": list(predict.external_output),
             "note": note}
+    if any(op.type in ("If", "While", "Do") for op in predict.op):
+        # add_if_op / add_while_op declare external blobs in Python set order
+        data["compare_as_sets"] = ["external_input", "external_output"]
     assert not any(t.startswith("GivenTensor") for t in fill_types), fill_types
     if check_run:
         # smoke run (init + predict once with zero-ish data) to record that
