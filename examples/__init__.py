@@ -1,0 +1,1 @@
+"""Small example models built by :mod:`examples.build` (``make examples``)."""
