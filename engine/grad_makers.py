@@ -192,9 +192,11 @@ def cc_maker(fn: Callable[[MakerContext], Any] | None = None, *, copy_args: bool
     return CcMaker(fn, copy_args, copy_device, copy_engine)
 
 
-def _ref(ctx: MakerContext, token: str) -> str:
-    kind, k = token.rstrip("0123456789"), int(token.lstrip("GIO_"))
-    return {"I": ctx.I, "O": ctx.O, "GO": ctx.GO, "GI": ctx.GI}[kind](k)
+_REFS = {"I": MakerContext.I, "O": MakerContext.O, "GO": MakerContext.GO, "GI": MakerContext.GI}
+
+
+def _parse(tokens: str) -> list[tuple[Callable[[MakerContext, int], str], int]]:
+    return [(_REFS[t.rstrip("0123456789")], int(t.lstrip("GIO"))) for t in tokens.split()]
 
 
 def simple(grad_type: str, inputs: str, outputs: str, **args: Any) -> CcMaker:
@@ -202,11 +204,13 @@ def simple(grad_type: str, inputs: str, outputs: str, **args: Any) -> CcMaker:
 
     Inputs are resolved before outputs, so ``GO`` errors come first, as in the C++ makers.
     """
-    ins, outs = inputs.split(), outputs.split()
+    ins, outs, arg_items = _parse(inputs), _parse(outputs), tuple(args.items())
+    templated = "{T}" in grad_type
 
     def make(g: MakerContext) -> list[caffe2_pb2.OperatorDef]:
-        i = [_ref(g, t) for t in ins]
-        return [_op(grad_type.replace("{T}", g.type), i, [_ref(g, t) for t in outs], args.items())]
+        i = [f(g, k) for f, k in ins]
+        t = grad_type.replace("{T}", g.op.type) if templated else grad_type
+        return [_op(t, i, [f(g, k) for f, k in outs], arg_items)]
     return CcMaker(make)
 
 

@@ -121,8 +121,11 @@ class IR:
                                    fwd_op_idx: int, locally_generated_blobs: set[str]) -> None:
         """Raise unless `grad_op_input` is readable at the version the gradient op needs."""
         forward_op, in_versions, out_versions = self.ssa[fwd_op_idx]
-        where = f"op #{fwd_op_idx} {forward_op.type}: "
         k = _grad_index(g_output, grad_op_input)
+        if k is None and grad_op_input in locally_generated_blobs and grad_op_input not in out_versions \
+                and grad_op_input not in in_versions:
+            return  # the common case, checked first (same outcome as the branch order below)
+        where = f"op #{fwd_op_idx} {forward_op.type}: "
         if k is not None:
             out = forward_op.output[k]
             if out_versions[out] != self.gradient_frontier[out]:
@@ -170,21 +173,18 @@ class IR:
                         GradGenMeta(grad_op, j, g, grad_op.device_option))
         for name, parts in sparse.items():
             self.gradient_generators[name][in_versions[name]].append(_merge_sparse(parts))
-        for k, g in enumerate(g_input):
+        for name, g in zip(forward_op.input, g_input):
+            if g is None:
+                continue
+            version = self.gradient_frontier[name] = in_versions[name]
             if not g:
                 continue
-            name = forward_op.input[k]
             if type(g) is GradientSlice:
                 if g.indices not in local and g.values not in local:
-                    self.gradient_generators[name][in_versions[name]].append(
+                    self.gradient_generators[name][version].append(
                         SparseGradGenMeta(None, 0, None, 0, g, forward_op.device_option))
             elif g not in local:
-                self.gradient_generators[name][in_versions[name]].append(
-                    GradGenMeta(None, 0, g, forward_op.device_option))
-        for k, g in enumerate(g_input):
-            if g is not None:
-                name = forward_op.input[k]
-                self.gradient_frontier[name] = in_versions[name]
+                self.gradient_generators[name][version].append(GradGenMeta(None, 0, g, forward_op.device_option))
 
     def DoGradientAccumulation(self, fwd_op_idx: int) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
         """Sum (or Concat) the gradients of each input whose earliest reader is this op."""
@@ -236,7 +236,7 @@ class IR:
     def _generate_for_op(self, i: int, input_to_grad: dict[str, Any]) -> list[caffe2_pb2.OperatorDef]:
         forward_op = self.ssa[i].op
         g_output = [input_to_grad.get(name) for name in forward_op.output]
-        if all(g is None for g in g_output) and forward_op.type != "ZeroGradient":
+        if g_output.count(None) == len(g_output) and forward_op.type != "ZeroGradient":
             return []
         grad_ops, g_input = GradientRegistry.GetGradientForOp(forward_op, g_output, op_index=i)
         self.BuildGradientGenerators(i, grad_ops, g_output, g_input)
@@ -263,7 +263,7 @@ class IR:
             self.input_usages[y][self.frontier[y]].append(len(self.ssa))
         input_to_grad, all_ops = self._init_gradients(ys)
         origin = self.grad_op_origin = [None] * len(all_ops)
-        for i in reversed(range(len(self.ssa))):
+        for i in range(len(self.ssa) - 1, -1, -1):
             ops = self._generate_for_op(i, input_to_grad)
             sum_ops, grad_map = self.DoGradientAccumulation(i)
             input_to_grad.update(grad_map)
