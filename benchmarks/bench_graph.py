@@ -1,0 +1,98 @@
+"""SSA + graph-model build time: synthetic chains/DAGs (linear-time check) and the model zoo.
+
+``run(quick)`` returns rows ``{"name", "netviz_s", "reference", "target", "ok"}``; quick mode
+skips the 100k-op nets.  ``python -m benchmarks.bench_graph`` prints them.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.graph import from_model, from_netdef
+from engine.modelio import load_model
+from engine.ssa import get_ssa
+from proto import caffe2_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = ROOT.parent / "shared" / "models" / "caffe2-model-zoo"
+SIZES = (1_000, 10_000, 100_000)
+ZOO_TARGET_S = 0.2
+
+
+def chain(n: int) -> caffe2_pb2.NetDef:
+    """Relu chain; every third op is in place, so versions climb as in real nets."""
+    net = caffe2_pb2.NetDef(name=f"chain_{n}", external_input=["b0"])
+    for i in range(n):
+        src = f"b{i}"
+        dst = src if i % 3 == 2 else f"b{i + 1}"
+        net.op.add(type="Relu", input=[src], output=[dst])
+        if dst == src:
+            net.op[-1].output[0] = src
+            net.op[-1].input[0] = src
+    _rename_chain(net)
+    return net
+
+
+def _rename_chain(net: caffe2_pb2.NetDef) -> None:
+    # Keep the chain connected across in-place ops: op i reads what op i-1 wrote.
+    for i in range(1, len(net.op)):
+        net.op[i].input[0] = net.op[i - 1].output[0]
+
+
+def dag(n: int) -> caffe2_pb2.NetDef:
+    """Each op adds the previous output and one from halfway back (fan-out up to log n)."""
+    net = caffe2_pb2.NetDef(name=f"dag_{n}", external_input=["x0"])
+    for i in range(1, n + 1):
+        net.op.add(type="Add", input=[f"x{i - 1}", f"x{i // 2}"], output=[f"x{i}"])
+    return net
+
+
+def _best(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def _synthetic(kind: str, make: Callable[[int], caffe2_pb2.NetDef], n: int) -> dict[str, Any]:
+    net = make(n)
+    secs = _best(lambda: (get_ssa(net), from_netdef(net)), 2 if n >= 100_000 else 3)
+    target = 6e-5 * n  # linear: 60 µs per op on a shared 2-core box
+    return {"name": f"ssa+graph {kind} {n // 1000}k ops", "netviz_s": secs,
+            "reference": {}, "target": f"<= {target:.2f} s", "ok": secs <= target}
+
+
+def _zoo(path: Path) -> dict[str, Any]:
+    def once() -> None:
+        model = load_model(path)
+        get_ssa(model.predict)
+        from_model(model)
+    secs = _best(once, 3)
+    return {"name": f"load+ssa+graph {path.parent.name}", "netviz_s": secs, "reference": {},
+            "target": f"<= {ZOO_TARGET_S} s", "ok": secs <= ZOO_TARGET_S}
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    rows = []
+    for n in SIZES[:2] if quick else SIZES:
+        rows.append(_synthetic("chain", chain, n))
+        rows.append(_synthetic("dag", dag, n))
+    if not quick and len(rows) >= 6:
+        per_op = [r["netviz_s"] / n for r, n in zip(rows[::2], SIZES)]
+        ratio = per_op[2] / per_op[1]
+        rows.append({"name": "linearity chain 100k/10k per-op time", "netviz_s": ratio,
+                     "reference": {}, "target": "<= 2.0 (ratio)", "ok": ratio <= 2.0})
+    zoo = sorted(p for p in ZOO.glob("*/*.pbtxt") if p.name in ("predict_net.pbtxt", "model.pbtxt"))
+    rows.extend(_zoo(p) for p in zoo)
+    return rows
+
+
+if __name__ == "__main__":
+    import sys
+    for row in run(quick="--quick" in sys.argv):
+        print(f"{row['name']:<55} {row['netviz_s']:9.4f}  {row['target']:<18} "
+              f"{'ok' if row['ok'] else 'SLOW'}")
