@@ -65,6 +65,7 @@ class BoundOp:
     device: int
     out_devices: tuple[int, ...]
     checked: tuple[str, ...]
+    gpu_out: bool
     ctx: OpContext | None = field(default=None)
 
 
@@ -119,36 +120,23 @@ def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
     cross = op.type in CROSS_DEVICE or force_cpu
     checked = () if cross else tuple(n for i, n in enumerate(op.input) if i not in cpu_in)
     return BoundOp(index, op, net_name, spec.fn, xp, kwargs, tuple(op.input), tuple(op.output),
-                   device_type, out_devices, checked, ctx)
+                   device_type, out_devices, checked, any(out_devices), ctx)
 
 
 def run_bound(b: BoundOp, ws: Any) -> None:
     """Run one bound op against workspace `ws`; outputs are stored only on success."""
     values = ws.values
-    try:
-        args = [values[n] for n in b.ins]
-    except KeyError:
-        missing = next(n for n in b.ins if n not in values)
-        raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: input blob '{missing}' not found") from None
-    if b.checked:
-        devices = ws.devices
-        for n in b.checked:
-            if devices[n] != b.device:
-                raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: input blob '{n}' is on device "
-                                     f"{devices[n]}, op runs on device {b.device}")
+    if b.checked and (b.device or ws.gpu_used):
+        _check_devices(b, ws)
     if b.ctx is not None and b.ctx.workspace is not ws:
-        b.ctx = OpContext(b.op, ws, b.index, b.net_name, b.ctx.force_cpu)
-        b.kwargs["ctx"] = b.ctx
+        b.ctx = b.kwargs["ctx"] = OpContext(b.op, ws, b.index, b.net_name, b.ctx.force_cpu)
     try:
-        out = b.fn(b.xp, *args, **b.kwargs)
-    except ExecutionError:
-        raise
-    except Exception as e:  # kernel failure: shapes, dtypes, bad args
-        raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: {type(e).__name__}: {e}; "
-                             f"inputs {_describe(b.ins, args)}") from e
-    outs = b.outs
+        out = b.fn(b.xp, *map(values.__getitem__, b.ins), **b.kwargs)
+    except Exception as e:
+        raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
     if type(out) is not tuple:
         out = (out,)
+    outs = b.outs
     if len(out) < len(outs):
         raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: kernel gave {len(out)} outputs "
                              f"for {len(outs)} declared")
@@ -156,6 +144,29 @@ def run_bound(b: BoundOp, ws: Any) -> None:
     for n, v, d in zip(outs, out, b.out_devices):
         values[n] = v
         devices[n] = d
+    if b.gpu_out:
+        ws.gpu_used = True
+
+
+def _check_devices(b: BoundOp, ws: Any) -> None:
+    devices = ws.devices
+    for n in b.checked:
+        if n in devices and devices[n] != b.device:
+            raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: input blob '{n}' is on device "
+                                 f"{devices[n]}, op runs on device {b.device}")
+
+
+def _failure(b: BoundOp, ws: Any, e: Exception) -> ExecutionError:
+    """The one-line error for a failed op: a missing input blob, or the kernel's error with shapes."""
+    values = ws.values
+    missing = next((n for n in b.ins if n not in values), None)
+    if missing is not None:
+        return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: input blob '{missing}' not found")
+    if isinstance(e, ExecutionError):
+        return e
+    args = [values[n] for n in b.ins]
+    return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: {type(e).__name__}: {e}; "
+                          f"inputs {_describe(b.ins, args)}")
 
 
 def _describe(names: tuple[str, ...], args: list[Any]) -> str:

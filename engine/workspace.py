@@ -70,6 +70,7 @@ class Workspace:
             self.values = _ChildBlobs({}, parent.values)
             self.devices = _ChildBlobs({}, parent.devices)
         self.nets: dict[str, Any] = {}
+        self.gpu_used = parent.gpu_used if parent is not None else False  # any non-CPU blob written yet
 
     def child(self, name: str = "child") -> Workspace:
         """A workspace that sees this one's blobs (control-flow subnets run in one)."""
@@ -105,6 +106,7 @@ class Workspace:
             if device_type in dev.GPU_TYPES:
                 arr = dev.to_device(arr, dev.namespace(device_type))
         self.values[name], self.devices[name] = arr, device_type
+        self.gpu_used = self.gpu_used or device_type != dev.CPU
         return True
 
     def fetch_blob(self, name: str) -> Any:

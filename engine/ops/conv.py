@@ -67,6 +67,19 @@ def windows(xp, x, k, s, pb, pe, d, pad_value=0.0):
         st[:2] + tuple(st[2 + i] * s[i] for i in range(nd)) + tuple(st[2 + i] * d[i] for i in range(nd)))
 
 
+def bmm(xp, a, b):
+    """Batched, broadcasting matmul; on NumPy one BLAS GEMM per batch entry (np.matmul's
+    broadcasting path bypasses BLAS and is several times slower)."""
+    if xp is not np:
+        return xp.matmul(a, b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a, b = np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:])
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype=np.result_type(a, b))
+    for i in np.ndindex(batch):
+        np.matmul(a[i], b[i], out=out[i])
+    return out
+
+
 def im2col(xp, x, k, s, pb, pe, d, group):
     """(N, G, C/G * prod(k), P) columns of NCHW `x`, and the output spatial shape."""
     n, c = x.shape[:2]
@@ -97,7 +110,7 @@ def conv(xp, x, w, b=None, *, group: int = 1, **g):
     k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:])
     cols, out = im2col(xp, x, k, s, pb, pe, d, group)
     m = w.shape[0]
-    y = xp.matmul(w.reshape(group, m // group, -1), cols).reshape((x.shape[0], m) + tuple(out))
+    y = bmm(xp, w.reshape(group, m // group, -1), cols).reshape((x.shape[0], m) + tuple(out))
     if b is not None:
         y += b.reshape((m,) + (1,) * len(out))
     return from_nchw(y, g["order"])
@@ -113,10 +126,10 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
     cols, out = im2col(xp, x, k, s, pb, pe, d, group)
     n, m = dy.shape[:2]
     dy3 = dy.reshape(n, group, m // group, -1)
-    dw = xp.matmul(dy3, cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w.shape)
+    dw = bmm(xp, dy3, cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w.shape)
     res = [from_nchw(dw, order)] + ([] if no_bias else [dy.sum(axis=tuple(i for i in range(dy.ndim) if i != 1))])
     if len(ctx.op.output) > len(res):
-        dcols = xp.matmul(w.reshape(group, m // group, -1).transpose(0, 2, 1), dy3)
+        dcols = bmm(xp, w.reshape(group, m // group, -1).transpose(0, 2, 1), dy3)
         dcols = dcols.reshape((n, x.shape[1]) + tuple(k) + tuple(out))
         if dcols.shape[2:2 + len(k)] == (1,) * len(k) and all(v == 1 for v in s) and not any(pb + pe):
             dx = dcols.reshape(x.shape)

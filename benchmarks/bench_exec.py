@@ -1,0 +1,139 @@
+"""Execution speed: per-op dispatch overhead on a 10k tiny-op net, conv forward throughput.
+
+References, when ``.venv-caffe2`` exists: real Caffe2 1.10.2 running the same net, and PyTorch
+(shipped in that venv) for the convolution, with the same thread count.
+``run(quick)`` returns rows ``{"name", "netviz_s", "reference", "target", "ok"}``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.executor import compile_net, run_compiled
+from engine.opdef import create_operator
+from engine.workspace import Workspace
+from proto import caffe2_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+CAFFE2_PY = ROOT / ".venv-caffe2" / "bin" / "python"
+OVERHEAD_TARGET_S = 5e-6
+
+
+def tiny_net(n: int) -> caffe2_pb2.NetDef:
+    """Relu/Scale chain on a 1-element tensor: the kernels cost almost nothing."""
+    net = caffe2_pb2.NetDef(name=f"tiny_{n}")
+    for i in range(n):
+        op = create_operator("Relu", f"b{i}", f"b{i + 1}") if i % 2 else \
+            create_operator("Scale", f"b{i}", f"b{i + 1}", scale=1.0)
+        net.op.append(op)
+    return net
+
+
+def _best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def _caffe2(code: str) -> dict[str, float] | None:
+    """Run `code` under real Caffe2 (it prints a JSON dict of seconds); None when unavailable."""
+    if not CAFFE2_PY.exists():
+        return None
+    env = dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count() or 1))
+    try:
+        out = subprocess.run([str(CAFFE2_PY), "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+CAFFE2_TINY = """
+import json, time, numpy as np
+from caffe2.python import core, workspace
+n = {n}
+net = core.Net("tiny")
+for i in range(n):
+    (net.Relu if i % 2 else net.Scale)(["b%d" % i], ["b%d" % (i + 1)])
+workspace.FeedBlob("b0", np.ones(1, np.float32))
+workspace.CreateNet(net)
+best = 1e9
+for _ in range({repeat}):
+    t = time.perf_counter(); workspace.RunNet(net.Name()); best = min(best, time.perf_counter() - t)
+print(json.dumps({{"caffe2": best}}))
+"""
+
+CONV_REF = """
+import json, time, numpy as np, torch
+from caffe2.python import core, workspace
+torch.set_num_threads({threads})
+x = np.random.randn(*{xs}).astype(np.float32); w = np.random.randn(*{ws}).astype(np.float32)
+b = np.zeros({ws}[0], np.float32)
+for k, v in (("x", x), ("w", w), ("b", b)): workspace.FeedBlob(k, v)
+op = core.CreateOperator("Conv", ["x", "w", "b"], "y", kernel={k}, pad={p})
+def best(f, r=3):
+    t = 1e9
+    for _ in range(r):
+        s = time.perf_counter(); f(); t = min(t, time.perf_counter() - s)
+    return t
+tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+with torch.no_grad():
+    tt = best(lambda: torch.nn.functional.conv2d(tx, tw, padding={p}))
+print(json.dumps({{"caffe2": best(lambda: workspace.RunOperatorOnce(op)), "pytorch": tt}}))
+"""
+
+
+def bench_overhead(quick: bool) -> dict[str, Any]:
+    n = 2_000 if quick else 10_000
+    ws = Workspace("bench")
+    ws.feed_blob("b0", np.ones(1, np.float32))
+    compiled = compile_net(tiny_net(n), ws)
+    run_compiled(compiled, ws)
+    per_op = _best(lambda: run_compiled(compiled, ws), 3 if quick else 5) / n
+    x = np.ones(1, np.float32)
+    kernel_only = _best(lambda: [np.maximum(x, 0) for _ in range(n)], 3) / n
+    overhead = per_op - kernel_only
+    ref = _caffe2(CAFFE2_TINY.format(n=n, repeat=3)) if not quick else None
+    return {"name": f"per-op dispatch overhead ({n} tiny ops)", "netviz_s": overhead,
+            "reference": {k: v / n for k, v in (ref or {}).items()},
+            "target": f"<= {OVERHEAD_TARGET_S * 1e6:.0f} us/op", "ok": overhead <= OVERHEAD_TARGET_S,
+            "note": f"total {per_op * 1e6:.2f} us/op incl. kernel ({kernel_only * 1e6:.2f} us)"}
+
+
+def bench_conv(quick: bool) -> dict[str, Any]:
+    xs, wshape, k, p = ((1, 64, 28, 28), (64, 64, 3, 3), 3, 1) if quick else ((8, 64, 56, 56), (64, 64, 3, 3), 3, 1)
+    ws = Workspace("bench_conv")
+    rng = np.random.default_rng(0)
+    ws.feed_blob("x", rng.standard_normal(xs).astype(np.float32))
+    ws.feed_blob("w", rng.standard_normal(wshape).astype(np.float32))
+    ws.feed_blob("b", np.zeros(wshape[0], np.float32))
+    net = caffe2_pb2.NetDef(name="conv")
+    net.op.append(create_operator("Conv", ["x", "w", "b"], "y", kernel=k, pad=p))
+    compiled = compile_net(net, ws)
+    t = _best(lambda: run_compiled(compiled, ws), 2 if quick else 3)
+    flops = 2 * np.prod(xs) / xs[1] * wshape[0] * wshape[1] * k * k
+    ref = None if quick else _caffe2(CONV_REF.format(threads=os.cpu_count() or 1, xs=xs, ws=wshape, k=k, p=p))
+    reference = ref or {}
+    torch_s = reference.get("pytorch")
+    return {"name": f"Conv 3x3 forward {xs} -> {wshape[0]} ch", "netviz_s": t, "reference": reference,
+            "target": "<= 1.5x PyTorch" if torch_s else "", "ok": (t <= 1.5 * torch_s) if torch_s else None,
+            "note": f"{flops / t / 1e9:.1f} GFLOP/s"}
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    return [bench_overhead(quick), bench_conv(quick)]
+
+
+if __name__ == "__main__":
+    import sys
+
+    for row in run("--quick" in sys.argv):
+        print(row)
