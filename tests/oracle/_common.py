@@ -90,6 +90,8 @@ def grad_map_to_json(m):
 
 
 def ys_to_json(ys):
+    if isinstance(ys, str):
+        return ys
     if isinstance(ys, dict):
         return {str(k): grad_to_json(v) for k, v in ys.items()}
     return [str(y) for y in ys]
@@ -269,6 +271,8 @@ def forward_backward(name, ops, inputs, external_output, ys, rng, run=True,
                 arrays["forward/" + k] = v
         except BaseException as e:
             data["forward_error"] = err_info(e)
+    else:
+        data["forward_error"] = None
     data["forward_ran"] = ran
     data["ys"] = ys_to_json(ys)
     desc, grad_ops, gmap = backward_desc(ops, ys, name=net_name + "_grad")

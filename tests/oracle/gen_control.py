@@ -41,7 +41,7 @@ def set_paths(net, root):
                     if a.name == "saved_fwd_blobs":
                         paths.append(op_p + ".arg[saved_fwd_blobs].strings")
             for a in op.arg:
-                if a.HasField("n"):
+                if a.HasField("n") and op.type in CONTROL_TYPES:
                     sub = "%s.arg[%s].n" % (op_p, a.name)
                     paths.append(sub + ".external_input")
                     paths.append(sub + ".external_output")
