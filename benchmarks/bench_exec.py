@@ -100,12 +100,12 @@ def bench_overhead(quick: bool) -> dict[str, Any]:
     per_op = _best(lambda: run_compiled(compiled, ws), 3 if quick else 5) / n
     x = np.ones(1, np.float32)
     kernel_only = _best(lambda: [np.maximum(x, 0) for _ in range(n)], 3) / n
-    overhead = per_op - kernel_only
+    overhead = per_op  # NOTE: conservative: the (tiny) kernel time is included, not subtracted.
     ref = _caffe2(CAFFE2_TINY.format(n=n, repeat=3)) if not quick else None
     return {"name": f"per-op dispatch overhead ({n} tiny ops)", "netviz_s": overhead,
             "reference": {k: v / n for k, v in (ref or {}).items()},
             "target": f"<= {OVERHEAD_TARGET_S * 1e6:.0f} us/op", "ok": overhead <= OVERHEAD_TARGET_S,
-            "note": f"total {per_op * 1e6:.2f} us/op incl. kernel ({kernel_only * 1e6:.2f} us)"}
+            "note": f"incl. kernel; a bare np.maximum call takes {kernel_only * 1e6:.2f} us"}
 
 
 def bench_conv(quick: bool) -> dict[str, Any]:
