@@ -24,21 +24,12 @@ ZOO_TARGET_S = 0.2
 def chain(n: int) -> caffe2_pb2.NetDef:
     """Relu chain; every third op is in place, so versions climb as in real nets."""
     net = caffe2_pb2.NetDef(name=f"chain_{n}", external_input=["b0"])
+    last = "b0"
     for i in range(n):
-        src = f"b{i}"
-        dst = src if i % 3 == 2 else f"b{i + 1}"
-        net.op.add(type="Relu", input=[src], output=[dst])
-        if dst == src:
-            net.op[-1].output[0] = src
-            net.op[-1].input[0] = src
-    _rename_chain(net)
+        out = last if i % 3 == 2 else f"b{i + 1}"
+        net.op.add(type="Relu", input=[last], output=[out])
+        last = out
     return net
-
-
-def _rename_chain(net: caffe2_pb2.NetDef) -> None:
-    # Keep the chain connected across in-place ops: op i reads what op i-1 wrote.
-    for i in range(1, len(net.op)):
-        net.op[i].input[0] = net.op[i - 1].output[0]
 
 
 def dag(n: int) -> caffe2_pb2.NetDef:
