@@ -23,13 +23,15 @@ def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: floa
     if is_test:
         inv = 1 / xp.sqrt(var + x.dtype.type(epsilon))
         return ((x - mean.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)).astype(x.dtype)
-    # NOTE: the saved 5th output is the inverse std of the batch, and running stats use the biased variance.
+    # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
+    # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
     bm, bv = x.mean(axis=axes), x.var(axis=axes)
     inv = (1 / xp.sqrt(bv + epsilon)).astype(x.dtype)
     y = (x - bm.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)
-    m = x.dtype.type(momentum)
-    return (y.astype(x.dtype), (mean * m + bm * (1 - m)).astype(x.dtype), (var * m + bv * (1 - m)).astype(x.dtype),
-            bm.astype(x.dtype), inv)
+    m, n = x.dtype.type(momentum), x.size // bm.size
+    unbiased = bv * (n / max(n - 1, 1))
+    return (y.astype(x.dtype), (mean * m + bm * (1 - m)).astype(x.dtype),
+            (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv)
 
 
 @kernel("SpatialBNGradient")

@@ -31,7 +31,7 @@ def learning_rate(xp, it, *, base_lr: float = 0.01, policy: str = "fixed", gamma
     mult = {"fixed": lambda: 1.0, "step": lambda: gamma ** (i // stepsize), "exp": lambda: gamma ** i,
             "inv": lambda: (1 + gamma * i) ** -power, "poly": lambda: (1 - i / max_iter) ** power,
             "multistep": lambda: gamma ** sum(i >= s for s in stepsizes)}[policy]()
-    return xp.asarray(np.array([base_lr * mult], dtype=np.float32))
+    return xp.asarray(np.array(base_lr * mult, dtype=np.float32))  # NOTE: a 0-d tensor, as in Caffe2 1.10
 
 
 def _lr(lr):

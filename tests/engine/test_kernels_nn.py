@@ -141,7 +141,7 @@ def test_spatial_bn_test_and_train():
     bm, bv = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
     np.testing.assert_allclose(y, (x - bm[c]) / np.sqrt(bv[c] + 1e-5) * sc[c] + bi[c], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(rm, 0.9 * mu + 0.1 * bm, rtol=1e-5)
-    np.testing.assert_allclose(rv, 0.9 * var + 0.1 * bv, rtol=1e-5)
+    np.testing.assert_allclose(rv, 0.9 * var + 0.1 * bv * 100 / 99, rtol=1e-5)  # unbiased, as Caffe2
     np.testing.assert_allclose(siv, 1 / np.sqrt(bv + 1e-5), rtol=1e-5)
 
 
