@@ -17,6 +17,7 @@ import engine.ops  # noqa: F401  (fills KERNELS)
 from engine import device as dev
 from engine.errors import ExecutionError, UnknownOpError
 from engine.opdef import args_of
+from engine.plans import drive
 from engine.registry import KERNELS
 from proto import caffe2_pb2
 
@@ -67,6 +68,7 @@ class BoundOp:
     checked: tuple[str, ...]
     gpu_out: bool
     ctx: OpContext | None = field(default=None)
+    plan: bool = False  # the kernel is a generator of SubnetRun (engine.plans)
 
 
 def _arity(fn: Any) -> tuple[int, float]:
@@ -120,27 +122,46 @@ def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
     cross = op.type in CROSS_DEVICE or force_cpu
     checked = () if cross else tuple(n for i, n in enumerate(op.input) if i not in cpu_in)
     return BoundOp(index, op, net_name, spec.fn, xp, kwargs, tuple(op.input), tuple(op.output),
-                   device_type, out_devices, checked, any(out_devices), ctx)
+                   device_type, out_devices, checked, any(out_devices), ctx,
+                   inspect.isgeneratorfunction(spec.fn))
 
 
 def run_bound(b: BoundOp, ws: Any) -> None:
-    """Run one bound op against workspace `ws`; outputs are stored only on success."""
+    """Run one bound op against workspace `ws`; outputs are stored only on success.
+
+    A plan kernel (a generator, see :mod:`engine.plans`) has each subnet it asks for run whole.
+    """
+    out = call_kernel(b, ws)
+    if b.plan:
+        device = "cpu" if b.ctx is not None and b.ctx.force_cpu else None
+        out = drive(out, lambda run: run_net(run.net, run.workspace, device=device))
+    store_outputs(b, ws, out)
+
+
+def call_kernel(b: BoundOp, ws: Any) -> Any:
+    """Call the kernel of `b` on its inputs from `ws`; a plan kernel returns its generator."""
     values = ws.values
     if b.checked and (b.device or ws.gpu_used):
         _check_devices(b, ws)
     if b.ctx is not None and b.ctx.workspace is not ws:
         b.ctx = b.kwargs["ctx"] = OpContext(b.op, ws, b.index, b.net_name, b.ctx.force_cpu)
     try:
-        out = b.fn(b.xp, *map(values.__getitem__, b.ins), **b.kwargs)
+        return b.fn(b.xp, *map(values.__getitem__, b.ins), **b.kwargs)
     except Exception as e:
         raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
+
+
+def store_outputs(b: BoundOp, ws: Any, out: Any) -> None:
+    """Write a kernel's result into `ws`; None (a plan whose subnets wrote them) stores nothing."""
+    if out is None and b.plan:
+        return
     if type(out) is not tuple:
         out = (out,)
     outs = b.outs
     if len(out) < len(outs):
         raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: kernel gave {len(out)} outputs "
                              f"for {len(outs)} declared")
-    devices = ws.devices
+    values, devices = ws.values, ws.devices
     for n, v, d in zip(outs, out, b.out_devices):
         values[n] = v
         devices[n] = d
