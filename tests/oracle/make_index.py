@@ -1,5 +1,7 @@
-"""Write OUT/index.json: every golden case (every *.json except index.json
-and models/*/value_info.json) with its kind, sorted by case name."""
+"""Write OUT/index.json: every golden case written by the gen_*.py scripts
+(the JSON files under op/ net/ control/ zoo/ checker/ models/, except
+models/*/value_info.json) with its kind, sorted by case name.  Other
+folders of OUT (e.g. kernels/, maintained separately) are not indexed."""
 import json
 import os
 import sys
@@ -9,7 +11,10 @@ OUT = os.path.abspath(sys.argv[1])
 
 def main():
     cases = []
-    for root, dirs, files in os.walk(OUT):
+    walk = []
+    for sub in ("op", "net", "control", "zoo", "checker", "models"):
+        walk += list(os.walk(os.path.join(OUT, sub)))
+    for root, dirs, files in walk:
         dirs.sort()
         for fn in sorted(files):
             if not fn.endswith(".json") or fn in ("index.json", "value_info.json"):
