@@ -108,3 +108,9 @@ def use_fake_cuda() -> Iterator[None]:
         yield
     finally:
         _state["fake"] = old
+
+
+def array_module(arr: Any) -> Any:
+    """The namespace that owns `arr`: cupy for CuPy arrays, numpy otherwise (stand-in included)."""
+    cp = _state["cupy"]
+    return cp if cp is not None and isinstance(arr, cp.ndarray) else np

@@ -7,7 +7,9 @@ every blob it had before, and its error names net, op index, type, blob and shap
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,19 @@ CPU_SIDE = {"Concat": ((), (1,)), "Split": ((1,), ()), "Reshape": ((1,), (1,)), 
 _arity_cache: dict[Any, tuple[int, float]] = {}
 
 
+_random_root: list[np.random.Generator | None] = [None]
+
+
+@contextlib.contextmanager
+def random_source(root: np.random.Generator | None) -> Iterator[None]:
+    """Draw the seeds of random ops without a ``random_seed`` from `root` inside the block."""
+    old, _random_root[0] = _random_root[0], root
+    try:
+        yield
+    finally:
+        _random_root[0] = old
+
+
 @dataclass(frozen=True, slots=True)
 class OpContext:
     """What a ``needs_context`` kernel gets: the op, where it runs, and a net runner."""
@@ -47,8 +62,12 @@ class OpContext:
 
     @property
     def rng(self) -> np.random.Generator:
-        seed = self.op.device_option.random_seed if self.op.device_option.HasField("random_seed") else None
-        return np.random.default_rng(seed)
+        """The op's random generator: its ``random_seed`` if set, else one drawn from the active
+        :func:`random_source` (so a debugging session replays the same numbers), else fresh."""
+        if self.op.device_option.HasField("random_seed"):
+            return np.random.default_rng(self.op.device_option.random_seed)
+        root = _random_root[0]
+        return np.random.default_rng(root.integers(2**63) if root is not None else None)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,315 @@
+"""The debugger: moves, breakpoints, watchpoints, backward pass, inspection, inject.
+
+The main frame runs the predict net and, once :meth:`Debugger.backward` generated it, the
+backward pass appended to it.  A control-flow op is a plan (:mod:`engine.plans`): entering it
+pushes a frame per subnet run (If branch, While iteration k, Do net, RNN timestep t), so every
+move is a loop over one primitive (:meth:`Machine._advance`) with a stop rule.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from engine import device as dev
+from engine import executor
+from engine.debugger.conditions import Condition, parse_condition
+from engine.debugger.feeds import resolve_feeds
+from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
+from engine.debugger.machine import _MISSING, DEFAULT_BUDGET, DebuggerError, Machine, _Frame, _Undo
+from engine.debugger.records import Breakpoint, OpPath, OpRecord, Stopped, Watchpoint
+from engine.errors import NetvizError
+from engine.modelio import Model
+from engine.workspace import Workspace
+from proto import caffe2_pb2
+
+__all__ = ["Debugger", "DebuggerError"]
+
+
+class Debugger(Machine):
+    """Step through a model: forward, then its generated backward pass.
+
+    Parameters
+    ----------
+    model : Model
+        Predict net, init net, value_info (:func:`engine.modelio.load_model`).
+    feeds : mapping, optional
+        ``{blob: array | .npy path | shape tuple}``; unfed inputs get random data from value_info.
+    device : {"cpu", "gpu", None}
+        ``cpu`` maps every op to the CPU; ``gpu`` moves every op to CUDA; None: as the net says.
+    loss : str or list of str, optional
+        Loss blob(s) for :meth:`backward`.
+    budget_bytes : int
+        Memory the undo history may hold; the oldest steps are forgotten beyond it.
+    seed : int
+        Seeds random inputs and every random op without its own ``random_seed``, so a session
+        (and its restart) replays the same numbers.
+    """
+
+    def __init__(self, model: Model, feeds: Mapping[str, Any] | None = None, device: str | None = None,
+                 loss: str | list[str] | None = None, budget_bytes: int = DEFAULT_BUDGET,
+                 record_stats: bool = True, seed: int = 0) -> None:
+        if device not in (None, "cpu", "gpu"):
+            raise DebuggerError(f"device must be cpu, gpu or None, not {device!r}")
+        self.model, self.device, self.budget = model, device, budget_bytes
+        self.loss = [loss] if isinstance(loss, str) else list(loss or [])
+        self.given_feeds = dict(feeds or {})
+        self.record_stats, self.seed = record_stats, seed
+        self.listeners: list[Callable[[Any], None]] = []
+        self.breakpoints: dict[int, Breakpoint] = {}
+        self.watchpoints: dict[int, Watchpoint] = {}
+        self.previous_records: dict[OpPath, OpRecord] = {}
+        self.fwd_index: list[int | None] = []
+        self.grad_map: dict[str, Any] = {}
+        self._next_id = 1
+        self._cancel = threading.Event()
+        self._predict = self._on_device(model.predict)
+        self.restart()
+
+    # ---- set-up -----------------------------------------------------------------------
+    def _on_device(self, net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
+        if self.device != "gpu":
+            return net
+        moved = caffe2_pb2.NetDef()
+        moved.CopyFrom(net)
+        for op in moved.op:
+            if op.type not in ("CopyGPUToCPU", "EnsureCPUOutput"):
+                op.device_option.device_type, op.device_option.device_id = dev.CUDA, 0
+        return moved
+
+    def restart(self) -> Stopped:
+        """A fresh workspace: feeds, the init net, and the pc at the first op (backward kept)."""
+        if getattr(self, "records", None):
+            self.previous_records.update(self.records_by_path)
+        self.ws = Workspace("debugger")
+        self._rng = np.random.default_rng(self.seed)
+        with executor.random_source(self._rng):
+            executor.run_net(self._on_device(self.model.init), self.ws, device=self._bind_device)
+        on = caffe2_pb2.DeviceOption(device_type=dev.CUDA) if self.device == "gpu" else None
+        for name, arr in resolve_feeds(self.model, self.given_feeds, set(self.ws.values), self.seed).items():
+            self.ws.feed_blob(name, arr, on)
+        self._reset_machine(_Frame(self._program(), self.ws, "main", ("op",)))
+        return self._stop("step", "restarted")
+
+    @property
+    def num_forward(self) -> int:
+        return len(self._predict.op)
+
+    def _program(self) -> caffe2_pb2.NetDef:
+        return self._backward_program if self.fwd_index else self._predict
+
+    # ---- moves ------------------------------------------------------------------------
+    def _run(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], bool] | None = None,
+             *, max_units: int | None = None) -> Stopped:
+        """Advance until `stop_after(event, depth)` says so, a breakpoint or watchpoint hits,
+        the program ends, an op fails or :meth:`cancel` is called."""
+        self._cancel.clear()
+        first, units = True, 0
+        while True:
+            if self._cancel.is_set():
+                return self._stop("cancelled", "cancelled")
+            if not first:
+                if stop_before is not None and stop_before():
+                    return self._stop("step", "reached")
+                hit = self._location_hit()
+                if hit is not None:
+                    return self._stop(*hit)
+            first = False
+            if self.finished:
+                return self._stop("end", "end of program")
+            try:
+                with executor.random_source(self._rng):
+                    event, written = self._advance()
+            except NetvizError as e:
+                self.error = str(e)
+                return self._stop("error", str(e))
+            units += 1
+            hit = self._after_hit(written)
+            if hit is not None:
+                return self._stop(*hit)
+            if stop_after(event, len(self.frames)) or (max_units is not None and units >= max_units):
+                return self._stop("step")
+
+    def step(self) -> Stopped:
+        """Run the current op; a control-flow or RecurrentNetwork op runs whole (step over)."""
+        depth = len(self.frames)
+        return self._run(lambda ev, d: d <= depth and ev != "enter")
+
+    def step_into(self) -> Stopped:
+        """Run one unit: enter the subnet the current op runs (taken If branch, While iteration,
+        Do net, RNN timestep), or run a plain op."""
+        return self._run(lambda ev, d: True)
+
+    def step_out(self) -> Stopped:
+        """Run until the control-flow op owning the current frame has finished."""
+        depth = len(self.frames)
+        return self._run(lambda ev, d: d < depth)
+
+    def continue_(self) -> Stopped:
+        """Run to a breakpoint, a watchpoint, an error or the end."""
+        return self._run(lambda ev, d: False)
+
+    def run_to(self, path: OpPath) -> Stopped:
+        """Run until the pc reaches `path` (before running that op)."""
+        target = tuple(path)
+        return self._run(lambda ev, d: False, lambda: self.pc.path == target)
+
+    def cancel(self) -> None:
+        """Ask a running move (in another thread) to stop between ops."""
+        self._cancel.set()
+
+    # ---- backward ---------------------------------------------------------------------
+    def backward(self, loss: str | list[str] | None = None) -> int:
+        """Generate the backward pass for `loss` (once) and append it to the program.
+
+        Returns the number of gradient ops.  Stepping goes on into them after the forward ops;
+        each is paired with its forward op (:meth:`forward_index_of`).
+        """
+        from engine.gradient_ir import backward_net
+
+        if self.fwd_index:
+            return len(self.fwd_index)
+        losses = [loss] if isinstance(loss, str) else list(loss or self.loss or [self.guess_loss()])
+        net, fwd_index = backward_net(self._predict, losses)
+        self.loss, self._backward_program, self.fwd_index = losses, net, list(fwd_index)
+        main = self.frames[0]
+        main.net = net
+        return len(self.fwd_index)
+
+    def guess_loss(self) -> str:
+        """A blob named like a loss among the external outputs, else the last external output."""
+        outs = list(self._predict.external_output) or [o for o in self._predict.op[-1].output]
+        named = [o for o in outs if "loss" in o.lower()]
+        if not outs:
+            raise DebuggerError(f"net {self._predict.name}: no outputs; name the loss blob")
+        return (named or outs)[-1]
+
+    # ---- breakpoints and watchpoints --------------------------------------------------
+    def add_breakpoint(self, kind: str, spec: Any = None, condition: str | None = None) -> Breakpoint:
+        """Add a breakpoint: ``kind`` path (op path tuple), type, name (regex) or condition."""
+        cond: Condition | None = parse_condition(condition) if condition else None
+        if kind not in ("path", "type", "name", "condition"):
+            raise DebuggerError(f"breakpoint kind must be path, type, name or condition, not {kind!r}")
+        if kind == "condition" and cond is None:
+            raise DebuggerError("a condition breakpoint needs a condition")
+        regex = None
+        if kind == "name":
+            try:
+                regex = re.compile(str(spec))
+            except re.error as e:
+                raise DebuggerError(f"breakpoint regex {spec!r}: {e}") from None
+        bp = Breakpoint(self._next_id, kind, tuple(spec) if kind == "path" else spec, cond, _regex=regex)
+        self.breakpoints[bp.id] = bp
+        self._next_id += 1
+        return bp
+
+    def add_watchpoint(self, blob: str, on: str = "write") -> Watchpoint:
+        """Stop after `blob` gets a new version (``on="write"``) or before an op reads it."""
+        if on not in ("write", "read"):
+            raise DebuggerError(f"watchpoint must be on write or read, not {on!r}")
+        wp = Watchpoint(self._next_id, blob, on)
+        self.watchpoints[wp.id] = wp
+        self._next_id += 1
+        return wp
+
+    def remove(self, point_id: int) -> None:
+        """Delete breakpoint or watchpoint `point_id`."""
+        if self.breakpoints.pop(point_id, None) is None and self.watchpoints.pop(point_id, None) is None:
+            raise DebuggerError(f"no breakpoint or watchpoint #{point_id}")
+
+    def _location_hit(self) -> tuple[str, str] | None:
+        op = self.current_op()
+        if op is None:
+            return None
+        path = self.pc.path
+        for bp in self.breakpoints.values():
+            if not bp.enabled or bp.kind == "condition":
+                continue
+            if ((bp.kind == "path" and bp.spec == path) or (bp.kind == "type" and bp.spec == op.type)
+                    or (bp.kind == "name" and bp._regex is not None
+                        and any(bp._regex.search(s) for s in (op.name, *op.output) if s))):
+                if bp.condition is None or bp.condition(self._visible(op.input)):
+                    bp.hits += 1
+                    return "breakpoint", bp.describe()
+        for wp in self.watchpoints.values():
+            if wp.on == "read" and wp.blob in op.input:
+                return "watchpoint", f"#{wp.id} {wp.blob} is read by op#{path[-1]} {op.type}"
+        return None
+
+    def _visible(self, names: Any) -> dict[str, Any]:
+        values = self.frames[-1].ws.values
+        return {n: values[n] for n in names if n in values}
+
+    def _after_hit(self, written: Mapping[str, Any]) -> tuple[str, str] | None:
+        if not written:
+            return None
+        for bp in self.breakpoints.values():
+            if bp.enabled and bp.kind == "condition" and bp.condition is not None and bp.condition(written):
+                bp.hits += 1
+                return "condition", f"{bp.describe()} (after {', '.join(written)})"
+        for wp in self.watchpoints.values():
+            if wp.on == "write" and wp.blob in written:
+                return "watchpoint", f"#{wp.id} {wp.blob} written (version {self.versions.get(wp.blob, 0)})"
+        return None
+
+    # ---- inspection -------------------------------------------------------------------
+    def value(self, name: str, version: int | None = None) -> Any:
+        """The value of blob `name` now, or at a recorded SSA `version` still in the history."""
+        values = self.frames[-1].ws.values
+        if version is None or version == self.versions.get(name, 0):
+            if name not in values:
+                raise DebuggerError(f"blob '{name}' does not exist at this point")
+            return values[name]
+        seen = self.versions.get(name, 0)
+        for u in reversed(self._undo):
+            for _, n, old, _, _ in reversed(u.writes):
+                if n == name:
+                    seen -= 1
+                    if seen == version and old is not _MISSING:
+                        return old
+        raise DebuggerError(f"blob '{name}' version {version} is not in the recorded history "
+                            f"(versions 0..{self.versions.get(name, 0)})")
+
+    def inspect(self, name: str, version: int | None = None) -> BlobStats:
+        """Shape, dtype, device, bytes, min/max/mean/std, NaN/Inf/zero counts, histogram."""
+        return blob_stats(name, self.value(name, version))
+
+    def slice(self, name: str, index: str = "", version: int | None = None) -> tuple[np.ndarray, bool]:
+        """A host copy of ``blob[index]`` (capped); True when it was truncated."""
+        return value_slice(name, self.value(name, version), index)
+
+    def save(self, name: str, path: str, version: int | None = None) -> str:
+        """Write a blob to ``.npy``."""
+        return str(save_blob(name, self.value(name, version), path))
+
+    def inject(self, name: str, value: Any) -> set[OpPath]:
+        """Override `name` in the current workspace (undoable) and mark later records stale.
+
+        Returns the paths of recorded ops (from earlier runs or steps) whose outputs depend on
+        `name` downstream of the pc and are therefore stale.
+        """
+        f = self.frames[-1]
+        values = f.ws.values
+        old = values[name] if name in values else _MISSING
+        old_dev = f.ws.devices[name] if name in values else None
+        arr = np.asarray(value)
+        if old is not _MISSING and hasattr(old, "dtype"):
+            arr = arr.astype(old.dtype, copy=False)
+        xp = dev.array_module(old) if old is not _MISSING else np
+        new = dev.to_device(arr, xp) if xp is not np else np.array(arr)
+        values[name], f.ws.devices[name] = new, old_dev if old_dev is not None else dev.CPU
+        self._push_undo(_Undo("op", f, f.pc, len(self.frames), [(f.ws, name, old, old_dev, new)]))
+        self.versions[name] = self.versions.get(name, 0) + 1
+        tainted, stale = {name}, set()
+        for i in range(f.pc, len(f.net.op)):
+            op = f.net.op[i]
+            if tainted & set(op.input):
+                tainted.update(op.output)
+                path = f.path(i)
+                if path in self.records_by_path or path in self.previous_records:
+                    stale.add(path)
+        self.stale |= stale
+        return stale

@@ -1,0 +1,78 @@
+"""Inputs for a debugging session: arrays, ``.npy`` files, or random data of a given shape.
+
+``parse_input_spec("data=img.npy")`` and ``parse_input_spec("data=1,3,224,224")`` are what
+``netviz --input`` accepts; blobs neither fed nor made by the init net get random data from
+``value_info.json`` shapes (seeded, so a session replays the same numbers).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.errors import NetvizError
+from engine.modelio import Model
+
+DEFAULT_SEED = 0
+
+
+class FeedError(NetvizError):
+    """An input given for a session cannot be read or used."""
+
+
+def parse_input_spec(spec: str) -> tuple[str, Any]:
+    """``NAME=FILE.npy`` → (name, path); ``NAME=D0,D1,…`` (or ``D0xD1``) → (name, shape tuple)."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise FeedError(f"--input {spec!r}: expected NAME=FILE.npy or NAME=SHAPE (e.g. data=1,3,224,224)")
+    value = value.strip()
+    if value.endswith(".npy"):
+        return name.strip(), Path(value)
+    try:
+        shape = tuple(int(d) for d in value.replace("x", ",").split(",") if d.strip())
+    except ValueError:
+        raise FeedError(f"--input {spec!r}: {value!r} is neither a .npy file nor a shape") from None
+    if not shape or any(d < 0 for d in shape):
+        raise FeedError(f"--input {spec!r}: a shape needs non-negative integer dimensions")
+    return name.strip(), shape
+
+
+def load_npy(path: Path, name: str = "") -> np.ndarray:
+    """Read an array from a ``.npy`` file; pickled object arrays are refused."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise FeedError(f"{path}: no such file (input {name!r})") from None
+    except (ValueError, OSError) as e:
+        raise FeedError(f"{path}: not a readable .npy array (input {name!r}): {e}") from None
+
+
+def random_array(shape: tuple[int, ...], rng: np.random.Generator, dtype: Any = np.float32) -> np.ndarray:
+    """Standard-normal data (integers: 0/1) of `shape` — what an unfed input gets."""
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def resolve_feeds(model: Model, given: Mapping[str, Any] | None, present: set[str],
+                  seed: int = DEFAULT_SEED) -> dict[str, np.ndarray]:
+    """Arrays for the session: `given` values (arrays, paths or shapes) plus random data for
+    external inputs that are neither in `present` (made by the init net) nor given, when
+    ``value_info`` knows their shape."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for name, value in (given or {}).items():
+        if isinstance(value, (str, Path)):
+            feeds[name] = load_npy(Path(value), name)
+        elif isinstance(value, tuple) and all(isinstance(d, int) for d in value):
+            feeds[name] = random_array(value, rng)
+        else:
+            feeds[name] = np.asarray(value)
+    for name in model.predict.external_input:
+        if name not in feeds and name not in present and name in model.value_info:
+            info = model.value_info[name]
+            dtype = {2: np.int32, 10: np.int64, 5: np.bool_}.get(info.data_type, np.float32)
+            feeds[name] = random_array(info.shape, rng, dtype)
+    return feeds

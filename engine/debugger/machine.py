@@ -1,0 +1,268 @@
+"""The stepping machine under the debugger: frames, the one primitive ``_advance``, undo.
+
+A frame is (net, op index, workspace, label).  Plain ops run through the executor's bound ops;
+a plan op (:mod:`engine.plans`) pushes one frame per subnet run it asks for.  Every unit of
+work pushes an undo entry holding references to the values it overwrote (kernels never
+mutate their inputs), bounded by a memory budget.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine import device as dev
+from engine import executor
+from engine.debugger.records import BlobSummary, FrameInfo, OpExecuted, OpPath, OpRecord, ProgramCounter, Stopped
+from engine.errors import NetvizError
+from engine.plans import SubnetRun
+from engine.workspace import Workspace
+from proto import caffe2_pb2
+
+_MISSING = object()
+DEFAULT_BUDGET = 512 * 1024**2
+
+
+class DebuggerError(NetvizError):
+    """A move or query the debugger cannot do in its current state."""
+
+
+@dataclass(eq=False)
+class _Frame:
+    net: caffe2_pb2.NetDef
+    ws: Workspace
+    label: str
+    prefix: OpPath
+    plan: Any = None                 # generator of the op that pushed this frame
+    owner: executor.BoundOp | None = None
+    pc: int = 0
+    bound: dict[int, executor.BoundOp] = field(default_factory=dict)
+
+    def path(self, i: int | None = None) -> OpPath:
+        return (*self.prefix, self.pc if i is None else i)
+
+    @property
+    def at_end(self) -> bool:
+        return self.pc >= len(self.net.op)
+
+
+@dataclass(eq=False)
+class _Undo:
+    """One undoable unit: ``kind`` op (a plain op or inject), enter, next or complete."""
+
+    kind: str
+    frame: _Frame
+    pc: int
+    depth: int
+    writes: list[tuple[Workspace, str, Any, Any, Any]] = field(default_factory=list)  # ws, name, old, old dev, new
+    nbytes: int = 0
+    nrec: int = 0                    # records before this unit ran
+
+
+def _nbytes(v: Any) -> int:
+    return int(getattr(v, "nbytes", 0) or 0)
+
+
+def _summary(name: str, v: Any) -> BlobSummary:
+    if not hasattr(v, "shape") or getattr(v, "dtype", None) is None or v.dtype == object:
+        return BlobSummary(name, (), type(v).__name__, 0, 0, None)
+    xp = dev.array_module(v)
+    nan = inf = 0
+    norm = None
+    if v.dtype.kind in "fc" and v.size:
+        nan, inf = int(xp.count_nonzero(xp.isnan(v))), int(xp.count_nonzero(xp.isinf(v)))
+        norm = float(xp.linalg.norm(v.reshape(-1).astype(np.float64))) if not (nan or inf) else None
+    return BlobSummary(name, tuple(int(d) for d in v.shape), str(v.dtype), nan, inf, norm)
+
+
+class Machine:
+    """Frames, records, versions and undo; :class:`~engine.debugger.Debugger` adds the moves."""
+
+    frames: list[_Frame]
+    records: list[OpRecord]
+    records_by_path: dict[OpPath, OpRecord]
+    versions: dict[str, int]
+    listeners: list[Callable[[Any], None]]
+    stale: set[OpPath]
+    budget: int
+    record_stats: bool
+    device: str | None
+    fwd_index: list[int | None]
+
+    def _reset_machine(self, main: _Frame) -> None:
+        self.frames = [main]
+        self.records, self.records_by_path, self.stale, self.versions = [], {}, set(), {}
+        self.error: str | None = None
+        self._undo: list[_Undo] = []
+        self._undo_bytes = 0
+        self.undo_truncated = False
+
+    @property
+    def _bind_device(self) -> str | None:
+        return "cpu" if self.device == "cpu" else None
+
+    # ---- state ------------------------------------------------------------------------
+    @property
+    def num_forward(self) -> int:
+        """Ops of the forward net; later top-level ops are the generated backward pass."""
+        raise NotImplementedError
+
+    @property
+    def pc(self) -> ProgramCounter:
+        infos = []
+        for f in self.frames:
+            op = f.net.op[f.pc] if not f.at_end else None
+            infos.append(FrameInfo(f.net.name, f.label, f.pc, op.type if op is not None else "", f.path()))
+        return ProgramCounter(tuple(infos))
+
+    @property
+    def finished(self) -> bool:
+        return len(self.frames) == 1 and self.frames[0].at_end
+
+    def current_op(self) -> caffe2_pb2.OperatorDef | None:
+        f = self.frames[-1]
+        return None if f.at_end else f.net.op[f.pc]
+
+    def is_backward(self, path: OpPath) -> bool:
+        return len(path) == 2 and path[1] >= self.num_forward
+
+    def forward_index_of(self, path: OpPath) -> int | None:
+        """The forward op a top-level gradient op came from (None for forward ops, autogen fills)."""
+        if not self.is_backward(path):
+            return None
+        return self.fwd_index[path[1] - self.num_forward]
+
+    def _emit(self, event: Any) -> None:
+        for fn in list(self.listeners):
+            fn(event)
+
+    def _stop(self, reason: str, detail: str = "") -> Stopped:
+        event = Stopped(reason, self.pc, detail)
+        self._emit(event)
+        return event
+
+    # ---- the one primitive ------------------------------------------------------------
+    def _bound(self, f: _Frame) -> executor.BoundOp:
+        b = f.bound.get(f.pc)
+        if b is None:
+            op = f.net.op[f.pc]
+            if not op.HasField("device_option") and f.net.HasField("device_option"):
+                op = caffe2_pb2.OperatorDef.FromString(op.SerializeToString())
+                op.device_option.CopyFrom(f.net.device_option)
+            b = f.bound[f.pc] = executor.bind(op, f.pc, f.net.name, workspace=f.ws, device=self._bind_device)
+        return b
+
+    def _advance(self) -> tuple[str, dict[str, Any]]:
+        """Run one unit: a plain op ("op"), entering a plan op ("enter"), its next subnet run
+        ("next"), its completion ("complete"); "end" when nothing is left.  Returns the event
+        kind and the blobs written."""
+        f = self.frames[-1]
+        if not f.at_end:
+            b = self._bound(f)
+            if b.plan:
+                self._push_undo(_Undo("enter", f, f.pc, len(self.frames)))
+                return self._resume(f, b, executor.call_kernel(b, f.ws), first=True)
+            return "op", self._run_plain(f, b)
+        if len(self.frames) == 1:
+            return "end", {}
+        child = self.frames.pop()
+        return self._resume(self.frames[-1], child.owner, child.plan, first=False)
+
+    def _resume(self, parent: _Frame, b: executor.BoundOp, plan: Any, first: bool) -> tuple[str, dict[str, Any]]:
+        try:
+            run: SubnetRun = next(plan) if first else plan.send(None)
+        except StopIteration as stop:
+            writes = self._store(parent, b, stop.value)
+            self._push_undo(_Undo("complete", parent, parent.pc, len(self.frames), writes))
+            self._record(parent, b, 0.0, {w[1]: w[4] for w in writes})
+            parent.pc += 1
+            return "complete", {w[1]: w[4] for w in writes}
+        prefix = (*parent.prefix, parent.pc, run.arg)
+        self.frames.append(_Frame(run.net, run.workspace, run.label, prefix, plan, b))
+        if not first:
+            self._push_undo(_Undo("next", parent, parent.pc, len(self.frames)))
+        return ("enter" if first else "next"), {}
+
+    def _run_plain(self, f: _Frame, b: executor.BoundOp) -> dict[str, Any]:
+        values = f.ws.values
+        old = [(n, values[n] if n in values else _MISSING, f.ws.devices[n] if n in values else None) for n in b.outs]
+        start = time.perf_counter()
+        executor.run_bound(b, f.ws)
+        wall = time.perf_counter() - start
+        written = {n: values[n] for n in b.outs}
+        self._push_undo(_Undo("op", f, f.pc, len(self.frames),
+                              [(f.ws, n, o, d, written[n]) for n, o, d in old]))
+        self._record(f, b, wall, written)
+        f.pc += 1
+        return written
+
+    def _store(self, f: _Frame, b: executor.BoundOp, out: Any) -> list[tuple[Workspace, str, Any, Any, Any]]:
+        values = f.ws.values
+        old = [(n, values[n] if n in values else _MISSING, f.ws.devices[n] if n in values else None) for n in b.outs]
+        executor.store_outputs(b, f.ws, out)
+        return [(f.ws, n, o, d, values.get(n, _MISSING) if hasattr(values, "get") else values[n]) for n, o, d in old]
+
+    def _record(self, f: _Frame, b: executor.BoundOp, wall: float, written: Mapping[str, Any]) -> None:
+        for n in written:
+            self.versions[n] = self.versions.get(n, 0) + 1
+        path = f.path()
+        outs = tuple(_summary(n, v) for n, v in written.items() if v is not _MISSING) if self.record_stats else ()
+        rec = OpRecord(len(self.records), path, b.op.type, f.label, wall, outs,
+                       self.is_backward(path), self.forward_index_of(path))
+        self.records.append(rec)
+        self.records_by_path[path] = rec
+        self.stale.discard(path)
+        self._emit(OpExecuted(rec))
+
+    # ---- undo -------------------------------------------------------------------------
+    def _push_undo(self, u: _Undo) -> None:
+        u.nbytes, u.nrec = sum(_nbytes(w[2]) for w in u.writes), len(self.records)
+        self._undo.append(u)
+        self._undo_bytes += u.nbytes
+        while self._undo_bytes > self.budget and len(self._undo) > 1:
+            self._undo_bytes -= self._undo.pop(0).nbytes
+            self.undo_truncated = True
+
+    def _restore(self, u: _Undo) -> None:
+        for ws, name, old, old_dev, _ in reversed(u.writes):
+            if old is _MISSING:
+                ws.values.pop(name, None) if hasattr(ws.values, "pop") else None
+                ws.devices.pop(name, None) if hasattr(ws.devices, "pop") else None
+            else:
+                ws.values[name], ws.devices[name] = old, old_dev
+            self.versions[name] = max(0, self.versions.get(name, 1) - 1)
+        self._undo_bytes -= u.nbytes
+
+    def step_back(self) -> Stopped:
+        """Undo the last op: restore the values it overwrote and move the pc back to it.
+
+        Stepping back over the start of a subnet run undoes its whole control-flow op (a plan
+        cannot be rewound into a previous iteration), restoring everything it wrote.
+        """
+        if not self._undo:
+            raise DebuggerError("nothing to step back over" + (
+                f" (history beyond the {self.budget >> 20} MiB budget was dropped)" if self.undo_truncated else ""))
+        u = self._undo.pop()
+        if u.kind == "op" and u.frame is self.frames[-1]:
+            self._restore(u)
+            u.frame.pc = u.pc
+        else:
+            while u.kind != "enter":
+                self._restore(u)
+                if not self._undo:
+                    raise DebuggerError("cannot step back: the start of this control-flow op was "
+                                        f"dropped from the {self.budget >> 20} MiB history")
+                u = self._undo.pop()
+            for frame in self.frames[u.depth:]:
+                if frame.plan is not None:
+                    frame.plan.close()
+            del self.frames[u.depth:]
+            u.frame.pc = u.pc
+        del self.records[u.nrec:]
+        self.records_by_path = {r.path: r for r in self.records}
+        self.error = None
+        return self._stop("step", "stepped back")
+

@@ -1,0 +1,137 @@
+"""What the debugger tells a UI: typed events, per-op records, breakpoints and the program counter."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.debugger.conditions import Condition
+
+OpPath = tuple[Any, ...]
+"""An op's place: ``("op", 12)`` at top level, ``("op", 12, "then_net", 3)`` inside a subnet."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrameInfo:
+    """One level of the program counter, as a UI shows it."""
+
+    net_name: str
+    label: str          # "main", "then_net", "iteration 3", "timestep 2"
+    op_index: int       # next op to run in this frame (== op count at the end)
+    op_type: str        # type of that op, "" at the end
+    path: OpPath        # path of that op
+
+    def text(self) -> str:
+        where = f"op#{self.op_index} {self.op_type}" if self.op_type else "end"
+        return f"{self.label} {where}" if self.label != "main" else where
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramCounter:
+    """The stack of frames, outermost first."""
+
+    frames: tuple[FrameInfo, ...]
+
+    @property
+    def path(self) -> OpPath:
+        return self.frames[-1].path if self.frames else ()
+
+    @property
+    def depth(self) -> int:
+        return len(self.frames)
+
+    def text(self) -> str:
+        """``main › While op#7 iteration 3 › op#2 Relu``."""
+        parts = ["main"]
+        for outer, inner in zip(self.frames, self.frames[1:]):
+            parts.append(f"{outer.op_type} op#{outer.op_index} {inner.label}")
+        last = self.frames[-1] if self.frames else None
+        parts.append(f"op#{last.op_index} {last.op_type}" if last and last.op_type else "end")
+        return " › ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class BlobSummary:
+    """Health of one output an op wrote."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    nan_count: int
+    inf_count: int
+    norm: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One executed op: the data the TUI overlays on the graph."""
+
+    seq: int
+    path: OpPath
+    op_type: str
+    label: str
+    wall_s: float
+    outputs: tuple[BlobSummary, ...]
+    backward: bool = False
+    forward_index: int | None = None
+
+    @property
+    def has_inf_or_nan(self) -> bool:
+        return any(o.nan_count or o.inf_count for o in self.outputs)
+
+    @property
+    def grad_norm(self) -> float | None:
+        """Norm of the gradients a backward op wrote (None for forward ops)."""
+        if not self.backward:
+            return None
+        norms = [o.norm for o in self.outputs if o.norm is not None]
+        return float(sum(n * n for n in norms) ** 0.5) if norms else None
+
+
+@dataclass(slots=True)
+class Breakpoint:
+    """Stop before an op matching the location, if the condition (when given) holds.
+
+    ``kind``: ``"path"`` (exact op path), ``"type"`` (op type), ``"name"`` (regex over the op
+    name and output names) or ``"condition"`` (no location: checked after every op on the
+    blobs it wrote).
+    """
+
+    id: int
+    kind: str
+    spec: Any
+    condition: Condition | None = None
+    enabled: bool = True
+    hits: int = 0
+    _regex: re.Pattern[str] | None = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        cond = f" if {self.condition}" if self.condition is not None else ""
+        loc = {"path": lambda: "op " + "/".join(map(str, self.spec)), "type": lambda: f"type {self.spec}",
+               "name": lambda: f"name ~ /{self.spec}/", "condition": lambda: "after any op"}[self.kind]()
+        return f"#{self.id} {loc}{cond}{'' if self.enabled else ' (disabled)'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Watchpoint:
+    """Stop when `blob` is written (a new SSA version) or read."""
+
+    id: int
+    blob: str
+    on: str = "write"  # "write" | "read"
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """The debugger paused. ``reason``: step, breakpoint, condition, watchpoint, end, error, cancelled."""
+
+    reason: str
+    pc: ProgramCounter
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OpExecuted:
+    """An op ran (sent after each op, also during continue)."""
+
+    record: OpRecord
