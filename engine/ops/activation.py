@@ -5,6 +5,8 @@ import numpy as np
 
 from engine.grad_makers import cc_maker, from_output, simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import same_as
 
 # ---- kernels ----
 
@@ -129,3 +131,10 @@ gradient("Swish")(simple("SwishGradient", "I0 O0 GO0", "GI0"))
 
 
 # ---- shapes ----
+
+shape("Relu", "ReluFp16", "Sigmoid", "Tanh", "Softmax", "LeakyRelu", "PRelu", "Clip", "Elu", "Softplus",
+      "Swish")(same_as(0))
+shape("ReluGradient", "SigmoidGradient", "TanhGradient", "SoftmaxGradient", "LeakyReluGradient",
+      "ClipGradient", "EluGradient", "SoftplusGradient")(same_as(1))  # NOTE: [Y, dY] -> dX
+shape("PReluGradient")(same_as(1, 3))  # [Y, dY, X, slope] -> dX, dslope
+shape("SwishGradient")(same_as(0))

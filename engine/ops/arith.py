@@ -7,6 +7,10 @@ from engine.grad_makers import (
     GradientMakerError, cc_maker, gradient_not_implemented_yet, pass_through,
     should_not_do_gradient, simple)
 from engine.registry import gradient, kernel
+from engine.registry import shape
+import functools
+from engine.errors import ShapeError
+from engine.shapes import BOOL, TensorInfo, broadcast as broadcast_dims, dims, merge, same_as
 
 # ---- kernels ----
 
@@ -249,3 +253,53 @@ def pow_gradient(g):
 
 
 # ---- shapes ----
+
+def _binary_shape(dtype=None):
+    def rule(a, b, *, broadcast: int = 0, axis: int = -1, axis_str: str = "", order: str = "NCHW"):
+        # NOTE: legacy broadcast=1 aligns B's dims with A's starting at `axis`; else numpy rules.
+        dtype_out = a.dtype if dtype is None else dtype
+        if broadcast and b.shape is None:
+            return TensorInfo(dims(a), dtype_out)  # NOTE: legacy broadcast: the output has A's shape.
+        ad, bd = dims(a), dims(b)
+        if broadcast:
+            axis = order.index(axis_str) if axis_str else len(ad) - len(bd) if axis == -1 else axis
+            if axis < 0 or axis + len(bd) > len(ad):
+                raise ShapeError(f"legacy broadcast of {bd} into {ad} at axis {axis}")
+            bd = tuple(bd) + (1,) * (len(ad) - axis - len(bd))
+        return TensorInfo(broadcast_dims(ad, bd), dtype_out)
+    return rule
+
+
+for _t in ("Add", "Sub", "Mul", "Div"):
+    shape(_t)(_binary_shape())
+for _t in ("EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or", "Xor"):
+    shape(_t)(_binary_shape(BOOL))
+shape("AddGradient", "SubGradient", "MulGradient", "DivGradient")(same_as(1, 2))  # [dC, A, B(, C)] -> dA, dB
+
+
+@shape("Sum", "Mean")
+def sum_shape(*xs):
+    # NOTE: Sum/Mean need equal shapes, so any input with a known dim tells the output's.
+    ranked = [dims(x) for x in xs if x.shape is not None] or dims(xs[0])
+    return TensorInfo(functools.reduce(merge, ranked), xs[0].dtype)
+
+
+@shape("MeanGradient")
+def mean_gradient_shape(dy, *, n_out):
+    return (dy,) * n_out
+
+
+shape("WeightedSum", "Scale", "Exp", "Log", "Sqr", "Sqrt", "Negative", "Abs", "Sign", "Reciprocal", "Ceil",
+      "Floor", "Not", "Cos", "Sin", "Log1p", "Cube", "Rsqrt")(same_as(0))
+shape("AbsGradient", "CosGradient", "SinGradient", "Log1pGradient")(same_as(0))  # [X, dY] -> dX
+shape("CubeGradient", "RsqrtGradient")(same_as(0))  # [dY, X or Y] -> dX
+
+
+@shape("Pow")
+def pow_shape(x, e=None, *, exponent: float | None = None, broadcast: int = 0, axis: int = -1):
+    return x if e is None else _binary_shape()(x, e, broadcast=broadcast, axis=axis)
+
+
+@shape("Where")
+def where_shape(c, a, b):
+    return TensorInfo(broadcast_dims(broadcast_dims(dims(c), dims(a)), dims(b)), a.dtype)

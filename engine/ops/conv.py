@@ -8,6 +8,9 @@ import numpy as np
 
 from engine.grad_makers import cc_maker
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.errors import ShapeError
+from engine.shapes import UNKNOWN, TensorInfo, dims, join_layout, spatial_out, split_layout
 
 # ---- kernels ----
 
@@ -152,3 +155,23 @@ def conv_gradient(g):
 
 
 # ---- shapes ----
+
+@shape("Conv", "Conv1D", "Conv2D", "Conv3D")
+@geometry_args
+def conv_shape(x, w, b=None, *, group: int = 1, **g):
+    n, c, sp = split_layout(dims(x), g["order"])
+    wd = w.shape
+    m, wc, kshape = split_layout(wd, g["order"]) if wd is not None else (None, None, (None,) * len(sp))
+    if m is None and b is not None and b.shape is not None:
+        m = b.shape[0]
+    if None not in (c, wc) and c != wc * group:
+        raise ShapeError(f"input has {c} channels, filter expects {wc} x group {group}")
+    k, s, pb, pe, d = geometry(len(sp), g, kshape)
+    return TensorInfo(join_layout(n, m, spatial_out(sp, k, s, pb, pe, d), g["order"]), x.dtype)
+
+
+@shape("ConvGradient", "Conv1DGradient", "Conv2DGradient", "Conv3DGradient")
+def conv_gradient_shape(x, w, dy, *, no_bias: int = 0, order: str = "NCHW", n_out):
+    # NOTE: outputs are dW, db (unless no_bias), then dX when asked for.
+    db = TensorInfo((split_layout(w.shape, order)[0],), w.dtype) if w.shape is not None else UNKNOWN
+    return ((w,) if no_bias else (w, db)) + (x,)

@@ -6,6 +6,8 @@ import numpy as np
 from engine import device as dev
 from engine.grad_makers import cc_maker, no_gradient, simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import same_as
 
 # ---- kernels ----
 
@@ -43,3 +45,5 @@ gradient("CopyCPUToGPU")(_mirror_copy("CopyGPUToCPU"))
 
 
 # ---- shapes ----
+
+shape("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike", "EnsureCPUOutput")(same_as(0))

@@ -9,6 +9,9 @@ from engine import device as dev
 from engine.ops.tensor import np_dtype
 from engine.grad_makers import no_gradient
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import BOOL, FLOAT, INT32, INT64, UINT8, TensorInfo, Unknown, dims
+from proto import caffe2_pb2
 
 # ---- kernels ----
 
@@ -125,3 +128,46 @@ no_gradient("ConstantFill", "UniformFill", "UniformIntFill", "UniqueUniformFill"
 
 
 # ---- shapes ----
+
+def fill_rule(default_dtype, typed=True):
+    """Rule of a filler: `shape` arg, or input 0's dims, plus `extra_shape`; dtype from `dtype` or the op."""
+    def rule(x=None, *_, shape: list | None = None, extra_shape: list | None = None, input_as_shape: int = 0,
+             dtype: int | None = None):
+        if x is not None and input_as_shape:
+            raise Unknown  # NOTE: the dims are the input's values
+        base = tuple(int(v) for v in shape or ()) if x is None else dims(x)
+        return TensorInfo(base + tuple(int(v) for v in extra_shape or ()),
+                          dtype if typed and dtype is not None else default_dtype)
+    return rule
+
+
+@shape("ConstantFill")
+def constant_fill_shape(x=None, *_, value=None, dtype: int | None = None, shape: list | None = None,
+                        extra_shape: list | None = None, input_as_shape: int = 0):
+    # NOTE: without `dtype` a float value gives FLOAT and an int value INT64 (Caffe2's inference).
+    if dtype is None:
+        dtype = INT64 if isinstance(value, int) else FLOAT
+    return fill_rule(dtype)(x, shape=shape, extra_shape=extra_shape, input_as_shape=input_as_shape, dtype=dtype)
+
+
+for _t, _d in {"GaussianFill": FLOAT, "UniformFill": FLOAT, "XavierFill": FLOAT, "MSRAFill": FLOAT,
+               "RangeFill": FLOAT, "DiagonalFill": FLOAT, "UniformIntFill": INT32}.items():
+    shape(_t)(fill_rule(_d))
+
+
+def given_rule(default, typed):
+    def rule(x=None, *, values=(), shape: list | None = None, extra_shape: list | None = None,
+             input_as_shape: int = 0, dtype: int | None = None):
+        if x is None and shape is None:  # NOTE: no shape means a scalar, which needs exactly one value
+            return TensorInfo((), dtype if typed and dtype is not None else default) if len(values) == 1 else None
+        return fill_rule(default, typed)(x, shape=shape, extra_shape=extra_shape, input_as_shape=input_as_shape,
+                                          dtype=dtype)
+    return rule
+
+
+for _t, _d in {"GivenTensorFill": FLOAT, "GivenTensorDoubleFill": caffe2_pb2.TensorProto.DOUBLE,
+               "GivenTensorBoolFill": BOOL, "GivenTensorInt16Fill": caffe2_pb2.TensorProto.INT16,
+               "GivenTensorIntFill": INT32, "GivenTensorInt64Fill": INT64,
+               "GivenTensorStringFill": caffe2_pb2.TensorProto.STRING}.items():
+    shape(_t)(given_rule(_d, _t == "GivenTensorFill"))
+shape("GivenTensorByteStringToUInt8Fill")(given_rule(UINT8, False))

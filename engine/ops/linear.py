@@ -5,6 +5,11 @@ import numpy as np
 
 from engine.grad_makers import GradientMakerError, cc_maker, simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from math import prod
+from engine.errors import ShapeError
+from engine.shapes import (UNKNOWN, TensorInfo, Unknown, broadcast as broadcast_dims, dim_op, dims, merge,
+                           norm_axis)
 
 # ---- kernels ----
 
@@ -101,3 +106,62 @@ gradient("BatchMatMul")(_matmul_maker(_BATCH_MATMUL))
 
 
 # ---- shapes ----
+
+def _flat2(d, axis):
+    """``(prod(d[:axis]), prod(d[axis:]))`` with unknown dims."""
+    axis = norm_axis(axis, len(d) + 1) if axis != len(d) else axis
+    return dim_op(lambda *v: prod(v), *d[:axis]), dim_op(lambda *v: prod(v), *d[axis:])
+
+
+def _fc(x, w, b, axis, axis_w, transposed):
+    xd, wd = dims(x), w.shape
+    axis = norm_axis(axis, len(xd))
+    k = _flat2(xd, axis)[1]
+    if wd is None:
+        n = b.shape[0] if b is not None and b.shape else None
+    else:
+        n, wk = _flat2(wd, axis_w)
+        n, wk = (wk, n) if transposed else (n, wk)
+        if None not in (k, wk) and k != wk:
+            raise ShapeError(f"X has {k} features per row, W expects {wk}")
+    return TensorInfo((*xd[:axis], n), x.dtype)
+
+
+@shape("FC")
+def fc_shape(x, w, b=None, *, axis: int = 1, axis_w: int = 1):
+    return _fc(x, w, b, axis, axis_w, False)
+
+
+@shape("FCTransposed")
+def fc_transposed_shape(x, w, b=None, *, axis: int = 1, axis_w: int = 1):
+    return _fc(x, w, b, axis, axis_w, True)
+
+
+@shape("FCGradient", "FCTransposedGradient")
+def fc_gradient_shape(x, w, dy, *, axis_w: int = 1, n_out):
+    # NOTE: outputs dW, db, then dX when asked for; db has one entry per output feature.
+    db = TensorInfo((dy.shape[-1],), w.dtype) if dy.shape is not None and dy.shape else UNKNOWN
+    return w, db, x
+
+
+@shape("MatMul")
+def matmul_shape(a, b, *_, axis_a: int = 1, axis_b: int = 1, trans_a: int = 0, trans_b: int = 0):
+    m, k = _flat2(dims(a), axis_a)
+    k2, n = _flat2(dims(b), axis_b)
+    (m, k), (k2, n) = ((k, m) if trans_a else (m, k)), ((n, k2) if trans_b else (k2, n))
+    if None not in (k, k2) and k != k2:
+        raise ShapeError(f"inner dims {k} and {k2} differ")
+    return TensorInfo((m, n), a.dtype)
+
+
+@shape("BatchMatMul")
+def batch_matmul_shape(a, b, *, trans_a: int = 0, trans_b: int = 0, broadcast: int = 0):
+    ad, bd = dims(a), dims(b)
+    if len(ad) < 2 or len(bd) < 2:
+        raise Unknown  # NOTE: 1-D operands follow numpy's promote-and-drop rules; not modelled.
+    m, k = ad[-2:][::-1] if trans_a else ad[-2:]
+    k2, n = bd[-2:][::-1] if trans_b else bd[-2:]
+    if None not in (k, k2) and k != k2:
+        raise ShapeError(f"inner dims {k} and {k2} differ")
+    batch = broadcast_dims(ad[:-2], bd[:-2]) if broadcast else merge(ad[:-2], bd[:-2])
+    return TensorInfo((*batch, m, n), a.dtype)

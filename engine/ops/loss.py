@@ -5,6 +5,8 @@ import numpy as np
 
 from engine.grad_makers import cc_maker, simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import TensorInfo, dims, same_as
 
 # ---- kernels ----
 
@@ -121,3 +123,21 @@ gradient("SquaredL2Distance")(simple("SquaredL2DistanceGradient", "I0 I1 GO0", "
 
 
 # ---- shapes ----
+
+@shape("SoftmaxWithLoss")
+def softmax_with_loss_shape(x, label, weight=None):
+    return x, TensorInfo((), x.dtype)  # NOTE: the loss is a 0-d tensor.
+
+
+shape("SoftmaxWithLossGradient")(same_as(0))
+
+
+@shape("LabelCrossEntropy", "CrossEntropy", "SquaredL2Distance")
+def per_row_shape(x, *_):
+    xd = dims(x)
+    return TensorInfo(xd[:1] if xd else (1,), x.dtype)
+
+
+shape("AveragedLoss")(lambda x: TensorInfo((), x.dtype))
+shape("LabelCrossEntropyGradient", "CrossEntropyGradient", "AveragedLossGradient")(same_as(0))
+shape("SquaredL2DistanceGradient")(same_as(0, 1))

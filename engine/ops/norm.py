@@ -5,6 +5,8 @@ import numpy as np
 
 from engine.grad_makers import cc_maker, simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import BOOL, TensorInfo, dims, norm_axis, same_as, split_layout
 
 # ---- kernels ----
 
@@ -156,3 +158,27 @@ def layer_norm_gradient(g):
 
 
 # ---- shapes ----
+
+@shape("SpatialBN")
+def spatial_bn_shape(x, scale, *_, order: str = "NCHW"):
+    # NOTE: training mode adds running mean/var, saved mean and saved inverse std, one per channel.
+    c = split_layout(x.shape, order)[1] if x.shape is not None else scale.shape[0] if scale.shape else None
+    per_channel = TensorInfo((c,), x.dtype)
+    return x, per_channel, per_channel, per_channel, per_channel
+
+
+shape("SpatialBNGradient")(same_as(0, 1, 1))  # [X, scale, dY, …] -> dX, dscale, dbias
+shape("LRN")(same_as(0, 0))  # Y and the scale
+shape("LRNGradient", "ChannelShuffle", "ChannelShuffleGradient", "DropoutGrad")(same_as(0))
+
+
+@shape("Dropout")
+def dropout_shape(x):
+    return x, TensorInfo(x.shape, BOOL)
+
+
+@shape("LayerNorm")
+def layer_norm_shape(x, *, axis: int = 1):
+    xd = dims(x)
+    stats = TensorInfo((*xd[:norm_axis(axis, len(xd))], 1), x.dtype)
+    return x, stats, stats

@@ -6,6 +6,8 @@ import numpy as np
 from engine import device as dev
 from engine.grad_makers import no_gradient, should_not_do_gradient
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import FLOAT, INT64, TensorInfo, same_as
 
 # ---- kernels ----
 
@@ -80,3 +82,10 @@ should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "Adagrad", "SparseAda
 
 
 # ---- shapes ----
+
+shape("Iter", "AtomicIter")(lambda *_: TensorInfo((1,), INT64))
+shape("LearningRate")(lambda it: TensorInfo((), FLOAT))  # NOTE: a 0-d tensor, as in Caffe2 1.10
+shape("MomentumSGD")(same_as(0, 1))  # [g, m, lr] -> adjusted g, m
+shape("MomentumSGDUpdate")(same_as(0, 1, 3))  # [g, m, lr, param] -> g, m, param
+shape("Adagrad")(same_as(0, 1))  # [param, h, g, lr] -> param, h
+shape("Adam")(same_as(0, 1, 2))  # [param, m1, m2, g, lr, it] -> param, m1, m2

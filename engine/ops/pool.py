@@ -8,6 +8,9 @@ import numpy as np
 from engine.ops.conv import from_nchw, geometry, geometry_args, to_nchw, windows
 from engine.grad_makers import simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.errors import ShapeError
+from engine.shapes import TensorInfo, dims, join_layout, same_as, spatial_out, split_layout
 
 # ---- kernels ----
 
@@ -84,3 +87,19 @@ gradient("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "Avera
 
 
 # ---- shapes ----
+
+@shape("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D", "AveragePool2D",
+       "AveragePool3D")
+@geometry_args
+def pool_shape(x, **g):
+    n, c, sp = split_layout(dims(x), g["order"])
+    if g["global_pooling"]:
+        return TensorInfo(join_layout(n, c, (1,) * len(sp), g["order"]), x.dtype)
+    k, s, pb, pe, d = geometry(len(sp), g)
+    if not all(k):
+        raise ShapeError("pooling needs a kernel size or global_pooling")
+    return TensorInfo(join_layout(n, c, spatial_out(sp, k, s, pb, pe, d), g["order"]), x.dtype)
+
+
+shape("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGradient", "AveragePoolGradient",
+      "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient")(same_as(0))  # [X, Y, dY] -> dX

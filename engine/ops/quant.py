@@ -1,6 +1,8 @@
 """Int8 ops (Mask R-CNN2Go int8): Int8Conv, Int8Quantize, Int8Dequantize…"""
 from __future__ import annotations
 
+from engine.registry import shape
+from engine.shapes import FLOAT, UINT8, TensorInfo
 # ---- kernels ----
 
 # ---- gradients ----
@@ -8,3 +10,6 @@ from __future__ import annotations
 
 
 # ---- shapes ----
+
+shape("Int8Quantize")(lambda x, *_: TensorInfo(x.shape, UINT8))
+shape("Int8Dequantize")(lambda x: TensorInfo(x.shape, FLOAT))

@@ -5,6 +5,8 @@ import numpy as np
 
 from engine.grad_makers import should_not_do_gradient, simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import INT64, TensorInfo, dims, norm_axis, same_as
 
 # ---- kernels ----
 
@@ -86,3 +88,37 @@ should_not_do_gradient("ArgMax", "ArgMin")
 
 
 # ---- shapes ----
+
+def _reduced(xd, axes, keepdims):
+    return tuple(1 if i in axes else d for i, d in enumerate(xd) if keepdims or i not in axes)
+
+
+@shape("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+def reduce_shape(x, *, axes: list | None = None, keepdims: int = 1):
+    xd = dims(x)
+    axes = set(range(len(xd))) if axes is None else {norm_axis(a, len(xd)) for a in axes}
+    return TensorInfo(_reduced(xd, axes, keepdims), x.dtype)
+
+
+shape("ReduceSumGradient", "ReduceMeanGradient", "ReduceMaxGradient", "ReduceMinGradient")(same_as(1))
+
+
+@shape("ReduceFrontSum", "ReduceFrontMean")
+def reduce_front_shape(x, *, num_reduce_dim: int = 1):
+    return TensorInfo(dims(x)[num_reduce_dim:], x.dtype)
+
+
+@shape("ReduceBackSum", "ReduceBackMean")
+def reduce_back_shape(x, *, num_reduce_dim: int = 1):
+    xd = dims(x)
+    return TensorInfo(xd[:len(xd) - num_reduce_dim], x.dtype)
+
+
+shape("SumElements", "SumSqrElements")(lambda x: TensorInfo((), x.dtype))
+shape("SumElementsGradient")(same_as(0))
+
+
+@shape("ArgMax", "ArgMin")
+def arg_max_shape(x, *, axis: int = -1, keepdims: int = 1):
+    xd = dims(x)
+    return TensorInfo(_reduced(xd, {norm_axis(axis, len(xd))}, keepdims), INT64)

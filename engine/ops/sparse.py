@@ -6,6 +6,8 @@ import numpy as np
 from engine import device as dev
 from engine.grad_makers import GradientMakerError, cc_maker, gradient_not_implemented_yet, simple
 from engine.registry import gradient, kernel
+from engine.registry import shape
+from engine.shapes import TensorInfo, dims, norm_axis, same_as
 
 # ---- kernels ----
 
@@ -157,3 +159,28 @@ gradient("SparseLengthsWeightedSum")(_sparse_lengths("WeightedSum", "I1 GO0 I3 I
 
 
 # ---- shapes ----
+
+@shape("Gather")
+def gather_shape(data, indices, *, axis: int = 0):
+    dd = dims(data)
+    axis = norm_axis(axis, len(dd))
+    return TensorInfo((*dd[:axis], *dims(indices), *dd[axis + 1:]), data.dtype)
+
+
+shape("BatchGather")(lambda data, idx: TensorInfo((*dims(data)[:1], *dims(idx), *dims(data)[2:]), data.dtype))
+shape("BatchGatherGradient", "ScatterWeightedSum", "ScatterAssign")(same_as(0))
+
+
+def _segments(data, lengths):
+    return TensorInfo((*dims(lengths)[:1], *dims(data)[1:]), data.dtype)
+
+
+shape("LengthsSum", "LengthsMean")(_segments)
+shape("SparseLengthsSum", "SparseLengthsMean")(lambda data, indices, lengths: _segments(data, lengths))
+shape("SparseLengthsWeightedSum")(lambda data, w, indices, lengths: _segments(data, lengths))
+
+
+@shape("SparseToDense")
+def sparse_to_dense_shape(indices, values, like=None):
+    # NOTE: without `like` the first dim is max(indices) + 1, a value.
+    return TensorInfo((dims(like)[0], *dims(values)[1:]), values.dtype) if like is not None else None

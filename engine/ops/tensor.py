@@ -7,6 +7,12 @@ from engine import device as dev
 from engine.grad_makers import (
     GradientMakerError, cc_maker, no_gradient, pass_through, should_not_do_gradient, simple)
 from engine.registry import gradient, kernel
+from engine.registry import shape
+import functools
+from math import prod
+from engine.errors import ShapeError
+from engine.shapes import (INT32, INT64, TensorInfo, Unknown, dim_op, dims as dims_of, join_layout, merge,
+                           norm_axis, same_as, split_layout)
 
 from engine.opdef import make_argument
 from proto import caffe2_pb2
@@ -262,3 +268,133 @@ no_gradient("Size")
 
 
 # ---- shapes ----
+
+@shape("Concat")
+def concat_shape(*xs, axis: int | None = None, order: str = "NCHW", add_axis: int = 0):
+    # NOTE: 2nd output split_info holds each input's size along `axis`, for the Split gradient.
+    ranked = [dims_of(x) for x in xs]
+    rank = len(ranked[0]) + bool(add_axis)
+    axis = norm_axis(_concat_axis(axis, order), rank)
+    split_info = TensorInfo((len(xs),), INT32)
+    if add_axis:
+        return TensorInfo((*functools.reduce(merge, ranked)[:axis], len(xs), *ranked[0][axis:]), xs[0].dtype), split_info
+    rest = functools.reduce(merge, [d[:axis] + d[axis + 1:] for d in ranked])
+    total = dim_op(lambda *v: sum(v), *(d[axis] for d in ranked))
+    return TensorInfo((*rest[:axis], total, *rest[axis:]), xs[0].dtype), split_info
+
+
+@shape("Split", "DepthSplit")
+def split_shape(x, sizes=None, *, axis: int | None = None, split: list | None = None, order: str = "NCHW",
+                add_axis: int = 0, n_out):
+    xd = dims_of(x)
+    axis = norm_axis(_concat_axis(axis, order), len(xd))
+    if sizes is not None:
+        raise Unknown  # NOTE: sizes given as a tensor are values, not shapes.
+    parts = list(split) if split else [dim_op(lambda d: d // n_out, xd[axis])] * n_out
+    if split and xd[axis] is not None and sum(parts) != xd[axis]:
+        raise ShapeError(f"split {parts} does not cover dim {xd[axis]}")
+    return tuple(TensorInfo(xd[:axis] + (() if add_axis else (p,)) + xd[axis + 1:], x.dtype) for p in parts)
+
+
+@shape("Reshape")
+def reshape_shape(x, new_shape=None, *, shape: list | None = None):
+    # NOTE: 0 copies the input's dim, -1 takes what is left; 2nd output old_shape is int64.
+    xd = dims_of(x)
+    old = TensorInfo((len(xd),), INT64)
+    if new_shape is not None:
+        return TensorInfo(None, x.dtype), old  # the target comes as values
+    out = [xd[i] if d == 0 else d for i, d in enumerate(shape or ())]
+    if out.count(-1) > 1:
+        raise ShapeError(f"more than one -1 in shape {shape}")
+    if -1 in out:
+        rest = dim_op(lambda *v: prod(v), *(d for d in out if d != -1))
+        total = dim_op(lambda *v: prod(v), *xd)
+        out[out.index(-1)] = dim_op(lambda t, r: t // r if r and t % r == 0 else _bad(xd, shape), total, rest)
+    elif None not in out and x.is_known and prod(out) != prod(xd):
+        _bad(xd, shape)
+    return TensorInfo(tuple(out), x.dtype), old
+
+
+def _bad(xd, shape):
+    raise ShapeError(f"cannot reshape {xd} to {shape}")
+
+
+@shape("Transpose")
+def transpose_shape(x, *, axes: list | None = None):
+    xd = dims_of(x)
+    axes = list(axes) if axes else list(range(len(xd)))[::-1]
+    if sorted(axes) != list(range(len(xd))):
+        raise ShapeError(f"axes {axes} are not a permutation of {len(xd)} dims")
+    return TensorInfo(tuple(xd[a] for a in axes), x.dtype)
+
+
+@shape("Flatten")
+def flatten_shape(x, *, axis: int = 1):
+    xd = dims_of(x)
+    return TensorInfo(tuple(dim_op(lambda *v: prod(v), *p) for p in (xd[:axis], xd[axis:])), x.dtype)
+
+
+shape("FlattenToVec")(lambda x: TensorInfo((dim_op(lambda *v: prod(v), *dims_of(x)),), x.dtype))
+
+
+@shape("ExpandDims")
+def expand_dims_shape(x, *, dims: list = ()):
+    out = list(dims_of(x))
+    for d in sorted(dims):
+        out.insert(d, 1)
+    return TensorInfo(tuple(out), x.dtype)
+
+
+@shape("Squeeze")
+def squeeze_shape(x, *, dims: list = ()):
+    return TensorInfo(tuple(n for i, n in enumerate(dims_of(x)) if i not in set(dims)), x.dtype)
+
+
+@shape("Slice")
+def slice_shape(x, starts_in=None, ends_in=None, *, starts: list = (), ends: list = ()):
+    # NOTE: a negative index i means dim + 1 + i, so end -1 is "to the end".
+    xd = dims_of(x)
+    if starts_in is not None:
+        raise Unknown
+    def length(i, n):
+        if i >= len(starts):
+            return n
+        s, e = (int(starts[i]) + n + 1 if starts[i] < 0 else int(starts[i]),
+                int(ends[i]) + n + 1 if ends[i] < 0 else int(ends[i]))
+        return len(range(*slice(s, e).indices(n)))
+    return TensorInfo(tuple(dim_op(functools.partial(length, i), n) for i, n in enumerate(xd)), x.dtype)
+
+
+shape("SliceGradient")(same_as(0))
+
+
+@shape("Cast")
+def cast_shape(x, *, to: int = 1):
+    return TensorInfo(x.shape, DTYPE_NAMES[to.upper()] if isinstance(to, str) else int(to))
+
+
+shape("Alias", "StopGradient", "EnsureDense")(same_as(0))
+
+
+@shape("ResizeNearest")
+def resize_nearest_shape(x, scales=None, *, width_scale: float = 1.0, height_scale: float = 1.0,
+                         order: str = "NCHW"):
+    n, c, (h, w) = split_layout(dims_of(x), order)
+    if scales is not None:
+        raise Unknown  # NOTE: scales given as a tensor are values.
+    return TensorInfo(join_layout(n, c, (dim_op(lambda v: int(v * height_scale), h),
+                                         dim_op(lambda v: int(v * width_scale), w)), order), x.dtype)
+
+
+shape("ResizeNearestGradient")(same_as(1))  # [dY, X] -> dX
+shape("NCHW2NHWC")(lambda x: TensorInfo((d := dims_of(x))[:1] + d[2:] + d[1:2], x.dtype))
+shape("NHWC2NCHW")(lambda x: TensorInfo((d := dims_of(x))[:1] + d[-1:] + d[1:-1], x.dtype))
+shape("ResizeLike")(lambda x, like: TensorInfo(like.shape, x.dtype))
+
+
+@shape("Shape")
+def shape_shape(x, *, axes: list | None = None):
+    return TensorInfo((len(axes) if axes else len(dims_of(x)),), INT64)
+
+
+shape("Size")(lambda x: TensorInfo((), INT64))
