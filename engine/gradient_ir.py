@@ -296,7 +296,12 @@ def _sum_output_name(generators: list[Any], name: str) -> str:
 
 def _autosplit(grad_op: caffe2_pb2.OperatorDef, idx: int, cnt: int) -> tuple[str, int]:
     """``_DisambiguateGradOpOutput``: rename an emitted output to ``_<old>_autosplit_<cnt>``."""
-    grad_op.output[idx] = new = f"_{grad_op.output[idx]}_autosplit_{cnt}"
+    new = f"_{grad_op.output[idx]}_autosplit_{cnt}"
+    if grad_op.type == "If":  # the branch ops writing that output are renamed too
+        from engine.control_ops_grad import disambiguate_grad_if_op_output  # noqa: PLC0415
+
+        disambiguate_grad_if_op_output(grad_op, idx, new)
+    grad_op.output[idx] = new
     return new, cnt + 1
 
 

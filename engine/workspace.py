@@ -20,32 +20,92 @@ _EMPTY = object()  # a created but never written blob (Caffe2's uninitialized bl
 
 
 class _ChildBlobs(MutableMapping):
-    """Blobs of a child workspace: reads fall back to the parent; writes to a parent blob go there."""
+    """Blobs of a child workspace: local ones, then bound names (inner -> parent name, resolved
+    lazily), then, for a *shared* child, every parent blob.  Writes to a bound or visible parent
+    blob go to the parent (Caffe2's forwarded blobs; an unbound, unshared name stays local)."""
 
-    def __init__(self, local: dict, parent: MutableMapping) -> None:
+    def __init__(self, local: dict, parent: MutableMapping, bindings: dict | None = None,
+                 shared: bool = True) -> None:
         self.local, self.parent = local, parent
+        self.bindings, self.shared = ({} if bindings is None else bindings), shared
+
+    def _outer(self, k: str) -> str | None:
+        """The parent name `k` resolves to when it is not local, else None."""
+        if k in self.bindings:
+            return self.bindings[k]
+        return k if self.shared else None
 
     def __getitem__(self, k: str) -> Any:
         try:
             return self.local[k]
         except KeyError:
-            return self.parent[k]
+            outer = self._outer(k)
+            if outer is None:
+                raise
+            return self.parent[outer]
 
     def __setitem__(self, k: str, v: Any) -> None:
-        (self.parent if k not in self.local and k in self.parent else self.local)[k] = v
+        outer = None if k in self.local else self._outer(k)
+        if outer is not None and (k in self.bindings or outer in self.parent):
+            self.parent[outer] = v
+        else:
+            self.local[k] = v
 
     def __delitem__(self, k: str) -> None:
         del self.local[k]
 
     def __iter__(self) -> Iterator[str]:
         yield from self.local
-        yield from (k for k in self.parent if k not in self.local)
+        yield from (k for k, o in self.bindings.items() if k not in self.local and o in self.parent)
+        if self.shared:
+            yield from (k for k in self.parent if k not in self.local and k not in self.bindings)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def __contains__(self, k: object) -> bool:
-        return k in self.local or k in self.parent
+        if k in self.local:
+            return True
+        outer = self._outer(k)  # type: ignore[arg-type]
+        return outer is not None and outer in self.parent
+
+
+class _StepBlobs(_ChildBlobs):
+    """Blobs of an RNN step workspace: some names are views of rows of a parent buffer.
+
+    Writing a view name copies into those rows (Caffe2's ``rnn_internal_apply_link`` makes the
+    internal blob share the buffer's memory, so a step's output lands in the state sequence).
+    """
+
+    def __init__(self, local: dict, parent: MutableMapping) -> None:
+        super().__init__(local, parent)
+        self.views: dict[str, tuple[str, slice]] = {}
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        if k not in self.views or v is self.local.get(k):
+            return super().__setitem__(k, v)
+        base, rows = self.views[k]
+        dst = self[base][rows]
+        if tuple(getattr(v, "shape", ())) != tuple(dst.shape):
+            raise ExecutionError(f"blob '{k}' is a view of rows {rows.start}:{rows.stop} of '{base}' "
+                                 f"{tuple(dst.shape)}; cannot write shape {tuple(getattr(v, 'shape', ()))}")
+        dst[...] = v
+
+
+def step_workspace(parent: Workspace, name: str) -> Workspace:
+    """A child of `parent` (sees all its blobs) whose names can be views (:func:`bind_view`)."""
+    ws = Workspace(name, parent)
+    ws.values = _StepBlobs(ws.values.local, parent.values)
+    return ws
+
+
+def bind_view(ws: Workspace, name: str, base: str, rows: slice) -> Any:
+    """Make `name` in step workspace `ws` the view ``base[rows]``; later writes go into `base`."""
+    view = ws.values[base][rows]
+    ws.values.views[name] = (base, rows)
+    ws.values.local[name] = view
+    ws.devices.local[name] = ws.devices[base]
+    return view
 
 
 class Workspace:
@@ -60,21 +120,61 @@ class Workspace:
     [1.0, 1.0]
     """
 
-    def __init__(self, name: str = "default", parent: Workspace | None = None) -> None:
+    def __init__(self, name: str = "default", parent: Workspace | None = None,
+                 bindings: dict[str, str] | None = None) -> None:
         self.name, self.parent = name, parent
         self.root_folder = "."
         if parent is None:
             self.values: MutableMapping[str, Any] = {}
             self.devices: MutableMapping[str, int] = {}
         else:
-            self.values = _ChildBlobs({}, parent.values)
-            self.devices = _ChildBlobs({}, parent.devices)
+            shared, bound = bindings is None, dict(bindings or {})  # one dict: values and devices agree
+            self.values = _ChildBlobs({}, parent.values, bound, shared)
+            self.devices = _ChildBlobs({}, parent.devices, bound, shared)
         self.nets: dict[str, Any] = {}
         self.gpu_used = parent.gpu_used if parent is not None else False  # any non-CPU blob written yet
 
     def child(self, name: str = "child") -> Workspace:
         """A workspace that sees this one's blobs (control-flow subnets run in one)."""
         return Workspace(name, parent=self)
+
+    # -- forwarded blobs (Caffe2's Workspace(parent, forwarded_blobs)) ------------------
+    def add_blob_mapping(self, bindings: dict[str, str], skip_defined: bool = False) -> None:
+        """Bind inner names to parent blobs (``AddBlobMapping``).
+
+        Raises
+        ------
+        ExecutionError
+            "Invalid parent workspace blob X" / "Redefinition of blob X".
+        """
+        vals = self.values
+        if self.parent is None or not isinstance(vals, _ChildBlobs) or vals.shared:
+            raise ExecutionError(f"workspace {self.name}: blob bindings need a child workspace made with bindings")
+        for inner, outer in bindings.items():
+            if outer not in vals.parent:
+                raise ExecutionError(f"workspace {self.name}: Invalid parent workspace blob {outer}")
+            if inner in vals.bindings:
+                if vals.bindings[inner] != outer:
+                    raise ExecutionError(f"workspace {self.name}: Redefinition of blob {inner}")
+            elif inner in vals:
+                if not skip_defined:
+                    raise ExecutionError(f"workspace {self.name}: Redefinition of blob {inner}")
+            else:
+                vals.bindings[inner] = outer
+
+    def copy_forwarded_tensors(self, names: Iterable[str]) -> None:
+        """Replace each currently bound name by a local copy of the parent's value (unbinds it)."""
+        vals, devs = self.values, self.devices
+        for n in names:
+            if isinstance(vals, _ChildBlobs) and n in vals.bindings and n not in vals.local:
+                outer = vals.bindings.pop(n)
+                v = vals.parent[outer]
+                vals.local[n] = v.copy() if hasattr(v, "copy") and hasattr(v, "shape") else v
+                devs.local[n] = devs.parent.get(outer, dev.CPU)
+
+    def bindings(self) -> dict[str, str]:
+        """Inner name -> parent name of the forwarded blobs (empty for a root or shared child)."""
+        return dict(getattr(self.values, "bindings", {}))
 
     # -- blobs --------------------------------------------------------------------------
     def has_blob(self, name: str) -> bool:
@@ -85,6 +185,8 @@ class Workspace:
         if self.parent is None:
             return sorted(self.values)
         local = sorted(self.values.local)
+        if not self.values.shared:
+            return local + [b for b in self.values if b not in self.values.local]
         return local + [b for b in self.parent.blobs() if b not in self.values.local]
 
     def create_blob(self, name: str) -> bool:
@@ -182,6 +284,69 @@ class Workspace:
 
         executor.run_op(op, self, device=device)
         return True
+
+
+class WorkspaceStack:
+    """Child workspaces of ``Do`` ops, pushed by forward runs and popped by gradient runs.
+
+    The value of a ``CreateScope`` blob.  Workspaces above the top are kept for reuse, as in
+    Caffe2, so a net run twice does not grow the list.
+
+    Examples
+    --------
+    >>> parent = Workspace("p"); parent.feed_blob("x", np.ones(1))
+    True
+    >>> st = WorkspaceStack(); w = st.push_forward_workspace(parent, {"a": "x"})
+    >>> w.fetch_blob("a").tolist(), st.empty()
+    ([1.0], False)
+    >>> st.pop_gradient_workspace(parent, {}) is w, st.empty()
+    (True, True)
+    """
+
+    def __init__(self) -> None:
+        self.workspaces: list[Workspace] = []
+        self.top = -1
+
+    def clear(self) -> None:
+        """Empty the stack (``CreateScope`` run again); spare workspaces stay for reuse."""
+        self.top = -1
+
+    def empty(self) -> bool:
+        return self.top < 0
+
+    def __len__(self) -> int:
+        return self.top + 1
+
+    def push_forward_workspace(self, parent: Workspace, bindings: dict[str, str]) -> Workspace:
+        """A fresh (or recycled, emptied) child of `parent` with `bindings`, now on top."""
+        self.top += 1
+        name = f"{parent.name}/do_{self.top}"
+        if self.top == len(self.workspaces):
+            self.workspaces.append(Workspace(name, parent, {}))
+        w = self.workspaces[self.top]
+        # NOTE: Caffe2 keeps a recycled workspace's locals; we empty it (same results, no stale blobs).
+        w.parent, w.name = parent, name
+        w.values = _ChildBlobs({}, parent.values, {}, False)
+        w.devices = _ChildBlobs({}, parent.devices, w.values.bindings, False)
+        w.nets.clear()
+        w.add_blob_mapping(bindings)
+        return w
+
+    def pop_gradient_workspace(self, parent: Workspace, grad_bindings: dict[str, str]) -> Workspace | None:
+        """The top workspace with `grad_bindings` added (names defined there keep their local
+        meaning), popped; None when empty."""
+        if self.top < 0:
+            return None
+        w = self.workspaces[self.top]
+        self.top -= 1
+        w.add_blob_mapping(grad_bindings, skip_defined=True)
+        return w
+
+    def reuse_last_forward_workspace(self, parent: Workspace, bindings: dict[str, str]) -> Workspace:
+        """The top workspace with `bindings` added (``reuse_workspace``), not pushed."""
+        w = self.workspaces[self.top]
+        w.add_blob_mapping(bindings, skip_defined=True)
+        return w
 
 
 def tensor_proto_to_array(t: caffe2_pb2.TensorProto) -> np.ndarray:
