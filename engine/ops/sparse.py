@@ -171,13 +171,13 @@ shape("BatchGather")(lambda data, idx: TensorInfo((*dims(data)[:1], *dims(idx), 
 shape("BatchGatherGradient", "ScatterWeightedSum", "ScatterAssign")(same_as(0))
 
 
-def _segments(data, lengths):
+def _segments_shape(data, lengths):
     return TensorInfo((*dims(lengths)[:1], *dims(data)[1:]), data.dtype)
 
 
-shape("LengthsSum", "LengthsMean")(_segments)
-shape("SparseLengthsSum", "SparseLengthsMean")(lambda data, indices, lengths: _segments(data, lengths))
-shape("SparseLengthsWeightedSum")(lambda data, w, indices, lengths: _segments(data, lengths))
+shape("LengthsSum", "LengthsMean")(_segments_shape)
+shape("SparseLengthsSum", "SparseLengthsMean")(lambda data, indices, lengths: _segments_shape(data, lengths))
+shape("SparseLengthsWeightedSum")(lambda data, w, indices, lengths: _segments_shape(data, lengths))
 
 
 @shape("SparseToDense")
