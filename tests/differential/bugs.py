@@ -1,0 +1,43 @@
+"""Goldens marked ``caffe2_bug``: netviz is checked against the mathematics, not against Caffe2.
+
+The correct gradient comes from netviz's numeric checker (``NetGradientChecker``: central
+differences of the plain sum of the outputs, in float64); then netviz is run with Caffe2's
+own inputs and output gradients and must give a different answer from the recorded one.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.gradient_checker import NetGradientChecker
+from tests.differential.goldens import (arrays, backward, feed, grad_net_of, parse_net)
+from engine.workspace import Workspace
+
+STEP, THRESHOLD = 1e-3, 1e-3  # float64 central differences: truncation error ~ step**2
+
+
+def check_numeric(case: dict[str, Any], wrt: list[str], ys: list[str] | None = None) -> None:
+    """netviz's backward of `ys` (default: the case's ys keys) matches central differences."""
+    net = parse_net(case["forward_net"])
+    data = arrays(case)
+    values = {k[len("input/"):]: v.astype(np.float64) if v.dtype.kind == "f" else v
+              for k, v in data.items() if k.startswith("input/")}
+    ys = ys or list(case["ys"])
+    for blob in wrt:
+        NetGradientChecker.Check(net, ys, values, blob, step_size=STEP, threshold=THRESHOLD, print_net=False)
+
+
+def assert_differs_from_caffe2(case: dict[str, Any], blobs: list[str]) -> None:
+    """With Caffe2's inputs and fed output gradients, netviz's `blobs` differ from Caffe2's."""
+    net = parse_net(case["forward_net"])
+    ops, _ = backward(case, net)
+    data = arrays(case)
+    ws = Workspace("caffe2_bug")
+    feed(ws, data, "input/")
+    ws.run_net_once(net)
+    feed(ws, data, "output_grad/")
+    ws.run_net_once(grad_net_of(ops, "grad"))
+    for b in blobs:
+        got, theirs = ws.fetch_blob(b), data["grad/" + b]
+        assert not np.allclose(got, theirs, rtol=1e-4, atol=1e-5), f"{b}: netviz equals Caffe2's wrong value"
