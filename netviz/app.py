@@ -38,4 +38,4 @@ class NetvizApp(App[int]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for keys, action, title, _ in ACTIONS.values():
-            yield SystemCommand(title, f"{title}  [{key_display(keys)}]", partial(self.main.run_action, action))
+            yield SystemCommand(title, f"key: {key_display(keys)}", partial(self.main.run_action, action))

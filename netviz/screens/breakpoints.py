@@ -37,6 +37,7 @@ class BreakpointsScreen(ModalScreen[None]):
                            f"  if {bp.condition or 'always'}")
         if not self.refs:
             box.add_option("(none: press b on an op)")
+        box.highlighted = 0
 
     def action_remove(self) -> None:
         k = self.query_one(OptionList).highlighted

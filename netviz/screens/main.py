@@ -80,10 +80,10 @@ class MainScreen(Screen[None]):
         self.op_tree, self.canvas = self.query_one(OpTree), self.query_one(GraphCanvas)
         self.query_one(BlobInspector).display = False
         self.op_tree.focus()
-        self.show_graph()
         if self.session.view(()).net.op:
             self.select(OpRef((), 0))
         self.update_status()
+        self.call_after_refresh(self.show_graph)  # op list first, the graph once laid out
 
     # -- showing ---------------------------------------------------------------------------
     def show_graph(self) -> None:

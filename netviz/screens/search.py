@@ -29,9 +29,9 @@ class SearchScreen(ModalScreen[Any]):
             where = f" in {session.path_label(ref.path)}" if ref.path else ""
             label = Text.assemble(("op ", "dim"), f"#{ref.index} {op.type} ", (op.name or ", ".join(op.output), "dim"),
                                   (where, "dim italic"))
-            self.entries.append((f"{op.type} {op.name} {' '.join(op.output)}".lower(), label, ref))
+            self.entries.append((f"op {op.type} {op.name} {' '.join(op.output)}".lower(), label, ref))
         for name in session.all_blobs(()):
-            self.entries.append((name.lower(), Text.assemble(("blob ", "dim"), name), BlobRef((), name)))
+            self.entries.append((f"blob {name}".lower(), Text.assemble(("blob ", "dim"), name), BlobRef((), name)))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="search-box"):

@@ -5,9 +5,12 @@ grouping, consecutive ops sharing a scope (``a/b/conv1`` → ``a/b``) fold under
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import chain, islice
 from typing import Any
 
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -15,6 +18,7 @@ from engine.optypes import CONTROL_FLOW
 from netviz.messages import DrillRequested, OpSelected
 from netviz.session import NetPath, OpRef, Session
 
+CHUNK = 120
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
 
 
@@ -32,6 +36,11 @@ class OpTree(Tree[Any]):
         self.group_scopes = False
         self.nodes_by_ref: dict[OpRef, TreeNode[Any]] = {}
         self.guide_depth = 2
+        self._generation = 0
+        self.populated = False
+
+    class Populated(Message):
+        """Every op is in the tree."""
 
     def on_mount(self) -> None:
         self.rebuild()
@@ -39,18 +48,34 @@ class OpTree(Tree[Any]):
     def rebuild(self) -> None:
         """(Re)build from the session: forward section, backward section when shown."""
         s = self.session
+        self.populated = False
         self.clear()
         self.nodes_by_ref.clear()
         self.root.expand()
         view = s.view(())
         fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
-        self._add_ops(fwd, (), range(view.n_forward))
+        steps = self._add_ops(fwd, (), range(view.n_forward))
         if s.show_backward and s.backward is not None:
             bwd = self.root.add(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})",
                                 data=None, expand=True)
-            self._add_ops(bwd, (), range(view.n_forward, len(view.net.op)))
+            steps = chain(steps, self._add_ops(bwd, (), range(view.n_forward, len(view.net.op))))
+        self._generation += 1
+        self._pump(steps, self._generation)
 
-    def _add_ops(self, parent: TreeNode[Any], path: NetPath, indices: range) -> None:
+    def _pump(self, steps: Iterator[None], generation: int, first: bool = True) -> None:
+        """Add a first screenful of ops at once, the rest after the first refresh.
+
+        (Each batch makes Tree measure every line again, so there are only two.)
+        """
+        if generation != self._generation:
+            return
+        if sum(1 for _ in islice(steps, CHUNK if first else None)) == CHUNK and first:
+            self.call_after_refresh(self._pump, steps, generation, False)
+            return
+        self.populated = True
+        self.post_message(self.Populated())
+
+    def _add_ops(self, parent: TreeNode[Any], path: NetPath, indices: range) -> Iterator[None]:
         net = self.session.view(path).net
         groups: list[tuple[str, list[int]]] = []
         for i in indices:
@@ -63,6 +88,7 @@ class OpTree(Tree[Any]):
             holder = parent.add(f"{scope}/ · {len(members)} ops", data=None) if scope else parent
             for i in members:
                 self._add_op(holder, OpRef(path, i))
+                yield
 
     def _add_op(self, parent: TreeNode[Any], ref: OpRef) -> None:
         subnets = self.session.subnets(ref)
@@ -73,7 +99,8 @@ class OpTree(Tree[Any]):
         node = self.nodes_by_ref[ref] = parent.add(label, data=ref)
         for arg, sub in subnets:
             child = node.add(Text(f"{arg} · {len(sub.op)} ops", style="italic"), data=("net", ref, arg))
-            self._add_ops(child, ref.path + ((ref.index, arg),), range(len(sub.op)))
+            for _ in self._add_ops(child, ref.path + ((ref.index, arg),), range(len(sub.op))):
+                pass
 
     def label_of(self, ref: OpRef) -> Text:
         s, op = self.session, self.session.op(ref)

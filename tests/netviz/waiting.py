@@ -1,0 +1,51 @@
+"""wait_for(pilot, predicate): let the app run until a condition holds; fail naming what was awaited."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from textual.pilot import Pilot
+
+TIMEOUT = 30.0
+
+
+async def wait_for(pilot: Pilot, predicate: Callable[[], bool], description: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {description}")
+        await pilot.pause(0.02)
+
+
+async def ready(pilot: Pilot) -> None:
+    """The op tree is complete and the graph canvas has its layout."""
+    main = pilot.app.main
+    await wait_for(pilot, lambda: main.is_mounted and main.op_tree.populated, "the op tree")
+    await wait_for(pilot, lambda: main.canvas.scene is not None, "the graph layout")
+    await pilot.pause()
+
+
+def notified(app, text: str) -> bool:
+    return any(text in n.message for n in app._notifications)
+
+
+def asynctest(fn):
+    """Run an ``async def`` test with asyncio (no async pytest plugin needed); fixtures still apply."""
+    import asyncio
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        return asyncio.run(fn(*args, **kwargs))
+    return run
+
+
+def text_of(widget) -> str:
+    """The plain text a Static shows (its Rich content rendered 100 columns wide)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
