@@ -108,6 +108,44 @@ def bind_view(ws: Workspace, name: str, base: str, rows: slice) -> Any:
     return view
 
 
+class _StepBlobs(_ChildBlobs):
+    """Blobs of an RNN step workspace: some names are views of rows of a parent buffer.
+
+    Writing a view name copies into those rows (Caffe2's ``rnn_internal_apply_link`` makes the
+    internal blob share the buffer's memory, so a step's output lands in the state sequence).
+    """
+
+    def __init__(self, local: dict, parent: MutableMapping) -> None:
+        super().__init__(local, parent)
+        self.views: dict[str, tuple[str, slice]] = {}
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        if k not in self.views or v is self.local.get(k):
+            return super().__setitem__(k, v)
+        base, rows = self.views[k]
+        dst = self[base][rows]
+        if tuple(getattr(v, "shape", ())) != tuple(dst.shape):
+            raise ExecutionError(f"blob '{k}' is a view of rows {rows.start}:{rows.stop} of '{base}' "
+                                 f"{tuple(dst.shape)}; cannot write shape {tuple(getattr(v, 'shape', ()))}")
+        dst[...] = v
+
+
+def step_workspace(parent: Workspace, name: str) -> Workspace:
+    """A child of `parent` (sees all its blobs) whose names can be views (:func:`bind_view`)."""
+    ws = Workspace(name, parent)
+    ws.values = _StepBlobs(ws.values.local, parent.values)
+    return ws
+
+
+def bind_view(ws: Workspace, name: str, base: str, rows: slice) -> Any:
+    """Make `name` in step workspace `ws` the view ``base[rows]``; later writes go into `base`."""
+    view = ws.values[base][rows]
+    ws.values.views[name] = (base, rows)
+    ws.values.local[name] = view
+    ws.devices.local[name] = ws.devices[base]
+    return view
+
+
 class Workspace:
     """Blobs by name with their devices, and the nets created in it.
 

@@ -17,6 +17,7 @@ from engine.ops import (  # noqa: F401
     pool,
     quant,
     reduce,
+    rnn,
     sparse,
     tensor,
     util,

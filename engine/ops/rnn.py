@@ -1,0 +1,341 @@
+"""Recurrent nets: RecurrentNetwork and its gradient, the rnn_internal_* link ops, LSTMUnit.
+
+RecurrentNetwork runs its step net once per timestep, each in its own step workspace, by
+``yield``ing a :class:`~engine.plans.SubnetRun` per timestep (the executor runs each whole, the
+debugger steps into them).  As in Caffe2, the step net it yields starts with one
+``rnn_internal_apply_link`` op per link, which makes the link's internal blob a view of rows of
+the external sequence blob (:func:`engine.workspace.bind_view`), so the step's outputs land in
+the recurrent state buffer ``(T + 1) x N x D`` and the next step reads them back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine import device as dev
+from engine.errors import ExecutionError
+from engine.grad_makers import cc_maker
+from engine.opdef import args_of, create_operator
+from engine.plans import SubnetRun
+from engine.registry import gradient, kernel, shape
+from engine.shapes import same_as
+from engine.workspace import Workspace, bind_view, step_workspace
+from proto import caffe2_pb2
+
+
+@dataclass(slots=True)
+class StepWorkspaces:
+    """RecurrentNetwork's last output (Caffe2's ScratchWorkspaces): one workspace per timestep,
+    all children of one shared-blobs workspace (itself a child of the op's workspace)."""
+
+    shared: Workspace
+    steps: list[Workspace] = field(default_factory=list)
+
+
+def _t(t: Any) -> int:
+    return int(np.asarray(dev.to_host(t)).reshape(-1)[0])
+
+
+def _put(ctx: Any, name: str, value: Any) -> None:
+    ws = ctx.workspace
+    ws.values[name] = value
+    ws.devices[name] = dev.CPU if ctx.force_cpu else ctx.op.device_option.device_type
+
+
+def _set_timestep(ws: Workspace, name: str, t: int) -> None:
+    # NOTE: written locally even when the parent has a blob of that name.
+    ws.values.local[name], ws.devices.local[name] = np.array([t], dtype=np.int32), dev.CPU
+
+
+# ---- kernels ----
+
+def _sigmoid(xp, x):
+    return 1.0 / (1.0 + xp.exp(-x))
+
+
+def _lstm_parts(xp, c_prev, gates, rest, sequence_lengths, forget_bias):
+    """Gates i, f, o, g (each rows x D), the valid-row mask, and the inputs after the timestep."""
+    k = 1 if sequence_lengths else 0
+    if len(rest) < k + 1:
+        raise ExecutionError(f"LSTMUnit needs {'seq_lengths and ' if k else ''}a timestep input")
+    D = c_prev.shape[-1]
+    x = gates.reshape(-1, 4, D)
+    if x.shape[0] * D != c_prev.size:
+        raise ExecutionError(f"gates {tuple(gates.shape)} must hold 4 x {D} values per row of {tuple(c_prev.shape)}")
+    t = _t(rest[k])
+    valid = xp.ones((x.shape[0], 1), dtype=bool)
+    if k:
+        valid = (t < xp.asarray(rest[0]).reshape(-1, 1))
+    i, f, o = _sigmoid(xp, x[:, 0]), _sigmoid(xp, x[:, 1] + forget_bias), _sigmoid(xp, x[:, 2])
+    return i, f, o, xp.tanh(x[:, 3]), valid, rest[k + 1:]
+
+
+@kernel("LSTMUnit")
+def lstm_unit(xp, h_prev, c_prev, gates, *rest, forget_bias: float = 0.0, drop_states: int = 0,
+              sequence_lengths: int = 1):
+    # NOTE: gates are [i, f, o, g] per row; rows past a sequence's length copy (or, with drop_states, zero) the state.
+    i, f, o, g, valid, _ = _lstm_parts(xp, c_prev, gates, rest, sequence_lengths, forget_bias)
+    cp, hp = c_prev.reshape(i.shape), h_prev.reshape(i.shape)
+    c = f * cp + i * g
+    h = o * xp.tanh(c)
+    c, h = xp.where(valid, c, 0 if drop_states else cp), xp.where(valid, h, 0 if drop_states else hp)
+    return h.reshape(c_prev.shape).astype(c_prev.dtype), c.reshape(c_prev.shape).astype(c_prev.dtype)
+
+
+@kernel("LSTMUnitGradient")
+def lstm_unit_gradient(xp, h_prev, c_prev, gates, *rest, forget_bias: float = 0.0, drop_states: int = 0,
+                       sequence_lengths: int = 1):
+    # inputs: h_prev, c_prev, gates, [seq_lengths], timestep, h, c, h_grad, c_grad
+    i, f, o, g, valid, after = _lstm_parts(xp, c_prev, gates, rest, sequence_lengths, forget_bias)
+    if len(after) != 4:
+        raise ExecutionError("LSTMUnitGradient needs h, c, h_grad and c_grad after the timestep")
+    _, c, dh, dc = (a.reshape(i.shape) for a in after)
+    tanh_c = xp.tanh(c)
+    dct = dc + dh * o * (1 - tanh_c * tanh_c)
+    dx = xp.stack([dct * g * i * (1 - i), dct * c_prev.reshape(i.shape) * f * (1 - f),
+                   dh * tanh_c * o * (1 - o), dct * i * (1 - g * g)], axis=1)
+    dc_prev = xp.where(valid, dct * f, 0 if drop_states else dc)
+    dh_prev = xp.where(valid, 0, 0 if drop_states else dh)  # NOTE: a valid row's h_prev gradient comes via gates only.
+    dx = xp.where(valid[:, :, None], dx, 0)
+    dt = c_prev.dtype
+    return (dh_prev.reshape(h_prev.shape).astype(dt), dc_prev.reshape(c_prev.shape).astype(dt),
+            dx.reshape(gates.shape).astype(dt))
+
+
+@kernel("rnn_internal_apply_link", needs_context=True)
+def apply_link(xp, t, external, *, ctx, offset: int = 0, window: int = 1):
+    # NOTE: the internal blob shares memory with rows [t+offset, t+offset+window) of external.
+    start = _t(t) + offset
+    if start < 0 or start + window > external.shape[0]:
+        raise ExecutionError(f"link rows {start}:{start + window} outside '{ctx.op.input[1]}' "
+                             f"of {external.shape[0]} rows")
+    rows = slice(start, start + window)
+    if not hasattr(ctx.workspace.values, "views"):
+        return external[rows], external
+    return bind_view(ctx.workspace, ctx.op.output[0], ctx.op.input[1], rows), external
+
+
+@kernel("rnn_internal_accumulate_gradient_input")
+def accumulate_gradient_input(xp, t, og, g, *, offset: int = -1):
+    # NOTE: in place: g is the op's gradient state buffer that the step's links are views of.
+    t = _t(t)
+    if offset < 0:
+        raise ExecutionError("Offset not set")
+    if t + offset >= g.shape[0] or t >= og.shape[0]:
+        raise ExecutionError("Accumulation destination address over bounds")
+    g[t + offset] += og[t].reshape(g[t + offset].shape)
+    return g
+
+
+def _netdef(v: Any, what: str) -> caffe2_pb2.NetDef:
+    if isinstance(v, caffe2_pb2.NetDef):
+        return v
+    from google.protobuf import text_format
+
+    if not v:
+        raise ExecutionError(f"argument '{what}' (a NetDef) is required")
+    try:
+        return text_format.Parse(v if isinstance(v, str) else v.decode(), caffe2_pb2.NetDef())
+    except text_format.ParseError as e:
+        raise ExecutionError(f"argument '{what}': Invalid NetDef ({e})") from e
+
+
+def _links(internal, external, offset, window=None) -> list[tuple[str, str, int, int]]:
+    window = list(window) if window else [1] * len(offset)
+    if not len(internal) == len(external) == len(offset) == len(window):
+        raise ExecutionError("link internal/external/offset/window lengths differ")
+    return list(zip(internal, external, offset, window))
+
+
+def _with_links(net: caffe2_pb2.NetDef, links, timestep: str, device) -> caffe2_pb2.NetDef:
+    """Prepend one ``rnn_internal_apply_link`` per link; the first op writing an internal blob
+    (before any op reads it) gets it as a control input, as Caffe2 orders it."""
+    ops = []
+    for internal, external, offset, window in links:
+        ops.append(create_operator("rnn_internal_apply_link", [timestep, external], [internal, external],
+                                   device_option=device, offset=offset, window=window))
+        for op in net.op:
+            if internal in op.input:
+                continue
+            if internal in op.output:
+                op.control_input.append(internal)
+                break
+        net.external_input.extend([internal, external])
+    ops.extend(net.op)
+    del net.op[:]
+    net.op.extend(ops)
+    return net
+
+
+def _initial_state(xp, init, T: int, N: int):
+    """The ``(T + L) x N x D`` state buffer with the initial value in its first L rows."""
+    if not 1 <= init.ndim <= 3:
+        raise ExecutionError(f"initial recurrent state must be 1-D to 3-D, got shape {tuple(init.shape)}")
+    L, D = (init.shape[0] if init.ndim == 3 else 1), init.shape[-1]
+    if init.ndim >= 2 and init.shape[-2] != N:
+        raise ExecutionError(f"initial recurrent state {tuple(init.shape)} must have batch size {N}")
+    buf = xp.zeros((T + L, N, D), dtype=init.dtype)
+    buf[:L] = init.reshape(L, N, D) if init.ndim >= 2 else init
+    return buf
+
+
+def _scratch(ws: Workspace, name: str) -> StepWorkspaces:
+    old = ws.values.get(name) if name in ws.values else None
+    if isinstance(old, StepWorkspaces) and old.shared.parent is ws:
+        return old  # NOTE: reused across runs, as Caffe2 keeps its step workspaces.
+    return StepWorkspaces(ws.child(f"{ws.name}/{name}"))
+
+
+@kernel("RecurrentNetwork", needs_context=True)
+def recurrent_network(xp, *inputs, ctx, step_net=None, timestep: str = "timestep", recurrent_states=(),
+                      initial_recurrent_state_ids=(), link_internal=(), link_external=(), link_offset=(),
+                      link_window=None, alias_src=(), alias_dst=(), alias_offset=(),
+                      recompute_blobs_on_backward=(), backward_step_net=None, num_workspaces: int = 0,
+                      enable_rnn_executor: int = 0):
+    """Run the step net for t = 0..T-1 (one workspace per t when a backward step net exists),
+    then expose state rows through the aliases (``<o>_all`` = rows 1..T, ``<o>_last`` = row T)."""
+    ws, op = ctx.workspace, ctx.op
+    if len(recurrent_states) != len(initial_recurrent_state_ids):
+        raise ExecutionError("recurrent_states/initial_recurrent_state_ids mismatch")
+    T, N = inputs[0].shape[0], inputs[0].shape[1]
+    for s, k in zip(recurrent_states, initial_recurrent_state_ids):
+        _put(ctx, s, _initial_state(xp, inputs[k], T, N))
+    scratch = _scratch(ws, op.output[-1])
+    for b in recompute_blobs_on_backward:
+        scratch.shared.create_blob(b)  # NOTE: one buffer for all steps; backward recomputes it.
+    has_backward = isinstance(backward_step_net, caffe2_pb2.NetDef) or bool(backward_step_net)
+    k = T if has_backward else (num_workspaces or (4 if enable_rnn_executor else 2))
+    while len(scratch.steps) < k:
+        scratch.steps.append(step_workspace(scratch.shared, f"{scratch.shared.name}/step_{len(scratch.steps)}"))
+    net = caffe2_pb2.NetDef()
+    net.CopyFrom(_netdef(step_net, "step_net"))
+    net.external_input.append(timestep)
+    net = _with_links(net, _links(link_internal, link_external, link_offset, link_window), timestep,
+                      op.device_option)
+    for t in range(T):
+        step = scratch.steps[t if has_backward else t % k]
+        _set_timestep(step, timestep, t)
+        yield SubnetRun(net, step, f"timestep {t}", "step_net")
+    aliased = {}
+    for src, dst, off in zip(alias_src, alias_dst, alias_offset):
+        buf = ws.values[src]
+        aliased[dst] = buf[(off if off >= 0 else buf.shape[0] + off):]
+        if dst not in op.output:
+            _put(ctx, dst, aliased[dst])
+    return (*(aliased[n] if n in aliased else ws.values[n] for n in op.output[:-1]), scratch)
+
+
+def _backward_net(op, G: int, timestep: str, rename, links, a) -> tuple[caffe2_pb2.NetDef, list, list]:
+    """Caffe2's backward step net: apply-link ops, gradient-input accumulation, the cell's
+    gradient ops (param gradients renamed ``<g>_tmpstep``), then ``Sum`` into each param gradient."""
+    net = caffe2_pb2.NetDef()
+    net.CopyFrom(_netdef(a["backward_step_net"], "backward_step_net"))
+    net.external_input.append(timestep)
+    params = []
+    for i, p in enumerate(a["param"]):
+        grad = op.output[i + 1]
+        cell = (rename(a["param_grads"][i]) if a["param_grads"] else grad) + "_tmpstep"
+        for o in net.op:
+            for field_ in (o.input, o.output):
+                field_[:] = [cell if n == cell[:-8] else n for n in field_]
+        params.append((op.input[p + G], grad, cell))
+    rgs, acc = [], []
+    for s in a["recurrent_states"]:
+        grad, ext, last = rename(s + "_grad"), None, None
+        for j, (src, off) in enumerate(zip(a["alias_src"], a["alias_offset"])):
+            idx = max((k for k, w in enumerate(a["outputs_with_grads"]) if w == j), default=-1)
+            if src != s or idx < 0:
+                continue
+            if off not in (1, -1):
+                raise ExecutionError(f"alias offset of a gradient output must be 1 or -1, got {off}")
+            ext, last = (op.input[idx], last) if off == 1 else (ext, idx)
+        rgs.append((s, grad, last))
+        if ext is not None:
+            deps = {f"rnn_dependency.{i}": i for i, e, _, _ in links if e == grad}
+            acc.append(create_operator("rnn_internal_accumulate_gradient_input", [timestep, ext, grad], [grad],
+                                       device_option=op.device_option, **deps, offset=1))
+            net.external_input.extend([ext, grad])
+    acc.extend(net.op)
+    del net.op[:]
+    net.op.extend(acc)
+    net = _with_links(net, links, timestep, op.device_option)
+    for _, grad, cell in params:
+        net.op.append(create_operator("Sum", [grad, cell], [grad], device_option=op.device_option))
+        net.external_input.append(grad)
+    return net, params, rgs
+
+
+@kernel("RecurrentNetworkGradient", needs_context=True)
+def recurrent_network_gradient(xp, *inputs, ctx, backward_step_net=None, timestep: str = "timestep",
+                               outputs_with_grads=(), param=(), param_grads=(), recurrent_states=(),
+                               initial_recurrent_state_ids=(), alias_src=(), alias_offset=(),
+                               link_internal=(), link_external=(), link_offset=(), link_window=None,
+                               backward_link_internal=(), backward_link_external=(), backward_link_offset=()):
+    """Run the backward step net for t = T-1..0 in the forward step workspace of t; parameter
+    gradients accumulate over steps, state gradients flow back through ``<state>_grad`` rows."""
+    ws, op = ctx.workspace, ctx.op
+    renames = {k[:-len(".rename")]: v for k, v in args_of(op).items() if k.endswith(".rename")}
+    rename = lambda n: renames.get(n, n)  # noqa: E731  (memonger's "<blob>.rename" arguments)
+    G, seq, scratch = len(outputs_with_grads), inputs[len(outputs_with_grads)], inputs[-1]
+    T = seq.shape[0]
+    if not isinstance(scratch, StepWorkspaces) or len(scratch.steps) < T:
+        raise ExecutionError(f"last input '{op.input[-1]}' must hold the forward op's {T} step workspaces "
+                             "(was the forward RecurrentNetwork run with a backward_step_net?)")
+    links = [(rename(i), rename(e), o, w) for i, e, o, w in
+             _links(link_internal, link_external, link_offset, link_window)
+             + _links(backward_link_internal, backward_link_external, backward_link_offset)]
+    net, params, rgs = _backward_net(op, G, timestep, rename, links, dict(
+        backward_step_net=backward_step_net, param=param, param_grads=param_grads, alias_src=alias_src,
+        recurrent_states=recurrent_states, alias_offset=alias_offset, outputs_with_grads=outputs_with_grads))
+    for p, grad, _ in params:
+        _put(ctx, grad, xp.zeros_like(ws.values[p]))
+    for s, grad, last in rgs:
+        _put(ctx, grad, g := xp.zeros_like(ws.values[s]))
+        if last is not None:
+            g[-1] += inputs[last].reshape(g[-1].shape)
+    seq_grad = rename(op.input[G] + "_grad")
+    _put(ctx, seq_grad, xp.zeros_like(seq))
+    for o in {o for bop in net.op for o in bop.output}:
+        if o not in scratch.steps[0].values:
+            scratch.shared.create_blob(o)  # NOTE: blobs no step defines are shared by all steps.
+    for t in reversed(range(T)):
+        _set_timestep(scratch.steps[t], timestep, t)
+        yield SubnetRun(net, scratch.steps[t], f"timestep {t}", "backward_step_net")
+    outs = [ws.values[seq_grad]] + [ws.values[grad] for _, grad, _ in params]
+    for (_, grad, _), k in zip(rgs, initial_recurrent_state_ids):
+        init, sg = inputs[k + G], ws.values[grad]
+        # NOTE: a >=2-D initial state's gradient is a view of the first rows of the state gradient.
+        outs.append(sg.reshape(-1)[:init.size].reshape(init.shape) if init.ndim >= 2 else sg[0].sum(axis=0))
+    return tuple(outs)
+
+
+@kernel("RecurrentNetworkBlobFetcher", needs_context=True)
+def recurrent_network_blob_fetcher(xp, scratch, *, ctx, prefix: str = "rnn"):
+    """Copy every step workspace's local blobs into the op's workspace as ``<prefix>_<blob><t>``."""
+    names = []
+    for i, step in enumerate(scratch.steps):
+        for b in list(step.values.local):
+            v = step.values.local[b]
+            if hasattr(v, "shape"):
+                names.append(f"{prefix}_{b}{i}")
+                _put(ctx, names[-1], dev.to_host(v).copy())
+    return np.array(names, dtype=object)
+
+
+# ---- gradients ----
+
+@gradient("LSTMUnit")
+@cc_maker
+def lstm_unit_gradient_maker(g):
+    """Without ``sequence_lengths`` the op has no seq_lengths input, so the gradient reads I0..I3."""
+    n = 5 if g.arg("sequence_lengths", 1) else 4
+    ins = [g.I(k) for k in range(n)] + [g.O(0), g.O(1), g.GO(0), g.GO(1)]
+    return [g.op_("LSTMUnitGradient", ins, [g.GI(0), g.GI(1), g.GI(2)])]
+
+
+# ---- shapes ----
+shape("LSTMUnit")(same_as(1, 1))
+shape("LSTMUnitGradient")(same_as(0, 1, 2))
+shape("rnn_internal_accumulate_gradient_input")(same_as(2))
