@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.grad_makers import GradientMakerError
 from engine.opdef import arg_value, make_argument
+from engine.optypes import CONTROL_FLOW
 from proto import caffe2_pb2
 
 __all__ = ["dedupe_g_output", "gen_do_gradient", "gen_if_gradient", "gen_while_gradient",
@@ -112,18 +113,21 @@ def carried_names(net: caffe2_pb2.NetDef, bound: Iterable[str]) -> list[str]:
     return [n for n in read_first if n in written]
 
 
-def _rename_carried(net: caffe2_pb2.NetDef, carried: Sequence[str]) -> list[caffe2_pb2.OperatorDef]:
-    """The subnet's ops with reads of each carried name, up to its first write, read from the snapshot."""
-    ops, pending = [], set(carried)
+def _rename_carried(net: caffe2_pb2.NetDef, carried: Sequence[str]
+                    ) -> tuple[list[caffe2_pb2.OperatorDef], set[str]]:
+    """The subnet's ops with reads of each carried name, up to its first write, read from the
+    snapshot; and the names renamed.  Control ops keep their reads (their own Do snapshots)."""
+    ops, pending, renamed = [], set(carried), set()
     for op in net.op:
         new = caffe2_pb2.OperatorDef()
         new.CopyFrom(op)
         for k, i in enumerate(new.input):
-            if i in pending:
+            if i in pending and op.type not in CONTROL_FLOW:
                 new.input[k] = snapshot_name(i)
+                renamed.add(i)
         pending -= set(op.output)
         ops.append(new)
-    return ops
+    return ops, renamed
 
 
 # ---- shared helpers ------------------------------------------------------------------------
@@ -210,7 +214,7 @@ def gen_do_gradient(op: caffe2_pb2.OperatorDef, g_output: Sequence[Any]
     >>> do = mk("Do", ["X", "ws"], ["Y", "ws"], net=body, inner_blobs=["x", "y"], outer_blobs_idx=[0, 1])
     >>> ops, g = gen_do_gradient(do, ["Y_grad", None])
     >>> list(ops[0].input), list(ops[0].output), g
-    (['Y', 'Y_grad', 'ws'], ['X_grad', 'ws'], ['X_grad', None])
+    (['Y', 'Y_grad', 'ws'], ['X_grad', 'ws'], ['X_grad'])
     """
     _check_counts(op, g_output, "Do")
     try:
@@ -230,13 +234,14 @@ def gen_do_gradient(op: caffe2_pb2.OperatorDef, g_output: Sequence[Any]
     if not init:
         raise _fail("Empty initial gradient map for Do op")
     carried = carried_names(subnet, inner_to_outer)
-    inner_ops, grad_map = _backward(_rename_carried(subnet, carried) if carried else subnet.op, init)
+    fwd_ops, renamed = _rename_carried(subnet, carried) if carried else (subnet.op, set())
+    inner_ops, grad_map = _backward(fwd_ops, init)
     if not inner_ops:
         return [], []
     copy_ops, g_input, new_outputs, bindings = [], [], [], {}
     for outer in ins:
         inner = outer_to_inner[outer]
-        g = grad_map.get(snapshot_name(inner) if inner in carried else inner)
+        g = grad_map.get(snapshot_name(inner) if inner in renamed else inner)
         if g is None:
             g_input.append(None)
             continue

@@ -74,6 +74,10 @@ def build_all(out_dir: Path = HERE) -> list[Path]:
     return written
 
 
+from examples import control_flow  # noqa: E402,F401
+
 if __name__ == "__main__":
+    from examples.build import build_all  # noqa: F811 (the imported module holds every example)
+
     for path in build_all(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE):
         print(path)
