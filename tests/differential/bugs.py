@@ -17,12 +17,14 @@ from engine.workspace import Workspace
 STEP, THRESHOLD = 1e-3, 1e-3  # float64 central differences: truncation error ~ step**2
 
 
-def check_numeric(case: dict[str, Any], wrt: list[str], ys: list[str] | None = None) -> None:
-    """netviz's backward of `ys` (default: the case's ys keys) matches central differences."""
+def check_numeric(case: dict[str, Any], wrt: list[str], ys: list[str] | None = None, prefix: str = "") -> None:
+    """netviz's backward of `ys` (default: the case's ys keys) matches central differences at
+    the inputs ``<prefix>input/*`` of the case."""
     net = parse_net(case["forward_net"])
     data = arrays(case)
-    values = {k[len("input/"):]: v.astype(np.float64) if v.dtype.kind == "f" else v
-              for k, v in data.items() if k.startswith("input/")}
+    start = prefix + "input/"
+    values = {k[len(start):]: v.astype(np.float64) if v.dtype.kind == "f" else v
+              for k, v in data.items() if k.startswith(start)}
     ys = ys or list(case["ys"])
     for blob in wrt:
         NetGradientChecker.Check(net, ys, values, blob, step_size=STEP, threshold=THRESHOLD, print_net=False)

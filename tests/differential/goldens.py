@@ -9,6 +9,7 @@ a few kinds of case document a looser tolerance where they use one.
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import re
 from functools import cache
@@ -132,7 +133,8 @@ def assert_same_ops(case: dict[str, Any], key_path: str, got: caffe2_pb2.NetDef,
     want_n, got_n = (normalize(c, parse_net, to_text) for c in (case, mine))
     want, have = (_at(c, keys) for c in (want_n, got_n))
     want, have = (to_text(clean_net(parse_net(t), nested_names=nested_names)) for t in (want, have))
-    assert have == want
+    assert have == want, "\n".join(difflib.unified_diff(want.splitlines(), have.splitlines(), "caffe2", "netviz",
+                                                         lineterm="", n=2))
 
 
 def _at(d: dict[str, Any], keys: list[str]) -> Any:
