@@ -1,15 +1,108 @@
-"""Not available yet in this version of netviz."""
+"""Run a model forward (and its generated backward pass with --loss) and print a per-op table:
+time, output shapes and NaN/Inf counts.  --dump writes every SSA version of every blob as .npy
+with an index.json; --break-on-nan stops at the first op that makes a NaN or Inf (exit 1).
+
+examples:
+  netviz run examples/mlp/predict_net.pb
+  netviz run predict_net.pbtxt --init init_net.pb --input data=1,3,224,224 --loss loss --dump out/
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
 
+from engine.debugger import Debugger, OpExecuted, parse_input_spec
+from engine.debugger.inspect import save_blob
 from engine.errors import NetvizError
+from engine.modelio import load_model
 from netviz.commands import add_model_arguments
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """--input/--device/--loss, shared by run, check-grad and the TUI."""
+    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE", action="append", default=[],
+                        help="feed an input from a .npy file, or random values of a shape (data=1,3,224,224); "
+                             "inputs not given get random data from value_info.json")
+    parser.add_argument("--device", choices=("cpu", "gpu", "net"), default="cpu",
+                        help="cpu: every op on the CPU (default); gpu: every op on CUDA; net: as the net says")
+    parser.add_argument("--loss", metavar="BLOB", action="append", default=None,
+                        help="loss blob: also run the generated backward pass (repeatable)")
+
+
+def debugger_from_args(args: argparse.Namespace, **kwargs: Any) -> Debugger:
+    """Model + feeds + device from the shared arguments."""
+    model = load_model(args.path, init=args.init)
+    feeds = dict(parse_input_spec(s) for s in args.input)
+    device = None if args.device == "net" else args.device
+    return Debugger(model, feeds, device=device, loss=args.loss, **kwargs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    add_session_arguments(parser)
+    parser.add_argument("--dump", metavar="DIR", help="write every SSA version of every blob as .npy + index.json")
+    parser.add_argument("--break-on-nan", action="store_true", help="stop at the first op producing NaN/Inf (exit 1)")
+
+
+def _file_name(blob: str, version: int) -> str:
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', blob)}@{version}.npy"
+
+
+class _Dumper:
+    """Writes each new blob version as it is made, and the index at the end."""
+
+    def __init__(self, folder: Path, dbg: Debugger) -> None:
+        self.folder, self.dbg, self.index = folder, dbg, []
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in sorted(dbg.ws.values):
+            self.write(name, 0, None, "")
+
+    def write(self, name: str, version: int, path: Any, op_type: str) -> None:
+        value = self.dbg.ws.values.get(name) if path is None else self.dbg.value(name)
+        if not hasattr(value, "dtype") or value.dtype == object:
+            return
+        file = _file_name(name, version)
+        save_blob(name, value, self.folder / file)
+        self.index.append({"blob": name, "version": version, "file": file, "shape": list(value.shape),
+                           "dtype": str(value.dtype), "op": list(path) if path else None, "op_type": op_type})
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, OpExecuted):
+            r = event.record
+            for out in r.outputs:
+                self.write(out.name, self.dbg.versions.get(out.name, 0), r.path, r.op_type)
+
+    def finish(self) -> None:
+        (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NetvizError("this command is not implemented yet")
+    dbg = debugger_from_args(args)
+    if args.break_on_nan:
+        dbg.add_breakpoint("condition", condition="has_inf_or_nan")
+    dumper = _Dumper(Path(args.dump), dbg) if args.dump else None
+    if dumper:
+        dbg.listeners.append(dumper)
+    if args.loss:
+        dbg.backward()
+    stop = dbg.continue_()
+    print(f"{'op':<14} {'type':<28} {'ms':>9}  outputs")
+    for r in dbg.records:
+        outs = ", ".join(f"{o.name}{list(o.shape)}" + (f" NaN×{o.nan_count}" if o.nan_count else "")
+                         + (f" Inf×{o.inf_count}" if o.inf_count else "") for o in r.outputs)
+        tag = "∇ " if r.backward else ""
+        print(f"{'/'.join(map(str, r.path[1:])):<14} {tag + r.op_type:<28} {r.wall_s * 1e3:>9.3f}  {outs}")
+    if dumper:
+        dumper.finish()
+        print(f"dumped {len(dumper.index)} blob versions to {args.dump}/ (index.json)")
+    total = sum(r.wall_s for r in dbg.records)
+    print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
+    if stop.reason == "error":
+        raise NetvizError(stop.detail)
+    if stop.reason == "condition":
+        print(f"netviz: NaN/Inf produced; stopped at {stop.pc.text()}")
+        return 1
+    return 0
