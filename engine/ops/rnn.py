@@ -97,7 +97,7 @@ def lstm_unit_gradient(xp, h_prev, c_prev, gates, *rest, forget_bias: float = 0.
     dx = xp.stack([dct * g * i * (1 - i), dct * c_prev.reshape(i.shape) * f * (1 - f),
                    dh * tanh_c * o * (1 - o), dct * i * (1 - g * g)], axis=1)
     dc_prev = xp.where(valid, dct * f, 0 if drop_states else dc)
-    dh_prev = xp.where(valid, 0, 0 if drop_states else dh)  # NOTE: a valid row's h_prev gradient comes via gates only.
+    dh_prev = xp.where(valid | bool(drop_states), 0 * dh, dh)  # NOTE: a valid row's h_prev gradient comes via gates only.
     dx = xp.where(valid[:, :, None], dx, 0)
     dt = c_prev.dtype
     return (dh_prev.reshape(h_prev.shape).astype(dt), dc_prev.reshape(c_prev.shape).astype(dt),
