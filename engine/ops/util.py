@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.grad_makers import cc_maker, no_gradient, should_not_do_gradient
+from engine.grad_makers import GradientMakerError, cc_maker, no_gradient, should_not_do_gradient
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from engine.shapes import BOOL, FLOAT, TensorInfo
