@@ -1,0 +1,413 @@
+"""SSA-based rewrites of NetDefs: renames, dead-op removal, copy fusion, Reshape-for-FC removal,
+device-type propagation, parameter export and the ONNX frontend's SSA renaming.
+
+Behaviours follow Detectron2's Caffe2 export helpers and Caffe2's ``mobile_exporter`` /
+ONNX frontend; every function works on the top net only (subnets are left as they are).
+As in those tools the rewrites work **in place** on the NetDefs they are given, except
+:func:`remove_reshape_for_fc`, which returns new ones.  Versions are those of
+:func:`engine.ssa.get_ssa`.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from engine.errors import GraphError, IllegalGraphTransformError
+from engine.opdef import create_operator
+from engine.optypes import CONTROL_FLOW
+from engine.ssa import VersionedBlob, get_consumer_map, get_producer_map, get_ssa
+from proto import caffe2_pb2
+
+__all__ = ["rename_op_input", "rename_op_output", "remove_dead_end_ops", "fuse_copy_gpu_cpu",
+           "identify_reshape_sub_graph", "remove_reshape_for_fc", "get_sub_graph_external_input_output",
+           "propagate_status", "infer_device_type", "get_params_from_init_net", "Export", "ssa_rewrite"]
+
+COPY_OPS = ("CopyCPUToGPU", "CopyGPUToCPU")
+
+
+def _rename_version(net: caffe2_pb2.NetDef, ssa: Sequence[Any], old: str, new: str, version: int,
+                    start: Mapping[str, int], end: Mapping[str, int]) -> None:
+    """Rename every read and write of `old`@`version` (and the external names holding it)."""
+    for op, (ins, outs) in zip(net.op, ssa):
+        for i, b in enumerate(ins):
+            if b == (old, version):
+                op.input[i] = new
+        for i, b in enumerate(outs):
+            if b == (old, version):
+                op.output[i] = new
+    if start.get(old, 0) == version:
+        net.external_input[:] = [new if n == old else n for n in net.external_input]
+    if end.get(old, 0) == version:
+        net.external_output[:] = [new if n == old else n for n in net.external_output]
+
+
+def rename_op_output(predict_net: caffe2_pb2.NetDef, op_id: int, output_id: int, new_name: str) -> None:
+    """Rename output `output_id` of op `op_id`: that version, every read of it and the external output.
+
+    Examples
+    --------
+    >>> net = caffe2_pb2.NetDef(op=[create_operator("Relu", "X", "Y"), create_operator("Relu", "Y", "Z")],
+    ...                         external_output=["Z"])
+    >>> rename_op_output(net, 0, 0, "H"); [list(o.input) for o in net.op]
+    [['X'], ['H']]
+    """
+    ssa, versions = get_ssa(predict_net)
+    old, version = ssa[op_id][1][output_id]
+    _rename_version(predict_net, ssa, old, new_name, version, {}, versions)
+
+
+def rename_op_input(predict_net: caffe2_pb2.NetDef, init_net: caffe2_pb2.NetDef, op_id: int, input_id: int,
+                    new_name: str, from_producer: bool = False) -> None:
+    """Rename input `input_id` of op `op_id`, or with `from_producer` the producer's output.
+
+    A version read at 0 (an external input or parameter) is renamed in the predict net's
+    external inputs and, when the init net writes it, in the init net too.
+
+    Raises
+    ------
+    IllegalGraphTransformError
+        When other ops read the same version (rename the producer's output instead).
+    NotImplementedError
+        With `from_producer`, when the version comes from the init net (no producer here).
+    """
+    ssa, versions = get_ssa(predict_net)
+    blob = old, version = ssa[op_id][0][input_id]
+    if from_producer:
+        producers = get_producer_map(ssa)
+        if blob not in producers:
+            raise NotImplementedError(f"input '{old}' of op #{op_id} has no producer in the predict net "
+                                      "(it probably comes from the init net); not supported")
+        rename_op_output(predict_net, *producers[blob], new_name)
+        return
+    readers = {i for i, _ in get_consumer_map(ssa)[blob]}
+    if len(readers) > 1:
+        raise IllegalGraphTransformError(
+            f"{predict_net.name or '<net>'}: op #{op_id} {predict_net.op[op_id].type}: input '{old}' "
+            f"(version {version}) is also read by op(s) {sorted(readers - {op_id})}; "
+            "rename the producer's output instead (from_producer=True)")
+    if version == 0 and init_net is not None and len(init_net.op):
+        init_ssa, init_versions = get_ssa(init_net)
+        if old in init_versions and init_versions[old] > 0:
+            _rename_version(init_net, init_ssa, old, new_name, init_versions[old], {}, init_versions)
+    _rename_version(predict_net, ssa, old, new_name, version, {}, versions)
+    if version == 0:
+        predict_net.external_input[:] = [new_name if n == old else n for n in predict_net.external_input]
+
+
+def remove_dead_end_ops(net: caffe2_pb2.NetDef) -> None:
+    """Remove ops none of whose outputs are read later (by a kept op) or are external outputs.
+
+    NOTE: unlike Detectron2, ops without outputs and control-flow ops are kept: they act
+    through side effects (``Print``, an ``If`` writing shared blobs).
+    """
+    ssa, versions = get_ssa(net)
+    ext = {(n, versions.get(n, 0)) for n in net.external_output}
+    consumers = get_consumer_map(ssa)
+    removed: set[int] = set()
+
+    def dead(b: VersionedBlob) -> bool:
+        return b not in ext and all(i in removed for i, _ in consumers.get(b, []))
+
+    for i in reversed(range(len(net.op))):
+        op = net.op[i]
+        if op.output and op.type not in CONTROL_FLOW and all(dead(b) for b in ssa[i][1]):
+            removed.add(i)
+    _keep_ops(net, lambda i: i not in removed)
+
+
+def _keep_ops(net: caffe2_pb2.NetDef, keep: Callable[[int], bool]) -> None:
+    ops = [op for i, op in enumerate(net.op) if keep(i)]
+    del net.op[:]
+    net.op.extend(ops)
+
+
+def _written_between(ssa: Sequence[Any], name: str, lo: int, hi: int, skip: Iterable[int]) -> bool:
+    return any(n == name for k in range(lo + 1, hi) if k not in skip for n, _ in ssa[k][1])
+
+
+def _fuse_once(net: caffe2_pb2.NetDef) -> bool:
+    ssa, versions = get_ssa(net)
+    consumers = get_consumer_map(ssa)
+    ext = {(n, versions.get(n, 0)) for n in net.external_output}
+    for i, op in enumerate(net.op):
+        if op.type not in COPY_OPS:
+            continue
+        mid, src = ssa[i][1][0], op.input[0]
+        back = [c for c, _ in consumers.get(mid, [])]
+        reverse = COPY_OPS[1 - COPY_OPS.index(op.type)]
+        if not back or mid in ext or any(net.op[c].type != reverse or ssa[c][1][0] in ext for c in back):
+            continue
+        rewires = [(j, k) for c in back for j, k in consumers.get(ssa[c][1][0], [])]
+        if any(_written_between(ssa, src, i, j, back) for j, _ in rewires):
+            continue  # NOTE: the source was overwritten before a reader: fusing would change its value.
+        for j, k in rewires:
+            net.op[j].input[k] = src
+        _keep_ops(net, lambda n: n != i and n not in back)
+        return True
+    return False
+
+
+def fuse_copy_gpu_cpu(net: caffe2_pb2.NetDef) -> None:
+    """Remove ``CopyCPUToGPU``→``CopyGPUToCPU`` (and reverse) pairs, readers rewired to the source.
+
+    A pair is fused only when every reader of the first copy is the reverse copy and neither
+    copy's output is an external output.
+    """
+    while _fuse_once(net):
+        pass
+
+
+def _dependency_chain(ssa: Sequence[Any], target: VersionedBlob, source: VersionedBlob) -> list[int]:
+    """Ops on a path from blob `source` to blob `target` (those computing target from source)."""
+    producers = get_producer_map(ssa)
+    ancestors: set[int] = set()
+    stack = [target]
+    while stack:
+        b = stack.pop()
+        if b in producers and producers[b][0] not in ancestors:
+            ancestors.add(producers[b][0])
+            stack.extend(ssa[producers[b][0]][0])
+    reached = {source}
+    chain = []
+    for i in sorted(ancestors):
+        if any(b in reached for b in ssa[i][0]):
+            chain.append(i)
+            reached.update(ssa[i][1])
+    return chain
+
+
+def identify_reshape_sub_graph(net: caffe2_pb2.NetDef) -> list[list[int]]:
+    """For every two-input ``Reshape``: ``[ops computing its shape from its data input…, reshape]``.
+
+    Examples
+    --------
+    >>> net = caffe2_pb2.NetDef(op=[create_operator("Shape", "X", "s"), create_operator("Reshape", ["X", "s"],
+    ...                                                                                  ["Y", "old"])])
+    >>> identify_reshape_sub_graph(net)
+    [[0, 1]]
+    """
+    ssa, _ = get_ssa(net)
+    return [_dependency_chain(ssa, ssa[i][0][1], ssa[i][0][0]) + [i]
+            for i, op in enumerate(net.op) if op.type == "Reshape" and len(op.input) == 2]
+
+
+def get_sub_graph_external_input_output(net: caffe2_pb2.NetDef, op_indices: Iterable[int]
+                                        ) -> tuple[list[VersionedBlob], list[VersionedBlob]]:
+    """Versioned blobs a sub-graph reads from outside, and those it writes that are read outside.
+
+    External outputs of the net (final versions) count as read outside.
+    """
+    ssa, versions = get_ssa(net)
+    inside = set(op_indices)
+    ins: list[VersionedBlob] = []
+    outs: list[VersionedBlob] = []
+    for i in sorted(inside):
+        ins += [b for b in ssa[i][0] if b not in ins]
+        outs += list(ssa[i][1])
+    read_outside = {b for i, (r, _) in enumerate(ssa) if i not in inside for b in r}
+    read_outside |= {(n, versions.get(n, 0)) for n in net.external_output}
+    return [b for b in ins if b not in outs], [b for b in outs if b in read_outside]
+
+
+def remove_reshape_for_fc(predict_net: caffe2_pb2.NetDef, params: dict[str, Any]
+                          ) -> tuple[caffe2_pb2.NetDef, dict[str, Any]]:
+    """Drop Reshape sub-graphs that only feed FC ops (FC flattens N-D input itself).
+
+    Returns a new predict net and a new params dict without the sub-graphs' own params.
+    NOTE: as in Detectron2, the Reshape is assumed to flatten to ``(N, -1)``; only isolated
+    sub-graphs (one data input, one output, read only by FC) are removed.
+    """
+    net, params = copy.deepcopy(predict_net), dict(params)
+    removed: list[int] = []
+    for sub in identify_reshape_sub_graph(net):
+        reshape = sub[-1]
+        ssa, _ = get_ssa(net)
+        out = ssa[reshape][1][0]
+        readers = [i for i, _ in get_consumer_map(ssa).get(out, [])]
+        if not readers or any(net.op[i].type != "FC" for i in readers):
+            continue
+        ext_in, ext_out = get_sub_graph_external_input_output(net, sub)
+        data = [b for b in ext_in if b[0] not in params]
+        if len(data) != 1 or ext_out != [out]:
+            continue
+        rename_op_output(net, reshape, 0, net.op[reshape].input[0])
+        ssa, _ = get_ssa(net)
+        if ssa[reshape][1][0] != (data[0][0], data[0][1] + 1):
+            rename_op_output(net, reshape, 0, out[0])  # NOTE: the data blob is rewritten in between
+            continue
+        removed += sub
+        for name, _ in ext_in:
+            if name in params and not _read_elsewhere(net, name, set(sub)):
+                del params[name]
+                net.external_input[:] = [n for n in net.external_input if n != name]
+    _keep_ops(net, lambda i: i not in set(removed))
+    return net, params
+
+
+def _read_elsewhere(net: caffe2_pb2.NetDef, name: str, skip: set[int]) -> bool:
+    return any(name in op.input for i, op in enumerate(net.op) if i not in skip)
+
+
+# ---- status propagation (device type, layout, dtype…) ----
+
+StatusUpdater = Callable[[caffe2_pb2.OperatorDef, list[Any], list[Any]], tuple[list[Any], list[Any]]]
+
+
+def propagate_status(net: caffe2_pb2.NetDef, updater: StatusUpdater, known_status: Mapping[VersionedBlob, Any],
+                     strict: bool = True) -> dict[VersionedBlob, Any]:
+    """Spread a per-blob status over SSA versions, forwards then backwards, until nothing changes.
+
+    ``updater(op, input_statuses, output_statuses)`` returns the statuses it implies for the
+    op's inputs and outputs (None = no opinion).
+
+    Raises
+    ------
+    GraphError
+        When two ops imply different statuses for one version, or (`strict`) when some
+        version stays unknown.
+    """
+    ssa, _ = get_ssa(net)
+    status = dict(known_status)
+    changed = True
+    while changed:
+        changed = False
+        for i in [*range(len(ssa)), *reversed(range(len(ssa)))]:
+            ins, outs = ssa[i]
+            new_in, new_out = updater(net.op[i], [status.get(b) for b in ins], [status.get(b) for b in outs])
+            for b, s in zip(ins + outs, new_in + new_out):
+                if s is None or status.get(b) == s:
+                    continue
+                if b in status:
+                    raise GraphError(f"{net.name or '<net>'}: op #{i} {net.op[i].type}: conflicting status for "
+                                     f"'{b[0]}' version {b[1]}: {status[b]!r} vs {s!r}")
+                status[b] = s
+                changed = True
+    missing = sorted({b for ins, outs in ssa for b in ins + outs} - set(status))
+    if strict and missing:
+        raise GraphError(f"{net.name or '<net>'}: cannot infer the status of {len(missing)} blob version(s), "
+                         f"first '{missing[0][0]}' version {missing[0][1]}")
+    return status
+
+
+def infer_device_type(net: caffe2_pb2.NetDef, known_status: Mapping[VersionedBlob, str],
+                      device_name_style: str = "caffe2") -> dict[VersionedBlob, str]:
+    """``"cpu"`` / ``"gpu"`` (``"cuda"`` with ``device_name_style="pytorch"``) of every blob version.
+
+    Copy ops are device boundaries; every other op keeps all its blobs on one device.
+
+    Examples
+    --------
+    >>> net = caffe2_pb2.NetDef(op=[create_operator("CopyCPUToGPU", "X", "Xg"), create_operator("Relu", "Xg", "Y")])
+    >>> infer_device_type(net, {("X", 0): "cpu"})[("Y", 1)]
+    'gpu'
+    """
+    if device_name_style not in ("caffe2", "pytorch"):
+        raise ValueError(f"device_name_style must be 'caffe2' or 'pytorch', not {device_name_style!r}")
+    cpu, gpu = "cpu", ("gpu" if device_name_style == "caffe2" else "cuda")
+
+    def updater(op: caffe2_pb2.OperatorDef, ins: list[Any], outs: list[Any]) -> tuple[list[Any], list[Any]]:
+        if op.type in COPY_OPS:
+            src, dst = (cpu, gpu) if op.type == "CopyCPUToGPU" else (gpu, cpu)
+            return [src] + [None] * (len(ins) - 1), [dst] * len(outs)
+        seen = {s for s in ins + outs if s is not None}
+        if len(seen) > 1:
+            raise GraphError(f"{net.name or '<net>'}: op {op.type} '{op.name}' mixes devices {sorted(seen)}")
+        the = seen.pop() if seen else None
+        return [the] * len(ins), [the] * len(outs)
+
+    return propagate_status(net, updater, known_status)
+
+
+# ---- parameters and export ----
+
+def get_params_from_init_net(init_net: caffe2_pb2.NetDef
+                             ) -> tuple[dict[str, Any], dict[str, caffe2_pb2.DeviceOption]]:
+    """Run `init_net` in a fresh workspace; return ``(params, device_options)`` by blob name."""
+    from engine.executor import run_net  # noqa: PLC0415
+    from engine.workspace import Workspace  # noqa: PLC0415
+
+    ws = Workspace("get_params_from_init_net")
+    run_net(init_net, ws)
+    params, devices = {}, {}
+    for op in init_net.op:
+        opt = op.device_option if op.HasField("device_option") else init_net.device_option
+        for name in op.output:
+            params[name] = ws.fetch_blob(name)
+            devices[name] = caffe2_pb2.DeviceOption()
+            devices[name].CopyFrom(opt)
+    return params, devices
+
+
+_FILL_FOR = {np.dtype(np.float32): "GivenTensorFill", np.dtype(np.float64): "GivenTensorDoubleFill",
+             np.dtype(np.int32): "GivenTensorIntFill", np.dtype(np.int64): "GivenTensorInt64Fill",
+             np.dtype(np.bool_): "GivenTensorBoolFill", np.dtype(np.int16): "GivenTensorInt16Fill",
+             np.dtype(np.uint8): "GivenTensorByteStringToUInt8Fill", np.dtype(object): "GivenTensorStringFill"}
+
+
+def _fill_op(name: str, value: Any) -> caffe2_pb2.OperatorDef:
+    a = np.asarray(value)
+    if a.dtype not in _FILL_FOR:
+        raise GraphError(f"blob '{name}': no GivenTensor*Fill for dtype {a.dtype}")
+    values = [a.tobytes()] if a.dtype == np.uint8 else a.reshape(-1).tolist()  # NOTE: uint8 as one string
+    return create_operator(_FILL_FOR[a.dtype], [], [name], shape=list(a.shape), values=values)
+
+
+def Export(workspace: Any, net: Any, params: Iterable[Any]) -> tuple[caffe2_pb2.NetDef, caffe2_pb2.NetDef]:  # noqa: N802
+    """``mobile_exporter.Export``: an init net of GivenTensor*Fill ops holding `params` (read from
+    `workspace`), and a copy of `net` whose external inputs/outputs are what a Predictor expects.
+
+    Inputs (version-0 blobs that are not params) get a placeholder 1×1 fill; external outputs
+    become every written blob that no op reads.
+    """
+    proto = net.Proto() if hasattr(net, "Proto") else net
+    fetch = getattr(workspace, "fetch_blob", None) or workspace.FetchBlob
+    predict = caffe2_pb2.NetDef()
+    predict.CopyFrom(proto)
+    ssa, versions = get_ssa(proto)
+    names = [str(p) for p in params]
+    read = {n for ins, _ in ssa for n, _ in ins}
+    inputs = [n for n, v in versions.items() if v == 0 and n not in names]
+    outputs = [n for n, v in versions.items() if v != 0 and n not in read]
+    init = caffe2_pb2.NetDef(op=[_fill_op(n, fetch(n)) for n in names])
+    init.op.extend(create_operator("GivenTensorFill", [], [n], shape=[1, 1], values=[0.0]) for n in inputs)
+    predict.external_input[:] = inputs + [n for n in proto.external_input if n not in inputs]
+    predict.external_output[:] = outputs
+    return init, predict
+
+
+def ssa_rewrite(net: caffe2_pb2.NetDef, init_net: caffe2_pb2.NetDef | None, value_info: dict[str, Any] | None
+                ) -> None:
+    """Rename every blob of `net` to ``<name>_<version>`` in place (Caffe2's ONNX frontend).
+
+    Init-net outputs, external inputs and `value_info` keys become ``<name>_0``; external
+    outputs take their final version.
+
+    Raises
+    ------
+    IllegalGraphTransformError
+        When the init net holds other ops than single-output ``GivenTensor*Fill``.
+    """
+    def ssa_name(name: str, version: int) -> str:
+        return f"{name}_{version}"
+
+    if init_net is not None:
+        for op in init_net.op:
+            if not op.type.startswith("GivenTensor") or len(op.output) != 1:
+                raise IllegalGraphTransformError(f"ssa_rewrite: init net op {op.type} '{op.name}' is not a "
+                                                 "single-output GivenTensor*Fill")
+            op.output[0] = ssa_name(op.output[0], 0)
+        init_net.external_input[:] = [ssa_name(n, 0) for n in init_net.external_input]
+        init_net.external_output[:] = [ssa_name(n, 0) for n in init_net.external_output]
+    if value_info:
+        renamed = {ssa_name(k, 0): v for k, v in value_info.items()}
+        value_info.clear()
+        value_info.update(renamed)
+    net.external_input[:] = [ssa_name(n, 0) for n in net.external_input]
+    ssa, versions = get_ssa(net)
+    for op, (ins, outs) in zip(net.op, ssa):
+        op.input[:] = [ssa_name(*b) for b in ins]
+        op.output[:] = [ssa_name(*b) for b in outs]
+    net.external_output[:] = [ssa_name(n, versions.get(n, 0)) for n in net.external_output]
