@@ -13,18 +13,9 @@ from tests.differential.bugs import check_numeric
 from tests.differential.goldens import (NetvizError, assert_error_matches, assert_same_ops, backward,
                                         case_names, grad_net_of, load, parse_net, run_values)
 
-CONTROL = "netviz has no {} kernel/gradient yet (engine/ops/control.py, engine/control_ops_grad.py)"
 XFAIL = {
-    "control/do_fc_relu": CONTROL.format("Do"),
-    "control/do_two_outputs_fanout": CONTROL.format("Do"),
-    "control/if_else_passthrough": CONTROL.format("If"),
-    "control/if_nested_in_loss": CONTROL.format("If"),
-    "control/if_then_else": CONTROL.format("If"),
-    "control/if_then_only": CONTROL.format("If"),
-    "control/if_then_only_fed_y": CONTROL.format("If"),
     "control/while_hand_built": "netviz's gradient While cond net has a HasScope op with OperatorDef.name unset "
                                 "(Caffe2's CreateOperator always sets name: \"\") (engine/control_ops_grad.py)",
-    "control/lstm_T5": "netviz has no RecurrentNetwork kernel/gradient yet (engine/ops/rnn.py, engine/recurrent.py)",
 }
 BUGS = {"control/if_cond_name_chars_bug", "control/while_counter_accumulate", "control/while_no_cond_net"}
 
@@ -49,7 +40,6 @@ def test_control_matches_caffe2(name):
         run_values(case, net, grad_net, run["label"] + "/", run)
 
 
-@pytest.mark.xfail(reason=CONTROL.format("If"), strict=False)
 def test_caffe2_bug_if_gradient_lists_single_char_inputs():
     """Caffe2 builds the gradient If's inputs as [cond] + (inputs - set('cond')), a set of
     characters, so blobs 'c' and 'd' are dropped; netviz lists them, and its gradient is right."""
@@ -63,8 +53,6 @@ def test_caffe2_bug_if_gradient_lists_single_char_inputs():
         check_numeric(case, ["X", "c", "d"], ys=["Y"], prefix=label + "/")
 
 
-@pytest.mark.xfail(reason=CONTROL.format("While") + "; and a While body that writes an outer blob "
-                          "needs the loop-carried gradient Caffe2 lacks", strict=False)
 @pytest.mark.parametrize("name, wrt, ys", [("control/while_counter_accumulate", ["acc", "W", "b"], ["loss"]),
                                            ("control/while_no_cond_net", ["x", "y"], ["y"])])
 def test_caffe2_bug_while_writing_outer_blob_is_differentiable(name, wrt, ys):

@@ -15,13 +15,10 @@ XFAIL = {
     "op/ConvTranspose_nobias": NO_KERNEL.format("ConvTranspose"),
     "op/nograd_OneHot": NO_KERNEL.format("OneHot"),
     "op/Pow_tensor_broadcast": NO_KERNEL.format("SumReduceLike") + " (Pow's broadcast exponent gradient)",
-    "op/LSTMUnit": "netviz has no LSTMUnit gradient maker yet (engine/ops/rnn.py)",
-    "op/LSTMUnit_h_only": "netviz has no LSTMUnit gradient maker yet (engine/ops/rnn.py)",
-    "op/LSTMUnit_no_seq_lengths": "netviz has no LSTMUnit gradient maker yet (engine/ops/rnn.py)",
     "op/LengthsMax": "netviz has no LengthsMax gradient maker yet",
     "op/Python": "netviz has no Python op (no PythonGradient maker)",
-    **{f"op/{t}": f"netviz {t} kernel fails: 'numpy._ArrayFunctionDispatcher' object is not subscriptable"
-       for t in ("LengthsMean", "LengthsSum", "SparseLengthsMean", "SparseLengthsSum", "SparseLengthsWeightedSum")},
+    "op/LengthsMean": NO_KERNEL.format("LengthsIndicesInGradientMeanGradient"),
+    "op/SparseLengthsWeightedSum": NO_KERNEL.format("SparseLengthsIndicesInGradientWeightedSumGradient"),
 }
 # Caffe2's CPU-only wheel cannot create these ops; netviz runs them (host stand-in for CUDA, fp16 on CPU).
 RUNS_IN_NETVIZ = {"op/CopyCPUToGPU", "op/CopyGPUToCPU"}
