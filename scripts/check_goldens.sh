@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# CI: regenerate the Caffe2 goldens in a temporary folder and fail if they differ from the
+# committed tests/golden (so goldens cannot drift from tests/oracle/*.py).  Needs Python 3.9
+# (pyenv 3.9.18 or python3.9 on PATH) for torch==1.10.2; skips with a message without one.
+# Cost: ~1-2 min for the one-time .venv-caffe2 install, ~15 s to generate.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+have39=""
+if [ -x "$ROOT/.venv-caffe2/bin/python" ]; then
+    have39=yes
+elif command -v pyenv >/dev/null 2>&1 && [ -x "$(pyenv root)/versions/3.9.18/bin/python" ]; then
+    have39=yes
+elif command -v python3.9 >/dev/null 2>&1; then
+    have39=yes
+fi
+if [ -z "$have39" ]; then
+    echo "check_goldens.sh: no Python 3.9 (pyenv 3.9.18 or python3.9): golden regeneration check skipped" >&2
+    exit 0
+fi
+
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+bash "$ROOT/scripts/oracle.sh" "$TMP"
+# Only the generated folders (README.md and kernels/ are maintained by hand / separately).
+status=0
+for p in index.json op net control zoo checker models; do
+    if ! diff -r "$ROOT/tests/golden/$p" "$TMP/$p" >"$TMP.diff" 2>&1; then
+        echo "check_goldens.sh: tests/golden/$p differs from a fresh scripts/oracle.sh run:" >&2
+        head -40 "$TMP.diff" >&2
+        status=1
+    fi
+done
+rm -f "$TMP.diff"
+[ "$status" -eq 0 ] && echo "check_goldens.sh: committed goldens match a fresh regeneration" >&2
+exit "$status"
