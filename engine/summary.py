@@ -77,6 +77,19 @@ def model_summary(model: Model) -> dict[str, Any]:
     }
 
 
+def shape_summary(model: Model) -> dict[str, dict[str, Any]]:
+    """Inferred ``{"name@version": {"shape", "dtype"}}`` of the predict net's blobs (unknown dims None).
+
+    Raises :class:`~engine.errors.ShapeError` when known shapes are incompatible.
+    """
+    from engine.shapes import infer_model_shapes  # noqa: PLC0415
+
+    top = infer_model_shapes(model)[()]
+    return {f"{n}@{v}": {"shape": None if i.shape is None else list(i.shape),
+                         "dtype": DTYPE_NAMES.get(i.dtype) if i.dtype is not None else None}
+            for (n, v), i in top.items()}
+
+
 def total_op_count(summary: dict[str, Any]) -> int:
     """Ops in a net and all its subnets."""
     return summary["op_count"] + sum(total_op_count(s) for s in summary["subnets"])

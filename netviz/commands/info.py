@@ -13,13 +13,15 @@ import json
 from typing import Any
 
 from engine.modelio import load_model
-from engine.summary import model_summary, total_op_count
+from engine.summary import model_summary, shape_summary, total_op_count
 from netviz.commands import add_model_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--shapes", action="store_true",
+                        help="also infer the shape and dtype of every blob version (? = unknown)")
 
 
 def _lines(s: dict[str, Any], indent: str = "") -> list[str]:
@@ -41,7 +43,10 @@ def _clip(names: list[str], limit: int = 8) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    summary = model_summary(load_model(args.path, init=args.init))
+    model = load_model(args.path, init=args.init)
+    summary = model_summary(model)
+    if args.shapes:
+        summary["shapes"] = shape_summary(model)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -58,4 +63,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name}: {shape} {p['dtype']} ({p['type']})")
     for name, info in summary["inputs"].items():
         print(f"input {name}: {'×'.join(map(str, info['shape']))}")
+    if args.shapes:
+        print(f"shapes ({len(summary['shapes'])} blob versions):")
+        for blob, s in summary["shapes"].items():
+            dims = "?" if s["shape"] is None else "×".join("?" if d is None else str(d) for d in s["shape"])
+            print(f"  {blob}: {dims or 'scalar'} {s['dtype'] or '?'}")
     return 0

@@ -1,6 +1,8 @@
 """Shape inference: every rule agrees with its kernel, nets agree with a run, zoo nets infer."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -220,3 +222,14 @@ def _run_init(init, ws):
     from engine.executor import run_net  # noqa: PLC0415
     run_net(init, ws)
     return {k: ws.fetch_blob(k) for k in ws.blobs()}
+
+
+def test_info_shapes_text_and_json(capsys):
+    from netviz.cli import main  # noqa: PLC0415
+
+    path = str(ROOT / "tests/golden/models/mlp_sgd/predict_net.pb")
+    assert main(["info", path, "--shapes", "--json"]) == 0
+    shapes = json.loads(capsys.readouterr().out)["shapes"]
+    assert shapes["data@0"] == {"shape": [8, 16], "dtype": "float32"}
+    assert main(["info", path, "--shapes"]) == 0
+    assert "  data@0: 8×16 float32" in capsys.readouterr().out.splitlines()
