@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from engine.gradient_checker import NetGradientChecker
-from tests.differential.goldens import (arrays, backward, feed, grad_net_of, parse_net)
 from engine.workspace import Workspace
+from tests.differential.goldens import arrays, backward, feed, grad_net_of, parse_net
 
 STEP, THRESHOLD = 1e-3, 1e-3  # float64 central differences: truncation error ~ step**2
 

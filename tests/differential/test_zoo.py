@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from engine.gradient_ir import GradientRegistry
 from engine.modelio import load_net
 from engine.ssa import get_ssa
 from tests.differential.goldens import (NetvizError, assert_error_matches, assert_same_ops, case_names,
                                         grad_map_json, grad_net_of, load, parse_net)
-from engine.gradient_ir import GradientRegistry
 
 XFAIL: dict[str, str] = {}
 
