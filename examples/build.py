@@ -75,6 +75,7 @@ def build_all(out_dir: Path = HERE) -> list[Path]:
 
 
 from examples import control_flow  # noqa: E402,F401
+from examples import lstm  # noqa: E402,F401
 
 if __name__ == "__main__":
     from examples.build import build_all  # noqa: F811 (the imported module holds every example)
