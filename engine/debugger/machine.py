@@ -250,7 +250,8 @@ class Machine:
             self._restore(u)
             u.frame.pc = u.pc
         else:
-            while u.kind != "enter":
+            owner, op_index = u.frame, u.pc  # the control-flow op this unit belongs to
+            while not (u.kind == "enter" and u.frame is owner and u.pc == op_index):
                 self._restore(u)
                 if not self._undo:
                     raise DebuggerError("cannot step back: the start of this control-flow op was "
@@ -260,7 +261,7 @@ class Machine:
                 if frame.plan is not None:
                     frame.plan.close()
             del self.frames[u.depth:]
-            u.frame.pc = u.pc
+            owner.pc = op_index
         del self.records[u.nrec:]
         self.records_by_path = {r.path: r for r in self.records}
         self.error = None
