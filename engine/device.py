@@ -113,4 +113,4 @@ def use_fake_cuda() -> Iterator[None]:
 def array_module(arr: Any) -> Any:
     """The namespace that owns `arr`: cupy for CuPy arrays, numpy otherwise (stand-in included)."""
     cp = _state["cupy"]
-    return cp if cp is not None and isinstance(arr, cp.ndarray) else np
+    return cp if cp and isinstance(arr, cp.ndarray) else np
