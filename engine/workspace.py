@@ -75,59 +75,36 @@ class _StepBlobs(_ChildBlobs):
 
     Writing a view name copies into those rows (Caffe2's ``rnn_internal_apply_link`` makes the
     internal blob share the buffer's memory, so a step's output lands in the state sequence).
+    Reading one gives a copy of the rows as they are now, so a value read (and kept, e.g. by the
+    debugger's undo) is never changed by later writes.
     """
 
     def __init__(self, local: dict, parent: MutableMapping) -> None:
         super().__init__(local, parent)
         self.views: dict[str, tuple[str, slice]] = {}
 
+    def __getitem__(self, k: str) -> Any:
+        if k in self.views:
+            base, rows = self.views[k]
+            return self[base][rows].copy()
+        return super().__getitem__(k)
+
     def __setitem__(self, k: str, v: Any) -> None:
-        if k not in self.views or v is self.local.get(k):
+        if k not in self.views:
             return super().__setitem__(k, v)
+        if v is self.local.get(k):
+            return None
         base, rows = self.views[k]
         dst = self[base][rows]
         if tuple(getattr(v, "shape", ())) != tuple(dst.shape):
             raise ExecutionError(f"blob '{k}' is a view of rows {rows.start}:{rows.stop} of '{base}' "
                                  f"{tuple(dst.shape)}; cannot write shape {tuple(getattr(v, 'shape', ()))}")
         dst[...] = v
+        return None
 
-
-def step_workspace(parent: Workspace, name: str) -> Workspace:
-    """A child of `parent` (sees all its blobs) whose names can be views (:func:`bind_view`)."""
-    ws = Workspace(name, parent)
-    ws.values = _StepBlobs(ws.values.local, parent.values)
-    return ws
-
-
-def bind_view(ws: Workspace, name: str, base: str, rows: slice) -> Any:
-    """Make `name` in step workspace `ws` the view ``base[rows]``; later writes go into `base`."""
-    view = ws.values[base][rows]
-    ws.values.views[name] = (base, rows)
-    ws.values.local[name] = view
-    ws.devices.local[name] = ws.devices[base]
-    return view
-
-
-class _StepBlobs(_ChildBlobs):
-    """Blobs of an RNN step workspace: some names are views of rows of a parent buffer.
-
-    Writing a view name copies into those rows (Caffe2's ``rnn_internal_apply_link`` makes the
-    internal blob share the buffer's memory, so a step's output lands in the state sequence).
-    """
-
-    def __init__(self, local: dict, parent: MutableMapping) -> None:
-        super().__init__(local, parent)
-        self.views: dict[str, tuple[str, slice]] = {}
-
-    def __setitem__(self, k: str, v: Any) -> None:
-        if k not in self.views or v is self.local.get(k):
-            return super().__setitem__(k, v)
-        base, rows = self.views[k]
-        dst = self[base][rows]
-        if tuple(getattr(v, "shape", ())) != tuple(dst.shape):
-            raise ExecutionError(f"blob '{k}' is a view of rows {rows.start}:{rows.stop} of '{base}' "
-                                 f"{tuple(dst.shape)}; cannot write shape {tuple(getattr(v, 'shape', ()))}")
-        dst[...] = v
+    def __delitem__(self, k: str) -> None:
+        self.views.pop(k, None)
+        super().__delitem__(k)
 
 
 def step_workspace(parent: Workspace, name: str) -> Workspace:

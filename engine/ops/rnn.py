@@ -119,12 +119,13 @@ def apply_link(xp, t, external, *, ctx, offset: int = 0, window: int = 1):
 
 @kernel("rnn_internal_accumulate_gradient_input")
 def accumulate_gradient_input(xp, t, og, g, *, offset: int = -1):
-    # NOTE: in place: g is the op's gradient state buffer that the step's links are views of.
+    # NOTE: returns a new buffer (inputs are never mutated); the step's link views read it lazily.
     t = _t(t)
     if offset < 0:
         raise ExecutionError("Offset not set")
     if t + offset >= g.shape[0] or t >= og.shape[0]:
         raise ExecutionError("Accumulation destination address over bounds")
+    g = g.copy()
     g[t + offset] += og[t].reshape(g[t + offset].shape)
     return g
 

@@ -300,8 +300,12 @@ def test_bind_view_writes_land_in_the_buffer():
     parent.feed_blob("buf", np.zeros((3, 2)))
     step = step_workspace(parent, "s")
     bind_view(step, "row", "buf", slice(1, 2))
+    seen = step.values["row"]
     step.values["row"] = np.ones((1, 2))
     assert parent.fetch_blob("buf").tolist() == [[0, 0], [1, 1], [0, 0]]
+    assert seen.tolist() == [[0, 0]]  # a read is a snapshot: undo can write it back
+    step.values["row"] = seen
+    assert parent.fetch_blob("buf").tolist() == [[0, 0]] * 3
     with pytest.raises(ExecutionError, match="view of rows 1:2 of 'buf'"):
         step.values["row"] = np.ones((2, 2))
 
@@ -321,3 +325,22 @@ def test_lstm_example_runs_forward_and_backward_and_trains():
     assert {"RecurrentNetwork", "RecurrentNetworkGradient"} <= {o.type for o in model.predict.op}
     assert ws.fetch_blob("lstm/gates_t_w_grad").shape == (16, 4) and np.abs(ws.fetch_blob("input_grad")).sum() > 0
     assert losses[-1] < losses[0]
+
+
+def test_debugger_steps_into_a_timestep_and_undoes_a_state_write():
+    from engine.debugger.debugger import Debugger
+    from engine.modelio import load_model
+    from examples.build import HERE
+
+    d = Debugger(load_model(HERE / "lstm" / "predict_net.pb"))
+    d.step()
+    d.step_into()
+    while d.current_op().type != "LSTMUnit":
+        d.step()
+    assert d.pc.frames[-1].label == "timestep 0"
+    states = "lstm/lstm/hidden_t_prev_states"
+    before = d.ws.values[states].copy()
+    d.step()
+    assert not np.allclose(d.ws.values[states][1], before[1])  # h_0 landed in row 1
+    d.step_back()
+    np.testing.assert_array_equal(d.ws.values[states], before)
