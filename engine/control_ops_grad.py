@@ -38,9 +38,10 @@ def _fail(msg: str) -> GradientMakerError:
     return GradientMakerError(msg)
 
 
-def _plain(op_type: str, inputs: Sequence[str], outputs: Sequence[str], **args: Any) -> caffe2_pb2.OperatorDef:
-    """An op as Caffe2's Python helpers build it here (no ``name`` field set)."""
-    op = caffe2_pb2.OperatorDef(type=op_type, input=inputs, output=outputs)
+def _plain(op_type: str, inputs: Sequence[str], outputs: Sequence[str], name: str | None = None,
+           **args: Any) -> caffe2_pb2.OperatorDef:
+    """An op as Caffe2's Python helpers build it here (``name`` unset unless given)."""
+    op = caffe2_pb2.OperatorDef(type=op_type, input=inputs, output=outputs, name=name)
     op.arg.extend(make_argument(k, v) for k, v in args.items())
     return op
 
@@ -394,13 +395,14 @@ def gen_while_gradient(op: caffe2_pb2.OperatorDef, g_output: Sequence[Any]
     cond_builder = Net("gradient_loop_cond_net")  # NOTE: Caffe2's global net-name counter names it
     name = cond_builder.Name()
     cond_blob = str(cond_builder.NextScopedBlob(name + "/cond"))
-    cond_net = caffe2_pb2.NetDef(name=name, op=[_plain("HasScope", [ws_blob], [cond_blob])])
-    init_ops = [_plain("HasScope", [ws_blob], [cond_blob])]
+    # NOTE: Caffe2 adds these through Net methods (CreateOperator), which set name: "".
+    cond_net = caffe2_pb2.NetDef(name=name, op=[_plain("HasScope", [ws_blob], [cond_blob], name="")])
+    init_ops = [_plain("HasScope", [ws_blob], [cond_blob], name="")]
     for blob, g in init.items():
         lg = loop_map.get(blob)
         if lg is not None and lg != g:
-            cond_net.op.append(_plain("Copy", [lg], [g]))
-            init_ops.append(_plain("Copy", [g], [lg]))
+            cond_net.op.append(_plain("Copy", [lg], [g], name=""))
+            init_ops.append(_plain("Copy", [g], [lg], name=""))
     cond_net.external_input.extend(_reads_writes(cond_net.op)[0])
     w = caffe2_pb2.OperatorDef()
     w.CopyFrom(op)

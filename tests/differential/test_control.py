@@ -13,10 +13,7 @@ from tests.differential.bugs import check_numeric
 from tests.differential.goldens import (NetvizError, assert_error_matches, assert_same_ops, backward,
                                         case_names, grad_net_of, load, parse_net, run_values)
 
-XFAIL = {
-    "control/while_hand_built": "netviz's gradient While cond net has a HasScope op with OperatorDef.name unset "
-                                "(Caffe2's CreateOperator always sets name: \"\") (engine/control_ops_grad.py)",
-}
+XFAIL: dict[str, str] = {}
 BUGS = {"control/if_cond_name_chars_bug", "control/while_counter_accumulate", "control/while_no_cond_net"}
 
 
