@@ -237,10 +237,11 @@ def _backward_net(op, G: int, timestep: str, rename, links, a) -> tuple[caffe2_p
     params = []
     for i, p in enumerate(a["param"]):
         grad = op.output[i + 1]
-        cell = (rename(a["param_grads"][i]) if a["param_grads"] else grad) + "_tmpstep"
+        step_grad = rename(a["param_grads"][i]) if a["param_grads"] else grad
+        cell = step_grad + "_tmpstep"
         for o in net.op:
             for field_ in (o.input, o.output):
-                field_[:] = [cell if n == cell[:-8] else n for n in field_]
+                field_[:] = [cell if n == step_grad else n for n in field_]
         params.append((op.input[p + G], grad, cell))
     rgs, acc = [], []
     for s in a["recurrent_states"]:
@@ -298,7 +299,7 @@ def recurrent_network_gradient(xp, *inputs, ctx, backward_step_net=None, timeste
             g[-1] += inputs[last].reshape(g[-1].shape)
     seq_grad = rename(op.input[G] + "_grad")
     _put(ctx, seq_grad, xp.zeros_like(seq))
-    for o in {o for bop in net.op for o in bop.output}:
+    for o in dict.fromkeys(o for bop in net.op for o in bop.output):
         if o not in scratch.steps[0].values:
             scratch.shared.create_blob(o)  # NOTE: blobs no step defines are shared by all steps.
     for t in reversed(range(T)):
