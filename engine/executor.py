@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,9 @@ CPU_SIDE = {"Concat": ((), (1,)), "Split": ((1,), ()), "Reshape": ((1,), (1,)), 
             "SliceGradient": ((1, 2), ()), "ResizeNearest": ((1,), ()), "ResizeNearestGradient": ((2,), ()),
             "LearningRate": ((0,), ()), "Adam": ((5,), ()), "Iter": ((0,), (0,)), "AtomicIter": ((1,), (0,))}
 _arity_cache: dict[Any, tuple[int, float]] = {}
+MAX_SUBNET_DEPTH = 100
+"""Subnets (Do/If/While/RNN) nested deeper than this stop with an ExecutionError, not a RecursionError."""
+_nesting = threading.local()
 
 
 _random_root: list[np.random.Generator | None] = [None]
@@ -153,7 +157,16 @@ def run_bound(b: BoundOp, ws: Any) -> None:
     out = call_kernel(b, ws)
     if b.plan:
         device = "cpu" if b.ctx is not None and b.ctx.force_cpu else None
-        out = drive(out, lambda run: run_net(run.net, run.workspace, device=device))
+        depth = getattr(_nesting, "depth", 0)
+        if depth >= MAX_SUBNET_DEPTH:
+            out.close()
+            raise ExecutionError(f"{_where(b.net_name, b.index, b.op)}: subnets nested more than "
+                                 f"{MAX_SUBNET_DEPTH} deep (engine.executor.MAX_SUBNET_DEPTH)")
+        _nesting.depth = depth + 1
+        try:
+            out = drive(out, lambda run: run_net(run.net, run.workspace, device=device))
+        finally:
+            _nesting.depth = depth
     store_outputs(b, ws, out)
 
 
@@ -204,6 +217,11 @@ def _failure(b: BoundOp, ws: Any, e: Exception) -> ExecutionError:
         return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: input blob '{missing}' not found")
     if isinstance(e, ExecutionError):
         return e
+    bad = next((k for k, v in b.kwargs.items() if isinstance(v, (str, bytes))
+                and isinstance(KERNELS[b.op.type].arg_defaults.get(k), (int, float))), None)
+    if bad is not None and isinstance(e, (TypeError, ValueError)):  # NOTE: Cast(to="float16") is fine
+        return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: argument '{bad}' must be a number, "
+                              f"got {b.kwargs[bad]!r}")
     args = [values[n] for n in b.ins]
     return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: {type(e).__name__}: {e}; "
                           f"inputs {_describe(b.ins, args)}")

@@ -27,6 +27,9 @@ def _legacy_b(a, b, broadcast, axis, axis_str, order):
 
 def _binary(fn):
     def run(xp, a, b, *, broadcast: int = 0, axis: int = -1, axis_str: str = "", order: str = "NCHW"):
+        # NOTE: Caffe2 dispatches on A's type and reads B as the same type; NumPy would promote.
+        if a.dtype != b.dtype:
+            raise TypeError(f"A is {a.dtype} but B is {b.dtype}; both inputs must have one type (Cast one)")
         return fn(xp, a, _legacy_b(a, b, broadcast, axis, axis_str, order))
     return run
 
