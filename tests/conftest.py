@@ -49,3 +49,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(f"{len(ids):4d}  {reason}")
     for rep in xpassed:
         terminalreporter.write_line(f"XPASS {rep.nodeid} (drop its xfail)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_default_workspace() -> None:
+    """Each test starts in an empty ``default`` workspace, as a fresh Caffe2 process would."""
+    from engine import workspace
+
+    workspace.SwitchWorkspace("default", True)
+    workspace.ResetWorkspace()
