@@ -156,7 +156,8 @@ def _backward(ops: Sequence[caffe2_pb2.OperatorDef], init: Mapping[str, str]
               ) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, str]]:
     from engine.gradient_ir import IR  # noqa: PLC0415  (gradient_ir imports the op families)
 
-    grad_ops, grad_map = IR(ops).GetBackwardPass(dict(init))
+    # NOTE: no saves of in-place inputs in subnets (Caffe2's reads; docs/fidelity.md).
+    grad_ops, grad_map = IR(ops, save_inputs=False).GetBackwardPass(dict(init))
     return grad_ops, {str(b): str(g) for b, g in grad_map.items()}
 
 

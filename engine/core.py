@@ -411,10 +411,17 @@ class Net:
     def AddGradientOperators(self, ys: Any, skip: int = 0) -> dict[Any, Any]:
         """Append the backward pass of ``op[skip:]`` for `ys`; return ``{blob: gradient}``.
 
-        See :mod:`engine.gradient_ir` (``GradientRegistry.GetBackwardPass``).
+        See :mod:`engine.gradient_ir` (``IR.GetBackwardPass``).  Where a gradient needs an input
+        that an op overwrote in place, a ``Copy`` saving it is inserted before that op
+        (``IR.ForwardWithSaves``; Caffe2 reads the new value there, docs/fidelity.md).
         """
-        from engine.gradient_ir import GradientRegistry
-        grad_ops, input_to_grad = GradientRegistry.GetBackwardPass(self._net.op[skip:], ys)
+        from engine.gradient_ir import IR
+        ir = IR(self._net.op[skip:])
+        grad_ops, input_to_grad = ir.GetBackwardPass(ys)
+        fwd, _ = ir.ForwardWithSaves()
+        if len(fwd) != len(self._net.op) - skip:
+            del self._net.op[skip:]
+            self.extend_ops(fwd)
         self.extend_ops(grad_ops)
         return input_to_grad
 

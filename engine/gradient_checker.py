@@ -144,20 +144,27 @@ class NetGradientChecker:
         proto = net if isinstance(net, caffe2_pb2.NetDef) else net.Proto()
         fwd = caffe2_pb2.NetDef.FromString(proto.SerializeToString())
         fwd.name = (proto.name or "net") + "_copy"
-        grad_ops, grad_map = _grad_map(list(fwd.op), list(outputs_with_grad))
-        full = caffe2_pb2.NetDef.FromString(fwd.SerializeToString())
-        full.op.extend(grad_ops)
+        from engine.gradient_ir import IR  # noqa: PLC0415
+
+        ir = IR(list(fwd.op))
+        # NOTE: dL/dy = ones_like(y), fed in y's dtype (an autogen ConstantFill is float32 only).
+        grad_ops, grad_map = ir.GetBackwardPass({o: o + "_autogen_grad" for o in outputs_with_grad})
+        saving = caffe2_pb2.NetDef(name=fwd.name, op=ir.ForwardWithSaves()[0])  # + saves of in-place inputs
+        grads = caffe2_pb2.NetDef(name=fwd.name + "_grad", op=grad_ops)
         if print_net:
-            print(full)
+            print(saving, grads)
         values = {k: np.array(v) for k, v in input_values.items()}
 
         def loss_and_grad(want_grad: bool) -> tuple[float, np.ndarray | None]:
             for k, v in values.items():
                 wsmod.FeedBlob(k, v)
-            wsmod.RunNetOnce(full if want_grad else fwd)
+            wsmod.RunNetOnce(saving if want_grad else fwd)
             loss = sum(float(wsmod.FetchBlob(o).astype(np.float64).sum()) for o in outputs_with_grad)
             if not want_grad:
                 return loss, None
+            for o in outputs_with_grad:
+                wsmod.FeedBlob(o + "_autogen_grad", np.ones_like(wsmod.FetchBlob(o)))
+            wsmod.RunNetOnce(grads)
             return loss, _densify(grad_map[input_to_check], values[input_to_check])
 
         _, analytic = loss_and_grad(True)

@@ -21,8 +21,8 @@ def _proto(net: Any) -> caffe2_pb2.NetDef:
 def _backward_cell(cell: caffe2_pb2.NetDef, recompute: set[str] | None
                    ) -> tuple[core.Net, dict[str, Any], dict[str, int]]:
     """The cell's gradient ops (after any recompute ops) and the scratches they read."""
-    grad_ops, mapping = core.GradientRegistry.GetBackwardPass(
-        list(cell.op), {o: o + "_grad" for o in cell.external_output})
+    grad_ops, mapping = core.IR(list(cell.op), save_inputs=False).GetBackwardPass(  # Caffe2's in-place reads
+        {o: o + "_grad" for o in cell.external_output})
     mapping = {str(k): v for k, v in mapping.items()}
     bwd = core.Net("RecurrentBackwardStep")
     proto = bwd.Proto()

@@ -108,7 +108,7 @@ def backward_drawing_net(net: caffe2_pb2.NetDef, loss: str | None
     if not any(loss in op.output for op in net.op):
         raise BlobNotFoundError(f"{net.name or 'net'}: no op writes loss blob '{loss}'")
     full, origin = backward_net(net, [loss])
-    return full, len(net.op), origin
+    return full, len(full.op) - len(origin), origin  # forward ops: may include saving Copies
 
 
 def export_net(net: caffe2_pb2.NetDef, out: str | Path | None, options: DrawOptions = DrawOptions(), *,

@@ -96,7 +96,8 @@ class Debugger(Machine):
 
     @property
     def num_forward(self) -> int:
-        return len(self._predict.op)
+        """Forward ops of the program (with backward: the predict ops plus the saving Copies)."""
+        return len(self._program().op) - len(self.fwd_index)
 
     def _program(self) -> caffe2_pb2.NetDef:
         return self._backward_program if self.fwd_index else self._predict
@@ -176,6 +177,9 @@ class Debugger(Machine):
         net, fwd_index = backward_net(self._predict, losses)
         self.loss, self._backward_program, self.fwd_index = losses, net, list(fwd_index)
         main = self.frames[0]
+        # NOTE: backward_net may insert Copy ops (saves of in-place inputs) into the forward part;
+        # the pc keeps pointing at the same op.  A save before the pc has not run: restart to get it.
+        main.pc = _same_op_in(net, self._predict, main.pc)
         main.net = net
         return len(self.fwd_index)
 
@@ -313,3 +317,14 @@ class Debugger(Machine):
                     stale.add(path)
         self.stale |= stale
         return stale
+
+
+def _same_op_in(net: caffe2_pb2.NetDef, predict: caffe2_pb2.NetDef, pc: int) -> int:
+    """Index in `net` (`predict`'s ops with saving Copies inserted, then more) of `predict`'s op #pc."""
+    k = 0
+    for j, op in enumerate(net.op):
+        if k == pc:
+            return j
+        if k < len(predict.op) and op == predict.op[k]:
+            k += 1
+    return len(net.op)

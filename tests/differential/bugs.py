@@ -12,7 +12,8 @@ import numpy as np
 
 from engine.gradient_checker import NetGradientChecker
 from engine.workspace import Workspace
-from tests.differential.goldens import arrays, backward, feed, grad_net_of, parse_net
+from engine.gradient_ir import IR
+from tests.differential.goldens import arrays, feed, grad_net_of, parse_net, ys_of
 
 STEP, THRESHOLD = 1e-3, 1e-3  # float64 central differences: truncation error ~ step**2
 
@@ -32,12 +33,12 @@ def check_numeric(case: dict[str, Any], wrt: list[str], ys: list[str] | None = N
 
 def assert_differs_from_caffe2(case: dict[str, Any], blobs: list[str]) -> None:
     """With Caffe2's inputs and fed output gradients, netviz's `blobs` differ from Caffe2's."""
-    net = parse_net(case["forward_net"])
-    ops, _ = backward(case, net)
+    ir = IR(list(parse_net(case["forward_net"]).op))
+    ops, _ = ir.GetBackwardPass(ys_of(case))
     data = arrays(case)
     ws = Workspace("caffe2_bug")
     feed(ws, data, "input/")
-    ws.run_net_once(net)
+    ws.run_net_once(grad_net_of(ir.ForwardWithSaves()[0], "forward"))  # saves of in-place inputs too
     feed(ws, data, "output_grad/")
     ws.run_net_once(grad_net_of(ops, "grad"))
     for b in blobs:

@@ -39,9 +39,8 @@ def test_add_gradient_operators_skip():
     assert grad_map_json({str(k): str(v) for k, v in grads.items()}) == case["result"]["grad_map"]
 
 
-@pytest.mark.xfail(reason="netviz reproduces Caffe2's in-place gradient bug: Sqr's gradient Mul reads the "
-                          "X that the in-place Sqr overwrote (engine/gradient_ir.py version check)", strict=False)
 def test_caffe2_bug_inplace_sqr_gradient_is_correct():
+    """Sqr's gradient Mul reads a copy of X saved before the in-place Sqr (Caffe2: the new X)."""
     case = load("net/inplace_sqr")
     check_numeric(case, ["X"])
     assert_differs_from_caffe2(case, ["X_grad"])

@@ -252,7 +252,17 @@ def fake_gradient_ir(monkeypatch):
             calls.append(([op.type for op in ops], ys))
             return [CreateOperator("ReluGradient", ["Y", "Y_grad"], "X_grad")], {"X": "X_grad"}
 
-    mod = types.SimpleNamespace(GradientRegistry=GradientRegistry, IR=object,
+    class IR:
+        def __init__(self, ops):
+            self.ops = list(ops)
+
+        def GetBackwardPass(self, ys):
+            return GradientRegistry.GetBackwardPass(self.ops, ys)
+
+        def ForwardWithSaves(self):
+            return self.ops, list(range(len(self.ops)))
+
+    mod = types.SimpleNamespace(GradientRegistry=GradientRegistry, IR=IR,
                                 GradientSlice=tuple, backward_net=lambda *a: None)
     monkeypatch.setitem(sys.modules, "engine.gradient_ir", mod)
     import engine

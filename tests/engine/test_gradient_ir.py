@@ -65,7 +65,7 @@ GOLDEN = [
     ('dropout_bn', [('Conv', 'X W b', 'C'), ('SpatialBN', 'C s bb m v', 'B m v sm siv', {'is_test': 0}), ('Relu', 'B', 'B'), ('Dropout', 'B', 'D M', {'is_test': 0, 'ratio': 0.5}), ('AveragedLoss', 'D', 'L')], ['L'],
      'ConstantFill(L>L_autogen_grad)[value=1.0]; AveragedLossGradient(D,L_autogen_grad>D_grad); DropoutGrad(D_grad,M>B_grad)[is_test=0,ratio=0.5]; ReluGradient(B,B_grad>B_grad); SpatialBNGradient(C,s,B_grad,sm,siv>C_grad,s_grad,bb_grad)[is_test=0]; ConvGradient(X,W,C_grad>W_grad,b_grad,X_grad) || B=B_grad,C=C_grad,D=D_grad,L=L_autogen_grad,W=W_grad,X=X_grad,b=b_grad,bb=bb_grad,s=s_grad ||  || 0,1,1,1,1,1'),
     ('inplace_log', [('Log', 'X', 'X'), ('Relu', 'X', 'Y')], ['Y'],
-     'ConstantFill(Y>Y_autogen_grad)[value=1.0]; ReluGradient(Y,Y_autogen_grad>X_grad); Div(X_grad,X>X_grad) || X=X_grad,Y=Y_autogen_grad ||  || 0,1,1'),
+     'ConstantFill(Y>Y_autogen_grad)[value=1.0]; ReluGradient(Y,Y_autogen_grad>X_grad); Div(X_grad,_X_saved_0>X_grad) || X=X_grad,Y=Y_autogen_grad ||  || 0,1,1'),
 ]
 
 
@@ -198,3 +198,43 @@ def test_zoo_net_backward_pass(zoo, zoo_net):
         assert set(g.input) <= known, (g.type, set(g.input) - known)
         known.update(g.output)
     assert grad_ops and grad_ops[0].output[0] == y + "_autogen_grad"
+
+
+# In-place ops whose gradient needs the overwritten input read a copy saved before the op
+# (Caffe2 reads the new value: docs/fidelity.md); reads of the output, or of the input only
+# for its shape, and makers that know they are in place (Pow) keep Caffe2's op list.
+@pytest.mark.parametrize("spec, reads, saves", [
+    ([("Mul", "Y X", "Y")], "MulGradient(Y_autogen_grad,_Y_saved_0,X>Y_grad,X_grad)", ["Copy(Y>_Y_saved_0)"]),
+    ([("Sqr", "X", "X")], "Scale(X_autogen_grad>X_autogen_grad)[scale=2.0]; Mul(X_autogen_grad,_X_saved_0>X_grad)",
+     ["Copy(X>_X_saved_0)"]),
+    ([("Relu", "X", "X")], "ReluGradient(X,X_autogen_grad>X_grad)", []),
+    ([("Add", "X B", "X")], "AddGradient(X_autogen_grad,X,B>X_grad,B_grad)", []),
+    ([("Pow", "X", "X", {"exponent": 2.0})], "Pow(X>X_grad)[exponent=0.5]; Mul(X_grad,X_autogen_grad>X_grad); "
+     "Scale(X_grad>X_grad)[scale=2.0]", []),
+])
+def test_inplace_input_read_from_saved_copy(spec, reads, saves):
+    ops = _ops(spec)
+    ir = IR(ops)
+    grad_ops, _ = ir.GetBackwardPass([ops[-1].output[0]])
+    assert render(grad_ops[1:], []).removesuffix(" | ") == reads
+    fwd, where = ir.ForwardWithSaves()
+    assert [render([o], []).removesuffix(" | ") for o in fwd[:-1]] == saves and where == [len(saves)]
+    plain, _ = IR(_ops(spec), save_inputs=False).GetBackwardPass([ops[-1].output[0]])
+    assert len(plain) == len(grad_ops)  # Caffe2's reads: same ops, names as Caffe2 has them
+
+
+def test_backward_net_puts_saves_before_the_inplace_op():
+    net = caffe2_pb2.NetDef(op=_ops([("FC", "X W b", "Y"), ("Mul", "Y V", "Y"), ("AveragedLoss", "Y", "L")]))
+    out, origin = backward_net(net, ["L"])
+    assert [o.type for o in out.op[:4]] == ["FC", "Copy", "Mul", "AveragedLoss"]
+    assert len(out.op) - len(origin) == 4 and origin == [None, 3, 2, 0]  # indices into the returned net
+    assert list(out.op[-2].input) == ["Y_grad", "_Y_saved_1", "V"]
+    assert [o.type for o in net.op] == ["FC", "Mul", "AveragedLoss"]  # the input net is unchanged
+
+
+def test_add_gradient_operators_inserts_the_save_into_its_net():
+    from engine.core import Net  # noqa: PLC0415
+    net = Net(caffe2_pb2.NetDef(name="n", op=_ops([("Log", "X", "X")])))
+    grads = net.AddGradientOperators(["X"])
+    assert [o.type for o in net.Proto().op] == ["Copy", "Log", "ConstantFill", "Div"] and grads["X"] == "X_grad"
+    assert list(net.Proto().op[-1].input) == ["X_autogen_grad", "_X_saved_0"]
