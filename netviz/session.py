@@ -226,7 +226,7 @@ class Session:
             if gir is None:
                 raise Unavailable("gradient generation is not available yet")
             net, origin = gir.backward_net(self.model.predict, [loss])
-            self.backward, self.loss = NetView(net, len(self.model.predict.op), origin), loss
+            self.backward, self.loss = NetView(net, len(net.op) - len(origin), origin), loss
         self.show_backward = on
         self._views.clear()
 
