@@ -123,7 +123,8 @@ def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
     spec = KERNELS.get(op.type)
     where = _where(net_name, index, op)
     if spec is None:
-        raise UnknownOpError(f"{where}: op {op.type} has no kernel")
+        why = ": netviz does not run Python ops" if op.type in ("Python", "PythonGradient", "PythonDLPack") else ""
+        raise UnknownOpError(f"{where}: op {op.type} has no kernel{why}")
     req, most = _arity(spec.fn)
     if not req <= len(op.input) <= most:
         raise ExecutionError(f"{where}: takes {req}..{most} inputs, got {len(op.input)}")

@@ -75,6 +75,12 @@ kernel("DivGradient")(_grad_kernel(lambda xp, g, a, b, *c: g / b,
                                    lambda xp, g, a, b, *c: -g * (c[0] if c else a / b) / b))
 
 
+@kernel("SumReduceLike")
+def sum_reduce_like(xp, a, b, *, axis: int = -1, axis_str: str = "", order: str = "NCHW"):
+    # NOTE: B's dims match A's from `axis` (legacy broadcast); A is summed over the other dims.
+    return _unbroadcast(xp, a, b, 1, axis, axis_str, order, a)
+
+
 @kernel("Sum")
 def sum_(xp, *xs):
     out = xs[0].copy()
@@ -278,6 +284,7 @@ for _t in ("Add", "Sub", "Mul", "Div"):
 for _t in ("EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or", "Xor"):
     shape(_t)(_binary_shape(BOOL))
 shape("AddGradient", "SubGradient", "MulGradient", "DivGradient")(same_as(1, 2))  # [dC, A, B(, C)] -> dA, dB
+shape("SumReduceLike")(lambda a, b, **_: TensorInfo(dims(b), a.dtype))
 
 
 @shape("Sum", "Mean")

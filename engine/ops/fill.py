@@ -120,6 +120,13 @@ def given_bytes_fill(xp, x=None, *, values=(), shape: list | None = None):
     return xp.asarray(np.frombuffer(data, dtype=np.uint8).reshape(_shape(x, shape, None, 0)).copy())
 
 
+@kernel("OneHot")
+def one_hot(xp, indices, index_size):
+    # NOTE: float32 rows of length index_size_tensor; row i has a 1 at indices[i].
+    n = int(dev.to_host(index_size).reshape(-1)[0])
+    return (indices.reshape(-1, 1).astype(np.int64) == xp.arange(n)).astype(np.float32)
+
+
 # ---- gradients ----
 no_gradient("ConstantFill", "UniformFill", "UniformIntFill", "UniqueUniformFill", "GaussianFill",
             "XavierFill", "MSRAFill", "DiagonalFill", "RangeFill", "LengthsRangeFill", "GivenTensorFill",
@@ -148,6 +155,11 @@ def constant_fill_shape(x=None, *_, value=None, dtype: int | None = None, shape:
     if dtype is None:
         dtype = INT64 if isinstance(value, int) else FLOAT
     return fill_rule(dtype)(x, shape=shape, extra_shape=extra_shape, input_as_shape=input_as_shape, dtype=dtype)
+
+
+@shape("OneHot")
+def one_hot_shape(indices, index_size):
+    raise Unknown  # NOTE: the row length is index_size_tensor's value
 
 
 for _t, _d in {"GaussianFill": FLOAT, "UniformFill": FLOAT, "XavierFill": FLOAT, "MSRAFill": FLOAT,

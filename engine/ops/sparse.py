@@ -91,11 +91,34 @@ def sparse_lengths_sum_gradient(xp, dy, lengths, indices):
     return xp.take(dy, _segments(xp, lengths)[0], axis=0)
 
 
-@kernel("SparseLengthsIndicesInGradientMeanGradient", "LengthsMeanGradient")
+@kernel("SparseLengthsIndicesInGradientMeanGradient", "LengthsMeanGradient",
+        "LengthsIndicesInGradientMeanGradient")
 def sparse_lengths_mean_gradient(xp, dy, lengths, *_indices):
     seg, n = _segments(xp, lengths)
     scale = xp.asarray((1 / np.maximum(n, 1)).astype(dy.dtype))
     return xp.take(dy * scale.reshape((-1,) + (1,) * (dy.ndim - 1)), seg, axis=0)
+
+
+@kernel("SparseLengthsIndicesInGradientWeightedSumGradient")
+def sparse_lengths_weighted_sum_gradient(xp, weights, dy, lengths, indices):
+    # NOTE: the values of DATA's GradientSlice over INDICES: dY of the row's segment times its weight.
+    rows = xp.take(dy, _segments(xp, lengths)[0], axis=0)
+    return rows * weights.reshape((-1,) + (1,) * (rows.ndim - 1))
+
+
+@kernel("LengthsMax")
+def lengths_max(xp, data, lengths):
+    seg, n = _segments(xp, lengths)
+    out = xp.full((n.size,) + data.shape[1:], -np.inf, dtype=data.dtype)
+    xp.maximum.at(out, seg, data)
+    return xp.where(xp.isneginf(out), xp.zeros_like(out), out)  # NOTE: an empty segment gives 0
+
+
+@kernel("LengthsMaxWithMainInputAndForwardOutputGradient")
+def lengths_max_gradient(xp, y, dy, lengths, data):
+    # NOTE: Caffe2's MaxReducerGradient: every row equal to its segment's max gets dY (ties too).
+    seg = _segments(xp, lengths)[0]
+    return xp.where(data == xp.take(y, seg, axis=0), xp.take(dy, seg, axis=0), xp.zeros_like(data))
 
 
 @kernel("ScatterWeightedSum")
@@ -137,6 +160,7 @@ gradient("BatchGather")(simple("BatchGatherGradient", "I0 I1 GO0", "GI0"))
 gradient("SparseToDense")(simple("Gather", "GO0 I0", "GI1"))
 gradient("LengthsSum")(simple("LengthsIndicesInGradientSumGradient", "GO0 I1 I0", "GI0"))
 gradient("LengthsMean")(simple("LengthsIndicesInGradientMeanGradient", "GO0 I1 I0", "GI0"))
+gradient("LengthsMax")(simple("LengthsMaxWithMainInputAndForwardOutputGradient", "O0 GO0 I1 I0", "GI0"))
 gradient_not_implemented_yet("LengthsSplit")
 
 
@@ -175,7 +199,7 @@ def _segments_shape(data, lengths):
     return TensorInfo((*dims(lengths)[:1], *dims(data)[1:]), data.dtype)
 
 
-shape("LengthsSum", "LengthsMean")(_segments_shape)
+shape("LengthsSum", "LengthsMean", "LengthsMax")(_segments_shape)
 shape("SparseLengthsSum", "SparseLengthsMean")(lambda data, indices, lengths: _segments_shape(data, lengths))
 shape("SparseLengthsWeightedSum")(lambda data, w, indices, lengths: _segments_shape(data, lengths))
 

@@ -13,12 +13,6 @@ NO_KERNEL = "netviz has no {} kernel yet"
 XFAIL = {
     "op/ConvTranspose": NO_KERNEL.format("ConvTranspose"),
     "op/ConvTranspose_nobias": NO_KERNEL.format("ConvTranspose"),
-    "op/nograd_OneHot": NO_KERNEL.format("OneHot"),
-    "op/Pow_tensor_broadcast": NO_KERNEL.format("SumReduceLike") + " (Pow's broadcast exponent gradient)",
-    "op/LengthsMax": "netviz has no LengthsMax gradient maker yet",
-    "op/Python": "netviz has no Python op (no PythonGradient maker)",
-    "op/LengthsMean": NO_KERNEL.format("LengthsIndicesInGradientMeanGradient"),
-    "op/SparseLengthsWeightedSum": NO_KERNEL.format("SparseLengthsIndicesInGradientWeightedSumGradient"),
 }
 # Caffe2's CPU-only wheel cannot create these ops; netviz runs them (host stand-in for CUDA, fp16 on CPU).
 RUNS_IN_NETVIZ = {"op/CopyCPUToGPU", "op/CopyGPUToCPU"}
