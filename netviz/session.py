@@ -57,6 +57,20 @@ class BlobRef:
 class Breakpoint:
     op: OpRef
     condition: str = ""
+    dbg_id: int | None = None
+
+
+def to_oppath(ref: OpRef) -> tuple[Any, ...]:
+    """OpRef → the debugger's op path: ``("op", 12, "then_net", 3)``."""
+    return ("op", *(x for step in ref.path for x in step), ref.index)
+
+
+def from_oppath(path: tuple[Any, ...]) -> OpRef | None:
+    """The debugger's op path → OpRef (None for a path of another shape)."""
+    if len(path) < 2 or path[0] != "op" or len(path) % 2:
+        return None
+    rest = path[1:]
+    return OpRef(tuple((rest[k], rest[k + 1]) for k in range(0, len(rest) - 1, 2)), rest[-1])
 
 
 @dataclass
@@ -135,6 +149,7 @@ class Session:
         self.breakpoints: dict[OpRef, Breakpoint] = {}
         self.watches: list[str] = []
         self.debugger: Any = None
+        self.last_stop: Any = None
         self._views: dict[tuple[NetPath, bool], NetView] = {}
         self.params = {out: param_info(op) for op in model.init.op for out in op.output}
         if loss is not None and loss not in self.all_blobs(()):
@@ -227,6 +242,8 @@ class Session:
                 raise Unavailable("gradient generation is not available yet")
             net, origin = gir.backward_net(self.model.predict, [loss])
             self.backward, self.loss = NetView(net, len(net.op) - len(origin), origin), loss
+            if self.debugger is not None:
+                self.debugger.backward(loss)
         self.show_backward = on
         self._views.clear()
 
@@ -239,12 +256,11 @@ class Session:
 
     def value(self, name: str) -> Any:
         """The blob's current value: the debugger's workspace, else fed/injected values, else None."""
-        ws = getattr(self.debugger, "workspace", None)
-        if ws is not None and hasattr(ws, "has_blob") and ws.has_blob(name):
+        if self.debugger is not None:
             try:
-                return ws.fetch_blob(name)
+                return self.debugger.value(name)
             except NetvizError:
-                return None
+                pass
         return self.values.get(name)
 
     def blob_info(self, name: str) -> dict[str, Any]:
@@ -269,32 +285,39 @@ class Session:
                 arr = np.asarray(_literal(text), dtype=np.float32)
             except (ValueError, SyntaxError, TypeError) as e:
                 raise NetvizError(f"inject {name}: cannot read {text!r} as a value: {e}") from None
-        ws = getattr(self.debugger, "workspace", None)
-        if ws is not None and hasattr(ws, "feed_blob"):
-            ws.feed_blob(name, arr)
+        if self.debugger is not None:
+            self.debugger.inject(name, arr)
         self.values[name] = arr
         return arr
 
     # -- breakpoints and watches (kept here; the debugger gets them when it exists) ----------
     def toggle_breakpoint(self, ref: OpRef, condition: str = "") -> bool:
-        """Add or remove a breakpoint on an op; returns True when one is now set."""
-        if ref in self.breakpoints and not condition:
-            del self.breakpoints[ref]
-            self._forward_dbg("clear_breakpoint", ref)
+        """Add or remove a breakpoint on an op (a condition replaces); True when one is now set.
+
+        Raises
+        ------
+        NetvizError
+            An invalid condition (the debugger's ConditionError), the UI shows it.
+        """
+        conditions = _optional("engine.debugger")
+        if condition and conditions is not None:
+            conditions.parse_condition(condition)  # refuse a bad condition now, not at the next step
+        old = self.breakpoints.pop(ref, None)
+        if old is not None and self.debugger is not None and old.dbg_id is not None:
+            self.debugger.remove(old.dbg_id)
+        if old is not None and not condition:
             return False
-        self.breakpoints[ref] = Breakpoint(ref, condition)
-        self._forward_dbg("set_breakpoint", ref, condition)
+        bp = Breakpoint(ref, condition)
+        if self.debugger is not None:
+            bp.dbg_id = self.debugger.add_breakpoint("path", to_oppath(ref), condition or None).id
+        self.breakpoints[ref] = bp
         return True
 
     def watch(self, name: str) -> None:
         if name not in self.watches:
+            if self.debugger is not None:
+                self.debugger.add_watchpoint(name)
             self.watches.append(name)
-            self._forward_dbg("watch", name)
-
-    def _forward_dbg(self, method: str, *args: Any) -> None:
-        fn = getattr(self.debugger, method, None)
-        if callable(fn):
-            fn(*args)
 
     # -- stepping: forwarded to engine.debugger when it exists -----------------------------
     def _debugger(self) -> Any:
@@ -302,30 +325,54 @@ class Session:
             mod = _optional("engine.debugger")
             if mod is None or not hasattr(mod, "Debugger"):
                 raise Unavailable("debugger not available yet")
-            self.debugger = mod.Debugger(self.model, inputs=self.values, device=self.device)
+            dbg = mod.Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss)
+            if self.backward is not None:
+                dbg.backward(self.loss)
             for bp in self.breakpoints.values():
-                self._forward_dbg("set_breakpoint", bp.op, bp.condition)
+                bp.dbg_id = dbg.add_breakpoint("path", to_oppath(bp.op), bp.condition or None).id
+            for name in self.watches:
+                dbg.add_watchpoint(name)
+            self.debugger = dbg
         return self.debugger
 
-    def step(self, how: str, *args: Any) -> Any:
-        """``step``, ``step_into``, ``step_out``, ``continue_``, ``run_to``, ``restart``, ``step_back``."""
-        return getattr(self._debugger(), how)(*args)
+    def step(self, how: str, target: OpRef | None = None) -> Any:
+        """``step``, ``step_into``, ``step_out``, ``continue_``, ``run_to`` (`target`), ``restart``,
+        ``step_back``: one debugger move; returns its Stopped event (reason, pc, detail)."""
+        dbg = self._debugger()
+        self.last_stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
+        return self.last_stop
+
+    def cancel(self) -> None:
+        if self.debugger is not None:
+            self.debugger.cancel()
 
     @property
     def pc(self) -> OpRef | None:
         """The next op to run, as the debugger reports it; None when nothing runs."""
-        return getattr(self.debugger, "pc", None) if self.debugger is not None else None
+        if self.debugger is None:
+            return None
+        return from_oppath(self.debugger.pc.path)
 
     def pc_label(self) -> str:
-        """``main › While op#7 iter 3 › op 2`` from the debugger, or why there is none."""
+        """``main › While op#7 iteration 3 › op#2 Relu`` from the debugger, or why there is none."""
         if self.debugger is None:
             return "not running"
-        label = getattr(self.debugger, "location_label", None)
-        return label() if callable(label) else str(self.pc)
+        stop = getattr(self, "last_stop", None)
+        reason = f"  [{stop.reason}: {stop.detail}]" if stop is not None and stop.reason != "step" else ""
+        return self.debugger.pc.text() + reason
+
+    def record(self, ref: OpRef) -> Any:
+        """The debugger's OpRecord of an op's last run (time, outputs, NaN), or None."""
+        if self.debugger is None:
+            return None
+        return self.debugger.records_by_path.get(to_oppath(ref))
 
     def executed(self, ref: OpRef) -> bool:
-        done = getattr(self.debugger, "executed", None)
-        return bool(done and ref in done)
+        return self.record(ref) is not None
+
+    def failed(self, ref: OpRef) -> bool:
+        stop = getattr(self, "last_stop", None)
+        return stop is not None and stop.reason == "error" and self.pc == ref
 
     # -- export: netviz.export draws what the canvas shows -----------------------------------
     def export(self, path: NetPath, target: str, ssa: bool = False, force: bool = False) -> str:

@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 
+from engine.errors import NetvizError
 from netviz.screens.prompt import PromptScreen
 from netviz.session import Session
 
@@ -51,9 +52,13 @@ class BreakpointsScreen(ModalScreen[None]):
         ref = self.refs[event.option_index]
 
         def done(cond: str | None) -> None:
-            if cond is not None:
+            if cond is None:
+                return
+            try:
                 self.session.toggle_breakpoint(ref, cond)
-                self.fill()
+            except NetvizError as e:
+                self.notify(str(e), title="Bad condition", severity="error")
+            self.fill()
         self.app.push_screen(PromptScreen("break when (condition on blobs, e.g. `loss > 10`)",
                                           self.session.breakpoints[ref].condition), done)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
@@ -105,6 +106,7 @@ class MainScreen(Screen[None]):
         if not self.is_mounted:
             return
         self.show_graph()
+        self.update_canvas_marks()
         self.update_status()
         if self.selected is not None and self.follow:
             self.canvas.center_on(self.selected.index if self.selected.path == self.path else None)
@@ -155,15 +157,29 @@ class MainScreen(Screen[None]):
                                  ("focus", self.focus_mode)) if on]
         self.query_one(StatusLine).show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.zoom][0]}"])
 
-    def after_step(self) -> None:
+    @guarded
+    def after_step(self, stop: Any = None) -> None:
+        """Show where the debugger stopped: markers, pc, the op there, and why it stopped."""
         self.op_tree.refresh_markers()
         pc = self.session.pc
-        self.canvas.pc_op = pc.index if isinstance(pc, OpRef) and pc.path == self.path else None
-        if isinstance(pc, OpRef):
+        if isinstance(pc, OpRef) and pc.index < len(self.session.view(pc.path).net.op):
             self.select(pc)
+        self.update_canvas_marks()
         self.update_status()
         if self.blob is not None:
             self.query_one(BlobInspector).show(self.session, self.blob)
+        if stop is not None and stop.reason not in ("step",):
+            self.notify(stop.detail or stop.reason, title=stop.reason.capitalize(),
+                        severity="error" if stop.reason == "error" else "information")
+
+    def update_canvas_marks(self) -> None:
+        s, pc = self.session, self.session.pc
+        self.canvas.pc_op = pc.index if isinstance(pc, OpRef) and pc.path == self.path else None
+        self.canvas.breakpoints = {r.index for r in s.breakpoints if r.path == self.path}
+        records = [s.record(OpRef(self.path, i)) for i in range(len(s.view(self.path).net.op))]
+        self.canvas.executed = {i for i, r in enumerate(records) if r is not None}
+        self.canvas.nan_ops = {i for i, r in enumerate(records) if r is not None and r.has_inf_or_nan}
+        self.canvas.refresh()
 
     # -- messages --------------------------------------------------------------------------
     def on_op_selected(self, message: OpSelected) -> None:
@@ -190,34 +206,44 @@ class MainScreen(Screen[None]):
         self.path = ref.path + ((ref.index, arg or subnets[0][0]),)
 
     # -- actions ---------------------------------------------------------------------------
-    @guarded
     def action_step(self, how: str) -> None:
-        self.session.step(how)
-        self.after_step()
+        self.move(how, None)
 
     @guarded
     def action_run_to_cursor(self) -> None:
         if self.selected is None:
             raise Unavailable("select an op to run to")
-        self.session.step("run_to", self.selected)
-        self.after_step()
+        self.move("run_to", self.selected)
+
+    @work(thread=True, exclusive=True, group="debugger")
+    def move(self, how: str, target: OpRef | None) -> None:
+        """One debugger move in a worker thread (continue can take a while); the UI stays live."""
+        try:
+            stop = self.session.step(how, target)
+        except Unavailable as e:
+            self.app.call_from_thread(self.notify, str(e), title="Not available", severity="warning")
+        except NetvizError as e:
+            self.app.call_from_thread(self.notify, str(e), title=type(e).__name__, severity="error")
+        except Exception as e:  # noqa: BLE001 - shown, never fatal
+            self.app.call_from_thread(self.notify, f"{type(e).__name__}: {e}", title="Internal error",
+                                      severity="error")
+        else:
+            self.app.call_from_thread(self.after_step, stop)
 
     @guarded
     def action_toggle_breakpoint(self) -> None:
         if self.selected is None:
             raise Unavailable("select an op first")
         on = self.session.toggle_breakpoint(self.selected)
-        self.canvas.breakpoints = {r.index for r in self.session.breakpoints if r.path == self.path}
+        self.update_canvas_marks()
         self.op_tree.refresh_markers()
-        self.canvas.refresh()
         self.notify(f"breakpoint {'set' if on else 'cleared'} at op #{self.selected.index}", title="Breakpoint")
 
     @guarded
     def action_list_breakpoints(self) -> None:
         def closed(_: Any) -> None:
-            self.canvas.breakpoints = {r.index for r in self.session.breakpoints if r.path == self.path}
+            self.update_canvas_marks()
             self.op_tree.refresh_markers()
-            self.canvas.refresh()
         self.app.push_screen(BreakpointsScreen(self.session), closed)
 
     def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "") -> None:

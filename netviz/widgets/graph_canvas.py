@@ -27,6 +27,7 @@ FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks
 S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
 S_BLOB, S_GRAD = Style(color="#c8c8c8"), Style(color=looks.RED)
 S_SEL = Style(color="black", bgcolor=looks.AMBER, bold=True)
+S_NAN, S_DONE = Style(color="white", bgcolor="#8E24AA", bold=True), Style(color="#7CB342", bold=True)
 S_PC, S_BP = Style(color="#ffff00", bold=True), Style(color="#ff3030", bold=True)
 
 
@@ -58,6 +59,8 @@ class GraphCanvas(ScrollView, can_focus=True):
         self.selected_blob: tuple[str, int | None] | None = None
         self.pc_op: int | None = None
         self.breakpoints: set[int] = set()
+        self.executed: set[int] = set()
+        self.nan_ops: set[int] = set()
         self.focus_nodes: tuple[set[int], set[str]] | None = None
         self._cache: dict[tuple, Scene] = {}
         self._pending_center: int | None = None
@@ -150,6 +153,8 @@ class GraphCanvas(ScrollView, can_focus=True):
         border, inner = _op_styles(n.style)
         if self.focus_nodes is not None and n.op not in self.focus_nodes[0]:
             border = inner = S_DIM
+        if n.op in self.nan_ops:
+            inner = S_NAN
         if n.op == self.selected_op:
             border, inner = Style(color=looks.AMBER, bold=True), S_SEL
         if n.h == 1:
@@ -164,7 +169,7 @@ class GraphCanvas(ScrollView, can_focus=True):
         if r == n.h - 1:
             return [(c, border) for c in "╰" + "─" * (n.w - 2) + "╯"]
         left = ("▶", S_PC) if n.op == self.pc_op else ("│", border)
-        right = ("●", S_BP) if n.op in self.breakpoints else ("│", border)
+        right = ("●", S_BP) if n.op in self.breakpoints else ("✓", S_DONE) if n.op in self.executed else ("│", border)
         return [left, *((c, inner) for c in _fit(n.label, n.w - 2)), right]
 
     def on_click(self, event: Any) -> None:

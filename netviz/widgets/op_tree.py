@@ -19,6 +19,7 @@ from netviz.messages import DrillRequested, OpSelected
 from netviz.session import NetPath, OpRef, Session
 
 CHUNK = 120
+MARK_STYLE = {"▶": "bold yellow", "✓": "green", "!": "bold magenta", "✗": "bold red"}
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
 
 
@@ -106,8 +107,10 @@ class OpTree(Tree[Any]):
         s, op = self.session, self.session.op(ref)
         view = s.view(ref.path)
         kind = "backward" if view.is_backward(ref.index) else "control" if op.type in CONTROL_FLOW else "op"
-        marker = "▶" if s.pc == ref else "●" if ref in s.breakpoints else "✓" if s.executed(ref) else " "
-        text = Text.assemble((marker, "bold yellow" if marker == "▶" else "red"), (f"{ref.index:>3} ", "dim"),
+        rec = s.record(ref)
+        marker = ("✗" if s.failed(ref) else "▶" if s.pc == ref else "●" if ref in s.breakpoints
+                  else "!" if rec is not None and rec.has_inf_or_nan else "✓" if rec is not None else " ")
+        text = Text.assemble((marker, MARK_STYLE.get(marker, "red")), (f"{ref.index:>3} ", "dim"),
                              (op.type, TYPE_STYLE[kind]))
         what = op.name or (op.output[0] if op.output else "")
         if what:
@@ -127,7 +130,8 @@ class OpTree(Tree[Any]):
         while parent is not None:
             parent.expand()
             parent = parent.parent
-        self.call_after_refresh(self.move_cursor, node)
+        _ = self._tree_lines  # NOTE: rebuilds the lines now, so node._line is right for move_cursor
+        self.move_cursor(node)
 
     @property
     def selected_ref(self) -> OpRef | None:

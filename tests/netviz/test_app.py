@@ -18,7 +18,6 @@ from tests.netviz.tui_nets import mlp, while_net, write
 from tests.netviz.waiting import asynctest, notified, ready, text_of, wait_for
 
 HAS_DEBUGGER = importlib.util.find_spec("engine.debugger") is not None
-STEP_KEYS = ["n", "s", "f", "c", "t", "u", "r"]
 
 
 @pytest.fixture
@@ -52,19 +51,67 @@ async def test_opens_with_op_list_graph_and_inspector(mlp_path):
         assert app.main.canvas.selected_op == 1
 
 
-@pytest.mark.parametrize("key", STEP_KEYS)
+def at(i: int, path=()) -> OpRef:
+    return OpRef(path, i)
+
+
+STEPS = [  # keys (after selecting `cursor`), where the pc must end, reason of the last stop
+    (["n"], at(1), "step"),
+    (["n", "n", "n", "n", "n", "s"], at(0, ((5, "cond_net"),)), "step"),
+    (["n", "n", "n", "n", "n", "s", "s", "s"], at(0, ((5, "loop_net"),)), "step"),
+    (["n", "n", "n", "n", "n", "s", "s", "s", "f"], at(6), "step"),
+    (["c"], None, "end"),
+    (["t"], at(4), "step"),
+    (["n", "n", "u"], at(1), "step"),
+    (["n", "n", "r"], at(0), "step"),
+]
+
+
+@pytest.mark.skipif(not HAS_DEBUGGER, reason="engine.debugger not there")
+@pytest.mark.parametrize("keys,pc,reason", STEPS, ids=lambda v: "".join(v) if isinstance(v, list) else None)
 @asynctest
-async def test_stepping_keys_reach_the_session(mlp_path, key):
+async def test_stepping_keys_move_the_debugger(while_path, keys, pc, reason):
+    app = app_for(while_path, inputs=["x=3"])
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        app.main.select(at(4))
+        for k in keys:
+            before = app.session.last_stop
+            await pilot.press(k)
+            await wait_for(pilot, lambda: app.session.last_stop is not before, f"the debugger to stop after {k}")
+        await wait_for(pilot, lambda: app.session.last_stop.reason == reason, f"a {reason} stop")
+        if pc is not None:
+            await wait_for(pilot, lambda: app.session.pc == pc and app.main.selected == pc, f"pc at {pc}")
+            assert app.main.canvas.pc_op == pc.index
+        assert "pc" in text_of(app.main.query_one("#status"))
+
+
+@pytest.mark.skipif(not HAS_DEBUGGER, reason="engine.debugger not there")
+@asynctest
+async def test_execution_error_is_a_notification(mlp_path):
+    app = app_for(mlp_path)  # no inputs fed: FC cannot find X
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: notified(app, "input blob 'X' not found"), "the error notification")
+        assert app.session.failed(at(0)) and app.screen is app.main
+        await pilot.press("down")
+        await wait_for(pilot, lambda: app.main.selected == at(1), "the UI still answers")
+
+
+@pytest.mark.skipif(not HAS_DEBUGGER, reason="engine.debugger not there")
+@asynctest
+async def test_bad_breakpoint_condition_is_a_notification(mlp_path):
     app = app_for(mlp_path)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await ready(pilot)
-        await pilot.press(key)
-        await pilot.pause()
-        if HAS_DEBUGGER:
-            assert app.session.debugger is not None or notified(app, "")
-        else:
-            assert notified(app, "debugger not available yet")
-        assert app.screen is app.main
+        await pilot.press("b", "B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), "breakpoints list")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "condition prompt")
+        await pilot.press(*"loss >>> ((", "enter")
+        await wait_for(pilot, lambda: len(app._notifications) > 1, "a notification")
+        assert any(n.severity == "error" for n in app._notifications)
 
 
 @asynctest
@@ -287,7 +334,8 @@ async def test_every_palette_command_runs(mlp_path, aid):
         if aid in checks:
             await wait_for(pilot, checks[aid], f"the effect of {aid}")
         elif ACTIONS[aid][1].startswith("step") or aid == "run.to-cursor":
-            assert HAS_DEBUGGER or notified(app, "debugger not available yet")
+            await wait_for(pilot, lambda: app.session.last_stop is not None or len(app._notifications) > 0,
+                           "the debugger to answer")
         else:  # drill / up / zoom-in at the limits: a notice or nothing, never a crash
             assert app.is_running
 
