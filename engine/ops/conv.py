@@ -10,7 +10,7 @@ from engine.grad_makers import cc_maker
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from engine.errors import ShapeError
-from engine.shapes import UNKNOWN, TensorInfo, dims, join_layout, spatial_out, split_layout
+from engine.shapes import UNKNOWN, TensorInfo, dim_op, dims, join_layout, spatial_out, split_layout
 
 # ---- kernels ----
 
@@ -106,17 +106,99 @@ def col2im(xp, cols, xshape, k, s, pb, pe, d, out):
     return dx[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + xshape[2 + i]) for i in range(nd))]
 
 
+_PER_IMAGE = 1024  # output pixels per image above which one GEMM per image beats one big GEMM
+
+
+def cols_cm(xp, x, k, s, pb, pe, d):
+    """Channel-major im2col: contiguous (C * prod(k), N * P) columns of NCHW `x`, and the output
+    spatial shape.  One copy whose innermost run is a whole output row, and a column order that
+    lets ONE GEMM cover the batch (the BLAS-friendly layout for the small late-stage maps)."""
+    win = windows(xp, x, k, s, pb, pe, d)  # (N, C, *out, *k) view
+    nd = len(k)
+    out = win.shape[2:2 + nd]
+    view = win.transpose(1, *range(2 + nd, 2 + 2 * nd), 0, *range(2, 2 + nd))
+    cols = xp.empty(view.shape, dtype=x.dtype)
+    cols[...] = view
+    return cols.reshape(x.shape[1] * int(np.prod(k)), -1), out
+
+
+def _plain(k, s, pb, pe, d):
+    return all(v == 1 for v in (*k, *d)) and not any(pb) and not any(pe)
+
+
+def conv_gemm(xp, x, w, k, s, pb, pe, d):
+    """group=1 NCHW convolution as float32 GEMMs: a 1x1 conv multiplies the image itself (no
+    im2col); else channel-major columns, one GEMM per image for big maps, one for the batch else."""
+    n, m = x.shape[0], w.shape[0]
+    w2 = w.reshape(m, -1)
+    if _plain(k, s, pb, pe, d):
+        if any(v != 1 for v in s):
+            x = xp.ascontiguousarray(x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)])
+        y = xp.empty((n, m) + x.shape[2:], dtype=x.dtype)
+        for xi, yi in zip(x.reshape(n, x.shape[1], -1), y.reshape(n, m, -1)):
+            xp.matmul(w2, xi, out=yi)
+        return y
+    cols, out = cols_cm(xp, x, k, s, pb, pe, d)
+    p = int(np.prod(out))
+    if p < _PER_IMAGE or xp is not np:
+        return xp.ascontiguousarray(xp.moveaxis((w2 @ cols).reshape((m, n) + tuple(out)), 0, 1))
+    y = xp.empty((n, m) + tuple(out), dtype=x.dtype)
+    c3 = cols.reshape(cols.shape[0], n, p)
+    for i in range(n):
+        xp.matmul(w2, c3[:, i], out=y[i].reshape(m, p))
+    return y
+
+
 @kernel("Conv", "Conv1D", "Conv2D", "Conv3D")
 @geometry_args
 def conv(xp, x, w, b=None, *, group: int = 1, **g):
     x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
     k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:])
-    cols, out = im2col(xp, x, k, s, pb, pe, d, group)
     m = w.shape[0]
-    y = bmm(xp, w.reshape(group, m // group, -1), cols).reshape((x.shape[0], m) + tuple(out))
+    if group == 1 and x.dtype == w.dtype:
+        y, out = conv_gemm(xp, x, w, k, s, pb, pe, d), None
+    else:
+        cols, out = im2col(xp, x, k, s, pb, pe, d, group)
+        y = bmm(xp, w.reshape(group, m // group, -1), cols).reshape((x.shape[0], m) + tuple(out))
     if b is not None:
-        y += b.reshape((m,) + (1,) * len(out))
+        y += b.reshape((m,) + (1,) * (y.ndim - 2))
     return from_nchw(y, g["order"])
+
+
+def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
+    """(dW, db, dX or None) of a group=1 NCHW conv by GEMMs in the layouts of :func:`conv_gemm`."""
+    n, m = dy.shape[:2]
+    out, c = dy.shape[2:], x.shape[1]
+    w2, p, plain = w.reshape(m, -1), int(np.prod(dy.shape[2:])), _plain(k, s, pb, pe, d)
+    if plain and any(v != 1 for v in s):
+        xs = xp.ascontiguousarray(x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)])
+    else:
+        xs = x
+    if p >= _PER_IMAGE and xp is np:  # big maps: one GEMM per image, no transposing copies
+        dy3 = dy.reshape(n, m, p)
+        cols = xs.reshape(n, c, p) if plain else cols_cm(xp, x, k, s, pb, pe, d)[0].reshape(-1, n, p)
+        dw = np.zeros_like(w2)
+        for i in range(n):
+            dw += dy3[i] @ (cols[i] if plain else cols[:, i]).T
+        db = dy3.sum(axis=2).sum(axis=0)
+        dcols = None
+        if need_dx:
+            dcols = np.empty((n, w2.shape[1], p), dtype=dy.dtype)
+            for i in range(n):
+                np.matmul(w2.T, dy3[i], out=dcols[i])
+            dcols = dcols.reshape((n, c) + tuple(k) + tuple(out))
+    else:
+        dyt = xp.ascontiguousarray(xp.moveaxis(dy.reshape(n, m, p), 0, 1)).reshape(m, -1)
+        cols = xp.moveaxis(xs.reshape(n, c, p), 0, 1).reshape(c, -1) if plain else \
+            cols_cm(xp, x, k, s, pb, pe, d)[0]
+        dw, db = dyt @ cols.T, dyt.sum(axis=1)
+        dcols = xp.moveaxis((w2.T @ dyt).reshape((c,) + tuple(k) + (n,) + tuple(out)), len(k) + 1, 0) \
+            if need_dx else None
+    if dcols is None:
+        return dw.reshape(w.shape), db, None
+    if plain and all(v == 1 for v in s):
+        return dw.reshape(w.shape), db, xp.ascontiguousarray(dcols.reshape(x.shape))
+    return dw.reshape(w.shape), db, xp.ascontiguousarray(col2im(xp, dcols, x.shape, k, s, pb, pe, d, out))
 
 
 @kernel("ConvGradient", "Conv1DGradient", "Conv2DGradient", "Conv3DGradient", needs_context=True)
@@ -126,6 +208,11 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
     order = g["order"]
     x, w, dy = to_nchw(x, order), to_nchw(w, order), to_nchw(dy, order)
     k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:])
+    if group == 1 and x.dtype == w.dtype == dy.dtype:
+        need_dx = len(ctx.op.output) > 2 - bool(no_bias)
+        dw, db, dx = conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx)
+        res = [from_nchw(dw, order)] + ([] if no_bias else [db]) + ([] if dx is None else [from_nchw(dx, order)])
+        return tuple(res)
     cols, out = im2col(xp, x, k, s, pb, pe, d, group)
     n, m = dy.shape[:2]
     dy3 = dy.reshape(n, group, m // group, -1)
@@ -138,6 +225,52 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
             dx = dcols.reshape(x.shape)
         else:
             dx = col2im(xp, dcols, x.shape, k, s, pb, pe, d, out)
+        res.append(from_nchw(xp.ascontiguousarray(dx), order))
+    return tuple(res)
+
+
+def transpose_geometry(g, kshape, adj, adjs, adj_h, adj_w, legacy_pad):
+    """(kernel, stride, pad_begin, pad_end, adj) of a 2-D ConvTranspose; legacy VALID/SAME pads are 0."""
+    k, s, pb, pe, _ = geometry(2, g, kshape)
+    a = [int(v) for v in adjs] if adjs else [int(adj_h), int(adj_w)] if adj_h or adj_w else [int(adj)] * 2
+    return (k, s, [0, 0], [0, 0], a) if legacy_pad in (1, 2) else (k, s, pb, pe, a)
+
+
+def transpose_out(sp, k, s, pb, pe, a):
+    """ConvTranspose output dims: ``(in - 1) * stride + kernel + adj - pad_begin - pad_end``."""
+    return tuple(dim_op(lambda i, kk: (i - 1) * s[j] + kk + a[j] - pb[j] - pe[j], v, k[j]) for j, v in enumerate(sp))
+
+
+@kernel("ConvTranspose")
+@geometry_args
+def conv_transpose(xp, x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None, adj_h: int = 0, adj_w: int = 0,
+                   legacy_pad: int = 0, **g):
+    # NOTE: W is (C_in, C_out/group, kH, kW) (NHWC: (C_in, kH, kW, C_out/group)); Y = col2im(W^T X) per group.
+    x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
+    k, s, pb, pe, a = transpose_geometry(g, w.shape[2:], adj, adjs, adj_h, adj_w, legacy_pad)
+    (n, m), sp, c = x.shape[:2], x.shape[2:], w.shape[1] * group
+    cols = bmm(xp, w.reshape(group, m // group, -1).transpose(0, 2, 1), x.reshape(n, group, m // group, -1))
+    y = col2im(xp, cols.reshape((n, c) + tuple(k) + sp), (n, c) + transpose_out(sp, k, s, pb, pe, a),
+               k, s, pb, pe, (1, 1), sp)
+    y = xp.ascontiguousarray(y) if b is None else y + b.reshape(c, 1, 1)
+    return from_nchw(y, g["order"])
+
+
+@kernel("ConvTransposeGradient", needs_context=True)
+@geometry_args
+def conv_transpose_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, adj: int = 0, adjs=None,
+                            adj_h: int = 0, adj_w: int = 0, legacy_pad: int = 0, **g):
+    # NOTE: outputs [dW, db, dX] (no_bias=1: [dW, dX]), dX only when asked for; X's pixels are dY's windows.
+    order = g["order"]
+    x, w, dy = to_nchw(x, order), to_nchw(w, order), to_nchw(dy, order)
+    k, s, pb, pe, _ = transpose_geometry(g, w.shape[2:], adj, adjs, adj_h, adj_w, legacy_pad)
+    (n, m), (h, wd) = x.shape[:2], x.shape[2:]
+    win = windows(xp, dy, k, s, pb, pe, (1, 1))[:, :, :h, :wd]  # (N, C, H, W, kH, kW); adj == stride adds a row
+    cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, group, -1, h * wd)
+    dw = bmm(xp, x.reshape(n, group, m // group, -1), cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w.shape)
+    res = [from_nchw(dw, order)] + ([] if no_bias else [dy.sum(axis=(0, 2, 3))])
+    if len(ctx.op.output) > len(res):
+        dx = bmm(xp, w.reshape(group, m // group, -1), cols).reshape(x.shape)
         res.append(from_nchw(xp.ascontiguousarray(dx), order))
     return tuple(res)
 
@@ -174,4 +307,23 @@ def conv_shape(x, w, b=None, *, group: int = 1, **g):
 def conv_gradient_shape(x, w, dy, *, no_bias: int = 0, order: str = "NCHW", n_out):
     # NOTE: outputs are dW, db (unless no_bias), then dX when asked for.
     db = TensorInfo((split_layout(w.shape, order)[0],), w.dtype) if w.shape is not None else UNKNOWN
+    return ((w,) if no_bias else (w, db)) + (x,)
+
+
+@shape("ConvTranspose")
+@geometry_args
+def conv_transpose_shape(x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None, adj_h: int = 0, adj_w: int = 0,
+                         legacy_pad: int = 0, **g):
+    n, _, sp = split_layout(dims(x), g["order"])
+    cg, kshape = split_layout(w.shape, g["order"])[1:] if w.shape is not None else (None, (None,) * len(sp))
+    c = cg * group if cg is not None else b.shape[0] if b is not None and b.shape is not None else None
+    k, s, pb, pe, a = transpose_geometry(g, kshape, adj, adjs, adj_h, adj_w, legacy_pad)
+    return TensorInfo(join_layout(n, c, transpose_out(sp, k, s, pb, pe, a), g["order"]), x.dtype)
+
+
+@shape("ConvTransposeGradient")
+def conv_transpose_gradient_shape(x, w, dy, *, group: int = 1, no_bias: int = 0, order: str = "NCHW", n_out):
+    # NOTE: db has C_out = W's dim 1 (NHWC: last) x group entries.
+    cg = split_layout(w.shape, order)[1] if w.shape is not None else None
+    db = TensorInfo((cg * group,), w.dtype) if cg is not None else UNKNOWN
     return ((w,) if no_bias else (w, db)) + (x,)
