@@ -9,11 +9,7 @@ from tests.differential.bugs import assert_differs_from_caffe2, check_numeric
 from tests.differential.goldens import (arrays, assert_same_ops, backward, case_names, check_backward_case,
                                         grad_net_of, load)
 
-NO_KERNEL = "netviz has no {} kernel yet"
-XFAIL = {
-    "op/ConvTranspose": NO_KERNEL.format("ConvTranspose"),
-    "op/ConvTranspose_nobias": NO_KERNEL.format("ConvTranspose"),
-}
+XFAIL: dict[str, str] = {}
 # Caffe2's CPU-only wheel cannot create these ops; netviz runs them (host stand-in for CUDA, fp16 on CPU).
 RUNS_IN_NETVIZ = {"op/CopyCPUToGPU", "op/CopyGPUToCPU"}
 RANDOM = {"op/Dropout_train": ("Y", "mask"), "op/Dropout_inplace": ("X", "mask")}

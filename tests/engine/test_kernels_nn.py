@@ -62,6 +62,57 @@ def test_conv_without_bias_and_1d_3d():
     assert eval_op("Conv", randn(1, 2, 4, 5, 6), randn(3, 2, 2, 2, 2), kernel=2)[0].shape == (1, 3, 3, 4, 5)
 
 
+def conv_transpose_ref(x, w, b, stride=1, pads=(0, 0, 0, 0), adj=0, group=1):
+    """Direct NCHW transposed convolution (each input pixel scatters W into Y), float64."""
+    n, m, h, wd = x.shape
+    _, cg, kh, kw = w.shape
+    pt, pl, pb, pr = pads
+    full = np.zeros((n, cg * group, (h - 1) * stride + kh + adj, (wd - 1) * stride + kw + adj))
+    for i in range(h):
+        for j in range(wd):
+            for g in range(group):
+                xs, ws = x[:, g * (m // group):(g + 1) * (m // group), i, j], w[g * (m // group):(g + 1) * (m // group)]
+                full[:, g * cg:(g + 1) * cg, i * stride:i * stride + kh, j * stride:j * stride + kw] += \
+                    np.einsum("nm,mckl->nckl", xs.astype(np.float64), ws)
+    y = full[:, :, pt:full.shape[2] - pb, pl:full.shape[3] - pr]
+    return y + (0 if b is None else b.reshape(-1, 1, 1))
+
+
+CONV_T_CASES = [dict(), dict(stride=2), dict(stride=2, pads=(1, 0, 2, 1)), dict(stride=3, adj=2),
+                dict(stride=2, pads=(1, 1, 1, 1), adj=1, group=2)]
+
+
+@pytest.mark.parametrize("args", CONV_T_CASES, ids=str)
+def test_conv_transpose_forward(args):
+    g = args.get("group", 1)
+    x, w, b = randn(2, 4, 3, 5), randn(4, 6 // g, 3, 2), randn(6)
+    kw = {"pads": list(args["pads"])} if "pads" in args else {}
+    y = eval_op("ConvTranspose", x, w, b, kernel_h=3, kernel_w=2, **{**args, **kw})[0]
+    assert y.dtype == np.float32 and y.flags.c_contiguous
+    np.testing.assert_allclose(y, conv_transpose_ref(x, w, b, **args), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_transpose_nhwc_nobias_and_arg_spellings():
+    x, w = randn(1, 3, 4, 5), randn(3, 2, 3, 3)
+    y = eval_op("ConvTranspose", x, w, kernel=3, stride=2, pad=1, adj=1)[0]
+    assert y.shape == (1, 2, 8, 10)  # (in - 1) * stride + kernel + adj - pad_t - pad_b
+    y2 = eval_op("ConvTranspose", x.transpose(0, 2, 3, 1), w.transpose(0, 2, 3, 1), kernels=[3, 3], strides=[2, 2],
+                 pad_t=1, pad_l=1, pad_b=1, pad_r=1, adj_h=1, adj_w=1, order="NHWC")[0]
+    np.testing.assert_allclose(y2, y.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)
+    y3 = eval_op("ConvTranspose", x, w, kernel=3, stride=2, pad=1, legacy_pad=2)[0]  # NOTE: SAME/VALID: pads 0
+    np.testing.assert_allclose(y3, conv_transpose_ref(x, w, None, stride=2), rtol=1e-4, atol=1e-4)
+
+
+CONV_T_GRAD = [
+    GradCase("ConvTranspose", [randn(2, 4, 3, 4), randn(4, 6 // a.get("group", 1), 3, 2), randn(6)],
+             "ConvTransposeGradient", "I0 I1 GO0", "GI1 GI2 GI0", dict(kernel_h=3, kernel_w=2, **a),
+             label=f"ConvTransposeGradient{a}")
+    for a in [{}, {"stride": 2, "pad": 1}, {"stride": 2, "adj": 1, "group": 2}, {"stride": 2, "adj": 2}]] + [
+    GradCase("ConvTranspose", [randn(2, 3, 4, 4), randn(4, 3, 3, 3)], "ConvTransposeGradient", "I0 I1 GO0",
+             "GI1 GI0", dict(kernel=3, stride=2, pads=[0, 1, 1, 0], order="NHWC", no_bias=1),
+             label="ConvTransposeGradient-NHWC-nobias")]
+
+
 def pool_ref(x, k, s, p, fn, include_pad=False):
     n, c, h, w = x.shape
     fill = -np.inf if fn is np.max else np.nan
@@ -187,7 +238,7 @@ def test_other_losses_forward():
 CONV_GRAD = [GradCase("Conv", [randn(2, 4, 6, 5), randn(4, 4 // a.get("group", 1), 3, 3), randn(4)], "ConvGradient",
                       "I0 I1 GO0", "GI1 GI2 GI0", dict(kernel=3, **a), label=f"ConvGradient{a}")
              for a in [{}, {"stride": 2, "pad": 1}, {"dilation": 2, "pad": 1}, {"group": 2}, {"group": 4}]]
-GRAD_CASES = CONV_GRAD + [
+GRAD_CASES = CONV_GRAD + CONV_T_GRAD + [
     GradCase("Conv", [randn(2, 5, 6, 3), randn(4, 3, 3, 3)], "ConvGradient", "I0 I1 GO0", "GI1 GI0",
              dict(kernel=3, pad=1, order="NHWC", no_bias=1), label="ConvGradient-NHWC-nobias"),
     GradCase("Conv", [randn(2, 3, 5, 5), randn(4, 3, 1, 1), randn(4)], "ConvGradient", "I0 I1 GO0", "GI1 GI2 GI0",
