@@ -22,9 +22,10 @@ def _channel_view(x, order):
 def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: float = 1e-5,
                momentum: float = 0.9, order: str = "NCHW"):
     axes, bshape = _channel_view(x, order)
-    if is_test:
-        inv = 1 / xp.sqrt(var + x.dtype.type(epsilon))
-        return ((x - mean.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)).astype(x.dtype)
+    if is_test:  # NOTE: y = x * a + c with per-channel a, c: two passes over x, no temporaries.
+        a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
+        y = xp.multiply(x, a.reshape(bshape), dtype=x.dtype)
+        return xp.add(y, (bias - mean * a).astype(x.dtype).reshape(bshape), out=y)
     # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
     # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
     bm, bv = x.mean(axis=axes), x.var(axis=axes)

@@ -35,7 +35,15 @@ def _counts(xp, x, k, s, pb, pe, d, include_pad):
 def max_pool(xp, x, **g):
     x = to_nchw(x, g["order"])
     k, s, pb, pe, d = _pool_geometry(x, g)
-    return from_nchw(windows(xp, x, k, s, pb, pe, d, -np.inf).max(axis=tuple(range(-len(k), 0))), g["order"])
+    win = windows(xp, x, k, s, pb, pe, d, -np.inf)
+    if int(np.prod(k)) > 64:  # global-style pools: one reduction
+        return from_nchw(win.max(axis=tuple(range(-len(k), 0))), g["order"])
+    # NOTE: one elementwise maximum per kernel position over strided views (a reduction over the
+    # window axes of the view walks memory in tiny runs and is several times slower).
+    y = xp.array(win[(Ellipsis,) + (0,) * len(k)], copy=True)
+    for pos in itertools.islice(itertools.product(*(range(v) for v in k)), 1, None):
+        xp.maximum(y, win[(Ellipsis,) + pos], out=y)
+    return from_nchw(y, g["order"])
 
 
 @kernel("AveragePool", "AveragePool1D", "AveragePool2D", "AveragePool3D")
