@@ -53,6 +53,22 @@ def _net_arg(op: caffe2_pb2.OperatorDef, name: str) -> caffe2_pb2.NetDef | None:
     return None
 
 
+def _top_level_io(op: caffe2_pb2.OperatorDef, name: str) -> tuple[set[str], set[str]]:
+    """Names the top-level ops of subnet arg `name` of `op` read and write (empty sets without it)."""
+    net = _net_arg(op, name)
+    ops = net.op if net is not None else ()
+    return {i for o in ops for i in o.input}, {w for o in ops for w in o.output}
+
+
+def kept_by_a_branch(op: caffe2_pb2.OperatorDef) -> list[str]:
+    """Outputs of If `op` that one branch leaves unchanged and no branch reads (a then-only If
+    overwriting a blob): when that branch runs, the blob keeps the value it had before the If."""
+    if op.type != "If":
+        return []
+    (then_r, then_w), (else_r, else_w) = _top_level_io(op, "then_net"), _top_level_io(op, "else_net")
+    return [b for b in dict.fromkeys(op.output) if b not in then_r | else_r and not (b in then_w and b in else_w)]
+
+
 # ---- Do bindings -------------------------------------------------------------------------
 def do_bindings(op: caffe2_pb2.OperatorDef) -> tuple[dict[str, str], str]:
     """``(inner -> outer bindings, workspace-stack blob)`` of a Do op, checked as Caffe2 does.
@@ -327,13 +343,14 @@ def gen_if_gradient(op: caffe2_pb2.OperatorDef, g_output: Sequence[Any]
         else_grad.op.extend(zero_then)
     then_grad.op.extend(_zero_init(init, else_map, [o for o in else_out if o not in then_out
                                                     and o in else_map.values()]))
+    kept = _pass_through(op, init, grad_map, then_grad, else_grad)
     cond = op.input[0]
-    inputs = [cond] + [i for i in dict.fromkeys(then_in + else_in) if i != cond]  # NOTE: Caffe2 drops chars of cond
+    inputs = [cond] + [i for i in dict.fromkeys(then_in + else_in + kept) if i != cond]  # NOTE: Caffe2 drops chars of cond
     g = caffe2_pb2.OperatorDef()
     g.CopyFrom(op)
     del g.input[:], g.output[:], g.arg[:], g.control_input[:]
     g.input.extend(inputs)
-    g.output.extend(dict.fromkeys(then_out + else_out))
+    g.output.extend(dict.fromkeys(then_out + else_out + [init[b] for b in kept]))
     g.arg.append(make_argument("then_net", then_grad))
     if else_grad is not None:
         g.arg.append(make_argument("else_net", else_grad))
@@ -341,6 +358,20 @@ def gen_if_gradient(op: caffe2_pb2.OperatorDef, g_output: Sequence[Any]
         g.name += "_grad"
     g.is_gradient_op = True
     return copies + [g], [grad_map.get(i) for i in op.input]
+
+
+def _pass_through(op: caffe2_pb2.OperatorDef, init: Mapping[str, str], grad_map: dict[str, str],
+                  then_grad: caffe2_pb2.NetDef, else_grad: caffe2_pb2.NetDef | None) -> list[str]:
+    """Gradients of the earlier version of blobs a branch may leave unchanged, listed among the If's
+    inputs by the IR (netviz only; Caffe2 raises a version error, docs/fidelity.md): the branch that
+    overwrites the blob zeroes its gradient, the other passes the incoming one through."""
+    kept = [b for b in kept_by_a_branch(op) if b in op.input and b in init]
+    for b in kept:
+        grad_map[b] = init[b]
+        for name, grad in (("then_net", then_grad), ("else_net", else_grad)):
+            if b in _top_level_io(op, name)[1]:
+                grad.op.append(_plain("ConstantFill", [b], [init[b]], value=0.0))
+    return kept
 
 
 def _zero_init(init: Mapping[str, str], grad_map: Mapping[str, str], names: Iterable[str]

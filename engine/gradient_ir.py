@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engine import ops as _ops  # noqa: F401 - fills GRADIENTS
+from engine.control_ops_grad import kept_by_a_branch
 from engine.errors import GradientError
 from engine.grad_makers import (GradientMakerError, GradientSlice, NoGradientMakerError,
                                 is_cc_maker)
@@ -83,6 +84,8 @@ class IR:
 
     def __init__(self, operators: Sequence[caffe2_pb2.OperatorDef], save_inputs: bool = True) -> None:
         self.ssa: list[OpSSA] = []
+        self.forward_ops: list[caffe2_pb2.OperatorDef] = []  # as given (ssa holds Ifs with implicit inputs)
+        self.maybe_unchanged: set[tuple[str, int]] = set()  # versions an If may have left equal to the last
         self.save_inputs = save_inputs  # False: Caffe2's in-place reads (see _saved_input_reads)
         self.saves: dict[tuple[int, str], caffe2_pb2.OperatorDef] = {}  # (fwd op, blob) -> Copy
         self.input_usages: defaultdict[str, defaultdict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
@@ -107,6 +110,8 @@ class IR:
     def Play(self, op: caffe2_pb2.OperatorDef) -> None:
         """Record `op`: inputs at the current versions, outputs one version up (new blobs: 0)."""
         i, frontier = len(self.ssa), self.frontier
+        self.forward_ops.append(op)
+        op = self._with_kept_inputs(op)
         in_versions = {}
         for s in op.input:
             v = in_versions[s] = frontier[s]
@@ -118,7 +123,25 @@ class IR:
                 frontier[s] += 1
             v = out_versions[s] = frontier[s]
             self.out_version_history[s].append((i, v))
+            if s in in_versions and op is not self.forward_ops[-1] and s not in self.forward_ops[-1].input:
+                self.maybe_unchanged.add((s, v))
         self.ssa.append(OpSSA(op, in_versions, out_versions))
+
+    def _with_kept_inputs(self, op: caffe2_pb2.OperatorDef) -> caffe2_pb2.OperatorDef:
+        """`op`, or an If that a branch may leave an earlier blob unchanged in, with that blob added
+        to its inputs: its gradient maker then passes the blob's gradient through (netviz only;
+        Caffe2 rejects reads of the earlier version, docs/fidelity.md)."""
+        kept = [b for b in kept_by_a_branch(op) if b in self.frontier and b not in op.input]
+        if not kept:
+            return op
+        new = caffe2_pb2.OperatorDef()
+        new.CopyFrom(op)
+        new.input.extend(kept)
+        return new
+
+    def _holds(self, name: str, version: int) -> bool:
+        """Whether blob `name` may still hold `version`: no later write, or only Ifs that keep it."""
+        return all((name, v) in self.maybe_unchanged for v in range(version + 1, self.frontier[name] + 1))
 
     def _history(self, name: str, out: bool) -> str:
         hist = self.out_version_history if out else self.in_version_history
@@ -143,13 +166,13 @@ class IR:
                     f'{out_versions[out]} of "{out}", but currently we have version '
                     f'{self.gradient_frontier[out]}.', self._history(out, True), fwd_op_idx)
         elif grad_op_input in out_versions:
-            if self.frontier[grad_op_input] != out_versions[grad_op_input]:
+            if not self._holds(grad_op_input, out_versions[grad_op_input]):
                 raise GradientVersionError(
                     f'{where}Gradient operator needs output "{grad_op_input}" at version '
                     f'{out_versions[grad_op_input]}, but currently we have version '
                     f'{self.frontier[grad_op_input]}.', self._history(grad_op_input, True), fwd_op_idx)
         elif grad_op_input in in_versions:
-            if self.frontier[grad_op_input] != in_versions[grad_op_input]:
+            if not self._holds(grad_op_input, in_versions[grad_op_input]):
                 raise GradientVersionError(
                     f'{where}Gradient operator needs input "{grad_op_input}" at version '
                     f'{in_versions[grad_op_input]}, but currently we have version '
@@ -304,7 +327,7 @@ class IR:
         for (i, _), copy in self.saves.items():
             before[i].append(copy)
         ops, where = [], []
-        for i, (op, _, _) in enumerate(self.ssa):
+        for i, op in enumerate(self.forward_ops):
             ops.extend(before.get(i, ()))
             where.append(len(ops))
             ops.append(op)

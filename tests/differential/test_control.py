@@ -16,7 +16,8 @@ from tests.differential.goldens import (NetvizError, assert_error_matches, asser
                                         case_names, grad_net_of, load, parse_net, run_values)
 
 XFAIL: dict[str, str] = {}
-BUGS = {"control/if_cond_name_chars_bug", "control/while_counter_accumulate", "control/while_no_cond_net"}
+BUGS = {"control/if_cond_name_chars_bug", "control/if_then_only", "control/while_counter_accumulate",
+        "control/while_no_cond_net"}
 
 
 def _param(name: str, reason: str | None) -> object:
@@ -51,6 +52,24 @@ def test_caffe2_bug_if_gradient_lists_single_char_inputs():
     assert not {"c", "d"} <= set(caffe2_if.input)
     for label in ("cond_true", "cond_false"):
         check_numeric(case, ["X", "c", "d"], ys=["Y"], prefix=label + "/")
+
+
+def test_caffe2_bug_if_then_only_overwriting_a_blob_is_differentiable():
+    """Caffe2 rejects the Sigmoid gradient's read of Y version 0, which a then-only If replaced;
+    netviz lists Y among the If's inputs for the gradient: the then branch zeroes Y_grad after
+    its own gradient, the else branch passes it through, so both conditions match central differences."""
+    case = load("control/if_then_only")
+    assert "needs output \"Y\" at version 0" in case["backward"]["error"]
+    ops, grads = backward(case)
+    grad_if = next(o for o in ops if o.type == "If")
+    assert "Y" in grad_if.input and "Y_grad" in grad_if.output and grads["Y"] == "Y_grad"
+    then_net, else_net = (a.n for a in grad_if.arg)
+    assert (then_net.op[-1].type, list(then_net.op[-1].input), list(then_net.op[-1].output)) == \
+        ("ConstantFill", ["Y"], ["Y_grad"])
+    assert all("Y_grad" not in o.output for o in else_net.op)
+    assert [o.type for o in ops if o.type != "If"] == ["ConstantFill", "AveragedLossGradient", "SigmoidGradient", "Sum"]
+    for label in ("cond_true", "cond_false"):
+        check_numeric(case, ["X", "W", "b"], ys=["loss"], prefix=label + "/")
 
 
 @pytest.mark.parametrize("name, wrt, ys", [("control/while_counter_accumulate", ["acc", "W", "b"], ["loss"]),

@@ -14,6 +14,7 @@ from google.protobuf import text_format
 from engine import control, core
 from engine import workspace as wsmod
 from engine.control_ops_grad import dedupe_g_output, gen_do_gradient
+from engine.errors import GradientError
 from engine.executor import run_net
 from engine.gradient_checker import NetGradientChecker
 from engine.gradient_ir import IR
@@ -198,6 +199,40 @@ def test_if_without_else_numeric_gradient():
     values = {"X": rng.standard_normal((2, 3)).astype(np.float32), "W": rng.standard_normal((4, 3)).astype(np.float32),
               "b": rng.standard_normal(4).astype(np.float32), "cond": np.array([True])}
     _check(net, ["loss"], values, ["X", "W", "b"])
+
+
+def _one_sided_if_net(with_else):
+    """Y = Sigmoid(X), Z = Tanh(X); If(cond) {Y = Relu(FC(X, W, b))} [else {Z = Relu(X)}]; loss of Y + Z."""
+    net, then, other = core.Net("ovw"), core.Net("ovw_then"), core.Net("ovw_else")
+    then.Relu(then.FC(["X", "W", "b"], "h"), "Y")
+    other.Relu("X", "Z")
+    net.AddExternalInput("cond", "X", "W", "b")
+    net.Sigmoid("X", "Y")
+    net.Tanh("X", "Z")
+    control.If(net, "cond", then, other if with_else else None, lexical_scope={"cond", "X", "W", "b", "Y", "Z"})
+    net.AveragedLoss(net.Add(["Y", "Z"], "S"), "loss")
+    return net
+
+
+@pytest.mark.parametrize("cond", [True, False])
+@pytest.mark.parametrize("with_else", [False, True], ids=["then_only", "with_else"])
+def test_if_overwriting_an_earlier_blob_in_one_branch_numeric_gradient(with_else, cond):
+    """Caffe2 raises a version error (docs/fidelity.md): the branch that overwrites Y (or Z)
+    zeroes its earlier version's gradient, the other passes it through."""
+    rng = np.random.default_rng(11)
+    values = {"X": rng.standard_normal((2, 3)).astype(np.float32), "W": rng.standard_normal((3, 3)).astype(np.float32),
+              "b": rng.standard_normal(3).astype(np.float32), "cond": np.array([cond])}
+    _check(_one_sided_if_net(with_else), ["loss"], values, ["X", "W", "b"])
+
+
+def test_if_overwriting_an_earlier_blob_keeps_the_forward_op_and_caffe2s_other_errors():
+    net = _one_sided_if_net(False).Proto()
+    ir = IR(net.op)
+    assert ir.ForwardWithSaves()[0] == list(net.op)  # the If's implicit input is the IR's only
+    assert "Y" not in net.op[-3].input and "Y" in ir.ssa[len(net.op) - 3].op.input
+    plain = [op("Sigmoid", "X", "Y"), op("Relu", "X", "Y"), op("AveragedLoss", "Y", "loss")]
+    with pytest.raises(GradientError, match='needs output "Y" at version 0, but currently we have version 1'):
+        IR(plain).GetBackwardPass(["loss"])
 
 
 @pytest.mark.parametrize("example", ["do_net", "nested_if_in_while"])

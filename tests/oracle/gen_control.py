@@ -202,7 +202,11 @@ def if_cases():
     feeds = {"X": f32(rng, 2, 4), "W": f32(rng, 4, 4), "b": f32(rng, 4)}
     control_case(name, outer.Proto(), ["loss"], feeds, rng,
                  runs=[("cond_true", {"cond": np.array(True)}), ("cond_false", {"cond": np.array(False)})],
-                 note="If without else overwriting Y that an outer op wrote: one-sided gradients, auto else net")
+                 note="If without else overwriting Y that an outer op wrote: one-sided gradients, auto else net",
+                 bug=("Y = Sigmoid(X) is overwritten by an If without else (Y = Relu(FC(X, W, b))); the If writes Y "
+                      "version 1 although with cond false Y keeps its value, and the IR rejects the Sigmoid gradient's "
+                      "read of Y version 0. Correct: cond true: dX, dW, db through the then branch, the Sigmoid gets a "
+                      "zero gradient; cond false: dY passes through to the Sigmoid, dW = db = 0"))
 
     name = "if_then_only_fed_y"
     rng = rng_for(name)
