@@ -136,3 +136,33 @@ def test_run_dump_writes_only_inside_the_named_folder(tmp_path: Path, capsys: py
     assert main(["run", str(MLP), "--dump", str(dump)]) == 0
     assert {p.parent for p in tmp_path.rglob("*") if p.is_file()} == {dump}
     capsys.readouterr()
+
+
+# ---- docs/errors.md lists every error class ----------------------------------------------------
+
+def _error_classes() -> set[str]:
+    """Every NetvizError subclass defined in engine/ and netviz/ (all modules imported)."""
+    import importlib  # noqa: PLC0415
+
+    from engine.errors import NetvizError  # noqa: PLC0415
+    for p in SOURCES:
+        mod = p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+        if not mod.startswith("proto") and not mod.endswith("__main__"):
+            importlib.import_module(mod.removesuffix(".__init__"))
+    found, todo = set(), [NetvizError]
+    while todo:
+        c = todo.pop()
+        if c.__module__.split(".")[0] in {"engine", "netviz"}:
+            found.add(c.__name__)
+        todo += c.__subclasses__()
+    return found
+
+
+def test_every_error_class_is_in_the_catalogue() -> None:
+    doc = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    classes = _error_classes()
+    assert {"NetvizError", "ExecutionError", "FeedError", "ExportError", "LayoutTimeout"} <= classes
+    missing = sorted(c for c in classes if f"### {c}" not in doc and c != "NetvizError")
+    assert missing == [], f"docs/errors.md has no section for {missing}"
+    for code in ("| 0 ", "| 1 ", "| 2 ", "| 130 "):
+        assert code in doc
