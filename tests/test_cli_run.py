@@ -62,6 +62,7 @@ def test_check_grad_passes_on_a_correct_net(fwd: Path, capsys: pytest.CaptureFix
     (["run", MLP, "--input", "data"], "expected NAME=FILE.npy"),
     (["run", MLP, "--input", "data=missing.npy"], "missing.npy: no such file"),
     (["run", MLP, "--input", "data=abc"], "neither a .npy file nor a shape"),
+    (["run", MLP, "--input", "data=1,x"], "neither a .npy file nor a shape"),
     (["check-grad", MLP, "--loss", "nope"], "no op writes loss blob 'nope'"),
     (["run", "/nonexistent.pb"], "no such file"),
 ])

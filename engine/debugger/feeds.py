@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,9 @@ def parse_input_spec(spec: str) -> tuple[str, Any]:
     value = value.strip()
     if value.endswith(".npy"):
         return name.strip(), Path(value)
-    try:
-        shape = tuple(int(d) for d in value.replace("x", ",").split(",") if d.strip())
-    except ValueError:
-        raise FeedError(f"--input {spec!r}: {value!r} is neither a .npy file nor a shape") from None
-    if not shape or any(d < 0 for d in shape):
-        raise FeedError(f"--input {spec!r}: a shape needs non-negative integer dimensions")
-    return name.strip(), shape
+    if not re.fullmatch(r"\d+(\s*[,x]\s*\d+)*", value):
+        raise FeedError(f"--input {spec!r}: {value!r} is neither a .npy file nor a shape (e.g. 1,3,224,224)")
+    return name.strip(), tuple(int(d) for d in re.split(r"[,x]", value))
 
 
 def load_npy(path: Path, name: str = "") -> np.ndarray:
