@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.common import blas_threads, reference_env
 from engine.executor import compile_net, run_compiled
 from engine.opdef import create_operator
 from engine.workspace import Workspace
@@ -48,7 +49,7 @@ def _caffe2(code: str) -> dict[str, float] | None:
     """Run `code` under real Caffe2 (it prints a JSON dict of seconds); None when unavailable."""
     if not CAFFE2_PY.exists():
         return None
-    env = dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count() or 1))
+    env = reference_env()
     try:
         out = subprocess.run([str(CAFFE2_PY), "-c", code], capture_output=True, text=True, timeout=300, env=env)
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -120,7 +121,7 @@ def bench_conv(quick: bool) -> dict[str, Any]:
     compiled = compile_net(net, ws)
     t = _best(lambda: run_compiled(compiled, ws), 2 if quick else 3)
     flops = 2 * np.prod(xs) / xs[1] * wshape[0] * wshape[1] * k * k
-    ref = None if quick else _caffe2(CONV_REF.format(threads=os.cpu_count() or 1, xs=xs, ws=wshape, k=k, p=p))
+    ref = None if quick else _caffe2(CONV_REF.format(threads=blas_threads(), xs=xs, ws=wshape, k=k, p=p))
     reference = ref or {}
     torch_s = reference.get("pytorch")
     return {"name": f"Conv 3x3 forward {xs} -> {wshape[0]} ch", "netviz_s": t, "reference": reference,
