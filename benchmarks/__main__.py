@@ -38,14 +38,23 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         refs = r.get("reference") or {}
-        ref_txt = ", ".join(f"{k} {v:.4g}s" for k, v in refs.items() if v is not None) or "-"
+        ref_txt = ", ".join(f"{k} {v:.4g}{'' if '(ratio)' in (r.get('target') or '') else 's'}"
+                            for k, v in refs.items() if v is not None) or "-"
         first = next((v for v in refs.values() if v), None)
         ratio = f"{r['netviz_s'] / first:.2f}" if first and r.get("netviz_s") is not None else "-"
-        val = f"{r['netviz_s']:.4g}s" if r.get("netviz_s") is not None else "-"
+        unit = "" if "(ratio)" in (r.get("target") or "") else "s"
+        val = f"{r['netviz_s']:.4g}{unit}" if r.get("netviz_s") is not None else "-"
         verdict = {True: "pass", False: "FAIL", None: "-"}[r.get("ok")]
         lines.append(f"{r['name']:<46} {val:>10} {ref_txt:>28} {ratio:>7} {r.get('target') or '-':>16}  "
                      f"{verdict}{'  ' + r['note'] if r.get('note') else ''}")
     return "\n".join(lines)
+
+
+def _plain(v: Any) -> Any:
+    """NumPy scalars (a bool from comparing np.float64 figures) as Python values for the JSON."""
+    if hasattr(v, "item"):
+        return v.item()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                          "note": f"error: {type(e).__name__}: {e}"})
     print(format_table(rows))
     if not ns.quick:
-        Path(ns.out).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
+        Path(ns.out).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2, default=_plain) + "\n")
     return 0
 
 
