@@ -18,6 +18,13 @@ def _channel_view(x, order):
     return tuple(a for a in range(x.ndim) if a != c_axis), tuple(shape)
 
 
+def _channel_sum(xp, t, axes, order):
+    """Per-channel sum; NCHW as (N, C, HW) rows so NumPy sums each contiguous row pairwise."""
+    if order == "NCHW" and t.ndim > 2 and t.flags.c_contiguous:
+        return t.reshape(t.shape[0], t.shape[1], -1).sum(axis=2).sum(axis=0)
+    return t.sum(axis=axes)
+
+
 @kernel("SpatialBN")
 def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: float = 1e-5,
                momentum: float = 0.9, order: str = "NCHW"):
@@ -28,12 +35,15 @@ def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: floa
         return xp.add(y, (bias - mean * a).astype(x.dtype).reshape(bshape), out=y)
     # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
     # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
-    bm, bv = x.mean(axis=axes), x.var(axis=axes)
+    bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])
+    y = xp.subtract(x, bm.reshape(bshape), dtype=x.dtype)  # centred x, turned into y in place below
+    bv = _channel_sum(xp, xp.square(y), axes, order) / x.dtype.type(x.size // bm.size)
     inv = (1 / xp.sqrt(bv + epsilon)).astype(x.dtype)
-    y = (x - bm.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)
+    xp.multiply(y, (inv * scale).astype(x.dtype).reshape(bshape), out=y)
+    xp.add(y, bias.astype(x.dtype).reshape(bshape), out=y)
     m, n = x.dtype.type(momentum), x.size // bm.size
     unbiased = bv * (n / max(n - 1, 1))
-    return (y.astype(x.dtype), (mean * m + bm * (1 - m)).astype(x.dtype),
+    return (y, (mean * m + bm * (1 - m)).astype(x.dtype),
             (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv)
 
 
@@ -43,13 +53,21 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *_pre, is_test: int = 0
     axes, bshape = _channel_view(x, order)
     if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
         inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
-    xhat = (x - mean.reshape(bshape)) * inv_std.reshape(bshape)
-    dbias, dscale = dy.sum(axis=axes), (dy * xhat).sum(axis=axes)
+    dt = x.dtype
+    xhat = xp.subtract(x, mean.reshape(bshape), dtype=dt)
+    xp.multiply(xhat, inv_std.astype(dt).reshape(bshape), out=xhat)
+    dbias, dscale = _channel_sum(xp, dy, axes, order), _channel_sum(xp, dy * xhat, axes, order)
     if is_test:
-        return (dy * (scale * inv_std).reshape(bshape)).astype(x.dtype), dscale, dbias
+        return (dy * (scale * inv_std).reshape(bshape)).astype(dt), dscale, dbias
     m = x.size // x.shape[1 if order == "NCHW" else -1]
-    dx = (scale * inv_std).reshape(bshape) / m * (m * dy - dbias.reshape(bshape) - xhat * dscale.reshape(bshape))
-    return dx.astype(x.dtype), dscale.astype(x.dtype), dbias.astype(x.dtype)
+    # NOTE: dx = k * (dy - (dbias + xhat * dscale) / m), k = scale * inv_std, per channel; in place
+    # on the xhat buffer: no float64 and one temporary.
+    k = (scale * inv_std).astype(dt)
+    xp.multiply(xhat, (dscale / m).astype(dt).reshape(bshape), out=xhat)
+    xp.add(xhat, (dbias / m).astype(dt).reshape(bshape), out=xhat)
+    xp.subtract(dy, xhat, out=xhat, dtype=dt)
+    xp.multiply(xhat, k.reshape(bshape), out=xhat)
+    return xhat, dscale.astype(dt), dbias.astype(dt)
 
 
 def _window_sum(xp, sq, size, c_axis):
