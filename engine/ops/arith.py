@@ -83,8 +83,12 @@ def sum_reduce_like(xp, a, b, *, axis: int = -1, axis_str: str = "", order: str 
 
 @kernel("Sum")
 def sum_(xp, *xs):
-    out = xs[0].copy()
-    for x in xs[1:]:
+    # NOTE: the first add writes the new array (one pass, not copy + add); X0's dtype is kept.
+    if len(xs) > 1 and xs[0].shape == xs[1].shape:
+        out, rest = xp.add(xs[0], xs[1], dtype=xs[0].dtype), xs[2:]
+    else:
+        out, rest = xs[0].copy(), xs[1:]
+    for x in rest:
         out += x
     return out
 
