@@ -34,6 +34,9 @@ from netviz.widgets.op_tree import OpTree
 from netviz.widgets.status_line import StatusLine
 
 
+DETAIL_MAX_OPS = 200
+
+
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run an action; a NetvizError is a notification titled by its class, anything else too."""
     @functools.wraps(fn)
@@ -87,10 +90,18 @@ class MainScreen(Screen[None]):
         self.call_after_refresh(self.show_graph)  # op list first, the graph once laid out
 
     # -- showing ---------------------------------------------------------------------------
+    def effective_zoom(self) -> int:
+        """Blob-level detail only for nets up to DETAIL_MAX_OPS ops (``dot`` gets slow beyond)."""
+        big = len(self.session.view(self.path).net.op) > DETAIL_MAX_OPS
+        return max(self.zoom, 1) if big else self.zoom
+
     def show_graph(self) -> None:
-        self.canvas.show(self.session, self.path, self.ssa, self.zoom)
-        name, blobs, _ = ZOOMS[self.zoom]
+        zoom = self.effective_zoom()
+        self.canvas.show(self.session, self.path, self.ssa, zoom)
+        name, blobs, _ = ZOOMS[zoom]
         extra = ("  ·  SSA" if self.ssa else "") + ("  ·  backward" if self.session.show_backward else "")
+        if zoom != self.zoom:
+            extra += f"  ·  (blob detail up to {DETAIL_MAX_OPS} ops)"
         self.query_one(Breadcrumb).show(self.session.path_label(self.path), f"zoom {name}", extra)
 
     def watch_ssa(self) -> None:
@@ -155,7 +166,7 @@ class MainScreen(Screen[None]):
         cursor = f"{s.path_label(ref.path)} › op {ref.index}" if ref else "-"
         flags = [f for f, on in (("SSA", self.ssa), ("backward", s.show_backward), ("follow", self.follow),
                                  ("focus", self.focus_mode)) if on]
-        self.query_one(StatusLine).show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.zoom][0]}"])
+        self.query_one(StatusLine).show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
 
     @guarded
     def after_step(self, stop: Any = None) -> None:

@@ -15,6 +15,7 @@ from engine.optypes import CONTROL_FLOW
 from netviz.layout import layout_dot
 
 CW, CH = 8.0, 16.0  # points per character cell (graphviz works in points)
+BIG_NET = 150
 U, D, L, R, ARROW_DOWN, ARROW_UP = 1, 2, 4, 8, 16, 32
 
 #: zoom level → (name, blob nodes drawn, scale)
@@ -90,7 +91,9 @@ def _op_label(op, i: int, blobs: bool) -> str:
 def build_dot(net, ssa_list, n_forward: int, ssa: bool, blobs: bool) -> tuple[str, dict[str, dict]]:
     """DOT text for a net (ops, and blobs when `blobs`) with node sizes in cells, and node metadata."""
     meta: dict[str, dict] = {}
-    lines = ["digraph G {", f'graph [rankdir=TB, nodesep={2 * CW / 72:.3f}, ranksep={3 * CH / 72:.3f}];',
+    # NOTE: dot's network-simplex and crossing passes are superlinear; big nets get capped effort.
+    effort = ", nslimit=1, mclimit=0.3, splines=line" if len(net.op) > BIG_NET else ""
+    lines = ["digraph G {", f'graph [rankdir=TB, nodesep={2 * CW / 72:.3f}, ranksep={3 * CH / 72:.3f}{effort}];',
              "node [shape=box, fixedsize=true, label=\"\"];"]
     blob_ids: dict[tuple[str, int | None], str] = {}
     last_writer: dict[str, str] = {}

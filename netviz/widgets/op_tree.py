@@ -126,6 +126,9 @@ class OpTree(Tree[Any]):
         node = self.nodes_by_ref.get(ref)
         if node is None or self.cursor_node is node:
             return
+        if not self.size.height:  # not laid out yet: scrolling now would hide the top lines
+            self.call_after_refresh(self.select_ref, ref)
+            return
         parent = node.parent
         while parent is not None:
             parent.expand()

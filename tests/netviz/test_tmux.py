@@ -15,8 +15,11 @@ NETVIZ = Path(sys.executable).parent / "netviz"
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None or not NETVIZ.exists(), reason="needs tmux")
 
 
+SOCKET = f"netviz-test-{uuid.uuid4().hex[:8]}"  # a private tmux server, never the user's
+
+
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=True).stdout
 
 
 def wait_screen(session: str, text: str, timeout: float = 60.0) -> str:
@@ -34,22 +37,21 @@ def test_open_step_backward_quit(zoo, tmp_path):
     session, status = f"netviz-{uuid.uuid4().hex[:8]}", tmp_path / "status"
     net = zoo / "resnet50" / "predict_net.pbtxt"
     cmd = f"cd {ROOT} && env -u COLUMNS -u LINES {NETVIZ} {net}; echo $? > {status}; sleep 30"
-    tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", cmd)
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", cmd)
     try:
-        tmux("resize-window", "-t", session, "-x", "160", "-y", "48")
         wait_screen(session, "forward · 175 ops")
         wait_screen(session, "Conv #0")  # the graph laid out
-        tmux("send-keys", "-t", session, "n")
-        wait_screen(session, "Not available")  # the notification's title
+        tmux("send-keys", "-t", session, "n")  # no weights (no init net): the step fails, the UI stays
+        wait_screen(session, "[error")
         tmux("send-keys", "-t", session, "g")
         wait_screen(session, "loss blob to differentiate")
         tmux("send-keys", "-t", session, "gpu_0/softmax", "Enter")
-        screen = wait_screen(session, "backward · 176 ops")
-        assert "ConstantFill" in screen or "backward" in screen
+        wait_screen(session, "·  backward")  # the breadcrumb of the backward view
+        wait_screen(session, "Conv → gpu_0/conv1")  # its graph (op level: 351 ops) is laid out
         tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 30
         while not status.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert status.read_text().strip() == "0"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True)

@@ -1,0 +1,108 @@
+"""Regenerate screenshots/*.svg (and .png when cairosvg is installed) from the real TUI.
+
+    .venv/bin/python scripts/screenshots.py [--zoo DIR] [--out screenshots]
+
+Shots: ResNet-50 overview, its SSA view, its backward view (loss gpu_0/softmax), stepping inside
+a While iteration, and the blob inspector on a histogram.  Each drives the app with Pilot at
+160×48 and waits for the op list and the layout, never for time.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from netviz.app import NetvizApp  # noqa: E402
+from netviz.session import BlobRef, OpRef, Session  # noqa: E402
+from tests.netviz.tui_nets import while_net, write  # noqa: E402
+from tests.netviz.waiting import ready, wait_for  # noqa: E402
+
+SIZE = (160, 48)
+
+
+async def laid_out(pilot) -> None:
+    await wait_for(pilot, lambda: pilot.app.main.canvas.scene is not None, "the layout", timeout=120)
+    await pilot.pause()
+
+
+async def overview(pilot) -> None:
+    pilot.app.main.select(OpRef((), 4))
+    await laid_out(pilot)
+
+
+async def ssa(pilot) -> None:
+    pilot.app.main.select(OpRef((), 2))
+    await pilot.press("v")
+    await laid_out(pilot)
+
+
+async def backward(pilot) -> None:
+    await pilot.press("g")
+    await laid_out(pilot)
+    pilot.app.main.select(OpRef((), 180))
+    await laid_out(pilot)
+
+
+async def while_step(pilot) -> None:
+    for key in "nnnnnsss":
+        before = pilot.app.session.last_stop
+        await pilot.press(key)
+        await wait_for(pilot, lambda: pilot.app.session.last_stop is not before, f"the step {key}")
+    await pilot.press("n")
+    await wait_for(pilot, lambda: pilot.app.session.pc == OpRef(((5, "loop_net"),), 1), "pc at loop_net op 1")
+    await laid_out(pilot)
+
+
+async def histogram(pilot) -> None:
+    pilot.app.main.select_blob(BlobRef((), "gpu_0/data", 0))
+    await laid_out(pilot)
+
+
+def shots(zoo: Path, tmp: Path) -> list[tuple[str, Callable[[], Session], Callable[..., Awaitable[None]]]]:
+    resnet = zoo / "resnet50" / "predict_net.pbtxt"
+    loop = write(tmp, "loop", while_net())
+    return [
+        ("resnet50_overview", lambda: Session.open(resnet), overview),
+        ("resnet50_ssa", lambda: Session.open(resnet), ssa),
+        ("resnet50_backward", lambda: Session.open(resnet, loss="gpu_0/softmax"), backward),
+        ("while_stepping", lambda: Session.open(loop, inputs=["x=2,3"]), while_step),
+        ("blob_histogram", lambda: Session.open(resnet, inputs=["gpu_0/data=1,3,224,224"]), histogram),
+    ]
+
+
+async def take(name: str, make: Callable[[], Session], drive: Callable[..., Awaitable[None]], out: Path) -> Path:
+    app = NetvizApp(make())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await drive(pilot)
+        return Path(app.save_screenshot(f"{name}.svg", str(out)))
+
+
+def main() -> int:
+    import tempfile
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--zoo", type=Path, default=ROOT.parent / "shared" / "models" / "caffe2-model-zoo")
+    p.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    args = p.parse_args()
+    args.out.mkdir(exist_ok=True)
+    try:
+        import cairosvg
+    except ImportError:
+        cairosvg = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make, drive in shots(args.zoo, Path(tmp)):
+            svg = asyncio.run(take(name, make, drive, args.out))
+            if cairosvg is not None:
+                cairosvg.svg2png(url=str(svg), write_to=str(svg.with_suffix(".png")))
+            print(f"wrote {svg}" + (" (+ .png)" if cairosvg else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
