@@ -350,3 +350,17 @@ async def test_palette_quit_exits_zero(mlp_path):
         await pilot.press("enter")
         await pilot.pause()
     assert app.return_code == 0
+
+
+@pytest.mark.parametrize("extra", [[], ["--loss", "nothere"], ["--input", "X=abc"], ["--input", "X=missing.npy"]])
+def test_bad_open_exits_2_before_the_ui(mlp_path, tmp_path, capsys, monkeypatch, extra):
+    from netviz import cli
+    from netviz.app import NetvizApp as App
+
+    monkeypatch.setattr(App, "run", lambda self: pytest.fail("the UI started"))
+    path = tmp_path / "bad.pb" if not extra else mlp_path
+    if not extra:
+        path.write_bytes(b"\x00\x01garbage")
+    assert cli.main([str(path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("netviz: ") and err.count("\n") == 1
