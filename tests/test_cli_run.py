@@ -69,3 +69,12 @@ def test_check_grad_passes_on_a_correct_net(fwd: Path, capsys: pytest.CaptureFix
 def test_bad_input_is_one_line_exit_2(argv: list[str], expected: str) -> None:
     r = subprocess.run([sys.executable, "-m", "netviz.cli", *argv], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and expected in r.stderr, r.stderr
+
+
+def test_run_a_weightless_zoo_net(zoo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(zoo / "zfnet512" / "predict_net.pbtxt")
+    assert main(["run", path]) == 2
+    assert "--random-params" in capsys.readouterr().err
+    assert main(["run", path, "--random-params", "--param-width", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "filled with random values" in out and "gpu_0/softmax[1, 1000]" in out

@@ -47,17 +47,24 @@ class Debugger(Machine):
     seed : int
         Seeds random inputs and every random op without its own ``random_seed``, so a session
         (and its restart) replays the same numbers.
+    synthesize_params : bool
+        Fill parameters that neither the init net nor the feeds provide with random values of
+        inferred shapes (:mod:`engine.params`; `param_width` filters per conv), listed in
+        :attr:`synthesized` — how a weightless zoo net can be stepped.
     """
 
     def __init__(self, model: Model, feeds: Mapping[str, Any] | None = None, device: str | None = None,
                  loss: str | list[str] | None = None, budget_bytes: int = DEFAULT_BUDGET,
-                 record_stats: bool = True, seed: int = 0) -> None:
+                 record_stats: bool = True, seed: int = 0, synthesize_params: bool = False,
+                 param_width: int = 16) -> None:
         if device not in (None, "cpu", "gpu"):
             raise DebuggerError(f"device must be cpu, gpu or None, not {device!r}")
         self.model, self.device, self.budget = model, device, budget_bytes
         self.loss = [loss] if isinstance(loss, str) else list(loss or [])
         self.given_feeds = dict(feeds or {})
         self.record_stats, self.seed = record_stats, seed
+        self.synthesize, self.param_width = synthesize_params, param_width
+        self.synthesized: list[str] = []
         self.listeners: list[Callable[[Any], None]] = []
         self.breakpoints: dict[int, Breakpoint] = {}
         self.watchpoints: dict[int, Watchpoint] = {}
@@ -91,6 +98,12 @@ class Debugger(Machine):
         on = caffe2_pb2.DeviceOption(device_type=dev.CUDA) if self.device == "gpu" else None
         for name, arr in resolve_feeds(self.model, self.given_feeds, set(self.ws.values), self.seed).items():
             self.ws.feed_blob(name, arr, on)
+        if self.synthesize:
+            from engine.params import synthesize_params
+            made = synthesize_params(self._predict, self.ws.values, width=self.param_width, seed=self.seed)
+            for name, arr in made.items():
+                self.ws.feed_blob(name, arr, on)
+            self.synthesized = sorted(made)
         self._reset_machine(_Frame(self._program(), self.ws, "main", ("op",)))
         return self._stop("step", "restarted")
 

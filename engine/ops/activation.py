@@ -23,7 +23,8 @@ def relu_gradient(xp, y, dy):
 
 @kernel("Sigmoid")
 def sigmoid(xp, x):
-    return (1 / (1 + xp.exp(-x))).astype(x.dtype, copy=False)
+    # NOTE: the tanh form never overflows (1 / (1 + exp(-x)) does for x << 0).
+    return (0.5 * (1 + xp.tanh(0.5 * x))).astype(x.dtype, copy=False)
 
 
 @kernel("SigmoidGradient")

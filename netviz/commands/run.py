@@ -5,6 +5,7 @@ with an index.json; --break-on-nan stops at the first op that makes a NaN or Inf
 examples:
   netviz run examples/mlp/predict_net.pb
   netviz run predict_net.pbtxt --init init_net.pb --input data=1,3,224,224 --loss loss --dump out/
+  netviz run resnet50/predict_net.pbtxt --random-params      # a zoo net without its weights
 """
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cpu: every op on the CPU (default); gpu: every op on CUDA; net: as the net says")
     parser.add_argument("--loss", metavar="BLOB", action="append", default=None,
                         help="loss blob: also run the generated backward pass (repeatable)")
+    parser.add_argument("--random-params", action="store_true",
+                        help="fill parameters the init net does not make (zoo nets have none) with random "
+                             "values of inferred shapes; convs get --param-width filters")
+    parser.add_argument("--param-width", type=int, default=16, metavar="N",
+                        help="filters per conv for --random-params (default 16)")
 
 
 def debugger_from_args(args: argparse.Namespace, **kwargs: Any) -> Debugger:
@@ -37,7 +43,10 @@ def debugger_from_args(args: argparse.Namespace, **kwargs: Any) -> Debugger:
     model = load_model(args.path, init=args.init)
     feeds = dict(parse_input_spec(s) for s in args.input)
     device = None if args.device == "net" else args.device
-    return Debugger(model, feeds, device=device, loss=args.loss, **kwargs)
+    if args.param_width < 1:
+        raise NetvizError("--param-width must be at least 1")
+    return Debugger(model, feeds, device=device, loss=args.loss, synthesize_params=args.random_params,
+                    param_width=args.param_width, **kwargs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,6 +90,9 @@ class _Dumper:
 
 def run(args: argparse.Namespace) -> int:
     dbg = debugger_from_args(args)
+    if dbg.synthesized:
+        print(f"note: no values for {len(dbg.synthesized)} parameters; filled with random values "
+              f"({args.param_width} filters per conv)")
     if args.break_on_nan:
         dbg.add_breakpoint("condition", condition="has_inf_or_nan")
     dumper = _Dumper(Path(args.dump), dbg) if args.dump else None
@@ -101,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
     total = sum(r.wall_s for r in dbg.records)
     print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
     if stop.reason == "error":
-        raise NetvizError(stop.detail)
+        hint = ("; the model has no init net: give --init INIT, or --random-params to make them up"
+                if "not found" in stop.detail and not dbg.model.init.op and not dbg.synthesize else "")
+        raise NetvizError(stop.detail + hint)
     if stop.reason == "condition":
         print(f"netviz: NaN/Inf produced; stopped at {stop.pc.text()}")
         return 1

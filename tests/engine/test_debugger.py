@@ -235,3 +235,23 @@ def test_gpu_device_without_a_gpu_is_a_clear_error(mlp: Model) -> None:
         pytest.skip("a GPU is present")
     with pytest.raises(Exception, match="(?i)cuda|gpu"):
         Debugger(mlp, device="gpu")
+
+
+RUNNABLE_ZOO = ["bvlc_alexnet", "inception_v2", "resnet50", "vgg19", "zfnet512"]
+
+
+@pytest.mark.parametrize("name", RUNNABLE_ZOO)
+def test_weightless_zoo_nets_run_with_synthesized_params(zoo: Path, name: str) -> None:
+    model = load_model(zoo / name / "predict_net.pbtxt")
+    dbg = Debugger(model, synthesize_params=True, param_width=4, record_stats=False)
+    assert dbg.synthesized and all(p not in model.value_info for p in dbg.synthesized)
+    assert dbg.continue_().reason == "end"
+    final = model.predict.external_output[-1]
+    assert dbg.value(final).shape == (1, 1000)
+    assert np.allclose(dbg.value(final).sum(), 1.0, atol=1e-4)   # softmax output
+
+
+def test_without_synthesis_a_weightless_net_stops_on_the_first_missing_param(zoo: Path) -> None:
+    dbg = Debugger(load_model(zoo / "resnet50" / "predict_net.pbtxt"))
+    stop = dbg.step()
+    assert stop.reason == "error" and "gpu_0/conv1_w" in stop.detail

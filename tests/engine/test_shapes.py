@@ -11,8 +11,9 @@ from engine.executor import eval_op, run_op
 from engine.graph import blob_id, from_netdef
 from engine.modelio import load_model
 from engine.opdef import create_operator as op
+from engine.params import synthesize_params
 from engine.ops.tensor import DTYPES
-from engine.shapes import (BOOL, FLOAT, INT32, INT64, UNKNOWN, TensorInfo, annotate_graph, infer_op,
+from engine.shapes import (BOOL, FLOAT, INT64, UNKNOWN, TensorInfo, annotate_graph, infer_op,
                            infer_model_shapes, infer_net_shapes, infer_shapes)
 from engine.ssa import get_ssa
 from engine.workspace import Workspace
@@ -146,37 +147,9 @@ def test_annotate_graph_fills_blob_nodes():
 # ---- whole nets against a run ----
 
 def synth_params(net, inputs, width=4, classes=1000):
-    """Random params for a weightless CNN: weight shapes from inferred input channels, `width` filters."""
-    env = {k: TensorInfo(v.shape, FLOAT) for k, v in inputs.items()}
+    """Random inputs plus engine.params' synthesized weights (`width` filters per conv)."""
     values = {k: rand(v.shape) for k, v in inputs.items()}
-
-    def put(name, shape, positive=False):
-        if name not in env:
-            a = rand(shape)
-            values[name] = np.abs(a) + 0.5 if positive else a
-            env[name] = TensorInfo(shape, FLOAT)
-
-    for o in net.op:
-        x = env.get(o.input[0], UNKNOWN)
-        if o.type == "Conv":
-            group = next((a.i for a in o.arg if a.name == "group"), 1)
-            k = next(a.i for a in o.arg if a.name == "kernel")
-            m = group * max(1, width // group) if group > 1 else width
-            put(o.input[1], (m, x.shape[1] // group, k, k))
-            if len(o.input) > 2:
-                put(o.input[2], (m,))
-        elif o.type == "SpatialBN":
-            for i, name in enumerate(o.input[1:5]):
-                put(name, (x.shape[1],), positive=i == 3)
-        elif o.type == "FC":
-            axis_w = next((a.i for a in o.arg if a.name == "axis_w"), 1)
-            put(o.input[1], (classes,) + (1,) * (axis_w - 1) + (int(np.prod(x.shape[1:])),))
-            put(o.input[2], (classes,))
-        elif o.type in ("Mul", "Add") and len(o.input) == 2:
-            put(o.input[1], (x.shape[1],))
-        for name, info in zip(o.output, infer_op(o, [env.get(i, UNKNOWN) for i in o.input])):
-            env[name] = info
-    return values
+    return {**values, **synthesize_params(net, values, width=width, classes=classes)}
 
 
 def check_against_run(net, feeds):
