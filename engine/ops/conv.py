@@ -170,6 +170,13 @@ def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
     n, m = dy.shape[:2]
     out, c = dy.shape[2:], x.shape[1]
     w2, p, plain = w.reshape(m, -1), int(np.prod(dy.shape[2:])), _plain(k, s, pb, pe, d)
+    tb, te = [d_ * (k_ - 1) - v for d_, k_, v in zip(d, k, pb)], [d_ * (k_ - 1) - v for d_, k_, v in zip(d, k, pe)]
+    if need_dx and not plain and all(v == 1 for v in s) and min(tb + te) >= 0:
+        # NOTE: a stride-1 conv's dX is the "full" conv of dY with the flipped, transposed filter:
+        # one im2col + GEMM instead of prod(k) scatter-adds (col2im).
+        wt = xp.ascontiguousarray(w.swapaxes(0, 1)[(slice(None), slice(None)) + (slice(None, None, -1),) * len(k)])
+        dw, db, _ = conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, False)
+        return dw, db, conv_gemm(xp, dy, wt, k, s, tb, te, d)
     if plain and any(v != 1 for v in s):
         xs = xp.ascontiguousarray(x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)])
     else:
