@@ -12,8 +12,9 @@ before any inner write are the outer blobs, so edges run from the outer node int
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import networkx as nx
 
@@ -94,6 +95,7 @@ class Drawing:
     nodes: dict[str, DrawNode] = field(default_factory=dict)
     edges: list[DrawEdge] = field(default_factory=list)
     clusters: dict[str, DrawCluster] = field(default_factory=dict)
+    shapes: Mapping[tuple[str, int], Any] = field(default_factory=dict)  # top net: (blob, version) → TensorInfo
 
     def ops(self) -> list[DrawNode]:
         return [n for n in self.nodes.values() if n.kind == "op"]
@@ -115,7 +117,8 @@ class _Env:
 
 
 def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
-             n_forward: int | None = None, origin: Sequence[int | None] = ()) -> Drawing:
+             n_forward: int | None = None, origin: Sequence[int | None] = (),
+             shapes: Mapping[tuple[str, int], Any] | None = None) -> Drawing:
     """Build the drawing of `net`.
 
     Parameters
@@ -128,6 +131,9 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
         backward style.
     origin : sequence of int or None
         One entry per backward op: the forward op it was made for (dashed link), or None.
+    shapes : mapping, optional
+        ``{(blob, version): TensorInfo}`` of the top net (:func:`engine.shapes.infer_shapes`);
+        known shapes are added under blob labels.
 
     Raises
     ------
@@ -136,7 +142,7 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
     """
     if options.mode not in MODES or options.subnets not in SUBNET_MODES:
         raise GraphError(f"{net.name or 'net'}: unknown drawing mode {options.mode!r}/{options.subnets!r}")
-    d = Drawing(net.name or "unnamed", options)
+    d = Drawing(net.name or "unnamed", options, shapes=shapes or {})
     env = _Env()
     _add_ops(d, net, env, (), None, n_forward if n_forward is not None else len(net.op))
     for i, j in enumerate(origin):
@@ -182,7 +188,11 @@ def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tupl
     env.node[name], env.version[name], env.producer[name] = nid, v, producer
     if d.options.mode != "minimal":
         st = S.blob_style(grad)
-        d.nodes[nid] = DrawNode(nid, "blob", S.blob_label(name, v, d.options.mode == "ssa"), st,
+        label = S.blob_label(name, v, d.options.mode == "ssa")
+        info = d.shapes.get((name, v)) if not path else None
+        if info is not None and info.shape is not None:
+            label += "\n" + str(info)
+        d.nodes[nid] = DrawNode(nid, "blob", label, st,
                                 cluster, path=path, blob=name, version=v, backward=grad)
     return nid
 

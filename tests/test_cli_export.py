@@ -100,3 +100,14 @@ def test_bad_model_exit_2_one_line(tmp_path: Path, case: str, capsys: pytest.Cap
     for cmd in (["export", str(path), "-o", str(tmp_path / "o.dot")], ["grad", str(path), "--loss", "x"]):
         code, _, err = cli(capsys, *cmd)
         assert code == 2 and err.count("\n") == 1 and str(path) in err and expected in err
+
+
+def test_export_shapes_label_blobs_with_inferred_shapes(zoo, tmp_path) -> None:
+    import pygraphviz as pgv
+
+    from netviz.cli import main
+    out = tmp_path / "zf.dot"
+    assert main(["export", str(zoo / "zfnet512" / "predict_net.pbtxt"), "-o", str(out), "--shapes"]) == 0
+    labels = [pgv.AGraph(str(out)).get_node(n).attr["label"] for n in pgv.AGraph(str(out)).nodes()]
+    assert any("1×3×224×224" in lab for lab in labels)          # the input, from value_info.json
+    assert any("1×?×109×109" in lab for lab in labels)          # conv1: spatial size known, filters not

@@ -55,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                         help=f"layout time limit in seconds (default: {DEFAULT_TIMEOUT:g})")
     parser.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
+    parser.add_argument("--shapes", action="store_true",
+                        help="label blobs with inferred shapes (value_info.json, init net fills)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
         net, n_fwd, origin = backward_drawing_net(net, args.loss)
     options = DrawOptions(args.mode, args.minimal_dependency, args.subnets, args.group_scopes,
                           args.append_output, args.rankdir)
-    d = draw_net(net, options, n_fwd, origin)
+    shapes = None
+    if args.shapes:
+        from engine.modelio import load_model
+        from engine.shapes import infer_model_shapes
+        model = load_model(args.path, init=args.init)
+        model.predict = net
+        shapes = infer_model_shapes(model)[()]
+    d = draw_net(net, options, n_fwd, origin, shapes)
     if args.focus is not None:
         d = focus(d, args.focus, args.depth)
     result = export_drawing(d, args.output, fmt=fmt, timeout=args.timeout, force=args.force)
