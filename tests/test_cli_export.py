@@ -108,6 +108,7 @@ def test_export_shapes_label_blobs_with_inferred_shapes(zoo, tmp_path) -> None:
     from netviz.cli import main
     out = tmp_path / "zf.dot"
     assert main(["export", str(zoo / "zfnet512" / "predict_net.pbtxt"), "-o", str(out), "--shapes"]) == 0
-    labels = [pgv.AGraph(str(out)).get_node(n).attr["label"] for n in pgv.AGraph(str(out)).nodes()]
+    graph = pgv.AGraph(str(out))
+    labels = [graph.get_node(n).attr["label"] or "" for n in graph.nodes()]
     assert any("1×3×224×224" in lab for lab in labels)          # the input, from value_info.json
     assert any("1×?×109×109" in lab for lab in labels)          # conv1: spatial size known, filters not
