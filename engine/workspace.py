@@ -326,6 +326,14 @@ class WorkspaceStack:
         """Empty the stack (``CreateScope`` run again); spare workspaces stay for reuse."""
         self.top = -1
 
+    def snapshot(self) -> int:
+        """The state the debugger saves before a control-flow op (undo restores it)."""
+        return self.top
+
+    def restore(self, state: int) -> None:
+        """Undo pushes and pops since :meth:`snapshot` (popped workspaces keep their blobs)."""
+        self.top = state
+
     def empty(self) -> bool:
         return self.top < 0
 

@@ -60,6 +60,7 @@ class _Undo:
     writes: list[tuple[Workspace, str, Any, Any, Any]] = field(default_factory=list)  # ws, name, old, old dev, new
     nbytes: int = 0
     nrec: int = 0                    # records before this unit ran
+    states: list[tuple[Any, Any]] = field(default_factory=list)  # (object, snapshot) of stateful blobs
 
 
 def _nbytes(v: Any) -> int:
@@ -163,7 +164,9 @@ class Machine:
         if not f.at_end:
             b = self._bound(f)
             if b.plan:
-                self._push_undo(_Undo("enter", f, f.pc, len(self.frames)))
+                # NOTE: Do pushes/pops workspace stacks in place; undo must put them back too.
+                states = [(v, v.snapshot()) for v in list(f.ws.values.values()) if hasattr(v, "snapshot")]
+                self._push_undo(_Undo("enter", f, f.pc, len(self.frames), states=states))
                 return self._resume(f, b, executor.call_kernel(b, f.ws), first=True)
             return "op", self._run_plain(f, b)
         if len(self.frames) == 1:
@@ -257,6 +260,8 @@ class Machine:
                     raise DebuggerError("cannot step back: the start of this control-flow op was "
                                         f"dropped from the {self.budget >> 20} MiB history")
                 u = self._undo.pop()
+            for obj, state in u.states:
+                obj.restore(state)
             for frame in self.frames[u.depth:]:
                 if frame.plan is not None:
                     frame.plan.close()

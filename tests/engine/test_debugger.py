@@ -255,3 +255,27 @@ def test_without_synthesis_a_weightless_net_stops_on_the_first_missing_param(zoo
     dbg = Debugger(load_model(zoo / "resnet50" / "predict_net.pbtxt"))
     stop = dbg.step()
     assert stop.reason == "error" and "gpu_0/conv1_w" in stop.detail
+
+
+GOLDEN_MODELS = Path(__file__).resolve().parents[1] / "golden" / "models"
+
+
+@pytest.mark.parametrize("name", ["do_net", "if_net", "lstm", "mlp_sgd", "while_grad_net", "while_net"])
+def test_oracle_models_run_to_the_end_and_step_back(name: str) -> None:
+    dbg = Debugger(load_model(GOLDEN_MODELS / name / "predict_net.pb"))
+    assert dbg.continue_().reason == "end"
+    n = len(dbg.records)
+    dbg.step_back()
+    assert len(dbg.records) < n and not dbg.finished
+    assert dbg.continue_().reason == "end"
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_caffe2_built_resnet50_forward_and_backward_without_nans() -> None:
+    dbg = Debugger(load_model(GOLDEN_MODELS / "resnet50_train" / "predict_net.pb"), record_stats=False)
+    assert dbg.backward() > 100
+    assert dbg.continue_().reason == "end"
+    grads = [n for n in dbg.ws.values if n.endswith("_grad") and hasattr(dbg.ws.values[n], "dtype")]
+    assert len(grads) > 150
+    for n in grads:
+        assert np.all(np.isfinite(dbg.value(n))), n
