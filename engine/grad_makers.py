@@ -150,12 +150,13 @@ def _at(names: Sequence[str], k: int, what: str) -> str:
 class CcMaker:
     """A C++-style maker: ``fn(ctx) -> list of ops`` plus the C++ ``GetGradientForOp`` rules."""
 
-    __slots__ = ("fn", "copy_args", "copy_device", "copy_engine")
+    __slots__ = ("fn", "copy_args", "copy_device", "copy_engine", "input_kinds")
 
     def __init__(self, fn: Callable[[MakerContext], list[caffe2_pb2.OperatorDef] | None],
                  copy_args: bool = True, copy_device: bool = True, copy_engine: bool = True) -> None:
         self.fn, self.copy_args = fn, copy_args
         self.copy_device, self.copy_engine = copy_device, copy_engine
+        self.input_kinds: tuple[str, ...] | None = None  # simple(): "I"/"O"/"GO" per input of its one op
 
     def __call__(self, op: caffe2_pb2.OperatorDef,
                  g_output: Sequence[Grad]) -> tuple[list[caffe2_pb2.OperatorDef], list[Grad]]:
@@ -211,7 +212,9 @@ def simple(grad_type: str, inputs: str, outputs: str, **args: Any) -> CcMaker:
         i = [f(g, k) for f, k in ins]
         t = grad_type.replace("{T}", g.op.type) if templated else grad_type
         return [_op(t, i, [f(g, k) for f, k in outs], arg_items)]
-    return CcMaker(make)
+    maker = CcMaker(make)
+    maker.input_kinds = tuple(t.rstrip("0123456789") for t in inputs.split())
+    return maker
 
 
 def from_output(grad_type: str = "{T}Gradient") -> CcMaker:

@@ -10,6 +10,7 @@ Op lists, blob names, accumulation places and error texts are Caffe2's; errors a
 """
 from __future__ import annotations
 
+import gc
 from collections import defaultdict, namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,7 +28,8 @@ from proto import caffe2_pb2
 __all__ = ["IR", "GradientRegistry", "GradientSlice", "GradientVersionError",
            "SparseDenseMixError", "backward_net"]
 
-OpSSA = namedtuple("OpSSA", ["op", "in_versions", "out_versions"])
+OpSSA = namedtuple("OpSSA", ["op", "in_versions", "out_versions", "inputs", "outputs"])
+OpSSA.__doc__ = "A played op: versions read and written, and its input/output names as tuples."
 GradGenMeta = namedtuple("GradGenMeta", ["grad_op", "idx", "gradient", "device_option"])
 SparseGradGenMeta = namedtuple("SparseGradGenMeta", ["grad_op_indices", "idx_indices",
                                                      "grad_op_values", "idx_values",
@@ -63,6 +65,23 @@ def _grad_index(g_list: Sequence[Any], name: str) -> int | None:
     return None
 
 
+def _positions(g_list: Sequence[Any]) -> dict[str, int] | None:
+    """``{name: _grad_index(g_list, name)}`` for every name in `g_list` (None: odd entries, scan)."""
+    at: dict[str, int] = {}
+    for i, g in enumerate(g_list):
+        if g is None:
+            continue
+        t = type(g)
+        if t is str:
+            at.setdefault(g, i)
+        elif t is GradientSlice and type(g.indices) is str and type(g.values) is str:
+            at.setdefault(g.indices, i)
+            at.setdefault(g.values, i)
+        else:
+            return None
+    return at
+
+
 def _device_equal(a: caffe2_pb2.DeviceOption, b: caffe2_pb2.DeviceOption) -> bool:
     """``device_option_equal`` ignoring node name and seed: CPU==CPU, else same type... and id."""
     if not a.device_type or not b.device_type:
@@ -88,44 +107,52 @@ class IR:
         self.maybe_unchanged: set[tuple[str, int]] = set()  # versions an If may have left equal to the last
         self.save_inputs = save_inputs  # False: Caffe2's in-place reads (see _saved_input_reads)
         self.saves: dict[tuple[int, str], caffe2_pb2.OperatorDef] = {}  # (fwd op, blob) -> Copy
-        self.input_usages: defaultdict[str, defaultdict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self.input_usages: defaultdict[tuple[str, int], list[int]] = defaultdict(list)  # (blob, version) -> readers
         self.frontier: defaultdict[str, int] = defaultdict(int)
         self.gradient_frontier: dict[str, int] = {}
-        self.gradient_generators: defaultdict[str, defaultdict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
-        self.out_version_history: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
-        self.in_version_history: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
+        self.gradient_generators: defaultdict[tuple[str, int], list[Any]] = defaultdict(list)  # (blob, version) ->
         self.grad_op_origin: list[int | None] = []  # forward op index of each gradient op
-        for op in operators:
-            self.Play(op)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # NOTE: only acyclic tuples/dicts/protos are made; collections cost ~20 % on 100k ops
+        try:
+            for op in operators:
+                self.Play(op)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         self.SanityCheck(operators)
 
     def SanityCheck(self, operators: Sequence[caffe2_pb2.OperatorDef]) -> None:
         """Every StopGradient output must be read by some op (else it stops nothing)."""
+        read: set[str] | None = None
         for i, op in enumerate(operators):
-            if op.type == "StopGradient" and op.output[0] not in self.input_usages:
+            if op.type != "StopGradient":
+                continue
+            if read is None:
+                read = {s for played in self.ssa for s in played.inputs}
+            if op.output[0] not in read:
                 raise GradientError(f"op #{i} StopGradient: StopGradient's output '{op.output[0]}' is "
                                     "orphan. You typically want to specify same input and output for "
                                     "StopGradient.")
 
     def Play(self, op: caffe2_pb2.OperatorDef) -> None:
         """Record `op`: inputs at the current versions, outputs one version up (new blobs: 0)."""
-        i, frontier = len(self.ssa), self.frontier
+        i, frontier, usages = len(self.ssa), self.frontier, self.input_usages
         self.forward_ops.append(op)
-        op = self._with_kept_inputs(op)
+        played = self._with_kept_inputs(op) if op.type == "If" else op
+        inputs, outputs = tuple(played.input), tuple(played.output)
         in_versions = {}
-        for s in op.input:
+        for s in inputs:
             v = in_versions[s] = frontier[s]
-            self.input_usages[s][v].append(i)
-            self.in_version_history[s].append((i, v))
+            usages[s, v].append(i)
         out_versions = {}
-        for s in op.output:
+        for s in outputs:
             if s in frontier:
                 frontier[s] += 1
             v = out_versions[s] = frontier[s]
-            self.out_version_history[s].append((i, v))
-            if s in in_versions and op is not self.forward_ops[-1] and s not in self.forward_ops[-1].input:
+            if s in in_versions and played is not op and s not in op.input:
                 self.maybe_unchanged.add((s, v))
-        self.ssa.append(OpSSA(op, in_versions, out_versions))
+        self.ssa.append(OpSSA(played, in_versions, out_versions, inputs, outputs))
 
     def _with_kept_inputs(self, op: caffe2_pb2.OperatorDef) -> caffe2_pb2.OperatorDef:
         """`op`, or an If that a branch may leave an earlier blob unchanged in, with that blob added
@@ -144,22 +171,34 @@ class IR:
         return all((name, v) in self.maybe_unchanged for v in range(version + 1, self.frontier[name] + 1))
 
     def _history(self, name: str, out: bool) -> str:
-        hist = self.out_version_history if out else self.in_version_history
+        """Caffe2's version history of `name` (replayed here: it is needed only for an error)."""
+        hist, version = [], None
+        for i, played in enumerate(self.ssa):
+            for s in played.inputs:
+                if s == name:
+                    version = version or 0
+                    if not out:
+                        hist.append((i, version))
+            for s in played.outputs:
+                if s == name:
+                    version = 0 if version is None else version + 1
+                    if out:
+                        hist.append((i, version))
         kind = "Version (out)" if out else "version (in)"
-        lines = [f"{kind} {v} <-- op #{i} {self.ssa[i].op.type}" for i, v in hist[name]]
+        lines = [f"{kind} {v} <-- op #{i} {self.ssa[i].op.type}" for i, v in hist]
         return "== Version history of blob [" + name + "]\n" + "\n".join(lines)
 
     def CheckGradientOperatorInput(self, grad_op_input: str, g_output: Sequence[Any],
                                    fwd_op_idx: int, locally_generated_blobs: set[str]) -> None:
         """Raise unless `grad_op_input` is readable at the version the gradient op needs."""
-        forward_op, in_versions, out_versions = self.ssa[fwd_op_idx]
+        forward_op, in_versions, out_versions, _, outputs = self.ssa[fwd_op_idx]
         k = _grad_index(g_output, grad_op_input)
         if k is None and grad_op_input in locally_generated_blobs and grad_op_input not in out_versions \
                 and grad_op_input not in in_versions:
             return  # the common case, checked first (same outcome as the branch order below)
         where = f"op #{fwd_op_idx} {forward_op.type}: "
         if k is not None:
-            out = forward_op.output[k]
+            out = outputs[k]
             if out_versions[out] != self.gradient_frontier[out]:
                 raise GradientVersionError(
                     f'{where}Gradient name "{grad_op_input}" is expected to correspond to version '
@@ -186,51 +225,66 @@ class IR:
                                 g_output: Sequence[Any], g_input: Sequence[Any],
                                 saved: Sequence[str] = ()) -> None:
         """Check the gradient ops' inputs; record which op (or pass-through) made each input grad."""
-        forward_op, in_versions, _ = self.ssa[fwd_op_idx]
+        forward_op, in_versions, out_versions, inputs, outputs = self.ssa[fwd_op_idx]
+        generators, frontier, gradient_frontier = self.gradient_generators, self.frontier, self.gradient_frontier
         local: set[str] = set(saved)
         sparse: dict[str, list[SparseGradGenMeta]] = {}
+        g_out_at, g_in_at = _positions(g_output), _positions(g_input)
         for grad_op in gradient_ops:
             for s in grad_op.input:
+                # NOTE: reads that pass are decided here; the rest get the full check (and its error).
+                k = g_out_at.get(s) if g_out_at is not None else _grad_index(g_output, s)
+                if k is None:
+                    if s in out_versions:
+                        if out_versions[s] == frontier[s]:
+                            continue
+                    elif s in in_versions:
+                        if in_versions[s] == frontier[s]:
+                            continue
+                    elif s in local:
+                        continue
+                elif out_versions[outputs[k]] == gradient_frontier.get(outputs[k]):
+                    continue
                 self.CheckGradientOperatorInput(s, g_output, fwd_op_idx, local)
-            local.update(grad_op.output)
-            for j, output in enumerate(grad_op.output):
-                k = _grad_index(g_input, output)
+            grad_outputs = tuple(grad_op.output)
+            local.update(grad_outputs)
+            for j, output in enumerate(grad_outputs):
+                k = g_in_at.get(output) if g_in_at is not None else _grad_index(g_input, output)
                 if k is None:
                     continue
-                name, g = forward_op.input[k], g_input[k]
+                name, g = inputs[k], g_input[k]
                 if type(g) is GradientSlice:
                     part = (grad_op, j, None, 0) if g.indices == output else (None, 0, grad_op, j)
                     sparse.setdefault(name, []).append(SparseGradGenMeta(*part, g, grad_op.device_option))
                 else:
-                    self.gradient_generators[name][in_versions[name]].append(
-                        GradGenMeta(grad_op, j, g, grad_op.device_option))
+                    generators[name, in_versions[name]].append(GradGenMeta(grad_op, j, g, grad_op.device_option))
         for name, parts in sparse.items():
-            self.gradient_generators[name][in_versions[name]].append(_merge_sparse(parts))
-        for name, g in zip(forward_op.input, g_input):
+            generators[name, in_versions[name]].append(_merge_sparse(parts))
+        for name, g in zip(inputs, g_input):
             if g is None:
                 continue
-            version = self.gradient_frontier[name] = in_versions[name]
+            version = gradient_frontier[name] = in_versions[name]
             if not g:
                 continue
             if type(g) is GradientSlice:
                 if g.indices not in local and g.values not in local:
-                    self.gradient_generators[name][version].append(
-                        SparseGradGenMeta(None, 0, None, 0, g, forward_op.device_option))
+                    generators[name, version].append(SparseGradGenMeta(None, 0, None, 0, g, forward_op.device_option))
             elif g not in local:
-                self.gradient_generators[name][version].append(GradGenMeta(None, 0, g, forward_op.device_option))
+                generators[name, version].append(GradGenMeta(None, 0, g, forward_op.device_option))
 
     def DoGradientAccumulation(self, fwd_op_idx: int) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
         """Sum (or Concat) the gradients of each input whose earliest reader is this op."""
-        forward_op, in_versions, _ = self.ssa[fwd_op_idx]
+        _, in_versions, _, inputs, _ = self.ssa[fwd_op_idx]
         sum_ops: list[caffe2_pb2.OperatorDef] = []
         grad_map: dict[str, Any] = {}
+        usages = self.input_usages
         # NOTE: Caffe2 iterates set(op.input) (hash order); we use input order, deterministically.
-        for name in dict.fromkeys(forward_op.input):
+        for name in (dict.fromkeys(inputs) if len(inputs) > 1 else inputs):
             version = in_versions[name]
-            usage = self.input_usages[name][version]
+            usage = usages[name, version]
             if len(usage) <= 1 or usage[0] != fwd_op_idx:
                 continue
-            generators = self.gradient_generators[name][version]
+            generators = self.gradient_generators.get((name, version), [])
             if not self._verify_generators(name, generators):
                 continue
             ops, grad_map[name] = _make_sum_ops(name, generators)
@@ -260,22 +314,22 @@ class IR:
                 fill = create_operator("ConstantFill", [y], [y + AUTOGEN_GRAD_SUFFIX], value=1.0)
                 ops.append(fill)
                 g = fill.output[0]
-                self.gradient_generators[y][self.frontier[y]].append(
+                self.gradient_generators[y, self.frontier[y]].append(
                     GradGenMeta(fill, 0, g, fill.device_option))
             input_to_grad[y] = (GradientSlice(str(g[0]), str(g[1])) if isinstance(g, GradientSlice)
                                 else str(g))
         return input_to_grad, ops
 
     def _generate_for_op(self, i: int, input_to_grad: dict[str, Any]) -> list[caffe2_pb2.OperatorDef]:
-        forward_op = self.ssa[i].op
-        g_output = [input_to_grad.get(name) for name in forward_op.output]
+        forward_op, in_versions, out_versions, inputs, outputs = self.ssa[i]
+        g_output = [input_to_grad.get(name) for name in outputs]
         if g_output.count(None) == len(g_output) and forward_op.type != "ZeroGradient":
             return []
         grad_ops, g_input = GradientRegistry.GetGradientForOp(forward_op, g_output, op_index=i)
-        saved = self._read_saved_inputs(i, g_output, grad_ops) if self.save_inputs else []
+        in_place = not out_versions.keys().isdisjoint(in_versions)
+        saved = self._read_saved_inputs(i, g_output, grad_ops) if self.save_inputs and in_place else []
         self.BuildGradientGenerators(i, grad_ops, g_output, g_input, saved)
-        outputs = forward_op.output
-        for name, grad in zip(forward_op.input, g_input):
+        for name, grad in zip(inputs, g_input):
             # A None never erases a known gradient, except of an in-place input (newer version).
             if grad is not None or name not in input_to_grad or name in outputs:
                 input_to_grad[name] = grad
@@ -290,25 +344,30 @@ class IR:
         again with the in-place outputs marked: a name still unmarked there means the input.
         Reads only for the shape (:data:`SHAPE_ONLY_INPUTS`) keep Caffe2's op list.
         """
-        op = self.ssa[i].op
-        inplace = set(op.input).intersection(op.output)
+        op, _, _, inputs, outputs = self.ssa[i]
+        inplace = set(inputs).intersection(outputs)
         reads = [(j, p) for j, g in enumerate(grad_ops) for p, s in enumerate(g.input)
                  if s in inplace and p not in SHAPE_ONLY_INPUTS.get(g.type, ())]
         if not reads or op.type in CONTROL_FLOW:  # control ops keep their own snapshots
             return []
-        probe = caffe2_pb2.OperatorDef()
-        probe.CopyFrom(op)
-        probe.output[:] = [o + _OUT_MARK if o in inplace else o for o in op.output]
-        try:
-            marked, _ = GradientRegistry.GetGradientForOp(probe, g_output)
-        except Exception:  # noqa: BLE001 - a maker that rejects the probe: Caffe2's reads
-            return []
-        if [_unmarked(g) for g in marked] != [g.SerializeToString(deterministic=True) for g in grad_ops]:
-            return []  # the maker depends on being in place (Pow): leave it as Caffe2 has it
+        kinds = getattr(GRADIENTS.get(op.type), "input_kinds", None)
+        if kinds is not None and len(grad_ops) == 1 and op.type not in GradientRegistry.gradient_registry_:
+            # NOTE: a simple() maker names its one op's inputs statically: what the probe finds.
+            reads, marked = [(j, p) for j, p in reads if kinds[p] != "O"], None
+        else:
+            probe = caffe2_pb2.OperatorDef()
+            probe.CopyFrom(op)
+            probe.output[:] = [o + _OUT_MARK if o in inplace else o for o in outputs]
+            try:
+                marked, _ = GradientRegistry.GetGradientForOp(probe, g_output)
+            except Exception:  # noqa: BLE001 - a maker that rejects the probe: Caffe2's reads
+                return []
+            if [_unmarked(g) for g in marked] != [g.SerializeToString(deterministic=True) for g in grad_ops]:
+                return []  # the maker depends on being in place (Pow): leave it as Caffe2 has it
         saved = []
         for j, p in reads:
             name = grad_ops[j].input[p]
-            if marked[j].input[p] != name:
+            if marked is not None and marked[j].input[p] != name:
                 continue  # the output, which is current
             copy = self.saves.get((i, name))
             if copy is None:
@@ -347,16 +406,23 @@ class IR:
         for y in ys:
             y = str(y)
             self.gradient_frontier[y] = self.frontier[y]
-            self.input_usages[y][self.frontier[y]].append(len(self.ssa))
+            self.input_usages[y, self.frontier[y]].append(len(self.ssa))
         input_to_grad, all_ops = self._init_gradients(ys)
         origin = self.grad_op_origin = [None] * len(all_ops)
-        for i in range(len(self.ssa) - 1, -1, -1):
-            ops = self._generate_for_op(i, input_to_grad)
-            sum_ops, grad_map = self.DoGradientAccumulation(i)
-            input_to_grad.update(grad_map)
-            all_ops += ops
-            all_ops += sum_ops
-            origin += [i] * (len(ops) + len(sum_ops))
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # NOTE: see __init__
+        try:
+            for i in range(len(self.ssa) - 1, -1, -1):
+                ops = self._generate_for_op(i, input_to_grad)
+                sum_ops, grad_map = self.DoGradientAccumulation(i)
+                if grad_map:
+                    input_to_grad.update(grad_map)
+                all_ops += ops
+                all_ops += sum_ops
+                origin += [i] * (len(ops) + len(sum_ops))
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         return all_ops, {k: v for k, v in input_to_grad.items() if v is not None}
 
 
