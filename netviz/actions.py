@@ -22,6 +22,7 @@ ACTIONS: dict[str, tuple[str, str, str, bool]] = {
     "blob.inject": ("i", "inject_value", "Inject value", True),
     "view.backward": ("g", "toggle_backward", "Backward pass", True),
     "view.ssa": ("v", "toggle_ssa", "SSA versions", True),
+    "view.overlay": ("m", "cycle_overlay", "Overlay: none/time/NaN/grad-norm", True),
     "view.scopes": ("N", "toggle_scopes", "Group by name scope", False),
     "graph.zoom-out": ("z,minus", "zoom(1)", "Zoom out", False),
     "graph.zoom-in": ("Z,plus", "zoom(-1)", "Zoom in", False),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -152,6 +153,9 @@ class Session:
         self.last_stop: Any = None
         self._views: dict[tuple[NetPath, bool], NetView] = {}
         self.params = {out: param_info(op) for op in model.init.op for out in op.output}
+        self._shapes: dict[bool, dict[tuple[Any, ...], dict[tuple[str, int], Any]]] = {}
+        self._shapes_lock = threading.Lock()
+        self.notices: list[str] = []
         if loss is not None and loss not in self.all_blobs(()):
             raise ModelError(f"--loss {loss!r}: no op of {self.name!r} reads or writes that blob")
 
@@ -247,6 +251,36 @@ class Session:
         self.show_backward = on
         self._views.clear()
 
+    # -- shapes: inferred once per view (forward / with backward), in a worker -----------------
+    def shapes(self, path: NetPath = ()) -> dict[tuple[str, int], Any]:
+        """``{(name, version): TensorInfo}`` of the net at `path`; infers on first use (blocks)."""
+        backward = bool(self.show_backward and self.backward)
+        with self._shapes_lock:
+            if backward not in self._shapes:
+                self._shapes[backward] = self._infer_shapes(self.view(()).net)
+            table = self._shapes[backward]
+        return table.get(_shape_key(path), {})
+
+    def shapes_ready(self, path: NetPath = ()) -> dict[tuple[str, int], Any] | None:
+        """:meth:`shapes` when already inferred, else None (never blocks the UI)."""
+        table = self._shapes.get(bool(self.show_backward and self.backward))
+        return None if table is None else table.get(_shape_key(path), {})
+
+    def _infer_shapes(self, net: caffe2_pb2.NetDef) -> dict[tuple[Any, ...], dict[tuple[str, int], Any]]:
+        shapes = _optional("engine.shapes")
+        if shapes is None:
+            return {}
+        inputs = {**self.model.value_info,
+                  **{k: tuple(v.shape) for k, v in self.values.items() if hasattr(v, "shape")}}
+        try:
+            return shapes.infer_net_shapes(net, inputs, self.model.init)
+        except NetvizError:
+            return {}
+
+    def param_names(self) -> set[str]:
+        """Blobs the init net fills (the weights)."""
+        return set(self.params)
+
     # -- blobs -----------------------------------------------------------------------------
     def producers(self, path: NetPath, name: str) -> list[tuple[int, int]]:
         return [(i, v) for i, (_, outs) in enumerate(self.view(path).ssa) for b, v in outs if b == name]
@@ -325,7 +359,12 @@ class Session:
             mod = _optional("engine.debugger")
             if mod is None or not hasattr(mod, "Debugger"):
                 raise Unavailable("debugger not available yet")
-            dbg = mod.Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss)
+            synth = not len(self.model.init.op)  # zoo nets: weights of inferred shapes, seeded
+            dbg = mod.Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss,
+                               synthesize_params=synth)
+            made = list(dbg.synthesized) if synth else []
+            if made:
+                self.notices.append(f"no init net: {len(made)} parameters filled with random values")
             if self.backward is not None:
                 dbg.backward(self.loss)
             for bp in self.breakpoints.values():
@@ -367,6 +406,24 @@ class Session:
             return None
         return self.debugger.records_by_path.get(to_oppath(ref))
 
+    def stale(self, ref: OpRef) -> bool:
+        """The op's record predates an inject upstream of it (its values may no longer hold)."""
+        return self.debugger is not None and to_oppath(ref) in getattr(self.debugger, "stale", ())
+
+    def linked(self, ref: OpRef) -> set[int]:
+        """Backward ↔ forward: a gradient op's forward op, or a forward op's gradient ops (main net)."""
+        if ref.path or not self.show_backward or self.backward is None:
+            return set()
+        view = self.backward
+        if view.is_backward(ref.index):
+            fwd = view.forward_of(ref.index)
+            return set() if fwd is None else {fwd}
+        return {view.n_forward + k for k, j in enumerate(view.origin) if j == ref.index}
+
+    def pop_notices(self) -> list[str]:
+        out, self.notices = self.notices, []
+        return out
+
     def executed(self, ref: OpRef) -> bool:
         return self.record(ref) is not None
 
@@ -401,6 +458,11 @@ class Session:
             "backward": view.is_backward(ref.index), "forward_op": fwd,
             "control": op.type in CONTROL_FLOW, "breakpoint": self.breakpoints.get(ref),
         }
+
+
+def _shape_key(path: NetPath) -> tuple[Any, ...]:
+    """NetPath → engine.shapes' net path: ``((5, "loop_net"),)`` → ``("op", 5, "loop_net")``."""
+    return ("op", *(x for step in path for x in step)) if path else ()
 
 
 def _literal(text: str) -> Any:

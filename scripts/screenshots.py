@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -83,6 +85,33 @@ async def take(name: str, make: Callable[[], Session], drive: Callable[..., Awai
         return Path(app.save_screenshot(f"{name}.svg", str(out)))
 
 
+_TEXT = re.compile(r'<text ([^>]*?)x="([\d.]+)"([^>]*?)textLength="([\d.]+)"([^>]*)>([^<]*)</text>')
+
+
+_TOKEN = re.compile(r"[!-~]+|.", re.S)
+
+
+def cell_aligned(svg: str) -> str:
+    """One <text> per character, for converters that ignore ``textLength`` (cairosvg).
+
+    Textual writes a run of cells as one element stretched to its cells by ``textLength``;
+    a PNG converter that ignores it lays box-drawing and no-break-space glyphs out at the
+    fallback font's widths, and edges drift away from their nodes.
+    """
+    def split(m: re.Match[str]) -> str:
+        pre, x, mid, length, post, body = m.groups()
+        chars = html.unescape(body)
+        if len(chars) < 2:
+            return m.group(0)
+        cw, out = float(length) / len(chars), []
+        for t in _TOKEN.finditer(chars):  # ASCII words stay whole: only the odd glyphs move
+            if t.group() not in " \u00a0":
+                out.append(f'<text {pre}x="{float(x) + t.start() * cw:.1f}"{mid}'
+                           f'textLength="{cw * len(t.group()):.1f}"{post}>{html.escape(t.group())}</text>')
+        return "".join(out)
+    return _TEXT.sub(split, svg)
+
+
 def main() -> int:
     import tempfile
 
@@ -99,7 +128,7 @@ def main() -> int:
         for name, make, drive in shots(args.zoo, Path(tmp)):
             svg = asyncio.run(take(name, make, drive, args.out))
             if cairosvg is not None:
-                cairosvg.svg2png(url=str(svg), write_to=str(svg.with_suffix(".png")))
+                cairosvg.svg2png(bytestring=cell_aligned(svg.read_text()).encode(), write_to=str(svg.with_suffix(".png")))
             print(f"wrote {svg}" + (" (+ .png)" if cairosvg else ""))
     return 0
 

@@ -17,10 +17,13 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList
 from textual.widgets.option_list import Option
+from rich.style import Style
+from rich.text import Text
 
 from engine.errors import NetvizError
 from netviz.actions import bindings
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
+from netviz.overlays import OVERLAYS, legend, overlay_colors
 from netviz.screens.breakpoints import BreakpointsScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.screens.search import SearchScreen
@@ -28,7 +31,7 @@ from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable
 from netviz.widgets.blob_inspector import BlobInspector
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
-from netviz.widgets.graph_scene import ZOOMS
+from netviz.widgets.graph_scene import ZOOMS, common_scope
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
 from netviz.widgets.status_line import StatusLine
@@ -60,6 +63,7 @@ class MainScreen(Screen[None]):
     follow: reactive[bool] = reactive(True)
     focus_mode: reactive[bool] = reactive(False)
     path: reactive[NetPath] = reactive(())
+    overlay: reactive[int] = reactive(0)
 
     def __init__(self, session: Session) -> None:
         super().__init__()
@@ -88,6 +92,20 @@ class MainScreen(Screen[None]):
             self.select(OpRef((), 0))
         self.update_status()
         self.call_after_refresh(self.show_graph)  # op list first, the graph once laid out
+        self.infer_shapes()
+
+    @work(thread=True, exclusive=True, group="shapes")
+    def infer_shapes(self) -> None:
+        """Shape inference of the shown program, once, off the UI thread (the inspector shows … until then)."""
+        try:
+            self.session.shapes(())
+        except Exception:  # noqa: BLE001 - shapes are a nicety: unknown, never fatal
+            return
+        self.app.call_from_thread(self._shapes_ready)
+
+    def _shapes_ready(self) -> None:
+        if self.selected is not None:
+            self.run_guarded(self.query_one(OpInspector).show, self.session, self.selected)
 
     # -- showing ---------------------------------------------------------------------------
     def effective_zoom(self) -> int:
@@ -102,7 +120,15 @@ class MainScreen(Screen[None]):
         extra = ("  ·  SSA" if self.ssa else "") + ("  ·  backward" if self.session.show_backward else "")
         if zoom != self.zoom:
             extra += f"  ·  (blob detail up to {DETAIL_MAX_OPS} ops)"
-        self.query_one(Breadcrumb).show(self.session.path_label(self.path), f"zoom {name}", extra)
+        if blobs:
+            scope = common_scope(self.session.view(self.path).net)
+            extra += f"  ·  blobs in {scope}" if scope else ""
+        self.query_one(Breadcrumb).show(self.session.path_label(self.path), f"zoom {name}", extra,
+                                        legend(OVERLAYS[self.overlay], self._records()))
+
+    def _records(self) -> list[Any]:
+        s = self.session
+        return [s.record(OpRef(self.path, i)) for i in range(len(s.view(self.path).net.op))]
 
     def watch_ssa(self) -> None:
         self.refresh_all()
@@ -128,6 +154,9 @@ class MainScreen(Screen[None]):
         if ref.path != self.path:
             self.path = ref.path
         self.canvas.selected_op = ref.index
+        linked = self.session.linked(ref)
+        self.canvas.linked_ops = linked if ref.path == self.path else set()
+        self.op_tree.set_linked({OpRef(ref.path, i) for i in linked})
         self.canvas.refresh()
         if self.follow:
             self.canvas.center_on(ref.index)
@@ -177,6 +206,10 @@ class MainScreen(Screen[None]):
             self.select(pc)
         self.update_canvas_marks()
         self.update_status()
+        if self.overlay:
+            self.show_graph()  # the legend's range
+        for notice in self.session.pop_notices():
+            self.notify(notice, title="Parameters", severity="warning")
         if self.blob is not None:
             self.query_one(BlobInspector).show(self.session, self.blob)
         if stop is not None and stop.reason not in ("step",):
@@ -187,10 +220,26 @@ class MainScreen(Screen[None]):
         s, pc = self.session, self.session.pc
         self.canvas.pc_op = pc.index if isinstance(pc, OpRef) and pc.path == self.path else None
         self.canvas.breakpoints = {r.index for r in s.breakpoints if r.path == self.path}
-        records = [s.record(OpRef(self.path, i)) for i in range(len(s.view(self.path).net.op))]
+        records = self._records()
         self.canvas.executed = {i for i, r in enumerate(records) if r is not None}
         self.canvas.nan_ops = {i for i, r in enumerate(records) if r is not None and r.has_inf_or_nan}
+        stale = [s.stale(OpRef(self.path, i)) for i in range(len(records))]
+        colors = overlay_colors(OVERLAYS[self.overlay], records, stale)
+        self.canvas.overlay = {i: Style(color="white", bgcolor=c, bold=True) for i, (c, _) in colors.items()}
         self.canvas.refresh()
+
+    def watch_overlay(self) -> None:
+        if not self.is_mounted:
+            return
+        self.op_tree.overlay = OVERLAYS[self.overlay]
+        self.op_tree.refresh_markers()
+        self.update_canvas_marks()
+        self.show_graph()
+        self.update_status()
+
+    def action_cycle_overlay(self) -> None:
+        self.overlay = (self.overlay + 1) % len(OVERLAYS)
+        self.notify(f"overlay: {OVERLAYS[self.overlay]}", title="Overlay")
 
     # -- messages --------------------------------------------------------------------------
     def on_op_selected(self, message: OpSelected) -> None:
@@ -234,6 +283,8 @@ class MainScreen(Screen[None]):
         except Unavailable as e:
             self.app.call_from_thread(self.notify, str(e), title="Not available", severity="warning")
         except NetvizError as e:
+            for notice in self.session.pop_notices():
+                self.app.call_from_thread(self.notify, notice, title="Parameters", severity="warning")
             self.app.call_from_thread(self.notify, str(e), title=type(e).__name__, severity="error")
         except Exception as e:  # noqa: BLE001 - shown, never fatal
             self.app.call_from_thread(self.notify, f"{type(e).__name__}: {e}", title="Internal error",
@@ -298,6 +349,7 @@ class MainScreen(Screen[None]):
             self.selected = OpRef((), 0)
         self.path = ()
         self.canvas.key = None
+        self.infer_shapes()
         self.refresh_all()
         if self.selected:
             self.select(self.selected)

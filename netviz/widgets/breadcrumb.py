@@ -6,5 +6,8 @@ from textual.widgets import Static
 
 
 class Breadcrumb(Static):
-    def show(self, label: str, zoom: str, extra: str = "") -> None:
-        self.update(Text.assemble((label, "bold"), ("  ·  ", "dim"), (zoom, "dim"), (extra, "dim")))
+    def show(self, label: str, zoom: str, extra: str = "", legend: Text | None = None) -> None:
+        text = Text.assemble((label, "bold"), ("  ·  ", "dim"), (zoom, "dim"), (extra, "dim"))
+        if legend:
+            text.append_text(legend)
+        self.update(text)

@@ -25,8 +25,13 @@ from netviz.widgets.graph_scene import ZOOMS, Scene, SceneNode, build_scene
 
 FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks.BACKWARD_OP.fill}
 S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
-S_BLOB, S_GRAD = Style(color="#c8c8c8"), Style(color=looks.RED)
+S_EDGE_SEL = Style(color=looks.AMBER, bold=True)
+CHIP = "#2f3439"
+S_BLOB, S_GRAD = Style(color="#d0d4d8", bgcolor=CHIP), Style(color="#ff8a80", bgcolor=CHIP)
+S_SHAPE, S_BLOB_DIM = Style(color="#8fa3b0", bgcolor=CHIP), Style(color="#5a5a5a")
 S_SEL = Style(color="black", bgcolor=looks.AMBER, bold=True)
+S_SEL_SUB = Style(color="#3a2a00", bgcolor=looks.AMBER)
+S_LINK = Style(color="black", bgcolor="#CE93D8", bold=True)
 S_NAN, S_DONE = Style(color="white", bgcolor="#8E24AA", bold=True), Style(color="#7CB342", bold=True)
 S_PC, S_BP = Style(color="#ffff00", bold=True), Style(color="#ff3030", bold=True)
 
@@ -61,6 +66,10 @@ class GraphCanvas(ScrollView, can_focus=True):
         self.breakpoints: set[int] = set()
         self.executed: set[int] = set()
         self.nan_ops: set[int] = set()
+        self.linked_ops: set[int] = set()
+        self.overlay: dict[int, Style] = {}
+        self._hot: dict[int, set[int]] = {}
+        self._hot_for: tuple | None = None
         self.focus_nodes: tuple[set[int], set[str]] | None = None
         self._cache: dict[tuple, Scene] = {}
         self._pending_center: int | None = None
@@ -79,12 +88,14 @@ class GraphCanvas(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, self.size.height)
         self.refresh()
         view = session.view(path)
-        self._layout(key, view.net, view.ssa, view.n_forward, ssa, zoom)
+        self._layout(key, session, view.net, view.ssa, view.n_forward, ssa, zoom)
 
     @work(thread=True, exclusive=True, group="layout")
-    def _layout(self, key: tuple, net: Any, ssa_list: list, n_forward: int, ssa: bool, zoom: int) -> None:
+    def _layout(self, key: tuple, session: Any, net: Any, ssa_list: list, n_forward: int, ssa: bool,
+                zoom: int) -> None:
         try:
-            scene = build_scene(net, ssa_list, n_forward, ssa, zoom)
+            shapes = session.shapes(key[0]) if ZOOMS[zoom][1] else None
+            scene = build_scene(net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=session.param_names())
         except NetvizError as e:
             self.app.call_from_thread(self._failed, key, e)
             return
@@ -134,6 +145,9 @@ class GraphCanvas(ScrollView, can_focus=True):
         dim = self.focus_nodes is not None
         styles = [S_DIM if dim else S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, sx:sx + width]]
         styles += [S_EDGE] * (width - len(styles))
+        for cx in self._hot_edges().get(row, ()):
+            if sx <= cx < sx + width:
+                styles[cx - sx] = S_EDGE_SEL
         for k in sc.rows.get(row, ()):
             n = sc.nodes[k]
             if n.x >= sx + width or n.x + n.w <= sx:
@@ -144,17 +158,34 @@ class GraphCanvas(ScrollView, can_focus=True):
                     chars[cx], styles[cx] = c, st
         return Strip(_runs(chars, styles), width)
 
+    def _hot_edges(self) -> dict[int, set[int]]:
+        """Cells of the edges of the selected op (or blob), computed once per selection."""
+        sc = self.scene
+        key = (id(sc), self.selected_op, self.selected_blob)
+        if key != self._hot_for and sc is not None:
+            picked = {k for k, n in enumerate(sc.nodes)
+                      if (n.op is not None and n.op == self.selected_op)
+                      or (n.blob is not None and n.blob == self.selected_blob)}
+            self._hot, self._hot_for = sc.edge_cells_of(picked) if picked else {}, key
+        return self._hot
+
     def _node_row(self, n: SceneNode, r: int) -> list[tuple[str, Style]]:
         if n.kind == "blob":
             sel = n.blob == self.selected_blob
             dim = self.focus_nodes is not None and n.blob[0] not in self.focus_nodes[1]
-            st = S_SEL if sel else S_DIM if dim else S_GRAD if n.style == "grad" else S_BLOB
+            st = S_SEL if sel else S_BLOB_DIM if dim else S_GRAD if n.style == "grad" else S_BLOB
+            if r == 1:
+                return [(c, S_SEL_SUB if sel else S_BLOB_DIM if dim else S_SHAPE) for c in _fit(n.sub, n.w)]
             return [(c, st) for c in _fit(n.label, n.w)]
         border, inner = _op_styles(n.style)
+        if n.op in self.overlay:
+            inner = self.overlay[n.op]
         if self.focus_nodes is not None and n.op not in self.focus_nodes[0]:
             border = inner = S_DIM
         if n.op in self.nan_ops:
             inner = S_NAN
+        if n.op in self.linked_ops:
+            border, inner = Style(color="#CE93D8", bold=True), S_LINK
         if n.op == self.selected_op:
             border, inner = Style(color=looks.AMBER, bold=True), S_SEL
         if n.h == 1:
@@ -167,7 +198,7 @@ class GraphCanvas(ScrollView, can_focus=True):
         if r == 0:
             return [(c, border) for c in "╭" + "─" * (n.w - 2) + "╮"]
         if r == n.h - 1:
-            return [(c, border) for c in "╰" + "─" * (n.w - 2) + "╯"]
+            return [(c, border) for c in "╰" + "".join("┬" if j in n.ports else "─" for j in range(1, n.w - 1)) + "╯"]
         left = ("▶", S_PC) if n.op == self.pc_op else ("│", border)
         right = ("●", S_BP) if n.op in self.breakpoints else ("✓", S_DONE) if n.op in self.executed else ("│", border)
         return [left, *((c, inner) for c in _fit(n.label, n.w - 2)), right]

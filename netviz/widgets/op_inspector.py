@@ -11,9 +11,16 @@ from textual.widgets import Static
 from netviz.session import OpRef, Session
 
 
-def _shape(info: dict[str, Any]) -> str:
-    shape = info["shape"]
-    return "?" if shape is None else "×".join(map(str, shape)) or "scalar"
+def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
+    """Inferred shape and dtype of one blob version: ``1×64×?×? float32``; ``…`` while inferring."""
+    if table is None:
+        return Text("…", style="dim")
+    info = table.get(blob)
+    if info is None or info.shape is None:
+        return Text("?", style="dim")
+    dims = "×".join("?" if d is None else str(d) for d in info.shape) or "scalar"
+    dtype = str(info).partition(" ")[2]
+    return Text.assemble(dims, (f" {dtype}" if dtype and dtype != "float32" else "", "dim"))
 
 
 def _arg(v: Any) -> str:
@@ -45,11 +52,20 @@ class OpInspector(Static):
             facts.add_row(f"·{k}", _arg(v))
         if d["subnets"]:
             facts.add_row("subnets", ", ".join(d["subnets"]))
-        io = Table(box=None, padding=(0, 1), show_header=True, header_style="dim", expand=False)
+        rec = session.record(ref)
+        if rec is not None:
+            ran = f"{rec.wall_s * 1e3:.3g} ms" + ("  (stale)" if session.stale(ref) else "")
+            facts.add_row("ran", Text(ran, style="#F4B400" if session.stale(ref) else ""))
+            if rec.has_inf_or_nan:
+                facts.add_row("values", Text("NaN/Inf in an output", style="bold #CE93D8"))
+            if rec.grad_norm is not None:
+                facts.add_row("‖grad‖", f"{rec.grad_norm:.4g}")
+        io = Table(box=None, padding=(0, 1), show_header=True, header_style="dim", expand=True)
         io.add_column("")
-        io.add_column("blob@v", overflow="fold")
-        io.add_column("shape")
+        io.add_column("blob@v", overflow="fold", ratio=3)
+        io.add_column("shape", overflow="fold", ratio=2)
+        table = session.shapes_ready(ref.path)
         for tag, blobs in (("in", d["inputs"]), ("out", d["outputs"])):
             for name, v in blobs:
-                io.add_row(tag, f"{name}@{v}", _shape(session.blob_info(name)))
+                io.add_row(tag, f"{name}@{v}", _shape(table, (name, v)))
         self.update(Group(head, facts, io))

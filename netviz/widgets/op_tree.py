@@ -23,6 +23,17 @@ MARK_STYLE = {"▶": "bold yellow", "✓": "green", "!": "bold magenta", "✗": 
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
 
 
+def _overlay_tag(mode: str, rec: Any, stale: bool) -> tuple[str, str] | None:
+    """One op's overlay marker in the tree: colour and tag (its own value, not a quantile)."""
+    if mode == "NaN":
+        return ("#CE93D8", "NaN") if rec.has_inf_or_nan else None
+    v = rec.wall_s if mode == "time" else rec.grad_norm
+    if v is None:
+        return None
+    text = (f"{v * 1e3:.2g}ms" if mode == "time" else f"‖{v:.2g}‖") + ("~" if stale else "")
+    return ("#616161" if stale else "#F4B400", text)
+
+
 def scope_of(op: Any) -> str:
     name = op.name or (op.output[0] if op.output else "")
     return name.rpartition("/")[0]
@@ -39,6 +50,8 @@ class OpTree(Tree[Any]):
         self.guide_depth = 2
         self._generation = 0
         self.populated = False
+        self.overlay = "none"
+        self.linked: set[OpRef] = set()
 
     class Populated(Message):
         """Every op is in the tree."""
@@ -112,10 +125,23 @@ class OpTree(Tree[Any]):
                   else "!" if rec is not None and rec.has_inf_or_nan else "✓" if rec is not None else " ")
         text = Text.assemble((marker, MARK_STYLE.get(marker, "red")), (f"{ref.index:>3} ", "dim"),
                              (op.type, TYPE_STYLE[kind]))
+        if ref in self.linked:
+            text.append(" ↔", "bold #CE93D8")
+        if self.overlay != "none" and rec is not None:
+            tag = _overlay_tag(self.overlay, rec, s.stale(ref))
+            if tag:
+                text.append(f" {tag[1]}", f"bold {tag[0]}")
         what = op.name or (op.output[0] if op.output else "")
         if what:
             text.append(f" {what}", "dim")
         return text
+
+    def set_linked(self, refs: set[OpRef]) -> None:
+        """Mark the forward/backward partners of the selected op (``↔``)."""
+        changed, self.linked = self.linked ^ refs, refs
+        for ref in changed:
+            if ref in self.nodes_by_ref:
+                self.nodes_by_ref[ref].set_label(self.label_of(ref))
 
     def refresh_markers(self) -> None:
         for ref, node in self.nodes_by_ref.items():
@@ -143,6 +169,8 @@ class OpTree(Tree[Any]):
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
         event.stop()
+        if event.node is not self.cursor_node:
+            return  # NOTE: a stale highlight (the cursor moved on since): acting on it would undo a step
         data = event.node.data
         if isinstance(data, OpRef):
             self.post_message(OpSelected(data))

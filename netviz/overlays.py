@@ -1,0 +1,71 @@
+"""Overlays: the debugger's per-op records (time, NaN/Inf, gradient norm) as colours on ops.
+
+Pure functions over records, no Textual: :func:`overlay_colors` gives each op of a net a colour
+and a short tag (``3.2ms``), :func:`legend` the one-line key the breadcrumb shows.  Times and
+norms are coloured by quantile among the ops that ran, so one slow conv does not wash out the rest.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+
+OVERLAYS = ("none", "time", "NaN", "grad-norm")
+#: cool → hot
+HEAT = ("#1565C0", "#00897B", "#9E9D24", "#EF6C00", "#C62828")
+NAN, CLEAN, STALE = "#8E24AA", "#2E7D32", "#616161"
+
+
+def _buckets(values: dict[int, float]) -> dict[int, int]:
+    """Op → heat bucket 0..4 by rank among `values`."""
+    order = sorted(values, key=values.__getitem__)
+    n = len(order)
+    return {op: min(len(HEAT) - 1, k * len(HEAT) // max(n, 1)) for k, op in enumerate(order)}
+
+
+def overlay_colors(mode: str, records: Sequence[Any | None], stale: Sequence[bool] = ()
+                   ) -> dict[int, tuple[str, str]]:
+    """Op index → (background colour, tag) for overlay `mode`; ops without a record are left out."""
+    if mode == "none":
+        return {}
+    out: dict[int, tuple[str, str]] = {}
+    if mode == "NaN":
+        for i, r in enumerate(records):
+            if r is not None:
+                out[i] = (NAN, "NaN") if r.has_inf_or_nan else (CLEAN, "ok")
+    else:
+        get = (lambda r: r.wall_s) if mode == "time" else (lambda r: r.grad_norm)
+        values = {i: v for i, r in enumerate(records) if r is not None and (v := get(r)) is not None
+                  and math.isfinite(v)}
+        for i, b in _buckets(values).items():
+            out[i] = (HEAT[b], _tag(mode, values[i]))
+    for i, s in enumerate(stale):
+        if s and i in out:
+            out[i] = (STALE, out[i][1] + "~")
+    return out
+
+
+def _tag(mode: str, v: float) -> str:
+    if mode == "time":
+        return f"{v * 1e3:.2g}ms" if v >= 1e-4 else f"{v * 1e6:.2g}µs"
+    return f"{v:.2g}"
+
+
+def legend(mode: str, records: Sequence[Any | None]) -> Text:
+    """``overlay time  ■■■■■ 0.01–12ms`` (empty for ``none``)."""
+    if mode == "none":
+        return Text()
+    text = Text.assemble(("  ·  overlay ", "dim"), (mode, "bold"), " ")
+    if mode == "NaN":
+        return text.append_text(Text.assemble(("■", NAN), (" NaN/Inf ", "dim"), ("■", CLEAN), (" finite", "dim")))
+    for c in HEAT:
+        text.append("■", c)
+    get = (lambda r: r.wall_s) if mode == "time" else (lambda r: r.grad_norm)
+    vals = [v for r in records if r is not None and (v := get(r)) is not None and math.isfinite(v)]
+    if vals:
+        text.append(f" {_tag(mode, min(vals))}–{_tag(mode, max(vals))}", "dim")
+    else:
+        text.append(" (nothing ran yet)" if mode == "time" else " (no backward op ran yet)", "dim")
+    return text
