@@ -223,15 +223,20 @@ class IR:
 
     def BuildGradientGenerators(self, fwd_op_idx: int, gradient_ops: Sequence[caffe2_pb2.OperatorDef],
                                 g_output: Sequence[Any], g_input: Sequence[Any],
-                                saved: Sequence[str] = ()) -> None:
-        """Check the gradient ops' inputs; record which op (or pass-through) made each input grad."""
+                                saved: Sequence[str] = (),
+                                io: Sequence[tuple[Sequence[str], Sequence[str]]] | None = None) -> None:
+        """Check the gradient ops' inputs; record which op (or pass-through) made each input grad.
+
+        `io`, when given, holds each gradient op's input and output names (read from the ops if not).
+        """
         forward_op, in_versions, out_versions, inputs, outputs = self.ssa[fwd_op_idx]
         generators, frontier, gradient_frontier = self.gradient_generators, self.frontier, self.gradient_frontier
         local: set[str] = set(saved)
         sparse: dict[str, list[SparseGradGenMeta]] = {}
         g_out_at, g_in_at = _positions(g_output), _positions(g_input)
-        for grad_op in gradient_ops:
-            for s in grad_op.input:
+        for n, grad_op in enumerate(gradient_ops):
+            grad_inputs, grad_outputs = io[n] if io is not None else (grad_op.input, tuple(grad_op.output))
+            for s in grad_inputs:
                 # NOTE: reads that pass are decided here; the rest get the full check (and its error).
                 k = g_out_at.get(s) if g_out_at is not None else _grad_index(g_output, s)
                 if k is None:
@@ -246,7 +251,6 @@ class IR:
                 elif out_versions[outputs[k]] == gradient_frontier.get(outputs[k]):
                     continue
                 self.CheckGradientOperatorInput(s, g_output, fwd_op_idx, local)
-            grad_outputs = tuple(grad_op.output)
             local.update(grad_outputs)
             for j, output in enumerate(grad_outputs):
                 k = g_in_at.get(output) if g_in_at is not None else _grad_index(g_input, output)
@@ -325,18 +329,23 @@ class IR:
         g_output = [input_to_grad.get(name) for name in outputs]
         if g_output.count(None) == len(g_output) and forward_op.type != "ZeroGradient":
             return []
-        grad_ops, g_input = GradientRegistry.GetGradientForOp(forward_op, g_output, op_index=i)
+        fast = getattr(GRADIENTS.get(forward_op.type), "fast", None)
+        made = fast(forward_op, g_output) if fast is not None else None
+        if made is None:
+            (grad_ops, g_input), io = GradientRegistry.GetGradientForOp(forward_op, g_output, op_index=i), None
+        else:
+            grad_ops, g_input, io = made  # NOTE: the same ops; io: their input/output name lists
         in_place = not out_versions.keys().isdisjoint(in_versions)
-        saved = self._read_saved_inputs(i, g_output, grad_ops) if self.save_inputs and in_place else []
-        self.BuildGradientGenerators(i, grad_ops, g_output, g_input, saved)
+        saved = self._read_saved_inputs(i, g_output, grad_ops, io) if self.save_inputs and in_place else []
+        self.BuildGradientGenerators(i, grad_ops, g_output, g_input, saved, io)
         for name, grad in zip(inputs, g_input):
             # A None never erases a known gradient, except of an in-place input (newer version).
             if grad is not None or name not in input_to_grad or name in outputs:
                 input_to_grad[name] = grad
         return grad_ops
 
-    def _read_saved_inputs(self, i: int, g_output: Sequence[Any],
-                           grad_ops: list[caffe2_pb2.OperatorDef]) -> list[str]:
+    def _read_saved_inputs(self, i: int, g_output: Sequence[Any], grad_ops: list[caffe2_pb2.OperatorDef],
+                           io: list[tuple[list[str], list[str]]] | None = None) -> list[str]:
         """Point reads of an input that op `i` overwrites in place at a copy saved before op `i`.
 
         Caffe2 checks such a name as the op's *output* and so reads the new value (``y = Mul(y, x)``,
@@ -376,6 +385,8 @@ class IR:
                 if op.HasField("device_option"):
                     copy.device_option.CopyFrom(op.device_option)
             grad_ops[j].input[p] = copy.output[0]
+            if io is not None:
+                io[j][0][p] = copy.output[0]
             saved.append(copy.output[0])
         return saved
 

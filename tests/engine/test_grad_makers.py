@@ -417,3 +417,20 @@ RoIAlign GenerateProposals BoxWithNMSLimit BBoxTransform ResizeNearest NCHW2NHWC
 def test_registry_covers_the_spec_tables_and_zoo_types():
     assert sorted(set(SPEC_OPS) - set(GRADIENTS)) == []
     assert not any(t.startswith("Int8") for t in GRADIENTS)  # Caffe2 registers none
+
+
+@pytest.mark.parametrize("op_type", sorted(t for t, m in GRADIENTS.items() if getattr(m, "fast", None)))
+def test_fast_simple_maker_matches_full_path(op_type):
+    maker = GRADIENTS[op_type]
+    op = create_operator(op_type, ["A", "B", "C", "D"], ["P", "Q", "R"], engine="CUDNN",
+                         device_option=device_option(1, 2), alpha=0.5, axes=[1, 2])
+    for g_output in (["P_g", "Q_g", "R_g"], ["P_g", None, ""], [GradientSlice("i", "v"), "Q_g", "R_g"]):
+        fast = maker.fast(op, g_output)
+        try:
+            full = maker(op, g_output)
+        except GradientError:
+            assert fast is None
+            continue
+        ops, g_input, io = fast
+        assert [o.SerializeToString() for o in ops] == [o.SerializeToString() for o in full[0]]
+        assert g_input == full[1] and io == [(list(o.input), list(o.output)) for o in ops]
