@@ -231,6 +231,7 @@ class IR:
         """
         forward_op, in_versions, out_versions, inputs, outputs = self.ssa[fwd_op_idx]
         generators, frontier, gradient_frontier = self.gradient_generators, self.frontier, self.gradient_frontier
+        usages = self.input_usages
         local: set[str] = set(saved)
         sparse: dict[str, list[SparseGradGenMeta]] = {}
         g_out_at, g_in_at = _positions(g_output), _positions(g_input)
@@ -257,6 +258,8 @@ class IR:
                 if k is None:
                     continue
                 name, g = inputs[k], g_input[k]
+                if len(usages[name, in_versions[name]]) < 2:
+                    continue  # NOTE: generators are read only to accumulate a blob read twice or more
                 if type(g) is GradientSlice:
                     part = (grad_op, j, None, 0) if g.indices == output else (None, 0, grad_op, j)
                     sparse.setdefault(name, []).append(SparseGradGenMeta(*part, g, grad_op.device_option))
@@ -268,7 +271,7 @@ class IR:
             if g is None:
                 continue
             version = gradient_frontier[name] = in_versions[name]
-            if not g:
+            if not g or len(usages[name, version]) < 2:
                 continue
             if type(g) is GradientSlice:
                 if g.indices not in local and g.values not in local:
@@ -489,9 +492,10 @@ def _make_sum_ops(name: str, generators: list[Any]) -> tuple[list[caffe2_pb2.Ope
     ops, g = make(generators, out)
     only_tag = any(ONLY_KEEP_TAG in gen.device_option.extra_info for gen in generators)
     for op in ops:
+        dev = op.device_option
         if not only_tag:
-            op.device_option.CopyFrom(generators[0].device_option)
-        op.device_option.extra_info.append(IS_AUTO_GEN_SUM_OPS_TAG)
+            dev.CopyFrom(generators[0].device_option)
+        dev.extra_info.append(IS_AUTO_GEN_SUM_OPS_TAG)
     return ops, g
 
 
@@ -510,7 +514,8 @@ def _dense_sum(generators: list[GradGenMeta], out: str) -> tuple[list[caffe2_pb2
     if out in inputs:  # NOTE: Sum is in-place only on input 0.
         k = inputs.index(out)
         inputs[0], inputs[k] = inputs[k], inputs[0]
-    return [create_operator("Sum", inputs, [out], device_option=caffe2_pb2.DeviceOption())], out
+    # NOTE: CreateOperator("Sum", …, device_option=DeviceOption()); _make_sum_ops fills the option.
+    return [caffe2_pb2.OperatorDef(type="Sum", name="", input=inputs, output=[out])], out
 
 
 def _sparse_sum(generators: list[SparseGradGenMeta], out: str) -> tuple[list[caffe2_pb2.OperatorDef], GradientSlice]:
