@@ -254,8 +254,11 @@ def _fast_simple(grad_type: str, inputs: str, outputs: str,
                 out.append(name)
         return out
 
-    def fast(op: caffe2_pb2.OperatorDef, g_output: Sequence[Grad]) -> Any:
-        fin, fout = op.input, op.output
+    def fast(op: caffe2_pb2.OperatorDef, g_output: Sequence[Grad], fin: Sequence[str] | None = None,
+             fout: Sequence[str] | None = None) -> Any:
+        """`fin`, `fout`: ``op.input``, ``op.output`` (a caller that holds them as tuples saves the reads)."""
+        if fin is None:
+            fin, fout = op.input, op.output
         g_input: list[Any] = [None] * len(fin)
         try:
             i = names(ins, fin, fout, g_output, g_input)

@@ -333,7 +333,7 @@ class IR:
         if g_output.count(None) == len(g_output) and forward_op.type != "ZeroGradient":
             return []
         fast = getattr(GRADIENTS.get(forward_op.type), "fast", None)
-        made = fast(forward_op, g_output) if fast is not None else None
+        made = fast(forward_op, g_output, inputs, outputs) if fast is not None else None
         if made is None:
             (grad_ops, g_input), io = GradientRegistry.GetGradientForOp(forward_op, g_output, op_index=i), None
         else:
