@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine import parallel
 from engine.grad_makers import cc_maker, from_output, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
@@ -12,13 +13,21 @@ from engine.shapes import same_as
 
 @kernel("Relu")
 def relu(xp, x):
-    return xp.maximum(x, 0)
+    if xp is not np or x.nbytes < parallel.MIN_BYTES or not x.flags.c_contiguous:
+        return xp.maximum(x, 0)
+    y = np.empty_like(x)
+    parallel.split(lambda t: np.maximum(t(x), 0, out=t(y)), x.shape, x.nbytes)
+    return y
 
 
 @kernel("ReluGradient")
 def relu_gradient(xp, y, dy):
     # NOTE: reads the OUTPUT, so in-place Relu(X)->X stays differentiable.
-    return dy * (y > 0)
+    if xp is not np or dy.nbytes < parallel.MIN_BYTES or y.shape != dy.shape:
+        return dy * (y > 0)
+    dx = np.empty(dy.shape, np.result_type(dy, True))
+    parallel.split(lambda t: np.multiply(t(dy), t(y) > 0, out=t(dx)), dy.shape, dy.nbytes)
+    return dx
 
 
 @kernel("Sigmoid")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine import parallel
 from engine.grad_makers import (
     GradientMakerError, cc_maker, gradient_not_implemented_yet, pass_through,
     should_not_do_gradient, simple)
@@ -84,6 +85,15 @@ def sum_reduce_like(xp, a, b, *, axis: int = -1, axis_str: str = "", order: str 
 @kernel("Sum")
 def sum_(xp, *xs):
     # NOTE: the first add writes the new array (one pass, not copy + add); X0's dtype is kept.
+    if xp is np and len(xs) > 1 and xs[0].nbytes >= parallel.MIN_BYTES and all(x.shape == xs[0].shape for x in xs):
+        out = np.empty(xs[0].shape, xs[0].dtype)
+
+        def part(t):
+            np.add(t(xs[0]), t(xs[1]), out=t(out), dtype=out.dtype)
+            for x in xs[2:]:
+                np.add(t(out), t(x), out=t(out))
+        parallel.split(part, out.shape, out.nbytes)
+        return out
     if len(xs) > 1 and xs[0].shape == xs[1].shape:
         out, rest = xp.add(xs[0], xs[1], dtype=xs[0].dtype), xs[2:]
     else:

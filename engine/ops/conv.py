@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 
+from engine import parallel
 from engine.grad_makers import cc_maker
 from engine.registry import gradient, kernel
 from engine.registry import shape
@@ -110,15 +111,18 @@ _PER_IMAGE = 1024  # output pixels per image above which one GEMM per image beat
 
 
 def cols_cm(xp, x, k, s, pb, pe, d):
-    """Channel-major im2col: contiguous (C * prod(k), N * P) columns of NCHW `x`, and the output
-    spatial shape.  One copy whose innermost run is a whole output row, and a column order that
+    """Channel-major im2col: contiguous (C * prod(k), N * P) columns of NCHW `x` (NumPy: in the
+    thread's scratch buffer, valid until the next call), and the output spatial shape.  One copy whose innermost run is a whole output row, and a column order that
     lets ONE GEMM cover the batch (the BLAS-friendly layout for the small late-stage maps)."""
     win = windows(xp, x, k, s, pb, pe, d)  # (N, C, *out, *k) view
     nd = len(k)
     out = win.shape[2:2 + nd]
     view = win.transpose(1, *range(2 + nd, 2 + 2 * nd), 0, *range(2, 2 + nd))
-    cols = xp.empty(view.shape, dtype=x.dtype)
-    cols[...] = view
+    cols = parallel.scratch(view.shape, x.dtype) if xp is np else xp.empty(view.shape, dtype=x.dtype)
+    if xp is np:  # NOTE: a single-threaded copy is ~1/3 of a 3x3 conv; both cores copy (engine.parallel).
+        parallel.split(lambda t: t(cols).__setitem__(Ellipsis, t(view)), view.shape, cols.nbytes)
+    else:
+        cols[...] = view
     return cols.reshape(x.shape[1] * int(np.prod(k)), -1), out
 
 
@@ -135,17 +139,24 @@ def conv_gemm(xp, x, w, k, s, pb, pe, d):
         if any(v != 1 for v in s):
             x = xp.ascontiguousarray(x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)])
         y = xp.empty((n, m) + x.shape[2:], dtype=x.dtype)
-        for xi, yi in zip(x.reshape(n, x.shape[1], -1), y.reshape(n, m, -1)):
-            xp.matmul(w2, xi, out=yi)
+        jobs = list(zip(itertools.repeat(w2), x.reshape(n, x.shape[1], -1), y.reshape(n, m, -1)))
+        if xp is not np:
+            for a, b, o in jobs:
+                xp.matmul(a, b, out=o)
+        else:  # NOTE: images on both cores, each GEMM single-threaded (engine.parallel.matmuls)
+            parallel.matmuls(jobs if n >= parallel.THREADS else parallel.gemm_jobs(*jobs[0]))
         return y
     cols, out = cols_cm(xp, x, k, s, pb, pe, d)
     p = int(np.prod(out))
-    if p < _PER_IMAGE or xp is not np:
+    if xp is not np:
         return xp.ascontiguousarray(xp.moveaxis((w2 @ cols).reshape((m, n) + tuple(out)), 0, 1))
+    if p < _PER_IMAGE or n < parallel.THREADS:
+        t = np.empty((m, cols.shape[1]), dtype=x.dtype)
+        parallel.matmuls(parallel.gemm_jobs(w2, cols, t))
+        return np.ascontiguousarray(np.moveaxis(t.reshape((m, n) + tuple(out)), 0, 1))
     y = xp.empty((n, m) + tuple(out), dtype=x.dtype)
     c3 = cols.reshape(cols.shape[0], n, p)
-    for i in range(n):
-        xp.matmul(w2, c3[:, i], out=y[i].reshape(m, p))
+    parallel.matmuls([(w2, c3[:, i], y[i].reshape(m, p)) for i in range(n)])
     return y
 
 

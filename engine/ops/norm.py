@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine import parallel
 from engine.grad_makers import cc_maker, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
@@ -31,8 +32,17 @@ def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: floa
     axes, bshape = _channel_view(x, order)
     if is_test:  # NOTE: y = x * a + c with per-channel a, c: two passes over x, no temporaries.
         a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
-        y = xp.multiply(x, a.reshape(bshape), dtype=x.dtype)
-        return xp.add(y, (bias - mean * a).astype(x.dtype).reshape(bshape), out=y)
+        a, c = a.reshape(bshape), (bias - mean * a).astype(x.dtype).reshape(bshape)
+        if xp is not np or x.nbytes < parallel.MIN_BYTES:
+            y = xp.multiply(x, a, dtype=x.dtype)
+            return xp.add(y, c, out=y)
+        y = np.empty(x.shape, x.dtype)
+
+        def part(t):  # both passes on one cache-sized block, blocks over both cores
+            np.multiply(t(x), t(a), out=t(y), dtype=x.dtype)
+            np.add(t(y), t(c), out=t(y))
+        parallel.split(part, x.shape, x.nbytes)
+        return y
     # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
     # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
     bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])

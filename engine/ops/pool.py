@@ -5,6 +5,7 @@ import itertools
 
 import numpy as np
 
+from engine import parallel
 from engine.ops.conv import from_nchw, geometry, geometry_args, to_nchw, windows
 from engine.grad_makers import simple
 from engine.registry import gradient, kernel
@@ -40,9 +41,18 @@ def max_pool(xp, x, **g):
         return from_nchw(win.max(axis=tuple(range(-len(k), 0))), g["order"])
     # NOTE: one elementwise maximum per kernel position over strided views (a reduction over the
     # window axes of the view walks memory in tiny runs and is several times slower).
-    y = xp.array(win[(Ellipsis,) + (0,) * len(k)], copy=True)
-    for pos in itertools.islice(itertools.product(*(range(v) for v in k)), 1, None):
-        xp.maximum(y, win[(Ellipsis,) + pos], out=y)
+    y = xp.empty(win.shape[:-len(k)], dtype=x.dtype)
+    pos = list(itertools.product(*(range(v) for v in k)))
+
+    def part(t):  # one block's 9 passes stay in cache; blocks over both cores (engine.parallel)
+        yb, wb = t(y), t(win)
+        yb[...] = wb[(Ellipsis,) + pos[0]]
+        for p in pos[1:]:
+            xp.maximum(yb, wb[(Ellipsis,) + p], out=yb)
+    if xp is np:
+        parallel.split(part, y.shape, x.nbytes)
+    else:
+        part(lambda a: a)
     return from_nchw(y, g["order"])
 
 

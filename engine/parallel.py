@@ -1,0 +1,145 @@
+"""Both cores for big memory-bound NumPy kernels: one array, cut along its batch (or channel) axis.
+
+NumPy releases the GIL inside ufunc loops and copies, so the parts of one op run on a small shared
+thread pool (:data:`THREADS`, env ``NETVIZ_THREADS``, default the CPU count, capped at 8) while BLAS
+already uses every core for the GEMMs.  Only arrays of at least :data:`MIN_BYTES` are cut: a tiny op
+pays one size check, nothing else.  Each op is still one kernel call writing its own new outputs;
+the split is invisible outside the kernel.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+THREADS = max(1, min(int(os.environ.get("NETVIZ_THREADS") or os.cpu_count() or 1), 8))
+MIN_BYTES = 1 << 20  # below this a thread hand-off costs more than it saves
+BLOCK_BYTES = 2 << 20  # parts are cut into blocks of about this size, so a kernel's passes stay in cache
+
+SCRATCH_MAX = 1 << 28  # the largest scratch buffer kept alive per thread
+
+_pool: list[ThreadPoolExecutor] = []
+_local = threading.local()
+_blas_lock = threading.Lock()
+
+Take = Callable[[Any], Any]
+
+
+def _executor() -> ThreadPoolExecutor:
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(THREADS - 1, thread_name_prefix="netviz-kernel"))
+    return _pool[0]
+
+
+def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int) -> None:
+    """Call ``fn(take)`` once per block of an array of `shape` (`nbytes` big), blocks spread over
+    :data:`THREADS` threads; ``take(a)`` is `a`'s block along the cut axis (axis 0, else 1, the first
+    with at least THREADS entries), or `a` itself where that axis has another size (a broadcast 1).
+    Small arrays: one call with ``take`` the identity.  Exceptions propagate."""
+    ax = next((a for a, v in enumerate(shape[:2]) if v >= THREADS), None)
+    if THREADS < 2 or nbytes < MIN_BYTES or ax is None:
+        fn(lambda a: a)
+        return
+    n = shape[ax]
+    step = max(1, min(n // THREADS, int(n * BLOCK_BYTES // nbytes)))
+    blocks = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    per = -(-len(blocks) // THREADS)
+
+    def take_of(lo: int, hi: int) -> Take:
+        idx = (slice(None),) * ax + (slice(lo, hi),)
+        return lambda a: a[idx] if a.shape[ax] == n else a
+
+    def work(part: list[tuple[int, int]]) -> None:
+        for lo, hi in part:
+            fn(take_of(lo, hi))
+
+    parts = [blocks[i:i + per] for i in range(0, len(blocks), per)]
+    futures = [_executor().submit(work, p) for p in parts[1:]]
+    try:
+        work(parts[0])
+    finally:
+        for f in futures:
+            f.result()
+
+
+def scratch(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialised array of `shape` in this thread's reusable scratch memory (the previous
+    scratch array is overwritten: only for temporaries a kernel drops before it returns, never an
+    output).  NOTE: a fresh buffer of >32 MB is mmapped and page-faulted on every call (2.5x the
+    cost of filling a reused one)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if nbytes > SCRATCH_MAX:
+        return np.empty(shape, dtype)
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _local.buf = np.empty(nbytes, np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def _openblas() -> Any:
+    """(get, set) of the OpenBLAS bundled with NumPy, or None (other BLAS: leave its threads alone)."""
+    if not hasattr(_openblas, "fns"):
+        import ctypes  # noqa: PLC0415
+        import glob  # noqa: PLC0415
+
+        _openblas.fns = None
+        libdir = os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs")
+        for lib in glob.glob(os.path.join(libdir, "*openblas*")):
+            so = ctypes.CDLL(lib)
+            for pre in ("scipy_openblas_", "openblas_"):
+                for suf in ("64_", ""):
+                    if hasattr(so, f"{pre}set_num_threads{suf}"):
+                        get, set_ = getattr(so, f"{pre}get_num_threads{suf}"), getattr(so, f"{pre}set_num_threads{suf}")
+                        set_.argtypes = [ctypes.c_int]
+                        _openblas.fns = (get, set_)
+                        return _openblas.fns
+    return _openblas.fns
+
+
+def matmuls(jobs: list[tuple[Any, Any, Any]]) -> None:
+    """``np.matmul(a, b, out=o)`` for every (a, b, o), the jobs spread over :data:`THREADS` threads,
+    each GEMM on a single-threaded BLAS.  NOTE: independent GEMMs on their own cores scale better than
+    OpenBLAS's own threads on small GEMMs, and far better when another process shares the cores
+    (OpenBLAS's threads spin-wait on each other).  Without OpenBLAS: one after another."""
+    nested = threading.current_thread().name.startswith("netviz-kernel")
+    fns = _openblas() if THREADS > 1 and len(jobs) > 1 and not nested else None
+    if fns is None:
+        for a, b, o in jobs:
+            np.matmul(a, b, out=o)
+        return
+    get, set_ = fns
+    per = -(-len(jobs) // THREADS)
+    parts = [jobs[i:i + per] for i in range(0, len(jobs), per)]
+
+    def work(part: list[tuple[Any, Any, Any]]) -> None:
+        for a, b, o in part:
+            np.matmul(a, b, out=o)
+
+    with _blas_lock:  # one caller at a time changes BLAS's thread count
+        old = get()
+        set_(1)
+        try:
+            futures = [_executor().submit(work, p) for p in parts[1:]]
+            try:
+                work(parts[0])
+            finally:
+                for f in futures:
+                    f.result()
+        finally:
+            set_(old)
+
+
+def gemm_jobs(a: Any, b: Any, out: Any) -> list[tuple[Any, Any, Any]]:
+    """``a @ b -> out`` (2-D) cut into :data:`THREADS` jobs along its larger side (rows of a or columns of b)."""
+    m, n = out.shape
+    if THREADS < 2 or max(m, n) < 2 * THREADS:
+        return [(a, b, out)]
+    if n >= m:
+        cuts = [n * i // THREADS for i in range(THREADS + 1)]
+        return [(a, b[:, lo:hi], out[:, lo:hi]) for lo, hi in zip(cuts, cuts[1:])]
+    cuts = [m * i // THREADS for i in range(THREADS + 1)]
+    return [(a[lo:hi], b, out[lo:hi]) for lo, hi in zip(cuts, cuts[1:])]
