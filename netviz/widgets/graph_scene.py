@@ -143,7 +143,8 @@ def param_blobs(net, ssa_list, params: set[str] = frozenset()) -> set[tuple[str,
     other: set[tuple[str, int]] = set()
     for op, (ins, _) in zip(net.op, ssa_list):
         for k, b in enumerate(ins):
-            if b[1] == 0 and (b[0] in params or (k >= 1 and op.type in PARAM_OPS)):
+            takes_params = op.type in PARAM_OPS or op.type.removesuffix("Gradient") in PARAM_OPS
+            if b[1] == 0 and (b[0] in params or (k >= 1 and takes_params)):
                 out.add(b)
             else:
                 other.add(b)

@@ -169,6 +169,42 @@ async def test_backward_generates_with_guessed_loss(mlp_path):
 
 
 @asynctest
+async def test_a_gradient_op_and_its_forward_op_are_linked(mlp_path):
+    app = app_for(mlp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: app.session.show_backward, "backward view")
+        view = app.session.view(())
+        grad = next(i for i in range(view.n_forward, len(view.net.op)) if view.forward_of(i) == 2)
+        app.main.select(at(grad))
+        assert app.main.canvas.linked_ops == {2} and app.main.op_tree.linked == {at(2)}
+        app.main.select(at(2))
+        assert grad in app.main.canvas.linked_ops and at(grad) in app.main.op_tree.linked
+        assert "↔" in str(app.main.op_tree.nodes_by_ref[at(grad)].label)
+
+
+@pytest.mark.skipif(not HAS_DEBUGGER, reason="engine.debugger not there")
+@asynctest
+async def test_weightless_net_steps_on_synthesized_params_and_overlays_cycle(mlp_path):
+    app = app_for(mlp_path, inputs=["X=4,8", "label=4"])
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.session.last_stop is not None, "the run")
+        await wait_for(pilot, lambda: notified(app, "no init net: 4 parameters filled with random values"),
+                       "the synthesized-parameters notice")
+        assert app.session.executed(at(3))
+        await pilot.press("m")  # time
+        await wait_for(pilot, lambda: len(app.main.canvas.overlay) == 4, "time colours on every op")
+        assert "overlay time" in text_of(app.main.query_one("#crumb"))
+        assert "ms" in str(app.main.op_tree.nodes_by_ref[at(0)].label) or "µs" in str(app.main.op_tree.nodes_by_ref[at(0)].label)
+        await pilot.press("m", "m", "m")  # NaN, grad-norm, none
+        await wait_for(pilot, lambda: app.main.canvas.overlay == {}, "no overlay")
+        assert len([n for n in app._notifications if "no init net" in n.message]) == 1
+
+
+@asynctest
 async def test_backward_asks_for_the_loss_when_it_cannot_guess(while_path):
     app = app_for(while_path)
     async with app.run_test(size=(160, 48)) as pilot:

@@ -48,7 +48,10 @@ def test_open_step_backward_quit(zoo, tmp_path):
         wait_screen(session, "loss blob to differentiate")
         tmux("send-keys", "-t", session, "gpu_0/softmax", "Enter")
         wait_screen(session, "·  backward")  # the breadcrumb of the backward view
-        wait_screen(session, "Gradient #")  # its graph (op level: 351 ops) is laid out
+        tmux("send-keys", "-t", session, "/")
+        wait_screen(session, "search ops and blobs")
+        tmux("send-keys", "-t", session, "FCGradient", "Enter")
+        wait_screen(session, "FCGradient #")  # its graph (op level: 351 ops) is laid out, cursor there
         tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 30
         while not status.exists() and time.monotonic() < deadline:

@@ -1,0 +1,47 @@
+"""The canvas's scene: boxes never overlap, every edge runs from its tail's border to a ▼ above its head."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from netviz.session import Session
+from netviz.widgets.graph_scene import ARROW_DOWN, LUT, ZOOMS, build_scene
+from tests.netviz.tui_nets import mlp, while_net, write
+
+
+def _scene(tmp_path: Path, net, zoom: int, ssa: bool = True, **kw):
+    s = Session.open(write(tmp_path, net.name, net), **kw)
+    v = s.view(())
+    return build_scene(v.net, v.ssa, v.n_forward, ssa, zoom, shapes=s.shapes(()), params=s.param_names())
+
+
+@pytest.mark.parametrize("zoom", range(len(ZOOMS)), ids=[z[0] for z in ZOOMS])
+@pytest.mark.parametrize("net", [mlp, while_net], ids=["mlp", "while"])
+def test_edges_meet_their_nodes_and_boxes_do_not_overlap(tmp_path, net, zoom):
+    sc = _scene(tmp_path, net(), zoom)
+    cover = np.zeros((sc.height, sc.width), np.int8)
+    for n in sc.nodes:
+        cover[n.y:n.y + n.h, n.x:n.x + n.w] += 1
+    assert cover.max() == 1
+    assert sc.edges
+    for e in sc.edges:
+        t, h = sc.nodes[e.tail], sc.nodes[e.head]
+        ys, xs = np.divmod(e.cells, sc.width)
+        assert ys.min() == t.y + t.h and ys.max() == h.y - 1
+        leave = [x for y, x in zip(ys, xs) if y == t.y + t.h and t.x <= x < t.x + t.w]
+        enter = [x for y, x in zip(ys, xs) if y == h.y - 1 and h.x <= x < h.x + h.w]
+        assert leave and enter, f"edge {t.label} → {h.label} does not touch both nodes"
+        if zoom < 3:
+            assert any(sc.mask[h.y - 1, x] & ARROW_DOWN for x in enter)
+    assert zoom == 3 or "▼" in "".join(LUT[sc.mask].ravel())
+
+
+def test_blob_view_labels_ssa_names_with_shapes_and_folds_weights(tmp_path):
+    sc = _scene(tmp_path, mlp(), 0, inputs=["X=4,8"])
+    blobs = {n.label: n.sub for n in sc.nodes if n.kind == "blob"}
+    assert blobs["X@0"] == "4×8"
+    assert "W1@0" not in blobs and "b1@0" not in blobs  # FC weights live in the op's inspector
+    ops = [n.label for n in sc.nodes if n.kind == "op"]
+    assert ops[0] == "FC #0" and "SoftmaxWithLoss #3" in ops
