@@ -29,11 +29,12 @@ __all__ = ["IR", "GradientRegistry", "GradientSlice", "GradientVersionError",
            "SparseDenseMixError", "backward_net"]
 
 OpSSA = namedtuple("OpSSA", ["op", "in_versions", "out_versions", "inputs", "outputs"])
-OpSSA.__doc__ = "A played op: versions read and written, and its input/output names as tuples."
+OpSSA.__doc__ = "A played op: versions read and written, and its input/output names as lists."
 GradGenMeta = namedtuple("GradGenMeta", ["grad_op", "idx", "gradient", "device_option"])
 SparseGradGenMeta = namedtuple("SparseGradGenMeta", ["grad_op_indices", "idx_indices",
                                                      "grad_op_values", "idx_values",
                                                      "gradient", "device_option"])
+_new = tuple.__new__  # NOTE: _new(OpSSA, (…)) skips the namedtuple's Python-level __new__ (per op)
 AUTOGEN_GRAD_SUFFIX = "_autogen_grad"
 IS_AUTO_GEN_SUM_OPS_TAG = "is_auto_gen_sum_ops:1"
 ONLY_KEEP_TAG = "only_keep_is_auto_gen_sum_ops_tag:1"
@@ -67,6 +68,8 @@ def _grad_index(g_list: Sequence[Any], name: str) -> int | None:
 
 def _positions(g_list: Sequence[Any]) -> dict[str, int] | None:
     """``{name: _grad_index(g_list, name)}`` for every name in `g_list` (None: odd entries, scan)."""
+    if len(g_list) == 1 and type(g_list[0]) is str:
+        return {g_list[0]: 0}
     at: dict[str, int] = {}
     for i, g in enumerate(g_list):
         if g is None:
@@ -140,7 +143,7 @@ class IR:
         i, frontier, usages = len(self.ssa), self.frontier, self.input_usages
         self.forward_ops.append(op)
         played = self._with_kept_inputs(op) if op.type == "If" else op
-        inputs, outputs = tuple(played.input), tuple(played.output)
+        inputs, outputs = played.input[:], played.output[:]
         in_versions = {}
         for s in inputs:
             v = in_versions[s] = frontier[s]
@@ -152,7 +155,7 @@ class IR:
             v = out_versions[s] = frontier[s]
             if s in in_versions and played is not op and s not in op.input:
                 self.maybe_unchanged.add((s, v))
-        self.ssa.append(OpSSA(played, in_versions, out_versions, inputs, outputs))
+        self.ssa.append(_new(OpSSA, (played, in_versions, out_versions, inputs, outputs)))
 
     def _with_kept_inputs(self, op: caffe2_pb2.OperatorDef) -> caffe2_pb2.OperatorDef:
         """`op`, or an If that a branch may leave an earlier blob unchanged in, with that blob added
@@ -232,8 +235,8 @@ class IR:
         forward_op, in_versions, out_versions, inputs, outputs = self.ssa[fwd_op_idx]
         generators, frontier, gradient_frontier = self.gradient_generators, self.frontier, self.gradient_frontier
         usages = self.input_usages
-        local: set[str] = set(saved)
-        sparse: dict[str, list[SparseGradGenMeta]] = {}
+        local: set[str] = set(saved) if saved else set()
+        sparse: dict[str, list[SparseGradGenMeta]] | None = None
         g_out_at, g_in_at = _positions(g_output), _positions(g_input)
         for n, grad_op in enumerate(gradient_ops):
             grad_inputs, grad_outputs = io[n] if io is not None else (grad_op.input, tuple(grad_op.output))
@@ -262,10 +265,12 @@ class IR:
                     continue  # NOTE: generators are read only to accumulate a blob read twice or more
                 if type(g) is GradientSlice:
                     part = (grad_op, j, None, 0) if g.indices == output else (None, 0, grad_op, j)
+                    sparse = {} if sparse is None else sparse
                     sparse.setdefault(name, []).append(SparseGradGenMeta(*part, g, grad_op.device_option))
                 else:
-                    generators[name, in_versions[name]].append(GradGenMeta(grad_op, j, g, grad_op.device_option))
-        for name, parts in sparse.items():
+                    meta = _new(GradGenMeta, (grad_op, j, g, grad_op.device_option))
+                    generators[name, in_versions[name]].append(meta)
+        for name, parts in (sparse or {}).items():
             generators[name, in_versions[name]].append(_merge_sparse(parts))
         for name, g in zip(inputs, g_input):
             if g is None:
@@ -277,7 +282,7 @@ class IR:
                 if g.indices not in local and g.values not in local:
                     generators[name, version].append(SparseGradGenMeta(None, 0, None, 0, g, forward_op.device_option))
             elif g not in local:
-                generators[name, version].append(GradGenMeta(None, 0, g, forward_op.device_option))
+                generators[name, version].append(_new(GradGenMeta, (None, 0, g, forward_op.device_option)))
 
     def DoGradientAccumulation(self, fwd_op_idx: int) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
         """Sum (or Concat) the gradients of each input whose earliest reader is this op."""
@@ -358,7 +363,8 @@ class IR:
         """
         op, _, _, inputs, outputs = self.ssa[i]
         inplace = set(inputs).intersection(outputs)
-        reads = [(j, p) for j, g in enumerate(grad_ops) for p, s in enumerate(g.input)
+        names = [g.input for g in grad_ops] if io is None else [ins for ins, _ in io]
+        reads = [(j, p) for j, g in enumerate(grad_ops) for p, s in enumerate(names[j])
                  if s in inplace and p not in SHAPE_ONLY_INPUTS.get(g.type, ())]
         if not reads or op.type in CONTROL_FLOW:  # control ops keep their own snapshots
             return []
