@@ -521,7 +521,11 @@ def _dense_sum(generators: list[GradGenMeta], out: str) -> tuple[list[caffe2_pb2
         k = inputs.index(out)
         inputs[0], inputs[k] = inputs[k], inputs[0]
     # NOTE: CreateOperator("Sum", …, device_option=DeviceOption()); _make_sum_ops fills the option.
-    return [caffe2_pb2.OperatorDef(type="Sum", name="", input=inputs, output=[out])], out
+    op = caffe2_pb2.OperatorDef()
+    op.type, op.name = "Sum", ""
+    op.input.extend(inputs)
+    op.output.append(out)
+    return [op], out
 
 
 def _sparse_sum(generators: list[SparseGradGenMeta], out: str) -> tuple[list[caffe2_pb2.OperatorDef], GradientSlice]:
