@@ -110,7 +110,8 @@ class IR:
         self.maybe_unchanged: set[tuple[str, int]] = set()  # versions an If may have left equal to the last
         self.save_inputs = save_inputs  # False: Caffe2's in-place reads (see _saved_input_reads)
         self.saves: dict[tuple[int, str], caffe2_pb2.OperatorDef] = {}  # (fwd op, blob) -> Copy
-        self.input_usages: defaultdict[tuple[str, int], list[int]] = defaultdict(list)  # (blob, version) -> readers
+        self.first_reader: dict[tuple[str, int], int] = {}  # (blob, version) -> index of its first reader
+        self.read_again: set[tuple[str, int]] = set()  # (blob, version)s read more than once (fan-out)
         self.frontier: defaultdict[str, int] = defaultdict(int)
         self.gradient_frontier: dict[str, int] = {}
         self.gradient_generators: defaultdict[tuple[str, int], list[Any]] = defaultdict(list)  # (blob, version) ->
@@ -140,14 +141,17 @@ class IR:
 
     def Play(self, op: caffe2_pb2.OperatorDef) -> None:
         """Record `op`: inputs at the current versions, outputs one version up (new blobs: 0)."""
-        i, frontier, usages = len(self.ssa), self.frontier, self.input_usages
+        i, frontier, first, again = len(self.ssa), self.frontier, self.first_reader, self.read_again
         self.forward_ops.append(op)
         played = self._with_kept_inputs(op) if op.type == "If" else op
         inputs, outputs = played.input[:], played.output[:]
         in_versions = {}
         for s in inputs:
             v = in_versions[s] = frontier[s]
-            usages[s, v].append(i)
+            if (s, v) in first:
+                again.add((s, v))
+            else:
+                first[s, v] = i
         out_versions = {}
         for s in outputs:
             if s in frontier:
@@ -234,7 +238,7 @@ class IR:
         """
         forward_op, in_versions, out_versions, inputs, outputs = self.ssa[fwd_op_idx]
         generators, frontier, gradient_frontier = self.gradient_generators, self.frontier, self.gradient_frontier
-        usages = self.input_usages
+        again = self.read_again
         local: set[str] = set(saved) if saved else set()
         sparse: dict[str, list[SparseGradGenMeta]] | None = None
         g_out_at, g_in_at = _positions(g_output), _positions(g_input)
@@ -261,7 +265,7 @@ class IR:
                 if k is None:
                     continue
                 name, g = inputs[k], g_input[k]
-                if len(usages[name, in_versions[name]]) < 2:
+                if (name, in_versions[name]) not in again:
                     continue  # NOTE: generators are read only to accumulate a blob read twice or more
                 if type(g) is GradientSlice:
                     part = (grad_op, j, None, 0) if g.indices == output else (None, 0, grad_op, j)
@@ -276,7 +280,7 @@ class IR:
             if g is None:
                 continue
             version = gradient_frontier[name] = in_versions[name]
-            if not g or len(usages[name, version]) < 2:
+            if not g or (name, version) not in again:
                 continue
             if type(g) is GradientSlice:
                 if g.indices not in local and g.values not in local:
@@ -289,14 +293,13 @@ class IR:
         _, in_versions, _, inputs, _ = self.ssa[fwd_op_idx]
         sum_ops: list[caffe2_pb2.OperatorDef] = []
         grad_map: dict[str, Any] = {}
-        usages = self.input_usages
+        first, again = self.first_reader, self.read_again
         # NOTE: Caffe2 iterates set(op.input) (hash order); we use input order, deterministically.
         for name in (dict.fromkeys(inputs) if len(inputs) > 1 else inputs):
-            version = in_versions[name]
-            usage = usages[name, version]
-            if len(usage) <= 1 or usage[0] != fwd_op_idx:
+            key = (name, in_versions[name])
+            if key not in again or first[key] != fwd_op_idx:
                 continue
-            generators = self.gradient_generators.get((name, version), [])
+            generators = self.gradient_generators.get(key, [])
             if not self._verify_generators(name, generators):
                 continue
             ops, grad_map[name] = _make_sum_ops(name, generators)
@@ -334,7 +337,7 @@ class IR:
 
     def _generate_for_op(self, i: int, input_to_grad: dict[str, Any]) -> list[caffe2_pb2.OperatorDef]:
         forward_op, in_versions, out_versions, inputs, outputs = self.ssa[i]
-        g_output = [input_to_grad.get(name) for name in outputs]
+        g_output = [input_to_grad.get(outputs[0])] if len(outputs) == 1 else [input_to_grad.get(s) for s in outputs]
         if g_output.count(None) == len(g_output) and forward_op.type != "ZeroGradient":
             return []
         fast = getattr(GRADIENTS.get(forward_op.type), "fast", None)
@@ -426,7 +429,11 @@ class IR:
         for y in ys:
             y = str(y)
             self.gradient_frontier[y] = self.frontier[y]
-            self.input_usages[y, self.frontier[y]].append(len(self.ssa))
+            key = (y, self.frontier[y])
+            if key in self.first_reader:
+                self.read_again.add(key)
+            else:
+                self.first_reader[key] = len(self.ssa)
         input_to_grad, all_ops = self._init_gradients(ys)
         origin = self.grad_op_origin = [None] * len(all_ops)
         gc_was_enabled = gc.isenabled()
