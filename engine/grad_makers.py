@@ -238,24 +238,7 @@ def _fast_simple(grad_type: str, inputs: str, outputs: str,
     outs = [(_CODES[t.rstrip("0123456789")], int(t.lstrip("GIO"))) for t in outputs.split()]
     templated = "{T}" in grad_type
     new_op = caffe2_pb2.OperatorDef
-
-    def names(tokens: list[tuple[int, int]], fin: Any, fout: Any, g_output: Sequence[Grad],
-              g_input: list[Any]) -> list[str] | None:
-        out = []
-        for code, k in tokens:
-            if code == 0:
-                out.append(fin[k])
-            elif code == 1:
-                out.append(fout[k])
-            elif code == 2:
-                g = g_output[k]
-                if type(g) is not str or not g:
-                    return None
-                out.append(g)
-            else:
-                g_input[k] = name = fin[k] + "_grad"
-                out.append(name)
-        return out
+    tokens, n_in = ins + outs, len(ins)
 
     def fast(op: caffe2_pb2.OperatorDef, g_output: Sequence[Grad], fin: Sequence[str] | None = None,
              fout: Sequence[str] | None = None) -> Any:
@@ -263,13 +246,24 @@ def _fast_simple(grad_type: str, inputs: str, outputs: str,
         if fin is None:
             fin, fout = op.input, op.output
         g_input: list[Any] = [None] * len(fin)
+        names = []
         try:
-            i = names(ins, fin, fout, g_output, g_input)
-            o = None if i is None else names(outs, fin, fout, g_output, g_input)
+            for code, k in tokens:  # inputs, then outputs: the full path's order
+                if code == 0:
+                    names.append(fin[k])
+                elif code == 1:
+                    names.append(fout[k])
+                elif code == 2:
+                    g = g_output[k]
+                    if type(g) is not str or not g:
+                        return None
+                    names.append(g)
+                else:
+                    g_input[k] = name = fin[k] + "_grad"
+                    names.append(name)
         except IndexError:
             return None
-        if o is None:
-            return None
+        i, o = names[:n_in], names[n_in:]
         t = grad_type.replace("{T}", op.type) if templated else grad_type
         g = new_op()
         g.type, g.name, g.is_gradient_op = t, "", True

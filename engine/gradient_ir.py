@@ -503,11 +503,14 @@ def _make_sum_ops(name: str, generators: list[Any]) -> tuple[list[caffe2_pb2.Ope
     out = _sum_output_name(generators, name)
     make = _dense_sum if type(generators[0]) is GradGenMeta else _sparse_sum
     ops, g = make(generators, out)
-    only_tag = any(ONLY_KEEP_TAG in gen.device_option.extra_info for gen in generators)
+    # NOTE: ListFields()/ByteSize() first: `in extra_info` and CopyFrom cost 3-5x more, and are no-ops
+    # on the usual empty option.
+    only_tag = any(d.ListFields() and ONLY_KEEP_TAG in d.extra_info for d in (g.device_option for g in generators))
+    first = generators[0].device_option
     for op in ops:
         dev = op.device_option
-        if not only_tag:
-            dev.CopyFrom(generators[0].device_option)
+        if not only_tag and first.ByteSize():
+            dev.CopyFrom(first)
         dev.extra_info.append(IS_AUTO_GEN_SUM_OPS_TAG)
     return ops, g
 
