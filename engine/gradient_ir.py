@@ -438,15 +438,18 @@ class IR:
         origin = self.grad_op_origin = [None] * len(all_ops)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # NOTE: see __init__
+        sums_at = {self.first_reader[key] for key in self.read_again}  # ops that DoGradientAccumulation
         try:
             for i in range(len(self.ssa) - 1, -1, -1):
                 ops = self._generate_for_op(i, input_to_grad)
-                sum_ops, grad_map = self.DoGradientAccumulation(i)
-                if grad_map:
-                    input_to_grad.update(grad_map)
                 all_ops += ops
-                all_ops += sum_ops
-                origin += [i] * (len(ops) + len(sum_ops))
+                n = len(ops)
+                if i in sums_at:
+                    sum_ops, grad_map = self.DoGradientAccumulation(i)
+                    input_to_grad.update(grad_map)
+                    all_ops += sum_ops
+                    n += len(sum_ops)
+                origin += [i] * n
         finally:
             if gc_was_enabled:
                 gc.enable()
