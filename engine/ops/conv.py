@@ -222,22 +222,30 @@ def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
     if p >= _PER_IMAGE and xp is np:  # big maps: one GEMM per image, no transposing copies
         dy3 = dy.reshape(n, m, p)
         cols = xs.reshape(n, c, p) if plain else cols_cm(xp, x, k, s, pb, pe, d)[0].reshape(-1, n, p)
-        dw = np.zeros_like(w2)
-        for i in range(n):
-            dw += dy3[i] @ (cols[i] if plain else cols[:, i]).T
+        parts = np.empty((n,) + w2.shape, dtype=dy.dtype)  # per-image dW, summed after: images on both cores
+        parallel.matmuls([(dy3[i], (cols[i] if plain else cols[:, i]).T, parts[i]) for i in range(n)])
+        dw = parts.sum(axis=0)
         db = dy3.sum(axis=2).sum(axis=0)
         dcols = None
         if need_dx:
             dcols = np.empty((n, w2.shape[1], p), dtype=dy.dtype)
-            for i in range(n):
-                np.matmul(w2.T, dy3[i], out=dcols[i])
+            parallel.matmuls([(w2.T, dy3[i], dcols[i]) for i in range(n)])
             dcols = dcols.reshape((n, c) + tuple(k) + tuple(out))
     else:
         dyt = xp.ascontiguousarray(xp.moveaxis(dy.reshape(n, m, p), 0, 1)).reshape(m, -1)
         cols = xp.moveaxis(xs.reshape(n, c, p), 0, 1).reshape(c, -1) if plain else \
             cols_cm(xp, x, k, s, pb, pe, d)[0]
-        dw, db = dyt @ cols.T, dyt.sum(axis=1)
-        dcols = xp.moveaxis((w2.T @ dyt).reshape((c,) + tuple(k) + (n,) + tuple(out)), len(k) + 1, 0) \
+        if xp is np:
+            dw, db = np.empty((m, cols.shape[0]), dtype=dy.dtype), dyt.sum(axis=1)
+            parallel.matmuls(parallel.gemm_jobs(dyt, cols.T, dw))
+            wdy = None
+            if need_dx:
+                wdy = np.empty((w2.shape[1], dyt.shape[1]), dtype=dy.dtype)
+                parallel.matmuls(parallel.gemm_jobs(w2.T, dyt, wdy))
+        else:
+            dw, db = dyt @ cols.T, dyt.sum(axis=1)
+            wdy = w2.T @ dyt if need_dx else None
+        dcols = xp.moveaxis(wdy.reshape((c,) + tuple(k) + (n,) + tuple(out)), len(k) + 1, 0) \
             if need_dx else None
     if dcols is None:
         return dw.reshape(w.shape), db, None
