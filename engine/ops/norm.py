@@ -45,6 +45,8 @@ def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: floa
         return y
     # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
     # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
+    if xp is np and order == "NCHW" and x.ndim > 2 and x.flags.c_contiguous and x.nbytes >= parallel.MIN_BYTES:
+        return _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum)
     bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])
     y = xp.subtract(x, bm.reshape(bshape), dtype=x.dtype)  # centred x, turned into y in place below
     bv = _channel_sum(xp, xp.square(y), axes, order) / x.dtype.type(x.size // bm.size)
@@ -57,6 +59,32 @@ def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: floa
             (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv)
 
 
+def _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum):
+    """Training SpatialBN on blocks of channels over both cores (engine.parallel): each block owns
+    its channels' statistics, computed exactly as the single-call path does (same sums, same order)."""
+    (n, c), dt = x.shape[:2], x.dtype
+    cnt = x.size // c
+    y, bm, bv = np.empty(x.shape, dt), np.empty((1, c), dt), np.empty((1, c), dt)
+    sc, bi = scale.reshape(1, c), bias.reshape(1, c)
+
+    def part(t):
+        xb, yb = t(x), t(y)
+        cb, bsh = xb.shape[1], (1, xb.shape[1]) + (1,) * (x.ndim - 2)
+        m = xb.reshape(n, cb, -1).sum(axis=2).sum(axis=0) / dt.type(cnt)
+        np.subtract(xb, m.reshape(bsh), out=yb, dtype=dt)
+        v = np.square(yb).reshape(n, cb, -1).sum(axis=2).sum(axis=0) / dt.type(cnt)
+        inv = (1 / np.sqrt(v + epsilon)).astype(dt)
+        np.multiply(yb, (inv * t(sc)[0]).astype(dt).reshape(bsh), out=yb)
+        np.add(yb, t(bi)[0].astype(dt).reshape(bsh), out=yb)
+        t(bm)[0], t(bv)[0] = m, v
+    parallel.split(part, x.shape, x.nbytes, axis=1)
+    bm, bv = bm[0], bv[0]
+    inv = (1 / np.sqrt(bv + epsilon)).astype(dt)
+    mo = dt.type(momentum)
+    unbiased = bv * (cnt / max(cnt - 1, 1))
+    return (y, (mean * mo + bm * (1 - mo)).astype(dt), (var * mo + unbiased * (1 - mo)).astype(dt), bm.astype(dt), inv)
+
+
 @kernel("SpatialBNGradient")
 def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *_pre, is_test: int = 0, epsilon: float = 1e-5,
                         order: str = "NCHW"):
@@ -64,6 +92,9 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *_pre, is_test: int = 0
     if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
         inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
     dt = x.dtype
+    if xp is np and not is_test and order == "NCHW" and x.ndim > 2 and x.flags.c_contiguous \
+            and dy.flags.c_contiguous and x.nbytes >= parallel.MIN_BYTES:
+        return _spatial_bn_gradient_blocks(x, scale, dy, mean, inv_std)
     xhat = xp.subtract(x, mean.reshape(bshape), dtype=dt)
     xp.multiply(xhat, inv_std.astype(dt).reshape(bshape), out=xhat)
     dbias, dscale = _channel_sum(xp, dy, axes, order), _channel_sum(xp, dy * xhat, axes, order)
@@ -78,6 +109,32 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *_pre, is_test: int = 0
     xp.subtract(dy, xhat, out=xhat, dtype=dt)
     xp.multiply(xhat, k.reshape(bshape), out=xhat)
     return xhat, dscale.astype(dt), dbias.astype(dt)
+
+
+def _spatial_bn_gradient_blocks(x, scale, dy, mean, inv_std):
+    """Training SpatialBNGradient on blocks of channels over both cores, same passes as the single call."""
+    (n, c), dt = x.shape[:2], x.dtype
+    cnt = x.size // c
+    dx, ds, db = np.empty(x.shape, dt), np.empty((1, c), dt), np.empty((1, c), dt)
+    per = [a.reshape(1, c) for a in (scale, mean, inv_std)]
+
+    def part(t):
+        xb, dyb, xhat = t(x), t(dy), t(dx)
+        cb = xb.shape[1]
+        bsh = (1, cb) + (1,) * (x.ndim - 2)
+        sc, mu, inv = (t(a)[0] for a in per)
+        np.subtract(xb, mu.reshape(bsh), out=xhat, dtype=dt)
+        np.multiply(xhat, inv.astype(dt).reshape(bsh), out=xhat)
+        dbias = dyb.reshape(n, cb, -1).sum(axis=2).sum(axis=0)
+        dscale = (dyb * xhat).reshape(n, cb, -1).sum(axis=2).sum(axis=0)
+        k = (sc * inv).astype(dt)
+        np.multiply(xhat, (dscale / cnt).astype(dt).reshape(bsh), out=xhat)
+        np.add(xhat, (dbias / cnt).astype(dt).reshape(bsh), out=xhat)
+        np.subtract(dyb, xhat, out=xhat, dtype=dt)
+        np.multiply(xhat, k.reshape(bsh), out=xhat)
+        t(ds)[0], t(db)[0] = dscale, dbias
+    parallel.split(part, x.shape, x.nbytes, axis=1)
+    return dx, ds[0].astype(dt), db[0].astype(dt)
 
 
 def _window_sum(xp, sq, size, c_axis):
