@@ -110,8 +110,8 @@ class IR:
         self.maybe_unchanged: set[tuple[str, int]] = set()  # versions an If may have left equal to the last
         self.save_inputs = save_inputs  # False: Caffe2's in-place reads (see _saved_input_reads)
         self.saves: dict[tuple[int, str], caffe2_pb2.OperatorDef] = {}  # (fwd op, blob) -> Copy
-        self.first_reader: dict[tuple[str, int], int] = {}  # (blob, version) -> index of its first reader
-        self.read_again: set[tuple[str, int]] = set()  # (blob, version)s read more than once (fan-out)
+        self.reader: dict[str, int] = {}  # blob -> first op reading its current version (none yet: absent)
+        self.read_again: dict[tuple[str, int], int] = {}  # (blob, version) read twice or more -> first reader
         self.frontier: defaultdict[str, int] = defaultdict(int)
         self.gradient_frontier: dict[str, int] = {}
         self.gradient_generators: defaultdict[tuple[str, int], list[Any]] = defaultdict(list)  # (blob, version) ->
@@ -141,21 +141,24 @@ class IR:
 
     def Play(self, op: caffe2_pb2.OperatorDef) -> None:
         """Record `op`: inputs at the current versions, outputs one version up (new blobs: 0)."""
-        i, frontier, first, again = len(self.ssa), self.frontier, self.first_reader, self.read_again
+        i, frontier, reader, again = len(self.ssa), self.frontier, self.reader, self.read_again
         self.forward_ops.append(op)
         played = self._with_kept_inputs(op) if op.type == "If" else op
         inputs, outputs = played.input[:], played.output[:]
         in_versions = {}
         for s in inputs:
+            if s in in_versions:  # read twice by this op
+                again[s, in_versions[s]] = reader[s]
+                continue
             v = in_versions[s] = frontier[s]
-            if (s, v) in first:
-                again.add((s, v))
-            else:
-                first[s, v] = i
+            first = reader.setdefault(s, i)
+            if first != i:
+                again[s, v] = first
         out_versions = {}
         for s in outputs:
             if s in frontier:
                 frontier[s] += 1
+                reader.pop(s, None)  # a new version: no reader yet
             v = out_versions[s] = frontier[s]
             if s in in_versions and played is not op and s not in op.input:
                 self.maybe_unchanged.add((s, v))
@@ -293,11 +296,11 @@ class IR:
         _, in_versions, _, inputs, _ = self.ssa[fwd_op_idx]
         sum_ops: list[caffe2_pb2.OperatorDef] = []
         grad_map: dict[str, Any] = {}
-        first, again = self.first_reader, self.read_again
+        again = self.read_again
         # NOTE: Caffe2 iterates set(op.input) (hash order); we use input order, deterministically.
         for name in (dict.fromkeys(inputs) if len(inputs) > 1 else inputs):
             key = (name, in_versions[name])
-            if key not in again or first[key] != fwd_op_idx:
+            if again.get(key) != fwd_op_idx:
                 continue
             generators = self.gradient_generators.get(key, [])
             if not self._verify_generators(name, generators):
@@ -426,19 +429,19 @@ class IR:
             ys = dict.fromkeys(ys)
         elif not isinstance(ys, dict):
             raise TypeError("ys should either be a list or a dict.")
+        n, seen = len(self.ssa), set()
         for y in ys:
             y = str(y)
-            self.gradient_frontier[y] = self.frontier[y]
-            key = (y, self.frontier[y])
-            if key in self.first_reader:
-                self.read_again.add(key)
-            else:
-                self.first_reader[key] = len(self.ssa)
+            v = self.gradient_frontier[y] = self.frontier[y]
+            first = self.reader.setdefault(y, n)  # the backward pass reads each y once more
+            if first != n or y in seen:
+                self.read_again[y, v] = first
+            seen.add(y)
         input_to_grad, all_ops = self._init_gradients(ys)
         origin = self.grad_op_origin = [None] * len(all_ops)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # NOTE: see __init__
-        sums_at = {self.first_reader[key] for key in self.read_again}  # ops that DoGradientAccumulation
+        sums_at = set(self.read_again.values())  # the ops that DoGradientAccumulation
         try:
             for i in range(len(self.ssa) - 1, -1, -1):
                 ops = self._generate_for_op(i, input_to_grad)
