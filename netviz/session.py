@@ -406,6 +406,14 @@ class Session:
             return None
         return self.debugger.records_by_path.get(to_oppath(ref))
 
+    def records_in(self, path: NetPath) -> dict[int, Any]:
+        """Op index → the debugger's OpRecord, for the ops of the net at `path` that have run."""
+        if self.debugger is None:
+            return {}
+        prefix = to_oppath(OpRef(path, 0))[:-1]
+        n = len(prefix) + 1
+        return {p[-1]: r for p, r in self.debugger.records_by_path.items() if len(p) == n and p[:-1] == prefix}
+
     def stale(self, ref: OpRef) -> bool:
         """The op's record predates an inject upstream of it (its values may no longer hold)."""
         return self.debugger is not None and to_oppath(ref) in getattr(self.debugger, "stale", ())

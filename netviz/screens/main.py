@@ -31,7 +31,7 @@ from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable
 from netviz.widgets.blob_inspector import BlobInspector
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
-from netviz.widgets.graph_scene import ZOOMS, common_scope
+from netviz.widgets.graph_scene import ZOOMS, common_scope, window_of
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
 from netviz.widgets.status_line import StatusLine
@@ -113,11 +113,19 @@ class MainScreen(Screen[None]):
         big = len(self.session.view(self.path).net.op) > DETAIL_MAX_OPS
         return max(self.zoom, 1) if big else self.zoom
 
+    def _cursor_op(self) -> int | None:
+        ref = self.selected
+        return ref.index if ref is not None and ref.path == self.path else None
+
     def show_graph(self) -> None:
         zoom = self.effective_zoom()
-        self.canvas.show(self.session, self.path, self.ssa, zoom)
+        self.canvas.show(self.session, self.path, self.ssa, zoom, self._cursor_op())
         name, blobs, _ = ZOOMS[zoom]
         extra = ("  ·  SSA" if self.ssa else "") + ("  ·  backward" if self.session.show_backward else "")
+        n_ops = len(self.session.view(self.path).net.op)
+        window = window_of(n_ops, self._cursor_op())
+        if len(window) < n_ops:
+            extra += f"  ·  ops {window.start}–{window.stop - 1} of {n_ops} (follows the cursor)"
         if zoom != self.zoom:
             extra += f"  ·  (blob detail up to {DETAIL_MAX_OPS} ops)"
         if blobs:
@@ -148,18 +156,25 @@ class MainScreen(Screen[None]):
         if self.selected is not None and self.follow:
             self.canvas.center_on(self.selected.index if self.selected.path == self.path else None)
 
-    def select(self, ref: OpRef) -> None:
-        """Make `ref` the selected op everywhere: tree, canvas (its net), inspector."""
-        self.selected = ref
+    def select(self, ref: OpRef, stepping: bool = False) -> None:
+        """Make `ref` the selected op everywhere: tree, canvas (its net), inspector.
+
+        `stepping`: the canvas follows lazily (scrolls only when the op nears an edge), so a
+        step repaints two boxes, not the whole canvas."""
+        old, self.selected = self.selected, ref
         if ref.path != self.path:
             self.path = ref.path
-        self.canvas.selected_op = ref.index
+        elif old is None or old.path != ref.path or self._window_of(old) != self._window_of(ref):
+            self.show_graph()  # a big net: lay out the window around the new cursor
+        canvas = self.canvas
+        rows = canvas.rows_of_ops((canvas.selected_op, *canvas.linked_ops)) | canvas.hot_rows()
+        canvas.selected_op = ref.index
         linked = self.session.linked(ref)
-        self.canvas.linked_ops = linked if ref.path == self.path else set()
+        canvas.linked_ops = linked if ref.path == self.path else set()
         self.op_tree.set_linked({OpRef(ref.path, i) for i in linked})
-        self.canvas.refresh()
+        canvas.refresh_rows(rows | canvas.rows_of_ops((ref.index, *canvas.linked_ops)) | canvas.hot_rows())
         if self.follow:
-            self.canvas.center_on(ref.index)
+            canvas.center_on(ref.index, lazy=stepping)
         self.op_tree.select_ref(ref)
         self.query_one(OpInspector).show(self.session, ref)
         d = self.session.op_details(ref)
@@ -171,6 +186,9 @@ class MainScreen(Screen[None]):
         if self.focus_mode:
             self.set_focus_set()
         self.update_status()
+
+    def _window_of(self, ref: OpRef) -> range:
+        return window_of(len(self.session.view(ref.path).net.op), ref.index)
 
     def select_blob(self, ref: BlobRef) -> None:
         self.blob = ref
@@ -200,10 +218,10 @@ class MainScreen(Screen[None]):
     @guarded
     def after_step(self, stop: Any = None) -> None:
         """Show where the debugger stopped: markers, pc, the op there, and why it stopped."""
-        self.op_tree.refresh_markers()
+        self.op_tree.refresh_after_step()
         pc = self.session.pc
         if isinstance(pc, OpRef) and pc.index < len(self.session.view(pc.path).net.op):
-            self.select(pc)
+            self.select(pc, stepping=True)
         self.update_canvas_marks()
         self.update_status()
         if self.overlay:
@@ -217,16 +235,25 @@ class MainScreen(Screen[None]):
                         severity="error" if stop.reason == "error" else "information")
 
     def update_canvas_marks(self) -> None:
-        s, pc = self.session, self.session.pc
-        self.canvas.pc_op = pc.index if isinstance(pc, OpRef) and pc.path == self.path else None
-        self.canvas.breakpoints = {r.index for r in s.breakpoints if r.path == self.path}
-        records = self._records()
-        self.canvas.executed = {i for i, r in enumerate(records) if r is not None}
-        self.canvas.nan_ops = {i for i, r in enumerate(records) if r is not None and r.has_inf_or_nan}
-        stale = [s.stale(OpRef(self.path, i)) for i in range(len(records))]
-        colors = overlay_colors(OVERLAYS[self.overlay], records, stale)
-        self.canvas.overlay = {i: Style(color="white", bgcolor=c, bold=True) for i, (c, _) in colors.items()}
-        self.canvas.refresh()
+        """Markers on the canvas (pc, breakpoints, executed, NaN, overlay); repaints the boxes that changed."""
+        s, pc, c = self.session, self.session.pc, self.canvas
+        before = (c.pc_op, c.breakpoints, c.executed, c.nan_ops, c.overlay)
+        c.pc_op = pc.index if isinstance(pc, OpRef) and pc.path == self.path else None
+        c.breakpoints = {r.index for r in s.breakpoints if r.path == self.path}
+        records = s.records_in(self.path)
+        c.executed = set(records)
+        c.nan_ops = {i for i, r in records.items() if r.has_inf_or_nan}
+        if self.overlay:
+            recs = self._records()
+            stale = [s.stale(OpRef(self.path, i)) for i in range(len(recs))]
+            colors = overlay_colors(OVERLAYS[self.overlay], recs, stale)
+            c.overlay = {i: Style(color="white", bgcolor=col, bold=True) for i, (col, _) in colors.items()}
+        else:
+            c.overlay = {}
+        changed = {before[0], c.pc_op} | (before[1] ^ c.breakpoints) | (before[2] ^ c.executed) \
+            | (before[3] ^ c.nan_ops) | {i for i in before[4].keys() | c.overlay.keys()
+                                         if before[4].get(i) != c.overlay.get(i)}
+        c.refresh_rows(c.rows_of_ops(changed))
 
     def watch_overlay(self) -> None:
         if not self.is_mounted:
@@ -243,7 +270,8 @@ class MainScreen(Screen[None]):
 
     # -- messages --------------------------------------------------------------------------
     def on_op_selected(self, message: OpSelected) -> None:
-        self.run_guarded(self.select, message.ref)
+        if message.ref != self.selected:  # NOTE: the tree echoes a select() that moved its cursor
+            self.run_guarded(self.select, message.ref)
 
     def on_blob_selected(self, message: BlobSelected) -> None:
         self.run_guarded(self.select_blob, message.ref)
@@ -298,7 +326,7 @@ class MainScreen(Screen[None]):
             raise Unavailable("select an op first")
         on = self.session.toggle_breakpoint(self.selected)
         self.update_canvas_marks()
-        self.op_tree.refresh_markers()
+        self.op_tree.update_markers({self.selected})
         self.notify(f"breakpoint {'set' if on else 'cleared'} at op #{self.selected.index}", title="Breakpoint")
 
     @guarded

@@ -21,7 +21,7 @@ from engine.errors import NetvizError
 from netviz import style as looks
 from netviz.messages import BlobSelected, OpSelected
 from netviz.session import BlobRef, NetPath, OpRef
-from netviz.widgets.graph_scene import ZOOMS, Scene, SceneNode, build_scene
+from netviz.widgets.graph_scene import ZOOMS, Scene, SceneNode, build_scene, window_of
 
 FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks.BACKWARD_OP.fill}
 S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
@@ -75,27 +75,33 @@ class GraphCanvas(ScrollView, can_focus=True):
         self._pending_center: int | None = None
 
     # -- what to show ----------------------------------------------------------------------
-    def show(self, session: Any, path: NetPath, ssa: bool, zoom: int) -> None:
-        """Show the net at `path`; lays it out in a worker unless cached."""
-        key = (path, session.show_backward, ssa, zoom)
+    def show(self, session: Any, path: NetPath, ssa: bool, zoom: int, op: int | None = None) -> None:
+        """Show the net at `path` (a big net: the window of ops around `op`); lays it out in a
+        worker unless cached.  A new window of the same view keeps the old drawing until it is ready."""
+        view = session.view(path)
+        window = window_of(len(view.net.op), op)
+        key = (path, session.show_backward, ssa, zoom, window.start if len(window) < len(view.net.op) else None)
         if key == self.key:
             return
+        same_view = self.key is not None and self.key[:4] == key[:4] and self.scene is not None
         self.key, self.path = key, path
         if key in self._cache:
             self._set_scene(self._cache[key])
             return
-        self.scene, self.placeholder = None, f"laying out {session.path_label(path)} …"
-        self.virtual_size = Size(self.size.width, self.size.height)
-        self.refresh()
-        view = session.view(path)
-        self._layout(key, session, view.net, view.ssa, view.n_forward, ssa, zoom)
+        if not same_view:
+            self.scene, self.placeholder = None, f"laying out {session.path_label(path)} …"
+            self.virtual_size = Size(self.size.width, self.size.height)
+            self.refresh()
+        self._layout(key, session, view.net, view.ssa, view.n_forward, ssa, zoom,
+                     None if key[4] is None else window)
 
     @work(thread=True, exclusive=True, group="layout")
     def _layout(self, key: tuple, session: Any, net: Any, ssa_list: list, n_forward: int, ssa: bool,
-                zoom: int) -> None:
+                zoom: int, window: range | None) -> None:
         try:
             shapes = session.shapes(key[0]) if ZOOMS[zoom][1] else None
-            scene = build_scene(net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=session.param_names())
+            scene = build_scene(net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=session.param_names(),
+                                ops=window)
         except NetvizError as e:
             self.app.call_from_thread(self._failed, key, e)
             return
@@ -121,14 +127,54 @@ class GraphCanvas(ScrollView, can_focus=True):
     def watch_placeholder(self) -> None:
         self.refresh()
 
-    def center_on(self, op: int | None) -> None:
-        """Scroll so that op `op` is in the middle (remembered until the layout is there)."""
+    def center_on(self, op: int | None, lazy: bool = False) -> None:
+        """Scroll so that op `op` is in the middle (remembered until the layout is there).
+
+        `lazy`: only when its box is not well inside the view (a quarter of it from the edges),
+        so stepping along repaints the changed boxes, not the whole canvas, most of the time.
+        """
         self._pending_center = op
         if op is None or self.scene is None or op not in self.scene.by_op:
             return
-        x, y = self.scene.nodes[self.scene.by_op[op]].center
+        n = self.scene.nodes[self.scene.by_op[op]]
+        x, y = n.center
         region = self.scrollable_content_region
+        if lazy:
+            sx, sy, mx, my = self.scroll_x, self.scroll_y, region.width // 4, region.height // 4
+            if sx + mx <= n.x and n.x + n.w <= sx + region.width - mx and sy + my <= n.y \
+                    and n.y + n.h <= sy + region.height - my:
+                return
         self.scroll_to(max(0, x - region.width // 2), max(0, y - region.height // 2), animate=False)
+
+    # -- repainting only what changed --------------------------------------------------------
+    def rows_of_ops(self, ops: Any) -> set[int]:
+        """Scene rows of the boxes of `ops` (indices; None and ops not drawn are skipped)."""
+        sc, rows = self.scene, set()
+        if sc is None:
+            return rows
+        for op in ops:
+            k = sc.by_op.get(op) if op is not None else None
+            if k is not None:
+                n = sc.nodes[k]
+                rows.update(range(n.y, n.y + n.h))
+        return rows
+
+    def hot_rows(self) -> set[int]:
+        """Scene rows of the highlighted edges of the selection."""
+        return set(self._hot_edges()) if self.scene is not None else set()
+
+    def refresh_rows(self, rows: set[int]) -> None:
+        """Repaint scene rows (only those in view reach the screen)."""
+        top, height = int(self.scroll_y), self.scrollable_content_region.height
+        visible = sorted(r for r in rows if top <= r < top + height)
+        start = prev = None
+        for r in visible + [None]:
+            if start is not None and (r is None or r != prev + 1):
+                self.refresh_lines(start, prev - start + 1)
+                start = None
+            if r is not None and start is None:
+                start = r
+            prev = r
 
     def action_pan(self, dx: int, dy: int) -> None:
         self.scroll_to(self.scroll_x + dx, self.scroll_y + dy, animate=False)

@@ -23,6 +23,9 @@ from netviz.layout import layout_dot
 
 CW, CH = 8.0, 16.0  # points per character cell (graphviz works in points)
 BIG_NET = 150
+#: nets with more ops than this are laid out a window at a time: WINDOW ops around the cursor,
+#: windows starting at multiples of WINDOW_STEP (so a cursor moving along reuses cached layouts)
+WINDOW_OPS, WINDOW, WINDOW_STEP = 300, 200, 50
 U, D, L, R, ARROW_DOWN, ARROW_UP = 1, 2, 4, 8, 16, 32
 
 #: zoom level → (name, blob nodes drawn, op box height).  Each level is its own ``dot`` layout
@@ -92,6 +95,7 @@ class Scene:
     prefix: str = ""
     rows: dict[int, list[int]] = field(default_factory=dict)
     by_op: dict[int, int] = field(default_factory=dict)
+    window: range | None = None    # the ops laid out, when not the whole net
 
     def index(self) -> Scene:
         for k, n in enumerate(self.nodes):
@@ -151,14 +155,29 @@ def param_blobs(net, ssa_list, params: set[str] = frozenset()) -> set[tuple[str,
     return out - other
 
 
+def window_of(n_ops: int, op: int | None) -> range:
+    """The ops laid out for a cursor on `op`: all of a small net, else a :data:`WINDOW` around it.
+
+    The cursor stays at least ``WINDOW_STEP`` ops from a window edge the net does not end at.
+    """
+    if n_ops <= WINDOW_OPS:
+        return range(n_ops)
+    op = min(max(op or 0, 0), n_ops - 1)
+    start = max(0, (op - WINDOW_STEP) // WINDOW_STEP * WINDOW_STEP)
+    start = min(start, -(-(n_ops - WINDOW) // WINDOW_STEP) * WINDOW_STEP)
+    return range(start, min(n_ops, start + WINDOW))
+
+
 def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapping | None = None,
-              params: set[str] = frozenset()) -> tuple[str, dict[str, dict], str]:
-    """DOT text for a net with node sizes in cells, node metadata, and the dropped name scope."""
+              params: set[str] = frozenset(), ops: range | None = None) -> tuple[str, dict[str, dict], str]:
+    """DOT text for a net (or the `ops` window of it) with node sizes in cells, node metadata,
+    and the dropped name scope.  Edges from ops before the window are left out."""
     meta: dict[str, dict] = {}
     _, blobs, op_h = ZOOMS[zoom]
     ranksep, nodesep = SPACING[zoom]
     # NOTE: dot's network-simplex and crossing passes are superlinear; big nets get capped effort.
-    effort = ", nslimit=1, mclimit=0.3, splines=line" if len(net.op) > BIG_NET else ""
+    ops = range(len(net.op)) if ops is None else ops
+    effort = ", nslimit=1, mclimit=0.3, splines=line" if len(ops) > BIG_NET else ""
     lines = ["digraph G {",
              f"graph [rankdir=TB, nodesep={nodesep * CW / 72:.4f}, ranksep={ranksep * CH / 72:.4f}, "
              f"margin=0, pad=0{effort}];",
@@ -183,7 +202,8 @@ def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mappi
                  blob=(name, v if ssa else None), style="grad" if name.endswith("_grad") else "blob")
         return blob_ids[key]
 
-    for i, (op, (ins, outs)) in enumerate(zip(net.op, ssa_list)):
+    for i in ops:
+        op, (ins, outs) = net.op[i], ssa_list[i]
         oid, bwd = f"o{i}", i >= n_forward
         label = f"{op.type} #{i}" if zoom < 3 else op.type[:8]
         style = "backward" if bwd else "control" if op.type in CONTROL_FLOW else "op"
@@ -211,9 +231,10 @@ class _Grid:
 
 
 def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: float = 30.0,
-                shapes: Mapping | None = None, params: set[str] = frozenset()) -> Scene:
-    """Lay out a net at a zoom level (see :data:`ZOOMS`); blocks, call from a worker."""
-    dot, meta, prefix = build_dot(net, ssa_list, n_forward, ssa, zoom, shapes, params)
+                shapes: Mapping | None = None, params: set[str] = frozenset(), ops: range | None = None) -> Scene:
+    """Lay out a net (or the `ops` window of it) at a zoom level (see :data:`ZOOMS`); blocks,
+    call from a worker."""
+    dot, meta, prefix = build_dot(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops)
     lay = layout_dot(dot, timeout)
     grid = _Grid(lay)
     nodes: list[SceneNode] = []
@@ -242,7 +263,8 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
         if cells.size:
             bwd.flat[cells] |= "backward" in (nodes[t].style, nodes[h].style)
             edges.append(SceneEdge(t, h, cells))
-    return Scene(width, height, nodes, mask, bwd, edges, prefix).index()
+    window = None if ops is None or len(ops) == len(net.op) else ops
+    return Scene(width, height, nodes, mask, bwd, edges, prefix, window=window).index()
 
 
 def _cell(v: float) -> int:

@@ -2,6 +2,11 @@
 
 Markers: ``▶`` next op (program counter), ``●`` breakpoint, ``✓`` executed.  With name-scope
 grouping, consecutive ops sharing a scope (``a/b/conv1`` → ``a/b``) fold under one node.
+
+Big sections (more than :data:`SECTION_MAX` ops) are split into collapsed blocks of
+:data:`BLOCK` ops whose nodes are made when a block is first expanded (or the cursor goes
+there): a 10k-op net costs a few dozen nodes at start.  Stepping relabels only the ops whose
+marker changed (:meth:`OpTree.update_markers`), never every node.
 """
 from __future__ import annotations
 
@@ -16,9 +21,10 @@ from textual.widgets.tree import TreeNode
 
 from engine.optypes import CONTROL_FLOW
 from netviz.messages import DrillRequested, OpSelected
-from netviz.session import NetPath, OpRef, Session
+from netviz.session import NetPath, OpRef, Session, from_oppath
 
 CHUNK = 120
+SECTION_MAX, BLOCK = 300, 200
 MARK_STYLE = {"▶": "bold yellow", "✓": "green", "!": "bold magenta", "✗": "bold red"}
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
 
@@ -65,16 +71,61 @@ class OpTree(Tree[Any]):
         self.populated = False
         self.clear()
         self.nodes_by_ref.clear()
+        self._blocks: list[tuple[range, TreeNode[Any]]] = []
+        self._marks = self._mark_state()
         self.root.expand()
         view = s.view(())
         fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
-        steps = self._add_ops(fwd, (), range(view.n_forward))
+        steps = self._add_section(fwd, range(view.n_forward))
         if s.show_backward and s.backward is not None:
             bwd = self.root.add(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})",
                                 data=None, expand=True)
-            steps = chain(steps, self._add_ops(bwd, (), range(view.n_forward, len(view.net.op))))
+            steps = chain(steps, self._add_section(bwd, range(view.n_forward, len(view.net.op))))
         self._generation += 1
         self._pump(steps, self._generation)
+
+    def _add_section(self, parent: TreeNode[Any], indices: range) -> Iterator[None]:
+        """A section's ops, or for a big one collapsed blocks filled on first expand."""
+        if len(indices) <= SECTION_MAX:
+            return self._add_ops(parent, (), indices)
+        for start in range(indices.start, indices.stop, BLOCK):
+            block = range(start, min(start + BLOCK, indices.stop))
+            node = parent.add(f"ops {block.start}–{block.stop - 1}", data=("block", block))
+            self._blocks.append((block, node))
+        return iter(())
+
+    def _fill_block(self, node: TreeNode[Any]) -> None:
+        block = node.data[1]
+        if OpRef((), block.start) in self.nodes_by_ref:
+            return
+        for _ in self._add_ops(node, (), block):
+            pass
+
+    def _ensure(self, ref: OpRef) -> None:
+        """Make the node of `ref` (filling the block of the main-net op that holds it)."""
+        if ref in self.nodes_by_ref:
+            return
+        top = ref.path[0][0] if ref.path else ref.index
+        for block, node in self._blocks:
+            if top in block:
+                self._fill_block(node)
+                return
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[Any]) -> None:
+        data = event.node.data
+        if isinstance(data, tuple) and data[0] == "block":
+            self._fill_block(event.node)
+
+    def process_label(self, label: Any) -> Text:
+        # NOTE: Tree splits every label into lines; ours are one line, and Text.split is not cheap
+        if isinstance(label, Text) and "\n" not in label.plain:
+            return label
+        return super().process_label(label)
+
+    def get_label_width(self, node: TreeNode[Any]) -> int:
+        # NOTE: Tree renders every label to measure it on each rebuild: the plain length is enough
+        icon = self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE
+        return node._label.cell_len + (len(icon) if node.allow_expand else 0)
 
     def _pump(self, steps: Iterator[None], generation: int, first: bool = True) -> None:
         """Add a first screenful of ops at once, the rest after the first refresh.
@@ -139,16 +190,44 @@ class OpTree(Tree[Any]):
     def set_linked(self, refs: set[OpRef]) -> None:
         """Mark the forward/backward partners of the selected op (``↔``)."""
         changed, self.linked = self.linked ^ refs, refs
-        for ref in changed:
-            if ref in self.nodes_by_ref:
-                self.nodes_by_ref[ref].set_label(self.label_of(ref))
+        self.update_markers(changed)
 
     def refresh_markers(self) -> None:
+        """Relabel every op made so far (overlay or breakpoints changed)."""
+        self._marks = self._mark_state()
         for ref, node in self.nodes_by_ref.items():
             node.set_label(self.label_of(ref))
 
+    def _mark_state(self) -> tuple[OpRef | None, OpRef | None, dict[Any, Any]]:
+        """What the markers depend on: pc, failed op, the debugger's records (by identity)."""
+        s = self.session
+        dbg = s.debugger
+        records = dict(dbg.records_by_path) if dbg is not None else {}
+        return s.pc, s.pc if s.failed(s.pc) else None, records
+
+    def refresh_after_step(self) -> None:
+        """Relabel only the ops whose marker changed since the last call: old and new pc, ops
+        that ran (or were undone) since; all of them when an overlay shows per-op values."""
+        old_pc, old_failed, old_records = self._marks
+        self._marks = pc, failed, records = self._mark_state()
+        if self.overlay != "none":
+            self.refresh_markers()
+            return
+        changed = {old_pc, pc, old_failed, failed}
+        paths = {k for k, r in records.items() if old_records.get(k) is not r}
+        paths.update(old_records.keys() - records.keys())
+        changed.update(from_oppath(p) for p in paths)
+        self.update_markers(changed)
+
+    def update_markers(self, refs: Any) -> None:
+        for ref in refs:
+            node = self.nodes_by_ref.get(ref) if ref is not None else None
+            if node is not None:
+                node.set_label(self.label_of(ref))
+
     def select_ref(self, ref: OpRef) -> None:
         """Move the cursor to an op, expanding what holds it."""
+        self._ensure(ref)
         node = self.nodes_by_ref.get(ref)
         if node is None or self.cursor_node is node:
             return
@@ -157,10 +236,18 @@ class OpTree(Tree[Any]):
             return
         parent = node.parent
         while parent is not None:
-            parent.expand()
+            if not parent.is_expanded:  # NOTE: expand() rebuilds and repaints the whole tree, even when open
+                parent.expand()
             parent = parent.parent
         _ = self._tree_lines  # NOTE: rebuilds the lines now, so node._line is right for move_cursor
-        self.move_cursor(node)
+        self.cursor_line = node._line
+        # keep the cursor a few lines off the edges, and jump a third of a page when it gets there
+        # (stepping then scrolls, and repaints the whole list, once every ~third of a page)
+        top, height = round(self.scroll_y), self.scrollable_content_region.height
+        margin = min(3, max(0, (height - 1) // 2))
+        if not top + margin <= node._line < top + height - margin:
+            above = height // 3 if node._line >= top + height - margin else height - height // 3 - 1
+            self.scroll_to(y=max(0, node._line - above), animate=False, force=True)
 
     @property
     def selected_ref(self) -> OpRef | None:
