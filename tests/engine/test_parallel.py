@@ -65,8 +65,9 @@ def test_matmuls_restores_blas_threads():
     assert (fns[0]() if fns else None) == before
 
 
-@pytest.mark.parametrize("k, stride, pad, hw", [(7, 2, 3, (11, 10)), (5, 2, 1, (9, 12)), (5, 3, 2, (13, 8))])
-def test_strided_conv_from_phases_matches_direct(k, stride, pad, hw):
+@pytest.mark.parametrize("k, stride, pad, hw", [(7, 2, 3, (11, 10)), (5, 2, 1, (9, 12)), (5, 3, 2, (13, 8)), (3, 2, 1, (9, 8)), (3, 2, 0, (40, 38))])
+def test_strided_conv_from_phases_matches_direct(monkeypatch, k, stride, pad, hw):
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     from tests.engine.test_kernels_nn import conv_ref  # noqa: PLC0415
 
     x, w, b = randn(3, 2, *hw), randn(4, 2, k, k), randn(4)
@@ -75,4 +76,5 @@ def test_strided_conv_from_phases_matches_direct(k, stride, pad, hw):
     dw, db, dx = eval_op("ConvGradient", x, w, np.ones_like(y), kernel=k, stride=stride, pad=pad, n_out=3)
     v = randn(*w.shape)  # Y is linear in W: <dW, V> = sum(conv(X, V)) for dY = 1
     np.testing.assert_allclose((dw * v).sum(), conv_ref(x, v, np.zeros(4), stride=stride, pad=pad).sum(), rtol=1e-3)
-    assert dx.shape == x.shape
+    u = randn(*x.shape)  # Y is linear in X: <dX, U> = sum(conv(U, W)) for dY = 1
+    np.testing.assert_allclose((dx * u).sum(), conv_ref(u, w, np.zeros(4), stride=stride, pad=pad).sum(), rtol=1e-3)
