@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, OptionList
+from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 from rich.style import Style
 from rich.text import Text
@@ -31,6 +31,7 @@ from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable
 from netviz.widgets.blob_inspector import BlobInspector
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
+from netviz.widgets.footer import KeyFooter
 from netviz.widgets.graph_scene import ZOOMS, common_scope, window_of
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
@@ -82,7 +83,7 @@ class MainScreen(Screen[None]):
                 yield OptionList(id="blob-list")
                 yield BlobInspector(id="blob-info")
         yield StatusLine(id="status")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.op_tree, self.canvas = self.query_one(OpTree), self.query_one(GraphCanvas)
@@ -132,7 +133,7 @@ class MainScreen(Screen[None]):
             scope = common_scope(self.session.view(self.path).net)
             extra += f"  ·  blobs in {scope}" if scope else ""
         self.query_one(Breadcrumb).show(self.session.path_label(self.path), f"zoom {name}", extra,
-                                        legend(OVERLAYS[self.overlay], self._records()))
+                                        legend(OVERLAYS[self.overlay], self._records() if self.overlay else []))
 
     def _records(self) -> list[Any]:
         s = self.session

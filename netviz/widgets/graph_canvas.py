@@ -20,6 +20,7 @@ from textual.strip import Strip
 from engine.errors import NetvizError
 from netviz import style as looks
 from netviz.messages import BlobSelected, OpSelected
+from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import BlobRef, NetPath, OpRef
 from netviz.widgets.graph_scene import ZOOMS, Scene, SceneNode, build_scene, window_of
 
@@ -42,7 +43,7 @@ def _op_styles(kind: str) -> tuple[Style, Style]:
     return Style(color=fill), Style(color="white", bgcolor=fill, bold=True)
 
 
-class GraphCanvas(ScrollView, can_focus=True):
+class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
     """The graph pane.  The main screen sets what to show; clicks post OpSelected/BlobSelected."""
 
     BINDINGS = [

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.optypes import CONTROL_FLOW
-from netviz.layout import layout_dot
 
 CW, CH = 8.0, 16.0  # points per character cell (graphviz works in points)
 BIG_NET = 150
@@ -234,6 +233,8 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
                 shapes: Mapping | None = None, params: set[str] = frozenset(), ops: range | None = None) -> Scene:
     """Lay out a net (or the `ops` window of it) at a zoom level (see :data:`ZOOMS`); blocks,
     call from a worker."""
+    from netviz.layout import layout_dot  # NOTE: here, not at the top: pygraphviz is not needed for a first frame
+
     dot, meta, prefix = build_dot(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops)
     lay = layout_dot(dot, timeout)
     grid = _Grid(lay)

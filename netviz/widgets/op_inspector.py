@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
@@ -26,6 +28,25 @@ def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
 def _arg(v: Any) -> str:
     text = repr(v) if not isinstance(v, str) else v
     return text if len(text) <= 60 else text[:59] + "…"
+
+
+class _Once:
+    """A renderable rendered once per width: Textual measures a Static's height by rendering it,
+    then renders it again to draw; a Rich Table is the costliest part of a step's repaint."""
+
+    def __init__(self, renderable: Any) -> None:
+        self.renderable = renderable
+        self._segments: dict[Any, list[Segment]] = {}
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        key = (options.max_width, options.min_width, options.height, options.justify, options.overflow,
+               options.no_wrap, options.highlight, options.markup)
+        if key not in self._segments:
+            self._segments[key] = list(console.render(self.renderable, options))
+        return self._segments[key]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.renderable)
 
 
 class OpInspector(Static):
@@ -68,4 +89,4 @@ class OpInspector(Static):
         for tag, blobs in (("in", d["inputs"]), ("out", d["outputs"])):
             for name, v in blobs:
                 io.add_row(tag, f"{name}@{v}", _shape(table, (name, v)))
-        self.update(Group(head, facts, io))
+        self.update(_Once(Group(head, facts, io)))

@@ -21,6 +21,7 @@ from textual.widgets.tree import TreeNode
 
 from engine.optypes import CONTROL_FLOW
 from netviz.messages import DrillRequested, OpSelected
+from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import NetPath, OpRef, Session, from_oppath
 
 CHUNK = 120
@@ -45,7 +46,7 @@ def scope_of(op: Any) -> str:
     return name.rpartition("/")[0]
 
 
-class OpTree(Tree[Any]):
+class OpTree(SteadyScrollbars, Tree[Any]):
     """The op list; highlighting an op posts :class:`OpSelected`, a subnet node DrillRequested."""
 
     def __init__(self, session: Session, **kwargs: Any) -> None:
