@@ -1,0 +1,83 @@
+"""Big nets in the TUI: the graph is laid out a window of ops around the cursor, the op tree in
+blocks made on demand, and a step relabels only the tree nodes whose marker changed."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from netviz.app import NetvizApp
+from netviz.session import OpRef, Session
+from netviz.widgets.graph_scene import WINDOW, WINDOW_OPS, WINDOW_STEP, build_scene, window_of
+from netviz.widgets.op_tree import BLOCK
+from proto import caffe2_pb2
+from tests.netviz.tui_nets import write
+from tests.netviz.waiting import asynctest, ready, wait_for
+
+HAS_DEBUGGER = importlib.util.find_spec("engine.debugger") is not None
+
+
+def chain(n: int) -> caffe2_pb2.NetDef:
+    net = caffe2_pb2.NetDef(name=f"chain_{n}", external_input=["b0"], external_output=[f"b{n}"])
+    for i in range(n):
+        net.op.add(type="Relu", input=[f"b{i}"], output=[f"b{i + 1}"])
+    return net
+
+
+@pytest.mark.parametrize("n", [10, WINDOW_OPS, WINDOW_OPS + 1, 1000, 10_007])
+def test_window_holds_the_cursor_away_from_its_edges(n):
+    for op in range(0, n, 7):
+        w = window_of(n, op)
+        assert op in w and w.start >= 0 and w.stop <= n
+        if n <= WINDOW_OPS:
+            assert w == range(n)
+            continue
+        assert WINDOW - WINDOW_STEP < len(w) <= WINDOW and w.start % WINDOW_STEP == 0  # the last may be short
+        assert w.start == 0 or op - w.start >= WINDOW_STEP
+        assert w.stop == n or w.stop - op > WINDOW_STEP
+
+
+def test_a_window_scene_draws_only_its_ops_with_their_own_indices(tmp_path):
+    s = Session.open(write(tmp_path, "chain", chain(1000)))
+    v = s.view(())
+    sc = build_scene(v.net, v.ssa, v.n_forward, False, 1, ops=window_of(1000, 500))
+    assert set(sc.by_op) == set(window_of(1000, 500)) and sc.window == window_of(1000, 500)
+    assert len(sc.edges) == WINDOW - 1
+
+
+@asynctest
+async def test_big_net_tree_blocks_fill_on_demand_and_canvas_follows_the_cursor(tmp_path):
+    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(1000))))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        main = app.main
+        assert len(main.op_tree.nodes_by_ref) == BLOCK  # the block holding op 0, nothing else
+        main.select(OpRef((), 900))
+        await wait_for(pilot, lambda: main.canvas.scene is not None and 900 in main.canvas.scene.by_op,
+                       "the window around op 900")
+        assert OpRef((), 900) in main.op_tree.nodes_by_ref and main.op_tree.selected_ref == OpRef((), 900)
+        assert len(main.op_tree.nodes_by_ref) == 2 * BLOCK
+        assert main.canvas.key[4] == window_of(1000, 900).start
+
+
+@pytest.mark.skipif(not HAS_DEBUGGER, reason="engine.debugger not there yet")
+@asynctest
+async def test_a_step_relabels_only_what_changed(tmp_path):
+    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(50)), inputs=["b0=4,8"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        tree = app.main.op_tree
+        for k in range(3):
+            await pilot.press("n")
+            await wait_for(pilot, lambda: app.session.pc == OpRef((), k + 1), f"pc at op {k + 1}")
+        relabelled = []
+        for ref, node in tree.nodes_by_ref.items():
+            node.set_label = lambda label, ref=ref, node=node: (relabelled.append(ref), type(node).set_label(node, label))
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.session.pc == OpRef((), 4), "pc at op 4")
+        await pilot.pause()
+        assert set(relabelled) == {OpRef((), 3), OpRef((), 4)}
+        labels = {r: str(n.label) for r, n in tree.nodes_by_ref.items()}
+        assert labels[OpRef((), 3)].startswith("✓") and labels[OpRef((), 4)].startswith("▶")
+        assert labels[OpRef((), 5)].startswith(" ")
