@@ -38,8 +38,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Print how many tests are xfail (known gaps vs Caffe2, see docs/fidelity.md), grouped by reason."""
     xfailed = terminalreporter.stats.get("xfailed", [])
     xpassed = terminalreporter.stats.get("xpassed", [])
-    if not xfailed and not xpassed:
-        return
     by_reason: dict[str, list[str]] = {}
     for rep in xfailed:
         reason = str(getattr(rep, "wasxfail", "")).removeprefix("reason: ") or "(no reason)"
