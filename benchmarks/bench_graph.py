@@ -5,11 +5,11 @@ skips the 100k-op nets.  ``python -m benchmarks.bench_graph`` prints them.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import best
 from engine.graph import from_model, from_netdef
 from engine.modelio import load_model
 from engine.ssa import get_ssa
@@ -40,18 +40,9 @@ def dag(n: int) -> caffe2_pb2.NetDef:
     return net
 
 
-def _best(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def _synthetic(kind: str, make: Callable[[int], caffe2_pb2.NetDef], n: int) -> dict[str, Any]:
     net = make(n)
-    secs = _best(lambda: (get_ssa(net), from_netdef(net)), 2 if n >= 100_000 else 3)
+    secs = best(lambda: (get_ssa(net), from_netdef(net)), 2 if n >= 100_000 else 3)
     target = 6e-5 * n  # linear: 60 µs per op on a shared 2-core box
     return {"name": f"ssa+graph {kind} {n // 1000}k ops", "netviz_s": secs,
             "reference": {}, "target": f"<= {target:.2f} s", "ok": secs <= target}
@@ -62,7 +53,7 @@ def _zoo(path: Path) -> dict[str, Any]:
         model = load_model(path)
         get_ssa(model.predict)
         from_model(model)
-    secs = _best(once, 3)
+    secs = best(once, 3)
     return {"name": f"load+ssa+graph {path.parent.name}", "netviz_s": secs, "reference": {},
             "target": f"<= {ZOO_TARGET_S} s", "ok": secs <= ZOO_TARGET_S}
 

@@ -134,64 +134,27 @@ def scale(xp, x, *, scale: float = 1.0):
     return x * x.dtype.type(scale)
 
 
-@kernel("Exp")
-def exp(xp, x):
-    return xp.exp(x)
-
-
-@kernel("Log")
-def log(xp, x):
-    return xp.log(x)
-
-
-@kernel("Sqr")
-def sqr(xp, x):
-    return x * x
-
-
-@kernel("Sqrt")
-def sqrt(xp, x):
-    return xp.sqrt(x)
-
-
-@kernel("Negative")
-def negative(xp, x):
-    return -x
-
-
-@kernel("Abs")
-def abs_(xp, x):
-    return xp.abs(x)
+#: Unary elementwise ops: one line each (Caffe2 keeps the input dtype; numpy does too).
+UNARY = {
+    "Exp": lambda xp, x: xp.exp(x),
+    "Log": lambda xp, x: xp.log(x),
+    "Sqr": lambda xp, x: x * x,
+    "Sqrt": lambda xp, x: xp.sqrt(x),
+    "Negative": lambda xp, x: -x,
+    "Abs": lambda xp, x: xp.abs(x),
+    "Sign": lambda xp, x: xp.sign(x),
+    "Reciprocal": lambda xp, x: 1 / x,
+    "Ceil": lambda xp, x: xp.ceil(x),
+    "Floor": lambda xp, x: xp.floor(x),
+    "Not": lambda xp, x: ~x,
+}
+for _op_type, _fn in UNARY.items():
+    kernel(_op_type)(_fn)
 
 
 @kernel("AbsGradient")
 def abs_gradient(xp, x, dy):
     return dy * xp.sign(x)
-
-
-@kernel("Sign")
-def sign(xp, x):
-    return xp.sign(x)
-
-
-@kernel("Reciprocal")
-def reciprocal(xp, x):
-    return 1 / x
-
-
-@kernel("Ceil")
-def ceil(xp, x):
-    return xp.ceil(x)
-
-
-@kernel("Floor")
-def floor(xp, x):
-    return xp.floor(x)
-
-
-@kernel("Not")
-def not_(xp, x):
-    return ~x
 
 
 @kernel("Pow")
@@ -237,13 +200,13 @@ def sqrt_gradient(g):
 
 @gradient("Mean")
 @cc_maker
-def mean_gradient(g):
+def mean_gradient_maker(g):
     return [g.op_("MeanGradient", [g.GO(0)], [g.GI(k) for k in range(len(g.op.input))])]
 
 
 @gradient("WeightedSum")
 @cc_maker
-def weighted_sum_gradient(g):
+def weighted_sum_gradient_maker(g):
     n = len(g.op.input)
     outs = [g.GI(k) for k in range(0, n, 2)] + ([g.GI(k) for k in range(1, n, 2)] if g.arg("grad_on_w", 0) else [])
     return [g.op_("WeightedSumGradient", [g.GO(0), *g.op.input], outs)]

@@ -209,7 +209,7 @@ def channel_shuffle_gradient(xp, dy, *, group: int = 1, order: str = "NCHW"):
 
 @gradient("SpatialBN")
 @cc_maker
-def spatial_bn_gradient(g):
+def spatial_bn_gradient_maker(g):
     """Training reads saved mean / inv-var (O3, O4); ``is_test`` reads the running stats (I3, I4)."""
     outs = [g.GI(0), g.GI(1), g.GI(2)]
     if g.arg("is_test", 0):
