@@ -123,6 +123,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self.virtual_size = Size(scene.width, scene.height)
         self.refresh()
         if self._pending_center is not None:
+            self.center_on(self._pending_center)  # now, and again once the new size is laid out
             self.call_after_refresh(self.center_on, self._pending_center)
 
     def watch_placeholder(self) -> None:

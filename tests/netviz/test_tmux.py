@@ -51,7 +51,8 @@ def test_open_step_backward_quit(zoo, tmp_path):
         tmux("send-keys", "-t", session, "/")
         wait_screen(session, "search ops and blobs")
         tmux("send-keys", "-t", session, "FCGradient", "Enter")
-        wait_screen(session, "FCGradient #")  # its graph (op level: 351 ops) is laid out, cursor there
+        wait_screen(session, "FCGradient  op #177")  # the cursor is on it: the inspector shows the gradient op
+        wait_screen(session, "gradient op for forward op #173")
         tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 30
         while not status.exists() and time.monotonic() < deadline:
