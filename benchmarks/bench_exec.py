@@ -7,15 +7,13 @@ References, when ``.venv-caffe2`` exists: real Caffe2 1.10.2 running the same ne
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import blas_threads, reference_env
+from benchmarks.common import best, blas_threads, reference_env
 from engine.executor import compile_net, run_compiled
 from engine.opdef import create_operator
 from engine.workspace import Workspace
@@ -34,15 +32,6 @@ def tiny_net(n: int) -> caffe2_pb2.NetDef:
             create_operator("Scale", f"b{i}", f"b{i + 1}", scale=1.0)
         net.op.append(op)
     return net
-
-
-def _best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def _caffe2(code: str) -> dict[str, float] | None:
@@ -98,9 +87,9 @@ def bench_overhead(quick: bool) -> dict[str, Any]:
     ws.feed_blob("b0", np.ones(1, np.float32))
     compiled = compile_net(tiny_net(n), ws)
     run_compiled(compiled, ws)
-    per_op = _best(lambda: run_compiled(compiled, ws), 3 if quick else 5) / n
+    per_op = best(lambda: run_compiled(compiled, ws), 3 if quick else 5) / n
     x = np.ones(1, np.float32)
-    kernel_only = _best(lambda: [np.maximum(x, 0) for _ in range(n)], 3) / n
+    kernel_only = best(lambda: [np.maximum(x, 0) for _ in range(n)], 3) / n
     overhead = per_op  # NOTE: conservative: the (tiny) kernel time is included, not subtracted.
     ref = _caffe2(CAFFE2_TINY.format(n=n, repeat=3)) if not quick else None
     return {"name": f"per-op dispatch overhead ({n} tiny ops)", "netviz_s": overhead,
@@ -119,7 +108,7 @@ def bench_conv(quick: bool) -> dict[str, Any]:
     net = caffe2_pb2.NetDef(name="conv")
     net.op.append(create_operator("Conv", ["x", "w", "b"], "y", kernel=k, pad=p))
     compiled = compile_net(net, ws)
-    t = _best(lambda: run_compiled(compiled, ws), 2 if quick else 3)
+    t = best(lambda: run_compiled(compiled, ws), 2 if quick else 3)
     flops = 2 * np.prod(xs) / xs[1] * wshape[0] * wshape[1] * k * k
     ref = None if quick else _caffe2(CONV_REF.format(threads=blas_threads(), xs=xs, ws=wshape, k=k, p=p))
     reference = ref or {}
