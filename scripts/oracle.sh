@@ -37,7 +37,7 @@ fi
 mkdir -p "$OUTDIR"
 OUTDIR="$(cd "$OUTDIR" && pwd)"
 # regenerate from scratch (keeps README.md and anything else not generated)
-rm -rf "$OUTDIR"/op "$OUTDIR"/net "$OUTDIR"/control "$OUTDIR"/zoo "$OUTDIR"/checker "$OUTDIR"/models "$OUTDIR"/index.json
+rm -rf "$OUTDIR"/op "$OUTDIR"/net "$OUTDIR"/control "$OUTDIR"/zoo "$OUTDIR"/checker "$OUTDIR"/models "$OUTDIR"/kernels_* "$OUTDIR"/index.json
 export PYTHONHASHSEED=0
 export GLOG_minloglevel=2
 export OMP_NUM_THREADS=1
