@@ -26,3 +26,11 @@ proto: setup
 
 examples: setup
 	$(PY) -m examples.build
+
+screenshots: setup
+	$(PY) scripts/screenshots.py
+
+# A longer fixed-seed fuzz of the loaders than CI's 10,000 inputs (override FUZZ_N=...).
+FUZZ_N ?= 200000
+fuzz: setup
+	NETVIZ_FUZZ_N=$(FUZZ_N) $(PY) -m pytest -q tests/test_fuzz_loaders.py tests/netviz/test_abuse.py

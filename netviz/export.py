@@ -181,12 +181,24 @@ def _check_writable(path: Path, force: bool) -> None:
         raise ExportError(f"{path}: folder {path.parent} does not exist")
 
 
+def _process_umask() -> int:
+    """The umask, read once at import (``os.umask`` can only be read by setting it, which races threads)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _process_umask()
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     """Write through a temporary file beside `path`, so a failure leaves no half file."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        # NOTE: mkstemp makes the file 0600; an exported diagram is an ordinary file (0644 less umask).
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except OSError as e:
         raise ExportError(f"{path}: cannot write: {e.strerror or e}") from e

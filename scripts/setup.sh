@@ -7,6 +7,24 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
+# Python first: netviz needs 3.11+, and a .venv made by another Python must not be reused.
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "setup: $PY not found; install Python 3.11 or newer, or set PYTHON=/path/to/python3.11" >&2
+  exit 2
+fi
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: $("$PY" -V 2>&1) is too old: netviz needs Python 3.11 or newer (set PYTHON=/path/to/python3.11)" >&2
+  exit 2
+fi
+want="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [ -x .venv/bin/python ]; then
+  have="$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo broken)"
+  if [ "$have" != "$want" ]; then
+    echo "setup: .venv was made by Python $have, not $want: rebuilding it"
+    rm -rf .venv
+  fi
+fi
+
 need_apt=()
 dpkg -s libgraphviz-dev >/dev/null 2>&1 || need_apt+=(libgraphviz-dev)
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
