@@ -17,7 +17,7 @@ from engine.shapes import UNKNOWN, TensorInfo, dim_op, dims, join_layout, spatia
 
 GEOMETRY = dict(kernel=0, kernels=None, kernel_h=0, kernel_w=0, stride=1, strides=None, stride_h=0, stride_w=0,
                 pad=0, pads=None, pad_t=0, pad_l=0, pad_b=0, pad_r=0, dilation=1, dilations=None,
-                dilation_h=0, dilation_w=0, order="NCHW", global_pooling=0)
+                dilation_h=0, dilation_w=0, order="NCHW", global_pooling=0, legacy_pad=0)
 
 
 def geometry_args(fn):
@@ -29,8 +29,33 @@ def geometry_args(fn):
     return fn
 
 
-def geometry(nd, g, kshape=()):
-    """(kernel, stride, pad_begin, pad_end, dilation) per spatial dim from Caffe2's many arg spellings."""
+def geometry(nd, g, kshape=(), sp=None):
+    """(kernel, stride, pad_begin, pad_end, dilation) per spatial dim from Caffe2's many arg spellings;
+    with the input's spatial dims `sp`, ``legacy_pad`` 1-3 (VALID, SAME, CAFFE_LEGACY_POOLING) recomputes the pads."""
+    k, s, pb, pe, d = _geometry(nd, g, kshape)
+    if sp is not None and g["legacy_pad"]:
+        pb, pe = zip(*(legacy_pads(g["legacy_pad"], *v) for v in zip(sp, k, s, pb, d)))
+    return k, s, list(pb), list(pe), d
+
+
+def legacy_pads(mode, size, k, s, pad, d):
+    """(pad_head, pad_tail) of one spatial dim under Caffe2's LegacyPadding `mode`.
+
+    VALID: no pads.  SAME: the pads that give ``ceil(size / stride)`` outputs, the smaller half first.
+    CAFFE_LEGACY_POOLING: old Caffe's ceil output size (its last window must start inside image + pad_head),
+    the tail pad grown by one stride per extra output.  Unknown sizes (shape inference) keep the pads."""
+    if mode == 1 or not isinstance(size, (int, np.integer)):
+        return (0, 0) if mode == 1 else (pad, pad)
+    if mode == 2:
+        need = ((size + s - 1) // s - 1) * s + k - size
+        return need // 2, need - need // 2
+    out = int(np.ceil((size + 2 * pad - k) / s + 1))
+    if pad > 0 and (out - 1) * s >= size + pad:
+        out -= 1
+    return pad, pad + s * (out - int((size + 2 * pad - k) / s + 1))
+
+
+def _geometry(nd, g, kshape):
     def pick(one, many, hw, default):
         if g[many]:
             return [int(v) for v in g[many]]
@@ -208,7 +233,7 @@ def conv_gemm(xp, x, w, k, s, pb, pe, d):
 @geometry_args
 def conv(xp, x, w, b=None, *, group: int = 1, **g):
     x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
-    k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:])
+    k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:], x.shape[2:])
     m = w.shape[0]
     if group == 1 and x.dtype == w.dtype:
         y, out = conv_gemm(xp, x, w, k, s, pb, pe, d), None
@@ -279,7 +304,7 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
     # NOTE: outputs are [dW, db, dX] (or [dW, dX] with no_bias=1), dX omitted when not asked for.
     order = g["order"]
     x, w, dy = to_nchw(x, order), to_nchw(w, order), to_nchw(dy, order)
-    k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:])
+    k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:], x.shape[2:])
     if group == 1 and x.dtype == w.dtype == dy.dtype:
         need_dx = len(ctx.op.output) > 2 - bool(no_bias)
         dw, db, dx = conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx)
@@ -301,11 +326,11 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
     return tuple(res)
 
 
-def transpose_geometry(g, kshape, adj, adjs, adj_h, adj_w, legacy_pad):
+def transpose_geometry(g, kshape, adj, adjs, adj_h, adj_w):
     """(kernel, stride, pad_begin, pad_end, adj) of a 2-D ConvTranspose; legacy VALID/SAME pads are 0."""
     k, s, pb, pe, _ = geometry(2, g, kshape)
     a = [int(v) for v in adjs] if adjs else [int(adj_h), int(adj_w)] if adj_h or adj_w else [int(adj)] * 2
-    return (k, s, [0, 0], [0, 0], a) if legacy_pad in (1, 2) else (k, s, pb, pe, a)
+    return (k, s, [0, 0], [0, 0], a) if g["legacy_pad"] in (1, 2) else (k, s, pb, pe, a)
 
 
 def transpose_out(sp, k, s, pb, pe, a):
@@ -315,13 +340,13 @@ def transpose_out(sp, k, s, pb, pe, a):
 
 @kernel("ConvTranspose")
 @geometry_args
-def conv_transpose(xp, x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None, adj_h: int = 0, adj_w: int = 0,
-                   legacy_pad: int = 0, **g):
+def conv_transpose(xp, x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None, adj_h: int = 0, adj_w: int = 0, **g):
     # NOTE: W is (C_in, C_out/group, kH, kW) (NHWC: (C_in, kH, kW, C_out/group)); Y = col2im(W^T X) per group.
     x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
-    k, s, pb, pe, a = transpose_geometry(g, w.shape[2:], adj, adjs, adj_h, adj_w, legacy_pad)
+    k, s, pb, pe, a = transpose_geometry(g, w.shape[2:], adj, adjs, adj_h, adj_w)
     (n, m), sp, c = x.shape[:2], x.shape[2:], w.shape[1] * group
-    cols = bmm(xp, w.reshape(group, m // group, -1).transpose(0, 2, 1), x.reshape(n, group, m // group, -1))
+    p = int(np.prod(sp))  # NOTE: explicit sizes, not -1: an empty batch (N = 0) is legal
+    cols = bmm(xp, w.reshape(group, m // group, -1).transpose(0, 2, 1), x.reshape(n, group, m // group, p))
     y = col2im(xp, cols.reshape((n, c) + tuple(k) + sp), (n, c) + transpose_out(sp, k, s, pb, pe, a),
                k, s, pb, pe, (1, 1), sp)
     y = xp.ascontiguousarray(y) if b is None else y + b.reshape(c, 1, 1)
@@ -331,15 +356,15 @@ def conv_transpose(xp, x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None,
 @kernel("ConvTransposeGradient", needs_context=True)
 @geometry_args
 def conv_transpose_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, adj: int = 0, adjs=None,
-                            adj_h: int = 0, adj_w: int = 0, legacy_pad: int = 0, **g):
+                            adj_h: int = 0, adj_w: int = 0, **g):
     # NOTE: outputs [dW, db, dX] (no_bias=1: [dW, dX]), dX only when asked for; X's pixels are dY's windows.
     order = g["order"]
     x, w, dy = to_nchw(x, order), to_nchw(w, order), to_nchw(dy, order)
-    k, s, pb, pe, _ = transpose_geometry(g, w.shape[2:], adj, adjs, adj_h, adj_w, legacy_pad)
+    k, s, pb, pe, _ = transpose_geometry(g, w.shape[2:], adj, adjs, adj_h, adj_w)
     (n, m), (h, wd) = x.shape[:2], x.shape[2:]
     win = windows(xp, dy, k, s, pb, pe, (1, 1))[:, :, :h, :wd]  # (N, C, H, W, kH, kW); adj == stride adds a row
-    cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, group, -1, h * wd)
-    dw = bmm(xp, x.reshape(n, group, m // group, -1), cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w.shape)
+    cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, group, dy.shape[1] // group * k[0] * k[1], h * wd)
+    dw = bmm(xp, x.reshape(n, group, m // group, h * wd), cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w.shape)
     res = [from_nchw(dw, order)] + ([] if no_bias else [dy.sum(axis=(0, 2, 3))])
     if len(ctx.op.output) > len(res):
         dx = bmm(xp, w.reshape(group, m // group, -1), cols).reshape(x.shape)
@@ -371,7 +396,7 @@ def conv_shape(x, w, b=None, *, group: int = 1, **g):
         m = b.shape[0]
     if None not in (c, wc) and c != wc * group:
         raise ShapeError(f"input has {c} channels, filter expects {wc} x group {group}")
-    k, s, pb, pe, d = geometry(len(sp), g, kshape)
+    k, s, pb, pe, d = geometry(len(sp), g, kshape, sp)
     return TensorInfo(join_layout(n, m, spatial_out(sp, k, s, pb, pe, d), g["order"]), x.dtype)
 
 
@@ -384,12 +409,11 @@ def conv_gradient_shape(x, w, dy, *, no_bias: int = 0, order: str = "NCHW", n_ou
 
 @shape("ConvTranspose")
 @geometry_args
-def conv_transpose_shape(x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None, adj_h: int = 0, adj_w: int = 0,
-                         legacy_pad: int = 0, **g):
+def conv_transpose_shape(x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None, adj_h: int = 0, adj_w: int = 0, **g):
     n, _, sp = split_layout(dims(x), g["order"])
     cg, kshape = split_layout(w.shape, g["order"])[1:] if w.shape is not None else (None, (None,) * len(sp))
     c = cg * group if cg is not None else b.shape[0] if b is not None and b.shape is not None else None
-    k, s, pb, pe, a = transpose_geometry(g, kshape, adj, adjs, adj_h, adj_w, legacy_pad)
+    k, s, pb, pe, a = transpose_geometry(g, kshape, adj, adjs, adj_h, adj_w)
     return TensorInfo(join_layout(n, c, transpose_out(sp, k, s, pb, pe, a), g["order"]), x.dtype)
 
 

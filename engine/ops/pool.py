@@ -10,14 +10,16 @@ from engine.ops.conv import from_nchw, geometry, geometry_args, to_nchw, windows
 from engine.grad_makers import simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.errors import ShapeError
+from engine.errors import ExecutionError, ShapeError
 from engine.shapes import TensorInfo, dims, join_layout, same_as, spatial_out, split_layout
 
 # ---- kernels ----
 
 def _pool_geometry(x, g):
     nd = x.ndim - 2
-    k, s, pb, pe, d = geometry(nd, g)
+    k, s, pb, pe, d = geometry(nd, g, (), x.shape[2:])
+    if any(v != 1 for v in d):
+        raise ExecutionError(f"pooling does not support dilation (dilations {d}), as in Caffe2")
     if g["global_pooling"]:
         k, s, pb, pe, d = list(x.shape[2:]), [1] * nd, [0] * nd, [0] * nd, [1] * nd
     return k, s, pb, pe, d
@@ -113,7 +115,7 @@ def pool_shape(x, **g):
     n, c, sp = split_layout(dims(x), g["order"])
     if g["global_pooling"]:
         return TensorInfo(join_layout(n, c, (1,) * len(sp), g["order"]), x.dtype)
-    k, s, pb, pe, d = geometry(len(sp), g)
+    k, s, pb, pe, d = geometry(len(sp), g, (), sp)
     if not all(k):
         raise ShapeError("pooling needs a kernel size or global_pooling")
     return TensorInfo(join_layout(n, c, spatial_out(sp, k, s, pb, pe, d), g["order"]), x.dtype)
