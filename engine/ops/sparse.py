@@ -167,6 +167,12 @@ gradient_not_implemented_yet("LengthsSplit")
 def _sparse_lengths(reducer, ins):
     """Fused Sparse reducers: values only, declared as a slice over the forward INDICES."""
     def make(g):
+        if reducer == "WeightedSum" and g.arg("grad_on_weights", 0):
+            # NOTE: the WithMainInput op also reads DATA and gives SCALARS' gradient.
+            ops = [g.op_("SparseLengthsIndicesInGradientWeightedSumWithMainInputGradient",
+                         [g.I(1), g.GO(0), g.I(3), g.I(0), g.I(2)], [g.GI_V(0), g.GI(1)])]
+            g.set_sparse(0, g.I(2), g.g_input[0][1])
+            return ops
         ops = [g.op_(f"SparseLengthsIndicesInGradient{reducer}Gradient", [_tok(g, t) for t in ins.split()], [g.GI_V(0)])]
         g.set_sparse(0, g.I(len(g.op.input) - 2), g.g_input[0][1])
         return ops
