@@ -19,6 +19,7 @@ from engine.ops import (  # noqa: F401
     quant,
     reduce,
     rnn,
+    segment,
     runtime,
     sparse,
     tensor,
