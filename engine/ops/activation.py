@@ -1,4 +1,5 @@
-"""Pointwise activations: Relu, Sigmoid, Tanh, Softmax, LeakyRelu, PRelu, Clip, Elu, Softplus."""
+"""Pointwise activations: Relu, Sigmoid, Tanh, Softmax, LeakyRelu, PRelu, Clip, Elu, Softplus, Selu, Swish,
+Mish, Gelu, Softsign, HardSigmoid, ThresholdedRelu, ReluN, Glu, Logit."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,8 @@ from engine import parallel
 from engine.grad_makers import cc_maker, from_output, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import same_as
+from engine.shapes import TensorInfo, dims, same_as
+from engine.ops.elementwise import erf
 
 # ---- kernels ----
 
@@ -132,19 +134,146 @@ def softplus_gradient(xp, y, dy):
     return dy * (1 - xp.exp(-y))
 
 
+@kernel("Selu")
+def selu(xp, x, *, alpha: float = 1.6732632423543772, scale: float = 1.0507009873554805):
+    if scale <= 1:
+        raise ValueError(f"Selu: scale must be greater than 1, got {scale}")
+    return (scale * xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, 0)))).astype(x.dtype, copy=False)
+
+
+@kernel("SeluGradient")
+def selu_gradient(xp, y, dy, *, alpha: float = 1.6732632423543772, scale: float = 1.0507009873554805):
+    # NOTE: from Y: below 0, dY/dX = scale * alpha * exp(X) = Y + scale * alpha.
+    return xp.where(y > 0, scale * dy, dy * (y + alpha * scale)).astype(dy.dtype, copy=False)
+
+
+@kernel("Swish")
+def swish(xp, x):
+    return (x * sigmoid(xp, x)).astype(x.dtype, copy=False)
+
+
+@kernel("SwishGradient")
+def swish_gradient(xp, x, y, dy):
+    return (dy * (y + sigmoid(xp, x) * (1 - y))).astype(dy.dtype, copy=False)
+
+
+@kernel("Mish")
+def mish(xp, x):
+    return (x * xp.tanh(xp.logaddexp(x, 0))).astype(x.dtype, copy=False)
+
+
+@kernel("MishGradient")
+def mish_gradient(xp, x, y, dy):
+    t = xp.tanh(xp.logaddexp(x, 0))
+    return (dy * (t + x * (1 - t * t) * sigmoid(xp, x))).astype(dy.dtype, copy=False)
+
+
+_SQRT_2_PI = 0.7978845608028654  # sqrt(2 / pi)
+
+
+@kernel("Gelu")
+def gelu(xp, x, *, fast_gelu: int = 0):
+    if fast_gelu:  # the tanh approximation
+        return (0.5 * x * (1 + xp.tanh(_SQRT_2_PI * (x + 0.044715 * x * x * x)))).astype(x.dtype, copy=False)
+    return (0.5 * x * (1 + erf(xp, x * x.dtype.type(0.7071067811865476)))).astype(x.dtype, copy=False)
+
+
+@kernel("GeluGradient")
+def gelu_gradient(xp, dy, x, *, fast_gelu: int = 0):
+    if fast_gelu:
+        t = xp.tanh(_SQRT_2_PI * (x + 0.044715 * x * x * x))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * x * x)
+    else:
+        d = 0.5 * (1 + erf(xp, x * x.dtype.type(0.7071067811865476))) + x * xp.exp(-0.5 * x * x) * (_SQRT_2_PI / 2)
+    return (dy * d).astype(dy.dtype, copy=False)
+
+
+@kernel("Softsign")
+def softsign(xp, x):
+    return x / (1 + xp.abs(x))
+
+
+@kernel("SoftsignGradient")
+def softsign_gradient(xp, x, dy):
+    return dy / xp.square(1 + xp.abs(x))
+
+
+@kernel("HardSigmoid")
+def hard_sigmoid(xp, x, *, alpha: float = 0.2, beta: float = 0.5):
+    return xp.clip(x * x.dtype.type(alpha) + x.dtype.type(beta), 0, 1).astype(x.dtype, copy=False)
+
+
+@kernel("HardSigmoidGradient")
+def hard_sigmoid_gradient(xp, y, dy, *, alpha: float = 0.2, beta: float = 0.5):
+    return (dy * dy.dtype.type(alpha) * ((y > 0) & (y < 1))).astype(dy.dtype, copy=False)
+
+
+@kernel("ThresholdedRelu")
+def thresholded_relu(xp, x, *, alpha: float = 1.0):
+    return xp.where(x > alpha, x, x.dtype.type(0))
+
+
+@kernel("ThresholdedReluGradient")
+def thresholded_relu_gradient(xp, y, dy, *, alpha: float = 1.0):
+    return dy * (y > 0)
+
+
+@kernel("ReluN")
+def relu_n(xp, x, *, n: float = 6.0):
+    if n <= 0:
+        raise ValueError(f"ReluN: n must be positive, got {n}")
+    return xp.clip(x, 0, x.dtype.type(n))
+
+
+@kernel("ReluNGradient")
+def relu_n_gradient(xp, y, dy, *, n: float = 6.0):
+    return dy * ((y > 0) & (y < n))
+
+
+@kernel("Glu")
+def glu(xp, x, *, dim: int = -1):
+    # NOTE: the split axis is halved: first half * sigmoid(second half).
+    a, b = xp.split(x, 2, axis=dim if dim != -1 else x.ndim - 1)
+    return (a * sigmoid(xp, b)).astype(x.dtype, copy=False)
+
+
+@kernel("Logit")
+def logit(xp, x, *, eps: float = 1e-6):
+    c = xp.clip(x, x.dtype.type(eps), x.dtype.type(1 - eps))
+    return xp.log(c / (1 - c)).astype(x.dtype, copy=False)
+
+
+@kernel("LogitGradient")
+def logit_gradient(xp, x, dy, *, eps: float = 1e-6):
+    # NOTE: zero where the forward clipped X to [eps, 1 - eps].
+    inside = (x >= eps) & (x <= 1 - eps)
+    return xp.where(inside, dy / (x * (1 - x)), 0).astype(dy.dtype, copy=False)
+
+
 # ---- gradients ----
 # NOTE: these read the OUTPUT, so an in-place forward (Relu(X)->X) stays differentiable.
 gradient("Relu", "ReluFp16", "Sigmoid", "Tanh", "Softmax", "LeakyRelu", "Clip", "Elu", "Softplus",
-         "Selu", "Reciprocal")(from_output())
+         "Selu", "Reciprocal", "HardSigmoid", "ThresholdedRelu", "ReluN")(from_output())
 gradient("PRelu")(simple("PReluGradient", "O0 GO0 I0 I1", "GI0 GI1"))
-gradient("Swish")(simple("SwishGradient", "I0 O0 GO0", "GI0"))
+gradient("Swish", "Mish")(simple("{T}Gradient", "I0 O0 GO0", "GI0"))
+gradient("Gelu")(simple("GeluGradient", "GO0 I0", "GI0"))
+gradient("Softsign", "Logit")(simple("{T}Gradient", "I0 GO0", "GI0"))
 
 
 # ---- shapes ----
 
 shape("Relu", "ReluFp16", "Sigmoid", "Tanh", "Softmax", "LeakyRelu", "PRelu", "Clip", "Elu", "Softplus",
-      "Swish")(same_as(0))
+      "Swish", "Selu", "Mish", "Gelu", "Softsign", "HardSigmoid", "ThresholdedRelu", "ReluN", "Logit")(same_as(0))
 shape("ReluGradient", "SigmoidGradient", "TanhGradient", "SoftmaxGradient", "LeakyReluGradient",
       "ClipGradient", "EluGradient", "SoftplusGradient")(same_as(1))  # NOTE: [Y, dY] -> dX
 shape("PReluGradient")(same_as(1, 3))  # [Y, dY, X, slope] -> dX, dslope
-shape("SwishGradient")(same_as(0))
+shape("SwishGradient", "MishGradient", "SoftsignGradient", "LogitGradient")(same_as(0))  # [X, …] -> dX
+shape("SeluGradient", "HardSigmoidGradient", "ThresholdedReluGradient", "ReluNGradient", "GeluGradient")(same_as(1))
+
+
+@shape("Glu")
+def glu_shape(x, *, dim: int = -1):
+    xd = list(dims(x))
+    ax = dim if dim != -1 else len(xd) - 1
+    xd[ax] = None if xd[ax] is None else xd[ax] // 2
+    return TensorInfo(tuple(xd), x.dtype)
