@@ -1,25 +1,32 @@
-"""Breakpoint conditions: a tiny, safe language over blob statistics — never ``eval``.
+"""Breakpoint conditions: a tiny, safe language over blobs — never ``eval``.
 
 Grammar::
 
-    expr    := term ("or" term)*
-    term    := factor ("and" factor)*
-    factor  := "not" factor | "(" expr ")" | builtin | compare
-    builtin := "has_inf_or_nan" [ "(" [ "exclude" "=" STRING ] ")" ]
-    compare := STAT "(" BLOB ")" OP NUMBER
-    STAT    := max_abs | min | max | mean | std | sum | norm | nan_count | inf_count | zero_count | size
-    OP      := > | >= | < | <= | == | !=
+    expr     := term ("or" term)*
+    term     := factor ("and" factor)*
+    factor   := "not" factor | "(" expr ")" | nan_test | operand CMP operand
+    nan_test := "has_inf_or_nan" [ "(" [ BLOB | "any" ] [ "," "exclude" "=" STRING ] ")" ]
+    operand  := NUMBER | "step" | STAT "(" BLOB ")" | BLOB
+    STAT     := max_abs | min | max | mean | std | sum | norm | nan_count | inf_count | zero_count | size
+    CMP      := > | >= | < | <= | == | !=
 
-Examples: ``has_inf_or_nan``, ``has_inf_or_nan(exclude="^label")``, ``max_abs(fc1) > 1e3``,
-``mean(gpu_0/conv1) < 0 and not has_inf_or_nan``.  A condition is evaluated on the blobs an op
-just wrote (``written``) and the workspace (``lookup``); a comparison on a blob the op did not
-write is False, so ``max_abs(x) > 1e3`` fires right after the op that makes it so.
+Examples: ``loss > 10``, ``max_abs(x) > 1e3``, ``has_inf_or_nan(any)``, ``step >= 3``,
+``has_inf_or_nan(exclude="^label")``, ``mean(gpu_0/conv1) < 0 and not has_inf_or_nan``.
+
+What a condition sees (:class:`Env`): the blobs the op just wrote, the whole workspace, and
+``step`` (ops run since the start).  A blob named in a condition is looked up in the workspace,
+so a per-op breakpoint may test any blob, not only the op's inputs; ``has_inf_or_nan`` without a
+blob (or with ``any``) looks at the blobs just written.  A bare blob compares element-wise and
+holds when any element does (``loss > 10`` on a scalar loss is the obvious reading).  A blob that
+does not exist yet makes its comparison False.  :attr:`Condition.blobs` names every blob a
+condition reads, so a global condition is re-checked only after an op wrote one of them.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,12 +50,16 @@ STATS: dict[str, Callable[[np.ndarray], float]] = {
     "inf_count": lambda a: float(np.count_nonzero(np.isinf(a))) if a.dtype.kind in "fc" else 0.0,
     "zero_count": lambda a: float(a.size - np.count_nonzero(a)), "size": lambda a: float(a.size),
 }
-COMPARE: dict[str, Callable[[float, float], bool]] = {
-    ">": float.__gt__, ">=": float.__ge__, "<": float.__lt__, "<=": float.__le__,
-    "==": float.__eq__, "!=": float.__ne__,
+COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    ">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal,
+    "==": np.equal, "!=": np.not_equal,
 }
-_TOKEN = re.compile(r'\s*(?:(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|(?P<str>"[^"]*"|\'[^\']*\')'
-                    r"|(?P<op>>=|<=|==|!=|[<>()=])|(?P<word>[A-Za-z_][A-Za-z0-9_]*))")
+FUNCTIONS = ("has_inf_or_nan", *STATS)
+KEYWORDS = frozenset({"and", "or", "not", "step", "any", "exclude"})
+EXAMPLES = ("loss > 10", "max_abs(x) > 1e3", "has_inf_or_nan(any)", "step >= 3")
+_TOKEN = re.compile(r'\s*(?:(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf\b|nan\b)'
+                    r"|(?P<str>\"[^\"]*\"|'[^']*')|(?P<op>>=|<=|==|!=|[<>()=,])"
+                    r"|(?P<word>[A-Za-z_][\w/.:\-]*))")
 
 
 def _as_array(v: Any) -> np.ndarray | None:
@@ -59,14 +70,34 @@ def _as_array(v: Any) -> np.ndarray | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Env:
+    """What a condition is evaluated on: the blobs just written, the workspace, the op count."""
+
+    written: Mapping[str, Any]
+    values: Mapping[str, Any]
+    step: int = 0
+
+    def lookup(self, name: str) -> Any:
+        if name in self.written:
+            return self.written[name]
+        return self.values[name] if name in self.values else None
+
+
+@dataclass(frozen=True, slots=True)
 class Condition:
-    """A parsed condition; call it with the blobs an op just wrote."""
+    """A parsed condition; call it with the blobs an op just wrote (and the workspace, the step)."""
 
     text: str
-    fn: Callable[[Mapping[str, Any]], bool]
+    fn: Callable[[Env], bool]
+    blobs: frozenset[str] = field(default_factory=frozenset)
+    every_op: bool = False   # reads `step` or "any written blob": re-checked after every op
 
-    def __call__(self, written: Mapping[str, Any]) -> bool:
-        return self.fn(written)
+    def __call__(self, written: Mapping[str, Any], values: Mapping[str, Any] | None = None, step: int = 0) -> bool:
+        return bool(self.fn(Env(written, written if values is None else values, step)))
+
+    def triggered_by(self, written: Mapping[str, Any]) -> bool:
+        """Whether an op that wrote `written` can have changed the condition's answer."""
+        return self.every_op or any(b in written for b in self.blobs)
 
     def __str__(self) -> str:
         return self.text
@@ -84,12 +115,18 @@ def has_inf_or_nan(written: Mapping[str, Any], exclude: str | None = None) -> bo
     return False
 
 
+Operand = Callable[[Env], Any]
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text, self.pos = text, 0
+        self.blobs: set[str] = set()
+        self.every_op = False
 
     def error(self, what: str) -> ConditionError:
-        return ConditionError(f"condition {self.text!r}: {what} at column {self.pos + 1}")
+        return ConditionError(f"condition {self.text!r}: {what} at column {self.pos + 1} "
+                              f"(e.g. {' · '.join(EXAMPLES)})")
 
     def peek(self) -> tuple[str, str] | None:
         m = _TOKEN.match(self.text, self.pos)
@@ -101,15 +138,19 @@ class _Parser:
     def take(self, expected: str | None = None) -> tuple[str, str]:
         m = _TOKEN.match(self.text, self.pos)
         if not m or m.end() == self.pos:
-            raise self.error("unexpected text" if self.text[self.pos:].strip() else "unexpected end")
+            rest = self.text[self.pos:].strip()
+            raise self.error(f"cannot read {rest[:12]!r}" if rest else "unexpected end")
         kind = m.lastgroup or ""
         if expected is not None and m.group(kind) != expected:
             raise self.error(f"expected {expected!r}, found {m.group(kind)!r}")
         self.pos = m.end()
         return kind, m.group(kind)
 
-    def blob(self) -> str:
+    def blob_arg(self) -> str:
+        """The text up to the closing parenthesis: blob names may hold any character but ``)``."""
         end = self.text.find(")", self.pos)
+        comma = self.text.find(",", self.pos)
+        end = comma if 0 <= comma < end else end
         if end < 0:
             raise self.error("missing ')'")
         name = self.text[self.pos:end].strip()
@@ -118,48 +159,54 @@ class _Parser:
         self.pos = end
         return name
 
-    def parse(self) -> Callable[[Mapping[str, Any]], bool]:
+    def parse(self) -> Callable[[Env], bool]:
+        if not self.text:
+            raise self.error("empty condition")
         fn = self.expr()
         if self.text[self.pos:].strip():
-            raise self.error("unexpected text")
+            raise self.error(f"unexpected {self.text[self.pos:].strip()[:12]!r}")
         return fn
 
-    def expr(self) -> Callable[[Mapping[str, Any]], bool]:
+    def expr(self) -> Callable[[Env], bool]:
         parts = [self.term()]
         while self.peek() == ("word", "or"):
             self.take()
             parts.append(self.term())
-        return parts[0] if len(parts) == 1 else (lambda w: any(p(w) for p in parts))
+        return parts[0] if len(parts) == 1 else (lambda e: any(p(e) for p in parts))
 
-    def term(self) -> Callable[[Mapping[str, Any]], bool]:
+    def term(self) -> Callable[[Env], bool]:
         parts = [self.factor()]
         while self.peek() == ("word", "and"):
             self.take()
             parts.append(self.factor())
-        return parts[0] if len(parts) == 1 else (lambda w: all(p(w) for p in parts))
+        return parts[0] if len(parts) == 1 else (lambda e: all(p(e) for p in parts))
 
-    def factor(self) -> Callable[[Mapping[str, Any]], bool]:
+    def factor(self) -> Callable[[Env], bool]:
         tok = self.peek()
         if tok == ("word", "not"):
             self.take()
             inner = self.factor()
-            return lambda w: not inner(w)
+            return lambda e: not inner(e)
         if tok == ("op", "("):
             self.take()
             inner = self.expr()
             self.take(")")
             return inner
         if tok == ("word", "has_inf_or_nan"):
-            return self.builtin()
-        if tok is not None and tok[0] == "word" and tok[1] in STATS:
-            return self.compare()
-        raise self.error(f"expected has_inf_or_nan or one of {', '.join(STATS)}")
+            return self.nan_test()
+        if tok is None:
+            raise self.error("unexpected end" if not self.text[self.pos:].strip() else "cannot read this")
+        return self.compare()
 
-    def builtin(self) -> Callable[[Mapping[str, Any]], bool]:
+    def nan_test(self) -> Callable[[Env], bool]:
         self.take()
-        exclude = None
+        blob, exclude = None, None
         if self.peek() == ("op", "("):
             self.take()
+            if self.peek() not in (("op", ")"), ("word", "exclude")):
+                blob = self.blob_arg()
+                if self.peek() == ("op", ","):
+                    self.take()
             if self.peek() == ("word", "exclude"):
                 self.take()
                 self.take("=")
@@ -172,24 +219,59 @@ class _Parser:
                 except re.error as e:
                     raise self.error(f"bad regex: {e}") from None
             self.take(")")
-        return lambda w: has_inf_or_nan(w, exclude)
+        if blob is None or blob == "any":
+            self.every_op = True
+            return lambda e: has_inf_or_nan(e.written, exclude)
+        self.blobs.add(blob)
+        return lambda e: (v := e.lookup(blob)) is not None and has_inf_or_nan({blob: v})
 
-    def compare(self) -> Callable[[Mapping[str, Any]], bool]:
-        _, stat = self.take()
-        self.take("(")
-        blob = self.blob()
-        self.take(")")
-        kind, op = self.take()
-        if kind != "op" or op not in COMPARE:
-            raise self.error(f"expected one of {' '.join(COMPARE)}")
-        kind, num = self.take()
-        if kind != "num":
-            raise self.error("expected a number")
-        f, cmp, threshold = STATS[stat], COMPARE[op], float(num)
+    def operand(self) -> Operand:
+        kind, text = self.take()
+        if kind == "num":
+            value = float(text)
+            return lambda e: value
+        if kind != "word":
+            raise self.error(f"expected a blob, a number, step or one of {', '.join(STATS)}; found {text!r}")
+        if text == "step":
+            self.every_op = True
+            return lambda e: e.step
+        if self.peek() == ("op", "("):
+            if text not in STATS:
+                near = difflib.get_close_matches(text, FUNCTIONS, n=1)
+                hint = f" (did you mean {near[0]}?)" if near else f" (functions: {', '.join(FUNCTIONS)})"
+                self.pos -= len(text)
+                raise self.error(f"unknown function {text!r}{hint}")
+            self.take("(")
+            blob = self.blob_arg()
+            self.take(")")
+            self.blobs.add(blob)
+            f = STATS[text]
 
-        def check(w: Mapping[str, Any]) -> bool:
-            a = _as_array(w[blob]) if blob in w else None
-            return a is not None and cmp(f(a), threshold)
+            def stat(e: Env) -> float | None:
+                a = _as_array(e.lookup(blob))
+                return None if a is None else f(a)
+            return stat
+        if text in KEYWORDS:
+            raise self.error(f"{text!r} cannot be compared")
+        self.blobs.add(text)
+        return lambda e: _as_array(e.lookup(text))
+
+    def compare(self) -> Callable[[Env], bool]:
+        left = self.operand()
+        tok = self.peek()
+        if tok is None or tok[0] != "op" or tok[1] not in COMPARE:
+            raise self.error(f"expected one of {' '.join(COMPARE)} after the value")
+        cmp = COMPARE[self.take()[1]]
+        right = self.operand()
+
+        def check(e: Env) -> bool:
+            a, b = left(e), right(e)
+            if a is None or b is None:
+                return False
+            try:
+                return bool(np.any(cmp(a, b)))
+            except (TypeError, ValueError):
+                return False
         return check
 
 
@@ -199,12 +281,16 @@ def parse_condition(text: str) -> Condition:
     Raises
     ------
     ConditionError
-        One line naming the condition, the problem and the column.
+        One line naming the condition, the problem, the column and examples.
 
     Examples
     --------
     >>> c = parse_condition("max_abs(y) > 2 or has_inf_or_nan")
     >>> c({"y": np.array([1.0, -3.0])}), c({"y": np.array([1.0])})
     (True, False)
+    >>> parse_condition("loss > 10")({}, {"loss": np.float32(11)})
+    True
     """
-    return Condition(text.strip(), _Parser(text.strip()).parse())
+    p = _Parser(text.strip())
+    fn = p.parse()
+    return Condition(text.strip(), fn, frozenset(p.blobs), p.every_op)

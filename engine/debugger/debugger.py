@@ -16,12 +16,14 @@ import numpy as np
 
 from engine import device as dev
 from engine import executor
-from engine.debugger.conditions import Condition, parse_condition
+from engine.debugger.conditions import Condition, has_inf_or_nan, parse_condition
 from engine.debugger.feeds import resolve_feeds
 from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
-from engine.debugger.machine import _MISSING, DEFAULT_BUDGET, DebuggerError, Machine, _Frame, _Undo
+from engine.debugger.machine import _MISSING, DEFAULT_BUDGET, KEEP_BUDGET, DebuggerError, Machine, _Frame, _Undo
+from engine.debugger.values import fit_value
 from engine.debugger.records import Breakpoint, OpPath, OpRecord, Stopped, Watchpoint
 from engine.errors import NetvizError
+from engine.opdef import subnets_of
 from engine.modelio import Model
 from engine.workspace import Workspace
 from proto import caffe2_pb2
@@ -56,10 +58,10 @@ class Debugger(Machine):
     def __init__(self, model: Model, feeds: Mapping[str, Any] | None = None, device: str | None = None,
                  loss: str | list[str] | None = None, budget_bytes: int = DEFAULT_BUDGET,
                  record_stats: bool = True, seed: int = 0, synthesize_params: bool = False,
-                 param_width: int = 16) -> None:
+                 param_width: int = 16, keep_budget: int = KEEP_BUDGET) -> None:
         if device not in (None, "cpu", "gpu"):
             raise DebuggerError(f"device must be cpu, gpu or None, not {device!r}")
-        self.model, self.device, self.budget = model, device, budget_bytes
+        self.model, self.device, self.budget, self.keep_budget = model, device, budget_bytes, keep_budget
         self.loss = [loss] if isinstance(loss, str) else list(loss or [])
         self.given_feeds = dict(feeds or {})
         self.record_stats, self.seed = record_stats, seed
@@ -117,10 +119,18 @@ class Debugger(Machine):
 
     # ---- moves ------------------------------------------------------------------------
     def _run(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], bool] | None = None,
-             *, max_units: int | None = None) -> Stopped:
+             *, max_units: int | None = None, on_nan: bool = False) -> Stopped:
         """Advance until `stop_after(event, depth)` says so, a breakpoint or watchpoint hits,
-        the program ends, an op fails or :meth:`cancel` is called."""
-        self._cancel.clear()
+        the program ends, an op fails, (with `on_nan`) an op writes NaN/Inf, or :meth:`cancel`
+        is called.  A cancel that came before the move started (a UI's Escape racing the
+        start of the worker) is honoured: :meth:`cancel` sets a flag that only a finished move clears."""
+        try:
+            return self._run_loop(stop_after, stop_before, max_units, on_nan)
+        finally:
+            self._cancel.clear()
+
+    def _run_loop(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], bool] | None,
+                  max_units: int | None, on_nan: bool) -> Stopped:
         first, units = True, 0
         while True:
             if self._cancel.is_set():
@@ -141,6 +151,10 @@ class Debugger(Machine):
                 self.error = str(e)
                 return self._stop("error", str(e))
             units += 1
+            if on_nan and written and has_inf_or_nan(written):
+                bad = ", ".join(n for n in written if has_inf_or_nan({n: written[n]}))
+                return self._stop("nan", f"{bad} holds NaN/Inf (after {self.records[-1].op_type} "
+                                         f"{'/'.join(map(str, self.records[-1].path[1:]))})")
             hit = self._after_hit(written)
             if hit is not None:
                 return self._stop(*hit)
@@ -171,9 +185,18 @@ class Debugger(Machine):
         target = tuple(path)
         return self._run(lambda ev, d: False, lambda: self.pc.path == target)
 
+    def run_to_nan(self) -> Stopped:
+        """Run until an op (forward, backward, inside subnets and timesteps) writes NaN or Inf;
+        stops right after it (reason ``nan``), or at a breakpoint, an error, the end."""
+        return self._run(lambda ev, d: False, on_nan=True)
+
     def cancel(self) -> None:
         """Ask a running move (in another thread) to stop between ops."""
         self._cancel.set()
+
+    def alerts(self) -> list[Any]:
+        """Every op run that wrote NaN/Inf, in execution order (records carry iteration/timestep)."""
+        return [r for r in self.records if r.has_inf_or_nan]
 
     # ---- backward ---------------------------------------------------------------------
     def backward(self, loss: str | list[str] | None = None) -> int:
@@ -182,12 +205,15 @@ class Debugger(Machine):
         Returns the number of gradient ops.  Stepping goes on into them after the forward ops;
         each is paired with its forward op (:meth:`forward_index_of`).
         """
-        from engine.gradient_ir import backward_net
+        from engine.training import backward_program, split_training_net
 
         if self.fwd_index:
             return len(self.fwd_index)
-        losses = [loss] if isinstance(loss, str) else list(loss or self.loss or [self.guess_loss()])
-        net, fwd_index = backward_net(self._predict, losses)
+        losses = [loss] if isinstance(loss, str) else list(loss or self.loss or [])
+        if not losses and not split_training_net(self._predict).has_backward:
+            losses = [self.guess_loss()]
+        # NOTE: a training net (backward and optimizer already in it) is its own program.
+        net, fwd_index, losses = backward_program(self._predict, losses)
         self.loss, self._backward_program, self.fwd_index = losses, net, list(fwd_index)
         main = self.frames[0]
         # NOTE: backward_net may insert Copy ops (saves of in-place inputs) into the forward part;
@@ -205,8 +231,10 @@ class Debugger(Machine):
         return (named or outs)[-1]
 
     # ---- breakpoints and watchpoints --------------------------------------------------
-    def add_breakpoint(self, kind: str, spec: Any = None, condition: str | None = None) -> Breakpoint:
-        """Add a breakpoint: ``kind`` path (op path tuple), type, name (regex) or condition."""
+    def add_breakpoint(self, kind: str, spec: Any = None, condition: str | None = None,
+                       ignore: int = 0) -> Breakpoint:
+        """Add a breakpoint: ``kind`` path (op path tuple), type, name (regex) or condition;
+        the first `ignore` hits pass (gdb's ignore count)."""
         cond: Condition | None = parse_condition(condition) if condition else None
         if kind not in ("path", "type", "name", "condition"):
             raise DebuggerError(f"breakpoint kind must be path, type, name or condition, not {kind!r}")
@@ -218,7 +246,8 @@ class Debugger(Machine):
                 regex = re.compile(str(spec))
             except re.error as e:
                 raise DebuggerError(f"breakpoint regex {spec!r}: {e}") from None
-        bp = Breakpoint(self._next_id, kind, tuple(spec) if kind == "path" else spec, cond, _regex=regex)
+        bp = Breakpoint(self._next_id, kind, tuple(spec) if kind == "path" else spec, cond, ignore=int(ignore),
+                        _regex=regex)
         self.breakpoints[bp.id] = bp
         self._next_id += 1
         return bp
@@ -248,8 +277,8 @@ class Debugger(Machine):
             if ((bp.kind == "path" and bp.spec == path) or (bp.kind == "type" and bp.spec == op.type)
                     or (bp.kind == "name" and bp._regex is not None
                         and any(bp._regex.search(s) for s in (op.name, *op.output) if s))):
-                if bp.condition is None or bp.condition(self._visible(op.input)):
-                    bp.hits += 1
+                if (bp.condition is None or bp.condition(self._visible(op.input), self.frames[-1].ws.values,
+                                                         len(self.records))) and bp.fires():
                     return "breakpoint", bp.describe()
         for wp in self.watchpoints.values():
             if wp.on == "read" and wp.blob in op.input:
@@ -263,9 +292,11 @@ class Debugger(Machine):
     def _after_hit(self, written: Mapping[str, Any]) -> tuple[str, str] | None:
         if not written:
             return None
+        values, step = self.frames[-1].ws.values, len(self.records)
         for bp in self.breakpoints.values():
-            if bp.enabled and bp.kind == "condition" and bp.condition is not None and bp.condition(written):
-                bp.hits += 1
+            cond = bp.condition
+            if (bp.enabled and bp.kind == "condition" and cond is not None and cond.triggered_by(written)
+                    and cond(written, values, step) and bp.fires()):
                 return "condition", f"{bp.describe()} (after {', '.join(written)})"
         for wp in self.watchpoints.values():
             if wp.on == "write" and wp.blob in written:
@@ -302,24 +333,24 @@ class Debugger(Machine):
         """Write a blob to ``.npy``."""
         return str(save_blob(name, self.value(name, version), path))
 
-    def inject(self, name: str, value: Any) -> set[OpPath]:
+    def inject(self, name: str, value: Any, *, reshape: bool = False) -> set[OpPath]:
         """Override `name` in the current workspace (undoable) and mark later records stale.
 
-        Returns the paths of recorded ops (from earlier runs or steps) whose outputs depend on
-        `name` downstream of the pc and are therefore stale.
+        The value keeps the blob's dtype and shape (:func:`engine.debugger.values.fit_value`:
+        a scalar fills it; another shape raises ShapeMismatch unless `reshape`).  The blob stays
+        in :attr:`injected` until an op writes it again.  Returns the paths of recorded ops
+        (from earlier runs or steps) whose outputs depend on `name` downstream of the pc and
+        are therefore stale.
         """
         f = self.frames[-1]
         values = f.ws.values
         old = values[name] if name in values else _MISSING
-        old_dev = f.ws.devices[name] if name in values else None
-        arr = np.asarray(value)
-        if old is not _MISSING and hasattr(old, "dtype"):
-            arr = arr.astype(old.dtype, copy=False)
-        xp = dev.array_module(old) if old is not _MISSING else np
-        new = dev.to_device(arr, xp) if xp is not np else np.array(arr)
-        values[name], f.ws.devices[name] = new, old_dev if old_dev is not None else dev.CPU
-        self._push_undo(_Undo("op", f, f.pc, len(self.frames), [(f.ws, name, old, old_dev, new)]))
-        self.versions[name] = self.versions.get(name, 0) + 1
+        typed = old is not _MISSING and hasattr(old, "dtype") and hasattr(old, "shape")
+        arr = fit_value(np.asarray(dev.to_host(value)) if hasattr(value, "shape") else np.asarray(value), name=name,
+                        shape=tuple(old.shape) if typed else None, dtype=old.dtype if typed else None,
+                        reshape=reshape)
+        self._write(f, {name: arr}, like=old)
+        self.injected[name] = self.versions[name]
         tainted, stale = {name}, set()
         for i in range(f.pc, len(f.net.op)):
             op = f.net.op[i]
@@ -330,6 +361,55 @@ class Debugger(Machine):
                     stale.add(path)
         self.stale |= stale
         return stale
+
+    def _write(self, f: _Frame, new_values: Mapping[str, Any], like: Any = _MISSING) -> list[Any]:
+        """Store host arrays in `f`'s workspace on the device the old value (or the op) lives on;
+        one undo unit."""
+        values, writes = f.ws.values, []
+        for name, arr in new_values.items():
+            old = values[name] if name in values else _MISSING
+            ref = old if old is not _MISSING else like
+            old_dev = f.ws.devices[name] if name in values else None
+            on_gpu = (ref is not _MISSING and dev.device_of_array(ref) != dev.CPU) or (
+                ref is _MISSING and self.device == "gpu")
+            new = dev.to_device(arr, dev.namespace(dev.CUDA)) if on_gpu else np.array(arr)
+            values[name], f.ws.devices[name] = new, dev.CUDA if on_gpu else dev.CPU
+            writes.append((f.ws, name, old, old_dev, new))
+            self.versions[name] = self.versions.get(name, 0) + 1
+        self._push_undo(_Undo("op", f, f.pc, len(self.frames), writes))
+        return writes
+
+    def skip(self, outputs: Mapping[str, Any]) -> Stopped:
+        """Step past the current op without running it: `outputs` ({blob: array}) stand for what it
+        would write (every output must be given).  Recorded (``skipped``), undoable like a step.
+
+        Raises
+        ------
+        DebuggerError
+            At the end, on a control-flow op, or when an output is missing.
+        """
+        f = self.frames[-1]
+        op = self.current_op()
+        if op is None:
+            raise DebuggerError("nothing to skip: the program has ended")
+        if subnets_of(op):
+            raise DebuggerError(f"op #{f.pc} {op.type} runs subnets; step into it and skip its ops instead")
+        missing = [o for o in op.output if o not in outputs]
+        if missing:
+            raise DebuggerError(f"skip op #{f.pc} {op.type}: give a value for {', '.join(missing)}")
+        writes = self._write(f, {o: np.asarray(outputs[o]) for o in op.output})
+        for _, n, _, _, _ in writes:
+            self.versions[n] -= 1  # _record counts the version
+        self._record(f, _Skipped(op), 0.0, {w[1]: w[4] for w in writes}, skipped=True)
+        f.pc += 1
+        return self._stop("step", f"skipped op {op.type}")
+
+
+class _Skipped:
+    """Stands for a bound op in the record of an op the user skipped (it was never bound)."""
+
+    def __init__(self, op: caffe2_pb2.OperatorDef) -> None:
+        self.op = op
 
 
 def _same_op_in(net: caffe2_pb2.NetDef, predict: caffe2_pb2.NetDef, pc: int) -> int:

@@ -24,10 +24,15 @@ from proto import caffe2_pb2
 
 _MISSING = object()
 DEFAULT_BUDGET = 512 * 1024**2
+KEEP_BUDGET = 512 * 1024**2
 
 
 class DebuggerError(NetvizError):
     """A move or query the debugger cannot do in its current state."""
+
+
+class EvictedError(DebuggerError):
+    """A blob version's value was dropped from the kept values (memory budget); re-run to get it."""
 
 
 @dataclass(eq=False)
@@ -96,6 +101,11 @@ class Machine:
     def _reset_machine(self, main: _Frame) -> None:
         self.frames = [main]
         self.records, self.records_by_path, self.stale, self.versions = [], {}, set(), {}
+        # NOTE: values per SSA version.  Kernels never mutate their inputs, so keeping a reference
+        # to what an op wrote is the value of that version even after an in-place op replaced it.
+        self.kept: dict[tuple[OpPath | None, str], tuple[int, Any]] = {}  # (op path | None=@0, blob)
+        self.kept_bytes, self.kept_evicted = 0, 0
+        self.injected: dict[str, int] = {}   # blob → version an inject gave it (until an op writes it)
         self.error: str | None = None
         self._undo: list[_Undo] = []
         self._undo_bytes = 0
@@ -192,6 +202,7 @@ class Machine:
     def _run_plain(self, f: _Frame, b: executor.BoundOp) -> dict[str, Any]:
         values = f.ws.values
         old = [(n, values[n] if n in values else _MISSING, f.ws.devices[n] if n in values else None) for n in b.outs]
+        self._keep_initial(f, old)
         start = time.perf_counter()
         executor.run_bound(b, f.ws)
         wall = time.perf_counter() - start
@@ -205,20 +216,76 @@ class Machine:
     def _store(self, f: _Frame, b: executor.BoundOp, out: Any) -> list[tuple[Workspace, str, Any, Any, Any]]:
         values = f.ws.values
         old = [(n, values[n] if n in values else _MISSING, f.ws.devices[n] if n in values else None) for n in b.outs]
+        self._keep_initial(f, old)
         executor.store_outputs(b, f.ws, out)
         return [(f.ws, n, o, d, values.get(n, _MISSING) if hasattr(values, "get") else values[n]) for n, o, d in old]
 
-    def _record(self, f: _Frame, b: executor.BoundOp, wall: float, written: Mapping[str, Any]) -> None:
+    def _record(self, f: _Frame, b: executor.BoundOp, wall: float, written: Mapping[str, Any],
+                skipped: bool = False) -> None:
         for n in written:
             self.versions[n] = self.versions.get(n, 0) + 1
+            self.injected.pop(n, None)
         path = f.path()
         outs = tuple(_summary(n, v) for n, v in written.items() if v is not _MISSING) if self.record_stats else ()
         rec = OpRecord(len(self.records), path, b.op.type, f.label, wall, outs,
-                       self.is_backward(path), self.forward_index_of(path))
+                       self.is_backward(path), self.forward_index_of(path), skipped)
         self.records.append(rec)
         self.records_by_path[path] = rec
         self.stale.discard(path)
+        for n, v in written.items():
+            if v is not _MISSING:
+                self._keep((path, n), rec.seq, v)
         self._emit(OpExecuted(rec))
+
+    # ---- values per SSA version ---------------------------------------------------------
+    def _keep_initial(self, f: _Frame, old: list[tuple[str, Any, Any]]) -> None:
+        """Version 0 of a main-net blob (a feed, a weight) as it was before its first overwrite."""
+        if f is self.frames[0]:
+            for n, o, _ in old:
+                if o is not _MISSING and (None, n) not in self.kept:
+                    self._keep((None, n), -1, o)
+
+    def _keep(self, key: tuple[OpPath | None, str], seq: int, value: Any) -> None:
+        old = self.kept.pop(key, None)
+        if old is not None:
+            self.kept_bytes -= _nbytes(old[1])
+        self.kept[key] = (seq, value)
+        self.kept_bytes += _nbytes(value)
+        budget = getattr(self, "keep_budget", KEEP_BUDGET)
+        while self.kept_bytes > budget and len(self.kept) > 1:  # oldest first (dict order)
+            first = next(iter(self.kept))
+            self.kept_bytes -= _nbytes(self.kept.pop(first)[1])
+            self.kept_evicted += 1
+
+    def written_value(self, path: OpPath, name: str) -> Any:
+        """What op `path` wrote to `name` on its last run (that SSA version's own value).
+
+        Raises
+        ------
+        DebuggerError
+            The op has not run (since the start or a step back).
+        EvictedError
+            The value was dropped to stay within the memory budget.
+        """
+        rec = self.records_by_path.get(tuple(path))
+        if rec is None:
+            raise DebuggerError(f"op {'/'.join(map(str, path[1:]))} has not run yet: no value for '{name}' there")
+        kept = self.kept.get((tuple(path), name))
+        if kept is None or kept[0] != rec.seq:
+            raise EvictedError(f"the value op {'/'.join(map(str, path[1:]))} wrote to '{name}' was dropped "
+                               f"(memory budget {getattr(self, 'keep_budget', KEEP_BUDGET) >> 20} MiB); "
+                               "restart and run to that op to see it")
+        return kept[1]
+
+    def initial_value(self, name: str) -> Any:
+        """Version 0 of a main-net blob: its value before any op overwrote it."""
+        kept = self.kept.get((None, name))
+        if kept is not None:
+            return kept[1]
+        values = self.frames[0].ws.values
+        if name in values and not self.versions.get(name):
+            return values[name]
+        raise EvictedError(f"version 0 of '{name}' was dropped (memory budget); restart to see it")
 
     # ---- undo -------------------------------------------------------------------------
     def _push_undo(self, u: _Undo) -> None:

@@ -74,6 +74,7 @@ class OpRecord:
     outputs: tuple[BlobSummary, ...]
     backward: bool = False
     forward_index: int | None = None
+    skipped: bool = False   # the user gave its outputs (:meth:`Debugger.skip`); its kernel did not run
 
     @property
     def has_inf_or_nan(self) -> bool:
@@ -103,13 +104,23 @@ class Breakpoint:
     condition: Condition | None = None
     enabled: bool = True
     hits: int = 0
+    ignore: int = 0        # like gdb's ignore count: this many more hits pass without stopping
     _regex: re.Pattern[str] | None = field(default=None, repr=False)
+
+    def fires(self) -> bool:
+        """Count a hit; True when it stops (no ignore count left)."""
+        self.hits += 1
+        if self.ignore > 0:
+            self.ignore -= 1
+            return False
+        return True
 
     def describe(self) -> str:
         cond = f" if {self.condition}" if self.condition is not None else ""
         loc = {"path": lambda: "op " + "/".join(map(str, self.spec)), "type": lambda: f"type {self.spec}",
                "name": lambda: f"name ~ /{self.spec}/", "condition": lambda: "after any op"}[self.kind]()
-        return f"#{self.id} {loc}{cond}{'' if self.enabled else ' (disabled)'}"
+        counts = f" · hits {self.hits}" + (f", ignore next {self.ignore}" if self.ignore else "")
+        return f"#{self.id} {loc}{cond}{'' if self.enabled else ' (disabled)'}{counts}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,7 +175,7 @@ def test_execution_error_stops_with_a_message_and_keeps_the_workspace() -> None:
     stop = dbg.continue_()
     assert stop.reason == "error" and "op #1 Add" in stop.detail and "\n" not in stop.detail
     assert dbg.pc.path == ("op", 1) and "A2" in dbg.ws.values and "C" not in dbg.ws.values
-    dbg.inject("B", np.ones((2, 3), np.float32))
+    dbg.inject("B", np.ones((2, 3), np.float32), reshape=True)  # a new shape must be asked for
     assert dbg.continue_().reason == "end"
 
 
