@@ -102,12 +102,21 @@ def default_loss(net: caffe2_pb2.NetDef) -> str:
 
 def backward_drawing_net(net: caffe2_pb2.NetDef, loss: str | None
                          ) -> tuple[caffe2_pb2.NetDef, int, list[int | None]]:
-    """`net` with its backward pass for `loss` appended, the forward op count, and each grad op's origin."""
-    from engine.gradient_ir import backward_net
+    """`net` with its backward pass for `loss` appended, the forward op count, and each grad op's origin.
+
+    A training net (backward pass already in it) is drawn as it is, its own backward ops paired
+    with their forward ops; `loss` then only has to be one it was differentiated for.
+    """
+    from engine.training import backward_program, split_training_net
+    split = split_training_net(net)
+    if split.has_backward and (loss is None or loss in split.losses):
+        full, origin, _ = backward_program(net)
+        return full, len(full.op) - len(origin), origin
+    fwd = [op for op, s in zip(net.op, split.sections) if s == "forward"]
     loss = loss or default_loss(net)
-    if not any(loss in op.output for op in net.op):
-        raise BlobNotFoundError(f"{net.name or 'net'}: no op writes loss blob '{loss}'")
-    full, origin = backward_net(net, [loss])
+    if not any(loss in op.output for op in fwd):
+        raise BlobNotFoundError(f"{net.name or 'net'}: no forward op writes loss blob '{loss}'")
+    full, origin, _ = backward_program(net, [loss], regenerate=True)
     return full, len(full.op) - len(origin), origin  # forward ops: may include saving Copies
 
 

@@ -1,21 +1,29 @@
 """Numerically check the gradients of a whole net (NetGradientChecker semantics): the loss is
 the plain sum of the --loss blobs; for every float input that gets a gradient (parameters and
 data), sampled elements of the generated gradient are compared with central differences.
-Exit status 1 when an input fails.
+A training net that holds its backward pass and optimizer is checked on its forward section.
+--random-params fills parameters no init net makes (zoo nets come without weights) with
+random values of inferred shapes.  Exit status 1 when an input fails.
 
 examples:
   netviz check-grad examples/mlp/predict_net.pb --loss loss
+  netviz check-grad examples/while_net/predict_net.pb --loss loss --elements 5 --only W
   netviz check-grad model.pb --loss loss --input data=2,3,32,32 --elements 50 --only fc1_w
+  netviz check-grad squeezenet/predict_net.pb --loss softmaxout --random-params --input data=1,3,64,64
 """
 from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from engine.debugger import parse_input_spec
 from engine.debugger.feeds import resolve_feeds
 from engine.errors import NetvizError
 from engine.gradient_checker import check_model_gradients
-from engine.modelio import load_model
+from engine.modelio import Model, load_model
+from proto.caffe2_pb2 import NetDef
+from engine.training import forward_net
 from netviz.commands import add_model_arguments
 
 
@@ -28,6 +36,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--elements", type=int, default=20, help="elements sampled per input (default 20)")
     parser.add_argument("--step", type=float, default=1e-3, help="finite-difference step (default 1e-3)")
     parser.add_argument("--threshold", type=float, default=0.05, help="allowed |analytic - numeric| / (1 + |numeric|)")
+    parser.add_argument("--random-params", action="store_true",
+                        help="random values (of inferred shapes) for parameters the init net does not make")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random inputs/parameters and sampling")
+
+
+def _random_params(model: Model, net: NetDef, feeds: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """Parameters of `net` that neither the init net nor `feeds` give (shapes need the init's values)."""
+    from engine import executor
+    from engine.params import synthesize_params
+    from engine.workspace import Workspace
+
+    ws = Workspace("check_grad_init")
+    executor.run_net(model.init, ws)
+    return synthesize_params(net, {**ws.values, **feeds}, seed=seed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,12 +58,15 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.path, init=args.init)
     given = dict(parse_input_spec(s) for s in args.input)
     made_by_init = {o for op in model.init.op for o in op.output}
-    feeds = resolve_feeds(model, given, made_by_init)
+    feeds = resolve_feeds(model, given, made_by_init, args.seed)
+    net = forward_net(model.predict)
     for loss in args.loss:
-        if not any(loss in op.output for op in model.predict.op):
-            raise NetvizError(f"{args.path}: no op writes loss blob '{loss}'")
-    results = check_model_gradients(model.predict, model.init, args.loss, feeds, args.only,
-                                    max_elements=args.elements, step=args.step, threshold=args.threshold)
+        if not any(loss in op.output for op in net.op):
+            raise NetvizError(f"{args.path}: no forward op writes loss blob '{loss}'")
+    if args.random_params:
+        feeds.update(_random_params(model, net, feeds, args.seed))
+    results = check_model_gradients(net, model.init, args.loss, feeds, args.only, max_elements=args.elements,
+                                    step=args.step, threshold=args.threshold, seed=args.seed)
     if not results:
         raise NetvizError(f"{args.path}: no float input gets a gradient from {', '.join(args.loss)}")
     print(f"{'input':<32} {'shape':<18} {'checked':>7} {'max abs':>11} {'max rel':>11}  result")

@@ -1,13 +1,16 @@
 """Generate the backward pass of a loss (Caffe2's GradientRegistry / IR) and write the net with it.
 
 Prints every blob → gradient pair (sparse gradients as `indices=…, values=…`) and, with -o, writes
-the forward ops followed by the generated ones (.pbtxt as text, else binary).  When an op cannot be
+a net that runs: the forward ops (with the `Copy` ops that save inputs an in-place op overwrites
+but its gradient reads) followed by the generated ones (.pbtxt as text, else binary).  A training
+net that already holds its backward pass and optimizer is differentiated by its forward section
+(the existing backward and optimizer ops are left out of OUT).  When an op cannot be
 differentiated, the one-line error names it (e.g. `op #96 BoxWithNMSLimit`) and exits 2.
 
 examples:
-  netviz grad zfnet512/predict_net.pbtxt --loss gpu_0/softmax
-  netviz grad model.pb --loss loss -o model_with_grad.pbtxt
-  netviz grad model.pb --loss loss --json
+  netviz grad examples/mlp/predict_net.pb --loss loss
+  netviz grad examples/mlp/predict_net.pb --loss loss -o mlp_grad.pbtxt --force
+  netviz grad examples/while_net/predict_net.pb --loss loss --json
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from typing import Any
 from engine.errors import BlobNotFoundError, GradientError, ModelError
 from engine.gradient_ir import IR, GradientSlice
 from engine.modelio import load_net, save_net
+from engine.training import forward_net, split_training_net
 from netviz.commands import add_model_arguments
 from proto import caffe2_pb2
 
@@ -37,7 +41,9 @@ def _grad_name(g: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    net = load_net(args.path)
+    whole = load_net(args.path)
+    split = split_training_net(whole)
+    net = forward_net(whole, split)
     where = net.name or args.path
     written = {b for op in net.op for b in op.output}
     for loss in args.loss:
@@ -47,17 +53,23 @@ def run(args: argparse.Namespace) -> int:
         if Path(args.output).exists():
             raise ModelError(f"{args.output}: already exists; pass --force to overwrite")
     try:
-        grad_ops, grads = IR(net.op).GetBackwardPass(list(args.loss))
+        ir = IR(net.op)
+        grad_ops, grads = ir.GetBackwardPass(list(args.loss))
     except GradientError as e:
         raise GradientError(f"{where}: {e}") from e
     if args.output:
         out = caffe2_pb2.NetDef()
         out.CopyFrom(net)
+        del out.op[:]
+        out.op.extend(ir.ForwardWithSaves()[0])  # NOTE: saves of in-place inputs, else OUT cannot run
         out.op.extend(grad_ops)
         save_net(out, args.output)
     if args.json:
         print(json.dumps({k: _grad_name(v) for k, v in grads.items()}, indent=2))
         return 0
+    if split.has_backward:
+        held = ", ".join(f"{n} {s}" for s, n in split.counts().items() if s != "forward")
+        print(f"{where} already holds {held} ops; differentiating its forward section")
     width = max((len(k) for k in grads), default=0)
     for blob, g in grads.items():
         g = _grad_name(g)

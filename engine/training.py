@@ -1,0 +1,263 @@
+"""Training nets: split a net that already holds its backward pass (and optimizer) into sections.
+
+Most Caffe2 nets people debug are training nets: the forward ops, the ops
+``AddGradientOperators`` appended (gradient ops, the ``<loss>_autogen_grad`` fill, the
+``Sum``/``Concat`` accumulations, the zero fills and ``HasScope`` checks of control-flow
+gradients) and an optimizer (``Iter``/``LearningRate`` plumbing and the parameter updates), in
+one NetDef.  Differentiating such a net again fails (the updates overwrite parameters the
+gradient ops read: "Gradient operator needs input "fc2_w" at version 0 …"), so every command
+differentiates only its forward section, and the views show the three sections with each
+gradient op paired with its forward op, exactly as for a generated backward pass.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engine.errors import GradientError
+from proto import caffe2_pb2
+
+__all__ = ["FORWARD", "BACKWARD", "OPTIMIZER", "ITERATION_OPS", "UPDATE_OPS", "TrainingSplit",
+           "is_gradient_name", "is_gradient_op", "split_training_net", "forward_net", "losses_of"]
+
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+
+ITERATION_OPS = frozenset({"Iter", "AtomicIter", "LearningRate"})
+"""Optimizer plumbing: the iteration counter and the learning rate computed from it."""
+
+UPDATE_OPS = frozenset({
+    "MomentumSGD", "MomentumSGDUpdate", "SparseMomentumSGDUpdate", "Adagrad", "SparseAdagrad",
+    "RowWiseSparseAdagrad", "DecayAdagrad", "Adam", "SparseAdam", "RowWiseSparseAdam", "Ftrl",
+    "SparseFtrl", "GFtrl", "Adadelta", "SparseAdadelta", "Wngrad", "SparseWngrad", "RmsProp",
+    "YellowFin", "Lars", "Storm", "SparseStorm", "ClipTensorByScaling", "FP16MomentumSGDUpdate",
+    "FP32MomentumSGDUpdate", "SparseLpRegularizer", "WeightScale", "LearningRateAdaption"})
+"""Ops that only optimizers (``caffe2.python.optimizer``) emit: parameter and state updates."""
+
+_COUNTER = re.compile(r"_\d+(?=/)")
+_GRAD_NAME = re.compile(r"_grad(?:$|_|/)|_autogen_grad$|_grad_autosplit_")
+
+
+def is_gradient_name(name: str) -> bool:
+    """Whether `name` is named like a blob the gradient pass writes (``X_grad``,
+    ``_X_grad_autosplit_0``, ``loss_autogen_grad``, ``W_grad/_WHILE_ITERATION_GRAD_``)."""
+    return bool(_GRAD_NAME.search(name))
+
+
+def is_gradient_op(op: caffe2_pb2.OperatorDef) -> bool:
+    """Whether `op` is recognisably part of a backward pass on its own (flag, type or output names)."""
+    return (op.is_gradient_op or op.type.endswith("Gradient")
+            or any(is_gradient_name(o) for o in op.output))
+
+
+@dataclass
+class TrainingSplit:
+    """The sections of one net and the forward partner of every backward op.
+
+    Attributes
+    ----------
+    sections : list of str
+        One per op of the net: ``"forward"``, ``"backward"`` or ``"optimizer"``.
+    partner : dict
+        Backward op index → the index (in the net) of the forward op it differentiates; ``None``
+        for the ``<loss>_autogen_grad`` fills and ops made for no single forward op.
+    losses : list of str
+        The blobs the backward pass was generated for (from its ``<loss>_autogen_grad`` fills).
+    paired_by : str
+        ``"regenerated"`` when the pairing comes from regenerating the backward pass of the
+        forward section (the generated view's pairing), ``"names"`` when from blob names.
+    """
+
+    sections: list[str]
+    partner: dict[int, int | None] = field(default_factory=dict)
+    losses: list[str] = field(default_factory=list)
+    paired_by: str = "names"
+
+    @property
+    def has_backward(self) -> bool:
+        """Whether the net holds a backward pass or optimizer (a training net)."""
+        return any(s != FORWARD for s in self.sections)
+
+    def indices(self, section: str) -> list[int]:
+        """The op indices of one section, in net order."""
+        return [i for i, s in enumerate(self.sections) if s == section]
+
+    def counts(self) -> dict[str, int]:
+        """Ops per non-empty section, in forward/backward/optimizer order."""
+        out = {s: self.sections.count(s) for s in (FORWARD, BACKWARD, OPTIMIZER)}
+        return {s: n for s, n in out.items() if n}
+
+
+def _classify(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
+    """Sections by seeds (op flags, types, names) spread along the data flow (see module doc)."""
+    sections: list[str] = []
+    grad_blobs: set[str] = set()
+    opt_blobs: set[str] = set()
+    fwd_read: set[str] = set()
+    for op in ops:
+        ins = set(op.input)
+        if op.type in ITERATION_OPS or op.type in UPDATE_OPS or ins & opt_blobs:
+            kind = OPTIMIZER
+        elif is_gradient_op(op) or ins & grad_blobs:
+            # NOTE: an op that reads a gradient and overwrites a blob the forward section reads is an
+            # update (``WeightedSum([w, ONE, w_grad, LR], w)`` written without LearningRate).
+            kind = OPTIMIZER if set(op.output) & fwd_read and not is_gradient_op(op) else BACKWARD
+        else:
+            kind = FORWARD
+            fwd_read |= ins
+        (opt_blobs if kind == OPTIMIZER else grad_blobs if kind == BACKWARD else set()).update(op.output)
+        sections.append(kind)
+    return _pull_feeders(ops, sections)
+
+
+def _pull_feeders(ops: Sequence[caffe2_pb2.OperatorDef], sections: list[str]) -> list[str]:
+    """Forward-looking ops after the first backward op that only feed backward (optimizer) ops
+    belong to that section (``HasScope`` before a gradient ``While``; ``ConstantFill`` of ``ONE``)."""
+    first = next((i for i, s in enumerate(sections) if s != FORWARD), len(ops))
+    for i in range(len(ops) - 1, first, -1):
+        if sections[i] != FORWARD:
+            continue
+        outs = set(ops[i].output)
+        readers = {sections[j] for j in range(i + 1, len(ops)) if outs & set(ops[j].input)}
+        if len(readers) == 1 and FORWARD not in readers:
+            sections[i] = readers.pop()
+    return sections
+
+
+def losses_of(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
+    """Loss blobs a backward pass was made for: inputs of its ``<y>_autogen_grad`` fills."""
+    out = []
+    for op in ops:
+        for o in op.output:
+            if o.endswith("_autogen_grad"):
+                out.append(op.input[0] if op.input else o[: -len("_autogen_grad")])
+    return list(dict.fromkeys(out))
+
+
+def _op_key(op: caffe2_pb2.OperatorDef) -> tuple:
+    """Type and blob names, without the unique-name counters of generated nets
+    (``gradient_loop_cond_net_1/cond`` is ``gradient_loop_cond_net/cond``)."""
+    def norm(names: Sequence[str]) -> tuple[str, ...]:
+        return tuple(_COUNTER.sub("", n) for n in names)
+    return op.type, norm(op.input), norm(op.output)
+
+
+def _pair_by_regenerating(ops: Sequence[caffe2_pb2.OperatorDef], split: TrainingSplit) -> bool:
+    """Regenerate the backward pass of the forward section and match it op by op; True when
+    every backward op of the net found its generated twin."""
+    from engine.gradient_ir import IR
+
+    fwd = split.indices(FORWARD)
+    if not split.losses:
+        return False
+    try:
+        ir = IR([ops[i] for i in fwd])
+        grad_ops, _ = ir.GetBackwardPass(split.losses)
+    except Exception:  # noqa: BLE001 - any failure means: fall back to names
+        return False
+    twins: dict[tuple, list[int | None]] = {}
+    for g, origin in zip(grad_ops, ir.grad_op_origin):
+        twins.setdefault(_op_key(g), []).append(None if origin is None else fwd[origin])
+    partner = {}
+    for i in split.indices(BACKWARD):
+        found = twins.get(_op_key(ops[i]))
+        if not found:
+            return False
+        partner[i] = found.pop(0)
+    split.partner, split.paired_by = partner, "regenerated"
+    return True
+
+
+def _base_name(grad: str) -> str:
+    """``X_grad`` / ``_X_grad_autosplit_0`` / ``X_autogen_grad`` → ``X``."""
+    name = grad[1:] if grad.startswith("_") and "_grad_autosplit_" in grad else grad
+    return re.split(r"_autogen_grad$|_grad(?:$|_|/)", name, maxsplit=1)[0]
+
+
+def _pair_by_names(ops: Sequence[caffe2_pb2.OperatorDef], split: TrainingSplit) -> None:
+    """A backward op pairs with the last forward op writing the blob of its first gradient input."""
+    writer: dict[str, int] = {}
+    for i in split.indices(FORWARD):
+        for o in ops[i].output:
+            writer[o] = i
+    for i in split.indices(BACKWARD):
+        op = ops[i]
+        if any(o.endswith("_autogen_grad") for o in op.output):
+            split.partner[i] = None
+            continue
+        bases = [_base_name(b) for b in op.input if is_gradient_name(b)]
+        split.partner[i] = next((writer[b] for b in bases if b in writer), None)
+
+
+def split_training_net(net: caffe2_pb2.NetDef) -> TrainingSplit:
+    """Sections of `net` and the forward partner of each of its backward ops.
+
+    Examples
+    --------
+    >>> from engine import core
+    >>> n = core.Net("t"); y = n.Relu("X", "Y"); loss = n.AveragedLoss(y, "L")
+    >>> _ = n.AddGradientOperators([loss])
+    >>> s = split_training_net(n.Proto())
+    >>> s.sections, s.partner
+    (['forward', 'forward', 'backward', 'backward', 'backward'], {2: None, 3: 1, 4: 0})
+    """
+    ops = list(net.op)
+    split = TrainingSplit(_classify(ops))
+    split.losses = losses_of(ops[i] for i in split.indices(BACKWARD))
+    if split.has_backward and not _pair_by_regenerating(ops, split):
+        _pair_by_names(ops, split)
+    return split
+
+
+def forward_net(net: caffe2_pb2.NetDef, split: TrainingSplit | None = None) -> caffe2_pb2.NetDef:
+    """A copy of `net` holding only its forward section (the net itself when it has no other).
+
+    Raises
+    ------
+    GradientError
+        When the net holds backward ops but no forward op.
+    """
+    split = split or split_training_net(net)
+    if not split.has_backward:
+        return net
+    keep = split.indices(FORWARD)
+    if not keep:
+        raise GradientError(f"{net.name or 'net'}: every op is a gradient or optimizer op; no forward section")
+    out = caffe2_pb2.NetDef()
+    out.CopyFrom(net)
+    del out.op[:]
+    out.op.extend(net.op[i] for i in keep)
+    return out
+
+
+def backward_program(net: caffe2_pb2.NetDef, losses: Sequence[str] | None = None, *,
+                     regenerate: bool = False) -> tuple[caffe2_pb2.NetDef, list[int | None], list[str]]:
+    """The net to step with its backward pass, each op's forward partner after the forward part,
+    and the losses.
+
+    A net that holds its backward pass is its own program (unless `regenerate`): its forward part
+    ends at its first backward op, and ops after it (backward, optimizer, later forward ops) map
+    to their forward partner or ``None``.  Any other net (or with `regenerate`, the forward section
+    of a training net) gets the backward pass of `losses` generated, as
+    :func:`engine.gradient_ir.backward_net`.
+
+    Examples
+    --------
+    >>> from engine import core
+    >>> n = core.Net("t"); y = n.Relu("X", "Y"); loss = n.AveragedLoss(y, "L")
+    >>> _ = n.AddGradientOperators([loss])
+    >>> prog, origin, losses = backward_program(n.Proto())
+    >>> len(prog.op), origin, losses
+    (5, [None, 1, 0], ['L'])
+    """
+    from engine.gradient_ir import backward_net
+
+    split = split_training_net(net)
+    if split.has_backward and not regenerate:
+        first = split.sections.index(BACKWARD) if BACKWARD in split.sections else len(net.op)
+        return net, [split.partner.get(i) for i in range(first, len(net.op))], list(losses or split.losses)
+    losses = list(losses or split.losses)
+    if not losses:
+        raise GradientError(f"{net.name or 'net'}: name the loss blob to differentiate")
+    out, origin = backward_net(forward_net(net, split), losses)
+    return out, origin, losses
