@@ -116,7 +116,7 @@ def _record_grad(c: Case, op, data, arrays) -> None:
         y = workspace.FetchBlob(o)
         if not (isinstance(y, np.ndarray) and y.dtype.kind == "f"):
             continue
-        gy = r.randn(*y.shape).astype(y.dtype)
+        gy = np.asarray(r.randn(*y.shape)).astype(y.dtype)  # 0-d outputs: randn() is a float
         arrays["gout%d" % k] = gy
         workspace.FeedBlob(gname, gy)
     try:
