@@ -1,12 +1,14 @@
-"""Losses: SoftmaxWithLoss, LabelCrossEntropy, CrossEntropy, AveragedLoss, SquaredL2Distance."""
+"""Losses and metrics: SoftmaxWithLoss, (Label)CrossEntropy, AveragedLoss, SquaredL2Distance, the sigmoid
+cross entropies, MakeTwoClass, SpatialSoftmaxWithLoss, the ranking criteria, BernoulliJSD, Perplexity,
+MultiClassAccuracy."""
 from __future__ import annotations
 
 import numpy as np
 
-from engine.grad_makers import cc_maker, simple
+from engine.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import TensorInfo, dims, same_as
+from engine.shapes import FLOAT, INT32, TensorInfo, dims, same_as
 
 # ---- kernels ----
 
@@ -107,6 +109,217 @@ def squared_l2_distance_gradient(xp, x, y, dd):
     return g, -g
 
 
+def _sigmoid_xent_terms(xp, x, t, log_d_trick, unjoined):
+    """Per-element log-likelihood (Caffe2 negates and averages it over the last axis) and its
+    derivative in x; ``log(1 + exp(-|x|))`` keeps exp's argument non-positive."""
+    pos = (x >= 0).astype(x.dtype)
+    soft = xp.log1p(xp.exp(-xp.abs(x)))
+    if unjoined:
+        return x * t + (t - 1) * x * pos - (1 - t) * soft, t - (1 - t) / (1 + xp.exp(-x))
+    if log_d_trick:
+        return (2 * t - 1) * (x - (x * pos + soft)), (2 * t - 1) / (1 + xp.exp(x))
+    return x * (t - pos) - soft, t - 1 / (1 + xp.exp(-x))
+
+
+def _rows(x):
+    """(outer, inner) view: the sigmoid losses average over the LAST axis (a 0-d input is one row of 1;
+    a 1-D input gives a (1,) loss, not a 0-d one)."""
+    inner = x.shape[-1] if x.ndim else 1
+    return x.reshape(-1, inner), x.shape[:-1] if x.ndim else ()
+
+
+@kernel("SigmoidCrossEntropyWithLogits")
+def sigmoid_cross_entropy_with_logits(xp, x, t, *, log_D_trick: int = 0, unjoined_lr_loss: int = 0):
+    (x2, out), t2 = _rows(x), _rows(t)[0]
+    ll, _ = _sigmoid_xent_terms(xp, x2, t2, log_D_trick, unjoined_lr_loss)
+    return (-ll.mean(axis=1) if x2.shape[1] else xp.zeros(x2.shape[0], x.dtype)).reshape(out or (1,)).astype(x.dtype)
+
+
+@kernel("SigmoidCrossEntropyWithLogitsGradient")
+def sigmoid_cross_entropy_with_logits_gradient(xp, g, x, t, *, log_D_trick: int = 0, unjoined_lr_loss: int = 0):
+    (x2, _), t2 = _rows(x), _rows(t)[0]
+    _, d = _sigmoid_xent_terms(xp, x2, t2, log_D_trick, unjoined_lr_loss)
+    return (-g.reshape(-1, 1) / x2.shape[1] * d).reshape(x.shape).astype(x.dtype)
+
+
+@kernel("WeightedSigmoidCrossEntropyWithLogits")
+def weighted_sigmoid_cross_entropy_with_logits(xp, x, t, w):
+    (x2, out), t2, w2 = _rows(x), _rows(t)[0], _rows(w)[0]
+    ll, _ = _sigmoid_xent_terms(xp, x2, t2, 0, 0)
+    return (-(ll * w2).mean(axis=1)).reshape(out or (1,)).astype(x.dtype)
+
+
+@kernel("WeightedSigmoidCrossEntropyWithLogitsGradient")
+def weighted_sigmoid_cross_entropy_with_logits_gradient(xp, g, x, t, w):
+    (x2, _), t2, w2 = _rows(x), _rows(t)[0], _rows(w)[0]
+    _, d = _sigmoid_xent_terms(xp, x2, t2, 0, 0)
+    return (-g.reshape(-1, 1) / x2.shape[1] * d * w2).reshape(x.shape).astype(x.dtype)
+
+
+@kernel("MakeTwoClass")
+def make_two_class(xp, x):
+    return xp.stack([1 - x, x], axis=-1)
+
+
+@kernel("MakeTwoClassGradient")
+def make_two_class_gradient(xp, dy):
+    return dy[..., 1] - dy[..., 0]
+
+
+@kernel("SpatialSoftmaxWithLoss")
+def spatial_softmax_with_loss(xp, x, label, weight=None, *, scale: float = 1.0):
+    # NOTE: softmax over C per pixel; label -1 is "don't care"; loss = sum(w * nll) / sum(w) (0 if no weight).
+    p = _probs(xp, xp.moveaxis(x, 1, -1).reshape(-1, x.shape[1]), 1)
+    probs = xp.moveaxis(p.reshape(x.shape[:1] + x.shape[2:] + x.shape[1:2]), -1, 1)
+    lab, w, care = _spatial_weights(xp, label, weight, x.dtype)
+    nll = -xp.log(xp.maximum(p[xp.arange(p.shape[0]), xp.where(care, lab, 0)], x.dtype.type(1e-20)))
+    total = (w * care).sum()
+    loss = (nll * w * care).sum() / total if total != 0 else 0.0
+    return probs.astype(x.dtype), xp.asarray([loss], dtype=x.dtype)  # NOTE: a (1,) loss, unlike SoftmaxWithLoss
+
+
+def _spatial_weights(xp, label, weight, dtype):
+    lab = label.reshape(-1).astype(np.int64)
+    w = xp.ones(lab.shape, dtype=dtype) if weight is None else weight.reshape(-1).astype(dtype)
+    return lab, w, lab != -1
+
+
+@kernel("SpatialSoftmaxWithLossGradient")
+def spatial_softmax_with_loss_gradient(xp, x, label, *rest, scale: float = 1.0):
+    weight, probs, dloss = rest if len(rest) == 3 else (None,) + rest
+    c = x.shape[1]
+    d = xp.moveaxis(probs, 1, -1).reshape(-1, c).copy()
+    lab, w, care = _spatial_weights(xp, label, weight, x.dtype)
+    rows = xp.arange(d.shape[0])
+    d[rows[care], lab[care]] -= 1
+    d *= (w * care).reshape(-1, 1)
+    total = (w * care).sum()
+    if total > 0:
+        d *= x.dtype.type(scale) / total
+    d *= dloss.reshape(())
+    return xp.moveaxis(d.reshape(x.shape[:1] + x.shape[2:] + (c,)), -1, 1).astype(x.dtype)
+
+
+def _log_logit(xp, v):
+    """``log(1 + exp(v))`` as Caffe2's rank loss computes it: 0 below log(eps), v above -log(eps)."""
+    cut = np.log(np.finfo(v.dtype).eps)
+    return xp.where(v < cut, 0, xp.where(v > -cut, v, xp.log(xp.exp(xp.clip(v, cut, -cut)) + 1)))
+
+
+def _session_pairs(xp, n, lengths):
+    """(session, i, j) of every pair j < i inside one session (segments of `lengths`, default one)."""
+    lens = np.asarray([n] if lengths is None else dev_host(lengths).reshape(-1), dtype=np.int64)
+    seg = np.repeat(np.arange(lens.size), lens)
+    i, j = np.tril_indices(n, -1)
+    keep = seg[i] == seg[j]
+    return lens.size, seg[i[keep]], i[keep], j[keep]
+
+
+def dev_host(a):
+    return np.asarray(a.get() if hasattr(a, "get") else a)
+
+
+@kernel("PairWiseLoss")
+def pair_wise_loss(xp, x, label, lengths=None):
+    # NOTE: per session, mean over pairs with different labels of log(1 + exp(sign * (x_j - x_i))).
+    n = x.shape[0] if x.ndim else 0
+    if n == 0:
+        return xp.zeros(0, dtype=x.dtype)
+    ns, seg, i, j, sign, valid = _rank_pairs(xp, x, label, lengths)
+    xv = x.reshape(-1)
+    terms = _log_logit(xp, (sign * (xv[j] - xv[i])).astype(x.dtype)) * valid
+    y = xp.zeros(ns, dtype=x.dtype)
+    np.add.at(y, seg, terms) if xp is np else xp.add.at(y, seg, terms)
+    cnt = xp.bincount(xp.asarray(seg), weights=valid, minlength=ns) if seg.size else xp.zeros(ns)
+    return (y / xp.maximum(cnt, 1)).astype(x.dtype)
+
+
+def _rank_pairs(xp, x, label, lengths):
+    ns, seg, i, j = _session_pairs(xp, x.shape[0], lengths)
+    lv = label.reshape(-1)
+    valid = (xp.abs(lv[i] - lv[j]) >= np.finfo(x.dtype).eps).astype(x.dtype)
+    sign = xp.where(lv[i] > lv[j], 1, -1).astype(x.dtype)
+    return ns, seg, i, j, sign, valid
+
+
+@kernel("PairWiseLossGradient")
+def pair_wise_loss_gradient(xp, x, label, dy, lengths=None):
+    n = x.shape[0] if x.ndim else 0
+    if n == 0:
+        return xp.zeros(x.shape, dtype=x.dtype)
+    ns, seg, i, j, sign, valid = _rank_pairs(xp, x, label, lengths)
+    xv = x.reshape(-1)
+    g = sign * dy.reshape(-1)[seg] / (1 + xp.exp(-sign * (xv[j] - xv[i]))) * valid
+    dx = xp.zeros(n, dtype=x.dtype)
+    add = np.add.at if xp is np else xp.add.at
+    add(dx, i, -g)
+    add(dx, j, g)
+    cnt = xp.bincount(xp.asarray(seg), weights=valid, minlength=ns) if seg.size else xp.zeros(ns)
+    lens = np.asarray([n] if lengths is None else dev_host(lengths).reshape(-1), dtype=np.int64)
+    return (dx / xp.maximum(cnt, 1)[np.repeat(np.arange(ns), lens)]).reshape(x.shape).astype(x.dtype)
+
+
+@kernel("MarginRankingCriterion")
+def margin_ranking_criterion(xp, x1, x2, y, *, margin: float = 1.0):
+    return xp.maximum(0, -y * (x1 - x2) + x1.dtype.type(margin)).astype(x1.dtype)
+
+
+@kernel("MarginRankingCriterionGradient")
+def margin_ranking_criterion_gradient(xp, x1, x2, y, dl, *, margin: float = 1.0):
+    d = (-y * (x1 - x2) + x1.dtype.type(margin) > 0) * -y * dl
+    return d.astype(x1.dtype), (-d).astype(x1.dtype)
+
+
+@kernel("CosineEmbeddingCriterion")
+def cosine_embedding_criterion(xp, s, y, *, margin: float = 0.0):
+    return xp.where(y == 1, 1 - s, xp.maximum(0, s - s.dtype.type(margin))).astype(s.dtype)
+
+
+@kernel("CosineEmbeddingCriterionGradient")
+def cosine_embedding_criterion_gradient(xp, s, y, dl, *, margin: float = 0.0):
+    return (dl * xp.where(y == 1, -1, (s >= s.dtype.type(margin)))).astype(s.dtype)
+
+
+def _entropy(xp, p):
+    ok = (p >= 1e-20) & (1 - p >= 1e-20)
+    q = xp.where(ok, p, 0.5)
+    return xp.where(ok, -q * xp.log(q) - (1 - q) * xp.log(1 - q), 0)
+
+
+def _logit(xp, p):
+    q = xp.clip(p, 1e-20, 1 - 1e-20)
+    return -xp.log(1 / q - 1)
+
+
+@kernel("BernoulliJSD")
+def bernoulli_jsd(xp, x, t):
+    # NOTE: entropy of the mean minus the mean entropy, elementwise.
+    return (_entropy(xp, (x + t) / 2) - (_entropy(xp, x) + _entropy(xp, t)) / 2).astype(np.float32)
+
+
+@kernel("BernoulliJSDGradient")
+def bernoulli_jsd_gradient(xp, go, x, t):
+    return (go * (_logit(xp, x) - _logit(xp, (x + t) / 2)) / 2).astype(np.float32)
+
+
+@kernel("Perplexity")
+def perplexity(xp, p):
+    # NOTE: the product of p_i ** (-1/N) (not exp of a mean log): 1 for an empty batch; a (1,) output.
+    n = p.shape[0]
+    return xp.asarray([xp.prod(p.astype(np.float32) ** np.float32(-1.0 / n)) if n else 1.0], dtype=np.float32)
+
+
+@kernel("MultiClassAccuracy")
+def multi_class_accuracy(xp, x, label):
+    # NOTE: argmax takes the first maximum; a class with no instance has accuracy 0.
+    n, d = x.shape
+    lab = label.reshape(-1).astype(np.int64)
+    hit = (x.argmax(axis=1) == lab) if n else xp.zeros(0, dtype=bool)
+    amounts = xp.bincount(lab, minlength=d)[:d]
+    acc = xp.bincount(lab, weights=hit.astype(np.float32), minlength=d)[:d]
+    return (acc / xp.maximum(amounts, 1)).astype(np.float32), amounts.astype(np.int32)
+
+
 # ---- gradients ----
 
 @gradient("SoftmaxWithLoss")
@@ -120,6 +333,37 @@ def softmax_with_loss_gradient(g):
 gradient("LabelCrossEntropy", "CrossEntropy")(simple("{T}Gradient", "I0 I1 GO0", "GI0"))
 gradient("AveragedLoss")(simple("AveragedLossGradient", "I0 GO0", "GI0"))
 gradient("SquaredL2Distance")(simple("SquaredL2DistanceGradient", "I0 I1 GO0", "GI0 GI1"))
+
+
+@cc_maker
+def _go_first(g):
+    """``<T>Gradient: [GO0, I0, I1, (I2)] -> [GI0]``: the output gradient comes first."""
+    return [g.op_(g.type + "Gradient", [g.GO(0)] + list(g.op.input), [g.GI(0)])]
+
+
+gradient("SigmoidCrossEntropyWithLogits", "WeightedSigmoidCrossEntropyWithLogits", "BernoulliJSD")(_go_first)
+gradient("MakeTwoClass")(simple("MakeTwoClassGradient", "GO0", "GI0"))
+
+
+@gradient("SpatialSoftmaxWithLoss")
+@cc_maker
+def spatial_softmax_with_loss_gradient(g):
+    """[I0, I1, (I2), O0, GO1] -> [GI0], as SoftmaxWithLoss."""
+    ins = [g.I(0), g.I(1)] + ([g.I(2)] if len(g.op.input) == 3 else []) + [g.O(0), g.GO(1)]
+    return [g.op_("SpatialSoftmaxWithLossGradient", ins, [g.GI(0)])]
+
+
+@gradient("PairWiseLoss")
+@cc_maker
+def pair_wise_loss_gradient(g):
+    """[I0, I1, GO0, (lengths I2)] -> [GI0]."""
+    ins = [g.I(0), g.I(1), g.GO(0)] + ([g.I(2)] if len(g.op.input) == 3 else [])
+    return [g.op_("PairWiseLossGradient", ins, [g.GI(0)])]
+
+
+gradient("MarginRankingCriterion")(simple("MarginRankingCriterionGradient", "I0 I1 I2 GO0", "GI0 GI1"))
+gradient("CosineEmbeddingCriterion")(simple("CosineEmbeddingCriterionGradient", "I0 I1 GO0", "GI0"))
+should_not_do_gradient("Perplexity", "MultiClassAccuracy")
 
 
 # ---- shapes ----
@@ -141,3 +385,20 @@ def per_row_shape(x, *_):
 shape("AveragedLoss")(lambda x: TensorInfo((), x.dtype))
 shape("LabelCrossEntropyGradient", "CrossEntropyGradient", "AveragedLossGradient")(same_as(0))
 shape("SquaredL2DistanceGradient")(same_as(0, 1))
+
+
+shape("SigmoidCrossEntropyWithLogits", "WeightedSigmoidCrossEntropyWithLogits")(
+    lambda x, *_: TensorInfo(dims(x)[:-1] or (1,), x.dtype))  # NOTE: averaged over the last axis
+shape("SigmoidCrossEntropyWithLogitsGradient", "WeightedSigmoidCrossEntropyWithLogitsGradient",
+      "BernoulliJSDGradient")(same_as(1))
+shape("MakeTwoClass")(lambda x: TensorInfo(dims(x) + (2,), x.dtype))
+shape("MakeTwoClassGradient")(lambda dy: TensorInfo(dims(dy)[:-1], dy.dtype))
+shape("SpatialSoftmaxWithLoss")(lambda x, *_: (x, TensorInfo((1,), x.dtype)))
+shape("SpatialSoftmaxWithLossGradient", "PairWiseLossGradient", "CosineEmbeddingCriterionGradient")(same_as(0))
+shape("MarginRankingCriterion", "CosineEmbeddingCriterion")(same_as(0))
+shape("MarginRankingCriterionGradient")(same_as(0, 1))
+shape("PairWiseLoss")(lambda x, label, lengths=None: TensorInfo(
+    (1,) if lengths is None else dims(lengths)[:1], x.dtype))
+shape("BernoulliJSD")(lambda x, t: TensorInfo(dims(x), FLOAT))
+shape("Perplexity")(lambda p: TensorInfo((1,), FLOAT))
+shape("MultiClassAccuracy")(lambda x, label: (TensorInfo(dims(x)[1:2], FLOAT), TensorInfo(dims(x)[1:2], INT32)))

@@ -1,0 +1,81 @@
+"""Kernel oracle cases of the losses & metrics family (issue #18 part B).
+
+Run from tests/oracle: ``../../.venv-caffe2/bin/python gen_kernels_loss.py ../golden``.
+"""
+import numpy as np
+
+from kernel_oracle import Case, record, rng_for
+
+
+def f4(r, *shape):
+    return r.randn(*shape).astype("f4")
+
+
+def u4(r, *shape, lo=0.05, hi=0.95):
+    return r.uniform(lo, hi, shape).astype("f4")
+
+
+def cases():
+    for tag, args in (("", {}), ("_logD", dict(log_D_trick=1)), ("_unjoined", dict(unjoined_lr_loss=1))):
+        name = "SigmoidCrossEntropyWithLogits" + tag
+        r = rng_for(name)
+        yield Case(name, "SigmoidCrossEntropyWithLogits", {"X": 3 * f4(r, 3, 4), "T": u4(r, 3, 4, lo=0, hi=1).round()},
+                   ["Y"], args, grad=True)
+    name = "SigmoidCrossEntropyWithLogits_3d_soft"
+    r = rng_for(name)
+    yield Case(name, "SigmoidCrossEntropyWithLogits", {"X": f4(r, 2, 3, 5), "T": u4(r, 2, 3, 5)}, ["Y"], grad=True)
+    name = "SigmoidCrossEntropyWithLogits_1d"
+    r = rng_for(name)
+    yield Case(name, "SigmoidCrossEntropyWithLogits", {"X": f4(r, 5), "T": u4(r, 5)}, ["Y"], grad=True)
+    name = "SigmoidCrossEntropyWithLogits_N0"
+    r = rng_for(name)
+    yield Case(name, "SigmoidCrossEntropyWithLogits", {"X": f4(r, 0, 4), "T": f4(r, 0, 4)}, ["Y"], grad=True)
+    name = "WeightedSigmoidCrossEntropyWithLogits"
+    r = rng_for(name)
+    yield Case(name, name, {"X": f4(r, 3, 4), "T": u4(r, 3, 4), "W": u4(r, 3, 4)}, ["Y"], grad=True)
+    name = "MakeTwoClass"
+    r = rng_for(name)
+    yield Case(name, name, {"X": u4(r, 2, 3)}, ["Y"], grad=True)
+    name = "MakeTwoClass_1d"
+    r = rng_for(name)
+    yield Case(name, "MakeTwoClass", {"X": u4(r, 4)}, ["Y"], grad=True)
+    name = "SpatialSoftmaxWithLoss"
+    r = rng_for(name)
+    yield Case(name, name, {"X": f4(r, 2, 3, 2, 4), "T": r.randint(0, 3, (2, 2, 4)).astype("i4")}, ["P", "L"],
+               grad=True)
+    name = "SpatialSoftmaxWithLoss_weighted"
+    r = rng_for(name)
+    yield Case(name, "SpatialSoftmaxWithLoss", {"X": f4(r, 2, 3, 2, 4), "T": r.randint(0, 3, (2, 2, 4)).astype("i4"),
+                                                "W": u4(r, 2, 2, 4)}, ["P", "L"], grad=True)
+    # ranking
+    name = "PairWiseLoss"
+    r = rng_for(name)
+    yield Case(name, name, {"X": f4(r, 5, 1), "L": f4(r, 5, 1)}, ["Y"], grad=True)
+    name = "PairWiseLoss_lengths"
+    r = rng_for(name)
+    yield Case(name, "PairWiseLoss", {"X": f4(r, 6), "L": f4(r, 6), "len": np.array([2, 0, 4], dtype="i4")}, ["Y"],
+               grad=True)
+    name = "MarginRankingCriterion"
+    r = rng_for(name)
+    yield Case(name, name, {"X1": f4(r, 6), "X2": f4(r, 6), "Y": np.array([1, -1, 1, 1, -1, -1], dtype="i4")}, ["L"],
+               dict(margin=0.3), grad=True)
+    name = "CosineEmbeddingCriterion"
+    r = rng_for(name)
+    yield Case(name, name, {"S": f4(r, 6), "Y": np.array([1, -1, 1, 1, -1, -1], dtype="i4")}, ["L"],
+               dict(margin=0.2), grad=True)
+    name = "BernoulliJSD"
+    r = rng_for(name)
+    yield Case(name, name, {"X": u4(r, 3, 4), "T": u4(r, 3, 4)}, ["L"], grad=True, atol=1e-4)
+    name = "Perplexity"
+    r = rng_for(name)
+    yield Case(name, name, {"P": u4(r, 7)}, ["Y"], grad=True)
+    name = "MultiClassAccuracy"
+    r = rng_for(name)
+    yield Case(name, name, {"X": f4(r, 7, 4), "L": np.array([0, 1, 2, 3, 0, 1, 2], dtype="i4")}, ["A", "C"],
+               grad=True)
+    name = "MultiClassAccuracy_N0"
+    r = rng_for(name)
+    yield Case(name, "MultiClassAccuracy", {"X": f4(r, 0, 4), "L": np.zeros(0, dtype="i4")}, ["A", "C"])
+
+
+record("loss", cases())
