@@ -88,6 +88,21 @@ class _Dumper:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n")
 
 
+def _print_records(records: list, max_outputs: int = 4) -> None:
+    """The per-op table: columns as wide as their longest cell, at most `max_outputs` outputs a row."""
+    def outs(r) -> str:
+        cells = [f"{o.name}{list(o.shape)}" + (f" NaN×{o.nan_count}" if o.nan_count else "")
+                 + (f" Inf×{o.inf_count}" if o.inf_count else "") for o in r.outputs]
+        more = f", … (+{len(cells) - max_outputs})" if len(cells) > max_outputs else ""
+        return ", ".join(cells[:max_outputs]) + more
+    rows = [("/".join(map(str, r.path[1:])), ("∇ " if r.backward else "") + r.op_type, f"{r.wall_s * 1e3:.3f}", outs(r))
+            for r in records]
+    w = [max([len(h)] + [len(row[k]) for row in rows]) for k, h in enumerate(("op", "type", "ms"))]
+    print(f"{'op':<{w[0]}}  {'type':<{w[1]}}  {'ms':>{w[2]}}  outputs")
+    for path, op_type, ms, out in rows:
+        print(f"{path:<{w[0]}}  {op_type:<{w[1]}}  {ms:>{w[2]}}  {out}")
+
+
 def run(args: argparse.Namespace) -> int:
     dbg = debugger_from_args(args)
     if dbg.synthesized:
@@ -101,15 +116,10 @@ def run(args: argparse.Namespace) -> int:
     if args.loss:
         dbg.backward()
     stop = dbg.continue_()
-    print(f"{'op':<14} {'type':<28} {'ms':>9}  outputs")
-    for r in dbg.records:
-        outs = ", ".join(f"{o.name}{list(o.shape)}" + (f" NaN×{o.nan_count}" if o.nan_count else "")
-                         + (f" Inf×{o.inf_count}" if o.inf_count else "") for o in r.outputs)
-        tag = "∇ " if r.backward else ""
-        print(f"{'/'.join(map(str, r.path[1:])):<14} {tag + r.op_type:<28} {r.wall_s * 1e3:>9.3f}  {outs}")
+    _print_records(dbg.records)
     if dumper:
         dumper.finish()
-        print(f"dumped {len(dumper.index)} blob versions to {args.dump}/ (index.json)")
+        print(f"dumped {len(dumper.index)} blob versions to {Path(args.dump)}/ (index.json)")
     total = sum(r.wall_s for r in dbg.records)
     print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
     if stop.reason == "error":
