@@ -1,8 +1,15 @@
-"""Int8 ops (Mask R-CNN2Go int8): Int8Conv, Int8Quantize, Int8Dequantize…"""
+"""Int8 ops (Mask R-CNN2Go int8): Int8Conv, Int8Quantize, Int8Dequantize…
+
+An Int8 blob is an :class:`Int8Tensor`: integer values (uint8, or int32 for biases) plus the
+scale and zero point that map them to reals, ``real = scale * (q - zero_point)``.
+"""
 from __future__ import annotations
 
+from engine.blobio import Int8Tensor  # noqa: F401  (the Int8 blob type, defined with its serialisation)
 from engine.registry import shape
 from engine.shapes import FLOAT, UINT8, TensorInfo
+
+
 # ---- kernels ----
 
 # ---- gradients ----

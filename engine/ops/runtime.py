@@ -275,7 +275,7 @@ def alias_with_name(xp, x, *, ctx, name: str = "", is_backward: bool = False):
     return x
 
 
-@kernel("Crash", "LogFatal", "Throw", "ThrowException", "ThrowChildThreadException", needs_context=True)
+@kernel("Crash", "LogFatal", "ThrowException", "ThrowChildThreadException", needs_context=True)
 def throw(xp, *xs, ctx, message: str = ""):
     """These ops exist to fail; netviz reports the failure as one line instead of aborting."""
     raise ExecutionError(f"{_where(ctx)}: {ctx.op.type} stops the net by design"
@@ -283,9 +283,9 @@ def throw(xp, *xs, ctx, message: str = ""):
 
 
 # ---- gradients ----
-should_not_do_gradient("CreateMutex", "AtomicFetchAdd", "AtomicFetchAdd64", "CreateAtomicBool",
-                       "ConditionalSetAtomicBool", "CheckAtomicBool", "CreateCounter", "CountDown", "CountUp",
-                       "CheckCounterDone", "RetrieveCount", "ResetCounter", "FeedBlob")
+should_not_do_gradient("CreateMutex", "AtomicFetchAdd", "CreateAtomicBool", "ConditionalSetAtomicBool",
+                       "CheckAtomicBool", "CreateCounter", "CountDown", "CountUp", "RetrieveCount", "ResetCounter",
+                       "FeedBlob", "LogFatal", "ThrowException", "ThrowChildThreadException")
 
 
 # ---- shapes ----

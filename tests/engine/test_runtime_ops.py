@@ -80,8 +80,8 @@ def test_timer_and_workspace_ops():
     op.arg.add().CopyFrom(make_argument("name", "s"))  # `name=` would name the op itself
     run_op(op, ws)
     assert ws.values["s2"] == b"hello"
-    with pytest.raises(ExecutionError, match="Throw"):
-        eval_op("Throw", n_out=0)
+    with pytest.raises(ExecutionError, match="ThrowException stops the net"):
+        eval_op("ThrowException", n_out=0)
 
 
 def _net(path: Path) -> caffe2_pb2.NetDef:
