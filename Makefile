@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEMO ?= examples/mlp/predict_net.pb
 
-.PHONY: setup demo test bench oracle proto examples screenshots fuzz
+.PHONY: setup demo test bench oracle proto examples screenshots fuzz conformance conformance-quick conformance-expected
 
 setup:
 	@bash scripts/setup.sh
@@ -34,3 +34,14 @@ screenshots: setup
 FUZZ_N ?= 200000
 fuzz: setup
 	NETVIZ_FUZZ_N=$(FUZZ_N) $(PY) -m pytest -q tests/test_fuzz_loaders.py tests/netviz/test_abuse.py
+
+# Caffe2 1.10.2's own unit tests against netviz (needs .venv-caffe2: scripts/oracle.sh builds it);
+# writes docs/conformance.md + .json.  The quick subset is what CI runs.
+conformance: setup
+	$(PY) scripts/conformance/harness.py
+
+conformance-quick: setup
+	$(PY) scripts/conformance/harness.py --quick --check
+
+conformance-expected: setup
+	$(PY) scripts/conformance/harness.py --quick --write-expected

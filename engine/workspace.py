@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import capi as C  # noqa: N812  (Caffe2 scripts call it workspace.C)
 from engine import device as dev
 from engine.errors import BlobNotFoundError, ExecutionError
 from proto import caffe2_pb2
@@ -391,8 +392,8 @@ _workspaces: dict[str, Workspace] = {"default": Workspace("default")}
 _current = ["default"]
 
 
-def C() -> Workspace:
-    """The current :class:`Workspace` object."""
+def current() -> Workspace:
+    """The current :class:`Workspace` object (``workspace.C`` is Caffe2's C-extension API, :mod:`engine.capi`)."""
     return _workspaces[_current[0]]
 
 
@@ -418,26 +419,26 @@ def SwitchWorkspace(name: str | Workspace, create_if_missing: bool | None = None
 
 def ResetWorkspace(root_folder: str | None = None) -> bool:
     """Replace the current workspace by an empty one of the same name (blobs and nets dropped)."""
-    old = C()
+    old = current()
     ws = _workspaces[old.name] = Workspace(old.name)
     ws.root_folder = old.root_folder if root_folder is None else root_folder
     return True
 
 
 def RootFolder() -> str:
-    return C().root_folder
+    return current().root_folder
 
 
 def Blobs() -> list[str]:
-    return C().blobs()
+    return current().blobs()
 
 
 def HasBlob(name: str) -> bool:
-    return C().has_blob(str(name))
+    return current().has_blob(str(name))
 
 
 def CreateBlob(name: str) -> bool:
-    return C().create_blob(str(name))
+    return current().create_blob(str(name))
 
 
 def FeedBlob(name: str, arr: Any, device_option: caffe2_pb2.DeviceOption | None = None) -> bool:
@@ -446,7 +447,7 @@ def FeedBlob(name: str, arr: Any, device_option: caffe2_pb2.DeviceOption | None 
         from engine.scope import CurrentDeviceScope
 
         device_option = CurrentDeviceScope()
-    return C().feed_blob(str(name), arr, device_option)
+    return current().feed_blob(str(name), arr, device_option)
 
 
 def FeedBlobs(names: Iterable[str], arrs: Iterable[Any], device_option=None) -> list[bool]:
@@ -454,7 +455,7 @@ def FeedBlobs(names: Iterable[str], arrs: Iterable[Any], device_option=None) -> 
 
 
 def FetchBlob(name: str) -> Any:
-    return C().fetch_blob(str(name))
+    return current().fetch_blob(str(name))
 
 
 def FetchBlobs(names: Iterable[str]) -> list[Any]:
@@ -462,19 +463,19 @@ def FetchBlobs(names: Iterable[str]) -> list[Any]:
 
 
 def CreateNet(net: Any, overwrite: bool = False, input_blobs: Iterable[str] | None = None) -> bool:
-    return C().create_net(_netdef(net), overwrite, input_blobs)
+    return current().create_net(_netdef(net), overwrite, input_blobs)
 
 
 def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:
-    return C().run_net(GetNetName(name), num_iter, allow_fail)
+    return current().run_net(GetNetName(name), num_iter, allow_fail)
 
 
 def RunNetOnce(net: Any) -> bool:
-    return C().run_net_once(_netdef(net))
+    return current().run_net_once(_netdef(net))
 
 
 def RunOperatorOnce(op: caffe2_pb2.OperatorDef) -> bool:
-    return C().run_operator_once(op)
+    return current().run_operator_once(op)
 
 
 def RunOperatorsOnce(ops: Iterable[caffe2_pb2.OperatorDef]) -> bool:

@@ -108,10 +108,10 @@ def test_blobs_remember_device_and_device_scope_feed():
 
     with dev.use_fake_cuda(), DeviceScope(device_option(1)):
         ws.FeedBlob("g", np.ones(2, np.float32))
-        assert ws.C().device_of("g") == 1
+        assert ws.current().device_of("g") == 1
         assert type(ws.FetchBlob("g")) is np.ndarray
     ws.FeedBlob("c", np.ones(2, np.float32))
-    assert ws.C().device_of("c") == 0
+    assert ws.current().device_of("c") == 0
 
 
 def test_child_workspace_sees_and_writes_parent_blobs():

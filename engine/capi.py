@@ -1,0 +1,247 @@
+"""What Caffe2 scripts reach through ``workspace.C`` (Caffe2's pybind11 module), for netviz.
+
+Caffe2 scripts and tests use the C extension directly in a few places: ``C.Workspace()`` for a
+private workspace, ``ws.blobs["x"].feed(a)`` / ``.fetch()``, ``C.Workspace.current``,
+``C.OpSchema.get("Relu")``, ``C.registered_operators()`` and build flags such as
+``C.has_mkldnn``.  This module answers those with netviz's engine; ``engine.workspace.C`` is this
+module, and the conformance harness maps ``caffe2.python._import_c_extension`` to it.
+
+Flags answer truthfully for netviz on this machine: GPU support means CuPy sees a CUDA device;
+netviz has no MKL-DNN, TensorRT, FBGEMM, NUMA or ASAN builds.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from engine import device as _dev
+from proto import caffe2_pb2
+
+has_mkldnn = False
+use_mkldnn = False
+use_trt = False
+use_rocm = False
+has_fbgemm = False
+has_hip_support = False
+is_asan = False
+define_caffe2_no_operator_schema = False
+
+
+def __getattr__(name: str) -> Any:
+    # GPU flags are computed on first use: importing CuPy is slow and optional.
+    if name in ("has_gpu_support", "has_cuda_support"):
+        return _dev.has_gpu()
+    raise AttributeError(f"module 'engine.capi' has no attribute '{name}'")
+
+
+def num_cuda_devices() -> int:
+    cp = _dev.cupy_module()
+    return int(cp.cuda.runtime.getDeviceCount()) if cp is not None else 0
+
+
+def get_cuda_version() -> int:
+    cp = _dev.cupy_module()
+    return int(cp.cuda.runtime.runtimeGetVersion()) if cp is not None else 0
+
+
+def get_cudnn_version() -> int:
+    return 0
+
+
+def get_build_options() -> dict[str, str]:
+    """Build facts in Caffe2's key names (``USE_CUDA``, ``USE_MKLDNN``, …) for netviz."""
+    gpu = "ON" if _dev.has_gpu() else "OFF"
+    return {"USE_CUDA": gpu, "USE_ROCM": "OFF", "USE_MKLDNN": "OFF", "USE_NNPACK": "OFF",
+            "USE_FBGEMM": "OFF", "USE_NUMA": "OFF", "BUILD_BINARY": "OFF"}
+
+
+_global_init_args: list[str] = []
+
+
+def global_init(args: list[str]) -> None:
+    """Caffe2's GlobalInit: netviz has no gflags; the arguments are remembered and otherwise ignored."""
+    _global_init_args[:] = list(args)
+
+
+def registered_operators() -> list[str]:
+    """Op types netviz can run (its kernel registry), sorted."""
+    import engine.ops  # noqa: F401  (registers every family)
+    from engine.registry import KERNELS
+    return sorted(KERNELS)
+
+
+class Blob:
+    """One named blob of a workspace, as Caffe2's ``C.Blob``: ``feed``/``fetch``."""
+
+    def __init__(self, ws: Any, name: str) -> None:
+        self._ws, self._name = ws, name
+
+    def feed(self, arg: Any, device_option: caffe2_pb2.DeviceOption | None = None) -> bool:
+        if device_option is not None and not isinstance(device_option, caffe2_pb2.DeviceOption):
+            raise TypeError(f"blob {self._name}: device_option must be a DeviceOption")
+        return self._ws.feed_blob(self._name, arg, device_option)
+
+    _feed = feed
+
+    def fetch(self) -> Any:
+        return self._ws.fetch_blob(self._name)
+
+    def is_tensor(self) -> bool:
+        return hasattr(self._ws.values.get(self._name), "shape")
+
+    def serialize(self, name: str) -> bytes:
+        from engine.workspace import serialize_value
+        return serialize_value(name, self._ws.fetch_blob(self._name))
+
+    def deserialize(self, data: bytes) -> None:
+        from engine.workspace import deserialize_value
+        self._ws.feed_blob(self._name, deserialize_value(data)[1])
+
+
+class _Blobs(Mapping):
+    """``ws.blobs``: a read-only mapping from blob name to :class:`Blob`."""
+
+    def __init__(self, ws: Any) -> None:
+        self._ws = ws
+
+    def __getitem__(self, name: str) -> Blob:
+        if not self._ws.has_blob(str(name)):
+            raise KeyError(name)
+        return Blob(self._ws, str(name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ws.blobs())
+
+    def __len__(self) -> int:
+        return len(self._ws.blobs())
+
+
+class _Net:
+    """A net created in a workspace (``ws.create_net(...)``), runnable by ``.run()``."""
+
+    def __init__(self, ws: Any, name: str) -> None:
+        self._ws, self.name = ws, name
+
+    def run(self) -> bool:
+        return self._ws.run_net(self.name)
+
+    def Proto(self) -> caffe2_pb2.NetDef:  # noqa: N802 (Caffe2's name)
+        return self._ws.nets[self.name].net if hasattr(self._ws.nets[self.name], "net") else caffe2_pb2.NetDef()
+
+
+class _CurrentDescriptor:
+    def __get__(self, obj: Any, owner: type) -> "Workspace":
+        from engine import workspace
+        return owner(workspace.current())
+
+
+class Workspace:
+    """Caffe2's ``C.Workspace``: a private workspace (not the one ``workspace.*`` acts on).
+
+    ``Workspace.current`` is the current module-level workspace.
+    """
+
+    current = _CurrentDescriptor()
+
+    def __init__(self, ws: Any = None) -> None:
+        from engine import workspace
+        self._ws = ws if isinstance(ws, workspace.Workspace) else workspace.Workspace("C.Workspace")
+
+    @property
+    def blobs(self) -> _Blobs:
+        return _Blobs(self._ws)
+
+    @property
+    def nets(self) -> dict[str, _Net]:
+        return {n: _Net(self._ws, n) for n in self._ws.nets}
+
+    def create_blob(self, name: str) -> Blob:
+        self._ws.create_blob(str(name))
+        return Blob(self._ws, str(name))
+
+    def feed_blob(self, name: str, arr: Any, device_option: Any = None) -> bool:
+        return self._ws.feed_blob(str(name), arr, device_option)
+
+    def fetch_blob(self, name: str) -> Any:
+        return self._ws.fetch_blob(str(name))
+
+    def has_blob(self, name: str) -> bool:
+        return self._ws.has_blob(str(name))
+
+    def remove_blob(self, name: str) -> None:
+        self._ws.remove_blob(str(name))
+
+    _remove_blob = remove_blob
+
+    def create_net(self, net: Any, overwrite: bool = False) -> _Net:
+        proto = _netdef(net)
+        self._ws.create_net(proto, overwrite)
+        return _Net(self._ws, proto.name)
+
+    def _create_net(self, data: bytes, overwrite: bool = False) -> _Net:
+        return self.create_net(caffe2_pb2.NetDef.FromString(data), overwrite)
+
+    def _run_net(self, data: bytes) -> bool:
+        return self._ws.run_net_once(caffe2_pb2.NetDef.FromString(data))
+
+    def _run_operator(self, data: bytes) -> bool:
+        return self._ws.run_operator_once(caffe2_pb2.OperatorDef.FromString(data))
+
+    def _run_plan(self, data: bytes) -> bool:
+        from engine import plans
+        return plans.run_plan(caffe2_pb2.PlanDef.FromString(data), self._ws)
+
+    def run(self, obj: Any) -> bool:
+        """Run a NetDef/Net, OperatorDef, PlanDef/Plan or ExecutionStep in this workspace."""
+        from engine import plans
+        proto = obj.Proto() if hasattr(obj, "Proto") else obj
+        if isinstance(proto, caffe2_pb2.OperatorDef):
+            return self._ws.run_operator_once(proto)
+        if isinstance(proto, caffe2_pb2.NetDef):
+            return self._ws.run_net_once(proto)
+        if isinstance(proto, caffe2_pb2.ExecutionStep):
+            return plans.run_plan(plans.plan_of_step(proto), self._ws)
+        if isinstance(proto, caffe2_pb2.PlanDef):
+            return plans.run_plan(proto, self._ws)
+        raise TypeError(f"Workspace.run: cannot run a {type(obj).__name__}")
+
+
+def _netdef(net: Any) -> caffe2_pb2.NetDef:
+    if isinstance(net, bytes):
+        return caffe2_pb2.NetDef.FromString(net)
+    return net if isinstance(net, caffe2_pb2.NetDef) else net.Proto()
+
+
+class OpSchema:
+    """``C.OpSchema.get(name)``: what netviz knows of an op type's schema, or None.
+
+    netviz keeps no schema table of its own: an op type has a "schema" when netviz has a kernel
+    or a gradient maker for it.  Counts are not known, so the bounds are the widest ones.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.min_input, self.max_input, self.min_output, self.max_output = 0, 2 ** 31 - 1, 0, 2 ** 31 - 1
+        self.private = False
+        self.doc = ""
+        self.args: list[Any] = []
+        self.input_desc: list[tuple[str, str]] = []
+        self.output_desc: list[tuple[str, str]] = []
+
+    @staticmethod
+    def get(name: str) -> "OpSchema | None":
+        import engine.ops  # noqa: F401
+        from engine.registry import GRADIENTS, KERNELS
+        return OpSchema(name) if name in KERNELS or name in GRADIENTS else None
+
+    def num_inputs_allowed(self, n: int) -> bool:
+        return self.min_input <= n <= self.max_input
+
+    def num_outputs_allowed(self, n: int) -> bool:
+        return self.min_output <= n <= self.max_output
+
+    def num_inputs_outputs_allowed(self, n_in: int, n_out: int) -> bool:
+        return self.num_inputs_allowed(n_in) and self.num_outputs_allowed(n_out)
+
+    def inplace_enforced(self, i: int, o: int) -> bool:
+        return False

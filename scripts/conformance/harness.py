@@ -1,0 +1,341 @@
+"""Run Caffe2 1.10.2's own unit tests against netviz (``make conformance``).
+
+Both sides run every test file, one pytest subprocess per file with a timeout:
+
+* **caffe2** — the file as installed in the oracle venv (``.venv-caffe2``, Python 3.9, the
+  torch==1.10.2 wheel).  This is the baseline; it is cached per wheel under
+  ``.conformance-cache/`` (git-ignored), so it runs once.
+* **netviz** — the same file under the project's Python, importing ``caffe2`` from a mapping
+  package generated in a temp dir: ``caffe2.python.core``/``workspace``/``scope``/
+  ``_import_c_extension`` and ``caffe2.proto.caffe2_pb2`` ARE netviz's modules (``sys.modules``
+  aliases, nothing more); every other module is Caffe2's own pure-Python file, copied unmodified.
+  Anything a test needs beyond that is netviz API, which belongs in ``engine/``.
+
+``conformance_plugin`` caps hypothesis identically on both sides and records each test as it
+ends.  The result is ``conformance: N/M tests pass on netviz where Caffe2 passes``, a per-file
+table and failure classes, written to ``docs/conformance.md`` and ``docs/conformance.json``.
+
+    python scripts/conformance/harness.py              # every file (the full run)
+    python scripts/conformance/harness.py --quick      # the CI subset (quick.txt)
+    python scripts/conformance/harness.py --quick --check   # CI: no regression vs expected_pass.txt
+    python scripts/conformance/harness.py --quick --write-expected   # refresh that list
+    python scripts/conformance/harness.py core_test.py operator_test/relu_op_test.py
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CAFFE2_VENV = ROOT / ".venv-caffe2"
+CACHE = ROOT / ".conformance-cache"
+QUICK = HERE / "quick.txt"
+EXPECTED = HERE / "expected_pass.txt"
+CAP = int(os.environ.get("CONFORMANCE_MAX_EXAMPLES", "10"))
+
+#: Caffe2 modules that ARE netviz's (name in the mapping package -> netviz module).
+NETVIZ_MODULES = {
+    "caffe2/python/core.py": "engine.core",
+    "caffe2/python/workspace.py": "engine.workspace",
+    "caffe2/python/scope.py": "engine.scope",
+    "caffe2/python/_import_c_extension.py": "engine.capi",
+    "caffe2/proto/caffe2_pb2.py": "proto.caffe2_pb2",
+}
+
+#: Why a whole file cannot run on the netviz side, by what its source needs.
+NOT_APPLICABLE = [
+    (re.compile(r"^\s*import cv2|^\s*from cv2", re.M), "needs cv2 (OpenCV image ops)"),
+    (re.compile(r"torch\.ops\._caffe2|torch_integration", re.M), "needs torch (Caffe2 ops called through torch)"),
+]
+
+
+def caffe2_package() -> Path:
+    """The installed ``caffe2`` package of the oracle venv."""
+    found = sorted(CAFFE2_VENV.glob("lib/python3*/site-packages/caffe2"))
+    if not found:
+        raise SystemExit(f"conformance: no Caffe2 in {CAFFE2_VENV} (run scripts/oracle.sh to build it)")
+    return found[0]
+
+
+def wheel_id() -> str:
+    """Cache key: the torch wheel's RECORD (every file + hash) and the hypothesis cap."""
+    record = next(caffe2_package().parent.glob("torch-*.dist-info/RECORD"))
+    digest = hashlib.sha1(record.read_bytes()).hexdigest()[:12]
+    return f"{record.parent.name.removesuffix('.dist-info')}-{digest}-cap{CAP}"
+
+
+def all_test_files() -> list[str]:
+    """Every ``*_test.py`` of caffe2/python and caffe2/python/operator_test, relative to caffe2/python."""
+    base = caffe2_package() / "python"
+    return sorted(str(p.relative_to(base)) for d in (base, base / "operator_test")
+                  for p in d.glob("*_test.py"))
+
+
+def not_applicable(rel: str) -> str | None:
+    """The reason a whole file is not applicable to netviz, or None."""
+    text = (caffe2_package() / "python" / rel).read_text(errors="replace")
+    return next((why for pattern, why in NOT_APPLICABLE if pattern.search(text)), None)
+
+
+def build_mapping(dest: Path) -> Path:
+    """Write the ``caffe2`` mapping package (and a torch stub) under ``dest``; returns ``dest``."""
+    src = caffe2_package()
+    shutil.copytree(src / "python", dest / "caffe2" / "python",
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copytree(src / "proto", dest / "caffe2" / "proto", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(src / "__init__.py", dest / "caffe2" / "__init__.py")
+    for rel, module in NETVIZ_MODULES.items():
+        (dest / rel).write_text(f'"""caffe2 name mapped to netviz (scripts/conformance)."""\n'
+                                f"import sys\nimport {module}\nsys.modules[__name__] = {module}\n")
+    # caffe2/proto/__init__.py imports metanet_pb2/torch_pb2, built against Caffe2's proto file
+    # name; an empty package keeps caffe2_pb2 (netviz's) importable without them.
+    (dest / "caffe2" / "proto" / "__init__.py").write_text('"""caffe2.proto (scripts/conformance)."""\n')
+    (dest / "torch").mkdir()
+    shutil.copy(HERE / "torch_stub.py", dest / "torch" / "__init__.py")
+    return dest
+
+
+@dataclass
+class FileRun:
+    """One test file on one side: per-test outcomes and how the process ended."""
+
+    rel: str
+    status: str                       # ok | timeout | crash (rc) | n/a
+    seconds: float = 0.0
+    tests: dict[str, dict] = field(default_factory=dict)   # key -> {"outcome", "message"}
+    tail: str = ""
+
+    def to_json(self) -> dict:
+        return {"rel": self.rel, "status": self.status, "seconds": round(self.seconds, 1),
+                "tests": self.tests, "tail": self.tail}
+
+
+def run_file(side: str, rel: str, mapping: Path | None, timeout: float) -> FileRun:
+    """Run one test file on ``side`` ("caffe2" or "netviz") in a fresh process."""
+    with tempfile.TemporaryDirectory(prefix="conf-") as work:
+        results = Path(work) / "results.jsonl"
+        env = {**os.environ, "CONFORMANCE_RESULTS": str(results), "CONFORMANCE_MAX_EXAMPLES": str(CAP),
+               "GLOG_minloglevel": "2", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONHASHSEED": "0", "CAFFE2_HYPOTHESIS_PROFILE": "conformance", "PYTHONDONTWRITEBYTECODE": "1",
+               "CONFORMANCE_FILE": Path(rel).name}
+        if side == "caffe2":
+            python, target = CAFFE2_VENV / "bin" / "python", caffe2_package() / "python" / rel
+            env["PYTHONPATH"] = str(HERE)
+        else:
+            python, target = ROOT / ".venv" / "bin" / "python", mapping / "caffe2" / "python" / rel
+            env["PYTHONPATH"] = os.pathsep.join([str(mapping), str(ROOT), str(HERE)])
+        cmd = ["nice", "-n", "10", str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               "-p", "conformance_plugin", "-o", "addopts=", "--rootdir", work, "-W", "ignore", str(target)]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, text=True, errors="replace")
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+            status = "ok" if proc.returncode in (0, 1, 5) else f"crash (rc {proc.returncode})"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            status = "timeout"
+        run = FileRun(rel, status, time.monotonic() - t0, tail=out[-1500:])
+        if results.exists():
+            for line in results.read_text().splitlines():
+                rec = json.loads(line)
+                run.tests[rec.pop("test")] = rec
+        return run
+
+
+def cache_path(rel: str) -> Path:
+    return CACHE / wheel_id() / "caffe2" / (rel.replace("/", "__") + ".json")
+
+
+def baseline(rel: str, timeout: float) -> FileRun:
+    """Caffe2's own result for ``rel``, from the cache or by running it (then cached)."""
+    path = cache_path(rel)
+    if path.exists():
+        return FileRun(**json.loads(path.read_text()))
+    run = run_file("caffe2", rel, None, timeout)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(run.to_json()))
+    return run
+
+
+# ---- failure classes ------------------------------------------------------------------------
+
+CLASSES = [  # (class, pattern on the failure message), first match wins
+    ("not applicable", r"needs torch|TorchNotAvailable"),
+    ("harness", r"No module named '(?!caffe2|engine|proto)"),
+    ("no kernel", r"has no kernel|UnknownOpError|no kernel registered"),
+    ("no maker", r"no gradient maker|has no gradient|GradientMakerError|no gradient registered|NoGradient"),
+    ("error class", r"DID NOT RAISE|not raised|Exception not raised"),
+    ("API missing", r"^(AttributeError|ImportError|ModuleNotFoundError|NameError)|"
+                    r"unexpected keyword argument|positional argument|not supported between|"
+                    r"object is not (callable|iterable|subscriptable)"),
+    ("value mismatch", r"Not equal to tolerance|Arrays are not|Mismatch|assert_allclose|Gradient check failed|"
+                       r"^AssertionError|not almost equal|!=|are not equal"),
+]
+
+
+def classify(message: str) -> str:
+    """The failure class of a netviz-side failure message."""
+    return next((name for name, pattern in CLASSES if re.search(pattern, message, re.M)), "other")
+
+
+# ---- comparison and report ------------------------------------------------------------------
+
+def compare(base: FileRun, mine: FileRun | None, na: str | None) -> dict:
+    """Per-file row: which Caffe2-passing tests pass on netviz, and why the others do not."""
+    passing = sorted(k for k, r in base.tests.items() if r["outcome"] == "passed")
+    row = {"file": base.rel, "caffe2_status": base.status, "caffe2_pass": len(passing),
+           "caffe2_total": len(base.tests), "netviz_status": mine.status if mine else "n/a",
+           "netviz_pass": 0, "failures": {}, "not_applicable": na}
+    if na or mine is None:
+        return row
+    for key in passing:
+        rec = mine.tests.get(key)
+        if rec is None:
+            collect = [r for k, r in mine.tests.items() if k.endswith("<collect>")]
+            cls, msg = (("harness" if mine.status == "timeout" else classify(collect[0]["message"]),
+                         collect[0]["message"]) if collect else ("harness", f"not run ({mine.status})"))
+        elif rec["outcome"] == "passed":
+            row["netviz_pass"] += 1
+            continue
+        elif rec["outcome"] == "skipped":
+            cls, msg = "skipped on netviz", rec["message"]
+        else:
+            cls, msg = classify(rec["message"]), rec["message"]
+        row["failures"][key] = {"class": cls, "message": msg}
+    return row
+
+
+def summarise(rows: list[dict]) -> dict:
+    counted = [r for r in rows if not r["not_applicable"]]
+    na_tests = sum(1 for r in rows for f in r["failures"].values() if f["class"] == "not applicable")
+    m = sum(r["caffe2_pass"] for r in counted) - na_tests
+    n = sum(r["netviz_pass"] for r in counted)
+    classes = Counter(f["class"] for r in counted for f in r["failures"].values() if f["class"] != "not applicable")
+    return {"passed": n, "of": m, "classes": dict(classes.most_common()), "not_applicable_tests": na_tests,
+            "not_applicable_files": {r["file"]: r["not_applicable"] for r in rows if r["not_applicable"]}}
+
+
+def render(rows: list[dict], summary: dict, title: str) -> str:
+    """docs/conformance.md: total, classes, per-file table, not-applicable list, failures."""
+    pct = 100.0 * summary["passed"] / max(summary["of"], 1)
+    out = [f"# Conformance with Caffe2 1.10.2's own unit tests ({title})", "",
+           "Generated by `make conformance` (`scripts/conformance/harness.py`); do not edit by hand.", "",
+           f"**conformance: {summary['passed']}/{summary['of']} tests pass on netviz where Caffe2 passes "
+           f"({pct:.1f}%)**", "", "Hypothesis is capped on both sides (max_examples="
+           f"{CAP}, no deadline, derandomised). Tests skipped or failing on real Caffe2 are not counted.", "",
+           "## Failure classes", "", "| class | tests |", "|---|---|"]
+    out += [f"| {c} | {k} |" for c, k in summary["classes"].items()]
+    out += ["", f"Not applicable (tests needing torch inside Python 3.11): {summary['not_applicable_tests']} tests.",
+            "", "## Per file", "", "| file | Caffe2 pass / tests | netviz pass | main failure class |",
+            "|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r["file"]):
+        if r["not_applicable"]:
+            out.append(f"| {r['file']} | {r['caffe2_pass']}/{r['caffe2_total']} | n/a | {r['not_applicable']} |")
+            continue
+        top = Counter(f["class"] for f in r["failures"].values()).most_common(1)
+        note = f"{top[0][0]} ({top[0][1]})" if top else ""
+        if r["caffe2_status"] != "ok":
+            note = f"Caffe2 run: {r['caffe2_status']}; " + note
+        out.append(f"| {r['file']} | {r['caffe2_pass']}/{r['caffe2_total']} | {r['netviz_pass']} | {note} |")
+    out += ["", "## Failures (first line of each)", ""]
+    for r in sorted(rows, key=lambda r: r["file"]):
+        for key, f in sorted(r["failures"].items()):
+            out.append(f"- `{key}` — {f['class']}: {f['message'][:200].replace('|', '/')}")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="*", help="test files relative to caffe2/python (default: all)")
+    ap.add_argument("--quick", action="store_true", help="only the CI subset (scripts/conformance/quick.txt)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per file and side")
+    ap.add_argument("--baseline-only", action="store_true", help="only run (and cache) the Caffe2 side")
+    ap.add_argument("--check", action="store_true",
+                    help="netviz side only: fail if a test in expected_pass.txt no longer passes")
+    ap.add_argument("--write-expected", action="store_true", help="rewrite expected_pass.txt from this run")
+    ap.add_argument("--out", type=Path, default=None, help="markdown report (default docs/conformance.md "
+                    "for a full run, nothing otherwise); the JSON goes beside it")
+    args = ap.parse_args(argv)
+
+    files = args.files or (QUICK.read_text().split() if args.quick else all_test_files())
+    na = {rel: not_applicable(rel) for rel in files}
+    with tempfile.TemporaryDirectory(prefix="caffe2-map-") as tmp:
+        mapping = None if args.baseline_only else build_mapping(Path(tmp))
+
+        def one(rel: str) -> tuple[FileRun | None, FileRun | None]:
+            base = None if args.check else baseline(rel, args.timeout)
+            mine = None if args.baseline_only or na[rel] else run_file("netviz", rel, mapping, args.timeout)
+            done = [f"{s}: {r.status} {len(r.tests)} tests {r.seconds:.0f}s" for s, r in
+                    (("caffe2", base), ("netviz", mine)) if r]
+            print(f"conformance: {rel}: " + "; ".join(done or [f"n/a ({na[rel]})"]), file=sys.stderr, flush=True)
+            return base, mine
+
+        with ThreadPoolExecutor(args.jobs) as pool:
+            results = dict(zip(files, pool.map(one, files)))
+
+    if args.baseline_only:
+        return 0
+    if args.check:
+        return check_expected({rel: mine for rel, (_, mine) in results.items() if mine})
+    rows = [compare(base, mine, na[rel]) for rel, (base, mine) in results.items()]
+    summary = summarise(rows)
+    title = "quick subset" if args.quick else ("full run" if not args.files else "selected files")
+    report = render(rows, summary, title)
+    for r in sorted(rows, key=lambda r: r["file"]):
+        na_note = f"  n/a: {r['not_applicable']}" if r["not_applicable"] else ""
+        print(f"{r['file']:<58} {r['netviz_pass']:>4}/{r['caffe2_pass']:<4}{na_note}")
+    print("failure classes: " + ", ".join(f"{c} {k}" for c, k in summary["classes"].items()))
+    print(f"conformance: {summary['passed']}/{summary['of']} tests pass on netviz where Caffe2 passes")
+    out = args.out or (ROOT / "docs" / "conformance.md" if not args.files and not args.quick else None)
+    if out:
+        out.write_text(report)
+        out.with_suffix(".json").write_text(json.dumps({"summary": summary, "files": rows}, indent=1) + "\n")
+    if args.write_expected:
+        keep = sorted(f"{r['file']}::{k.split('::', 1)[1]}" for r in rows for k in results[r["file"]][1].tests
+                      if results[r["file"]][1] and results[r["file"]][1].tests[k]["outcome"] == "passed"
+                      and results[r["file"]][0].tests.get(k, {}).get("outcome") == "passed")
+        EXPECTED.write_text("# tests that pass on real Caffe2 AND on netviz (quick subset); CI fails if one "
+                            "stops passing.\n# regenerate: make conformance-expected\n" + "\n".join(keep) + "\n")
+    return 0
+
+
+def check_expected(runs: dict[str, FileRun]) -> int:
+    """CI: every expected test of these files still passes on netviz."""
+    expected = [ln for ln in EXPECTED.read_text().splitlines() if ln and not ln.startswith("#")]
+    by_file = defaultdict(list)
+    for line in expected:
+        rel, _, test = line.partition("::")
+        by_file[rel].append(test)
+    lost = []
+    for rel, tests in by_file.items():
+        run = runs.get(rel)
+        for test in tests:
+            rec = run.tests.get(f"{Path(rel).name}::{test}") if run else None
+            if not rec or rec["outcome"] != "passed":
+                lost.append(f"{rel}::{test}: " + (rec["message"] if rec else f"not run ({run.status if run else 'missing'})"))
+    passed = len(expected) - len(lost)
+    print(f"conformance (quick subset): {passed}/{len(expected)} expected tests pass on netviz")
+    for line in lost:
+        print(f"  REGRESSION {line}")
+    return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
