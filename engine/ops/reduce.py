@@ -1,12 +1,14 @@
-"""Reductions: ReduceSum/Mean/Max/Min, SumElements, ArgMax/ArgMin."""
+"""Reductions and statistics: ReduceSum/Mean/Max/Min/L1/L2, ReduceFront/Back{Sum,Mean,Max} (with lengths),
+Colwise/RowwiseMax, SumElements(Int), SumInt, ArgMax/ArgMin, Moments, BatchMoments, LpNorm, Normalize(L1),
+Summarize."""
 from __future__ import annotations
 
 import numpy as np
 
-from engine.grad_makers import should_not_do_gradient, simple
+from engine.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import INT64, TensorInfo, dims, norm_axis, same_as
+from engine.shapes import INT64, TensorInfo, dims, norm_axis, same_as, split_layout
 
 # ---- kernels ----
 
@@ -48,11 +50,207 @@ def reduce_max_gradient(xp, dy, x, y, *, axes: list | None = None, keepdims: int
     return (_expand(dy, x, ax) * (x == _expand(y, x, ax))).astype(x.dtype)
 
 
-@kernel("ReduceFrontSum", "ReduceFrontMean", "ReduceBackSum", "ReduceBackMean", needs_context=True)
-def reduce_front_back(xp, x, *, ctx, num_reduce_dim: int = 1):
-    t = ctx.op.type
-    ax = tuple(range(num_reduce_dim)) if "Front" in t else tuple(range(x.ndim - num_reduce_dim, x.ndim))
-    return (x.mean(axis=ax) if t.endswith("Mean") else x.sum(axis=ax)).astype(x.dtype)
+def _rows(x, num, front):
+    """`x` as (kept, reduced) 2-D: ReduceFront* reduce the first `num` dims, ReduceBack* the last."""
+    if front:
+        return x.reshape(int(np.prod(x.shape[:num])), -1).T
+    return x.reshape(-1, int(np.prod(x.shape[x.ndim - num:])))
+
+
+def _lengths_mask(xp, x2, lengths):
+    """Which of each kept row's reduced entries count: the first lengths[row] (all without lengths)."""
+    if lengths is None:
+        return None
+    if lengths.size != x2.shape[0]:
+        raise ValueError(f"lengths has {lengths.size} entries, expected one per kept row ({x2.shape[0]})")
+    return xp.arange(x2.shape[1]) < lengths.reshape(-1, 1)
+
+
+def _front_back(kind, front):
+    def run(xp, x, lengths=None, *, num_reduce_dim: int = 1):
+        if lengths is not None and num_reduce_dim != 1:
+            raise ValueError(f"with a lengths input num_reduce_dim must be 1, got {num_reduce_dim}")
+        x2 = _rows(x, num_reduce_dim, front)
+        mask = _lengths_mask(xp, x2, lengths)
+        out_shape = x.shape[num_reduce_dim:] if front else x.shape[:x.ndim - num_reduce_dim]
+        if kind == "Max":
+            y = (x2 if mask is None else xp.where(mask, x2, x.dtype.type(-np.inf))).max(axis=1, initial=-np.inf)
+        else:
+            y = (x2 if mask is None else xp.where(mask, x2, 0)).sum(axis=1)
+            if kind == "Mean":
+                y = y / (x2.shape[1] if lengths is None else lengths.reshape(-1))
+        return y.astype(x.dtype).reshape(out_shape)
+    return run
+
+
+def _front_back_grad(kind, front):
+    # NOTE: [dY, X(, Y)(, lengths)]: the gradient ops read X for its shape (and Y for Max).
+    def run(xp, dy, x, *rest, num_reduce_dim: int = 1):
+        y, lengths = (rest[0], rest[1] if len(rest) > 1 else None) if kind == "Max" else \
+            (None, rest[0] if rest else None)
+        x2 = _rows(x, num_reduce_dim, front)
+        mask = _lengths_mask(xp, x2, lengths)
+        g = dy.reshape(-1, 1)
+        if kind == "Mean":
+            g = g / (x2.shape[1] if lengths is None else lengths.reshape(-1, 1))
+        if kind == "Max":
+            mask = (x2 == y.reshape(-1, 1)) if mask is None else mask & (x2 == y.reshape(-1, 1))
+        d2 = xp.broadcast_to(g, x2.shape) if mask is None else xp.where(mask, g, 0)
+        return xp.ascontiguousarray((d2.T if front else d2).astype(x.dtype)).reshape(x.shape)
+    return run
+
+
+for _k in ("Sum", "Mean", "Max"):
+    for _front in (True, False):
+        _t = f"Reduce{'Front' if _front else 'Back'}{_k}"
+        kernel(_t)(_front_back(_k, _front))
+        kernel(_t + "Gradient")(_front_back_grad(_k, _front))
+
+
+@kernel("ReduceL1")
+def reduce_l1(xp, x, *, axes: list | None = None, keepdims: int = 1):
+    return xp.abs(x).sum(axis=_axes(x, axes), keepdims=bool(keepdims)).astype(x.dtype, copy=False)
+
+
+@kernel("ReduceL2")
+def reduce_l2(xp, x, *, axes: list | None = None, keepdims: int = 1):
+    return xp.sqrt((x * x).sum(axis=_axes(x, axes), keepdims=bool(keepdims))).astype(x.dtype, copy=False)
+
+
+@kernel("ReduceL1Gradient")
+def reduce_l1_gradient(xp, dy, x, y, *, axes: list | None = None, keepdims: int = 1):
+    return (_expand(dy, x, _axes(x, axes)) * xp.sign(x)).astype(x.dtype)
+
+
+@kernel("ReduceL2Gradient")
+def reduce_l2_gradient(xp, dy, x, y, *, axes: list | None = None, keepdims: int = 1):
+    # NOTE: dX = dY * X / Y, and 0 where the norm Y is 0.
+    ax = _axes(x, axes)
+    yy = _expand(y, x, ax)
+    return xp.where(yy == 0, 0, _expand(dy, x, ax) * x / xp.where(yy == 0, 1, yy)).astype(x.dtype)
+
+
+@kernel("ColwiseMax")
+def colwise_max(xp, x):
+    return x.max(axis=1)  # (B, M, N) -> (B, N)
+
+
+@kernel("RowwiseMax")
+def rowwise_max(xp, x):
+    return x.max(axis=2)  # (B, M, N) -> (B, M)
+
+
+@kernel("ColwiseMaxGradient")
+def colwise_max_gradient(xp, x, y, dy):
+    return (xp.expand_dims(dy, 1) * (x == xp.expand_dims(y, 1))).astype(x.dtype)
+
+
+@kernel("RowwiseMaxGradient")
+def rowwise_max_gradient(xp, x, y, dy):
+    return (xp.expand_dims(dy, 2) * (x == xp.expand_dims(y, 2))).astype(x.dtype)
+
+
+@kernel("SumInt")
+def sum_int(xp, *xs):
+    if xs[0].dtype != np.int32:
+        raise TypeError(f"SumInt takes int32 inputs, got {xs[0].dtype}")
+    y = xs[0].copy()
+    for x in xs[1:]:
+        y += x
+    return y
+
+
+@kernel("SumElementsInt")
+def sum_elements_int(xp, x):
+    if x.dtype != np.int32:
+        raise TypeError(f"SumElementsInt takes int32, got {x.dtype}")
+    return xp.asarray(x.sum(), dtype=np.int32).reshape(1)  # NOTE: shape (1,), unlike SumElements' ()
+
+
+@kernel("Moments")
+def moments(xp, x, *, axes: list | None = None, keepdims: int = 1):
+    # NOTE: the variance is the biased one (divided by the count, not count - 1).
+    ax = _axes(x, axes)
+    m = x.mean(axis=ax, keepdims=True)
+    v = xp.square(x - m).mean(axis=ax, keepdims=True)
+    shape = tuple(n for i, n in enumerate(m.shape) if keepdims or i not in ax)
+    return m.astype(x.dtype).reshape(shape), v.astype(x.dtype).reshape(shape)
+
+
+@kernel("MomentsGradient")
+def moments_gradient(xp, dmean, dvar, x, mean, *, axes: list | None = None, keepdims: int = 1):
+    ax = _axes(x, axes)
+    n = x.dtype.type(int(np.prod([x.shape[a] for a in ax])))
+    dm, dv, m = (_expand(t, x, ax) for t in (dmean, dvar, mean))
+    return ((dm + 2 * dv * (x - m)) / n).astype(x.dtype)
+
+
+def _channels(x, order):
+    return (0,) + tuple(range(2, x.ndim)) if order == "NCHW" else tuple(range(x.ndim - 1))
+
+
+@kernel("BatchMoments")
+def batch_moments(xp, x, *, order: str = "NCHW"):
+    # NOTE: the 2nd output is the mean of X squared, E[X^2], not the variance.
+    ax = _channels(x, order)
+    return x.mean(axis=ax).astype(x.dtype), (x * x).mean(axis=ax).astype(x.dtype)
+
+
+@kernel("BatchMomentsGradient")
+def batch_moments_gradient(xp, dmu, dvar, x, *, order: str = "NCHW"):
+    n = x.dtype.type(x.size // max(x.shape[1 if order == "NCHW" else -1], 1))
+    bshape = [1] * x.ndim
+    bshape[1 if order == "NCHW" else -1] = -1
+    return ((dmu.reshape(bshape) + 2 * x * dvar.reshape(bshape)) / n).astype(x.dtype)
+
+
+@kernel("LpNorm")
+def lp_norm(xp, x, *, p: int = 2, average: int = 0):
+    # NOTE: p = 2 gives the SUM OF SQUARES (no square root); shape (1,).
+    if p not in (1, 2):
+        raise ValueError(f"LpNorm: p must be 1 or 2, got {p}")
+    s = xp.abs(x).sum() if p == 1 else (x * x).sum()
+    return (s / (x.size if average else 1)).astype(x.dtype).reshape(1)
+
+
+@kernel("LpNormGradient")
+def lp_norm_gradient(xp, x, dy, *, p: int = 2, average: int = 0):
+    d = xp.sign(x) * dy.reshape(()) if p == 1 else 2 * x * dy.reshape(())
+    return (d / (x.size if average else 1)).astype(x.dtype)
+
+
+_NORMALIZE_EPS = 1e-12  # Caffe2's kEps: the norm is clipped below at this
+
+
+@kernel("Normalize")
+def normalize(xp, x, *, axis: int = -1):
+    n = xp.sqrt((x * x).sum(axis=axis % x.ndim, keepdims=True))
+    return (x / xp.maximum(n, x.dtype.type(_NORMALIZE_EPS))).astype(x.dtype)
+
+
+@kernel("NormalizeGradient")
+def normalize_gradient(xp, x, dy, *, axis: int = -1):
+    ax = axis % x.ndim
+    n = xp.maximum(xp.sqrt((x * x).sum(axis=ax, keepdims=True)), x.dtype.type(_NORMALIZE_EPS))
+    return (dy / n - x / n ** 3 * (x * dy).sum(axis=ax, keepdims=True)).astype(x.dtype)
+
+
+@kernel("NormalizeL1")
+def normalize_l1(xp, x, *, axis: int = -1):
+    n = xp.abs(x).sum(axis=axis % x.ndim, keepdims=True)
+    return (x / xp.where(n == 0, 1, n)).astype(x.dtype)
+
+
+@kernel("Summarize")
+def summarize(xp, x, *, to_file: int = 0):
+    # NOTE: [min, max, mean, sample std (n - 1)]; float32 only. Nothing is written to a file.
+    if x.dtype != np.float32:
+        raise TypeError(f"Summarize takes float32, got {x.dtype}")
+    if x.size == 0:
+        raise ValueError("Summarize: the input is empty")
+    xd = x.astype(np.float64)
+    std = float(xd.std(ddof=1)) if x.size > 1 else 0.0
+    return xp.asarray([float(xd.min()), float(xd.max()), float(xd.mean()), std], dtype=np.float32)
 
 
 @kernel("SumElements")
@@ -84,6 +282,21 @@ def arg_min(xp, x, *, axis: int = -1, keepdims: int = 1):
 # ---- gradients ----
 gradient("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")(simple("{T}Gradient", "GO0 I0 O0", "GI0"))
 gradient("SumElements")(simple("SumElementsGradient", "I0 GO0", "GI0"))
+gradient("ReduceL1", "ReduceL2")(simple("{T}Gradient", "GO0 I0 O0", "GI0"))
+gradient("ColwiseMax", "RowwiseMax")(simple("{T}Gradient", "I0 O0 GO0", "GI0"))
+gradient("Moments")(simple("MomentsGradient", "GO0 GO1 I0 O0", "GI0"))
+gradient("BatchMoments")(simple("BatchMomentsGradient", "GO0 GO1 I0", "GI0"))
+gradient("LpNorm", "Normalize")(simple("{T}Gradient", "I0 GO0", "GI0"))
+should_not_do_gradient("SumElementsInt", "Summarize")
+
+
+@gradient("ReduceFrontSum", "ReduceFrontMean", "ReduceBackSum", "ReduceBackMean", "ReduceFrontMax",
+          "ReduceBackMax")
+@cc_maker
+def reduce_front_back_gradient(g):
+    """[dY, X(, Y for Max)(, lengths)] -> dX."""
+    ins = [g.GO(0), g.I(0)] + ([g.O(0)] if g.type.endswith("Max") else []) + g.op.input[1:]
+    return [g.op_(g.type + "Gradient", ins, [g.GI(0)])]
 should_not_do_gradient("ArgMax", "ArgMin")
 
 
@@ -103,15 +316,44 @@ def reduce_shape(x, *, axes: list | None = None, keepdims: int = 1):
 shape("ReduceSumGradient", "ReduceMeanGradient", "ReduceMaxGradient", "ReduceMinGradient")(same_as(1))
 
 
-@shape("ReduceFrontSum", "ReduceFrontMean")
-def reduce_front_shape(x, *, num_reduce_dim: int = 1):
+@shape("ReduceL1", "ReduceL2")
+def reduce_l_shape(x, *, axes: list | None = None, keepdims: int = 1):
+    return reduce_shape(x, axes=axes, keepdims=keepdims)
+
+
+@shape("ReduceFrontSum", "ReduceFrontMean", "ReduceFrontMax")
+def reduce_front_shape(x, lengths=None, *, num_reduce_dim: int = 1):
     return TensorInfo(dims(x)[num_reduce_dim:], x.dtype)
 
 
-@shape("ReduceBackSum", "ReduceBackMean")
-def reduce_back_shape(x, *, num_reduce_dim: int = 1):
+@shape("ReduceBackSum", "ReduceBackMean", "ReduceBackMax")
+def reduce_back_shape(x, lengths=None, *, num_reduce_dim: int = 1):
     xd = dims(x)
     return TensorInfo(xd[:len(xd) - num_reduce_dim], x.dtype)
+
+
+shape(*(f"Reduce{s}{k}Gradient" for s in ("Front", "Back") for k in ("Sum", "Mean", "Max")), "ReduceL1Gradient",
+      "ReduceL2Gradient", "LpNormGradient", "NormalizeGradient")(same_as(1))
+shape("ColwiseMaxGradient", "RowwiseMaxGradient")(same_as(0))  # [X, Y, dY] -> dX
+shape("MomentsGradient", "BatchMomentsGradient")(same_as(2))  # [dmean, dvar, X, …] -> dX
+shape("ColwiseMax")(lambda x: TensorInfo((d := dims(x))[:1] + d[2:], x.dtype))
+shape("RowwiseMax")(lambda x: TensorInfo(dims(x)[:2], x.dtype))
+shape("SumInt", "Normalize", "NormalizeL1")(same_as(0))
+shape("SumElementsInt")(lambda x: TensorInfo((1,), x.dtype))
+shape("LpNorm")(lambda x: TensorInfo((1,), x.dtype))
+shape("Summarize")(lambda x: TensorInfo((4,), x.dtype))
+
+
+@shape("Moments")
+def moments_shape(x, *, axes: list | None = None, keepdims: int = 1):
+    m = reduce_shape(x, axes=axes, keepdims=keepdims)
+    return m, m
+
+
+@shape("BatchMoments")
+def batch_moments_shape(x, *, order: str = "NCHW"):
+    c = TensorInfo((split_layout(dims(x), order)[1],), x.dtype)
+    return c, c
 
 
 shape("SumElements", "SumSqrElements")(lambda x: TensorInfo((), x.dtype))
