@@ -94,6 +94,8 @@ class Debugger(Machine):
         if getattr(self, "records", None):
             self.previous_records.update(self.records_by_path)
         self.ws = Workspace("debugger")
+        if self.model.init_path is not None:  # NOTE: relative DB paths of Load/Save: beside the init net
+            self.ws.root_folder = str(self.model.init_path.parent)
         self._rng = np.random.default_rng(self.seed)
         with executor.random_source(self._rng):
             executor.run_net(self._on_device(self.model.init), self.ws, device=self._bind_device)

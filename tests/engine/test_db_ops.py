@@ -123,3 +123,24 @@ def test_load_names_prefixes_and_missing_blob(tmp_path):
         run_op(create_operator("Load", [], ["w"], db="m.db", db_type="leveldb"), ws)
     run_op(create_operator("DBExists", [], ["e"], db_name="m.db", db_type="minidb"), ws)
     assert bool(ws.values["e"])
+
+
+def test_cli_init_net_loads_weights_from_a_minidb_beside_it(tmp_path, monkeypatch, capsys):
+    """`netviz run model.pb --init init_net.pb`: the init net's Load finds params.minidb next to it."""
+    from engine.modelio import save_net
+    from netviz.cli import main
+    from proto import caffe2_pb2
+
+    w, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([0.5, -1.0], np.float32)
+    blobio.write_minidb(tmp_path / "params.minidb", blobio.save_records([("w", w), ("b", b)]))
+    init = caffe2_pb2.NetDef(name="init", op=[create_operator("Load", [], ["w", "b"], db="params.minidb",
+                                                                db_type="minidb")])
+    predict = caffe2_pb2.NetDef(name="predict", op=[create_operator("FC", ["x", "w", "b"], ["y"])],
+                                external_input=["x", "w", "b"], external_output=["y"])
+    save_net(init, tmp_path / "init_net.pb")
+    save_net(predict, tmp_path / "predict_net.pb")
+    np.save(tmp_path / "x.npy", np.ones((1, 3), np.float32))
+    monkeypatch.chdir(ROOT)  # not the model's folder
+    assert main(["run", str(tmp_path / "predict_net.pb"), "--init", str(tmp_path / "init_net.pb"),
+                 "--input", f"x={tmp_path / 'x.npy'}", "--dump", str(tmp_path / "d")]) == 0
+    assert np.load(tmp_path / "d" / "y@1.npy").tolist() == [[3.5, 11.0]]
