@@ -1,10 +1,17 @@
-"""Optimizer ops of training nets: Iter, LearningRate, WeightedSum updates, MomentumSGDUpdate, Adagrad, Adam."""
+"""Optimizer ops of training nets (what Caffe2's optimizer.py emits): Iter, LearningRate, MomentumSGD(Update),
+Adagrad and its sparse / row-wise / decay forms, Adam and its sparse forms, Adadelta, Ftrl, GFtrl, RmsProp,
+Storm, Wngrad, Lars, LearningRateAdaption, SparseNormalize, SparseLpRegularizer, RowWiseCounter.
+
+Sparse ops update the rows `indices` of their (in-place) state; Caffe2 walks the indices in order,
+so a repeated index is updated again from its new value: :func:`_sparse_rounds` keeps that order
+while each round is one vectorised update of distinct rows."""
 from __future__ import annotations
 
 import numpy as np
 
 from engine import device as dev
 from engine.grad_makers import no_gradient, should_not_do_gradient
+from engine.errors import ExecutionError
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from engine.shapes import FLOAT, INT64, TensorInfo, same_as
@@ -62,23 +69,367 @@ def momentum_sgd_update(xp, g, m, lr, param, *, momentum: float = 0.0, nesterov:
 
 
 @kernel("Adagrad")
-def adagrad(xp, param, h, g, lr, *, epsilon: float = 1e-5, decay: float = 1.0):
-    h_new = h * h.dtype.type(decay) + g * g
-    return param + _lr(lr) * g / (xp.sqrt(h_new) + h.dtype.type(epsilon)), h_new
+def adagrad(xp, param, h, g, lr, *, epsilon: float = 1e-5, decay: float = 1.0, weight_decay: float = 0.0):
+    # NOTE: optional outputs 3 and 4: the effective learning rate and the update, elementwise.
+    f = param.dtype.type
+    g = g + f(weight_decay) * param
+    h_new = h * f(decay) + g * g
+    eff = _lr(lr) / (xp.sqrt(h_new) + f(epsilon))
+    upd = eff * g
+    return param + upd, h_new, eff, upd
 
 
 @kernel("Adam")
 def adam(xp, param, m1, m2, g, lr, it, *, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-5):
-    t = float(dev.to_host(it).reshape(-1)[0]) + 1
-    corr = np.float32(np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t))
+    corr = _adam_correction(it, beta1, beta2)
     b1, b2 = param.dtype.type(beta1), param.dtype.type(beta2)
     m1n, m2n = b1 * m1 + (1 - b1) * g, b2 * m2 + (1 - b2) * g * g
-    return param + _lr(lr) * corr * m1n / (xp.sqrt(m2n) + param.dtype.type(epsilon)), m1n, m2n
+    step = corr * m1n / (xp.sqrt(m2n) + param.dtype.type(epsilon))
+    return param + _lr(lr) * step, m1n, m2n, step  # NOTE: the optional 4th output is the step before lr
+
+
+def _adam_correction(it, beta1, beta2):
+    """``sqrt(1 - beta2^t) / (1 - beta1^t)`` at ``t = iter + 1``, from the float32 betas, as Caffe2."""
+    t = float(dev.to_host(it).reshape(-1)[0]) + 1
+    b1, b2 = float(np.float32(beta1)), float(np.float32(beta2))
+    return np.float32(np.sqrt(1 - b2 ** t) / (1 - b1 ** t))
+
+
+def _sparse_rounds(indices):
+    """Positions of `indices` in rounds of distinct rows, each round in first-come order: round r holds
+    the (r+1)-th occurrence of every row (applying the rounds in turn = Caffe2's sequential loop)."""
+    idx = np.asarray(dev.to_host(indices)).reshape(-1).astype(np.int64)
+    if idx.size == 0:
+        return []
+    order = np.argsort(idx, kind="stable")
+    s = idx[order]
+    start = np.r_[0, np.flatnonzero(s[1:] != s[:-1]) + 1]
+    rank = np.arange(s.size) - np.repeat(start, np.diff(np.r_[start, s.size]))
+    return [np.sort(order[rank == r]) for r in range(int(rank.max()) + 1)]
+
+
+def _sparse_update(xp, indices, grad, states, rowwise, step):
+    """Apply ``step(rows, g) -> new rows`` to the rows of `states` (param first) named by `indices`.
+
+    ``states`` are copied (the op's outputs); full states are viewed as (rows, block) and the row-wise
+    ones (`rowwise[k]` True) as (rows,).  `grad` is (len(indices), block)."""
+    out = [s.copy() for s in states]
+    n = out[0].shape[0] if out[0].ndim else 1
+    views = [o.reshape(n) if rw else o.reshape(n, -1) for o, rw in zip(out, rowwise)]
+    idx = np.asarray(dev.to_host(indices)).reshape(-1).astype(np.int64)
+    g = grad.reshape(idx.size, -1) if idx.size else grad
+    for pos in _sparse_rounds(indices):
+        rows = xp.asarray(idx[pos])
+        new = step([v[rows] for v in views], g[xp.asarray(pos)])
+        for v, r in zip(views, new):
+            v[rows] = r
+    return tuple(out)
+
+
+@kernel("SparseAdagrad")
+def sparse_adagrad(xp, param, h, indices, g, lr, *, epsilon: float = 1e-5, weight_decay: float = 0.0,
+                   decay: float = 1.0):
+    if decay != 1.0:
+        raise ExecutionError("Decay is not supported for SparseAdagrad (decay must be 1.0)")
+    f, a = param.dtype.type, _lr(lr)
+
+    def step(rows, gr):
+        w, hh = rows
+        gr = gr + f(weight_decay) * w
+        hh = hh + gr * gr
+        return w + a * gr / (xp.sqrt(hh) + f(epsilon)), hh
+    return _sparse_update(xp, indices, g, (param, h), (False, False), step)
+
+
+@kernel("RowWiseSparseAdagrad")
+def row_wise_sparse_adagrad(xp, param, h, indices, g, lr, counter=None, *, epsilon: float = 1e-5,
+                            weight_decay: float = 0.0, counter_halflife: int = -1):
+    # NOTE: one moment per row: h += mean((g + wd * w)^2) over the row.
+    f, a = param.dtype.type, _lr(lr)
+
+    def step(rows, gr):
+        w, hh = rows
+        gr = gr + f(weight_decay) * w
+        hh = hh + (gr * gr).mean(axis=1)
+        return w + gr * (a / (xp.sqrt(hh) + f(epsilon)))[:, None], hh
+    return _sparse_update(xp, indices, g, (param, h), (False, True), step)
+
+
+@kernel("DecayAdagrad")
+def decay_adagrad(xp, param, m1, m2, g, lr, it, *, beta1: float = 0.9, beta2: float = 0.999,
+                  epsilon: float = 1e-5, weight_decay: float = 0.0, bias_correction_first: int = 1):
+    # NOTE: m2 is a plain Adagrad sum (beta2 unused); m1 is bias-corrected by 1 - beta1^t.
+    f = param.dtype.type
+    t = float(dev.to_host(it).reshape(-1)[0]) + 1
+    c = f(1 - float(np.float32(beta1)) ** t) if bias_correction_first else f(1)
+    m1n = m1 * f(beta1) + g * (1 - f(beta1))
+    m2n = m2 + g * g
+    return param + _lr(lr) * (m1n / c / (xp.sqrt(m2n) + f(epsilon)) + f(weight_decay) * param), m1n, m2n
+
+
+def _adam_rows(xp, lr, corr, beta1, beta2, epsilon, rowwise):
+    """One sparse Adam step on rows: (w, m1, m2) -> (w, m1, m2, step); row-wise m2 is the row mean."""
+    f = np.float32
+    b1, b2 = f(beta1), f(beta2)
+
+    def step(rows, gr):
+        w, m1, m2 = rows
+        m1 = m1 * b1 + gr * (1 - b1)
+        m2 = m2 * b2 + ((gr * gr).mean(axis=1) if rowwise else gr * gr) * (1 - b2)
+        den = (xp.sqrt(m2)[:, None] if rowwise else xp.sqrt(m2)) + f(epsilon)
+        st = corr * m1 / den
+        return w + lr * st, m1, m2, st
+    return step
+
+
+@kernel("SparseAdam", "RowWiseSparseAdam", needs_context=True)
+def sparse_adam(xp, param, m1, m2, indices, g, lr, it, *, ctx, beta1: float = 0.9, beta2: float = 0.999,
+                epsilon: float = 1e-5, enableRAdam: int = 0):
+    # NOTE: the optional 4th output is each gradient row's step (before lr), in the order of `indices`.
+    rowwise = ctx.op.type == "RowWiseSparseAdam"
+    if enableRAdam:
+        raise ExecutionError("SparseAdam: enableRAdam is not supported by netviz")
+    inner = _adam_rows(xp, _lr(lr), _adam_correction(it, beta1, beta2), beta1, beta2, epsilon, rowwise)
+    steps = xp.zeros(g.shape, dtype=g.dtype)
+    sv = steps.reshape(steps.shape[0] if steps.ndim else 1, -1) if steps.size else steps
+    positions = []
+
+    def step(rows, gr):
+        *new, st = inner(rows, gr)
+        positions.append(st)
+        return new
+    out = _sparse_update(xp, indices, g, (param, m1, m2), (False, False, rowwise), step)
+    for pos, st in zip(_sparse_rounds(indices), positions):
+        sv[xp.asarray(pos)] = st
+    return out + (steps,)
+
+
+def _adadelta_rows(xp, lr, epsilon, decay):
+    f = np.float32
+    eps, dec = f(epsilon), f(decay)
+
+    def step(rows, gr):
+        w, h, d = rows
+        h = dec * h + (1 - dec) * gr * gr
+        ng = xp.sqrt(d + eps) / xp.sqrt(h + eps) * gr
+        return w + lr * ng, h, dec * d + (1 - dec) * ng * ng
+    return step
+
+
+@kernel("Adadelta")
+def adadelta(xp, param, h, d, g, lr, *, epsilon: float = 1e-5, decay: float = 0.95):
+    return tuple(_adadelta_rows(xp, _lr(lr), epsilon, decay)([param, h, d], g))
+
+
+@kernel("SparseAdadelta")
+def sparse_adadelta(xp, param, h, d, indices, g, lr, *, epsilon: float = 1e-5, decay: float = 0.95):
+    return _sparse_update(xp, indices, g, (param, h, d), (False,) * 3, _adadelta_rows(xp, _lr(lr), epsilon, decay))
+
+
+def _ftrl_params(alpha_in, alpha, beta, lambda1, lambda2):
+    a = float(dev.to_host(alpha_in).reshape(-1)[0]) if alpha_in is not None else alpha
+    return np.float32(1.0 / a), np.float32(beta), np.float32(lambda1), np.float32(lambda2)
+
+
+def _ftrl_rows(xp, p):
+    """FTRL-proximal on (w, n_z) rows; n_z interleaves (n, z) per weight."""
+    alpha_inv, beta, l1, l2 = p
+
+    def step(rows, gr):
+        w, nz = rows
+        nz = nz.reshape(w.shape + (2,))
+        n, z = nz[..., 0], nz[..., 1]
+        new_n = n + gr * gr
+        new_z = z + gr - (xp.sqrt(new_n) - xp.sqrt(n)) * alpha_inv * w
+        new_w = xp.where(xp.abs(new_z) > l1, (l1 * xp.sign(new_z) - new_z) / ((beta + xp.sqrt(new_n)) * alpha_inv + l2),
+                         0).astype(w.dtype)
+        return new_w, xp.stack([new_n, new_z], axis=-1).reshape(w.shape[0], -1)
+    return step
+
+
+@kernel("Ftrl")
+def ftrl(xp, var, nz, g, alpha_in=None, *, alpha: float = 0.005, beta: float = 1.0, lambda1: float = 0.001,
+         lambda2: float = 0.001):
+    w, n2 = _ftrl_rows(xp, _ftrl_params(alpha_in, alpha, beta, lambda1, lambda2))(
+        [var.reshape(1, -1), nz.reshape(1, -1)], g.reshape(1, -1))
+    return w.reshape(var.shape), n2.reshape(nz.shape)
+
+
+@kernel("SparseFtrl")
+def sparse_ftrl(xp, var, nz, indices, g, alpha_in=None, *, alpha: float = 0.005, beta: float = 1.0,
+                lambda1: float = 0.001, lambda2: float = 0.001):
+    step = _ftrl_rows(xp, _ftrl_params(alpha_in, alpha, beta, lambda1, lambda2))
+    w, n2 = _sparse_update(xp, indices, g, (var, nz.reshape(var.shape[0], -1)), (False, False), step)
+    return w, n2.reshape(nz.shape)
+
+
+@kernel("GFtrl")
+def gftrl(xp, var, nz, g, alpha_in=None, *, alpha: float = 0.005, beta: float = 1.0, lambda1: float = 0.001,
+          lambda2: float = 0.001):
+    # NOTE: group lasso over the output dim: a column j is zeroed unless ||z[:, j]|| > lambda1 * sqrt(rows).
+    alpha_inv, b, l1, l2 = _ftrl_params(alpha_in, alpha, beta, lambda1, lambda2)
+    rows = g.shape[0]
+    w, g2 = var.reshape(rows, -1), g.reshape(rows, -1)
+    n, z = nz.reshape(rows, -1, 2)[..., 0], nz.reshape(rows, -1, 2)[..., 1]
+    new_n = n + g2 * g2
+    new_z = z + g2 - (xp.sqrt(new_n) - xp.sqrt(n)) * alpha_inv * w
+    norm = xp.sqrt((new_z * new_z).sum(axis=0, keepdims=True))
+    thr = l1 * np.float32(np.sqrt(rows))
+    new_w = xp.where(norm > thr, new_z * (thr / xp.where(norm > 0, norm, 1) - 1) / ((b + xp.sqrt(new_n)) * alpha_inv + l2),
+                     0).astype(var.dtype)
+    return new_w.reshape(var.shape), xp.stack([new_n, new_z], axis=-1).reshape(nz.shape)
+
+
+@kernel("RmsProp")
+def rms_prop(xp, g, ms, mom, lr, *, decay: float = 0.9, momentum: float = 0.0, epsilon: float = 1e-5):
+    # NOTE: outputs (grad, mean_squares, momentum); the new gradient is the new momentum.
+    f = g.dtype.type
+    ms_new = ms + (1 - f(decay)) * (g * g - ms)
+    mom_new = mom * f(momentum) + _lr(lr) * g / xp.sqrt(f(epsilon) + ms_new)
+    return mom_new, ms_new, mom_new
+
+
+def _storm_rows(xp, lr, gsq_new, momentum, beta):
+    nlr = np.float32(lr * (np.float32(beta) + gsq_new) ** (-1.0 / 3.0))
+    alpha = np.float32(np.float32(momentum) * nlr * nlr)
+
+    def step(rows, gr):
+        w, m = rows
+        m = gr + (1 - alpha) * (m - gr)
+        return w + nlr * m, m
+    return step
+
+
+@kernel("Storm")
+def storm(xp, param, moment, gsq, g, lr, *, momentum: float = 10.0, beta: float = 0.1):
+    gsq_new = gsq + (g * g).sum(dtype=np.float32)
+    w, m = _storm_rows(xp, float(dev.to_host(_lr(lr))), float(dev.to_host(gsq_new).reshape(-1)[0]), momentum,
+                       beta)([param, moment], g)
+    return w, m, gsq_new.astype(gsq.dtype)
+
+
+@kernel("SparseStorm")
+def sparse_storm(xp, param, moment, gsq, g, indices, lr, *, momentum: float = 10.0, beta: float = 0.1):
+    # NOTE: inputs (param, moment, grad_sq_sum, grad, indices, lr): grad BEFORE indices, unlike the others.
+    if indices.size == 0:
+        return param.copy(), moment.copy(), gsq.copy()
+    gsq_new = gsq + (g * g).sum(dtype=np.float32)
+    step = _storm_rows(xp, float(dev.to_host(_lr(lr))), float(dev.to_host(gsq_new).reshape(-1)[0]), momentum, beta)
+    return _sparse_update(xp, indices, g, (param, moment), (False, False), step) + (gsq_new.astype(gsq.dtype),)
+
+
+@kernel("Wngrad")
+def wngrad(xp, param, seq_b, g, lr, *, epsilon: float = 1e-5):
+    # NOTE: optional outputs: the effective lr (shape of seq_b) and the update.
+    f = param.dtype.type
+    b = seq_b.reshape(-1)[0]
+    eff = _lr(lr) / (b + f(epsilon))
+    upd = eff * g
+    b_new = seq_b + (g * g).sum(dtype=np.float32) / (b + f(epsilon))
+    return param + upd, b_new.astype(seq_b.dtype), xp.full(seq_b.shape, eff, dtype=seq_b.dtype), upd
+
+
+@kernel("SparseWngrad")
+def sparse_wngrad(xp, param, seq_b, indices, g, lr, *, epsilon: float = 1e-5):
+    # NOTE: every row steps with the OLD seq_b; seq_b then grows by sum(g^2) / seq_b (no epsilon there).
+    if indices.size == 0:
+        return param.copy(), seq_b.copy()
+    f = param.dtype.type
+    b = seq_b.reshape(-1)[0]
+    a = _lr(lr) / (b + f(epsilon))
+    w, = _sparse_update(xp, indices, g, (param,), (False,), lambda rows, gr: (rows[0] + a * gr,))
+    return w, (seq_b + (g * g).sum(dtype=np.float32) / b).astype(seq_b.dtype)
+
+
+@kernel("Lars")
+def lars(xp, x, dx, wd, trust, lr_max, *, offset: float = 0.5, lr_min: float = 0.02):
+    # NOTE: trust / (|dX| / |X| + wd + offset), clipped to [lr_min, lr_max]; 1 * trust-free when |X| = 0.
+    xn = xp.sqrt((x.astype(np.float32) ** 2).sum())
+    dn = xp.sqrt((dx.astype(np.float32) ** 2).sum())
+    w = wd.reshape(-1)[0]
+    val = xp.where(xn > 0, trust.reshape(-1)[0] / (dn / xp.where(xn > 0, xn, 1) + w + np.float32(offset)), 1.0)
+    return xp.clip(val, np.float32(lr_min), lr_max.reshape(-1)[0]).reshape(1).astype(np.float32)
+
+
+@kernel("LearningRateAdaption")
+def learning_rate_adaption(xp, lr, g, eg, *, lr_alpha: float = 0.01, normalized_lr_adaption: int = 1):
+    x = (g * eg).sum(dtype=np.float32)
+    a = np.float32(lr_alpha)
+    if normalized_lr_adaption:
+        y = xp.maximum(xp.sqrt((g * g).sum(dtype=np.float32)), np.float32(1e-12))
+        z = xp.maximum(xp.sqrt((eg * eg).sum(dtype=np.float32)), np.float32(1e-12))
+        return (lr * (1 - a * x / (y * z))).astype(lr.dtype)
+    return (lr - a * x).astype(lr.dtype)
+
+
+@kernel("SparseMomentumSGDUpdate")
+def sparse_momentum_sgd_update(xp, g, m, lr, param, indices, *, momentum: float = 0.0, nesterov: int = 0):
+    # NOTE: outputs (grad, moment, param); the output grad holds each gradient row's adjusted value.
+    g_out = xp.zeros(g.shape, dtype=g.dtype)
+    gv = g_out.reshape(indices.size, -1) if indices.size else g_out
+    adjusted = []
+
+    def step(rows, gr):
+        mm, w = rows
+        adj, m_new, _ = _momentum(gr, mm, lr, momentum, nesterov)
+        adjusted.append(adj)
+        return m_new, w - adj
+    m_new, w_new = _sparse_update(xp, indices, g, (m, param), (False, False), step)
+    for pos, adj in zip(_sparse_rounds(indices), adjusted):
+        gv[xp.asarray(pos)] = adj
+    return g_out, m_new, w_new
+
+
+@kernel("SparseNormalize", "Float16SparseNormalize")
+def sparse_normalize(xp, param, indices, g=None, *, use_max_norm: int = 1, norm: float = 1.0):
+    # NOTE: each named row is rescaled to L2 norm `norm` (use_max_norm: only rows above it); eps 1e-12.
+    f = np.float32
+
+    def step(rows, _):
+        w = rows[0].astype(np.float32)
+        nrm = xp.sqrt((w * w).sum(axis=1, keepdims=True)) + f(1e-12)
+        scale = f(norm) / nrm
+        if use_max_norm:
+            scale = xp.where(nrm < f(norm), f(1), scale)
+        return ((w * scale).astype(param.dtype),)
+    return _sparse_update(xp, indices, xp.zeros((indices.size, 1), dtype=np.float32), (param,), (False,), step)
+
+
+@kernel("SparseLpRegularizer")
+def sparse_lp_regularizer(xp, param, indices, g=None, *, p: float = 2.0, reg_lambda: float = 1e-5):
+    lam = np.float32(reg_lambda)
+    if p == 2.0:
+        fn = lambda rows, _: (rows[0] * (1 - lam),)  # noqa: E731
+    elif p == 1.0:
+        fn = lambda rows, _: (xp.where(rows[0] < -lam, rows[0] + lam,  # noqa: E731
+                                       xp.where(rows[0] > lam, rows[0] - lam, 0)).astype(param.dtype),)
+    else:
+        raise ExecutionError(f"SparseLpRegularizer: only p = 1 or 2 is implemented (as in Caffe2), got p = {p}")
+    return _sparse_update(xp, indices, xp.zeros((indices.size, 1), dtype=np.float32), (param,), (False,), fn)
+
+
+@kernel("RowWiseCounter")
+def row_wise_counter(xp, prev_iter, counter, indices, it, *, counter_halflife: int = -1):
+    # NOTE: counter = 1 + exp(-delta_iter * ln2 / halflife) * counter per named row; nothing when halflife <= 0.
+    if indices.size == 0 or counter_halflife <= 0:
+        return prev_iter.copy(), counter.copy()
+    cur = int(dev.to_host(it).reshape(-1)[0])
+    rho = np.log(2.0) / counter_halflife
+
+    def step(rows, _):
+        pi, c = rows
+        delta = xp.maximum(0, cur - pi)
+        return xp.maximum(cur, pi), 1.0 + xp.exp(-delta * rho) * c
+    return _sparse_update(xp, indices, xp.zeros((indices.size, 1)), (prev_iter, counter), (True, True), step)
 
 
 # ---- gradients ----
 no_gradient("Iter", "AtomicIter", "LearningRate")
-should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "Adagrad", "SparseAdagrad", "Adam")
+should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "Adagrad", "SparseAdagrad", "Adam", "RowWiseSparseAdagrad",
+                       "DecayAdagrad", "SparseAdam", "RowWiseSparseAdam", "Adadelta", "SparseAdadelta", "Ftrl",
+                       "SparseFtrl", "GFtrl", "RmsProp", "Storm", "SparseStorm", "Wngrad", "SparseWngrad", "Lars",
+                       "SparseMomentumSGDUpdate", "SparseNormalize", "Float16SparseNormalize", "RowWiseCounter")
+no_gradient("LearningRateAdaption")
 
 
 # ---- shapes ----
@@ -87,5 +438,15 @@ shape("Iter", "AtomicIter")(lambda *_: TensorInfo((1,), INT64))
 shape("LearningRate")(lambda it: TensorInfo((), FLOAT))  # NOTE: a 0-d tensor, as in Caffe2 1.10
 shape("MomentumSGD")(same_as(0, 1))  # [g, m, lr] -> adjusted g, m
 shape("MomentumSGDUpdate")(same_as(0, 1, 3))  # [g, m, lr, param] -> g, m, param
-shape("Adagrad")(same_as(0, 1))  # [param, h, g, lr] -> param, h
-shape("Adam")(same_as(0, 1, 2))  # [param, m1, m2, g, lr, it] -> param, m1, m2
+shape("Adagrad")(same_as(0, 1, 2, 2))  # [param, h, g, lr] -> param, h, (effective lr, update)
+shape("Adam")(same_as(0, 1, 2, 3))  # [param, m1, m2, g, lr, it] -> param, m1, m2, (step)
+shape("SparseAdagrad", "RowWiseSparseAdagrad", "Ftrl", "SparseFtrl", "GFtrl")(same_as(0, 1))
+shape("DecayAdagrad", "Adadelta", "SparseAdadelta", "Storm", "SparseStorm")(same_as(0, 1, 2))
+shape("SparseAdam", "RowWiseSparseAdam")(same_as(0, 1, 2, 4))
+shape("RmsProp")(same_as(0, 1, 2))  # [g, ms, mom, lr] -> g, ms, mom
+shape("Wngrad")(same_as(0, 1, 1, 2))
+shape("SparseWngrad")(same_as(0, 1))
+shape("SparseMomentumSGDUpdate")(same_as(0, 1, 3))
+shape("SparseNormalize", "Float16SparseNormalize", "SparseLpRegularizer", "LearningRateAdaption")(same_as(0))
+shape("RowWiseCounter")(same_as(0, 1))
+shape("Lars")(lambda *_: TensorInfo((1,), FLOAT))
