@@ -1,4 +1,5 @@
-"""Recurrent nets: RecurrentNetwork and its gradient, the rnn_internal_* link ops, LSTMUnit.
+"""Recurrent nets: RecurrentNetwork and its gradient, the rnn_internal_* link ops, LSTMUnit, GRUUnit,
+SinusoidPositionEncoding.
 
 RecurrentNetwork runs its step net once per timestep, each in its own step workspace, by
 ``yield``ing a :class:`~engine.plans.SubnetRun` per timestep (the executor runs each whole, the
@@ -20,7 +21,7 @@ from engine.grad_makers import cc_maker
 from engine.opdef import args_of, create_operator
 from engine.plans import SubnetRun
 from engine.registry import gradient, kernel, shape
-from engine.shapes import same_as
+from engine.shapes import FLOAT, TensorInfo, dims, same_as
 from engine.workspace import Workspace, bind_view, step_workspace
 from proto import caffe2_pb2
 
@@ -102,6 +103,62 @@ def lstm_unit_gradient(xp, h_prev, c_prev, gates, *rest, forget_bias: float = 0.
     dt = c_prev.dtype
     return (dh_prev.reshape(h_prev.shape).astype(dt), dc_prev.reshape(c_prev.shape).astype(dt),
             dx.reshape(gates.shape).astype(dt))
+
+
+def _gru_parts(xp, h_prev, gates, rest, sequence_lengths):
+    """Update gate u, candidate o (rows x D), the valid-row mask, and the inputs after the timestep.
+    Gates are [reset, update, output] per row; the reset gate was applied upstream (rnn_cell), so unused."""
+    k = 1 if sequence_lengths else 0
+    if len(rest) < k + 1:
+        raise ExecutionError(f"GRUUnit needs {'seq_lengths and ' if k else ''}a timestep input")
+    D = h_prev.shape[-1]
+    x = gates.reshape(-1, 3, D)
+    t = _t(rest[k])
+    valid = (t < xp.asarray(rest[0]).reshape(-1, 1)) if k else xp.ones((x.shape[0], 1), dtype=bool)
+    return _sigmoid(xp, x[:, 1]), xp.tanh(x[:, 2]), valid, rest[k + 1:]
+
+
+@kernel("GRUUnit")
+def gru_unit(xp, h_prev, gates, *rest, drop_states: int = 0, sequence_lengths: int = 1):
+    # NOTE: h = u * h_prev + (1 - u) * o; rows past their length copy (drop_states: zero) h_prev.
+    u, o, valid, _ = _gru_parts(xp, h_prev, gates, rest, sequence_lengths)
+    hp = h_prev.reshape(u.shape)
+    h = xp.where(valid, hp * u + o * (1 - u), 0 if drop_states else hp)
+    return h.reshape(h_prev.shape).astype(h_prev.dtype)
+
+
+@kernel("GRUUnitGradient")
+def gru_unit_gradient(xp, h_prev, gates, *rest, drop_states: int = 0, sequence_lengths: int = 1):
+    # inputs: h_prev, gates, [seq_lengths], timestep, h, h_grad -> h_prev_grad, gates_grad (reset part 0)
+    u, o, valid, after = _gru_parts(xp, h_prev, gates, rest, sequence_lengths)
+    if len(after) != 2:
+        raise ExecutionError("GRUUnitGradient needs h and h_grad after the timestep")
+    dh = after[1].reshape(u.shape)
+    hp = h_prev.reshape(u.shape)
+    dh_prev = xp.where(valid, dh * u, 0 if drop_states else dh)
+    dx = xp.stack([0 * dh, dh * (hp - o) * u * (1 - u), dh * (1 - u) * (1 - o * o)], axis=1)
+    dx = xp.where(valid[:, :, None], dx, 0)
+    dt = h_prev.dtype
+    return dh_prev.reshape(h_prev.shape).astype(dt), dx.reshape(gates.shape).astype(dt)
+
+
+@kernel("SinusoidPositionEncoding")
+def sinusoid_position_encoding(xp, positions, *, embedding_size: int = 100, alpha: float = 10000.0,
+                               amplitude: float = 1.0):
+    # NOTE: (M, K) -> (M, K, E); every column k uses row i's FIRST position; odd entries are cosines.
+    if positions.ndim != 2:
+        raise ExecutionError("POSITIONS should be a 2-D tensor")
+    m, k = positions.shape
+    e = int(embedding_size)
+    f = np.float32
+    pos = xp.asarray(dev.to_host(positions)[:, :1] if xp is np else positions[:, :1]).astype(f)
+    with np.errstate(divide="ignore"):
+        log_pos = xp.log(pos)
+    steps = xp.arange(e, dtype=f) / f(max(e - 1, 1)) * f(-np.log(f(alpha)) * f((e - 1.0) / e)) if e > 1 \
+        else xp.zeros(1, f)
+    row = xp.exp(log_pos + steps) + xp.where(xp.arange(e) % 2 == 1, f(np.pi / 2), f(0))
+    out = (f(amplitude) * xp.sin(row)).astype(f)
+    return xp.ascontiguousarray(xp.broadcast_to(out[:, None, :], (m, k, e)))
 
 
 @kernel("rnn_internal_apply_link", needs_context=True)
@@ -337,7 +394,19 @@ def lstm_unit_gradient_maker(g):
     return [g.op_("LSTMUnitGradient", ins, [g.GI(0), g.GI(1), g.GI(2)])]
 
 
+@gradient("GRUUnit")
+@cc_maker
+def gru_unit_gradient_maker(g):
+    """[I0..I3 (no seq_lengths: I0..I2), O0, GO0] -> [GI0, GI1]."""
+    n = 4 if g.arg("sequence_lengths", 1) else 3
+    return [g.op_("GRUUnitGradient", [g.I(k) for k in range(n)] + [g.O(0), g.GO(0)], [g.GI(0), g.GI(1)])]
+
+
 # ---- shapes ----
 shape("LSTMUnit")(same_as(1, 1))
 shape("LSTMUnitGradient")(same_as(0, 1, 2))
+shape("GRUUnit")(same_as(0))
+shape("GRUUnitGradient")(same_as(0, 1))
+shape("SinusoidPositionEncoding")(lambda p, *, embedding_size=100, alpha=10000.0, amplitude=1.0: TensorInfo(
+    dims(p) + (int(embedding_size),), FLOAT))
 shape("rnn_internal_accumulate_gradient_input")(same_as(2))
