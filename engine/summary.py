@@ -74,7 +74,20 @@ def model_summary(model: Model) -> dict[str, Any]:
         **net_summary(model.predict),
         "parameters": params,
         "inputs": {k: {"data_type": v.data_type, "shape": list(v.shape)} for k, v in model.value_info.items()},
+        "sections": training_summary(model.predict),
     }
+
+
+def training_summary(net: caffe2_pb2.NetDef) -> dict[str, Any] | None:
+    """Sections of a training net (ops per forward/backward/optimizer, the losses it was
+    differentiated for, how gradient ops were paired); ``None`` for a forward-only net."""
+    from engine.training import split_training_net
+
+    split = split_training_net(net)
+    if not split.has_backward:
+        return None
+    return {"ops": split.counts(), "losses": split.losses, "paired_by": split.paired_by,
+            "unpaired_backward_ops": sorted(i for i, j in split.partner.items() if j is None)}
 
 
 def shape_summary(model: Model) -> dict[str, dict[str, Any]]:

@@ -65,7 +65,8 @@ class TrainingSplit:
         The blobs the backward pass was generated for (from its ``<loss>_autogen_grad`` fills).
     paired_by : str
         ``"regenerated"`` when the pairing comes from regenerating the backward pass of the
-        forward section (the generated view's pairing), ``"names"`` when from blob names.
+        forward section (the generated view's pairing), ``"names"`` when from blob names,
+        ``"regenerated+names"`` when ops without a generated twin were paired by names.
     """
 
     sections: list[str]
@@ -94,17 +95,22 @@ def _classify(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
     grad_blobs: set[str] = set()
     opt_blobs: set[str] = set()
     fwd_read: set[str] = set()
+    fwd_written: set[str] = set()
     for op in ops:
         ins = set(op.input)
+        made_by_maker = op.is_gradient_op or op.type.endswith("Gradient")
         if op.type in ITERATION_OPS or op.type in UPDATE_OPS or ins & opt_blobs:
             kind = OPTIMIZER
         elif is_gradient_op(op) or ins & grad_blobs:
-            # NOTE: an op that reads a gradient and overwrites a blob the forward section reads is an
-            # update (``WeightedSum([w, ONE, w_grad, LR], w)`` written without LearningRate).
-            kind = OPTIMIZER if set(op.output) & fwd_read and not is_gradient_op(op) else BACKWARD
+            # NOTE: an op no maker made that reads a gradient and a parameter, or overwrites a blob the
+            # forward section reads, is an optimizer's (weight decay ``WeightedSum([g, ONE, w, wd], g)``,
+            # an update written without LearningRate ``WeightedSum([w, ONE, w_grad, lr], w)``).
+            params = (ins | set(op.output)) & (fwd_read - fwd_written)
+            kind = OPTIMIZER if ins & grad_blobs and params and not made_by_maker else BACKWARD
         else:
             kind = FORWARD
             fwd_read |= ins
+            fwd_written |= set(op.output)
         (opt_blobs if kind == OPTIMIZER else grad_blobs if kind == BACKWARD else set()).update(op.output)
         sections.append(kind)
     return _pull_feeders(ops, sections)
@@ -113,7 +119,7 @@ def _classify(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
 def _pull_feeders(ops: Sequence[caffe2_pb2.OperatorDef], sections: list[str]) -> list[str]:
     """Forward-looking ops after the first backward op that only feed backward (optimizer) ops
     belong to that section (``HasScope`` before a gradient ``While``; ``ConstantFill`` of ``ONE``)."""
-    first = next((i for i, s in enumerate(sections) if s != FORWARD), len(ops))
+    first = sections.index(BACKWARD) if BACKWARD in sections else len(ops)
     for i in range(len(ops) - 1, first, -1):
         if sections[i] != FORWARD:
             continue
@@ -143,8 +149,8 @@ def _op_key(op: caffe2_pb2.OperatorDef) -> tuple:
 
 
 def _pair_by_regenerating(ops: Sequence[caffe2_pb2.OperatorDef], split: TrainingSplit) -> bool:
-    """Regenerate the backward pass of the forward section and match it op by op; True when
-    every backward op of the net found its generated twin."""
+    """Regenerate the backward pass of the forward section and pair each backward op that has a
+    generated twin as the twin is paired; True when every backward op found one."""
     from engine.gradient_ir import IR
 
     fwd = split.indices(FORWARD)
@@ -158,14 +164,11 @@ def _pair_by_regenerating(ops: Sequence[caffe2_pb2.OperatorDef], split: Training
     twins: dict[tuple, list[int | None]] = {}
     for g, origin in zip(grad_ops, ir.grad_op_origin):
         twins.setdefault(_op_key(g), []).append(None if origin is None else fwd[origin])
-    partner = {}
     for i in split.indices(BACKWARD):
         found = twins.get(_op_key(ops[i]))
-        if not found:
-            return False
-        partner[i] = found.pop(0)
-    split.partner, split.paired_by = partner, "regenerated"
-    return True
+        if found:
+            split.partner[i] = found.pop(0)
+    return len(split.partner) == len(split.indices(BACKWARD))
 
 
 def _base_name(grad: str) -> str:
@@ -182,6 +185,8 @@ def _pair_by_names(ops: Sequence[caffe2_pb2.OperatorDef], split: TrainingSplit) 
             writer[o] = i
     for i in split.indices(BACKWARD):
         op = ops[i]
+        if i in split.partner:
+            continue
         if any(o.endswith("_autogen_grad") for o in op.output):
             split.partner[i] = None
             continue
@@ -204,8 +209,12 @@ def split_training_net(net: caffe2_pb2.NetDef) -> TrainingSplit:
     ops = list(net.op)
     split = TrainingSplit(_classify(ops))
     split.losses = losses_of(ops[i] for i in split.indices(BACKWARD))
-    if split.has_backward and not _pair_by_regenerating(ops, split):
-        _pair_by_names(ops, split)
+    if split.has_backward:
+        if _pair_by_regenerating(ops, split):
+            split.paired_by = "regenerated"
+        else:
+            split.paired_by = "regenerated+names" if split.partner else "names"
+            _pair_by_names(ops, split)
     return split
 
 
@@ -231,7 +240,7 @@ def forward_net(net: caffe2_pb2.NetDef, split: TrainingSplit | None = None) -> c
 
 
 def backward_program(net: caffe2_pb2.NetDef, losses: Sequence[str] | None = None, *,
-                     regenerate: bool = False) -> tuple[caffe2_pb2.NetDef, list[int | None], list[str]]:
+                     regenerate: bool = False, split: TrainingSplit | None = None) -> tuple[caffe2_pb2.NetDef, list[int | None], list[str]]:
     """The net to step with its backward pass, each op's forward partner after the forward part,
     and the losses.
 
@@ -252,7 +261,7 @@ def backward_program(net: caffe2_pb2.NetDef, losses: Sequence[str] | None = None
     """
     from engine.gradient_ir import backward_net
 
-    split = split_training_net(net)
+    split = split or split_training_net(net)
     if split.has_backward and not regenerate:
         first = split.sections.index(BACKWARD) if BACKWARD in split.sections else len(net.op)
         return net, [split.partner.get(i) for i in range(first, len(net.op))], list(losses or split.losses)

@@ -115,7 +115,7 @@ def backward_drawing_net(net: caffe2_pb2.NetDef, loss: str | None
     fwd = [op for op, s in zip(net.op, split.sections) if s == "forward"]
     loss = loss or default_loss(net)
     if not any(loss in op.output for op in fwd):
-        raise BlobNotFoundError(f"{net.name or 'net'}: no forward op writes loss blob '{loss}'")
+        raise BlobNotFoundError(f"{net.name or 'net'}: no op writes loss blob '{loss}'")
     full, origin, _ = backward_program(net, [loss], regenerate=True)
     return full, len(full.op) - len(origin), origin  # forward ops: may include saving Copies
 

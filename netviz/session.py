@@ -81,6 +81,8 @@ class NetView:
     net: caffe2_pb2.NetDef
     n_forward: int
     origin: list[int | None] = field(default_factory=list)
+    #: a training net's section of each op (``engine.training``): forward / backward / optimizer
+    sections: list[str] | None = None
 
     @cached_property
     def ssa(self) -> list[tuple[list[tuple[str, int]], list[tuple[str, int]]]]:
@@ -91,6 +93,17 @@ class NetView:
 
     def forward_of(self, i: int) -> int | None:
         return self.origin[i - self.n_forward] if self.is_backward(i) else None
+
+
+def _main_view(net: caffe2_pb2.NetDef) -> NetView:
+    """The main net's view; a training net's (``engine.training``) carries its sections, and its
+    own backward ops (everything from the first) are paired with their forward ops."""
+    from engine.training import backward_program, split_training_net
+    split = split_training_net(net)
+    if not split.has_backward:
+        return NetView(net, len(net.op))
+    _, origin, _ = backward_program(net, split=split)
+    return NetView(net, len(net.op) - len(origin), origin, split.sections)
 
 
 def parse_inputs(specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -144,10 +157,11 @@ class Session:
                  device: str = "cpu", loss: str | None = None) -> None:
         self.model, self.device, self.loss = model, device, loss
         self.values: dict[str, Any] = dict(inputs or {})
-        self.forward = NetView(model.predict, len(model.predict.op))
+        self.forward = _main_view(model.predict)
         self.backward: NetView | None = None
         self.show_backward = False
         self.breakpoints: dict[OpRef, Breakpoint] = {}
+        self.global_breakpoints: list[tuple[str, Any, str | None, int]] = []  # kind, spec, condition, ignore
         self.watches: list[str] = []
         self.debugger: Any = None
         self.last_stop: Any = None
@@ -215,6 +229,11 @@ class Session:
         return out
 
     # -- backward --------------------------------------------------------------------------
+    def training_losses(self) -> list[str]:
+        """The losses a training net's own backward pass was made for (empty: not a training net)."""
+        from engine.training import losses_of
+        return losses_of(self.model.predict.op) if self.forward.sections is not None else []
+
     def guess_loss(self) -> str | None:
         """The loss blob when the net names one: ``--loss``, else a single loss-like output."""
         if self.loss:
@@ -235,6 +254,11 @@ class Session:
         GradientError
             When a gradient cannot be generated (the op and reason in one line).
         """
+        if on and self.backward is None and self.forward.sections is not None:
+            # NOTE: a training net already holds its backward pass: `g` shows it, paired.
+            self.backward, self.loss = self.forward, self.loss or (self.training_losses() or [None])[0]
+            if self.debugger is not None:
+                self.debugger.backward(self.training_losses() or None)
         if on and self.backward is None:
             loss = loss or self.guess_loss()
             if loss is None:
@@ -297,6 +321,71 @@ class Session:
                 pass
         return self.values.get(name)
 
+    def version_value(self, ref: BlobRef) -> tuple[Any, str]:
+        """The value of ``name@version`` (its own, not the latest) and a note when there is none.
+
+        The version is the SSA one of the net at ``ref.path``: the op that wrote it is looked up
+        and the debugger's kept value of that run returned.  Version None: the current value.
+        Returns ``(value, "")`` or ``(None, why)`` (not run yet, or dropped from the budget).
+        """
+        if ref.version is None or self.debugger is None:
+            v = self.value(ref.name)
+            return v, "" if v is not None else "no value yet (run or inject it)"
+        writers = [i for i, v in self.producers(ref.path, ref.name) if v == ref.version]
+        try:
+            if writers:
+                return self.debugger.written_value(to_oppath(OpRef(ref.path, writers[0])), ref.name), ""
+            if not ref.path:
+                return self.debugger.initial_value(ref.name), ""
+            return self.value(ref.name), ""
+        except NetvizError as e:
+            return None, str(e)
+
+    def injected(self, name: str) -> bool:
+        """`name` was injected and no op has written it since."""
+        return self.debugger is not None and name in self.debugger.injected
+
+    def runtime_shape(self, ref: BlobRef) -> str | None:
+        """``1×64×112×112 float32`` of a blob version once it exists at run time, else None."""
+        value, _ = self.version_value(ref)
+        if value is None or not hasattr(value, "shape"):
+            return None
+        return f"{'×'.join(map(str, value.shape)) or 'scalar'} {value.dtype}"
+
+    def save(self, ref: BlobRef, target: str) -> str:
+        """Write the shown version of a blob to ``.npy``; a ``.npz`` target gets every kept version
+        (``name@v`` keys).  Returns what was written."""
+        from engine.debugger.inspect import save_blob
+
+        path = Path(target).expanduser()
+        if path.suffix == ".npz":
+            got = {}
+            versions = {0} | {v for _, v in self.producers(ref.path, ref.name)}
+            for v in sorted(versions):
+                value, _ = self.version_value(BlobRef(ref.path, ref.name, v))
+                if value is not None and hasattr(value, "shape"):
+                    got[f"{ref.name}@{v}"] = np.asarray(value.get() if hasattr(value, "get") else value)
+            if not got:
+                raise NetvizError(f"save {ref.name}: no version has a value yet")
+            np.savez(path, **got)
+            return f"{path} ({len(got)} versions: {', '.join(got)})"
+        value, why = self.version_value(ref)
+        if value is None:
+            raise NetvizError(f"save {ref.label()}: {why}")
+        return str(save_blob(ref.label(), value, path if path.suffix == ".npy" else path.with_suffix(".npy")))
+
+    def _blob_type(self, name: str, path: NetPath = ()) -> tuple[tuple[int, ...] | None, Any]:
+        """Shape and dtype a value for `name` must have: the current value's, else inferred."""
+        arr = self.value(name)
+        if arr is not None and hasattr(arr, "shape"):
+            return tuple(arr.shape), arr.dtype
+        table = self.shapes(path)
+        infos = [info for (n, _), info in table.items() if n == name and info.shape is not None]
+        if infos and all(d is not None for d in infos[-1].shape):
+            from engine.summary import DTYPE_NAMES
+            return tuple(infos[-1].shape), np.dtype(DTYPE_NAMES.get(infos[-1].dtype, "float32"))
+        return None, None
+
     def blob_info(self, name: str) -> dict[str, Any]:
         """Shape, dtype and device as far as known: the value, the init net, or value_info."""
         arr = self.value(name)
@@ -310,19 +399,62 @@ class Session:
             return {"shape": vi.shape, "dtype": DTYPE_NAMES.get(vi.data_type, "?"), "source": "value_info"}
         return {"shape": None, "dtype": None, "source": "unknown until it runs"}
 
-    def inject(self, name: str, text: str) -> np.ndarray:
-        """Set a blob from ``SHAPE``, ``FILE.npy`` or a Python literal (``[1, 2]``, ``0.5``)."""
-        if text.endswith(".npy") or re.fullmatch(r"\d+([x,]\d+)*", text):
-            arr = parse_inputs([f"{name}={text}"])[name]
-        else:
-            try:
-                arr = np.asarray(_literal(text), dtype=np.float32)
-            except (ValueError, SyntaxError, TypeError) as e:
-                raise NetvizError(f"inject {name}: cannot read {text!r} as a value: {e}") from None
-        if self.debugger is not None:
-            self.debugger.inject(name, arr)
+    def inject(self, name: str, text: str, reshape: bool = False) -> np.ndarray:
+        """Set a blob from typed text (:func:`engine.debugger.values.parse_value`: ``nan``, ``inf``,
+        ``[1, nan]``, ``zeros()``, ``randn(2,3)``, ``x.npy``), keeping its dtype and shape.
+
+        Raises
+        ------
+        ShapeMismatch
+            Another shape than the blob's and not `reshape` (the UI asks, then passes reshape).
+        NetvizError
+            Text that does not read, NaN for an integer blob.
+        """
+        from engine.debugger.values import fit_value, parse_value
+
+        shape, dtype = self._blob_type(name)
+        arr = fit_value(parse_value(text, shape=shape, dtype=dtype, name=name), name=name, shape=shape,
+                        dtype=dtype, reshape=reshape)
+        dbg = self._debugger()
+        dbg.inject(name, arr, reshape=reshape)
         self.values[name] = arr
         return arr
+
+    def skip(self, text: str = "") -> list[str]:
+        """Step past the op at the pc without running it; its outputs from ``NAME=VALUE; …``
+        (each VALUE as for :meth:`inject`), the rest shape-inferred zeros.  Returns the outputs."""
+        from engine.debugger.values import fit_value, parse_value
+
+        dbg, pc = self._debugger(), self.pc
+        if pc is None or pc.index >= len(self.view(pc.path).net.op):
+            raise NetvizError("nothing to skip: the program has ended")
+        op = self.op(pc)
+        given = {}
+        for part in (p.strip() for p in text.split(";") if p.strip()):
+            name, sep, value = part.partition("=")
+            if not sep:
+                name, value = (op.output[0] if len(op.output) == 1 else ""), part
+            if name.strip() not in op.output:
+                raise NetvizError(f"skip op #{pc.index} {op.type}: {name.strip() or part!r} is not one of its "
+                                  f"outputs ({', '.join(op.output)})")
+            given[name.strip()] = value.strip()
+        _, outs = self.view(pc.path).ssa[pc.index]
+        table = self.shapes(pc.path)
+        values = {}
+        for name, version in outs:
+            info = table.get((name, version))
+            known = info is not None and info.shape is not None and all(d is not None for d in info.shape)
+            shape = tuple(info.shape) if known else None
+            from engine.summary import DTYPE_NAMES
+            dtype = np.dtype(DTYPE_NAMES.get(info.dtype, "float32")) if info is not None and info.dtype else None
+            text_v = given.get(name, "zeros()")
+            if shape is None and text_v == "zeros()":
+                raise NetvizError(f"skip op #{pc.index} {op.type}: the shape of {name} is unknown; give it, "
+                                  f"e.g. {name}=zeros(1,10)")
+            values[name] = fit_value(parse_value(text_v, shape=shape, dtype=dtype, name=name), name=name,
+                                     shape=shape, dtype=dtype, reshape=name in given)
+        self.last_stop = dbg.skip(values)
+        return list(values)
 
     # -- breakpoints and watches (kept here; the debugger gets them when it exists) ----------
     def toggle_breakpoint(self, ref: OpRef, condition: str = "") -> bool:
@@ -371,14 +503,71 @@ class Session:
                 bp.dbg_id = dbg.add_breakpoint("path", to_oppath(bp.op), bp.condition or None).id
             for name in self.watches:
                 dbg.add_watchpoint(name)
+            for kind, spec, cond, ignore in self.global_breakpoints:
+                dbg.add_breakpoint(kind, spec, cond, ignore=ignore)
             self.debugger = dbg
         return self.debugger
 
+    def add_global_breakpoint(self, text: str) -> str:
+        """A breakpoint that is not on one op: ``type Relu``, ``name res4_.*``, or a condition
+        (``loss > 10``); ``… if COND`` and ``… ignore N`` may follow a type or name.  Returns
+        its description.  Conditions naming blobs the net does not have are refused with a hint."""
+        import difflib
+
+        from engine.debugger import parse_condition
+
+        text = text.strip()
+        ignore = 0
+        m = re.search(r"\s+ignore\s+(\d+)$", text)
+        if m:
+            ignore, text = int(m.group(1)), text[:m.start()]
+        kind, _, rest = text.partition(" ")
+        spec, cond = None, text
+        if kind in ("type", "name"):
+            spec, _, cond = rest.partition(" if ")
+            spec, cond = spec.strip(), cond.strip() or None
+            if kind == "type" and spec not in {op.type for op in self._every_op()}:
+                raise NetvizError(f"breakpoint: no op of type {spec!r} in {self.name}")
+        else:
+            kind = "condition"
+        if cond:
+            blobs = set(self.model.predict.external_input)
+            for op in self._every_op():
+                blobs.update((*op.input, *op.output))
+            for name in parse_condition(cond).blobs:
+                if name not in blobs:
+                    near = difflib.get_close_matches(name, list(blobs), n=1)
+                    raise NetvizError(f"condition {cond!r}: no blob {name!r} in {self.name}"
+                                      + (f" (did you mean {near[0]}?)" if near else ""))
+        self.global_breakpoints.append((kind, spec, cond, ignore))
+        if self.debugger is not None:
+            return self.debugger.add_breakpoint(kind, spec, cond, ignore=ignore).describe()
+        return f"{kind} {spec or ''} {'if ' + cond if cond and spec else cond or ''}".strip()
+
+    def _every_op(self) -> list[caffe2_pb2.OperatorDef]:
+        """Ops of the net, its subnets and (once generated) the backward pass."""
+        ops = [self.op(r) for r in self.walk()]
+        return ops + list(self.backward.net.op) if self.backward is not None else ops
+
+    def device_diff(self) -> Any:
+        """Run the net on the CPU and on the GPU (the stand-in without one); a DiffReport."""
+        from engine.debugger.diff import device_diff
+
+        return device_diff(self.model, self.values, loss=self.loss if self.backward is not None else None,
+                           synthesize_params=not len(self.model.init.op))
+
+    def alerts(self) -> list[Any]:
+        """OpRecords that wrote NaN/Inf, in execution order (with iteration/timestep labels)."""
+        return self.debugger.alerts() if self.debugger is not None else []
+
     def step(self, how: str, target: OpRef | None = None) -> Any:
         """``step``, ``step_into``, ``step_out``, ``continue_``, ``run_to`` (`target`), ``restart``,
-        ``step_back``: one debugger move; returns its Stopped event (reason, pc, detail)."""
+        ``step_back``, ``run_to_nan``: one debugger move; returns its Stopped event (reason, pc, detail)."""
         dbg = self._debugger()
-        self.last_stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
+        try:
+            self.last_stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
+        finally:
+            dbg.clear_cancel()  # a cancel meant for this move never reaches the next one
         return self.last_stop
 
     def cancel(self) -> None:
@@ -471,9 +660,3 @@ class Session:
 def _shape_key(path: NetPath) -> tuple[Any, ...]:
     """NetPath → engine.shapes' net path: ``((5, "loop_net"),)`` → ``("op", 5, "loop_net")``."""
     return ("op", *(x for step in path for x in step)) if path else ()
-
-
-def _literal(text: str) -> Any:
-    import ast
-
-    return ast.literal_eval(text)

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     net = forward_net(model.predict)
     for loss in args.loss:
         if not any(loss in op.output for op in net.op):
-            raise NetvizError(f"{args.path}: no forward op writes loss blob '{loss}'")
+            raise NetvizError(f"{args.path}: no op writes loss blob '{loss}'")
     if args.random_params:
         feeds.update(_random_params(model, net, feeds, args.seed))
     results = check_model_gradients(net, model.init, args.loss, feeds, args.only, max_elements=args.elements,

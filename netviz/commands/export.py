@@ -3,7 +3,9 @@
 Styles are Caffe2 net_drawer's: ops are green filled boxes labelled `<name>/<type> (op#i)`,
 blobs are octagons with a new node per overwrite.  Generated backward ops (--backward) are red,
 with dashed edges to the forward op each was made for; control-flow ops are blue, and their
-subnets are dashed clusters.
+subnets are dashed clusters.  A training net that already holds its backward pass is drawn with
+its own backward ops paired the same way (--loss naming another forward blob regenerates the
+backward pass of the forward section instead).
 
 modes:
   full      ops and blobs (net_drawer's GetPydotGraph)
@@ -18,6 +20,7 @@ examples:
   netviz export resnet50/predict_net.pbtxt -o resnet.svg
   netviz export model.pb -o net.pdf --mode minimal --minimal-dependency --rankdir TB
   netviz export model.pbtxt -o bw.svg --backward --loss loss
+  netviz export examples/mlp/predict_net.pb -o mlp_train.svg --backward
   netviz export mask_rcnn_2go_int8/model.pbtxt -o if.svg --subnets cluster --focus 99 --depth 2
   netviz export model.pb --json > graph.json
   netviz export densenet121/predict_net.pbtxt -o dn.svg --timeout 20 --force

@@ -1,9 +1,11 @@
 """Describe a model: net name, op count and op-type histogram, external inputs and outputs,
 parameters found in the init net (shape, dtype), devices used, and every subnet held by
-If/While/Do/RecurrentNetwork ops, recursively.
+If/While/Do/RecurrentNetwork ops, recursively.  A training net (one that holds its backward
+pass and optimizer) gets a line with its forward / backward / optimizer sections.
 
 examples:
   netviz info resnet50/predict_net.pbtxt
+  netviz info examples/mlp/predict_net.pb
   netviz info model.pb --init model_init.pb --json
 """
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any
 from engine.modelio import load_model
 from engine.summary import model_summary, shape_summary, total_op_count
 from netviz.commands import add_model_arguments
+
+
+PAIRED = {"regenerated": "as the generated backward pass pairs them", "names": "by blob names",
+          "regenerated+names": "as the generated backward pass pairs them, the rest by blob names"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"model: {summary['path']}" + (f"  (init: {summary['init_path']})" if summary["init_path"] else ""))
     lines = _lines(summary)
     print("\n".join(lines))
+    sections = summary["sections"]
+    if sections:
+        counts = ", ".join(f"{k} {n}" for k, n in sections["ops"].items())
+        print(f"training net: {counts} ops; backward pass of {', '.join(sections['losses']) or '?'}"
+              f" (gradient ops paired with forward ops {PAIRED[sections['paired_by']]})")
     total = total_op_count(summary)
     if total != summary["op_count"]:
         print(f"total ops including subnets: {total}")

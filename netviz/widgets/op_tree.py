@@ -76,14 +76,29 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         self._marks = self._mark_state()
         self.root.expand()
         view = s.view(())
-        fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
-        steps = self._add_section(fwd, range(view.n_forward))
-        if s.show_backward and s.backward is not None:
+        if view.sections is not None:  # a training net: its own forward / backward / optimizer runs
+            steps = self._add_training_sections(view.sections, s.loss)
+        else:
+            fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
+            steps = self._add_section(fwd, range(view.n_forward))
+        if s.show_backward and s.backward is not None and view.sections is None:
             bwd = self.root.add(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})",
                                 data=None, expand=True)
             steps = chain(steps, self._add_section(bwd, range(view.n_forward, len(view.net.op))))
         self._generation += 1
         self._pump(steps, self._generation)
+
+    def _add_training_sections(self, sections: list[str], loss: str | None) -> Iterator[None]:
+        """One tree section per run of consecutive ops of one section (usually three)."""
+        steps: Iterator[None] = iter(())
+        start = 0
+        for i in range(1, len(sections) + 1):
+            if i == len(sections) or sections[i] != sections[start]:
+                note = f" (loss {loss})" if sections[start] == "backward" and loss else ""
+                node = self.root.add(f"{sections[start]} · {i - start} ops{note}", data=None, expand=True)
+                steps = chain(steps, self._add_section(node, range(start, i)))
+                start = i
+        return steps
 
     def _add_section(self, parent: TreeNode[Any], indices: range) -> Iterator[None]:
         """A section's ops, or for a big one collapsed blocks filled on first expand."""
@@ -171,7 +186,9 @@ class OpTree(SteadyScrollbars, Tree[Any]):
     def label_of(self, ref: OpRef) -> Text:
         s, op = self.session, self.session.op(ref)
         view = s.view(ref.path)
-        kind = "backward" if view.is_backward(ref.index) else "control" if op.type in CONTROL_FLOW else "op"
+        kind = ("backward" if view.is_backward(ref.index) and (view.sections is None or view.sections[ref.index]
+                                                                == "backward")
+                else "control" if op.type in CONTROL_FLOW else "op")
         rec = s.record(ref)
         marker = ("✗" if s.failed(ref) else "▶" if s.pc == ref else "●" if ref in s.breakpoints
                   else "!" if rec is not None and rec.has_inf_or_nan else "✓" if rec is not None else " ")

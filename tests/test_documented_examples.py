@@ -1,0 +1,77 @@
+"""The README's and every `--help`'s examples run as printed.
+
+Command lines come from the README's ``console`` blocks (``$ netviz …``) and from the
+``examples:`` part of each subcommand's help.  Those naming a bundled example or a zoo net run
+in-process from a scratch folder (outputs land there); placeholders such as ``model.pb`` are
+skipped.  Examples printed with an error (``netviz: …`` on the next line) must fail with exit 2,
+every other must succeed.  The README's Python blocks run as well.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from netviz.cli import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+ZOO_PREFIX = "../shared/models/caffe2-model-zoo/"
+SLOW = ("resnet50/predict_net.pbtxt -o",)  # a 300-op dot layout: covered by tests/netviz/test_export.py
+
+
+def _readme_commands() -> list[tuple[str, bool]]:
+    """(command line, fails) for every ``$ netviz`` line of the README's console blocks."""
+    out = []
+    for block in re.findall(r"```console\n(.*?)```", README, re.S):
+        lines = block.splitlines()
+        for k, line in enumerate(lines):
+            if line.startswith("$ netviz "):
+                fails = k + 1 < len(lines) and lines[k + 1].startswith("netviz: ")
+                out.append((line[2:], fails))
+    return out
+
+
+def _help_commands() -> list[tuple[str, bool]]:
+    """(command line, False) for each line of the ``examples:`` part of every subcommand's help."""
+    out = []
+    for module, _ in COMMANDS.values():
+        doc = importlib.import_module(f"netviz.commands.{module}").__doc__ or ""
+        tail = doc.split("examples:", 1)[1] if "examples:" in doc else ""
+        out += [(line.strip(), False) for line in tail.splitlines() if line.strip().startswith("netviz ")]
+    return out
+
+
+def _runnable(line: str) -> bool:
+    words = shlex.split(line, comments=True)[1:]
+    paths = [w for w in words if w.endswith((".pb", ".pbtxt")) and "/" in w]
+    return bool(paths) and (paths[0].startswith(("examples/", ZOO_PREFIX))) and not any(s in line for s in SLOW)
+
+
+CASES = [c for c in dict.fromkeys(_readme_commands() + _help_commands()) if _runnable(c[0])]
+
+
+@pytest.mark.parametrize("line,fails", CASES, ids=[c[0][:70] for c in CASES])
+def test_documented_command_runs_as_printed(line, fails, tmp_path, monkeypatch, zoo):
+    words = shlex.split(line, comments=True)[1:]
+    words = [str(ROOT / w) if w.startswith("examples/") else
+             str(Path(zoo) / w[len(ZOO_PREFIX):]) if w.startswith(ZOO_PREFIX) else w for w in words]
+    monkeypatch.chdir(tmp_path)
+    rc = main(words)
+    assert rc == (2 if fails else 0), f"`{line}` exited {rc}"
+
+
+def test_there_are_documented_examples_for_the_training_nets():
+    lines = [c[0] for c in CASES]
+    for cmd in ("grad", "check-grad", "export", "run", "info"):
+        assert any(re.match(rf"netviz {cmd} examples/", c) for c in lines), cmd
+
+
+@pytest.mark.parametrize("k", range(len(re.findall(r"```python\n", README))))
+def test_readme_python_block_runs(k, monkeypatch):
+    code = re.findall(r"```python\n(.*?)```", README, re.S)[k]
+    monkeypatch.chdir(ROOT)
+    exec(compile(code, f"README.md python block {k}", "exec"), {"__name__": "readme"})
