@@ -1,12 +1,436 @@
-"""Detection ops (Detectron exports): GenerateProposals, BoxWithNMSLimit, RoIAlign, BBoxTransform…"""
+"""Detection ops (Detectron exports): GenerateProposals, BoxWithNMSLimit, RoIAlign, BBoxTransform…
+
+Boxes are upright ``[x1, y1, x2, y2]`` or rotated ``[ctr_x, ctr_y, w, h, angle°]``.  Caffe2's
+"legacy plus one" (``legacy_plus_one``, on by default) counts a box from x1 to x2 as
+``x2 - x1 + 1`` pixels wide; every width, area and clip bound below honours it.  The arithmetic
+is float32 as in Caffe2's Eigen code, and sorts are stable (Caffe2's are not, so exact score ties
+may order differently).
+"""
 from __future__ import annotations
 
+import numpy as np
+
+from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient, simple
-from engine.registry import gradient
+from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import TensorInfo, dims, join_layout, same_as, split_layout
+from engine.shapes import FLOAT, TensorInfo, dims, join_layout, same_as, split_layout
+
+F32 = np.float32
+BBOX_XFORM_CLIP = F32(np.log(1000.0 / 16.0))
+
+
+# -- box utilities (numpy, float32) --------------------------------------------------------
+def bbox_transform(boxes: np.ndarray, deltas: np.ndarray, weights=(1.0, 1.0, 1.0, 1.0), plus_one: bool = True,
+                   angle_bound: tuple[int, int] | None = (-90, 90)) -> np.ndarray:
+    """Apply regression deltas to boxes (upright: 4 columns, rotated: 5, angle deltas in radians)."""
+    w = np.asarray(weights, F32)
+    one = F32(int(plus_one))
+    if boxes.shape[1] == 4:
+        widths = boxes[:, 2] - boxes[:, 0] + one
+        heights = boxes[:, 3] - boxes[:, 1] + one
+        ctr_x, ctr_y = boxes[:, 0] + F32(0.5) * widths, boxes[:, 1] + F32(0.5) * heights
+    else:
+        ctr_x, ctr_y, widths, heights = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+    dx, dy = deltas[:, 0] / w[0], deltas[:, 1] / w[1]
+    dw = np.minimum(deltas[:, 2] / w[2], BBOX_XFORM_CLIP)
+    dh = np.minimum(deltas[:, 3] / w[3], BBOX_XFORM_CLIP)
+    px, py = dx * widths + ctr_x, dy * heights + ctr_y
+    pw, ph = np.exp(dw) * widths, np.exp(dh) * heights
+    if boxes.shape[1] == 4:
+        return np.stack([px - F32(0.5) * pw, py - F32(0.5) * ph,
+                         px + F32(0.5) * pw - one, py + F32(0.5) * ph - one], axis=1).astype(F32)
+    angle = (deltas[:, 4] * F32(180.0 / np.pi) + boxes[:, 4]).astype(F32)
+    if angle_bound is not None:
+        lo, hi = angle_bound
+        period = hi - lo
+        angle = np.where(angle < lo, angle + F32(period), np.where(angle > hi, angle - F32(period), angle))
+    return np.stack([px, py, pw, ph, angle], axis=1).astype(F32)
+
+
+def clip_boxes(boxes: np.ndarray, height: int, width: int, angle_thresh: float = 1.0,
+               plus_one: bool = True) -> np.ndarray:
+    """Clip to the image; rotated boxes only when nearly upright (|angle| <= angle_thresh)."""
+    one = int(plus_one)
+    if boxes.shape[1] == 4:
+        hi = np.array([width - one, height - one, width - one, height - one], F32)
+        return np.maximum(np.minimum(boxes, hi), F32(0)).astype(F32)
+    out = boxes.copy()
+    up = np.abs(boxes[:, 4]) <= angle_thresh
+    b = boxes[up]
+    half_w, half_h = (b[:, 2] - one) / F32(2.0), (b[:, 3] - one) / F32(2.0)
+    xyxy = np.stack([b[:, 0] - half_w, b[:, 1] - half_h, b[:, 0] + half_w, b[:, 1] + half_h], axis=1)
+    c = clip_boxes(xyxy.astype(F32), height, width, plus_one=plus_one)
+    out[up, :4] = np.stack([(c[:, 0] + c[:, 2]) / F32(2.0), (c[:, 1] + c[:, 3]) / F32(2.0),
+                            c[:, 2] - c[:, 0] + one, c[:, 3] - c[:, 1] + one], axis=1)
+    return out
+
+
+def _areas(b: np.ndarray, one: F32) -> np.ndarray:
+    return (b[:, 2] - b[:, 0] + one) * (b[:, 3] - b[:, 1] + one)
+
+
+def _overlaps(boxes: np.ndarray, i: int, rest: np.ndarray, areas: np.ndarray, one: F32) -> np.ndarray:
+    """IoU of box i with boxes `rest` (upright; rotated boxes go through their polygon overlap)."""
+    if boxes.shape[1] == 5:
+        return np.array([rotated_iou(boxes[i], boxes[j]) for j in rest], F32)
+    b, r = boxes[i], boxes[rest]
+    w = np.maximum(np.minimum(r[:, 2], b[2]) - np.maximum(r[:, 0], b[0]) + one, F32(0))
+    h = np.maximum(np.minimum(r[:, 3], b[3]) - np.maximum(r[:, 1], b[1]) + one, F32(0))
+    inter = w * h
+    return inter / (areas[i] + areas[rest] - inter)
+
+
+def nms_keep(boxes: np.ndarray, order: np.ndarray, thresh: float, top_n: int = -1, plus_one: bool = True) -> list[int]:
+    """Greedy NMS over `order` (indices, best first): keep a box, drop later ones overlapping > thresh."""
+    one = F32(int(plus_one))
+    areas = _areas(boxes, one) if boxes.shape[1] == 4 else None
+    keep: list[int] = []
+    order = np.asarray(order, np.int64)
+    while order.size:
+        if 0 <= top_n <= len(keep):
+            break
+        i, rest = int(order[0]), order[1:]
+        keep.append(i)
+        order = rest[_overlaps(boxes, i, rest, areas, one) <= F32(thresh)]
+    return keep
+
+
+def soft_nms(boxes: np.ndarray, scores: np.ndarray, indices: np.ndarray, sigma: float, thresh: float,
+             score_thresh: float, method: int, plus_one: bool = True) -> tuple[list[int], np.ndarray]:
+    """Soft-NMS (1 linear, 2 gaussian): decays overlapping scores; returns kept indices and new scores."""
+    one = F32(int(plus_one))
+    areas = _areas(boxes, one) if boxes.shape[1] == 4 else None
+    out = scores.astype(F32).copy()
+    keep: list[int] = []
+    pending = np.asarray(indices, np.int64)
+    while pending.size:
+        pos = int(np.argmax(out[pending]))  # NOTE: first maximum, as Eigen's maxCoeff
+        i = int(pending[pos])
+        keep.append(i)
+        pending[[0, pos]] = pending[[pos, 0]]
+        rest = pending[1:]
+        ovr = _overlaps(boxes, i, rest, areas, one)
+        if method == 1:
+            weight = np.where(ovr > F32(thresh), F32(1) - ovr, F32(1))
+        elif method == 2:
+            weight = np.exp(-ovr.astype(F32) * ovr / F32(sigma))
+        else:
+            weight = np.where(ovr > F32(thresh), F32(0), F32(1))
+        out[rest] = (out[rest] * weight).astype(F32)
+        pending = rest[out[rest] >= F32(score_thresh)]
+    return keep, out
+
+
+def _vertices(b: np.ndarray) -> np.ndarray:
+    """Corners of a rotated box [cx, cy, w, h, angle°] (Caffe2's angle sign: counter-clockwise)."""
+    theta = -float(b[4]) * 0.01745329251
+    c, s = np.float32(np.cos(theta)) * F32(0.5), np.float32(np.sin(theta)) * F32(0.5)
+    cx, cy, w, h = (F32(v) for v in b[:4])
+    p0 = np.array([cx - s * h - c * w, cy + c * h - s * w], F32)
+    p1 = np.array([cx + s * h - c * w, cy - c * h - s * w], F32)
+    ctr = np.array([cx, cy], F32)
+    return np.stack([p0, p1, 2 * ctr - p0, 2 * ctr - p1])
+
+
+def _clip_polygon(subject: np.ndarray, clip: np.ndarray) -> np.ndarray:
+    """Sutherland–Hodgman: the part of convex polygon `subject` inside convex `clip` (both CCW or CW)."""
+    orient = np.sign(np.cross(clip[1] - clip[0], clip[2] - clip[1])) or 1.0
+    out = subject
+    for k in range(len(clip)):
+        a, b = clip[k], clip[(k + 1) % len(clip)]
+        if not len(out):
+            break
+        pts, inside = out, orient * np.cross(b - a, out - a) >= 0
+        new = []
+        for j in range(len(pts)):
+            p, q = pts[j], pts[(j + 1) % len(pts)]
+            ip, iq = inside[j], inside[(j + 1) % len(pts)]
+            if ip:
+                new.append(p)
+            if ip != iq:
+                d = q - p
+                den = np.cross(b - a, d)
+                if den != 0:
+                    new.append(p + d * (np.cross(a - p, b - a) / -den))
+        out = np.array(new, np.float64).reshape(-1, 2)
+    return out
+
+
+def rotated_iou(a: np.ndarray, b: np.ndarray) -> float:
+    """IoU of two rotated boxes from the area of their intersection polygon."""
+    pa, pb = _vertices(a).astype(np.float64), _vertices(b).astype(np.float64)
+    poly = _clip_polygon(pa, pb)
+    inter = 0.0
+    if len(poly) > 2:
+        x, y = poly[:, 0], poly[:, 1]
+        inter = abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))) / 2.0
+    area_a, area_b = float(a[2]) * float(a[3]), float(b[2]) * float(b[3])
+    return inter / (area_a + area_b - inter) if area_a + area_b - inter > 0 else 0.0
+
 
 # ---- kernels ----
+
+def _where(ctx) -> str:
+    return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
+
+
+def _anchors_grid(anchors: np.ndarray, height: int, width: int, stride: float) -> np.ndarray:
+    """Anchors at every (h, w) position, rows ordered (H, W, A) as Caffe2's ComputeAllAnchors."""
+    sx = np.arange(width, dtype=F32) * F32(stride)
+    sy = np.arange(height, dtype=F32) * F32(stride)
+    gx, gy = np.meshgrid(sx, sy)
+    zero = np.zeros_like(gx)
+    cols = [gx, gy, gx, gy] if anchors.shape[1] == 4 else [gx, gy, zero, zero, zero]
+    shifts = np.stack(cols, axis=-1).reshape(-1, 1, anchors.shape[1])
+    return (anchors[None, :, :] + shifts).reshape(-1, anchors.shape[1]).astype(F32)
+
+
+@kernel("GenerateProposals", "GenerateProposalsCPP", needs_context=True)
+def generate_proposals(xp, scores, deltas, im_info, anchors, *, ctx, spatial_scale: float = 1.0 / 16,
+                       pre_nms_topN: int = 6000, post_nms_topN: int = 300, nms_thresh: float = 0.7,
+                       min_size: float = 16.0, angle_bound_on: bool = True, angle_bound_lo: int = -90,
+                       angle_bound_hi: int = 90, clip_angle_thresh: float = 1.0, legacy_plus_one: bool = True):
+    """RPN proposals per image: decode every anchor, clip, drop small boxes, NMS, keep the best."""
+    scores, deltas = np.asarray(scores, F32), np.asarray(deltas, F32)
+    im_info, anchors = np.asarray(im_info, F32), np.asarray(anchors, F32)
+    if scores.ndim != 4 or anchors.ndim != 2 or anchors.shape[1] not in (4, 5):
+        raise ExecutionError(f"{_where(ctx)}: scores must be (N, A, H, W) and anchors (A, 4 or 5)")
+    n, a, h, w = scores.shape
+    box_dim = anchors.shape[1]
+    if deltas.shape != (n, a * box_dim, h, w) or im_info.shape != (n, 3) or anchors.shape[0] != a:
+        raise ExecutionError(f"{_where(ctx)}: bbox_deltas {deltas.shape}, im_info {im_info.shape} and anchors "
+                             f"{anchors.shape} do not fit scores {scores.shape}")
+    grid = _anchors_grid(anchors, h, w, 1.0 / spatial_scale)
+    bound = (angle_bound_lo, angle_bound_hi) if angle_bound_on else None
+    rois, probs = [], []
+    for i in range(n):
+        d = deltas[i].reshape(a * box_dim, h * w).T.reshape(-1, box_dim)
+        s = scores[i].reshape(a, h * w).T.reshape(-1)
+        order = np.argsort(-s, kind="stable")
+        if 0 < pre_nms_topN < s.size:
+            order = order[:pre_nms_topN]
+        s_sorted = s[order]
+        props = bbox_transform(grid[order], d[order], plus_one=legacy_plus_one, angle_bound=bound)
+        props = clip_boxes(props, int(im_info[i, 0]), int(im_info[i, 1]), clip_angle_thresh, legacy_plus_one)
+        keep = _filter_boxes(props, min_size, im_info[i], legacy_plus_one)
+        top = post_nms_topN if 0 < post_nms_topN < keep.size else -1
+        keep = np.array(nms_keep(props, keep, nms_thresh, top, legacy_plus_one), np.int64)
+        rois.append(np.concatenate([np.full((keep.size, 1), i, F32), props[keep]], axis=1))
+        probs.append(s_sorted[keep])
+    return (np.concatenate(rois).reshape(-1, box_dim + 1).astype(F32),
+            np.concatenate(probs).astype(F32))
+
+
+def _filter_boxes(b: np.ndarray, min_size: float, info: np.ndarray, plus_one: bool) -> np.ndarray:
+    """Indices of boxes at least min_size * scale on each side whose centre lies in the image."""
+    m = F32(min_size * float(info[2]))  # NOTE: Caffe2 scales min_size in double, compares in float
+    one = F32(int(plus_one))
+    if b.shape[1] == 4:
+        ws, hs = b[:, 2] - b[:, 0] + one, b[:, 3] - b[:, 1] + one
+        cx, cy = b[:, 0] + ws / F32(2), b[:, 1] + hs / F32(2)
+    else:
+        cx, cy, ws, hs = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    return np.flatnonzero((ws >= m) & (hs >= m) & (cx < info[1]) & (cy < info[0]))
+
+
+@kernel("BBoxTransform", needs_context=True)
+def bbox_transform_op(xp, rois, deltas, im_info, *, ctx, weights: list = (1.0, 1.0, 1.0, 1.0),
+                      apply_scale: bool = True, rotated: bool = False, angle_bound_on: bool = True,
+                      angle_bound_lo: int = -90, angle_bound_hi: int = 90, clip_angle_thresh: float = 1.0,
+                      legacy_plus_one: bool = True):
+    """Decode per-class deltas on each image's RoIs; boxes come out in the scaled image space."""
+    rois, deltas, im_info = (np.asarray(v, F32) for v in (rois, deltas, im_info))
+    box_dim = 5 if rotated else 4
+    if rois.ndim != 2 or rois.shape[1] not in (box_dim, box_dim + 1) or deltas.ndim != 2 \
+            or deltas.shape[0] != rois.shape[0] or deltas.shape[1] % box_dim or im_info.shape[1:] != (3,):
+        raise ExecutionError(f"{_where(ctx)}: rois {rois.shape}, deltas {deltas.shape}, im_info {im_info.shape} "
+                             f"do not fit {box_dim}-column boxes")
+    if len(weights) != 4:
+        raise ExecutionError(f"{_where(ctx)}: weights size {len(weights)}must be 4.")
+    batch = im_info.shape[0]
+    if rois.shape[1] == box_dim:
+        if batch != 1:
+            raise ExecutionError(f"{_where(ctx)}: RoIs without batch ids need one image, im_info has {batch}")
+        counts = np.array([rois.shape[0]])
+    else:
+        counts = np.bincount(rois[:, 0].astype(np.int64), minlength=batch)
+        if counts.size > batch:
+            raise ExecutionError(f"{_where(ctx)}: an RoI's batch id is >= {batch}")
+    out = np.empty_like(deltas)
+    bound = (angle_bound_lo, angle_bound_hi) if angle_bound_on else None
+    start = 0
+    for i, c in enumerate(counts):
+        before, after = im_info[i, 2], (im_info[i, 2] if apply_scale else F32(1.0))
+        img_h, img_w = int(im_info[i, 0] / before + F32(0.5)), int(im_info[i, 1] / before + F32(0.5))
+        boxes = rois[start:start + c, -box_dim:].copy()
+        boxes[:, :4] /= before
+        for k in range(deltas.shape[1] // box_dim):
+            cols = slice(k * box_dim, (k + 1) * box_dim)
+            b = bbox_transform(boxes, deltas[start:start + c, cols], weights, legacy_plus_one, bound)
+            b = clip_boxes(b, img_h, img_w, clip_angle_thresh, legacy_plus_one)
+            b[:, :4] *= after
+            out[start:start + c, cols] = b
+        start += c
+    return out, counts.astype(F32)
+
+
+@kernel("BoxWithNMSLimit", needs_context=True)
+def box_with_nms_limit(xp, scores, boxes, batch_splits=None, *, ctx, score_thresh: float = 0.05, nms: float = 0.3,
+                       detections_per_im: int = 100, soft_nms_enabled: bool = False,
+                       soft_nms_method: str = "linear", soft_nms_sigma: float = 0.5,
+                       soft_nms_min_score_thres: float = 0.001, rotated: bool = False,
+                       cls_agnostic_bbox_reg: bool = False, input_boxes_include_bg_cls: bool = True,
+                       output_classes_include_bg_cls: bool = True, legacy_plus_one: bool = True):
+    """Per-class (hard or soft) NMS of each image's boxes, then the best `detections_per_im` overall."""
+    if soft_nms_method not in ("linear", "gaussian"):
+        raise ExecutionError(f"{_where(ctx)}: Unexpected soft_nms_method")
+    scores, boxes = np.asarray(scores, F32), np.asarray(boxes, F32)
+    scores, boxes = scores.reshape(scores.shape[0], -1), boxes.reshape(boxes.shape[0], -1)
+    box_dim = 5 if rotated else 4
+    n, num_classes = scores.shape
+    fg0 = int(input_boxes_include_bg_cls)
+
+    def box_col(j: int) -> int:
+        return 0 if cls_agnostic_bbox_reg else (j if input_boxes_include_bg_cls else j - 1)
+
+    if boxes.shape[0] != n or boxes.shape[1] != (box_col(num_classes - 1) + 1) * box_dim:
+        raise ExecutionError(f"{_where(ctx)}: boxes {boxes.shape} do not fit scores {scores.shape}")
+    splits = np.array([n]) if batch_splits is None else np.asarray(batch_splits).reshape(-1).astype(np.int64)
+    if splits.sum() != n:
+        raise ExecutionError(f"{_where(ctx)}: batch_splits sum to {splits.sum()}, not {n} boxes")
+    method = 1 if soft_nms_method == "linear" else 2
+    out_s, out_b, out_c, out_keeps, keep_sizes, per_image = [], [], [], [], [], []
+    offset = 0
+    for nb in splits:
+        sc, bx = scores[offset:offset + nb], boxes[offset:offset + nb]
+        used = sc.copy()
+        keeps: list[list[int]] = [[] for _ in range(num_classes)]
+        for j in range(1, num_classes):
+            col = sc[:, j - 1 + fg0]
+            cand = np.flatnonzero(col > F32(score_thresh))
+            cb = bx[:, box_col(j) * box_dim:(box_col(j) + 1) * box_dim]
+            if soft_nms_enabled:
+                keeps[j], used[:, j - 1 + fg0] = soft_nms(cb, col, cand, soft_nms_sigma, nms,
+                                                           soft_nms_min_score_thres, method, legacy_plus_one)
+            else:
+                cand = cand[np.argsort(-col[cand], kind="stable")]
+                keeps[j] = nms_keep(cb, cand, nms, detections_per_im if detections_per_im > 0 else -1, legacy_plus_one)
+        total = sum(len(k) for k in keeps)
+        if 0 < detections_per_im < total:
+            flat = [(j, i) for j in range(1, num_classes) for i in keeps[j]]
+            vals = np.array([used[i, j - 1 + fg0] for j, i in flat], F32)
+            best = np.argsort(-vals, kind="stable")[:detections_per_im]
+            keeps = [[] for _ in range(num_classes)]
+            for k in best:
+                keeps[flat[k][0]].append(flat[k][1])
+            total = detections_per_im
+        for j in range(1, num_classes):
+            idx = np.array(keeps[j], np.int64)
+            out_s.append(used[idx, j - 1 + fg0])
+            out_b.append(bx[idx, box_col(j) * box_dim:(box_col(j) + 1) * box_dim])
+            out_c.append(np.full(idx.size, j - (not output_classes_include_bg_cls), F32))
+        out_keeps.extend(i for k in keeps for i in k)
+        keep_sizes.append([len(k) for k in keeps])
+        per_image.append(total)
+        offset += nb
+    result = (np.concatenate(out_s).astype(F32) if out_s else np.zeros(0, F32),
+              np.concatenate(out_b).reshape(-1, box_dim).astype(F32) if out_b else np.zeros((0, box_dim), F32),
+              np.concatenate(out_c).astype(F32) if out_c else np.zeros(0, F32),
+              np.array(per_image, F32), np.array(out_keeps, np.int32),
+              np.array(keep_sizes, np.int32).reshape(len(splits), num_classes))
+    return result[:max(3, len(ctx.op.output))]
+
+
+def _bilinear_weights(y: np.ndarray, x: np.ndarray, height: int, width: int):
+    """Corner indices and weights of bilinear samples at (y, x), zero outside [-1, H] x [-1, W]."""
+    out = (y < -1.0) | (y > height) | (x < -1.0) | (x > width)
+    y, x = np.maximum(y, F32(0)), np.maximum(x, F32(0))
+    y_low, x_low = y.astype(np.int64), x.astype(np.int64)
+    y_edge, x_edge = y_low >= height - 1, x_low >= width - 1
+    y_low, x_low = np.where(y_edge, height - 1, y_low), np.where(x_edge, width - 1, x_low)
+    y_high, x_high = np.where(y_edge, y_low, y_low + 1), np.where(x_edge, x_low, x_low + 1)
+    y, x = np.where(y_edge, y_low.astype(F32), y), np.where(x_edge, x_low.astype(F32), x)
+    ly, lx = (y - y_low).astype(F32), (x - x_low).astype(F32)
+    hy, hx = F32(1) - ly, F32(1) - lx
+    w = [hy * hx, hy * lx, ly * hx, ly * lx]
+    w = [np.where(out, F32(0), wi).astype(F32) for wi in w]
+    pos = [y_low * width + x_low, y_low * width + x_high, y_high * width + x_low, y_high * width + x_high]
+    pos = [np.where(out, 0, p) for p in pos]
+    return pos, w
+
+
+def _roi_samples(rois: np.ndarray, height: int, width: int, spatial_scale: float, pooled_h: int, pooled_w: int,
+                 sampling_ratio: int, aligned: bool):
+    """Per RoI: (image, corner indices, corner weights already divided by the sample count).
+
+    Index/weight arrays have shape (pooled_h, pooled_w, grid_h, grid_w) over the H*W plane."""
+    offset = F32(0.5) if aligned else F32(0)
+    for roi in rois:  # NOTE: one RoI at a time; its samples and channels are vectorised
+        b = int(roi[0]) if rois.shape[1] == 5 else 0
+        x1, y1, x2, y2 = (roi[-4:] * F32(spatial_scale) - offset).astype(F32)
+        rw, rh = x2 - x1, y2 - y1
+        if not aligned:
+            rw, rh = max(rw, F32(1)), max(rh, F32(1))
+        bin_h, bin_w = F32(rh / F32(pooled_h)), F32(rw / F32(pooled_w))
+        gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / F32(pooled_h)))
+        gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / F32(pooled_w)))
+        iy = (np.arange(gh, dtype=F32) + F32(0.5)) * bin_h / F32(gh)
+        ix = (np.arange(gw, dtype=F32) + F32(0.5)) * bin_w / F32(gw)
+        ys = (y1 + np.arange(pooled_h, dtype=F32)[:, None] * bin_h + iy[None, :]).astype(F32)  # (ph, gh)
+        xs = (x1 + np.arange(pooled_w, dtype=F32)[:, None] * bin_w + ix[None, :]).astype(F32)  # (pw, gw)
+        yy = np.broadcast_to(ys[:, None, :, None], (pooled_h, pooled_w, gh, gw))
+        xx = np.broadcast_to(xs[None, :, None, :], (pooled_h, pooled_w, gh, gw))
+        pos, w = _bilinear_weights(yy, xx, height, width)
+        yield b, pos, w, F32(max(gh * gw, 1))
+
+
+def _check_rois(ctx, x: np.ndarray, rois: np.ndarray) -> None:
+    if x.ndim != 4:
+        raise ExecutionError(f"{_where(ctx)}: X must be 4-D, got {x.shape}")
+    if rois.size and (rois.ndim != 2 or rois.shape[1] not in (4, 5)):
+        raise ExecutionError(f"{_where(ctx)}: RoIs must be (R, 4 or 5), got {rois.shape}")
+
+
+@kernel("RoIAlign", needs_context=True)
+def roi_align(xp, x, rois, *, ctx, order: str = "NCHW", spatial_scale: float = 1.0, pooled_h: int = 1,
+              pooled_w: int = 1, sampling_ratio: int = -1, aligned: bool = False):
+    """Average of bilinear samples on a grid in each of pooled_h x pooled_w bins of every RoI."""
+    x, rois = np.asarray(x, F32), np.asarray(rois, F32)
+    _check_rois(ctx, x, rois)
+    nhwc = order == "NHWC"
+    feat = x if nhwc else x.transpose(0, 2, 3, 1)  # (N, H, W, C)
+    _, height, width, c = feat.shape
+    flat = feat.reshape(feat.shape[0], height * width, c)
+    out = np.zeros((rois.shape[0] if rois.size else 0, pooled_h, pooled_w, c), F32)
+    samples = _roi_samples(rois.reshape(-1, rois.shape[-1] if rois.ndim == 2 else 5), height, width,
+                           spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)
+    for r, (b, pos, w, count) in enumerate(samples):
+        img = flat[b]
+        acc = sum(wi[..., None] * img[p] for p, wi in zip(pos, w))  # (ph, pw, gh, gw, C)
+        out[r] = acc.sum(axis=(2, 3), dtype=F32) / count
+    return out if nhwc else out.transpose(0, 3, 1, 2).copy()
+
+
+@kernel("RoIAlignGradient", needs_context=True)
+def roi_align_gradient(xp, x, rois, dy, *, ctx, order: str = "NCHW", spatial_scale: float = 1.0, pooled_h: int = 1,
+                       pooled_w: int = 1, sampling_ratio: int = -1, aligned: bool = False):
+    """dX: each output gradient spread back onto the four corners of every bilinear sample."""
+    x, rois, dy = np.asarray(x, F32), np.asarray(rois, F32), np.asarray(dy, F32)
+    _check_rois(ctx, x, rois)
+    nhwc = order == "NHWC"
+    n, height, width, c = x.shape if nhwc else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
+    g = dy if nhwc else dy.transpose(0, 2, 3, 1)  # (R, ph, pw, C)
+    dx = np.zeros((n, height * width, c), F32)
+    samples = _roi_samples(rois.reshape(-1, rois.shape[-1] if rois.ndim == 2 else 5), height, width,
+                           spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)
+    for r, (b, pos, w, count) in enumerate(samples):
+        top = g[r][:, :, None, None, :] / count  # (ph, pw, 1, 1, C)
+        for p, wi in zip(pos, w):
+            np.add.at(dx[b], p.reshape(-1), (wi[..., None] * top).reshape(-1, c))
+    dx = dx.reshape(n, height, width, c)
+    return dx if nhwc else dx.transpose(0, 3, 1, 2).copy()
+
 
 # ---- gradients ----
 should_not_do_gradient("GenerateProposals", "GenerateProposalsCPP", "BoxWithNMSLimit", "BBoxTransform")
@@ -23,3 +447,4 @@ def roi_align_shape(x, rois, *, pooled_h: int = 1, pooled_w: int = 1, order: str
 
 
 shape("RoIAlignGradient")(same_as(0))
+shape("BBoxTransform")(lambda rois, deltas, info: (TensorInfo(deltas.shape, FLOAT), TensorInfo((dims(info)[0],), FLOAT)))

@@ -1,0 +1,112 @@
+"""Kernel oracle cases of the detection family (issue #20): proposals, box decoding, NMS, RoIAlign.
+
+Run from tests/oracle: ``../../.venv-caffe2/bin/python gen_kernels_detection.py ../golden``.
+"""
+import numpy as np
+
+from kernel_oracle import Case, record, rng_for
+
+
+def f4(r, *shape):
+    return r.randn(*shape).astype("f4")
+
+
+def boxes(r, n, size=60.0, k=1):
+    """n upright boxes [x1, y1, x2, y2] inside a size x size image, k per row (classes)."""
+    xy = r.uniform(0, size * 0.7, (n, k, 2))
+    wh = r.uniform(4, size * 0.4, (n, k, 2))
+    return np.concatenate([xy, xy + wh], axis=2).reshape(n, 4 * k).astype("f4")
+
+
+def rboxes(r, n, size=60.0, k=1):
+    """n rotated boxes [cx, cy, w, h, angle] per class."""
+    c = r.uniform(10, size - 10, (n, k, 2))
+    wh = r.uniform(4, size * 0.4, (n, k, 2))
+    a = r.uniform(-60, 60, (n, k, 1))
+    return np.concatenate([c, wh, a], axis=2).reshape(n, 5 * k).astype("f4")
+
+
+def anchors(a=3):
+    base = np.array([[-8, -8, 23, 23], [-16, -4, 31, 19], [-4, -16, 19, 31], [-24, -24, 39, 39]], "f4")
+    return base[:a]
+
+
+def cases():
+    # GenerateProposals: one and two images, legacy and exact box conventions, min_size and topN paths
+    for tag, n, args in (("", 1, {}), ("_2img", 2, {}),
+                         ("_noplus1", 1, {"legacy_plus_one": 0}),
+                         ("_topn", 1, {"pre_nms_topN": 20, "post_nms_topN": 5, "nms_thresh": 0.5}),
+                         ("_minsize", 2, {"min_size": 12.0, "pre_nms_topN": -1, "post_nms_topN": -1})):
+        name = "GenerateProposals" + tag
+        r = rng_for(name)
+        a, h, w = 3, 5, 6
+        info = np.array([[h * 16 - 3, w * 16 - 5, 1.0], [h * 16, w * 16 - 20, 1.5]], "f4")[:n]
+        args = dict({"spatial_scale": 1.0 / 16, "min_size": 0.0, "pre_nms_topN": 50, "post_nms_topN": 20}, **args)
+        yield Case(name, "GenerateProposals",
+                   {"scores": r.uniform(0, 1, (n, a, h, w)).astype("f4"), "deltas": 0.3 * f4(r, n, 4 * a, h, w),
+                    "im_info": info, "anchors": anchors(a)}, ["rois", "probs"], args)
+    name = "GenerateProposals_rotated"
+    r = rng_for(name)
+    ranch = np.array([[0, 0, 16, 16, 0], [0, 0, 24, 12, 30], [0, 0, 12, 24, -45]], "f4")
+    yield Case(name, "GenerateProposals",
+               {"scores": r.uniform(0, 1, (1, 3, 4, 4)).astype("f4"), "deltas": 0.2 * f4(r, 1, 15, 4, 4),
+                "im_info": np.array([[64, 64, 1.0]], "f4"), "anchors": ranch}, ["rois", "probs"],
+               {"spatial_scale": 1.0 / 16, "min_size": 0.0, "pre_nms_topN": 30, "post_nms_topN": 10})
+    # BBoxTransform
+    for tag, rows, args in (("", 5, {}), ("_batch", 6, {"apply_scale": 0}),
+                            ("_weights", 4, {"weights": [10.0, 10.0, 5.0, 5.0], "legacy_plus_one": 0})):
+        name = "BBoxTransform" + tag
+        r = rng_for(name)
+        rois = boxes(r, rows)
+        info = np.array([[60, 70, 1.0]], "f4")
+        if tag == "_batch":
+            rois = np.concatenate([np.repeat([[0], [1]], 3, axis=0).astype("f4"), rois], axis=1)
+            info = np.array([[60, 70, 1.0], [90, 80, 1.5]], "f4")
+        yield Case(name, "BBoxTransform", {"rois": rois, "deltas": 0.4 * f4(r, rows, 12), "im_info": info},
+                   ["box_out", "splits"], args)
+    name = "BBoxTransform_rotated"
+    r = rng_for(name)
+    yield Case(name, "BBoxTransform", {"rois": rboxes(r, 4), "deltas": 0.3 * f4(r, 4, 10),
+                                      "im_info": np.array([[60, 70, 1.0]], "f4")}, ["box_out"], {"rotated": 1})
+    # BoxWithNMSLimit: hard, soft linear/gaussian, class agnostic, batch splits, keeps outputs, rotated
+    for tag, args in (("", {}), ("_soft_linear", {"soft_nms_enabled": 1, "nms": 0.3}),
+                      ("_soft_gaussian", {"soft_nms_enabled": 1, "soft_nms_method": "gaussian"}),
+                      ("_limit", {"detections_per_im": 7, "nms": 0.5}),
+                      ("_noplus1", {"legacy_plus_one": 0, "score_thresh": 0.2})):
+        name = "BoxWithNMSLimit" + tag
+        r = rng_for(name)
+        yield Case(name, "BoxWithNMSLimit", {"scores": r.uniform(0, 1, (12, 4)).astype("f4"),
+                                             "boxes": boxes(r, 12, k=4)}, ["s", "b", "c"], args)
+    name = "BoxWithNMSLimit_batch_keeps"
+    r = rng_for(name)
+    yield Case(name, "BoxWithNMSLimit", {"scores": r.uniform(0, 1, (10, 3)).astype("f4"), "boxes": boxes(r, 10, k=3),
+                                         "splits": np.array([4, 6], "f4")},
+               ["s", "b", "c", "bs", "keeps", "keeps_size"], {"detections_per_im": 6})
+    name = "BoxWithNMSLimit_agnostic"
+    r = rng_for(name)
+    yield Case(name, "BoxWithNMSLimit", {"scores": r.uniform(0, 1, (10, 3)).astype("f4"), "boxes": boxes(r, 10, k=1)},
+               ["s", "b", "c"], {"cls_agnostic_bbox_reg": 1, "output_classes_include_bg_cls": 0})
+    name = "BoxWithNMSLimit_rotated"
+    r = rng_for(name)
+    yield Case(name, "BoxWithNMSLimit", {"scores": r.uniform(0, 1, (10, 3)).astype("f4"), "boxes": rboxes(r, 10, k=3)},
+               ["s", "b", "c"], {"rotated": 1, "nms": 0.2}, rtol=1e-3, atol=1e-3)
+    # RoIAlign
+    for tag, order, rois_cols, args in (("", "NCHW", 5, {"spatial_scale": 0.25, "pooled_h": 3, "pooled_w": 2,
+                                                         "sampling_ratio": 0}),
+                                        ("_nhwc", "NHWC", 5, {"spatial_scale": 0.25, "pooled_h": 2, "pooled_w": 3,
+                                                              "sampling_ratio": 2}),
+                                        ("_4col", "NCHW", 4, {"spatial_scale": 0.5, "pooled_h": 2, "pooled_w": 2}),
+                                        ("_aligned", "NCHW", 5, {"spatial_scale": 0.25, "pooled_h": 2,
+                                                                 "pooled_w": 2, "aligned": 1})):
+        name = "RoIAlign" + tag
+        r = rng_for(name)
+        x = f4(r, 2, 3, 9, 11) if order == "NCHW" else f4(r, 2, 9, 11, 3)
+        b = boxes(r, 5, size=40.0)
+        b[0] = [-6, -5, 50, 45]  # partly outside the map
+        b[1] = [3, 3, 3.5, 3.2]  # smaller than one cell
+        if rois_cols == 5:
+            b = np.concatenate([r.randint(0, 2, (5, 1)).astype("f4"), b], axis=1)
+        yield Case(name, "RoIAlign", {"X": x, "R": b}, ["Y"], dict(args, order=order), grad=(order == "NCHW"))
+
+
+record("detection", cases())
