@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.errors import GradientError
 from engine.opdef import arg_value, make_argument
-from engine.registry import gradient
+from engine.registry import GRADIENTS, gradient
 from proto import caffe2_pb2
 
 GradientSlice = namedtuple("GradientSlice", ["indices", "values"])
@@ -328,3 +328,23 @@ def gradient_not_implemented_yet(*op_types: str) -> None:
 def is_cc_maker(maker: Any) -> bool:
     """True for C++-style makers (tried before Python registrations, like Caffe2's C++ registry)."""
     return isinstance(maker, CcMaker)
+
+
+#: Caffe2's three markers by the catalogue's status name.
+MARKERS = {"NO_GRADIENT": NO_GRADIENT, "SHOULD_NOT_DO_GRADIENT": SHOULD_NOT_DO_GRADIENT,
+           "GRADIENT_NOT_IMPLEMENTED_YET": NOT_IMPLEMENTED_YET}
+
+
+def register_markers(statuses: Iterable[tuple[str, str]]) -> list[str]:
+    """Register Caffe2's marker for each ``(op_type, status)`` whose status is a marker.
+
+    Caffe2 declares a marker for 277 forward ops (``NO_GRADIENT(Iter)``, …); netviz takes the
+    list from the catalogue (measured on Caffe2), so none is forgotten. A maker a family module
+    registered first is kept. NO_GRADIENT ops are what Caffe2 "silently skips": a reader such as
+    ``TensorProtosDBInput`` feeding a training net gets no gradient ops and no error.
+    Returns the op types registered here.
+    """
+    todo = [(t, s) for t, s in statuses if s in MARKERS and t not in GRADIENTS]
+    for t, s in todo:
+        gradient(t)(MARKERS[s])
+    return [t for t, _ in todo]

@@ -28,3 +28,6 @@ from engine.ops import (  # noqa: F401
     tensor,
     util,
 )
+from engine.catalogue.markers import register as _register_markers  # noqa: E402
+
+_register_markers()  # Caffe2's gradient marker for every op that has one, after the families' makers

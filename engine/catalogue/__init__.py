@@ -1,0 +1,15 @@
+"""Caffe2's op catalogue: facts per op type, categories, descriptions, schema checks, coverage.
+
+Facts (slot names, counts, arguments, in-place rules, gradient status) are measured on real
+Caffe2 by ``tests/oracle/gen_catalogue.py`` and committed as ``engine/catalogue/ops.json``;
+the one-line descriptions are netviz's own (``descriptions.tsv``). Any view can ask:
+
+>>> from engine.catalogue import category, facts
+>>> facts("Conv").inputs, category("Conv")
+(('X', 'filter', 'bias'), 'conv')
+"""
+from engine.catalogue.category import CATEGORIES, category
+from engine.catalogue.facts import OpFacts, facts, forward_ops, gradient_ops, is_caffe2_op, table
+
+__all__ = ["CATEGORIES", "OpFacts", "category", "facts", "forward_ops", "gradient_ops", "is_caffe2_op",
+           "table"]
