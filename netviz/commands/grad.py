@@ -57,11 +57,12 @@ def run(args: argparse.Namespace) -> int:
         grad_ops, grads = ir.GetBackwardPass(list(args.loss))
     except GradientError as e:
         raise GradientError(f"{where}: {e}") from e
+    fwd_ops = ir.ForwardWithSaves()[0]  # NOTE: with the saves of in-place inputs, else OUT cannot run
     if args.output:
         out = caffe2_pb2.NetDef()
         out.CopyFrom(net)
         del out.op[:]
-        out.op.extend(ir.ForwardWithSaves()[0])  # NOTE: saves of in-place inputs, else OUT cannot run
+        out.op.extend(fwd_ops)
         out.op.extend(grad_ops)
         save_net(out, args.output)
     if args.json:
@@ -75,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         g = _grad_name(g)
         shown = f"indices={g['indices']}, values={g['values']}" if isinstance(g, dict) else g
         print(f"{blob:<{width}}  →  {shown}")
-    print(f"{len(net.op)} forward ops, {len(grad_ops)} backward ops"
+    saves = len(fwd_ops) - len(net.op)
+    print(f"{len(fwd_ops)} forward ops" + (f" ({saves} Copy saving an in-place input)" if saves else "")
+          + f", {len(grad_ops)} backward ops"
           + (f"; wrote {args.output}" if args.output else ""))
     return 0
