@@ -90,12 +90,12 @@ class Blob:
         return hasattr(self._ws.values.get(self._name), "shape")
 
     def serialize(self, name: str) -> bytes:
-        from engine.workspace import serialize_value
-        return serialize_value(name, self._ws.fetch_blob(self._name))
+        from engine.blobio import serialize_blob
+        return serialize_blob(name, self._ws.fetch_blob(self._name))
 
     def deserialize(self, data: bytes) -> None:
-        from engine.workspace import deserialize_value
-        self._ws.feed_blob(self._name, deserialize_value(data)[1])
+        from engine.blobio import deserialize_blob
+        self._ws.feed_blob(self._name, deserialize_blob(data)[1])
 
 
 class _Blobs(Mapping):

@@ -210,6 +210,15 @@ class Workspace:
             self.values[name], self.devices[name] = _EMPTY, dev.CPU
         return True
 
+    def remove_blob(self, name: str) -> bool:
+        """Drop a blob of this workspace (Caffe2's ``RemoveBlob``); False when it has none."""
+        if name not in self.values:
+            return False
+        target = self.values if self.parent is None else self.values.local
+        target.pop(name, None)
+        (self.devices if self.parent is None else self.devices.local).pop(name, None)
+        return True
+
     def feed_blob(self, name: str, arr: Any, device_option: caffe2_pb2.DeviceOption | None = None) -> bool:
         """Store a copy of `arr` under `name` on the device of `device_option` (CPU when None)."""
         device_type = device_option.device_type if device_option is not None else dev.CPU
@@ -474,17 +483,25 @@ def RunNetOnce(net: Any) -> bool:
     return current().run_net_once(_netdef(net))
 
 
-def RunOperatorOnce(op: caffe2_pb2.OperatorDef) -> bool:
+def RunOperatorOnce(op: Any) -> bool:
+    if isinstance(op, bytes):
+        op = caffe2_pb2.OperatorDef.FromString(op)
     return current().run_operator_once(op)
 
 
 def RunOperatorsOnce(ops: Iterable[caffe2_pb2.OperatorDef]) -> bool:
+    """Run `ops` in order; a failing op raises (as in Caffe2), see :func:`try_run_operators`."""
+    for op in ops:
+        RunOperatorOnce(op)
+    return True
+
+
+def try_run_operators(ops: Iterable[caffe2_pb2.OperatorDef]) -> bool:
+    """Like :func:`RunOperatorsOnce` but False instead of an :class:`ExecutionError` (debugger use)."""
     try:
-        for op in ops:
-            RunOperatorOnce(op)
+        return RunOperatorsOnce(ops)
     except ExecutionError:
         return False
-    return True
 
 
 def GetNetName(net: Any) -> str:
@@ -497,3 +514,219 @@ def GetNetName(net: Any) -> str:
 
 def _netdef(net: Any) -> caffe2_pb2.NetDef:
     return net if isinstance(net, caffe2_pb2.NetDef) else net.Proto()
+
+
+# ---- the rest of caffe2.python.workspace ----------------------------------------------------
+# Build facts answer for netviz on this machine (engine.capi): GPU support = CuPy sees a device.
+has_gpu_support = has_cuda_support = C.has_gpu_support
+has_hip_support, has_fbgemm, is_asan = False, False, False
+GpuDeviceType = caffe2_pb2.CUDA
+"""Caffe2 sets CUDA even without GPU support (tests build CUDA device options regardless)."""
+NumCudaDevices = NumGpuDevices = C.num_cuda_devices
+GetCUDAVersion, GetCuDNNVersion = C.get_cuda_version, C.get_cudnn_version
+RegisteredOperators = C.registered_operators
+GlobalInit = C.global_init
+operator_tracebacks: dict[str, dict] = {}
+
+
+def GetDeviceProperties(device_id: int) -> dict | None:
+    cp = dev.cupy_module()
+    return dict(cp.cuda.runtime.getDeviceProperties(device_id)) if cp is not None else None
+
+
+def GetGpuPeerAccessPattern() -> np.ndarray:
+    n = NumGpuDevices()
+    return np.ones((n, n), dtype=bool) if n else np.array([])
+
+
+def GetGPUMemoryInfo() -> dict | None:
+    cp = dev.cupy_module()
+    return None if cp is None else dict(zip(("free", "total"), cp.cuda.runtime.memGetInfo()))
+
+
+def IsNUMAEnabled() -> bool:
+    return False
+
+
+def GetNumNUMANodes() -> int:
+    return -1
+
+
+def GetBlobNUMANode(name: Any) -> int:
+    return -1
+
+
+def GetBlobSizeBytes(name: Any) -> int:
+    """Bytes of the blob's tensor data (0 for a non-tensor), as Caffe2's ``nbytes``."""
+    v = current().values.get(StringifyBlobName(name))
+    return int(v.nbytes) if hasattr(v, "nbytes") and hasattr(v, "shape") else 0
+
+
+def ResetBlob(name: Any) -> None:
+    """Make the blob uninitialized again (it stays in the workspace)."""
+    ws = current()
+    if not ws.has_blob(str(name)):
+        raise BlobNotFoundError(f"Can't find blob: {name}")
+    ws.values[str(name)] = _EMPTY
+
+
+def SerializeBlob(name: Any) -> bytes:
+    """The blob as a serialised BlobProto (engine.blobio; Caffe2 parses the same bytes)."""
+    from engine.blobio import serialize_blob
+    return serialize_blob(str(name), FetchBlob(name))
+
+
+def DeserializeBlob(name: Any, data: bytes) -> None:
+    from engine.blobio import deserialize_blob
+    FeedBlob(name, deserialize_blob(data)[1])
+
+
+def StringifyProto(obj: Any) -> Any:
+    """A proto (or anything with ``Proto()``) as serialized bytes; a string passes through."""
+    from google.protobuf.message import Message
+    if isinstance(obj, (str, bytes)):
+        return obj
+    if isinstance(obj, Message):
+        return obj.SerializeToString()
+    if hasattr(obj, "Proto"):
+        return obj.Proto().SerializeToString()
+    raise ValueError("Unexpected argument to StringifyProto of type " + type(obj).__name__)
+
+
+def _stringify_name(name: Any, expected_type: str) -> str:
+    if isinstance(name, str):
+        return name
+    assert type(name).__name__ == expected_type, f"Expected a string or {expected_type}"
+    return str(name)
+
+
+def StringifyBlobName(name: Any) -> str:
+    return _stringify_name(name, "BlobReference")
+
+
+def StringifyNetName(name: Any) -> str:
+    return _stringify_name(name, "Net")
+
+
+def RunOperatorMultiple(op: Any, num_runs: int) -> bool:
+    for _ in range(num_runs):
+        RunOperatorOnce(op)
+    return True
+
+
+def RunPlan(plan_or_step: Any) -> bool:
+    """Run a Plan / PlanDef / ExecutionStep in the current workspace (engine.plans)."""
+    from engine import plans
+    return plans.run_plan(plans.as_plan(plan_or_step), current())
+
+
+def RunPlanInBackground(plan_or_step: Any) -> Any:
+    """Start the plan on a thread; the handle has ``is_done()`` and ``is_succeeded()``."""
+    from engine import plans
+    return plans.BackgroundPlan(plans.as_plan(plan_or_step), current())
+
+
+def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:
+    """Milliseconds per run of a created net: ``[mean over main_runs]``."""
+    import time
+    ws, net = current(), GetNetName(name)
+    for _ in range(warmup_runs):
+        ws.run_net(net)
+    t0 = time.perf_counter()
+    for _ in range(main_runs):
+        ws.run_net(net)
+    return [(time.perf_counter() - t0) * 1e3 / max(main_runs, 1)]
+
+
+def BenchmarkNetOnce(name: Any) -> bool:
+    return current().run_net(GetNetName(name))
+
+
+def GetStats() -> dict[str, int]:
+    return {}
+
+
+def FillRandomNetworkInputs(net: Any, input_dims: list, input_types: list) -> None:
+    """Feed random values to the inputs of each op of `net` (one dims/types list per op), as
+    Caffe2: "float" uniform in [0, 1), anything else int32."""
+    rng = np.random.default_rng()
+    for op, dims, types in zip(_netdef(net).op, input_dims, input_types):
+        for name, shape, kind in zip(op.input, dims, types):
+            arr = (rng.random(shape).astype(np.float32) if kind == "float"
+                   else rng.integers(0, 10, shape).astype(np.int32))
+            FeedBlob(name, arr)
+
+
+def InferShapesAndTypes(nets: Iterable[Any], blob_dimensions: dict | None = None, nets_proto: bool = False,
+                        blob_types: dict | None = None) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """``(shapes, types)`` by blob name from netviz's shape rules, seeded by `blob_dimensions`
+    (with `blob_types`) or, when None, by the current workspace's tensors."""
+    from engine.blobio import data_type_of
+    from engine.shapes import TensorInfo, infer_shapes
+    if blob_dimensions is None:
+        ws = current()
+        seeds = {b: TensorInfo(tuple(v.shape), data_type_of(np.asarray(dev.to_host(v))))
+                 for b in ws.blobs() if hasattr(v := ws.values[b], "shape")}
+    else:
+        seeds = {b: TensorInfo(tuple(d), (blob_types or {}).get(b, caffe2_pb2.TensorProto.FLOAT))
+                 for b, d in blob_dimensions.items()}
+    shapes = {name: list(info.shape) for name, info in seeds.items()}
+    types = {name: info.dtype for name, info in seeds.items()}
+    for net in nets:
+        for (name, _), info in infer_shapes(_netdef(net), dict(seeds)).items():
+            if info.shape is not None and all(d is not None for d in info.shape):
+                shapes[name], types[name] = [int(d) for d in info.shape], info.dtype
+    return shapes, types
+
+
+class _BlobDict(MutableMapping):
+    """``workspace.blobs``: the current workspace's blobs as a dict (fetch on read, feed on write)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if not HasBlob(key):
+            raise KeyError(key)
+        return FetchBlob(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        FeedBlob(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        current().remove_blob(str(key))
+
+    def __len__(self) -> int:
+        return len(Blobs())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(Blobs())
+
+    def __contains__(self, key: object) -> bool:
+        return HasBlob(key)
+
+
+blobs = _BlobDict()
+
+
+class Predictor:
+    """``workspace.Predictor(init_net, predict_net)``: runs the init net once in a private
+    workspace; ``run(inputs)`` feeds a list (external-input order) or a dict and returns the
+    external outputs as a list."""
+
+    def __init__(self, init_net: Any, predict_net: Any) -> None:
+        self._ws, self._net = Workspace("predictor"), _parse_net(predict_net)
+        self._ws.run_net_once(_parse_net(init_net))
+
+    def run(self, inputs: Any) -> list[np.ndarray]:
+        names = [i for i in self._net.external_input if not self._ws.has_blob(i)] or list(self._net.external_input)
+        for name, value in (inputs.items() if isinstance(inputs, dict) else zip(names, inputs)):
+            self._ws.feed_blob(name, value)
+        self._ws.run_net_once(self._net)
+        return [self._ws.fetch_blob(o) for o in self._net.external_output]
+
+
+def _parse_net(net: Any) -> caffe2_pb2.NetDef:
+    return caffe2_pb2.NetDef.FromString(net) if isinstance(net, bytes) else _netdef(net)
+
+
+def CallWithExceptionIntercept(func: Any, op_id_fetcher: Any, net_name: str, *args: Any, **kwargs: Any) -> Any:
+    """Caffe2 logs the op's Python traceback before re-raising; netviz's message names the op."""
+    return func(*args, **kwargs)

@@ -99,7 +99,10 @@ def test_run_operator_once_and_allow_fail():
     assert ws.FetchBlob("y").tolist() == [0.0, 2.0]
     ws.CreateNet(net("bad", create_operator("Relu", "x", "y"), create_operator("Add", ["x", "q"], "z")))
     assert ws.RunNet("bad", allow_fail=True) is False
-    assert not ws.RunOperatorsOnce([create_operator("Relu", "missing", "y")])
+    bad = [create_operator("Relu", "missing", "y")]
+    with pytest.raises(RuntimeError):  # Caffe2 raises here; so does netviz (an ExecutionError)
+        ws.RunOperatorsOnce(bad)
+    assert ws.try_run_operators(bad) is False
 
 
 def test_blobs_remember_device_and_device_scope_feed():
