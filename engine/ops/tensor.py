@@ -195,7 +195,7 @@ def concat_gradient(g):
     return [g.op_("Split", [g.GO(0), g.O(1)], [g.GI(k) for k in range(len(g.op.input))])]
 
 
-@gradient("Split")
+@gradient("Split", "DepthSplit")
 @cc_maker
 def split_gradient(g):
     """Outputs without a gradient are skipped (Caffe2's known shape limitation)."""
@@ -203,6 +203,16 @@ def split_gradient(g):
     if not grads:
         return []
     return [g.op_("Concat", grads, [g.GI(0), "_" + g.GI(0) + "_dims"])]
+
+
+@gradient("EnsureDense")
+@cc_maker
+def ensure_dense_gradient(g):
+    """A dense GO passes through unchanged (no op); a sparse one is densified like the input."""
+    if not g.is_sparse_go(0):
+        g.set_dense(0, g.GO(0))
+        return []
+    return [g.op_("SparseToDense", [g.GO_I(0), g.GO_V(0), g.I(0)], [g.GI(0)])]
 
 
 @gradient("Reshape")

@@ -51,14 +51,14 @@ def zero_gradient_gradient(g):
     return [g.op_("ConstantFill", [g.I(0)], [g.GI(0)], value=0.0)]
 
 
-@gradient("Python")
+@gradient("Python", "PythonDLPack")
 @cc_maker
 def python_gradient(g):
-    """PythonGradient: inputs, outputs, GO of grad_output_indices (default all) -> GI of grad_input_indices."""
+    """{T}Gradient: inputs, outputs, GO of grad_output_indices (default all) -> GI of grad_input_indices."""
     go = g.arg("grad_output_indices", []) or range(len(g.op.output))
     gi = g.arg("grad_input_indices", []) or range(len(g.op.input))
     ins = list(g.op.input) + list(g.op.output) + [g.GO(k) for k in go]
-    return [g.op_("PythonGradient", ins, [g.GI(k) for k in gi])]
+    return [g.op_(g.type + "Gradient", ins, [g.GI(k) for k in gi])]
 
 
 @gradient("RecurrentNetwork")
