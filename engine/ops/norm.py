@@ -1,10 +1,12 @@
-"""Normalisation and regularisation: SpatialBN, LRN, LayerNorm, Dropout, ChannelShuffle."""
+"""Normalisation and regularisation: SpatialBN (5 or 7 inputs, NCHW/NHWC), LRN, LayerNorm (with gamma/beta),
+InstanceNorm, GroupNorm, RMSNorm, AffineChannel, ChannelStats, ChannelBackpropStats, NormalizePlanarYUV,
+Dropout, ChannelShuffle."""
 from __future__ import annotations
 
 import numpy as np
 
 from engine import parallel
-from engine.grad_makers import cc_maker, simple
+from engine.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from engine.shapes import BOOL, TensorInfo, dims, norm_axis, same_as, split_layout
@@ -27,9 +29,12 @@ def _channel_sum(xp, t, axes, order):
 
 
 @kernel("SpatialBN")
-def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: float = 1e-5,
-               momentum: float = 0.9, order: str = "NCHW"):
+def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test: int = 0, epsilon: float = 1e-5,
+               momentum: float = 0.9, order: str = "NCHW", num_batches: int = 1):
     axes, bshape = _channel_view(x, order)
+    if not is_test and num_batches > 1:
+        return _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order,
+                                     num_batches)
     if is_test:  # NOTE: y = x * a + c with per-channel a, c: two passes over x, no temporaries.
         a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
         a, c = a.reshape(bshape), (bias - mean * a).astype(x.dtype).reshape(bshape)
@@ -59,6 +64,22 @@ def spatial_bn(xp, x, scale, bias, mean, var, *, is_test: int = 0, epsilon: floa
             (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv)
 
 
+def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order, num_batches):
+    """Training SpatialBN over `num_batches` batches: the statistics come from inputs 5/6, the sums of X
+    and of X^2 over all of them (count = num_batches * N * HW); var = E[X^2] - mean^2."""
+    if sums is None or sumsq is None:
+        raise ValueError("SpatialBN with num_batches > 1 needs the sums and sumsq inputs (7 inputs)")
+    _, bshape = _channel_view(x, order)
+    dt, cnt = x.dtype, num_batches * (x.size // max(scale.size, 1))
+    bm = (sums / dt.type(cnt)).astype(dt)
+    bv = (sumsq / dt.type(cnt) - bm * bm).astype(dt)
+    inv = (1 / xp.sqrt(bv + dt.type(epsilon))).astype(dt)
+    y = ((x - bm.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)).astype(dt)
+    m = dt.type(momentum)
+    unbiased = bv * (cnt / max(cnt - 1, 1))
+    return y, (mean * m + bm * (1 - m)).astype(dt), (var * m + unbiased * (1 - m)).astype(dt), bm, inv
+
+
 def _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum):
     """Training SpatialBN on blocks of channels over both cores (engine.parallel): each block owns
     its channels' statistics, computed exactly as the single-call path does (same sums, same order)."""
@@ -86,9 +107,16 @@ def _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum):
 
 
 @kernel("SpatialBNGradient")
-def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *_pre, is_test: int = 0, epsilon: float = 1e-5,
-                        order: str = "NCHW"):
+def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0, epsilon: float = 1e-5,
+                        order: str = "NCHW", num_batches: int = 1):
     axes, bshape = _channel_view(x, order)
+    if agg and not is_test and num_batches > 1:
+        # NOTE: 7 inputs: dscale / dbias are the aggregated ones (inputs 5/6) over num_batches.
+        dt, m = x.dtype, x.size // max(scale.size, 1)
+        dscale, dbias = (agg[0] / dt.type(num_batches)).astype(dt), (agg[1] / dt.type(num_batches)).astype(dt)
+        xhat = (x - mean.reshape(bshape)) * inv_std.reshape(bshape)
+        dx = (scale * inv_std).reshape(bshape) * (dy - (dbias.reshape(bshape) + xhat * dscale.reshape(bshape)) / m)
+        return dx.astype(dt), dscale, dbias
     if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
         inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
     dt = x.dtype
@@ -181,14 +209,194 @@ def dropout_grad(xp, dy, mask=None, *, ratio: float = 0.5, is_test: int = 0):
     return (dy * mask * dy.dtype.type(1 / (1 - ratio))).astype(dy.dtype)
 
 
-@kernel("LayerNorm")
-def layer_norm(xp, x, *, axis: int = 1, epsilon: float = 1e-5):
-    axis %= x.ndim
-    x2 = x.reshape(int(np.prod(x.shape[:axis])), -1)
+def _rowwise(x, axis):
+    """`x` as (rows, cols) split at the canonical `axis`."""
+    return x.reshape(int(np.prod(x.shape[:axis])), -1)
+
+
+def _normalize_rows(xp, x2, eps):
+    """(xhat, mean, std) of each row, with std = sqrt(biased var + eps)."""
     mean = x2.mean(axis=1, keepdims=True)
-    std = xp.sqrt(x2.var(axis=1, keepdims=True) + epsilon)
+    std = xp.sqrt(xp.square(x2 - mean).mean(axis=1, keepdims=True) + x2.dtype.type(eps))
+    return (x2 - mean) / std, mean, std
+
+
+def _normalize_rows_grad(xp, g, xhat, std):
+    """dX of xhat = (x - mean) / std per row, given g = dL/dxhat."""
+    return (g - g.mean(axis=1, keepdims=True) - xhat * (g * xhat).mean(axis=1, keepdims=True)) / std
+
+
+@kernel("LayerNorm")
+def layer_norm(xp, x, gamma=None, beta=None, *, axis: int = 1, epsilon: float = 1e-5, elementwise_affine: int = 0):
+    # NOTE: gamma / beta (elementwise_affine) have the shape of X's dims from `axis` on.
+    axis %= x.ndim
+    xhat, mean, std = _normalize_rows(xp, _rowwise(x, axis), epsilon)
+    if elementwise_affine:
+        if gamma is None or beta is None:
+            raise ValueError("LayerNorm with elementwise_affine needs the gamma and beta inputs")
+        xhat = xhat * gamma.reshape(1, -1) + beta.reshape(1, -1)
     shape = x.shape[:axis] + (1,)
-    return ((x2 - mean) / std).reshape(x.shape).astype(x.dtype), mean.reshape(shape), std.reshape(shape)
+    return xhat.reshape(x.shape).astype(x.dtype), mean.reshape(shape).astype(x.dtype), std.reshape(shape).astype(x.dtype)
+
+
+@kernel("LayerNormGradient")
+def layer_norm_gradient(xp, dy, y, mean, std, x, gamma=None, *, axis: int = 1, epsilon: float = 1e-5,
+                        elementwise_affine: int = 0):
+    axis %= x.ndim
+    x2, dy2 = _rowwise(x, axis), _rowwise(dy, axis)
+    m, s = mean.reshape(-1, 1), std.reshape(-1, 1)
+    xhat = (x2 - m) / s
+    g = dy2 * gamma.reshape(1, -1) if gamma is not None else dy2
+    dx = _normalize_rows_grad(xp, g, xhat, s).reshape(x.shape).astype(x.dtype)
+    if gamma is None:
+        return dx
+    return dx, (dy2 * xhat).sum(axis=0).reshape(gamma.shape).astype(x.dtype), dy2.sum(axis=0).reshape(gamma.shape).astype(x.dtype)
+
+
+def _per_channel(v, x, order):
+    """A per-channel vector shaped to broadcast against NCHW / NHWC `x`."""
+    shape = [1] * x.ndim
+    shape[1 if order == "NCHW" else -1] = -1
+    return v.reshape(shape)
+
+
+def _channels_first(x):
+    """An NHWC array viewed as NCHW (array method: NumPy and CuPy alike)."""
+    return x.transpose((0, x.ndim - 1) + tuple(range(1, x.ndim - 1)))
+
+
+def _instance_rows(x, order):
+    """(N*C, HW) rows of per-image, per-channel values (a copy for NHWC)."""
+    if order == "NCHW":
+        return x.reshape(x.shape[0] * x.shape[1], -1)
+    return _channels_first(x).reshape(x.shape[0] * x.shape[-1], -1)
+
+
+def _from_instance_rows(xp, r, x, order):
+    if order == "NCHW":
+        return r.reshape(x.shape)
+    return xp.ascontiguousarray(xp.moveaxis(r.reshape((x.shape[0], x.shape[-1]) + x.shape[1:-1]), 1, -1))
+
+
+@kernel("InstanceNorm")
+def instance_norm(xp, x, scale, bias, *, epsilon: float = 1e-5, order: str = "NCHW"):
+    # NOTE: outputs Y, then (optional) the saved mean and INVERSE std, shape (N, C).
+    c = x.shape[1 if order == "NCHW" else -1]
+    if scale.size != c or bias.size != c:
+        raise ValueError(f"InstanceNorm: scale/bias have {scale.size}/{bias.size} entries for {c} channels")
+    xhat, mean, std = _normalize_rows(xp, _instance_rows(x, order), epsilon)
+    y = _from_instance_rows(xp, xhat, x, order) * _per_channel(scale, x, order) + _per_channel(bias, x, order)
+    n = x.shape[0]
+    return y.astype(x.dtype), mean.reshape(n, c).astype(x.dtype), (1 / std).reshape(n, c).astype(x.dtype)
+
+
+@kernel("InstanceNormGradient")
+def instance_norm_gradient(xp, x, scale, bias, dy, mean=None, inv_std=None, *, epsilon: float = 1e-5,
+                           order: str = "NCHW"):
+    # NOTE: without the saved statistics (a 1-output forward) they are recomputed from X.
+    x2, dy2 = _instance_rows(x, order), _instance_rows(dy, order)
+    if mean is None:
+        xhat, _, std = _normalize_rows(xp, x2, epsilon)
+    else:
+        std = 1 / inv_std.reshape(-1, 1)
+        xhat = (x2 - mean.reshape(-1, 1)) / std
+    n, c = x.shape[0], scale.size
+    g = dy2 * xp.tile(scale, n).reshape(-1, 1)
+    dx = _from_instance_rows(xp, _normalize_rows_grad(xp, g, xhat, std), x, order)
+    dscale = (dy2 * xhat).sum(axis=1).reshape(n, c).sum(axis=0)
+    dbias = dy2.sum(axis=1).reshape(n, c).sum(axis=0)
+    return dx.astype(x.dtype), dscale.astype(x.dtype), dbias.astype(x.dtype)
+
+
+def _group_rows(x, group, order):
+    """(N*G, C/G*HW) rows: one per image and channel group."""
+    if order == "NCHW":
+        return x.reshape(x.shape[0] * group, -1)
+    return _channels_first(x).reshape(x.shape[0] * group, -1)
+
+
+@kernel("GroupNorm")
+def group_norm(xp, x, gamma, beta, *, group: int = 32, epsilon: float = 1e-5, order: str = "NCHW"):
+    # NOTE: the argument is `group`; outputs Y, the mean and the INVERSE std, shape (N, G).
+    c = x.shape[1 if order == "NCHW" else -1]
+    if c % group:
+        raise ValueError(f"GroupNorm: {c} channels do not split into {group} groups")
+    xhat, mean, std = _normalize_rows(xp, _group_rows(x, group, order), epsilon)
+    y = _from_instance_rows(xp, xhat, x, order) * _per_channel(gamma, x, order) + _per_channel(beta, x, order)
+    n = x.shape[0]
+    return y.astype(x.dtype), mean.reshape(n, group).astype(x.dtype), (1 / std).reshape(n, group).astype(x.dtype)
+
+
+@kernel("GroupNormGradient")
+def group_norm_gradient(xp, dy, x, gamma, beta, mean, inv_std, *, group: int = 32, epsilon: float = 1e-5,
+                        order: str = "NCHW"):
+    x2, dy2 = _group_rows(x, group, order), _group_rows(dy, group, order)
+    s = 1 / inv_std.reshape(-1, 1)
+    xhat = (x2 - mean.reshape(-1, 1)) / s
+    n, c = x.shape[0], gamma.size
+    gam = xp.tile(xp.repeat(gamma, dy2.shape[1] // (c // group)), n).reshape(dy2.shape) if order == "NCHW" else \
+        _group_rows(xp.broadcast_to(_per_channel(gamma, x, order), x.shape), group, order)
+    dx = _from_instance_rows(xp, _normalize_rows_grad(xp, dy2 * gam, xhat, s), x, order)
+    xh = _from_instance_rows(xp, xhat, x, order)
+    axes = tuple(a for a in range(x.ndim) if a != (1 if order == "NCHW" else x.ndim - 1))
+    return dx.astype(x.dtype), (dy * xh).sum(axis=axes).astype(x.dtype), dy.sum(axis=axes).astype(x.dtype)
+
+
+@kernel("RMSNorm")
+def rms_norm(xp, x, gamma, beta, *, axis: int = 1, eps: float = 0.0):
+    # NOTE: Y = X * rrms * gamma + beta, rrms = 1 / sqrt(mean(X^2) + eps) per row (2nd output).
+    axis %= x.ndim
+    x2 = _rowwise(x, axis)
+    # NOTE: the argument read is `eps` (default 0), not the `epsilon` the schema documents.
+    rrms = 1 / xp.sqrt((x2 * x2).mean(axis=1, keepdims=True) + x.dtype.type(eps))
+    y = x2 * rrms * gamma.reshape(1, -1) + beta.reshape(1, -1)
+    return y.reshape(x.shape).astype(x.dtype), rrms.reshape(x.shape[:axis]).astype(x.dtype)
+
+
+@kernel("RMSNormGradient")
+def rms_norm_gradient(xp, dy, x, gamma, rrms, *, axis: int = 1):
+    axis %= x.ndim
+    x2, dy2, r = _rowwise(x, axis), _rowwise(dy, axis), rrms.reshape(-1, 1)
+    g = dy2 * gamma.reshape(1, -1)
+    dx = r * (g - x2 * r * r * (g * x2).mean(axis=1, keepdims=True))
+    return (dx.reshape(x.shape).astype(x.dtype), (dy2 * x2 * r).sum(axis=0).reshape(gamma.shape).astype(x.dtype),
+            dy2.sum(axis=0).reshape(gamma.shape).astype(x.dtype))
+
+
+@kernel("AffineChannel")
+def affine_channel(xp, x, scale, bias, *, order: str = "NCHW", is_learnable: int = 0):
+    return (x * _per_channel(scale, x, order) + _per_channel(bias, x, order)).astype(x.dtype)
+
+
+@kernel("AffineChannelGradient")
+def affine_channel_gradient(xp, dy, *rest, order: str = "NCHW", is_learnable: int = 0):
+    # NOTE: [dY, scale] -> dX; learnable: [dY, X, scale] -> dX, dscale, dbias.
+    scale = rest[-1]
+    dx = (dy * _per_channel(scale, dy, order)).astype(dy.dtype)
+    if not is_learnable:
+        return dx
+    axes = tuple(a for a in range(dy.ndim) if a != (1 if order == "NCHW" else dy.ndim - 1))
+    return dx, (dy * rest[0]).sum(axis=axes).astype(dy.dtype), dy.sum(axis=axes).astype(dy.dtype)
+
+
+@kernel("ChannelStats")
+def channel_stats(xp, x, *, order: str = "NCHW"):
+    axes, _ = _channel_view(x, order)
+    return _channel_sum(xp, x, axes, order).astype(x.dtype), _channel_sum(xp, x * x, axes, order).astype(x.dtype)
+
+
+@kernel("ChannelBackpropStats")
+def channel_backprop_stats(xp, x, mean, inv_std, dy, *, order: str = "NCHW"):
+    # NOTE: dscale = sum dY * (X - mean) * inv_std, dbias = sum dY, per channel.
+    axes, bshape = _channel_view(x, order)
+    xhat = (x - mean.reshape(bshape)) * inv_std.reshape(bshape)
+    return _channel_sum(xp, dy * xhat, axes, order).astype(x.dtype), _channel_sum(xp, dy, axes, order).astype(x.dtype)
+
+
+@kernel("NormalizePlanarYUV")
+def normalize_planar_yuv(xp, x, mean, std):
+    # NOTE: NCHW; mean and std hold one value per channel, shape (1, C).
+    return ((x - _per_channel(mean, x, "NCHW")) / _per_channel(std, x, "NCHW")).astype(x.dtype)
 
 
 @kernel("ChannelShuffle")
@@ -235,12 +443,33 @@ gradient("ChannelShuffle")(simple("ChannelShuffleGradient", "GO0", "GI0"))
 
 @gradient("LayerNorm")
 @cc_maker
-def layer_norm_gradient(g):
+def layer_norm_gradient_maker(g):
     """With ``elementwise_affine`` the gamma input is read and gamma/beta get gradients."""
     if len(g.op.input) == 3:
         return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0), g.I(1)],
                       [g.GI(0), g.GI(1), g.GI(2)])]
     return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0)], [g.GI(0)])]
+
+
+@gradient("InstanceNorm")
+@cc_maker
+def instance_norm_gradient_maker(g):
+    """The saved mean / inverse std are read when the forward op wrote them."""
+    saved = [g.O(1), g.O(2)] if len(g.op.output) == 3 else []
+    return [g.op_("InstanceNormGradient", [g.I(0), g.I(1), g.I(2), g.GO(0), *saved], [g.GI(0), g.GI(1), g.GI(2)])]
+
+
+@gradient("AffineChannel")
+@cc_maker
+def affine_channel_gradient_maker(g):
+    if g.arg("is_learnable", 0):
+        return [g.op_("AffineChannelGradient", [g.GO(0), g.I(0), g.I(1)], [g.GI(0), g.GI(1), g.GI(2)])]
+    return [g.op_("AffineChannelGradient", [g.GO(0), g.I(1)], [g.GI(0)])]
+
+
+gradient("GroupNorm")(simple("GroupNormGradient", "GO0 I0 I1 I2 O1 O2", "GI0 GI1 GI2"))
+gradient("RMSNorm")(simple("RMSNormGradient", "GO0 I0 I1 O1", "GI0 GI1 GI2"))
+should_not_do_gradient("ChannelStats", "ChannelBackpropStats")
 
 
 # ---- shapes ----
@@ -264,7 +493,42 @@ def dropout_shape(x):
 
 
 @shape("LayerNorm")
-def layer_norm_shape(x, *, axis: int = 1):
+def layer_norm_shape(x, *_, axis: int = 1):
     xd = dims(x)
     stats = TensorInfo((*xd[:norm_axis(axis, len(xd))], 1), x.dtype)
     return x, stats, stats
+
+
+@shape("LayerNormGradient")
+def layer_norm_gradient_shape(dy, y, mean, std, x, gamma=None):
+    return (x,) if gamma is None else (x, gamma, gamma)
+
+
+@shape("InstanceNorm")
+def instance_norm_shape(x, scale, bias, *, order: str = "NCHW"):
+    n, c, _ = split_layout(dims(x), order)
+    return x, TensorInfo((n, c), x.dtype), TensorInfo((n, c), x.dtype)
+
+
+@shape("GroupNorm")
+def group_norm_shape(x, gamma, beta, *, group: int = 32, order: str = "NCHW"):
+    stats = TensorInfo((dims(x)[0], group), x.dtype)
+    return x, stats, stats
+
+
+@shape("RMSNorm")
+def rms_norm_shape(x, gamma, beta, *, axis: int = 1):
+    xd = dims(x)
+    return x, TensorInfo(xd[:norm_axis(axis, len(xd))], x.dtype)
+
+
+shape("InstanceNormGradient")(same_as(0, 1, 2))  # [X, scale, bias, dY, …] -> dX, dscale, dbias
+shape("GroupNormGradient", "RMSNormGradient")(same_as(1, 2, 2))  # [dY, X, gamma, …]
+shape("AffineChannel", "NormalizePlanarYUV")(same_as(0))
+shape("ChannelStats")(lambda x, *, order="NCHW": (TensorInfo((split_layout(dims(x), order)[1],), x.dtype),) * 2)
+shape("ChannelBackpropStats")(same_as(1, 1))  # per-channel, like the mean input
+
+
+@shape("AffineChannelGradient")
+def affine_channel_gradient_shape(dy, *rest, is_learnable: int = 0):
+    return (dy, rest[-1], rest[-1]) if is_learnable else (dy,)

@@ -99,7 +99,14 @@ def test_gradient_values_match_caffe2(path: Path) -> None:
             ws.feed_blob(name, arrays[f"gout{k}"])
     for text in data["grad_ops"]:
         run_op(_op(text), ws)
+    bug = data.get("note", "").startswith("caffe2_bug")  # NOTE: netviz is right there (docs/fidelity.md)
     for i, name in enumerate(data["g_input"]):
         if name is not None and f"gin{i}" in arrays:
-            _same(ws.fetch_blob(name), arrays[f"gin{i}"], dict(data, values=True),
-                  f"{data['op_type']} gradient of input {i} '{name}'")
+            try:
+                _same(ws.fetch_blob(name), arrays[f"gin{i}"], dict(data, values=True),
+                      f"{data['op_type']} gradient of input {i} '{name}'")
+            except AssertionError:
+                if bug:
+                    pytest.xfail(data["note"])
+                raise
+    assert not bug, f"netviz now equals Caffe2's gradient marked wrong: {data['note']}"
