@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.opdef import arg_value
+from engine.opdef import arg_value, subnets_of
 from engine.shapes import UNKNOWN, TensorInfo, infer_op
 from proto import caffe2_pb2
 
@@ -67,9 +67,9 @@ def _bn(op, x, width, classes):
 
 @param_rule("FC")
 def _fc(op, x, width, classes):
-    if x.shape is None or any(not isinstance(d, int) for d in x.shape):
-        return {}
     axis, axis_w = arg_value(op, "axis", 1), arg_value(op, "axis_w", 1)
+    if x.shape is None or any(not isinstance(d, int) for d in x.shape[axis:]):  # NOTE: RoI counts may be unknown
+        return {}
     k = int(np.prod(x.shape[axis:]))
     return {1: ((classes,) + (1,) * (axis_w - 1) + (k,), False), 2: ((classes,), False)}
 
@@ -80,20 +80,93 @@ def _per_channel(op, x, width, classes):
     return {} if c is None or len(op.input) != 2 else {1: ((c,), False)}
 
 
+#: Anchors per position of a synthesised RPN head (Detectron's 5 sizes x 3 aspect ratios).
+RPN_ANCHORS = 15
+
+
+def rpn_anchors(stride: float = 16.0, sizes=(32, 64, 128, 256, 512), ratios=(0.5, 1.0, 2.0)) -> np.ndarray:
+    """Detectron-style anchors (A, 4) [x1, y1, x2, y2] centred on the first cell of a `stride` grid."""
+    ctr = (stride - 1) / 2.0
+    rows = []
+    for size in sizes:
+        for r in ratios:
+            w = np.round(np.sqrt(size * size / r))
+            h = np.round(w * r)
+            rows.append([ctr - (w - 1) / 2, ctr - (h - 1) / 2, ctr + (w - 1) / 2, ctr + (h - 1) / 2])
+    return np.array(rows, np.float32)
+
+
+_SAME_CHANNELS = frozenset({"Relu", "Sigmoid", "Tanh", "SpatialBN", "AffineChannel", "LeakyRelu", "PRelu",
+                            "Softmax", "Reshape", "Flatten", "Dropout", "Copy", "Clip", "ResizeNearest",
+                            "MaxPool", "AveragePool", "Int8Relu", "Int8ResizeNearest", "Int8MaxPool",
+                            "Int8AveragePool", "Int8Quantize", "Int8Dequantize"})
+
+
+def _output_hints(net: caffe2_pb2.NetDef) -> dict[str, int]:
+    """Filter counts fixed by what reads a layer (weight blob -> outputs).
+
+    GenerateProposals needs scores (N, A, H, W) and deltas (N, 4A, H, W) from the convs before
+    it; a grouped (depthwise) conv needs as many input channels as it has groups."""
+    writer: dict[str, int] = {}           # blob -> index of the op that last wrote it (so far)
+    reads: list[list[int | None]] = []    # per op: the writer of each of its inputs when it ran
+
+    def weight_of(i: int | None) -> str | None:
+        seen = 0
+        while i is not None and net.op[i].type in _SAME_CHANNELS and seen < 1000:
+            i, seen = reads[i][0] if reads[i] else None, seen + 1
+        op = net.op[i] if i is not None else None
+        return op.input[1] if op is not None and op.type in ("Conv", "FC") and len(op.input) > 1 else None
+
+    hints: dict[str, int] = {}
+    for k, op in enumerate(net.op):
+        reads.append([writer.get(b) for b in op.input])
+        if op.type in ("GenerateProposals", "GenerateProposalsCPP") and len(op.input) >= 2:
+            for src, n in ((reads[k][0], RPN_ANCHORS), (reads[k][1], 4 * RPN_ANCHORS)):
+                if weight_of(src):
+                    hints[weight_of(src)] = n
+        if op.type == "Conv" and arg_value(op, "group", 1) > 1 and weight_of(reads[k][0]):
+            hints.setdefault(weight_of(reads[k][0]), arg_value(op, "group", 1))
+        for o in op.output:
+            writer[o] = k
+    return hints
+
+
+def _box_hints(net: caffe2_pb2.NetDef, classes: int) -> dict[str, int]:
+    producer = {o: op for op in net.op for o in op.output}
+    hints = {}
+    for op in net.op:
+        if op.type == "BBoxTransform" and len(op.input) >= 2:
+            p = producer.get(op.input[1])
+            if p is not None and p.type == "FC" and len(p.input) > 1:
+                hints[p.input[1]] = 4 * classes
+    return hints
+
+
 def synthesize_params(net: caffe2_pb2.NetDef, known: Mapping[str, Any], *, width: int = 16,
                       classes: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
     """Random float32 arrays for every parameter input of `net` missing from `known`.
 
     `known` maps blob names to arrays (inputs and whatever the init net made); shapes flow
-    through :mod:`engine.shapes`.  Variances get positive values so SpatialBN stays finite.
+    through :mod:`engine.shapes`, into the subnets of control-flow ops too.  Variances get
+    positive values so SpatialBN stays finite; detection heads get the filter counts their
+    readers need and GenerateProposals gets Detectron-style anchors.
     """
     rng = np.random.default_rng(seed)
     env = {k: TensorInfo(tuple(np.shape(v)), None) for k, v in known.items()}
     made: dict[str, np.ndarray] = {}
+    _synthesize(net, env, made, rng, width, classes)
+    return made
+
+
+def _synthesize(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], made: dict[str, np.ndarray],
+                rng: np.random.Generator, width: int, classes: int) -> None:
+    hints = {**_box_hints(net, classes), **_output_hints(net)}
     for op in net.op:
         rule = PARAM_RULES.get(op.type)
         if rule is not None and op.input:
-            for i, (shape, positive) in rule(op, env.get(op.input[0], UNKNOWN), width, classes).items():
+            n_out = hints.get(op.input[1]) if len(op.input) > 1 else None
+            given = rule(op, env.get(op.input[0], UNKNOWN), n_out or width, n_out or classes)
+            for i, (shape, positive) in given.items():
                 name = op.input[i] if i < len(op.input) else None
                 if name is None or name in env:
                     continue
@@ -101,9 +174,14 @@ def synthesize_params(net: caffe2_pb2.NetDef, known: Mapping[str, Any], *, width
                 a = (rng.standard_normal(shape) * scale).astype(np.float32)
                 made[name] = np.abs(a) + np.float32(0.5) if positive else a
                 env[name] = TensorInfo(shape, None)
+        if op.type in ("GenerateProposals", "GenerateProposalsCPP") and len(op.input) > 3 \
+                and op.input[3] not in env:
+            made[op.input[3]] = rpn_anchors(1.0 / arg_value(op, "spatial_scale", 1.0 / 16))
+            env[op.input[3]] = TensorInfo(made[op.input[3]].shape, None)
+        for _, sub in subnets_of(op):
+            _synthesize(sub, env, made, rng, width, classes)
         try:
             outs = infer_op(op, [env.get(i, UNKNOWN) for i in op.input])
         except Exception:  # an op the shape rules cannot follow: later params stay unknown
             outs = [UNKNOWN] * len(op.output)
         env.update(zip(op.output, outs))
-    return made

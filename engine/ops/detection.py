@@ -14,7 +14,7 @@ from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import FLOAT, TensorInfo, dims, join_layout, same_as, split_layout
+from engine.shapes import FLOAT, INT32, TensorInfo, dims, join_layout, same_as, split_layout
 
 F32 = np.float32
 BBOX_XFORM_CLIP = F32(np.log(1000.0 / 16.0))
@@ -265,12 +265,12 @@ def bbox_transform_op(xp, rois, deltas, im_info, *, ctx, weights: list = (1.0, 1
         img_h, img_w = int(im_info[i, 0] / before + F32(0.5)), int(im_info[i, 1] / before + F32(0.5))
         boxes = rois[start:start + c, -box_dim:].copy()
         boxes[:, :4] /= before
-        for k in range(deltas.shape[1] // box_dim):
-            cols = slice(k * box_dim, (k + 1) * box_dim)
-            b = bbox_transform(boxes, deltas[start:start + c, cols], weights, legacy_plus_one, bound)
-            b = clip_boxes(b, img_h, img_w, clip_angle_thresh, legacy_plus_one)
-            b[:, :4] *= after
-            out[start:start + c, cols] = b
+        k = deltas.shape[1] // box_dim  # every class at once: rows (roi, class)
+        b = bbox_transform(np.repeat(boxes, k, axis=0), deltas[start:start + c].reshape(-1, box_dim), weights,
+                           legacy_plus_one, bound)
+        b = clip_boxes(b, img_h, img_w, clip_angle_thresh, legacy_plus_one)
+        b[:, :4] *= after
+        out[start:start + c] = b.reshape(c, k * box_dim)
         start += c
     return out, counts.astype(F32)
 
@@ -447,4 +447,18 @@ def roi_align_shape(x, rois, *, pooled_h: int = 1, pooled_w: int = 1, order: str
 
 
 shape("RoIAlignGradient")(same_as(0))
+@shape("GenerateProposals", "GenerateProposalsCPP")
+def generate_proposals_shape(scores, deltas, im_info, anchors):
+    # NOTE: how many proposals survive NMS is data-dependent.
+    box_dim = dims(anchors)[1] if anchors.rank == 2 else None
+    return TensorInfo((None, None if box_dim is None else box_dim + 1), FLOAT), TensorInfo((None,), FLOAT)
+
+
+@shape("BoxWithNMSLimit")
+def box_with_nms_limit_shape(scores, boxes, *splits, rotated: bool = False):
+    box_dim = 5 if rotated else 4
+    return (TensorInfo((None,), FLOAT), TensorInfo((None, box_dim), FLOAT), TensorInfo((None,), FLOAT),
+            TensorInfo((None,), FLOAT), TensorInfo((None,), INT32), TensorInfo((None, None), INT32))
+
+
 shape("BBoxTransform")(lambda rois, deltas, info: (TensorInfo(deltas.shape, FLOAT), TensorInfo((dims(info)[0],), FLOAT)))
