@@ -1,0 +1,413 @@
+"""Quantised embedding storage and fp16: fused row-wise 8/4/2-bit conversion (and its HalfScaleBias,
+Half* and Fake forms), the row-wise 8-bit pair, the SparseLengths* reducers over those tables,
+GatherFused8BitRowwise, random row-wise quantisation, QuantDecode, ByteWeightDequant and fp16 casts/fills.
+
+Layouts (one row per table row, little-endian):
+
+* fused 8-bit: ``uint8[D]`` then scale and bias as float32 (8 bytes), or as float16 (4 bytes) for
+  the ``HalfScaleBias`` forms;
+* fused n-bit (4, 2): ``8/n`` values per byte, low bits first, then fp16 scale and fp16 bias;
+* fake n-bit: one value per byte (``uint8[D]``) then float32 scale and bias.
+
+Numerics follow Caffe2's CPU kernels in float32: min/max per row, ``lrintf`` (round half to even,
+NumPy's ``rint``) for the fused forms, round half away from zero for ``FloatToRowwiseQuantized8Bits``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine import device as dev
+from engine.grad_makers import cc_maker, no_gradient, simple
+from engine.ops.lengths import host_lengths
+from engine.registry import gradient, kernel, shape
+from engine.shapes import FLOAT, UINT8, TensorInfo, dims
+from proto import caffe2_pb2
+
+F32, F16 = np.float32, np.float16
+FLOAT16 = caffe2_pb2.TensorProto.FLOAT16
+
+# ---- kernels ----
+
+
+def _rows(x):
+    """The input as float32 host rows over its last axis."""
+    h = dev.to_host(x)
+    if h.ndim < 1:
+        raise ValueError("input must have at least one dimension")
+    return h.reshape(-1, h.shape[-1]).astype(F32)
+
+
+def _bytes_of(v, dtype):
+    """A per-row scalar column as its little-endian bytes."""
+    return np.ascontiguousarray(v.astype(dtype).reshape(-1, 1)).view(np.uint8)
+
+
+def _fused8(x, half_scale_bias):
+    rows = _rows(x)
+    lo, hi = rows.min(axis=1, initial=np.inf), rows.max(axis=1, initial=-np.inf)
+    if rows.shape[1] == 0:
+        lo, hi = np.zeros(rows.shape[0], F32), np.zeros(rows.shape[0], F32)
+    rng = (hi - lo).astype(F32)
+    scale, bias = (rng / F32(255)).astype(F32), lo
+    if half_scale_bias:
+        # NOTE: the n-bit recipe with 8 bits: fp16 min and scale, the data quantised with those.
+        scale, bias, inv = _nbit_params(rows, 8)
+        q = np.rint((rows - bias[:, None]) * inv[:, None])
+        tail = np.concatenate([_bytes_of(scale, F16), _bytes_of(bias, F16)], axis=1)
+    else:
+        inv = (F32(255) / (rng + F32(1e-8))).astype(F32)
+        q = np.rint((rows - lo[:, None]) * inv[:, None])
+        tail = np.concatenate([_bytes_of(scale, F32), _bytes_of(bias, F32)], axis=1)
+    q = np.clip(q, 0, 255).astype(np.uint8)
+    out = np.concatenate([q, tail], axis=1)
+    return out.reshape(tuple(x.shape[:-1]) + (out.shape[1],))
+
+
+def _nbit_params(rows, bits):
+    """fp16-rounded (scale, bias) per row and the float32 inverse scale, as Caffe2's SBHalf kernels."""
+    lo = rows.min(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
+    hi = rows.max(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
+    lo = lo.astype(F16).astype(F32)
+    rng = (hi - lo).astype(F32)
+    scale = np.where(rng == 0, F32(1), (rng / F32((1 << bits) - 1)).astype(F16).astype(F32)).astype(F32)
+    with np.errstate(divide="ignore"):
+        inv = (F32(1) / scale).astype(F32)
+    bad = (scale == 0) | np.isinf(inv)
+    scale, inv = np.where(bad, F32(1), scale), np.where(bad, F32(1), inv)
+    return scale, lo, inv
+
+
+def _quantise(rows, lo, inv, bits):
+    q = np.rint((rows - lo[:, None]) * inv[:, None])
+    return np.clip(q, 0, (1 << bits) - 1).astype(np.uint8)
+
+
+def _fused_nbit(x, bits):
+    per = 8 // bits
+    if x.shape[-1] % per:
+        raise ValueError(f"the number of columns must be a multiple of {per}")
+    rows = _rows(x)
+    scale, lo, inv = _nbit_params(rows, bits)
+    q = _quantise(rows, lo, inv, bits).reshape(rows.shape[0], -1, per).astype(np.uint16)
+    packed = (q << (np.arange(per) * bits)).sum(axis=2).astype(np.uint8)
+    out = np.concatenate([packed, _bytes_of(scale, F16), _bytes_of(lo, F16)], axis=1)
+    return out.reshape(tuple(x.shape[:-1]) + (out.shape[1],))
+
+
+def _fake_nbit(x, bits):
+    if x.ndim != 2:
+        raise ValueError("Expect input to be a matrix")
+    rows = _rows(x)
+    scale, lo, inv = _nbit_params(rows, bits)
+    inv = np.where(np.isinf(inv), inv, (F32(1) / scale).astype(F32))
+    q = _quantise(rows, lo, inv, bits)
+    return np.concatenate([q, _bytes_of(scale, F32), _bytes_of(lo, F32)], axis=1)
+
+
+def _unfuse(data, bits, half_scale_bias):
+    """(values as float32 rows of the last axis, scale, bias) of a fused table."""
+    h = dev.to_host(data)
+    if h.dtype != np.uint8:
+        raise TypeError(f"fused data must be uint8, got {h.dtype}")
+    rows = h.reshape(-1, h.shape[-1])
+    sb = 4 if (bits < 8 or half_scale_bias) else 8
+    sbt = F16 if sb == 4 else F32
+    if rows.shape[1] < sb:
+        raise ValueError(f"rows of {rows.shape[1]} bytes cannot hold the {sb}-byte scale and bias")
+    body, tail = rows[:, :-sb], np.ascontiguousarray(rows[:, -sb:])
+    scale, bias = tail[:, :sb // 2].copy().view(sbt)[:, 0], tail[:, sb // 2:].copy().view(sbt)[:, 0]
+    if bits < 8:
+        per = 8 // bits
+        body = ((body[:, :, None] >> (np.arange(per) * bits).astype(np.uint8)) & ((1 << bits) - 1))
+        body = body.reshape(rows.shape[0], -1)
+    return body.astype(F32), scale.astype(F32), bias.astype(F32), tuple(h.shape[:-1])
+
+
+def _dequant(data, bits, half_scale_bias=False):
+    body, scale, bias, lead = _unfuse(data, bits, half_scale_bias)
+    return (body * scale[:, None] + bias[:, None]).astype(F32).reshape(lead + (body.shape[1],))
+
+
+def _reg_fused8():
+    for t, half_in, hsb in (("FloatToFused8BitRowwiseQuantized", False, False),
+                            ("FloatToFused8BitRowwiseQuantizedHalfScaleBias", False, True),
+                            ("HalfFloatToFused8BitRowwiseQuantized", True, False),
+                            ("HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias", True, True)):
+        def fn(xp, x, _half=half_in, _hsb=hsb):
+            want = F16 if _half else F32
+            if x.dtype != want:
+                raise TypeError(f"input must be {np.dtype(want).name}, got {x.dtype}")
+            return xp.asarray(_fused8(x, _hsb))
+        kernel(t)(fn)
+    for t, hsb, out in (("Fused8BitRowwiseQuantizedToFloat", False, F32),
+                        ("Fused8BitRowwiseQuantizedHalfScaleBiasToFloat", True, F32),
+                        ("Fused8BitRowwiseQuantizedToHalfFloat", False, F16),
+                        ("Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat", True, F32)):
+        # NOTE: Caffe2 registers the HalfScaleBias "ToHalfFloat" op with a float32 output.
+        kernel(t)(lambda xp, x, _hsb=hsb, _out=out: xp.asarray(_dequant(x, 8, _hsb).astype(_out)))
+
+
+def _reg_nbit():
+    for bits in (4, 2):
+        for src, want in (("Float", F32), ("Half", F16)):
+            def fn(xp, x, _bits=bits, _want=want):
+                if x.dtype != _want:
+                    raise TypeError(f"input must be {np.dtype(_want).name}, got {x.dtype}")
+                return xp.asarray(_fused_nbit(x, _bits))
+
+            def fake(xp, x, _bits=bits, _want=want):
+                if x.dtype != _want:
+                    raise TypeError(f"input must be {np.dtype(_want).name}, got {x.dtype}")
+                return xp.asarray(_fake_nbit(x, _bits))
+            kernel(f"{src}ToFused{bits}BitRowwiseQuantized")(fn)
+            kernel(f"{src}ToFused{bits}BitFakeRowwiseQuantized")(fake)
+        kernel(f"Fused{bits}BitRowwiseQuantizedToFloat")(
+            lambda xp, x, _bits=bits: xp.asarray(_dequant(x, _bits)))
+        kernel(f"Fused{bits}BitRowwiseQuantizedToHalf")(
+            lambda xp, x, _bits=bits: xp.asarray(_dequant(x, _bits).astype(F16)))
+
+
+_reg_fused8()
+_reg_nbit()
+
+
+@kernel("FloatToRowwiseQuantized8Bits")
+def float_to_rowwise_quantized_8bits(xp, x):
+    rows = dev.to_host(x).astype(F32).reshape(x.shape[0], -1)
+    lo = rows.min(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
+    hi = rows.max(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
+    flat = (hi - lo) < F32(1e-10)
+    scale = np.where(flat, F32(1), ((hi - lo) / F32(255)).astype(F32)).astype(F32)
+    v = ((rows - lo[:, None]) * (F32(1) / scale)[:, None]).astype(F32)
+    r = np.floor(v)
+    q = np.where(flat[:, None], 0, r + (v - r >= 0.5))  # NOTE: Eigen round(): half away from zero
+    return xp.asarray(q.astype(np.uint8).reshape(x.shape)), xp.asarray(np.stack([scale, lo], axis=1))
+
+
+@kernel("Rowwise8BitQuantizedToFloat")
+def rowwise_8bit_quantized_to_float(xp, q, scale_bias):
+    if scale_bias.ndim != 2 or scale_bias.shape[1] != 2 or scale_bias.shape[0] != q.shape[0]:
+        raise ValueError(f"scale_bias of shape {tuple(scale_bias.shape)} for {q.shape[0]} rows (expected (N, 2))")
+    col = (-1,) + (1,) * (q.ndim - 1)
+    return q.astype(F32) * scale_bias[:, 0].reshape(col) + scale_bias[:, 1].reshape(col)
+
+
+def _lookup(xp, table, indices, lengths, weights=None, mean=False, mapping=None):
+    """Sum (weighted, mean) of the rows of a dequantised `table` picked by `indices` per segment.
+
+    With `mapping` (the *RowwiseSparse forms) an index goes through it first; -1 rows add nothing.
+    """
+    idx = dev.to_host(indices).astype(np.int64).reshape(-1)
+    n = host_lengths(lengths)
+    if int(n.sum()) != idx.size:
+        raise ValueError(f"LENGTHS sum to {int(n.sum())} but there are {idx.size} indices")
+    bound = table.shape[0] if mapping is None else dev.to_host(mapping).size
+    if idx.size and (idx.min() < 0 or idx.max() >= bound):
+        raise IndexError(f"index out of range [0, {bound}) in INDICES")
+    seg = np.repeat(np.arange(n.size), n)
+    w = np.ones(idx.size, F32) if weights is None else dev.to_host(weights).astype(F32).reshape(-1)
+    if w.size != idx.size:
+        raise ValueError(f"{w.size} weights for {idx.size} indices")
+    if mapping is not None:
+        idx = dev.to_host(mapping).astype(np.int64).reshape(-1)[idx]
+        keep = idx >= 0
+        idx, seg, w = idx[keep], seg[keep], w[keep]
+    out = np.zeros((n.size, table.shape[1]), F32)
+    np.add.at(out, seg, table[idx] * w[:, None])
+    if mean:
+        out /= np.maximum(n, 1).astype(F32)[:, None]
+    return xp.asarray(out)
+
+
+def _reg_lookups():
+    for bits, name in ((8, "Fused8BitRowwise"), (4, "Fused4BitRowwise"), (2, "Fused2BitRowwise")):
+        def plain(xp, data, indices, lengths, _b=bits):
+            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths)
+
+        def mean(xp, data, indices, lengths, _b=bits):
+            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, mean=True)
+
+        def weighted(xp, data, weights, indices, lengths, _b=bits):
+            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, weights)
+        kernel(f"SparseLengthsSum{name}")(plain)
+        kernel(f"SparseLengthsMean{name}")(mean)
+        kernel(f"SparseLengthsWeightedSum{name}")(weighted)
+
+        def s_plain(xp, data, indices, lengths, mapping, _b=bits):
+            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, mapping=mapping)
+
+        def s_mean(xp, data, indices, lengths, mapping, _b=bits):
+            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, mean=True,
+                           mapping=mapping)
+
+        def s_weighted(xp, data, weights, indices, lengths, mapping, _b=bits):
+            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, weights,
+                           mapping=mapping)
+        kernel(f"SparseLengthsSum{bits}BitRowwiseSparse")(s_plain)
+        kernel(f"SparseLengthsMean{bits}BitRowwiseSparse")(s_mean)
+        kernel(f"SparseLengthsWeightedSum{bits}BitRowwiseSparse")(s_weighted)
+
+
+_reg_lookups()
+
+
+def _rowwise8_table(data, scale_bias):
+    q = dev.to_host(data)
+    sb = dev.to_host(scale_bias)
+    if sb.ndim != 2 or sb.shape != (q.shape[0], 2):
+        raise ValueError(f"scale_bias of shape {sb.shape} for {q.shape[0]} rows (expected (N, 2))")
+    rows = q.reshape(q.shape[0], -1).astype(F32)
+    return rows * sb[:, :1].astype(F32) + sb[:, 1:].astype(F32)
+
+
+@kernel("SparseLengthsSum8BitsRowwise")
+def sparse_lengths_sum_8bits_rowwise(xp, data, indices, lengths, scale_bias):
+    return _shaped(_lookup(xp, _rowwise8_table(data, scale_bias), indices, lengths), data)
+
+
+@kernel("SparseLengthsMean8BitsRowwise")
+def sparse_lengths_mean_8bits_rowwise(xp, data, indices, lengths, scale_bias):
+    return _shaped(_lookup(xp, _rowwise8_table(data, scale_bias), indices, lengths, mean=True), data)
+
+
+@kernel("SparseLengthsWeightedSum8BitsRowwise")
+def sparse_lengths_weighted_sum_8bits_rowwise(xp, data, weights, indices, lengths, scale_bias):
+    return _shaped(_lookup(xp, _rowwise8_table(data, scale_bias), indices, lengths, weights), data)
+
+
+@kernel("SparseLengthsWeightedMean8BitsRowwise")
+def sparse_lengths_weighted_mean_8bits_rowwise(xp, data, weights, indices, lengths, scale_bias):
+    return _shaped(_lookup(xp, _rowwise8_table(data, scale_bias), indices, lengths, weights, mean=True), data)
+
+
+def _shaped(out, data):
+    return out.reshape((out.shape[0],) + tuple(data.shape[1:]))
+
+
+@kernel("SparseLengthsSumSparseLookup")
+def sparse_lengths_sum_sparse_lookup(xp, indices, lengths, mapping, weights=None):
+    # NOTE: indices go through the compression mapping; pruned ones (-1) drop out of their segment.
+    idx = dev.to_host(indices).astype(np.int64).reshape(-1)
+    n = host_lengths(lengths)
+    m = dev.to_host(mapping).astype(np.int64).reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= m.size):
+        raise IndexError(f"index out of range [0, {m.size}) in INDICES")
+    new = m[idx]
+    keep = new >= 0
+    seg = np.repeat(np.arange(n.size), n)
+    outs = [xp.asarray(new[keep].astype(indices.dtype)),
+            xp.asarray(np.bincount(seg[keep], minlength=n.size).astype(lengths.dtype))]
+    if weights is not None:
+        outs.append(xp.asarray(dev.to_host(weights).reshape(-1)[keep]))
+    return tuple(outs)
+
+
+@kernel("GatherFused8BitRowwise")
+def gather_fused_8bit_rowwise(xp, data, indices):
+    # NOTE: the gathered rows come out dequantised (float32), not as fused bytes.
+    idx = dev.to_host(indices).reshape(-1).astype(np.int64)
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= data.shape[0]):
+        raise IndexError(f"index out of range [0, {data.shape[0]}) in INDICES")
+    return xp.asarray(_dequant(dev.to_host(data)[idx], 8))
+
+
+@kernel("QuantDecode")
+def quant_decode(xp, codebook, *codes):
+    cb = codebook.reshape(-1)
+    return tuple(xp.take(cb, c.astype(np.int64)) for c in codes)
+
+
+@kernel("QuantDecodeGradient")
+def quant_decode_gradient(xp, codebook, *codes_and_grads):
+    half = len(codes_and_grads) // 2
+    out = xp.zeros(codebook.size, dtype=codebook.dtype)
+    for c, g in zip(codes_and_grads[:half], codes_and_grads[half:]):
+        xp.add.at(out, c.reshape(-1).astype(np.int64), g.reshape(-1).astype(codebook.dtype))
+    return out.reshape(codebook.shape)
+
+
+@kernel("ByteWeightDequant")
+def byte_weight_dequant(xp, w, *, min: float = 0.0, max: float = 1.0, shape=()):  # noqa: A002 - Caffe2's names
+    if w.dtype != np.uint8:
+        raise TypeError(f"ByteWeightDequant needs uint8 input, got {w.dtype}")
+    if int(np.prod(shape)) != w.size:
+        raise ValueError(f"shape {list(shape)} does not hold {w.size} values")
+    return (F32(min) + w.astype(F32) * F32((max - min) / 255.0)).reshape(tuple(shape))
+
+
+@kernel("FloatToHalf")
+def float_to_half(xp, x, *, clip: int = 0):
+    if x.dtype != F32:
+        raise TypeError(f"FloatToHalf needs float32 input, got {x.dtype}")
+    if clip:
+        x = xp.clip(x, -65504.0, 65504.0)
+    return x.astype(F16)
+
+
+@kernel("HalfToFloat")
+def half_to_float(xp, x):
+    if x.dtype != F16:
+        raise TypeError(f"HalfToFloat needs float16 input, got {x.dtype}")
+    return x.astype(F32)
+
+
+@kernel("Float16ConstantFill")
+def float16_constant_fill(xp, *, value: float = 0.0, shape=()):
+    return xp.full(tuple(shape) or (1,), value, dtype=F16)  # NOTE: no shape gives one element
+
+
+@kernel("Float16UniformFill", needs_context=True)
+def float16_uniform_fill(xp, *, shape=(), min: float = 0.0, max: float = 1.0, ctx=None):  # noqa: A002
+    if min > max:
+        raise ValueError(f"min {min} greater than max {max}")
+    return xp.asarray(ctx.rng.uniform(min, max, size=tuple(shape)).astype(F32).astype(F16))
+
+
+# ---- gradients ----
+
+gradient("FloatToHalf")(simple("HalfToFloat", "GO0", "GI0"))
+gradient("HalfToFloat")(simple("FloatToHalf", "GO0", "GI0"))
+
+
+@gradient("QuantDecode")
+@cc_maker
+def quant_decode_maker(g):
+    """One QuantDecodeGradient over the codebook, every code blob and every output's gradient."""
+    n = len(g.op.output)
+    return [g.op_("QuantDecodeGradient", [g.I(k) for k in range(n + 1)] + [g.GO(k) for k in range(n)],
+                  [g.GI(0)])]
+
+
+no_gradient("FloatToFused8BitRowwiseQuantized", "FloatToFused8BitRowwiseQuantizedHalfScaleBias",
+            "HalfFloatToFused8BitRowwiseQuantized", "HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias",
+            "Fused8BitRowwiseQuantizedToFloat", "Fused8BitRowwiseQuantizedToHalfFloat",
+            "Fused8BitRowwiseQuantizedHalfScaleBiasToFloat", "Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat",
+            "FloatToRowwiseQuantized8Bits", "Rowwise8BitQuantizedToFloat",
+            "Float16ConstantFill", "Float16UniformFill", "SparseLengthsSumSparseLookup",
+            "SparseLengthsSum8BitsRowwise", "SparseLengthsMean8BitsRowwise",
+            "SparseLengthsWeightedSum8BitsRowwise", "SparseLengthsWeightedMean8BitsRowwise",
+            *(f"{s}ToFused{b}Bit{f}RowwiseQuantized" for s in ("Float", "Half") for b in (4, 2) for f in ("", "Fake")),
+            *(f"Fused{b}BitRowwiseQuantizedTo{t}" for b in (4, 2) for t in ("Float", "Half")),
+            *(f"SparseLengths{r}{b}BitRowwiseSparse" for r in ("Sum", "Mean", "WeightedSum") for b in (8, 4, 2)),
+            *(f"SparseLengths{r}Fused{b}BitRowwise" for r in ("Sum", "Mean", "WeightedSum") for b in (8, 4, 2)))
+
+
+# ---- shapes ----
+
+@shape("FloatToFused8BitRowwiseQuantized", "HalfFloatToFused8BitRowwiseQuantized")
+def fused8_shape(x):
+    d = dims(x)
+    return TensorInfo((*d[:-1], None if d[-1] is None else d[-1] + 8), UINT8)
+
+
+@shape("Fused8BitRowwiseQuantizedToFloat")
+def unfused8_shape(x):
+    d = dims(x)
+    return TensorInfo((*d[:-1], None if d[-1] is None else d[-1] - 8), FLOAT)
+
+
+shape("FloatToRowwiseQuantized8Bits")(lambda x: (TensorInfo(dims(x), UINT8), TensorInfo((dims(x)[0], 2), FLOAT)))
+shape("Rowwise8BitQuantizedToFloat")(lambda q, sb: TensorInfo(dims(q), FLOAT))
+shape("FloatToHalf")(lambda x: TensorInfo(dims(x), FLOAT16))
+shape("HalfToFloat")(lambda x: TensorInfo(dims(x), FLOAT))
+shape("Float16ConstantFill", "Float16UniformFill")(lambda *ins, shape=(): TensorInfo(tuple(shape), FLOAT16))
