@@ -21,6 +21,7 @@ from engine.ops import (  # noqa: F401
     quant,
     reduce,
     rnn,
+    rowwise_quant,
     runtime,
     segment,
     sequence,
