@@ -188,19 +188,19 @@ class Workspace:
         return self._ws.run_operator_once(caffe2_pb2.OperatorDef.FromString(data))
 
     def _run_plan(self, data: bytes) -> bool:
-        from engine import plans
+        from engine import plandef as plans
         return plans.run_plan(caffe2_pb2.PlanDef.FromString(data), self._ws)
 
     def run(self, obj: Any) -> bool:
         """Run a NetDef/Net, OperatorDef, PlanDef/Plan or ExecutionStep in this workspace."""
-        from engine import plans
+        from engine import plandef as plans
         proto = obj.Proto() if hasattr(obj, "Proto") else obj
         if isinstance(proto, caffe2_pb2.OperatorDef):
             return self._ws.run_operator_once(proto)
         if isinstance(proto, caffe2_pb2.NetDef):
             return self._ws.run_net_once(proto)
         if isinstance(proto, caffe2_pb2.ExecutionStep):
-            return plans.run_plan(plans.plan_of_step(proto), self._ws)
+            return plans.run_plan(plans.as_plan(proto), self._ws)
         if isinstance(proto, caffe2_pb2.PlanDef):
             return plans.run_plan(proto, self._ws)
         raise TypeError(f"Workspace.run: cannot run a {type(obj).__name__}")

@@ -33,10 +33,17 @@ DataType = caffe2_pb2.TensorProto.DataType
 """``core.DataType.FLOAT`` etc.: the TensorProto data-type enum."""
 
 
+_PLAN_EXPORTS = ("Plan", "ExecutionStep", "execution_step", "scoped_execution_step", "to_execution_step",
+                 "add_nets_in_order")
+
+
 def __getattr__(name: str) -> Any:
     if name in _GRADIENT_EXPORTS:
         from engine import gradient_ir
         return getattr(gradient_ir, name)
+    if name in _PLAN_EXPORTS:
+        from engine import plan_builder
+        return getattr(plan_builder, name)
     raise AttributeError(f"module 'engine.core' has no attribute '{name}'")
 
 

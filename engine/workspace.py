@@ -616,13 +616,13 @@ def RunOperatorMultiple(op: Any, num_runs: int) -> bool:
 
 def RunPlan(plan_or_step: Any) -> bool:
     """Run a Plan / PlanDef / ExecutionStep in the current workspace (engine.plans)."""
-    from engine import plans
+    from engine import plandef as plans
     return plans.run_plan(plans.as_plan(plan_or_step), current())
 
 
 def RunPlanInBackground(plan_or_step: Any) -> Any:
     """Start the plan on a thread; the handle has ``is_done()`` and ``is_succeeded()``."""
-    from engine import plans
+    from engine import plandef as plans
     return plans.BackgroundPlan(plans.as_plan(plan_or_step), current())
 
 

@@ -28,6 +28,17 @@ def _patch_numpy():
             setattr(np, name, value)
 
 
+def _patch_inspect():
+    """``inspect.getargspec`` (gone in Python 3.11; Caffe2's brew/model_helper call it)."""
+    import inspect
+    if not hasattr(inspect, "getargspec"):
+        def getargspec(func):
+            spec = inspect.getfullargspec(func)
+            return inspect.ArgSpec(spec.args, spec.varargs, spec.varkw, spec.defaults) \
+                if hasattr(inspect, "ArgSpec") else (spec.args, spec.varargs, spec.varkw, spec.defaults)
+        inspect.getargspec = getargspec
+
+
 def _cap_hypothesis():
     import hypothesis
     settings = hypothesis.settings
@@ -51,6 +62,7 @@ def _cap_hypothesis():
 
 def pytest_configure(config):
     _patch_numpy()
+    _patch_inspect()
     _cap_hypothesis()
 
 
