@@ -8,7 +8,7 @@ are re-exported from there lazily, so this module imports without it.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,6 +44,11 @@ def __getattr__(name: str) -> Any:
     if name in _PLAN_EXPORTS:
         from engine import plan_builder
         return getattr(plan_builder, name)
+    from engine import device_copies
+    if name in device_copies.__all__:
+        return getattr(device_copies, name)
+    if name == "_REGISTERED_OPERATORS":
+        return set(_registered())
     raise AttributeError(f"module 'engine.core' has no attribute '{name}'")
 
 
@@ -493,3 +498,65 @@ def _recompute_external_lists(proto: caffe2_pb2.NetDef) -> None:
                 proto.external_input.append(b)
         written.update(dict.fromkeys(op.output))
     proto.external_output.extend(b for b in written if b not in used)
+
+
+# ---- the rest of caffe2.python.core's module functions -----------------------------------
+GradGenMeta = namedtuple("GradGenMeta", ["grad_op", "idx", "gradient", "device_option"])
+SparseGradGenMeta = namedtuple("SparseGradGenMeta", ["grad_op_indices", "idx_indices", "grad_op_values",
+                                                     "idx_values", "gradient", "device_option"])
+_engine_prefs: dict[str, Any] = {"global": {}, "per_op": {}}
+
+
+def _registered() -> list[str]:
+    from engine.capi import registered_operators
+    return registered_operators()
+
+
+def RefreshRegisteredOperators(trigger_lazy: bool = True) -> None:
+    """Kept for scripts; netviz's registry is always current."""
+
+
+def IsOperatorWithEngine(op_type: str, engine: str) -> bool:
+    """True when netviz runs `op_type` with `engine` ("DEFAULT", or "" — netviz has one engine per op)."""
+    return engine in ("DEFAULT", "") and op_type in set(_registered())
+
+
+def IsOperator(op_type: str) -> bool:
+    """True when netviz has a kernel for `op_type` (Caffe2: a CPU/CUDA registry entry)."""
+    return IsOperatorWithEngine(op_type, "DEFAULT")
+
+
+def SetPerOpEnginePref(op_engine_pref: dict) -> None:
+    """Remembered for scripts; netviz has one implementation per op, so engine choice changes nothing."""
+    _engine_prefs["per_op"] = dict(op_engine_pref)
+
+
+def SetGlobalEnginePref(global_engine_pref: dict) -> None:
+    _engine_prefs["global"] = dict(global_engine_pref)
+
+
+def SetEnginePref(global_engine_pref: dict, op_engine_pref: dict) -> None:
+    SetGlobalEnginePref(global_engine_pref)
+    SetPerOpEnginePref(op_engine_pref)
+
+
+def SetOpEnginePref(op_type: str, op_engine_pref: dict) -> None:
+    _engine_prefs["per_op"].setdefault(op_type, {}).update(op_engine_pref)
+
+
+def GlobalInit(args: list[str]) -> None:
+    from engine.capi import global_init
+    global_init(args)
+
+
+def get_net_name(netlike: Any) -> Any:
+    """The name of a Net or NetDef; anything else is returned as is."""
+    if isinstance(netlike, Net):
+        return netlike.Proto().name
+    return netlike.name if isinstance(netlike, caffe2_pb2.NetDef) else netlike
+
+
+def output_to_list(op_output: Any) -> list:
+    """An op's outputs as a list (one BlobReference, or a tuple/list of them)."""
+    assert type(op_output) in (list, tuple, BlobReference)
+    return [op_output] if isinstance(op_output, BlobReference) else list(op_output)
