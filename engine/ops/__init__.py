@@ -11,6 +11,7 @@ from engine.ops import (  # noqa: F401
     db,
     detection,
     elementwise,
+    features,
     fill,
     lengths,
     linear,
