@@ -10,7 +10,7 @@ from engine import parallel
 from engine.grad_makers import cc_maker
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.errors import ShapeError
+from engine.errors import ExecutionError, ShapeError
 from engine.shapes import UNKNOWN, TensorInfo, dim_op, dims, join_layout, spatial_out, split_layout
 
 # ---- kernels ----
@@ -245,6 +245,74 @@ def conv(xp, x, w, b=None, *, group: int = 1, **g):
     return from_nchw(y, g["order"])
 
 
+@kernel("ConvRelu")
+@geometry_args
+def conv_relu(xp, x, w, b=None, *, group: int = 1, **g):
+    """Conv then Relu in one op (no gradient maker in Caffe2)."""
+    return xp.maximum(conv(xp, x, w, b, group=group, **g), 0)
+
+
+def _lc_columns(xp, x, k, s, pb, pe, d):
+    """(N, P, C * prod(k)) columns of NCHW `x`: one row of window values per output position."""
+    win = windows(xp, x, k, s, pb, pe, d)  # (N, C, *out, *k)
+    nd = len(k)
+    out = win.shape[2:2 + nd]
+    cols = win.transpose(0, *range(2, 2 + nd), 1, *range(2 + nd, 2 + 2 * nd))
+    return cols.reshape(x.shape[0], int(np.prod(out)), -1), out
+
+
+def _lc_filter(w, order, nd):
+    """(P, M, C * prod(k)) view of an LC filter ((*out, M, C, *k); NHWC: (*out, M, *k, C))."""
+    p, m = int(np.prod(w.shape[:nd])), w.shape[nd]
+    if order == "NCHW":
+        return w.reshape(p, m, -1)
+    return w.reshape((p, m) + w.shape[nd + 1:]).transpose(0, 1, w.ndim - nd, *range(2, w.ndim - nd)).reshape(p, m, -1)
+
+
+@kernel("LC", "LC1D", "LC2D", "LC3D")
+@geometry_args
+def locally_connected(xp, x, w, b=None, *, group: int = 1, **g):
+    # NOTE: a convolution with its own filter per output position: Y[n, m, p] = W[p, m] . cols[n, p] + b[p, m].
+    if group != 1:
+        raise ExecutionError("netviz runs LC with group = 1 only")
+    order, nd = g["order"], x.ndim - 2
+    xc = to_nchw(x, order)
+    kshape = w.shape[nd + 2:] if order == "NCHW" else w.shape[nd + 1:nd + 1 + nd]
+    k, s, pb, pe, d = geometry(nd, g, kshape, xc.shape[2:])
+    cols, out = _lc_columns(xp, xc, k, s, pb, pe, d)
+    if tuple(out) != tuple(w.shape[:nd]):
+        raise ExecutionError(f"LC filter is for outputs {tuple(w.shape[:nd])}, the input gives {tuple(out)}")
+    y = xp.einsum("npk,pmk->nmp", cols, _lc_filter(w, order, nd))
+    if b is not None:
+        y = y + b.reshape(-1, w.shape[nd]).T[None]
+    return from_nchw(xp.ascontiguousarray(y.reshape((x.shape[0], w.shape[nd]) + tuple(out))), order)
+
+
+@kernel("LCGradient", "LC1DGradient", "LC2DGradient", "LC3DGradient", needs_context=True)
+@geometry_args
+def locally_connected_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
+    # NOTE: outputs [dW, db, dX] (no_bias: [dW, dX]), dX only when asked for, as ConvGradient.
+    order, nd = g["order"], x.ndim - 2
+    xc, dyc = to_nchw(x, order), to_nchw(dy, order)
+    kshape = w.shape[nd + 2:] if order == "NCHW" else w.shape[nd + 1:nd + 1 + nd]
+    k, s, pb, pe, d = geometry(nd, g, kshape, xc.shape[2:])
+    cols, out = _lc_columns(xp, xc, k, s, pb, pe, d)
+    n, m = dyc.shape[:2]
+    dy3 = dyc.reshape(n, m, -1)
+    dw = xp.einsum("nmp,npk->pmk", dy3, cols)
+    if order == "NCHW":
+        dw = dw.reshape(w.shape)
+    else:
+        dw = dw.reshape((dw.shape[0], m, xc.shape[1]) + tuple(k)).transpose(0, 1, *range(3, 3 + nd), 2).reshape(w.shape)
+    res = [dw.astype(w.dtype)] + ([] if no_bias else [dy3.sum(axis=0).T.reshape(w.shape[:nd] + (m,))])
+    if len(ctx.op.output) > len(res):
+        dcols = xp.einsum("nmp,pmk->npk", dy3, _lc_filter(w, order, nd))  # (N, P, C*prod(k))
+        dcols = dcols.reshape((n,) + tuple(out) + (xc.shape[1],) + tuple(k))
+        dcols = dcols.transpose(0, nd + 1, *range(nd + 2, 2 * nd + 2), *range(1, nd + 1))
+        res.append(from_nchw(xp.ascontiguousarray(col2im(xp, dcols, xc.shape, k, s, pb, pe, d, out)), order))
+    return tuple(res)
+
+
 def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
     """(dW, db, dX or None) of a group=1 NCHW conv by GEMMs in the layouts of :func:`conv_gemm`."""
     n, m = dy.shape[:2]
@@ -374,7 +442,7 @@ def conv_transpose_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int =
 
 # ---- gradients ----
 
-@gradient("Conv", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose")
+@gradient("Conv", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose", "LC", "LC1D", "LC2D", "LC3D")
 @cc_maker
 def conv_gradient(g):
     """[I0, I1, GO0] -> [GI1, (GI2), (GI0)]; 2 inputs add ``no_bias=1``; ``no_gradient_to_input`` drops GI0."""
@@ -386,7 +454,7 @@ def conv_gradient(g):
 
 # ---- shapes ----
 
-@shape("Conv", "Conv1D", "Conv2D", "Conv3D")
+@shape("Conv", "Conv1D", "Conv2D", "Conv3D", "ConvRelu")
 @geometry_args
 def conv_shape(x, w, b=None, *, group: int = 1, **g):
     n, c, sp = split_layout(dims(x), g["order"])
@@ -422,4 +490,21 @@ def conv_transpose_gradient_shape(x, w, dy, *, group: int = 1, no_bias: int = 0,
     # NOTE: db has C_out = W's dim 1 (NHWC: last) x group entries.
     cg = split_layout(w.shape, order)[1] if w.shape is not None else None
     db = TensorInfo((cg * group,), w.dtype) if cg is not None else UNKNOWN
+    return ((w,) if no_bias else (w, db)) + (x,)
+
+
+@shape("LC", "LC1D", "LC2D", "LC3D")
+@geometry_args
+def lc_shape(x, w, b=None, *, group: int = 1, **g):
+    # NOTE: the filter's leading dims are the output's spatial dims, then M.
+    n, _, sp = split_layout(dims(x), g["order"])
+    if w.shape is None:
+        return TensorInfo(join_layout(n, None, (None,) * len(sp), g["order"]), x.dtype)
+    return TensorInfo(join_layout(n, w.shape[len(sp)], w.shape[:len(sp)], g["order"]), x.dtype)
+
+
+@shape("LCGradient", "LC1DGradient", "LC2DGradient", "LC3DGradient")
+def lc_gradient_shape(x, w, dy, *, no_bias: int = 0, n_out):
+    nd = len(dims(x)) - 2
+    db = TensorInfo(tuple(w.shape[:nd + 1]), w.dtype) if w.shape is not None else UNKNOWN
     return ((w,) if no_bias else (w, db)) + (x,)

@@ -1,4 +1,4 @@
-"""Pooling: MaxPool, AveragePool (and 1D/2D/3D)."""
+"""Pooling: MaxPool, AveragePool (and 1D/2D/3D), LpPool."""
 from __future__ import annotations
 
 import itertools
@@ -67,6 +67,28 @@ def average_pool(xp, x, *, count_include_pad: int = 0, **g):
     return from_nchw((total / _counts(xp, x, k, s, pb, pe, d, count_include_pad)).astype(x.dtype), g["order"])
 
 
+@kernel("LpPool")
+@geometry_args
+def lp_pool(xp, x, *, p: float = 2.0, **g):
+    # NOTE: (sum over the window of |x|^p)^(1/p); pads add nothing.
+    xc = to_nchw(x, g["order"])
+    k, s, pb, pe, d = _pool_geometry(xc, g)
+    f = x.dtype.type
+    total = windows(xp, xp.abs(xc) ** f(p), k, s, pb, pe, d).sum(axis=tuple(range(-len(k), 0)))
+    return from_nchw((total ** f(1.0 / p)).astype(x.dtype), g["order"])
+
+
+@kernel("LpPoolGradient")
+@geometry_args
+def lp_pool_gradient(xp, x, y, dy, *, p: float = 2.0, **g):
+    # NOTE: dX = sum over windows of dY * x * |x|^(p-2) / y^(p-1).
+    order, f = g["order"], x.dtype.type
+    xc, yc, dyc = to_nchw(x, order), to_nchw(y, order), to_nchw(dy, order)
+    scaled = dyc / yc ** f(p - 1)
+    back = _pool_backward(xp, xc, g, dyc, lambda *_: scaled)
+    return from_nchw((back * xc * xp.abs(xc) ** f(p - 2)).astype(x.dtype), order)
+
+
 def _pool_backward(xp, x, g, dy, weight):
     """Scatter dY * weight(window slice, position) back over every kernel position."""
     k, s, pb, pe, d = _pool_geometry(x, g)
@@ -103,13 +125,13 @@ def average_pool_gradient(xp, x, y, dy, *, count_include_pad: int = 0, **g):
 
 # ---- gradients ----
 gradient("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D",
-         "AveragePool2D", "AveragePool3D")(simple("{T}Gradient", "I0 O0 GO0", "GI0"))
+         "AveragePool2D", "AveragePool3D", "LpPool")(simple("{T}Gradient", "I0 O0 GO0", "GI0"))
 
 
 # ---- shapes ----
 
 @shape("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D", "AveragePool2D",
-       "AveragePool3D")
+       "AveragePool3D", "LpPool")
 @geometry_args
 def pool_shape(x, **g):
     n, c, sp = split_layout(dims(x), g["order"])
@@ -122,4 +144,4 @@ def pool_shape(x, **g):
 
 
 shape("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGradient", "AveragePoolGradient",
-      "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient")(same_as(0))  # [X, Y, dY] -> dX
+      "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient", "LpPoolGradient")(same_as(0))  # [X, Y, dY] -> dX

@@ -4,6 +4,8 @@ Every pooling/conv argument Caffe2 accepts (legacy_pad 0-3, dilations, groups, N
 per-side stride/pad, global pooling, N = 0), and the image ops.  Run from tests/oracle with
 ``../../.venv-caffe2/bin/python gen_kernels_conv.py ../golden``.
 """
+import numpy as np
+
 from kernel_oracle import Case, record, rng_for
 
 
@@ -91,8 +93,98 @@ def conv_pool_cases():
             yield Case(name, pool, {"X": f4(r, *xs)}, ["Y"], args, grad=True)
 
 
+def image_cases():
+    name = "ConvRelu"
+    r = rng_for(name)
+    yield Case(name, name, {"X": f4(r, 2, 3, 6, 6), "W": f4(r, 4, 3, 3, 3), "b": f4(r, 4)}, ["Y"],
+               dict(kernel=3, pad=1, stride=2), atol=1e-4)
+    for p in (2.0, 3.0):
+        name = f"LpPool_p{int(p)}"
+        r = rng_for(name)
+        yield Case(name, "LpPool", {"X": f4(r, 2, 3, 6, 7)}, ["Y"], dict(kernel=3, stride=2, pad=1, p=p), grad=True,
+                   atol=1e-4)
+    name = "LpPool_NHWC"
+    r = rng_for(name)
+    yield Case(name, "LpPool", {"X": f4(r, 2, 5, 6, 3)}, ["Y"], dict(kernel=2, stride=2, order="NHWC"), grad=True,
+               atol=1e-4)
+    for order in ("NCHW", "NHWC"):
+        name = f"Im2Col_{order}"
+        r = rng_for(name)
+        x = f4(r, 2, 3, 6, 7) if order == "NCHW" else f4(r, 2, 6, 7, 3)
+        yield Case(name, "Im2Col", {"X": x}, ["Y"], dict(kernel_h=3, kernel_w=2, stride=2, pad=1, dilation=1,
+                                                          order=order), grad=True)
+        name = f"Col2Im_{order}"
+        r = rng_for(name)
+        z = f4(r, 2, 3, 5, 6) if order == "NCHW" else f4(r, 2, 5, 6, 3)
+        cols = f4(r, 2, 3 * 3 * 2, 3, 4) if order == "NCHW" else f4(r, 2, 3, 4, 3 * 2 * 3)
+        yield Case(name, "Col2Im", {"C": cols, "Z": z}, ["Y"], dict(kernel_h=3, kernel_w=2, stride=2, pad=1,
+                                                                  order=order), grad=True)
+    name = "Im2Col_dilation"
+    r = rng_for(name)
+    yield Case(name, "Im2Col", {"X": f4(r, 1, 2, 7, 7)}, ["Y"], dict(kernel=2, dilation=2), grad=True)
+    for mode in ("constant", "reflect", "edge"):
+        for order in ("NCHW", "NHWC"):
+            name = f"PadImage_{mode}_{order}"
+            r = rng_for(name)
+            x = f4(r, 2, 3, 5, 6) if order == "NCHW" else f4(r, 2, 5, 6, 3)
+            yield Case(name, "PadImage", {"X": x}, ["Y"], dict(mode=mode, pad_t=2, pad_l=1, pad_b=3, pad_r=2,
+                                                             value=0.5, order=order), grad=True)
+    for tag, ins, args in (("scale2", {}, dict(width_scale=2.0, height_scale=2.0)),
+                           ("scale_odd", {}, dict(width_scale=1.5, height_scale=2.5)),
+                           ("scales_input", {"S": np.array([2.0, 3.0], "f4")}, {}),
+                           ("down", {}, dict(width_scale=0.5, height_scale=0.75))):
+        name = "UpsampleBilinear_" + tag
+        r = rng_for(name)
+        yield Case(name, "UpsampleBilinear", {"X": f4(r, 2, 3, 4, 5), **ins}, ["Y"], args, grad=True)
+    for tag, args in (("", dict(temporal_scale=2.0, height_scale=2.0, width_scale=2.0)),
+                      ("t1", dict(height_scale=2.0, width_scale=2.0)),
+                      ("t3", dict(temporal_scale=3.0, height_scale=2.0, width_scale=2.0)),
+                      ("h1_5", dict(height_scale=1.5, width_scale=2.0))):  # Caffe2: only 2x height/width
+        name = "ResizeNearest3D" + ("_" + tag if tag else "")
+        r = rng_for(name)
+        yield Case(name, "ResizeNearest3D", {"X": f4(r, 1, 2, 4, 3, 5)}, ["Y"], args, grad=True)
+    for tag, args, xs in (("", dict(block_size=2), (2, 3, 4, 6)), ("pad", dict(block_size=3, pad=1), (1, 2, 4, 7)),
+                          ("NHWC", dict(block_size=2, pad_t=1, pad_b=1, pad_l=0, pad_r=2, order="NHWC"),
+                           (2, 4, 6, 3))):
+        name = "SpaceToBatch_" + (tag or "plain")
+        r = rng_for(name)
+        yield Case(name, "SpaceToBatch", {"X": f4(r, *xs)}, ["Y"], args, grad=True)
+    for tag, args, xs in (("", dict(block_size=2), (8, 3, 2, 3)), ("pad", dict(block_size=2, pad=1), (4, 2, 3, 3))):
+        name = "BatchToSpace_" + (tag or "plain")
+        r = rng_for(name)
+        yield Case(name, "BatchToSpace", {"X": f4(r, *xs)}, ["Y"], args, grad=True)
+    name = "BatchToSpace_NHWC"
+    r = rng_for(name)
+    yield Case(name, "BatchToSpace", {"X": f4(r, 8, 2, 3, 3)}, ["Y"], dict(block_size=2, order="NHWC"))
+    name = "IntegralImage"
+    r = rng_for(name)
+    # NOTE: Caffe2's IntegralImageGradient is not the adjoint (docs/fidelity.md); tests/engine/test_kernels_conv.py
+    # checks netviz's against the exact one.
+    yield Case(name, name, {"X": f4(r, 2, 3, 4, 5)}, ["Y"])
+    for order in ("NCHW", "NHWC"):
+        name = f"DepthConcat_{order}"
+        r = rng_for(name)
+        a, b = (f4(r, 2, 3, 4, 2), f4(r, 2, 1, 4, 2)) if order == "NCHW" else (f4(r, 2, 4, 2, 3), f4(r, 2, 4, 2, 1))
+        yield Case(name, "DepthConcat", {"A": a, "B": b}, ["Y", "info"], dict(order=order), grad=True)
+    for tag, xs, ws, bs, args in (
+            ("2d", (2, 3, 5, 5), (3, 3, 4, 3, 3, 3), (3, 3, 4), dict(kernel=3, pad=0)),
+            ("2d_stride_pad", (2, 2, 6, 5), (4, 3, 3, 2, 2, 2), (4, 3, 3), dict(kernel=2, stride=2, pad=1)),
+            ("1d", (2, 3, 7), (5, 2, 3, 3), (5, 2), dict(kernels=[3])),
+            ("3d", (1, 2, 3, 4, 4), (2, 3, 3, 2, 2, 2, 2, 2), (2, 3, 3, 2), dict(kernels=[2, 2, 2])),
+            ("NHWC", (2, 5, 5, 3), (4, 4, 2, 2, 2, 3), (4, 4, 2), dict(kernel=2, order="NHWC"))):
+        op = "LC1D" if tag == "1d" else "LC3D" if tag == "3d" else "LC"
+        name = f"{op}_{tag}"
+        r = rng_for(name)
+        yield Case(name, op, {"X": f4(r, *xs), "W": f4(r, *ws), "b": f4(r, *bs)}, ["Y"], args, grad=True, atol=1e-4)
+    name = "LC_no_bias"
+    r = rng_for(name)
+    yield Case(name, "LC2D", {"X": f4(r, 2, 3, 5, 5), "W": f4(r, 3, 3, 4, 3, 3, 3)}, ["Y"], dict(kernel=3),
+               grad=True, atol=1e-4)
+
+
 def cases():
     yield from conv_pool_cases()
+    yield from image_cases()
 
 
 record("conv", cases())
