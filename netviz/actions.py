@@ -14,12 +14,19 @@ ACTIONS: dict[str, tuple[str, str, str, bool]] = {
     "step.out": ("f", "step('step_out')", "Step out", True),
     "run.continue": ("c", "step('continue_')", "Continue", True),
     "run.to-cursor": ("t", "run_to_cursor", "Run to cursor", True),
+    "run.to-nan": ("x", "step('run_to_nan')", "Run to first NaN/Inf", True),
+    "run.cancel": ("escape", "cancel_run", "Cancel run / drop typed-ahead moves", False),
+    "op.skip": ("K", "skip_op", "Skip op (give its outputs)", False),
     "step.back": ("u", "step('step_back')", "Step back", True),
     "run.restart": ("r", "step('restart')", "Restart", True),
     "bp.toggle": ("b", "toggle_breakpoint", "Breakpoint", True),
     "bp.list": ("B", "list_breakpoints", "Breakpoints list", True),
+    "bp.global": ("C", "global_breakpoint", "Global breakpoint (condition/type/name)", False),
+    "view.alerts": ("a", "show_alerts", "NaN/Inf alerts", False),
     "blob.watch": ("w", "watch_blob", "Watch blob", True),
     "blob.inject": ("i", "inject_value", "Inject value", True),
+    "blob.save": ("S", "save_blob", "Save value to .npy (.npz: all versions)", False),
+    "blob.copy-value": ("Y", "copy_value", "Copy shown value", False),
     "view.backward": ("g", "toggle_backward", "Backward pass", True),
     "view.ssa": ("v", "toggle_ssa", "SSA versions", True),
     "view.overlay": ("m", "cycle_overlay", "Overlay: none/time/NaN/grad-norm", True),
@@ -33,6 +40,7 @@ ACTIONS: dict[str, tuple[str, str, str, bool]] = {
     "search": ("slash", "search", "Search ops and blobs", True),
     "copy": ("y", "copy", "Copy name/value", False),
     "export": ("e", "export", "Export graph", True),
+    "view.device-diff": ("D", "device_diff", "CPU vs GPU diff", False),
     "help": ("question_mark,f1", "app.help", "Help", True),
     "quit": ("q", "app.quit", "Quit", True),
 }
@@ -46,5 +54,5 @@ def bindings() -> list[Binding]:
 def key_display(keys: str) -> str:
     """``question_mark,f1`` → ``? / F1`` for help texts."""
     names = {"question_mark": "?", "slash": "/", "full_stop": ".", "minus": "-", "plus": "+",
-             "backspace": "Backspace", "f1": "F1"}
+             "backspace": "Backspace", "f1": "F1", "escape": "Esc"}
     return " / ".join(names.get(k, k) for k in keys.split(","))

@@ -196,6 +196,10 @@ class Debugger(Machine):
         """Ask a running move (in another thread) to stop between ops."""
         self._cancel.set()
 
+    def clear_cancel(self) -> None:
+        """Forget a :meth:`cancel` that found no move to stop (a UI calls it once a move is over)."""
+        self._cancel.clear()
+
     def alerts(self) -> list[Any]:
         """Every op run that wrote NaN/Inf, in execution order (records carry iteration/timestep)."""
         return [r for r in self.records if r.has_inf_or_nan]

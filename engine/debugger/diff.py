@@ -1,6 +1,12 @@
-"""Device diff: run one model on a CPU and on a GPU workspace and compare every blob."""
+"""Device diff: run one model on a CPU and on a GPU workspace and compare every blob.
+
+Without CuPy and a GPU the GPU run uses the NumPy-backed stand-in device
+(:func:`engine.device.use_fake_cuda`): the plumbing (device options, copies) is exercised and
+every difference is expected to be 0 — the report says so (:attr:`DiffReport.stand_in`).
+"""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +15,7 @@ import numpy as np
 
 from engine import device as dev
 from engine.debugger.debugger import Debugger
+from engine.errors import ExecutionError
 from engine.modelio import Model
 
 
@@ -22,20 +29,38 @@ class BlobDiff:
     max_rel: float
 
 
-def device_diff(model: Model, feeds: Mapping[str, Any] | None = None, *, loss: str | None = None) -> list[BlobDiff]:
-    """Run `model` (forward, and backward when `loss` is given) with every op on the CPU and
-    with every op on the GPU; return per blob the max abs / rel difference, worst first.
+@dataclass(frozen=True, slots=True)
+class DiffReport:
+    """Per-blob differences worst first, the blobs in the order the CPU run wrote them, and
+    whether the GPU side was the stand-in device."""
 
-    Without CuPy, run it under :func:`engine.device.use_fake_cuda` to exercise the plumbing.
-    """
-    runs = []
+    diffs: tuple[BlobDiff, ...]
+    order: tuple[str, ...]
+    stand_in: bool
+
+    def first_over(self, threshold: float) -> BlobDiff | None:
+        """The earliest-written blob whose max abs difference exceeds `threshold`."""
+        by_name = {d.name: d for d in self.diffs}
+        return next((by_name[n] for n in self.order if n in by_name and by_name[n].max_abs > threshold), None)
+
+
+def device_diff(model: Model, feeds: Mapping[str, Any] | None = None, *, loss: str | None = None,
+                synthesize_params: bool = False, seed: int = 0) -> DiffReport:
+    """Run `model` (forward, and backward when `loss` is given) with every op on the CPU and
+    with every op on the GPU (the stand-in when there is none); compare every blob."""
+    stand_in = dev.cupy_module() is None
+    runs, order = [], []
     for device in ("cpu", "gpu"):
-        dbg = Debugger(model, feeds, device=device, loss=loss, record_stats=False, budget_bytes=0)
-        if loss is not None:
-            dbg.backward()
-        stop = dbg.continue_()
+        with dev.use_fake_cuda() if device == "gpu" and stand_in else contextlib.nullcontext():
+            dbg = Debugger(model, feeds, device=device, loss=loss, record_stats=False, budget_bytes=0,
+                           keep_budget=0, synthesize_params=synthesize_params, seed=seed)
+            if loss is not None:
+                dbg.backward()
+            stop = dbg.continue_()
         if stop.reason == "error":
-            raise dbg_error(device, stop.detail)
+            raise ExecutionError(f"device diff: the {device} run failed: {stop.detail}")
+        if device == "cpu":
+            order = list(dict.fromkeys(o for r in dbg.records for o in _outputs(dbg, r.path)))
         runs.append(dbg.ws.values)
     cpu, gpu = runs
     diffs = []
@@ -47,12 +72,15 @@ def device_diff(model: Model, feeds: Mapping[str, Any] | None = None, *, loss: s
         if a.shape != b.shape:
             diffs.append(BlobDiff(name, a.shape, float("inf"), float("inf")))
             continue
-        err = np.abs(a - b)
-        rel = err / np.maximum(np.abs(a), 1e-12)
-        diffs.append(BlobDiff(name, a.shape, float(err.max(initial=0.0)), float(rel.max(initial=0.0))))
-    return sorted(diffs, key=lambda d: -d.max_abs)
+        with np.errstate(invalid="ignore"):
+            err = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))  # NaN in both runs agrees
+            rel = err / np.maximum(np.abs(a), 1e-12)
+        diffs.append(BlobDiff(name, a.shape, float(np.nanmax(err, initial=0.0)), float(np.nanmax(rel, initial=0.0))))
+    return DiffReport(tuple(sorted(diffs, key=lambda d: -d.max_abs)), tuple(order), stand_in)
 
 
-def dbg_error(device: str, detail: str) -> Exception:
-    from engine.errors import ExecutionError
-    return ExecutionError(f"device diff: the {device} run failed: {detail}")
+def _outputs(dbg: Debugger, path: tuple[Any, ...]) -> list[str]:
+    """Output names of the top-level op at `path` (subnet ops write into their own workspaces)."""
+    if len(path) != 2:
+        return []
+    return list(dbg._program().op[path[1]].output)

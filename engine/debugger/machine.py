@@ -19,6 +19,7 @@ from engine import executor
 from engine.debugger.records import BlobSummary, FrameInfo, OpExecuted, OpPath, OpRecord, ProgramCounter, Stopped
 from engine.errors import NetvizError
 from engine.plans import SubnetRun
+from engine.training import update_ratio
 from engine.workspace import Workspace
 from proto import caffe2_pb2
 
@@ -227,8 +228,9 @@ class Machine:
             self.injected.pop(n, None)
         path = f.path()
         outs = tuple(_summary(n, v) for n, v in written.items() if v is not _MISSING) if self.record_stats else ()
+        ratio = update_ratio(b.op, self._undo[-1].writes) if self._undo and self.record_stats else None
         rec = OpRecord(len(self.records), path, b.op.type, f.label, wall, outs,
-                       self.is_backward(path), self.forward_index_of(path), skipped)
+                       self.is_backward(path), self.forward_index_of(path), skipped, ratio)
         self.records.append(rec)
         self.records_by_path[path] = rec
         self.stale.discard(path)

@@ -75,6 +75,7 @@ class OpRecord:
     backward: bool = False
     forward_index: int | None = None
     skipped: bool = False   # the user gave its outputs (:meth:`Debugger.skip`); its kernel did not run
+    update_ratio: float | None = None  # ‖ΔW‖/‖W‖ of a parameter the op updated in place (engine.training)
 
     @property
     def has_inf_or_nan(self) -> bool:

@@ -6,6 +6,8 @@ Every action of :data:`netviz.actions.ACTIONS` is a method here; each runs under
 from __future__ import annotations
 
 import functools
+import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,10 @@ from netviz.actions import bindings
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
 from netviz.overlays import OVERLAYS, legend, overlay_colors
 from netviz.screens.breakpoints import BreakpointsScreen
+from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.screens.search import SearchScreen
-from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable
+from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath
 from netviz.widgets.blob_inspector import BlobInspector
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
@@ -71,6 +74,11 @@ class MainScreen(Screen[None]):
         self.session = session
         self.selected: OpRef | None = None
         self.blob: BlobRef | None = None
+        # NOTE: moves are serialised: keys queue here (type-ahead, shown in the status line, flushed
+        # by Escape) and one worker runs them in order — never two moves at once.
+        self.pending: deque[tuple[str, OpRef | None]] = deque()
+        self.busy: str | None = None     # the move being run; None when the worker is idle
+        self._moves = threading.Lock()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -214,6 +222,11 @@ class MainScreen(Screen[None]):
         cursor = f"{s.path_label(ref.path)} › op {ref.index}" if ref else "-"
         flags = [f for f, on in (("SSA", self.ssa), ("backward", s.show_backward), ("follow", self.follow),
                                  ("focus", self.focus_mode)) if on]
+        with self._moves:
+            busy, queued = self.busy, len(self.pending)
+        if busy is not None:
+            flags.insert(0, f"⏳ {busy.rstrip('_').replace('_', ' ')}" + (f" +{queued} queued" if queued else "")
+                         + " (Esc cancels)")
         self.query_one(StatusLine).show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
 
     @guarded
@@ -232,8 +245,10 @@ class MainScreen(Screen[None]):
         if self.blob is not None:
             self.query_one(BlobInspector).show(self.session, self.blob)
         if stop is not None and stop.reason not in ("step",):
-            self.notify(stop.detail or stop.reason, title=stop.reason.capitalize(),
-                        severity="error" if stop.reason == "error" else "information")
+            hint = "  (K: skip it, giving its outputs)" if "has no kernel" in stop.detail else ""
+            hint += "  (a: alerts)" if stop.reason == "nan" else ""
+            self.notify((stop.detail or stop.reason) + hint, title=stop.reason.capitalize(),
+                        severity="error" if stop.reason in ("error", "nan") else "information")
 
     def update_canvas_marks(self) -> None:
         """Markers on the canvas (pc, breakpoints, executed, NaN, overlay); repaints the boxes that changed."""
@@ -304,22 +319,64 @@ class MainScreen(Screen[None]):
             raise Unavailable("select an op to run to")
         self.move("run_to", self.selected)
 
-    @work(thread=True, exclusive=True, group="debugger")
-    def move(self, how: str, target: OpRef | None) -> None:
-        """One debugger move in a worker thread (continue can take a while); the UI stays live."""
+    def move(self, how: str, target: OpRef | None = None, call: Callable[[], Any] | None = None) -> None:
+        """Queue one debugger move (a key press); the move worker runs the queue in order.
+
+        `call` replaces ``session.step(how, target)`` for moves that are not steps (skip)."""
+        with self._moves:
+            self.pending.append((how, target) if call is None else (how, call))  # type: ignore[arg-type]
+            start = self.busy is None
+            if start:
+                self.busy = "starting"
+        if start:
+            self._run_moves()
+        self.update_status()
+
+    @property
+    def idle(self) -> bool:
+        """No move running and none queued."""
+        with self._moves:
+            return self.busy is None and not self.pending
+
+    @work(thread=True, group="debugger")
+    def _run_moves(self) -> None:
+        """The one move worker: pops queued moves until none is left (the UI stays live)."""
+        while True:
+            with self._moves:
+                if not self.pending:
+                    self.busy = None
+                    break
+                how, target = self.pending.popleft()
+                self.busy = how
+            self._one_move(how, target)
+        self.app.call_from_thread(self.update_status)
+
+    def _one_move(self, how: str, target: Any) -> None:
+        call = self.app.call_from_thread
         try:
-            stop = self.session.step(how, target)
+            stop = target() if callable(target) else self.session.step(how, target)
         except Unavailable as e:
-            self.app.call_from_thread(self.notify, str(e), title="Not available", severity="warning")
+            call(self.notify, str(e), title="Not available", severity="warning")
         except NetvizError as e:
             for notice in self.session.pop_notices():
-                self.app.call_from_thread(self.notify, notice, title="Parameters", severity="warning")
-            self.app.call_from_thread(self.notify, str(e), title=type(e).__name__, severity="error")
+                call(self.notify, notice, title="Parameters", severity="warning")
+            call(self.notify, str(e), title=type(e).__name__, severity="error")
         except Exception as e:  # noqa: BLE001 - shown, never fatal
-            self.app.call_from_thread(self.notify, f"{type(e).__name__}: {e}", title="Internal error",
-                                      severity="error")
+            call(self.notify, f"{type(e).__name__}: {e}", title="Internal error", severity="error")
         else:
-            self.app.call_from_thread(self.after_step, stop)
+            call(self.after_step, stop)
+
+    def action_cancel_run(self) -> None:
+        """Escape: drop the typed-ahead moves and stop the running one between two ops."""
+        with self._moves:
+            dropped, running = len(self.pending), self.busy
+            self.pending.clear()
+        if running is not None:
+            self.session.cancel()
+        if running is not None or dropped:
+            self.notify(f"cancelled {running or 'nothing running'}" + (f"; dropped {dropped} queued" if dropped else ""),
+                        title="Cancel")
+        self.update_status()
 
     @guarded
     def action_toggle_breakpoint(self) -> None:
@@ -352,15 +409,114 @@ class MainScreen(Screen[None]):
 
     @guarded
     def action_inject_value(self) -> None:
-        def inject(text: str) -> None:
+        def inject(text: str, reshape: bool = False) -> None:
+            from engine.debugger.values import ShapeMismatch
+
             name, sep, value = text.partition("=")
             if not sep:
                 raise NetvizError(f"inject: expected NAME=VALUE, got {text!r}")
-            arr = self.session.inject(name.strip(), value.strip())
-            self.notify(f"{name.strip()} = array{list(arr.shape)}", title="Injected")
+            try:
+                arr = self.session.inject(name.strip(), value.strip(), reshape=reshape)
+            except ShapeMismatch as e:
+                self._ask(f"{e} — type yes to inject it anyway", "", lambda yes: inject(text, True)
+                          if yes.strip().lower() in ("y", "yes") else None)
+                return
+            self.notify(f"{name.strip()} = {arr.dtype}{list(arr.shape)} (marked injected until an op writes it)",
+                        title="Injected")
+            self.after_step()
             self.select_blob(BlobRef(self.path, name.strip()))
-        self._ask("inject value  NAME=VALUE", f"{self.blob.name}=" if self.blob else "", inject,
-                  "VALUE: 1,3,8,8 (random of that shape) · x.npy · [1.0, 2.0] · 0.5")
+        shown = self.session.blob_info(self.blob.name) if self.blob else None
+        typed = f" ({'×'.join(map(str, shown['shape']))} {shown['dtype']})" if shown and shown["shape"] else ""
+        self._ask(f"inject value  NAME=VALUE{typed}", f"{self.blob.name}=" if self.blob else "", inject,
+                  "VALUE: nan · inf · 0.5 (fills the shape) · [1, nan] · zeros() · ones() · randn(2,3) · x.npy")
+
+    @guarded
+    def action_skip_op(self) -> None:
+        """Step past the op at the pc without running it; the user gives its outputs."""
+        pc = self.session.pc or OpRef((), 0)  # not started: the first op (the worker starts the debugger)
+        if pc.index >= len(self.session.view(pc.path).net.op):
+            raise Unavailable("nothing to skip: the program has ended")
+        op = self.session.op(pc)
+
+        def skip(text: str) -> None:
+            text = "" if text.strip() == "zeros" else text
+            self.move("skip", call=lambda: (self.session.skip(text), self.session.last_stop)[1])
+        self._ask(f"skip op #{pc.index} {op.type}: its outputs ({', '.join(op.output)})", "zeros", skip,
+                  "zeros (shape-inferred) · NAME=VALUE; NAME=VALUE with VALUE as for inject (x.npy, randn(1,10), 0.5)")
+
+    @guarded
+    def action_global_breakpoint(self) -> None:
+        def add(text: str) -> None:
+            self.notify(f"breakpoint {self.session.add_global_breakpoint(text)}", title="Breakpoint")
+        self._ask("break when  (condition · type T [if C] · name REGEX [if C], then optional ignore N)", "", add,
+                  "loss > 10 · max_abs(x) > 1e3 · has_inf_or_nan(any) · step >= 3 · type Relu ignore 2")
+
+    @guarded
+    def action_show_alerts(self) -> None:
+        alerts = self.session.alerts()
+        rows, refs = [], []
+        for r in alerts:
+            ref = from_oppath(r.path)
+            bad = ", ".join(f"{o.name} NaN×{o.nan_count} Inf×{o.inf_count}" for o in r.outputs
+                            if o.nan_count or o.inf_count)
+            where = f" [{r.label}]" if r.label != "main" else ""
+            rows.append(f"{r.seq:>5}  op {'/'.join(map(str, r.path[1:]))} {r.op_type}{where}  {bad}")
+            refs.append(ref)
+
+        def jump(ref: Any) -> None:
+            if isinstance(ref, OpRef):
+                self.run_guarded(self.select, ref)
+        self.app.push_screen(PickScreen(f"NaN/Inf alerts in execution order ({len(rows)}; Enter jumps)", rows, refs,
+                                        empty="(no op has written NaN or Inf yet: x runs to the first)"), jump)
+
+    @guarded
+    def action_save_blob(self) -> None:
+        if self.blob is None:
+            raise Unavailable("select a blob first (the blob list under the op)")
+        ref = self.blob
+        default = f"{ref.label().replace('/', '_')}.npy"
+
+        def save(target: str) -> None:
+            self.notify(f"wrote {self.session.save(ref, target)}", title="Saved")
+        self._ask(f"save {ref.label()} to (.npy: this version · .npz: every version)", default, save)
+
+    @guarded
+    def action_copy_value(self) -> None:
+        if self.blob is None:
+            raise Unavailable("select a blob first")
+        text = self.query_one(BlobInspector).shown_text()
+        if not text:
+            raise Unavailable(f"{self.blob.label()} has no value yet")
+        self.app.copy_to_clipboard(text)
+        self.notify(f"copied {self.blob.label()} ({len(text)} characters)", title="Copy")
+
+    @guarded
+    def action_device_diff(self) -> None:
+        self.notify("running the net on cpu and gpu…", title="Device diff")
+        self._device_diff()
+
+    @work(thread=True, exclusive=True, group="diff")
+    def _device_diff(self) -> None:
+        try:
+            report = self.session.device_diff()
+        except NetvizError as e:
+            self.app.call_from_thread(self.notify, str(e), title=type(e).__name__, severity="error")
+            return
+        self.app.call_from_thread(self._show_diff, report)
+
+    def _show_diff(self, report: Any, threshold: float = 1e-4) -> None:
+        first = report.first_over(threshold)
+        rows = [f"{d.name}  {list(d.shape)}  abs {d.max_abs:.3g}  rel {d.max_rel:.3g}" for d in report.diffs]
+        side = "the stand-in GPU (no CUDA here: every difference should be 0)" if report.stand_in else "the GPU"
+        head = (f"cpu vs {side}: {len(rows)} blobs, worst first; "
+                + (f"first over {threshold:g}: {first.name}" if first else f"none over {threshold:g}"))
+        start = next((k for k, d in enumerate(report.diffs) if first is not None and d.name == first.name), 0)
+
+        def jump(name: Any) -> None:
+            writers = self.session.producers((), name) if isinstance(name, str) else []
+            if writers:
+                self.run_guarded(self.select, OpRef((), writers[0][0]))
+        self.app.push_screen(PickScreen(head, rows, [d.name for d in report.diffs], start), jump)
 
     @guarded
     def action_toggle_backward(self, loss: str | None = None) -> None:

@@ -46,7 +46,8 @@ def histogram(arr: np.ndarray, bins: int = 10, width: int = 16) -> Table:
     return table
 
 
-def stats(arr: np.ndarray) -> Table:
+def stats(arr: np.ndarray, scope: str = "") -> Table:
+    """min/max, mean/std, NaN/Inf and zero counts of `arr`; `scope` says what they describe."""
     t = Table.grid(padding=(0, 1))
     t.add_column(style="dim")
     t.add_column()
@@ -57,19 +58,39 @@ def stats(arr: np.ndarray) -> Table:
         t.add_row("mean/std", f"{fin.mean():.4g} / {fin.std():.4g}" if fin.size else "-")
         t.add_row("nan/inf", f"{int(np.isnan(a).sum())} / {int(np.isinf(a).sum())}")
         t.add_row("zeros", f"{int((a == 0).sum())} of {a.size}")
+    if scope:
+        t.add_row("of", scope)
     return t
 
 
-def values_table(arr: np.ndarray, rows: int = 12, cols: int = 6) -> Table:
+def _cell(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
+
+
+def values_table(arr: np.ndarray, rows: int = 12, width: int = 48, col0: int = 0) -> Table:
+    """The first rows of a 2-D view of `arr`, as many whole columns from `col0` as fit `width`
+    cells (a value never cut to ``0.1…``); the inspector's slice box scrolls further."""
     a = np.atleast_2d(arr)
     while a.ndim > 2:
         a = a[0]
-    t = Table(box=None, padding=(0, 1), show_header=True, header_style="dim")
-    t.add_column("", style="dim")
-    for j in range(min(cols, a.shape[1])):
-        t.add_column(str(j), justify="right")
-    for i in range(min(rows, a.shape[0])):
-        t.add_row(str(i), *(f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v) for v in a[i, :cols]))
+    shown = a[:rows]
+    cells = [[_cell(v) for v in row] for row in shown]
+    label_w = len(str(max(len(shown) - 1, 0))) + 1
+    used, cols = label_w, []
+    for j in range(col0, a.shape[1]):
+        w = max([len(str(j))] + [len(r[j]) for r in cells]) + 1
+        if cols and used + w > width:
+            break
+        cols.append(j)
+        used += w
+    t = Table(box=None, padding=(0, 1, 0, 0), show_header=True, header_style="dim")
+    t.add_column("", style="dim", no_wrap=True)
+    for j in cols:
+        t.add_column(str(j), justify="right", no_wrap=True)
+    for i, r in enumerate(cells):
+        t.add_row(str(i), *(r[j] for j in cols))
+    if cols and (cols[0] > 0 or cols[-1] < a.shape[1] - 1):
+        t.caption = f"columns {cols[0]}–{cols[-1]} of {a.shape[1]}: slice (e.g. 0,:,{cols[-1] + 1}:) for more"
     return t
 
 
@@ -90,8 +111,15 @@ class BlobInspector(Vertical):
         facts = Table.grid(padding=(0, 1))
         facts.add_column(style="dim")
         facts.add_column(overflow="fold")
-        facts.add_row("blob", Text(ref.label(), "bold"))
-        facts.add_row("shape", "?" if info["shape"] is None else "×".join(map(str, info["shape"])) or "scalar")
+        facts.add_row("blob", Text.assemble((ref.label(), "bold"), ("  ⚡ injected" if session.injected(ref.name)
+                                                                     else "", "bold #F4B400")))
+        runtime = session.runtime_shape(ref)
+        if runtime is not None:
+            shape, _, dtype = runtime.partition(" ")
+            info = {**info, "shape": None, "dtype": dtype, "source": "run"}
+            facts.add_row("shape", shape)
+        else:
+            facts.add_row("shape", "?" if info["shape"] is None else "×".join(map(str, info["shape"])) or "scalar")
         facts.add_row("dtype", info["dtype"] or "?")
         facts.add_row("from", info["source"])
         prod = session.producers(ref.path, ref.name)
@@ -102,24 +130,36 @@ class BlobInspector(Vertical):
         self.render_values()
 
     def render_values(self) -> None:
+        """Stats of the whole tensor (of the shown SSA version), its histogram, then the slice."""
         box = self.query_one("#blob-values", Static)
-        arr = self.session.value(self.ref.name) if self.ref else None
+        self._shown_part = None
+        arr, why = self.session.version_value(self.ref) if self.ref else (None, "")
         self.query_one("#blob-slice", Input).display = arr is not None
         if arr is None or not hasattr(arr, "shape"):
-            box.update(Text("no value yet (run or inject it)", style="dim"))
+            box.update(Text(why or "no value yet (run or inject it)", style="dim"))
             return
-        arr = np.asarray(arr)
+        arr = np.asarray(arr.get() if hasattr(arr, "get") else arr)
+        text = self.query_one("#blob-slice", Input).value
         try:
-            index = parse_slice(self.query_one("#blob-slice", Input).value)
+            index = parse_slice(text)
             part = arr[index] if index else arr
         except (ValueError, IndexError, TypeError) as e:
             box.update(Text(f"slice: {e}", style="red"))
             return
-        parts: list[Any] = [stats(arr)]
+        self._shown_part = np.asarray(part)
+        whole = f"the whole {'×'.join(map(str, arr.shape)) or 'scalar'} tensor"
+        parts: list[Any] = [stats(arr, whole + ("" if not index else f", not the slice [{text}]"))]
         if arr.dtype.kind in "fiu" and arr.size:
             parts += [Text("histogram", style="dim"), histogram(arr)]
-        parts += [Text(f"values {list(np.shape(part))}", style="dim"), values_table(np.asarray(part))]
+        width = max(24, (self.size.width or 48) - 2)
+        parts += [Text(f"values {list(np.shape(part))}" + (f" of the slice [{text}]" if index else ""), style="dim"),
+                  values_table(self._shown_part, width=width)]
         box.update(Group(*parts))
+
+    def shown_text(self) -> str:
+        """The slice shown, as NumPy prints it (for the clipboard)."""
+        part = getattr(self, "_shown_part", None)
+        return "" if part is None else np.array2string(part, threshold=10_000)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()

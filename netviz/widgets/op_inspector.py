@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from netviz.session import OpRef, Session
+from netviz.session import BlobRef, OpRef, Session
 
 
 def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
@@ -88,5 +88,7 @@ class OpInspector(Static):
         table = session.shapes_ready(ref.path)
         for tag, blobs in (("in", d["inputs"]), ("out", d["outputs"])):
             for name, v in blobs:
-                io.add_row(tag, f"{name}@{v}", _shape(table, (name, v)))
+                ran = session.runtime_shape(BlobRef(ref.path, name, v)) if session.debugger is not None else None
+                io.add_row(tag, f"{name}@{v}", _shape(table, (name, v)) if ran is None else Text(ran.replace(
+                    " float32", "")))
         self.update(_Once(Group(head, facts, io)))

@@ -224,9 +224,11 @@ def test_slice_and_save(mlp: Model, tmp_path: Path) -> None:
 
 def test_device_diff_with_the_stand_in_gpu(mlp: Model) -> None:
     with use_fake_cuda():
-        diffs = device_diff(mlp)
+        report = device_diff(mlp)
+    diffs = report.diffs
     assert {d.name for d in diffs} >= {"fc1", "loss", "fc1_w_grad"}
     assert max(d.max_abs for d in diffs) < 1e-5
+    assert report.first_over(1e-5) is None and report.order.index("fc1") < report.order.index("loss")
 
 
 def test_gpu_device_without_a_gpu_is_a_clear_error(mlp: Model) -> None:

@@ -140,7 +140,7 @@ async def test_watch_and_inject_ask_then_act(mlp_path):
         await wait_for(pilot, lambda: app.session.watches == ["h1"], "h1 watched")
         await pilot.press("i")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "inject prompt")
-        await pilot.press(*"X=2,3", "enter")
+        await pilot.press(*"X=randn(2,3)", "enter")
         await wait_for(pilot, lambda: "X" in app.session.values, "X injected")
         assert app.session.values["X"].shape == (2, 3)
         assert app.main.blob.name == "X"
