@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grad": ("grad", "generate the backward pass for a loss and write the net with it"),
     "run": ("run", "run a model forward (and backward) and print a per-op table"),
     "check-grad": ("check_grad", "numerically check the gradients of a whole net"),
+    "diff": ("diff", "run a model on cpu and gpu and list blobs by their largest difference"),
 }
 
 EPILOG = """examples:

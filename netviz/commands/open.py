@@ -24,7 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.device import has_gpu
+    from engine.errors import NetvizError
     from netviz.session import Session
+
+    if args.device == "gpu" and not has_gpu():
+        raise NetvizError("--device gpu: no CUDA GPU (or no CuPy) on this machine; use --device cpu, "
+                          "or `netviz diff PATH --devices cpu,gpu` to compare against the stand-in device")
 
     session = Session.open(args.path, init=args.init, inputs=args.input, device=args.device, loss=args.loss)
     from netviz.app import NetvizApp  # textual is imported only once the model is good
