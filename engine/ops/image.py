@@ -304,3 +304,21 @@ shape("UpsampleBilinear")(lambda x, scales=None, *, width_scale=1.0, height_scal
     dims(x)[:2] + ((dim_op(lambda v: int(v * np.float32(height_scale)), dims(x)[2]),
                     dim_op(lambda v: int(v * np.float32(width_scale)), dims(x)[3])) if scales is None else
                    (None, None)), FLOAT))
+
+
+def _space_batch_dims(x, bs, g, to_space=False):
+    """SpaceToBatch: (N, C, H+pads, W+pads) -> (bs^2 N, C, ./bs, ./bs); BatchToSpace (`to_space`) inverts it."""
+    _, _, pb, pe, _ = geometry(2, g)
+    n, c, h, w = dims(x)
+    if to_space:
+        return TensorInfo((dim_op(lambda v: v // (bs * bs), n), c, dim_op(lambda v: v * bs - pb[0] - pe[0], h),
+                           dim_op(lambda v: v * bs - pb[1] - pe[1], w)), x.dtype)
+    return TensorInfo((dim_op(lambda v: v * bs * bs, n), c, dim_op(lambda v: (v + pb[0] + pe[0]) // bs, h),
+                       dim_op(lambda v: (v + pb[1] + pe[1]) // bs, w)), x.dtype)
+
+
+shape("SpaceToBatch")(geometry_args(lambda x, *, block_size=2, **g: _space_batch_dims(x, block_size, g)))
+shape("BatchToSpace")(geometry_args(lambda x, *, block_size=2, **g: _space_batch_dims(x, block_size, g, True)))
+shape("ResizeNearest3D")(lambda x, *, temporal_scale=1.0, width_scale=1.0, height_scale=1.0: TensorInfo(
+    dims(x)[:2] + tuple(dim_op(lambda v, s=s: int(v * np.float32(s)), v)
+                        for v, s in zip(dims(x)[2:], (temporal_scale, height_scale, width_scale))), x.dtype))
