@@ -13,6 +13,7 @@ from engine.ops import (  # noqa: F401
     elementwise,
     features,
     fill,
+    histogram,
     image,
     lengths,
     linear,
