@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.errors import GradientError
 from proto import caffe2_pb2
@@ -270,3 +271,28 @@ def backward_program(net: caffe2_pb2.NetDef, losses: Sequence[str] | None = None
         raise GradientError(f"{net.name or 'net'}: name the loss blob to differentiate")
     out, origin = backward_net(forward_net(net, split), losses)
     return out, origin, losses
+
+
+def update_ratio(op: caffe2_pb2.OperatorDef, writes: Sequence[tuple[Any, str, Any, Any, Any]]) -> float | None:
+    """‖ΔW‖/‖W‖ of the parameters `op` overwrote in place (an optimizer update), from the
+    debugger's undo writes ``(ws, name, old, old_device, new)``; ``None`` when it updated none.
+
+    Gradient blobs updated in place (``Sum`` accumulations, weight decay) are left out: their
+    overlay is the gradient norm.  Several parameters: the ratio of the norms over all of them.
+    """
+    from engine import device as dev
+
+    inputs = set(op.input)
+    delta = base = 0.0
+    found = False
+    for _, name, old, _, new in writes:
+        if name not in inputs or is_gradient_name(name) or getattr(old, "dtype", None) is None:
+            continue
+        if old.dtype.kind != "f" or getattr(new, "shape", None) != old.shape or not old.size:
+            continue
+        xp = dev.array_module(new)
+        o, n = xp.asarray(old, dtype=xp.float64), xp.asarray(new, dtype=xp.float64)
+        delta, base, found = delta + float(xp.sum((n - o) ** 2)), base + float(xp.sum(o * o)), True
+    if not found:
+        return None
+    return (delta ** 0.5) / (base ** 0.5) if base else float("inf") if delta else 0.0

@@ -1,4 +1,4 @@
-"""Overlays: the debugger's per-op records (time, NaN/Inf, gradient norm) as colours on ops.
+"""Overlays: the debugger's per-op records (time, NaN/Inf, gradient norm, update ratio) as colours on ops.
 
 Pure functions over records, no Textual: :func:`overlay_colors` gives each op of a net a colour
 and a short tag (``3.2ms``), :func:`legend` the one-line key the breadcrumb shows.  Times and
@@ -13,6 +13,15 @@ from typing import Any
 from rich.text import Text
 
 OVERLAYS = ("none", "time", "NaN", "grad-norm")
+
+
+def value_of(mode: str, r: Any) -> float | None:
+    """An op's overlay value: its time, or (``grad-norm``) the norm of the gradients it wrote and,
+    for an optimizer update of a training net, the update ratio ‖ΔW‖/‖W‖ of its parameter."""
+    if mode == "time":
+        return r.wall_s
+    ratio = getattr(r, "update_ratio", None)
+    return ratio if ratio is not None else r.grad_norm
 #: cool → hot
 HEAT = ("#1565C0", "#00897B", "#9E9D24", "#EF6C00", "#C62828")
 NAN, CLEAN, STALE = "#8E24AA", "#2E7D32", "#616161"
@@ -36,8 +45,7 @@ def overlay_colors(mode: str, records: Sequence[Any | None], stale: Sequence[boo
             if r is not None:
                 out[i] = (NAN, "NaN") if r.has_inf_or_nan else (CLEAN, "ok")
     else:
-        get = (lambda r: r.wall_s) if mode == "time" else (lambda r: r.grad_norm)
-        values = {i: v for i, r in enumerate(records) if r is not None and (v := get(r)) is not None
+        values = {i: v for i, r in enumerate(records) if r is not None and (v := value_of(mode, r)) is not None
                   and math.isfinite(v)}
         for i, b in _buckets(values).items():
             out[i] = (HEAT[b], _tag(mode, values[i]))
@@ -62,8 +70,7 @@ def legend(mode: str, records: Sequence[Any | None]) -> Text:
         return text.append_text(Text.assemble(("■", NAN), (" NaN/Inf ", "dim"), ("■", CLEAN), (" finite", "dim")))
     for c in HEAT:
         text.append("■", c)
-    get = (lambda r: r.wall_s) if mode == "time" else (lambda r: r.grad_norm)
-    vals = [v for r in records if r is not None and (v := get(r)) is not None and math.isfinite(v)]
+    vals = [v for r in records if r is not None and (v := value_of(mode, r)) is not None and math.isfinite(v)]
     if vals:
         text.append(f" {_tag(mode, min(vals))}–{_tag(mode, max(vals))}", "dim")
     else:

@@ -499,6 +499,8 @@ class Session:
                 self.notices.append(f"no init net: {len(made)} parameters filled with random values")
             if self.backward is not None:
                 dbg.backward(self.loss)
+            elif self.forward.sections is not None:  # a training net: its own backward ops are known
+                dbg.backward(self.training_losses() or None)
             for bp in self.breakpoints.values():
                 bp.dbg_id = dbg.add_breakpoint("path", to_oppath(bp.op), bp.condition or None).id
             for name in self.watches:

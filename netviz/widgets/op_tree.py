@@ -21,6 +21,7 @@ from textual.widgets.tree import TreeNode
 
 from engine.optypes import CONTROL_FLOW
 from netviz.messages import DrillRequested, OpSelected
+from netviz.overlays import value_of
 from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import NetPath, OpRef, Session, from_oppath
 
@@ -34,10 +35,11 @@ def _overlay_tag(mode: str, rec: Any, stale: bool) -> tuple[str, str] | None:
     """One op's overlay marker in the tree: colour and tag (its own value, not a quantile)."""
     if mode == "NaN":
         return ("#CE93D8", "NaN") if rec.has_inf_or_nan else None
-    v = rec.wall_s if mode == "time" else rec.grad_norm
+    v = value_of(mode, rec)
     if v is None:
         return None
-    text = (f"{v * 1e3:.2g}ms" if mode == "time" else f"‖{v:.2g}‖") + ("~" if stale else "")
+    text = (f"{v * 1e3:.2g}ms" if mode == "time" else f"Δ{v:.2g}" if getattr(rec, "update_ratio", None) is not None
+            else f"‖{v:.2g}‖") + ("~" if stale else "")
     return ("#616161" if stale else "#F4B400", text)
 
 

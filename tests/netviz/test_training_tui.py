@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from netviz.app import NetvizApp
 from netviz.session import OpRef, Session
 from tests.netviz.waiting import asynctest, ready, wait_for
@@ -41,3 +44,23 @@ async def test_training_iteration_steps_forward_backward_and_update():
         await wait_for(pilot, lambda: app.session.last_stop is not None and app.session.last_stop.reason == "end",
                        "the end of the iteration")
         assert all(app.session.executed(OpRef((), i)) for i in range(15))
+
+
+@asynctest
+async def test_grad_norm_overlay_shows_update_ratios_of_optimizer_ops():
+    app = NetvizApp(Session.open(EXAMPLES / "mlp" / "predict_net.pb"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.session.last_stop is not None and app.session.last_stop.reason == "end",
+                       "the end of the iteration")
+        rec = app.session.record(OpRef((), 11))  # WeightedSum updating fc1_w
+        w0 = app.session.debugger.initial_value("fc1_w")
+        w1 = app.session.debugger.value("fc1_w")
+        assert rec.update_ratio == pytest.approx(float(np.linalg.norm(w1 - w0) / np.linalg.norm(w0)), rel=1e-6)
+        assert 0 < rec.update_ratio < 1
+        assert app.session.record(OpRef((), 6)).update_ratio is None  # FCGradient: a gradient norm
+        await pilot.press("m", "m", "m")  # time, NaN, grad-norm
+        await wait_for(pilot, lambda: app.main.op_tree.overlay == "grad-norm", "the grad-norm overlay")
+        assert "Δ" in str(app.main.op_tree.nodes_by_ref[OpRef((), 11)].label)
+        assert "‖" in str(app.main.op_tree.nodes_by_ref[OpRef((), 6)].label)
