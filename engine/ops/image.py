@@ -1,5 +1,5 @@
 """Image ops: Im2Col / Col2Im, PadImage, UpsampleBilinear, ResizeNearest3D, SpaceToBatch / BatchToSpace,
-IntegralImage, DepthConcat.
+IntegralImage, DepthConcat, and Detectron's UpsampleNearest and SpatialNarrowAs.
 
 Resampling ops are linear maps along each spatial axis, so they are written as small per-axis
 matrices (built with Caffe2's float32 index arithmetic) applied with einsum: the gradient is the
@@ -246,6 +246,36 @@ def depth_concat(xp, *xs, order: str = "NCHW"):
     return concat(xp, *xs, axis=axis)
 
 
+@kernel("UpsampleNearest")
+def upsample_nearest(xp, x, *, scale: int = 2):
+    # NOTE: Detectron's: the last two dims repeated `scale` times each (3-D or 4-D input).
+    return xp.repeat(xp.repeat(x, scale, axis=-2), scale, axis=-1)
+
+
+@kernel("UpsampleNearestGradient")
+def upsample_nearest_gradient(xp, x, dy, *, scale: int = 2):
+    s = int(scale)
+    return dy.reshape(dy.shape[:-2] + (dy.shape[-2] // s, s, dy.shape[-1] // s, s)).sum(axis=(-3, -1)).astype(dy.dtype)
+
+
+@kernel("SpatialNarrowAs")
+def spatial_narrow_as(xp, a, b):
+    # NOTE: Detectron's: crop A (N, C, H, W) to B's height and width (B is (N, C, h, w) or (N, h, w)).
+    if a.shape[0] != b.shape[0]:
+        raise ExecutionError("SpatialNarrowAs: input dim 0 must be equal")
+    h, w = b.shape[-2:]
+    if h > a.shape[2] or w > a.shape[3]:
+        raise ExecutionError(f"SpatialNarrowAs: input 0 ({a.shape[2]}x{a.shape[3]}) is smaller than {h}x{w}")
+    return xp.ascontiguousarray(a[:, :, :h, :w])
+
+
+@kernel("SpatialNarrowAsGradient")
+def spatial_narrow_as_gradient(xp, a, b, dc):
+    da = xp.zeros(a.shape, dtype=dc.dtype)
+    da[:, :, :dc.shape[2], :dc.shape[3]] = dc
+    return da
+
+
 # ---- gradients ----
 
 gradient("Im2Col")(simple("Col2Im", "GO0 I0", "GI0"))
@@ -263,6 +293,10 @@ gradient("DepthConcat")(concat_gradient)
 def upsample_bilinear_gradient_maker(g):
     """[GO0, I0, (scales I1)] -> [GI0]."""
     return [g.op_("UpsampleBilinearGradient", [g.GO(0)] + list(g.op.input), [g.GI(0)])]
+
+
+gradient("UpsampleNearest")(simple("UpsampleNearestGradient", "I0 GO0", "GI0"))
+gradient("SpatialNarrowAs")(simple("SpatialNarrowAsGradient", "I0 I1 GO0", "GI0"))
 
 
 # ---- shapes ----
@@ -322,3 +356,8 @@ shape("BatchToSpace")(geometry_args(lambda x, *, block_size=2, **g: _space_batch
 shape("ResizeNearest3D")(lambda x, *, temporal_scale=1.0, width_scale=1.0, height_scale=1.0: TensorInfo(
     dims(x)[:2] + tuple(dim_op(lambda v, s=s: int(v * np.float32(s)), v)
                         for v, s in zip(dims(x)[2:], (temporal_scale, height_scale, width_scale))), x.dtype))
+
+shape("UpsampleNearest")(lambda x, *, scale=2: TensorInfo(
+    dims(x)[:-2] + tuple(dim_op(lambda v: v * int(scale), v) for v in dims(x)[-2:]), x.dtype))
+shape("UpsampleNearestGradient", "SpatialNarrowAsGradient")(same_as(0))
+shape("SpatialNarrowAs")(lambda a, b: TensorInfo(dims(a)[:2] + dims(b)[-2:], a.dtype))

@@ -320,6 +320,172 @@ def multi_class_accuracy(xp, x, label):
     return (acc / xp.maximum(amounts, 1)).astype(np.float32), amounts.astype(np.int32)
 
 
+# Detectron's losses: CUDA-only in Caffe2 (the CPU ops raise "not implemented"); netviz runs the CUDA
+# kernels' numerics on either device, so Detectron training nets step on the CPU too.
+FLT_MIN = np.float32(np.finfo(np.float32).tiny)
+
+
+def _smooth_l1(xp, v, beta):
+    """(value, derivative) of Detectron's smooth L1: 0.5 v^2 / beta inside |v| < beta, |v| - beta / 2 outside."""
+    a, b = xp.abs(v), v.dtype.type(beta)
+    return xp.where(a < b, 0.5 * v * v / b, a - 0.5 * b), xp.where(a < b, v / b, xp.sign(v))
+
+
+@kernel("SmoothL1Loss")
+def smooth_l1_loss(xp, yh, y, a_in, a_out, *, beta: float = 1.0, scale: float = 1.0):
+    # NOTE: scale / N * sum(a_out * SmoothL1(a_in * (yh - y))), N = batch size (dim 0); a 0-d loss.
+    err, _ = _smooth_l1(xp, a_in * (yh - y), beta)
+    return xp.asarray((a_out * err).sum() * np.float32(scale / y.shape[0]), dtype=np.float32)
+
+
+@kernel("SmoothL1LossGradient")
+def smooth_l1_loss_gradient(xp, yh, y, a_in, a_out, dloss, *, beta: float = 1.0, scale: float = 1.0):
+    _, d = _smooth_l1(xp, a_in * (yh - y), beta)
+    return (d * np.float32(scale / y.shape[0]) * dloss.reshape(()) * a_in * a_out).astype(np.float32)
+
+
+def _select_positions(xp, yh, locs):
+    """Flat indices into `yh` (N, D, H, W) of the 4 box coordinates of each location row (n, c, y, x)."""
+    n_, d_, h_, w_ = yh.shape
+    loc = xp.asarray(locs).reshape(-1, 4).astype(np.int64)
+    c = loc[:, 1:2] + xp.arange(4)
+    return ((loc[:, 0:1] * d_ + c) * h_ + loc[:, 2:3]) * w_ + loc[:, 3:4]
+
+
+@kernel("SelectSmoothL1Loss")
+def select_smooth_l1_loss(xp, yh, y, locs, count, *, beta: float = 1.0, scale: float = 1.0):
+    # NOTE: smooth L1 of yh at the (n, c..c+3, y, x) of each row of L against Y's row, / max(S, 1), summed, * scale.
+    if y.size == 0:
+        return xp.zeros((), dtype=np.float32)
+    out = xp.zeros(yh.size, dtype=np.float32)
+    idx = _select_positions(xp, yh, locs)
+    err, _ = _smooth_l1(xp, yh.reshape(-1)[idx] - y.reshape(-1, 4), beta)
+    out[idx.reshape(-1)] = (err / xp.maximum(count.reshape(-1)[0], 1.0)).reshape(-1)
+    return xp.asarray(out.sum() * np.float32(scale), dtype=np.float32)
+
+
+@kernel("SelectSmoothL1LossGradient")
+def select_smooth_l1_loss_gradient(xp, yh, y, locs, count, dloss, *, beta: float = 1.0, scale: float = 1.0):
+    dx = xp.zeros(yh.size, dtype=np.float32)
+    if y.size:
+        idx = _select_positions(xp, yh, locs)
+        _, d = _smooth_l1(xp, yh.reshape(-1)[idx] - y.reshape(-1, 4), beta)
+        dx[idx.reshape(-1)] = (np.float32(scale) * dloss.reshape(()) * d / xp.maximum(count.reshape(-1)[0], 1.0)).reshape(-1)
+    return dx.reshape(yh.shape)
+
+
+def _sce_normalizer(xp, t, normalize):
+    return xp.maximum((t != -1).sum().astype(np.float32), np.float32(1e-5)) if normalize else np.float32(1)
+
+
+@kernel("SigmoidCrossEntropyLoss")
+def sigmoid_cross_entropy_loss(xp, x, t, *, scale: float = 1.0, normalize: int = 1):
+    # NOTE: targets are int, -1 ignored; normalize: / the number of non-ignored targets (at least 1e-5).
+    ll, _ = _sigmoid_xent_terms(xp, x, t.astype(x.dtype), 0, 0)
+    total = xp.where(t != -1, -ll, 0).sum()
+    return xp.asarray(total / _sce_normalizer(xp, t, normalize) * np.float32(scale), dtype=np.float32)
+
+
+@kernel("SigmoidCrossEntropyLossGradient")
+def sigmoid_cross_entropy_loss_gradient(xp, x, t, dloss, *, scale: float = 1.0, normalize: int = 1):
+    d = xp.where(t != -1, 1 / (1 + xp.exp(-x)) - t, 0)
+    return (d * (dloss.reshape(()) / _sce_normalizer(xp, t, normalize) * np.float32(scale))).astype(np.float32)
+
+
+def _focal_parts(xp, x, t, wp, num_classes, alpha):
+    """x as (N, A, K, H, W), the positive / negative masks c1, c2 per class and the weights zp, zn."""
+    n, d, h, w = x.shape
+    a = d // num_classes
+    x5 = x.reshape(n, a, num_classes, h, w)
+    t5 = t.reshape(n, a, 1, h, w)
+    cls = xp.arange(1, num_classes + 1).reshape(1, 1, -1, 1, 1)
+    c1 = (t5 == cls).astype(np.float32)
+    c2 = ((t5 != -1) & (t5 != cls)).astype(np.float32)
+    np_ = xp.maximum(wp.reshape(-1)[0], np.float32(1))
+    return x5, c1, c2, np.float32(alpha) / np_, np.float32(1 - alpha) / np_
+
+
+def _log_one_minus_sigmoid(xp, x):
+    return -x * (x >= 0) - xp.log1p(xp.exp(x - 2 * x * (x >= 0)))
+
+
+@kernel("SigmoidFocalLoss")
+def sigmoid_focal_loss(xp, x, t, wp, *, scale: float = 1.0, num_classes: int = 80, gamma: float = 1.0,
+                       alpha: float = 0.25):
+    # NOTE: RetinaNet's loss; X (N, A*K, H, W), T (N, A, H, W) with classes 1..K, 0 background, -1 ignored.
+    x5, c1, c2, zp, zn = _focal_parts(xp, x, t, wp, num_classes, alpha)
+    p = 1 / (1 + xp.exp(-x5))
+    g = np.float32(gamma)
+    term1 = (1 - p) ** g * xp.log(xp.maximum(p, FLT_MIN))
+    term2 = p ** g * _log_one_minus_sigmoid(xp, x5)
+    return xp.asarray((-c1 * term1 * zp - c2 * term2 * zn).sum() * np.float32(scale), dtype=np.float32)
+
+
+@kernel("SigmoidFocalLossGradient")
+def sigmoid_focal_loss_gradient(xp, x, t, wp, dloss, *, scale: float = 1.0, num_classes: int = 80,
+                                gamma: float = 1.0, alpha: float = 0.25):
+    x5, c1, c2, zp, zn = _focal_parts(xp, x, t, wp, num_classes, alpha)
+    p = 1 / (1 + xp.exp(-x5))
+    g = np.float32(gamma)
+    term1 = (1 - p) ** g * (1 - p - p * g * xp.log(xp.maximum(p, FLT_MIN)))
+    term2 = p ** g * (_log_one_minus_sigmoid(xp, x5) * (1 - p) * g - p)
+    dx = (-c1 * zp * term1 - c2 * zn * term2) * dloss.reshape(()) * np.float32(scale)
+    return dx.reshape(x.shape).astype(np.float32)
+
+
+def _group_softmax(xp, x, num_classes):
+    """Softmax over each anchor's `num_classes` channels of NCHW `x`, as (N, A, K, H, W)."""
+    n, d, h, w = x.shape
+    x5 = x.reshape(n, d // num_classes, num_classes, h, w)
+    e = xp.exp(x5 - x5.max(axis=2, keepdims=True))
+    return e / e.sum(axis=2, keepdims=True)
+
+
+def _softmax_focal_weights(xp, p5, t, wp, gamma, alpha):
+    """Per-anchor (label, p of the label, z weight, valid mask) of the softmax focal loss."""
+    t4 = t.astype(np.int64)
+    valid = t4 >= 0
+    pl = xp.take_along_axis(p5, xp.where(valid, t4, 0)[:, :, None], axis=2)[:, :, 0]
+    np_ = xp.maximum(wp.reshape(-1)[0], np.float32(1))
+    z = ((t4 == 0) * np.float32(1 - alpha) + (t4 >= 1) * np.float32(alpha)) / np_
+    return t4, pl, z.astype(np.float32), valid
+
+
+@kernel("SoftmaxFocalLoss")
+def softmax_focal_loss(xp, x, t, wp, *, scale: float = 1.0, gamma: float = 1.0, alpha: float = 0.25,
+                       num_classes: int = 81, order: str = "NCHW"):
+    # NOTE: outputs the 0-d loss and P flattened to (N*D*H*W,); labels 0..K-1 with 0 background, -1 ignored.
+    p5 = _group_softmax(xp, x, num_classes)
+    _, pl, z, valid = _softmax_focal_weights(xp, p5, t, wp, gamma, alpha)
+    loss = xp.where(valid, -((1 - pl) ** np.float32(gamma) * xp.log(xp.maximum(pl, FLT_MIN))) * z, 0)
+    return xp.asarray(loss.sum() * np.float32(scale), dtype=np.float32), p5.reshape(-1).astype(np.float32)
+
+
+@kernel("SoftmaxFocalLossGradient")
+def softmax_focal_loss_gradient(xp, x, t, wp, p, dloss, *, scale: float = 1.0, gamma: float = 1.0,
+                                alpha: float = 0.25, num_classes: int = 81, order: str = "NCHW"):
+    n, d, h, w = x.shape
+    p5 = p.reshape(n, d // num_classes, num_classes, h, w)
+    t4, pl, z, valid = _softmax_focal_weights(xp, p5, t, wp, gamma, alpha)
+    g, om = np.float32(gamma), 1 - pl
+    buff = xp.where(valid, (-om ** g + g * om ** (g - 1) * pl * xp.log(xp.maximum(pl, FLT_MIN))) * z, 0)
+    onehot = (t4[:, :, None] == xp.arange(num_classes).reshape(1, 1, -1, 1, 1)).astype(np.float32)
+    dx = valid[:, :, None] * dloss.reshape(()) * buff[:, :, None] * (onehot - p5) * np.float32(scale)
+    return dx.reshape(x.shape).astype(np.float32)
+
+
+@kernel("GroupSpatialSoftmax")
+def group_spatial_softmax(xp, x, *, num_classes: int = 81, order: str = "NCHW"):
+    return _group_softmax(xp, x, num_classes).reshape(x.shape).astype(x.dtype)
+
+
+@kernel("GroupSpatialSoftmaxGradient")
+def group_spatial_softmax_gradient(xp, y, dy, *, num_classes: int = 81, order: str = "NCHW"):
+    n, d, h, w = y.shape
+    y5, dy5 = y.reshape(n, d // num_classes, num_classes, h, w), dy.reshape(n, d // num_classes, num_classes, h, w)
+    return (y5 * (dy5 - (y5 * dy5).sum(axis=2, keepdims=True))).reshape(y.shape).astype(y.dtype)
+
+
 # ---- gradients ----
 
 @gradient("SoftmaxWithLoss")
@@ -366,6 +532,13 @@ gradient("CosineEmbeddingCriterion")(simple("CosineEmbeddingCriterionGradient", 
 should_not_do_gradient("Perplexity", "MultiClassAccuracy")
 
 
+gradient("SmoothL1Loss", "SelectSmoothL1Loss")(simple("{T}Gradient", "I0 I1 I2 I3 GO0", "GI0"))
+gradient("SigmoidCrossEntropyLoss")(simple("SigmoidCrossEntropyLossGradient", "I0 I1 GO0", "GI0"))
+gradient("SigmoidFocalLoss")(simple("SigmoidFocalLossGradient", "I0 I1 I2 GO0", "GI0"))
+gradient("SoftmaxFocalLoss")(simple("SoftmaxFocalLossGradient", "I0 I1 I2 O1 GO0", "GI0"))
+gradient("GroupSpatialSoftmax")(simple("GroupSpatialSoftmaxGradient", "O0 GO0", "GI0"))
+
+
 # ---- shapes ----
 
 @shape("SoftmaxWithLoss")
@@ -402,3 +575,11 @@ shape("PairWiseLoss")(lambda x, label, lengths=None: TensorInfo(
 shape("BernoulliJSD")(lambda x, t: TensorInfo(dims(x), FLOAT))
 shape("Perplexity")(lambda p: TensorInfo((1,), FLOAT))
 shape("MultiClassAccuracy")(lambda x, label: (TensorInfo(dims(x)[1:2], FLOAT), TensorInfo(dims(x)[1:2], INT32)))
+
+shape("SmoothL1Loss", "SelectSmoothL1Loss", "SigmoidCrossEntropyLoss", "SigmoidFocalLoss")(
+    lambda x, *_: TensorInfo((), FLOAT))  # NOTE: 0-d losses (Detectron)
+shape("SmoothL1LossGradient", "SelectSmoothL1LossGradient", "SigmoidCrossEntropyLossGradient",
+      "SigmoidFocalLossGradient", "SoftmaxFocalLossGradient", "GroupSpatialSoftmax")(same_as(0))
+shape("GroupSpatialSoftmaxGradient")(same_as(0))
+shape("SoftmaxFocalLoss")(lambda x, *_: (TensorInfo((), FLOAT), TensorInfo(
+    (None if x.shape is None or None in x.shape else int(np.prod(x.shape)),), FLOAT)))
