@@ -34,8 +34,10 @@ def relu_gradient(xp, y, dy):
 
 @kernel("Sigmoid")
 def sigmoid(xp, x):
-    # NOTE: the tanh form never overflows (1 / (1 + exp(-x)) does for x << 0).
-    return (0.5 * (1 + xp.tanh(0.5 * x))).astype(x.dtype, copy=False)
+    # NOTE: exp(-|x|) never overflows and, unlike the tanh form, keeps Caffe2's tiny values for x << 0
+    # (RPN scores there order the proposals).
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
 
 
 @kernel("SigmoidGradient")

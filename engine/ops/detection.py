@@ -78,7 +78,8 @@ def _overlaps(boxes: np.ndarray, i: int, rest: np.ndarray, areas: np.ndarray, on
     w = np.maximum(np.minimum(r[:, 2], b[2]) - np.maximum(r[:, 0], b[0]) + one, F32(0))
     h = np.maximum(np.minimum(r[:, 3], b[3]) - np.maximum(r[:, 1], b[1]) + one, F32(0))
     inter = w * h
-    return inter / (areas[i] + areas[rest] - inter)
+    with np.errstate(invalid="ignore", divide="ignore"):  # NOTE: 0/0 for empty boxes: NaN never suppresses
+        return inter / (areas[i] + areas[rest] - inter)
 
 
 def nms_keep(boxes: np.ndarray, order: np.ndarray, thresh: float, top_n: int = -1, plus_one: bool = True) -> list[int]:

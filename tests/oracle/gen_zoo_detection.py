@@ -1,0 +1,40 @@
+"""Zoo detection nets run by real Caffe2 on fixed inputs (issue #20): Faster R-CNN, Mask R-CNN2Go.
+
+Run from tests/oracle after ``make_zoo_detection_inputs.py``:
+``../../.venv-caffe2/bin/python gen_zoo_detection.py ../golden``.  Reads
+``OUT/zoo_detection/<net>/inputs.npz`` (parameters, image, im_info), runs the zoo predict net
+once and writes every external output plus the RPN and box-head blobs to ``outputs.npz``.
+"""
+import json
+import os
+
+import numpy as np
+from google.protobuf import text_format
+
+from _common import OUT, ZOO, caffe2_pb2, save_npz, workspace, write_json
+
+NETS = {"faster_rcnn": ("detectron_e2e_faster_rcnn_R-50-C4_1x/predict_net.pbtxt",
+                        ["rpn_rois", "rpn_roi_probs", "cls_prob", "pred_bbox"]),
+        "mask_rcnn_2go_fp32": ("mask_rcnn_2go_fp32/model.pbtxt",
+                               ["rois", "rpn_roi_probs", "cls_prob", "pred_bbox"])}
+
+
+def main():
+    for name, (rel, extra) in NETS.items():
+        d = os.path.join(OUT, "zoo_detection", name)
+        net = text_format.Parse(open(os.path.join(ZOO, rel)).read(), caffe2_pb2.NetDef())
+        workspace.ResetWorkspace()
+        with np.load(os.path.join(d, "inputs.npz")) as z:
+            for k in z.files:
+                workspace.FeedBlob(k, z[k])
+        workspace.RunNetOnce(net)
+        names = list(net.external_output) + [e for e in extra if e not in net.external_output]
+        outs = {n: np.asarray(workspace.FetchBlob(n)) for n in names}
+        save_npz(os.path.join(d, "outputs.npz"), outs)
+        write_json(os.path.join(d, "outputs.json"), {"net": rel, "outputs": names,
+                                                     "shapes": {n: list(v.shape) for n, v in outs.items()}})
+        print(name, {n: v.shape for n, v in outs.items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Inputs of the zoo detection goldens (issue #20): seeded random parameters + image + im_info.
+
+Runs under netviz's venv (``../../.venv/bin/python make_zoo_detection_inputs.py ../golden``): the
+parameters of a weightless zoo net come from netviz's ``engine.params.synthesize_params`` (they
+are inputs, not results).  ``gen_zoo_detection.py`` then runs each net on these inputs in real
+Caffe2 and records its outputs; the test runs netviz on the same inputs and compares.
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from engine.executor import run_net  # noqa: E402
+from engine.modelio import load_net  # noqa: E402
+from engine.params import synthesize_params  # noqa: E402
+from engine.workspace import Workspace  # noqa: E402
+
+ZOO = os.environ.get("NETVIZ_MODEL_ZOO") or os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
+                                                         "models", "caffe2-model-zoo")
+NETS = {"faster_rcnn": "detectron_e2e_faster_rcnn_R-50-C4_1x/predict_net.pbtxt",
+        "mask_rcnn_2go_fp32": "mask_rcnn_2go_fp32/model.pbtxt"}
+SIZE = 320
+#: Heads whose outputs are brought to a moderate scale: random weights saturate Sigmoid/Softmax
+#: to exactly 1.0, and ties at 1.0 order proposals by sort implementation, not by the net.
+#: Box-delta layers get standard deviation 0.5 so exp(dw) does not magnify tiny differences.
+TEMPER = {"rpn_cls_logits": 2.0, "cls_score": 2.0, "rpn_bbox_pred": 0.5, "bbox_pred": 0.5, "mask_fcn_logits": 2.0}
+
+
+def _temper(net, feeds: dict, params: dict) -> None:
+    """Scale each head's weight and bias so its output has the standard deviation TEMPER gives."""
+    for layer, target in TEMPER.items():
+        if layer + "_w" not in params:
+            continue
+        ws = Workspace("temper")
+        for k, v in {**feeds, **params}.items():
+            ws.feed_blob(k, v)
+        run_net(net, ws)
+        f = np.float32(target / max(float(np.std(ws.fetch_blob(layer))), 1e-6))
+        for suffix in ("_w", "_b"):
+            params[layer + suffix] = (params[layer + suffix] * f).astype(np.float32)
+
+
+def main(out: str) -> None:
+    for name, rel in NETS.items():
+        net = load_net(os.path.join(ZOO, rel))
+        r = np.random.RandomState(2020)
+        image = r.uniform(-1, 1, (1, 3, SIZE, SIZE)).astype(np.float32)
+        im_info = np.array([[SIZE, SIZE, 1.0]], np.float32)
+        feeds = {"data": image, "im_info": im_info}
+        params = synthesize_params(net, feeds, width=16, classes=81, seed=0)
+        _temper(net, feeds, params)
+        d = os.path.join(out, "zoo_detection", name)
+        os.makedirs(d, exist_ok=True)
+        np.savez_compressed(os.path.join(d, "inputs.npz"), data=image, im_info=im_info, **params)
+        print(name, len(params), "params")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "golden"))
