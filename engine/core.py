@@ -8,9 +8,11 @@ are re-exported from there lazily, so this module imports without it.
 """
 from __future__ import annotations
 
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict, defaultdict, namedtuple
 from collections.abc import Iterable
 from typing import Any
+
+import sys
 
 import numpy as np
 
@@ -264,6 +266,9 @@ class Net:
             self._net, self._next_name_index, name = caffe2_pb2.NetDef(), 0, str(name_or_proto)
         self._net.name = Net._get_next_net_name(name)
         self._defined: set[str] | None = None  # op outputs + external inputs; None = stale
+        self._attr_dict: defaultdict[str, list] = defaultdict(list)
+        self._input_record: Any = None
+        self._output_record: Any = None
 
     # ---- names ----
     def Name(self) -> str:
@@ -391,13 +396,165 @@ class Net:
         outputs = _rectify(outputs, net=self)
         op = CreateOperator(op_type, inputs, outputs, **kwargs)
         self.extend_ops([op])
+        from engine.workspace import operator_tracebacks
+        operator_tracebacks.setdefault(self.Name(), {})[len(self._net.op) - 1] = _extract_stacktrace()
         refs = tuple(BlobReference(o, self) for o in op.output)
         return None if not refs else refs[0] if len(refs) == 1 else refs
 
     def __getattr__(self, op_type: str) -> Any:
         if not _op_name(op_type):
             raise AttributeError(f"Attribute {op_type} not found.")
-        return lambda *args, **kwargs: self._CreateAndAddToSelf(op_type, *args, **kwargs)
+
+        def add_op(*args: Any, **kwargs: Any) -> Any:
+            return self._CreateAndAddToSelf(op_type, *args, **kwargs)
+        return add_op
+
+    # ---- attributes, records, observers (Caffe2's Net bookkeeping) ----
+    def add_attribute(self, name: str, obj: Any) -> None:
+        """Attach `obj` under `name` (net_builder/task keep their per-net objects here)."""
+        self._attr_dict[name].append(obj)
+
+    def get_attributes(self, name: str) -> list[Any]:
+        return self._attr_dict.get(name, [])
+
+    def _CheckLookupTables(self) -> None:
+        """Tests call this: the defined-blob cache agrees with the proto."""
+        self._defined = None
+        assert all(self.BlobIsDefined(o) for op in self._net.op for o in op.output)
+        assert all(self.BlobIsDefined(i) for i in self._net.external_input)
+
+    def set_input_record(self, input_record: Any) -> Any:
+        """Set the input schema record (a ``schema.Field``); a record without blobs gets new ones
+        in this net's name scope.  Its blobs become external inputs."""
+        assert self._input_record is None or (input_record.has_blobs() and set(input_record.field_blobs()) ==
+                                              set(self._input_record.field_blobs())), "Input schema cannot be reset"
+        if not input_record.has_blobs():
+            schema = sys.modules[type(input_record).__module__]  # the record's own schema module
+            with NameScope(self.Name()):
+                input_record = schema.NewRecord(self, input_record)
+        self._input_record = input_record
+        for blob in input_record.field_blobs():
+            if not self.is_external_input(blob):
+                self.AddExternalInput(blob)
+        return self._input_record
+
+    def set_output_record(self, record: Any) -> None:
+        assert self._output_record is None or (record.has_blobs() and set(record.field_blobs()) ==
+                                               set(self._output_record.field_blobs())), "Output schema cannot be reset"
+        for blob in record.field_blobs():
+            assert self.BlobIsDefined(blob), f"{blob} is not defined in net {self.Name()}"
+        for blob in record.field_blobs():
+            if blob not in self.external_outputs:
+                self.AddExternalOutput(blob)
+        self._output_record = record
+
+    def AppendOutputRecordField(self, field_name: str, record: Any) -> None:
+        assert self._output_record is not None, "Tried to append to missing output record"
+        schema = sys.modules[type(record).__module__]
+        for blob in record.field_blobs():
+            assert self.BlobIsDefined(blob), f"{blob} is not defined"
+        for blob in record.field_blobs():
+            self.AddExternalOutput(blob)
+        self._output_record = self._output_record + schema.Struct((field_name, record))
+
+    def input_record(self) -> Any:
+        return self._input_record
+
+    def output_record(self) -> Any:
+        return self._output_record
+
+    def AddObserver(self, observer_type: str) -> Any:
+        """netviz has no C++ observers; the debugger's hooks play that part.  Returns a handle."""
+        handle = (self.Name(), observer_type)
+        _observers.setdefault(self.Name(), []).append(handle)
+        return handle
+
+    def RemoveObserver(self, observer: Any) -> None:
+        _observers.get(self.Name(), []).remove(observer)
+
+    def NumObservers(self) -> int:
+        return len(_observers.get(self.Name(), []))
+
+    def PopulateProtoWithFileName(self) -> None:
+        """Name each op ``file:line:function`` of the Python line that added it."""
+        from engine.workspace import operator_tracebacks
+        for idx, tb in operator_tracebacks.get(self.Name(), {}).items():
+            if idx < len(self._net.op) and tb:
+                self._net.op[idx].name = ":".join(map(str, tb[0]))
+
+    # ---- whole-net edits ----
+    def set_rand_seed(self, seed: int = 100, sequence_seed: bool = True, seed_on_op_def: bool = False) -> None:
+        """A random seed on every op: ``seed + i`` (sequence), a hash of the op, or `seed`."""
+        assert not (sequence_seed and seed_on_op_def), \
+            "sequence_seed and seed_on_op_def cannot be both set to True."
+        for i, op in enumerate(self._net.op):
+            op.device_option.random_seed = (seed + i if sequence_seed else
+                                            hash(str(op) + str(seed)) % np.iinfo(np.uint32).max
+                                            if seed_on_op_def else seed)
+
+    @staticmethod
+    def _RunAllOnGPU(net: caffe2_pb2.NetDef, gpu_id: int = 0, use_cudnn: bool = False) -> None:
+        net.device_option.CopyFrom(caffe2_pb2.DeviceOption(device_type=caffe2_pb2.CUDA, device_id=gpu_id))
+        for op in net.op:
+            if use_cudnn:
+                op.engine = "CUDNN"
+            if op.type == "RecurrentNetwork":
+                for a in op.arg:
+                    if a.name == "step_net":
+                        Net._RunAllOnGPU(a.n, gpu_id, use_cudnn)
+
+    def RunAllOnGPU(self, gpu_id: int = 0, use_cudnn: bool = False) -> None:
+        """The net's device option becomes GPU `gpu_id` (RNN step nets too)."""
+        self._RunAllOnGPU(self._net, gpu_id, use_cudnn)
+
+    def RunAllOnMKL(self) -> None:
+        self._net.device_option.CopyFrom(caffe2_pb2.DeviceOption(device_type=caffe2_pb2.MKLDNN))
+
+    def RunAllOnIDEEP(self) -> None:
+        self._net.device_option.CopyFrom(caffe2_pb2.DeviceOption(device_type=caffe2_pb2.IDEEP))
+
+    def insert_op_at_idx(self, op: caffe2_pb2.OperatorDef, op_idx: int) -> None:
+        """Insert `op` before op `op_idx` (as Caffe2, its blobs are added to the external lists)."""
+        assert op_idx >= 0
+        ops = list(self._net.op)
+        del self._net.op[:]
+        self._net.op.extend([*ops[:op_idx], op, *ops[op_idx:]])
+        self._net.external_output.extend(op.output)
+        self._net.external_input.extend(op.input)
+        self._defined = None
+
+    def reroute_tensor(self, tensor: Any, new_producer: caffe2_pb2.OperatorDef, can_modify: Any = None) -> int:
+        """Insert `new_producer` (reads `tensor`) right after the inputs it needs exist, point
+        external outputs and the ops in `can_modify` at its output; returns how many ops changed."""
+        tensor = str(tensor)
+
+        def producer_index(t: str) -> int:
+            if t in self._net.external_input:
+                return -1
+            assert t in new_producer.input, f"new producer {new_producer.type} is not taking in {t}"
+            return next((i for i, op in enumerate(self._net.op) if t in op.output), -2)
+        self.insert_op_at_idx(new_producer, max(producer_index(t) for t in new_producer.input) + 1)
+        new_tensor = new_producer.output[0]
+        if tensor in self._net.external_output:
+            names = [new_tensor if b == tensor else b for b in self._net.external_output]
+            del self._net.external_output[:]
+            self._net.external_output.extend(names)
+        count = 0
+        for op in self._net.op if can_modify else ():
+            if op in can_modify:
+                remap_input(op, {tensor: new_tensor})
+                count += 1
+        return count
+
+    def DeduplicateGradientSlices(self, g: Any, aggregator: str = "sum") -> Any:
+        """One row per distinct index: ``Unique`` then ``UnsortedSegmentSum``/``Mean`` of the values."""
+        from engine.gradient_ir import GradientSlice
+        assert isinstance(g, GradientSlice)
+        unique, remapping = self.Unique([g.indices], 2, engine="SparseHash")
+        reduce = {"sum": "UnsortedSegmentSum", "mean": "UnsortedSegmentMean"}.get(aggregator.lower())
+        if reduce is None:
+            raise ValueError(f"{aggregator} is not supported")
+        return GradientSlice(indices=unique, values=getattr(self, reduce)([g.values, remapping], 1))
 
     def Const(self, array: Any, blob_out: Any = None, dtype: Any = None) -> BlobReference:
         """A fill op holding `array` (``ConstantFill`` for a bool, ``GivenTensor*Fill`` else)."""
@@ -560,3 +717,31 @@ def output_to_list(op_output: Any) -> list:
     """An op's outputs as a list (one BlobReference, or a tuple/list of them)."""
     assert type(op_output) in (list, tuple, BlobReference)
     return [op_output] if isinstance(op_output, BlobReference) else list(op_output)
+
+
+_observers: dict[str, list[Any]] = {}
+
+
+def _extract_stacktrace() -> list[tuple[str, int, str]]:
+    """``(file, line, function)`` of the frames above the net builder call, innermost first."""
+    frame = sys._getframe(3)  # this function, _CreateAndAddToSelf, the add_op closure
+    out = []
+    while frame:
+        out.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    return out
+
+
+def remap_input(op: caffe2_pb2.OperatorDef, blob_name_remapping: dict[str, str]) -> None:
+    """Rename inputs of `op` (and of its If/While/Do/RNN subnets) in place."""
+    _remap_op_inputs(op, {str(k): str(v) for k, v in blob_name_remapping.items()})
+
+
+def _remap_op_inputs(op: caffe2_pb2.OperatorDef, remap: dict[str, str]) -> None:
+    names = [remap.get(b, b) for b in op.input]
+    del op.input[:]
+    op.input.extend(names)
+    for a in op.arg:
+        for n in ([a.n] if a.HasField("n") else []) + list(a.nets):
+            for sub in n.op:
+                _remap_op_inputs(sub, remap)

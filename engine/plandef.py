@@ -140,6 +140,15 @@ class _Runner:
             self.override.discard(name)
         return name
 
+    def precreate(self, step: caffe2_pb2.ExecutionStep, ws: Any) -> None:
+        """Create the nets of substeps that share `ws`, as Caffe2 compiles them with their parent
+        (so blobs their nets write exist before a ``should_stop_blob`` is looked up)."""
+        for sub in step.substep:
+            if not sub.create_workspace:
+                for n in [*sub.network, *([sub.report_net] if sub.HasField("report_net") else [])]:
+                    self.net(ws, sub, n)
+                self.precreate(sub, ws)
+
     def step(self, step: caffe2_pb2.ExecutionStep, ws: Any, path: tuple[str, ...]) -> Generator[PlanEvent, None, None]:
         path = path + (step.name,)
         if step.create_workspace:
@@ -148,6 +157,7 @@ class _Runner:
             raise ExecutionError(f"step {step.name}: An ExecutionStep should either have substep or networks "
                                  "but not both.")
         nets = [self.net(ws, step, n) for n in step.network]
+        self.precreate(step, ws)
         stop = step.should_stop_blob if step.HasField("should_stop_blob") else None
         if stop is not None and not ws.has_blob(stop):
             raise ExecutionError(f"step {step.name}: blob {stop} does not exist")

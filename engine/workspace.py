@@ -83,11 +83,14 @@ class _StepBlobs(_ChildBlobs):
     def __init__(self, local: dict, parent: MutableMapping) -> None:
         super().__init__(local, parent)
         self.views: dict[str, tuple[str, slice]] = {}
+        self.view_shapes: dict[str, tuple[int, ...]] = {}  # a view last written with another shape
 
     def __getitem__(self, k: str) -> Any:
         if k in self.views:
             base, rows = self.views[k]
-            return self[base][rows].copy()
+            value = self[base][rows].copy()
+            shape = self.view_shapes.get(k)
+            return value if shape is None else value.reshape(shape)
         return super().__getitem__(k)
 
     def __setitem__(self, k: str, v: Any) -> None:
@@ -97,14 +100,24 @@ class _StepBlobs(_ChildBlobs):
             return None
         base, rows = self.views[k]
         dst = self[base][rows]
-        if tuple(getattr(v, "shape", ())) != tuple(dst.shape):
-            raise ExecutionError(f"blob '{k}' is a view of rows {rows.start}:{rows.stop} of '{base}' "
-                                 f"{tuple(dst.shape)}; cannot write shape {tuple(getattr(v, 'shape', ()))}")
+        shape = tuple(getattr(v, "shape", ()))
+        if shape != tuple(dst.shape):
+            # NOTE: Caffe2's Resize keeps a tensor's memory when its element count is unchanged, so a
+            # write of another shape (the attention cells' BatchMatMul N x E x 1, then Reshape to
+            # 1 x N x E) still lands in the buffer rows, in C order.  Another count reallocates.
+            if getattr(v, "size", None) != dst.size:
+                raise ExecutionError(f"blob '{k}' is a view of rows {rows.start}:{rows.stop} of '{base}' "
+                                     f"{tuple(dst.shape)}; cannot write shape {shape}")
+            self.view_shapes[k] = shape
+            dst[...] = v.reshape(dst.shape)
+            return None
+        self.view_shapes.pop(k, None)
         dst[...] = v
         return None
 
     def __delitem__(self, k: str) -> None:
         self.views.pop(k, None)
+        self.view_shapes.pop(k, None)
         super().__delitem__(k)
 
 
@@ -275,6 +288,13 @@ class Workspace:
         if net.name in self.nets and not overwrite:
             raise ExecutionError(f"{net.name}: I respectfully refuse to overwrite an existing net of the same name "
                                  f"\"{net.name}\", unless you explicitly specify overwrite=true.")
+        made: set[str] = set()
+        for i, op in enumerate(net.op):  # NOTE: Caffe2's op constructors look their inputs up
+            missing = next((b for b in op.input if b not in made and not self.has_blob(b)), None)
+            if missing is not None:
+                raise ExecutionError(f"{net.name}: op #{i} {op.type} '{op.name}': Encountered a non-existing "
+                                     f"input blob: {missing}")
+            made.update(op.output)
         compiled = executor.compile_net(net, self, device=device)
         for op in net.op:
             for o in op.output:
@@ -513,6 +533,9 @@ def GetNetName(net: Any) -> str:
 
 
 def _netdef(net: Any) -> caffe2_pb2.NetDef:
+    """A NetDef from a NetDef, a ``core.Net`` or serialized bytes (``StringifyProto``'s output)."""
+    if isinstance(net, bytes):
+        return caffe2_pb2.NetDef.FromString(net)
     return net if isinstance(net, caffe2_pb2.NetDef) else net.Proto()
 
 
