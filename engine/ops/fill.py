@@ -65,10 +65,26 @@ def constant_fill(xp, x=None, v=None, *, value=None, dtype: int | None = None, s
 
 kernel("GaussianFill", needs_context=True)(filler(
     lambda rng, shape, mean=0.0, std=1.0: rng.normal(mean, std, shape).astype(np.float32)))
-kernel("UniformFill", needs_context=True)(filler(
-    lambda rng, shape, min=0.0, max=1.0: rng.uniform(min, max, shape).astype(np.float32)))  # noqa: A002
-kernel("UniformIntFill", needs_context=True)(filler(
-    lambda rng, shape, min=0, max=1: rng.integers(min, max, shape, endpoint=True).astype(np.int32)))  # noqa: A002
+
+
+def _uniform(draw, lo_default, hi_default):
+    """UniformFill / UniformIntFill: bounds from the min/max args, or from inputs 1 and 2 (one value each)."""
+    def run(xp, x=None, lo=None, hi=None, *, ctx, shape: list | None = None, extra_shape: list | None = None,
+            input_as_shape: int = 0, min=lo_default, max=hi_default):  # noqa: A002
+        if (lo is None) != (hi is None):
+            raise ValueError("min and max come both as inputs or both as arguments")
+        if lo is not None:
+            min, max = (dev.to_host(v).reshape(-1)[0].item() for v in (lo, hi))  # noqa: A001
+        if not min < max:
+            raise ValueError(f"max ({max}) must be bigger than min ({min})")
+        return xp.asarray(draw(ctx.rng, _shape(x, shape, extra_shape, input_as_shape), min, max))
+    return run
+
+
+kernel("UniformFill", needs_context=True)(_uniform(
+    lambda rng, shape, lo, hi: rng.uniform(lo, hi, shape).astype(np.float32), 0.0, 1.0))
+kernel("UniformIntFill", needs_context=True)(_uniform(
+    lambda rng, shape, lo, hi: rng.integers(lo, hi, shape, endpoint=True).astype(np.int32), 0, 1))
 # NOTE: Xavier: uniform in ±sqrt(3 / fan_in), fan_in = numel / dim0; MSRA: normal std sqrt(2 / fan_out),
 # fan_out = numel / dim1.
 kernel("XavierFill", needs_context=True)(filler(lambda rng, shape: rng.uniform(
@@ -85,6 +101,19 @@ def diagonal_fill(rng, shape, value=0.0, dtype=1):
     out = np.zeros(shape, dtype=np_dtype(dtype))
     np.fill_diagonal(out, value)
     return out
+
+
+@kernel("Range")
+def range_(xp, *bounds):
+    # NOTE: [stop], [start, stop] or [start, stop, step], scalars of one type; the output has that type.
+    vals = [dev.to_host(b).reshape(-1)[0] for b in bounds]
+    if len({b.dtype for b in bounds}) != 1:
+        raise TypeError("Range: start, stop and step must have one type")
+    start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], 1) if len(vals) == 2 else vals
+    if step == 0:
+        raise ValueError("Range: step must not be 0")
+    n = max(int(np.ceil((stop - start) / step)), 0)
+    return xp.asarray(start + np.arange(n, dtype=bounds[0].dtype) * np.asarray(step, bounds[0].dtype))
 
 
 @kernel("LengthsRangeFill")
@@ -155,6 +184,11 @@ def constant_fill_shape(x=None, *_, value=None, dtype: int | None = None, shape:
     if dtype is None:
         dtype = INT64 if isinstance(value, int) else FLOAT
     return fill_rule(dtype)(x, shape=shape, extra_shape=extra_shape, input_as_shape=input_as_shape, dtype=dtype)
+
+
+@shape("Range")
+def range_shape(*bounds):
+    raise Unknown  # NOTE: the length is a function of the values
 
 
 @shape("OneHot")

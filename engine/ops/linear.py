@@ -1,22 +1,23 @@
-"""Dense products: FC, FCTransposed, MatMul, BatchMatMul."""
+"""Dense products and row-wise distances: FC, FCTransposed, MatMul, BatchMatMul (1-D operands too), DotProduct,
+DotProductWithPadding, CosineSimilarity, L1Distance, ElementwiseLinear, TT, ConcatBatchMatMulBatchGatherOp."""
 from __future__ import annotations
 
 import numpy as np
 
-from engine.grad_makers import GradientMakerError, cc_maker, simple
+from engine.grad_makers import GradientMakerError, cc_maker, gradient_not_implemented_yet, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from math import prod
 from engine.errors import ShapeError
-from engine.shapes import (UNKNOWN, TensorInfo, Unknown, broadcast as broadcast_dims, dim_op, dims, merge,
-                           norm_axis)
+from engine.shapes import (UNKNOWN, TensorInfo, broadcast as broadcast_dims, dim_op, dims, merge, norm_axis,
+                           same_as)
 
 # ---- kernels ----
 
 def _flat(a, axis):
     """`a` as 2-D, split at `axis` (Caffe2's canonical-axis flattening)."""
     axis %= max(a.ndim, 1)
-    return a.reshape(int(np.prod(a.shape[:axis])), -1)
+    return a.reshape(int(np.prod(a.shape[:axis])), int(np.prod(a.shape[axis:])))  # NOTE: no -1: N may be 0
 
 
 @kernel("FC")
@@ -39,7 +40,7 @@ def fc_transposed(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
 
 def _fc_grad(xp, x, w, dy, axis, axis_w, transposed, n_out):
     x2, w2 = _flat(x, axis), _flat(w, axis_w)
-    dy2 = dy.reshape(x2.shape[0], -1)
+    dy2 = dy.reshape(x2.shape[0], dy.shape[-1])  # NOTE: not -1, N may be 0
     dw = (x2.T @ dy2) if transposed else (dy2.T @ x2)
     res = (dw.reshape(w.shape), dy2.sum(axis=0))
     if n_out > 2:
@@ -68,11 +69,163 @@ def matmul(xp, a, b, *_shape_like, axis_a: int = 1, axis_b: int = 1, trans_a: in
 
 @kernel("BatchMatMul")
 def batch_matmul(xp, a, b, *, trans_a: int = 0, trans_b: int = 0, broadcast: int = 0):
-    if a.ndim == 1:
-        a = a.reshape(1, -1)
-    if b.ndim == 1:
-        b = b.reshape(-1, 1)
-    return xp.matmul(xp.swapaxes(a, -1, -2) if trans_a else a, xp.swapaxes(b, -1, -2) if trans_b else b)
+    # NOTE: numpy's 1-D rules (a 1-D operand gets a dim that is dropped again), but 1-D x 1-D gives
+    # shape (1,), not a scalar; trans_* apply only to operands with at least 2 dims.
+    if not broadcast and a.ndim > 2 and b.ndim > 2 and a.shape[:-2] != b.shape[:-2]:
+        raise ValueError(f"batch dims {a.shape[:-2]} and {b.shape[:-2]} differ (broadcast=0)")
+    a = xp.swapaxes(a, -1, -2) if trans_a and a.ndim > 1 else a
+    b = xp.swapaxes(b, -1, -2) if trans_b and b.ndim > 1 else b
+    y = xp.matmul(a, b)
+    return y.reshape(1) if y.ndim == 0 else y
+
+
+def _rows2(x):
+    """(N, D) view of a 1-D or 2-D (or higher) tensor: rows are the first dim, 1-D is N rows of 1."""
+    return x.reshape(x.shape[0] if x.ndim else 1, -1) if x.size else x.reshape(0, 0)
+
+
+def _same_shape(x, y, what):
+    if x.shape != y.shape:
+        raise ValueError(f"{what}: X {x.shape} and Y {y.shape} must have one shape")
+
+
+@kernel("DotProduct")
+def dot_product(xp, x, y):
+    # NOTE: a 1-D input is N rows of one element: Z = X * Y elementwise.
+    _same_shape(x, y, "DotProduct")
+    return (_rows2(x) * _rows2(y)).sum(axis=1).astype(x.dtype, copy=False)
+
+
+@kernel("DotProductGradient")
+def dot_product_gradient(xp, x, y, dz):
+    g = dz.reshape((-1,) + (1,) * (x.ndim - 1))
+    return (g * y).astype(x.dtype, copy=False), (g * x).astype(x.dtype, copy=False)
+
+
+def _pad_split(x, y):
+    """Rows of X and Y, and which is longer: (x2, y2, x_longer)."""
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"DotProductWithPadding: X and Y have {x.shape[0]} and {y.shape[0]} rows")
+    return _rows2(x), _rows2(y), _rows2(x).shape[1] > _rows2(y).shape[1]
+
+
+@kernel("DotProductWithPadding")
+def dot_product_with_padding(xp, x, y, *, pad_value: float = 0.0, replicate: int = 0):
+    # NOTE: the shorter row is padded with pad_value, or (replicate) repeated to the longer length.
+    x2, y2, x_long = _pad_split(x, y)
+    lo, sh = (x2, y2) if x_long else (y2, x2)
+    if replicate:
+        reps = lo.shape[1] // max(sh.shape[1], 1)
+        z = (lo[:, :reps * sh.shape[1]].reshape(lo.shape[0], reps, -1) * sh[:, None, :]).sum(axis=(1, 2))
+    else:
+        d = sh.shape[1]
+        z = (lo[:, :d] * sh).sum(axis=1) + lo[:, d:].sum(axis=1) * x.dtype.type(pad_value)
+    return z.astype(x.dtype, copy=False)
+
+
+@kernel("DotProductWithPaddingGradient")
+def dot_product_with_padding_gradient(xp, x, y, dz, *, pad_value: float = 0.0, replicate: int = 0):
+    x2, y2, x_long = _pad_split(x, y)
+    lo, sh = (x2, y2) if x_long else (y2, x2)
+    g = dz.reshape(-1, 1)
+    if replicate:
+        reps = lo.shape[1] // max(sh.shape[1], 1)
+        d_lo = xp.zeros_like(lo)
+        d_lo[:, :reps * sh.shape[1]] = xp.tile(sh, (1, reps)) * g
+        d_sh = lo[:, :reps * sh.shape[1]].reshape(lo.shape[0], reps, -1).sum(axis=1) * g
+    else:
+        d = sh.shape[1]
+        d_lo = xp.concatenate([sh * g, xp.broadcast_to(g * x.dtype.type(pad_value), (lo.shape[0], lo.shape[1] - d))],
+                              axis=1)
+        d_sh = lo[:, :d] * g
+    dx, dy = (d_lo, d_sh) if x_long else (d_sh, d_lo)
+    return dx.reshape(x.shape).astype(x.dtype), dy.reshape(y.shape).astype(y.dtype)
+
+
+_COS_EPS = 1e-12  # Caffe2 clips both squared norms below at this
+
+
+@kernel("CosineSimilarity")
+def cosine_similarity(xp, x, y):
+    _same_shape(x, y, "CosineSimilarity")
+    x2, y2 = _rows2(x), _rows2(y)
+    xx, yy = xp.maximum((x2 * x2).sum(axis=1), _COS_EPS), xp.maximum((y2 * y2).sum(axis=1), _COS_EPS)
+    return ((x2 * y2).sum(axis=1) / xp.sqrt(xx * yy)).astype(x.dtype, copy=False)
+
+
+@kernel("CosineSimilarityGradient")
+def cosine_similarity_gradient(xp, x, y, dz):
+    x2, y2 = _rows2(x), _rows2(y)
+    xn = xp.sqrt(xp.maximum((x2 * x2).sum(axis=1, keepdims=True), _COS_EPS))
+    yn = xp.sqrt(xp.maximum((y2 * y2).sum(axis=1, keepdims=True), _COS_EPS))
+    xy, g = (x2 * y2).sum(axis=1, keepdims=True), dz.reshape(-1, 1)
+    dx = g / (xn * yn) * y2 - g * xy / (xn * xn * xn * yn) * x2
+    dy = g / (xn * yn) * x2 - g * xy / (yn * yn * xn * yn) * y2
+    return dx.reshape(x.shape).astype(x.dtype), dy.reshape(y.shape).astype(y.dtype)
+
+
+@kernel("L1Distance")
+def l1_distance(xp, x, y):
+    _same_shape(x, y, "L1Distance")
+    return xp.abs(_rows2(x) - _rows2(y)).sum(axis=1).astype(x.dtype, copy=False)
+
+
+@kernel("L1DistanceGradient")
+def l1_distance_gradient(xp, x, y, dz):
+    # NOTE: differences within 1e-12 of 0 get no gradient.
+    diff = _rows2(x) - _rows2(y)
+    s = ((diff > 1e-12).astype(x.dtype) - (diff < -1e-12).astype(x.dtype)) * dz.reshape(-1, 1)
+    return s.reshape(x.shape), (-s).reshape(y.shape)
+
+
+def _elementwise_linear_rows(x, w, axis):
+    x2 = x.reshape(int(np.prod(x.shape[:axis % max(x.ndim, 1)])), -1)
+    if w.size != x2.shape[1]:
+        raise ValueError(f"ElementwiseLinear: w has {w.size} entries, X has {x2.shape[1]} per row at axis {axis}")
+    return x2
+
+
+@kernel("ElementwiseLinear")
+def elementwise_linear(xp, x, w, b, *, axis: int = 1):
+    x2 = _elementwise_linear_rows(x, w, axis)
+    return (x2 * w.reshape(1, -1) + b.reshape(1, -1)).reshape(x.shape).astype(x.dtype, copy=False)
+
+
+@kernel("ElementwiseLinearGradient")
+def elementwise_linear_gradient(xp, dy, x, w, *, axis: int = 1):
+    x2 = _elementwise_linear_rows(x, w, axis)
+    dy2 = dy.reshape(x2.shape)
+    return ((dy2 * w.reshape(1, -1)).reshape(x.shape).astype(x.dtype), (dy2 * x2).sum(axis=0).astype(x.dtype),
+            dy2.sum(axis=0).astype(x.dtype))
+
+
+@kernel("TT")
+def tt(xp, x, b, cores, *, inp_sizes: list = (), out_sizes: list = (), tt_ranks: list = ()):
+    # NOTE: tensor-train layer, core by core from the last, with Caffe2's (column-major) reorderings.
+    if x.ndim < 2 or b.ndim != 1 or cores.ndim != 1 or len(inp_sizes) != len(out_sizes):
+        raise ValueError("TT: X needs >= 2 dims, b and cores 1 dim, inp_sizes and out_sizes one length")
+    batch, buf, at = x.shape[0], x.reshape(-1), 0
+    for i in reversed(range(len(inp_sizes))):
+        rows, cols = inp_sizes[i] * tt_ranks[i + 1], tt_ranks[i] * out_sizes[i]
+        if buf.size % rows or at + rows * cols > cores.size:
+            raise ValueError(f"TT: core {i} ({rows}x{cols}) does not fit the input or the cores")
+        y = buf.reshape(-1, rows) @ cores[at:at + rows * cols].reshape(rows, cols)
+        buf = y.reshape(-1, out_sizes[i]).T.reshape(-1)
+        at += rows * cols
+    y = buf.reshape(batch, -1).T.reshape(batch, -1)
+    if y.shape[1] != int(np.prod(out_sizes)):
+        raise ValueError(f"TT: output has {y.shape[1]} columns, out_sizes give {int(np.prod(out_sizes))}")
+    return (y + b.reshape(1, -1)).astype(x.dtype, copy=False)
+
+
+@kernel("ConcatBatchMatMulBatchGatherOp")
+def concat_bmm_batch_gather(xp, indices, *xs):
+    # NOTE: per batch row b: S = rows X_i[b] stacked (n x embed), G = S S^T, out[b] = G.flat[indices].
+    if indices.dtype != np.int32 or any(x.dtype != np.float32 for x in xs):
+        raise TypeError("ConcatBatchMatMulBatchGatherOp takes int32 indices and float32 inputs")
+    s = xp.stack([x.reshape(x.shape[0], -1) for x in xs], axis=1)
+    g = xp.matmul(s, xp.swapaxes(s, 1, 2)).reshape(s.shape[0], -1)
+    return g[:, indices.reshape(-1)].reshape((s.shape[0],) + indices.shape)
 
 
 # ---- gradients ----
@@ -103,6 +256,17 @@ def _matmul_maker(table):
 
 gradient("MatMul")(_matmul_maker(_MATMUL))
 gradient("BatchMatMul")(_matmul_maker(_BATCH_MATMUL))
+gradient("DotProduct", "CosineSimilarity", "L1Distance")(simple("{T}Gradient", "I0 I1 GO0", "GI0 GI1"))
+gradient("ElementwiseLinear")(simple("ElementwiseLinearGradient", "GO0 I0 I1", "GI0 GI1 GI2"))
+gradient_not_implemented_yet("TT")
+
+
+@gradient("DotProductWithPadding")
+@cc_maker
+def dot_product_with_padding_gradient_maker(g):
+    """The maker writes pad_value and replicate itself, then the forward args follow."""
+    return [g.op_("DotProductWithPaddingGradient", [g.I(0), g.I(1), g.GO(0)], [g.GI(0), g.GI(1)],
+                  pad_value=float(g.arg("pad_value", 0.0)), replicate=int(bool(g.arg("replicate", 0))))]
 
 
 # ---- shapes ----
@@ -156,12 +320,39 @@ def matmul_shape(a, b, *_, axis_a: int = 1, axis_b: int = 1, trans_a: int = 0, t
 
 @shape("BatchMatMul")
 def batch_matmul_shape(a, b, *, trans_a: int = 0, trans_b: int = 0, broadcast: int = 0):
+    # NOTE: a 1-D operand gets a dim that is dropped again (numpy), 1-D x 1-D gives (1,).
     ad, bd = dims(a), dims(b)
-    if len(ad) < 2 or len(bd) < 2:
-        raise Unknown  # NOTE: 1-D operands follow numpy's promote-and-drop rules; not modelled.
-    m, k = ad[-2:][::-1] if trans_a else ad[-2:]
-    k2, n = bd[-2:][::-1] if trans_b else bd[-2:]
+    if len(ad) == 1 and len(bd) == 1:
+        if None not in (ad[0], bd[0]) and ad[0] != bd[0]:
+            raise ShapeError(f"inner dims {ad[0]} and {bd[0]} differ")
+        return TensorInfo((1,), a.dtype)
+    a2 = (1, *ad) if len(ad) == 1 else ad
+    b2 = (*bd, 1) if len(bd) == 1 else bd
+    m, k = a2[-2:][::-1] if trans_a and len(ad) > 1 else a2[-2:]
+    k2, n = b2[-2:][::-1] if trans_b and len(bd) > 1 else b2[-2:]
     if None not in (k, k2) and k != k2:
         raise ShapeError(f"inner dims {k} and {k2} differ")
-    batch = broadcast_dims(ad[:-2], bd[:-2]) if broadcast else merge(ad[:-2], bd[:-2])
-    return TensorInfo((*batch, m, n), a.dtype)
+    batch = broadcast_dims(a2[:-2], b2[:-2]) if broadcast or len(ad) < 3 or len(bd) < 3 else merge(a2[:-2], b2[:-2])
+    return TensorInfo((*batch, *((m,) if len(ad) > 1 else ()), *((n,) if len(bd) > 1 else ())), a.dtype)
+
+
+@shape("DotProduct", "DotProductWithPadding", "CosineSimilarity", "L1Distance")
+def row_reduction_shape(x, y, **_):
+    xd = dims(x)
+    return TensorInfo((xd[0] if xd else 1,), x.dtype)
+
+
+shape("DotProductGradient", "DotProductWithPaddingGradient", "CosineSimilarityGradient", "L1DistanceGradient")(
+    same_as(0, 1))
+shape("ElementwiseLinear")(same_as(0))
+shape("ElementwiseLinearGradient")(same_as(1, 2, 2))  # [dY, X, w] -> dX, dw, db
+
+
+@shape("TT")
+def tt_shape(x, b, cores, *, inp_sizes: list = (), out_sizes: list = (), tt_ranks: list = ()):
+    return TensorInfo((dims(x)[0], prod(out_sizes)), x.dtype)
+
+
+@shape("ConcatBatchMatMulBatchGatherOp")
+def concat_bmm_batch_gather_shape(indices, x0, *xs):
+    return TensorInfo((dims(x0)[0], *dims(indices)), x0.dtype)

@@ -23,7 +23,7 @@ def _channel_view(x, order):
 
 def _channel_sum(xp, t, axes, order):
     """Per-channel sum; NCHW as (N, C, HW) rows so NumPy sums each contiguous row pairwise."""
-    if order == "NCHW" and t.ndim > 2 and t.flags.c_contiguous:
+    if order == "NCHW" and t.ndim > 2 and t.flags.c_contiguous and t.size:
         return t.reshape(t.shape[0], t.shape[1], -1).sum(axis=2).sum(axis=0)
     return t.sum(axis=axes)
 
@@ -32,6 +32,9 @@ def _channel_sum(xp, t, axes, order):
 def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test: int = 0, epsilon: float = 1e-5,
                momentum: float = 0.9, order: str = "NCHW", num_batches: int = 1):
     axes, bshape = _channel_view(x, order)
+    if not is_test and x.size == 0:  # NOTE: an empty batch leaves the running stats; saved stats are 0
+        z = xp.zeros_like(mean)
+        return x.copy(), mean.copy(), var.copy(), z, z.copy()
     if not is_test and num_batches > 1:
         return _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order,
                                      num_batches)
@@ -110,6 +113,8 @@ def _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum):
 def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0, epsilon: float = 1e-5,
                         order: str = "NCHW", num_batches: int = 1):
     axes, bshape = _channel_view(x, order)
+    if x.size == 0:  # NOTE: an empty batch: no gradient for scale and bias
+        return xp.zeros_like(x), xp.zeros_like(scale), xp.zeros_like(scale)
     if agg and not is_test and num_batches > 1:
         # NOTE: 7 inputs: dscale / dbias are the aggregated ones (inputs 5/6) over num_batches.
         dt, m = x.dtype, x.size // max(scale.size, 1)

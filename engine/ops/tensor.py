@@ -1,4 +1,6 @@
-"""Shape and data movement: Concat, Split, Reshape, Transpose, Flatten, FlattenToVec, ExpandDims, Squeeze, Slice, Cast, Alias, ResizeNearest, NCHW2NHWC, NHWC2NCHW, ResizeLike, Shape, Size."""
+"""Shape and data movement: Concat, Split, Reshape, Transpose, Flatten, FlattenToVec, ExpandDims, Squeeze, Slice, Cast,
+Alias, ResizeNearest, NCHW2NHWC, NHWC2NCHW, ResizeLike, Shape, Size, Tile, NumpyTile, Expand, TopK, FlexibleTopK,
+MergeDim, PrependDim, Find, Unique, IsMemberOf, Scatter, CopyRowsToTensor."""
 from __future__ import annotations
 
 import numpy as np
@@ -62,8 +64,10 @@ def split(xp, x, sizes=None, *, ctx, axis: int | None = None, split: list | None
 @kernel("Reshape")
 def reshape(xp, x, new_shape=None, *, shape: list | None = None):
     # NOTE: 0 copies the input's dim, -1 is inferred; 2nd output old_shape (int64) drives the gradient.
-    dims = [int(v) for v in (new_shape.tolist() if new_shape is not None else shape)]
+    dims = [int(v) for v in (dev.to_host(new_shape).tolist() if new_shape is not None else shape)]
     dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    if x.size == 0 and -1 in dims:  # NOTE: an empty input: the -1 dim is 0 (numpy finds it ambiguous)
+        dims[dims.index(-1)] = 0
     return x.reshape(dims), np.array(x.shape, dtype=np.int64)
 
 
@@ -121,7 +125,12 @@ def slice_gradient(xp, x, *rest, starts: list = (), ends: list = ()):
 
 @kernel("Cast")
 def cast(xp, x, *, to: int = 1):
-    return x.astype(np_dtype(to))
+    t = np_dtype(to)
+    if t is object:  # NOTE: to STRING: C++ std::to_string of each value ("%f" for floats), as bytes
+        h = dev.to_host(x)
+        text = np.char.mod("%f" if h.dtype.kind == "f" else "%d", h.astype(np.int64) if h.dtype == bool else h)
+        return np.char.encode(text, "ascii").astype(object)
+    return x.astype(t)
 
 
 @kernel("Alias", "StopGradient", "EnsureDense")
@@ -183,6 +192,181 @@ def shape_(xp, x, *, axes: list | None = None):
 @kernel("Size")
 def size(xp, x):
     return np.array(x.size, dtype=np.int64)
+
+
+def _tile_args(tiles_in, axis_in, tiles, axis):
+    if axis is None and axis_in is None:
+        raise ValueError("Tile: argument 'axis' is missing and was not given as input 2")
+    if tiles_in is not None:
+        tiles = int(dev.to_host(tiles_in).reshape(-1)[0])
+    if axis_in is not None:
+        axis = int(dev.to_host(axis_in).reshape(-1)[0])
+    return tiles, axis
+
+
+@kernel("Tile")
+def tile(xp, x, tiles_in=None, axis_in=None, *, tiles: int = 1, axis: int | None = None):
+    # NOTE: tiles and axis may come as inputs 1 and 2 (one value each) instead of arguments.
+    tiles, axis = _tile_args(tiles_in, axis_in, tiles, axis)
+    axis %= x.ndim
+    reps = [1] * x.ndim
+    reps[axis] = tiles
+    return xp.tile(x, reps)
+
+
+@kernel("TileGradient")
+def tile_gradient(xp, dy, tiles_in=None, axis_in=None, *, tiles: int = 1, axis: int | None = None):
+    tiles, axis = _tile_args(tiles_in, axis_in, tiles, axis)
+    axis %= dy.ndim
+    shape = dy.shape[:axis] + (tiles, dy.shape[axis] // tiles) + dy.shape[axis + 1:]
+    return dy.reshape(shape).sum(axis=axis).astype(dy.dtype, copy=False)
+
+
+@kernel("NumpyTile")
+def numpy_tile(xp, x, repeats):
+    reps = [int(v) for v in dev.to_host(repeats).reshape(-1)]
+    if len(reps) != x.ndim:
+        raise ValueError(f"NumpyTile: {len(reps)} repeats for {x.ndim} dims")
+    return xp.tile(x, reps)
+
+
+@kernel("Expand")
+def expand(xp, x, shape_in):
+    # NOTE: bidirectional broadcast: the output shape is broadcast(X.shape, shape).
+    target = np.broadcast_shapes(x.shape, tuple(int(v) for v in dev.to_host(shape_in).reshape(-1)))
+    return xp.ascontiguousarray(xp.broadcast_to(x, target))
+
+
+@kernel("ExpandGradient")
+def expand_gradient(xp, dy, x):
+    lead = dy.ndim - x.ndim
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(x.shape) if n == 1 and dy.shape[lead + i] != 1)
+    return dy.sum(axis=axes).reshape(x.shape).astype(dy.dtype, copy=False)
+
+
+def _top_k_order(xp, x, k, axis):
+    """Indices of the k largest along `axis`, largest first, ties by lower index."""
+    order = xp.argsort(-x if x.dtype.kind != "u" else x.max() - x, axis=axis, kind="stable")
+    return xp.take(order, xp.arange(k), axis=axis)
+
+
+@kernel("TopK")
+def top_k(xp, x, k_in=None, *, k: int = -1, axis: int = -1):
+    # NOTE: 3rd output (optional): indices into the flattened X, for the values in row-major order.
+    if k_in is not None:
+        k = int(dev.to_host(k_in).reshape(-1)[0])
+    axis %= x.ndim
+    if k < 1:
+        raise ValueError(f"TopK: k = {k} must be positive")
+    n = x.shape[axis]
+    idx = _top_k_order(xp, x, min(k, n), axis)
+    vals = xp.take_along_axis(x, idx, axis=axis)
+    grid = xp.indices(idx.shape)
+    flat = xp.ravel_multi_index(tuple(idx if d == axis else grid[d] for d in range(x.ndim)), x.shape)
+    if k > n:  # NOTE: Caffe2 pads the missing places: value 0, index -1 (flattened index: not written)
+        pad = [(0, 0)] * x.ndim
+        pad[axis] = (0, k - n)
+        vals, idx = xp.pad(vals, pad), xp.pad(idx, pad, constant_values=-1)
+        flat = xp.pad(flat, pad, constant_values=-1)
+    return vals, idx.astype(np.int64), flat.reshape(-1).astype(np.int64)
+
+
+@kernel("TopKGradient")
+def top_k_gradient(xp, dvals, idx, x, *, k: int = -1, axis: int = -1):
+    dx = xp.zeros(x.shape, dvals.dtype)
+    xp.put_along_axis(dx, idx, dvals, axis=axis % x.ndim)
+    return dx
+
+
+@kernel("FlexibleTopK")
+def flexible_top_k(xp, x, k):
+    # NOTE: row r (over the last dim) keeps its k[r] largest; values and indices are concatenated.
+    x2, ks = x.reshape(-1, x.shape[-1]), dev.to_host(k).reshape(-1).astype(np.int64)
+    if ks.size != x2.shape[0] or (ks < 1).any() or (ks > x2.shape[1]).any():
+        raise ValueError(f"FlexibleTopK: k {ks.tolist()} must have one value in 1..{x2.shape[1]} per row")
+    order = _top_k_order(xp, x2, x2.shape[1], 1)
+    keep = xp.asarray(np.arange(x2.shape[1]) < ks[:, None])
+    idx = order[keep]
+    return xp.take_along_axis(x2, order, axis=1)[keep], idx.astype(np.int64)
+
+
+@kernel("FlexibleTopKGradient")
+def flexible_top_k_gradient(xp, x, k, dvals, idx):
+    ks = dev.to_host(k).reshape(-1).astype(np.int64)
+    rows = xp.asarray(np.repeat(np.arange(ks.size), ks))
+    dx = xp.zeros((ks.size, x.shape[-1]), dvals.dtype)
+    dx[rows, idx] = dvals
+    return dx.reshape(x.shape)
+
+
+@kernel("MergeDim")
+def merge_dim(xp, x):
+    return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+
+@kernel("PrependDim")
+def prepend_dim(xp, x, *, dim_size: int = 0):
+    if dim_size <= 0 or x.shape[0] % dim_size:
+        raise ValueError(f"PrependDim: dim_size {dim_size} does not divide the first dim {x.shape[0]}")
+    return x.reshape((dim_size, x.shape[0] // dim_size) + x.shape[1:])
+
+
+@kernel("Find")
+def find(xp, index, query, *, missing_value: int = -1):
+    # NOTE: each query gets the LAST position holding it in `index`, else missing_value.
+    if index.dtype != query.dtype:
+        raise TypeError(f"Find: index is {index.dtype}, query {query.dtype}")
+    order = xp.argsort(index, kind="stable")
+    srt = index[order]
+    pos = xp.searchsorted(srt, query, side="right") - 1
+    safe = xp.maximum(pos, 0)
+    hit = (pos >= 0) & (srt[safe] == query) if index.size else xp.zeros(query.shape, bool)
+    return xp.where(hit, order[safe] if index.size else 0, missing_value).astype(index.dtype)
+
+
+@kernel("Unique")
+def unique(xp, x):
+    # NOTE: sorted unique values; the optional 2nd output maps each input to its unique's position.
+    u, inv = xp.unique(x.reshape(-1), return_inverse=True)
+    return u, inv.reshape(-1).astype(np.int32)
+
+
+@kernel("IsMemberOf")
+def is_member_of(xp, x, *, value: list = (), dtype: int | None = None):
+    return xp.isin(x, xp.asarray(list(value), dtype=x.dtype))
+
+
+def _scatter_index(xp, indices, axis):
+    """Index tuple writing element i of `indices` into position indices[i] along `axis`."""
+    k = indices.ndim
+    return tuple(indices if d == axis else xp.arange(n).reshape((1,) * d + (n,) + (1,) * (k - d - 1))
+                 for d, n in enumerate(indices.shape))
+
+
+@kernel("Scatter")
+def scatter(xp, data, indices, updates, *, axis: int = 1):
+    # NOTE: ONNX ScatterElements: out[..., indices[i, j], ...] = updates[i, j] along `axis`.
+    if indices.shape != updates.shape:
+        raise ValueError(f"Scatter: indices {indices.shape} and updates {updates.shape} differ")
+    out = data.copy()
+    out[_scatter_index(xp, indices.astype(np.int64), axis % data.ndim)] = updates
+    return out
+
+
+@kernel("CopyRowsToTensor")
+def copy_rows_to_tensor(xp, x, indices, row):
+    if indices.dtype != np.int64:
+        raise TypeError(f"CopyRowsToTensor: indices must be int64, got {indices.dtype}")
+    if row.size != int(np.prod(x.shape[1:])):
+        raise ValueError(f"CopyRowsToTensor: row has {row.size} values, rows of X have {int(np.prod(x.shape[1:]))}")
+    out = x.copy()
+    out[indices.reshape(-1)] = row.reshape(x.shape[1:])
+    return out
+
+
+@kernel("CopyRowsToTensorGradient")
+def copy_rows_to_tensor_gradient(xp, dy):
+    return dy.copy()
 
 
 # ---- gradients ----
@@ -275,6 +459,21 @@ gradient("NHWC2NCHW")(simple("NCHW2NHWC", "GO0", "GI0"))
 gradient("Alias")(pass_through)
 should_not_do_gradient("ResizeLike", "Shape")
 no_gradient("Size")
+
+
+@gradient("Tile")
+@cc_maker
+def tile_gradient_maker(g):
+    """tiles / axis given as inputs are passed on, after dY."""
+    return [g.op_("TileGradient", [g.GO(0), *g.op.input[1:]], [g.GI(0)])]
+
+
+gradient("Expand")(simple("ExpandGradient", "GO0 I0", "GI0"))
+gradient("TopK")(simple("TopKGradient", "GO0 O1 I0", "GI0"))
+gradient("FlexibleTopK")(simple("FlexibleTopKGradient", "I0 I1 GO0 O1", "GI0"))
+gradient("PrependDim")(cc_maker(lambda g: [g.op_("MergeDim", [g.GO(0)], [g.GI(0)])], copy_args=False))
+gradient("CopyRowsToTensor")(simple("CopyRowsToTensorGradient", "GO0", "GI0"))
+should_not_do_gradient("Unique", "IsMemberOf", "Scatter")
 
 
 # ---- shapes ----
@@ -408,3 +607,40 @@ def shape_shape(x, *, axes: list | None = None):
 
 
 shape("Size")(lambda x: TensorInfo((), INT64))
+
+
+@shape("Tile")
+def tile_shape(x, tiles_in=None, axis_in=None, *, tiles: int = 1, axis: int | None = None):
+    if tiles_in is not None or axis_in is not None or axis is None:
+        raise Unknown  # NOTE: given as values
+    xd = list(dims_of(x))
+    a = norm_axis(axis, len(xd))
+    xd[a] = dim_op(lambda v: v * tiles, xd[a])
+    return TensorInfo(tuple(xd), x.dtype)
+
+
+shape("TileGradient", "CopyRowsToTensorGradient")(same_as(0))  # NOTE: TileGradient's own shape needs tiles
+shape("ExpandGradient")(same_as(1))
+shape("TopKGradient")(same_as(2))
+shape("FlexibleTopKGradient")(same_as(0))
+shape("CopyRowsToTensor", "Scatter")(same_as(0))
+shape("Unique")(lambda x: (TensorInfo((None,), x.dtype), TensorInfo((dim_op(lambda *v: prod(v), *dims_of(x)),), INT32)))
+shape("IsMemberOf")(lambda x, **_: TensorInfo(x.shape, caffe2_pb2.TensorProto.BOOL))
+shape("Find")(lambda index, query, **_: TensorInfo(query.shape, index.dtype))
+shape("MergeDim")(lambda x: TensorInfo((dim_op(lambda a, b: a * b, *dims_of(x)[:2]), *dims_of(x)[2:]), x.dtype))
+
+
+@shape("PrependDim")
+def prepend_dim_shape(x, *, dim_size: int = 0):
+    d = dims_of(x)
+    return TensorInfo((dim_size, dim_op(lambda v: v // dim_size, d[0]), *d[1:]), x.dtype)
+
+
+@shape("TopK")
+def top_k_shape(x, k_in=None, *, k: int = -1, axis: int = -1):
+    if k_in is not None:
+        raise Unknown
+    xd = list(dims_of(x))
+    xd[norm_axis(axis, len(xd))] = k
+    return (TensorInfo(tuple(xd), x.dtype), TensorInfo(tuple(xd), INT64),
+            TensorInfo((dim_op(lambda *v: prod(v), *xd),), INT64))

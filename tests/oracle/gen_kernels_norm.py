@@ -41,6 +41,8 @@ def cases():
         e = np.zeros((0, 3, 4, 5) if order == "NCHW" else (0, 4, 5, 3), "f4")
         yield Case("SpatialBN_empty_test_" + order, "SpatialBN", _bn_inputs("bne", e, 3), ["Y"],
                    {"is_test": 1, "order": order})
+        yield Case("SpatialBN_empty_train_" + order, "SpatialBN", _bn_inputs("bne", e, 3), train_out,
+                   {"is_test": 0, "order": order}, grad=True)
     yield Case("SpatialBN_2d", "SpatialBN", _bn_inputs("bn2d", _x("bn2d", (4, 3)), 3),
                ["Y", "mean", "var", "sm", "siv"], {"is_test": 0}, grad=True)
     yield Case("SpatialBN_3d", "SpatialBN", _bn_inputs("bn3d", _x("bn3d", (2, 3, 2, 3, 2)), 3),

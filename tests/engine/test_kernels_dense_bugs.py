@@ -1,5 +1,5 @@
-"""Normalisation kernels where netviz deliberately differs from Caffe2 1.10.2 (docs/fidelity.md),
-checked against central differences instead of Caffe2, and the elementwise cases Caffe2 gets wrong."""
+"""Dense kernels where netviz deliberately differs from Caffe2 1.10.2 (docs/fidelity.md): checked against
+the mathematics (central differences, numpy) instead of Caffe2's recorded values."""
 from __future__ import annotations
 
 import numpy as np
@@ -46,3 +46,10 @@ def test_accumulate_starts_from_zero_when_the_output_has_another_shape() -> None
     """Caffe2 1.10.2 resizes Y and adds to uninitialised memory; netviz starts Y at 0."""
     x = np.arange(6, dtype="f4").reshape(2, 3)
     np.testing.assert_array_equal(eval_op("Accumulate", x, gamma=0.5)[0], x)
+
+
+def test_range_with_a_negative_integer_step_keeps_the_last_value() -> None:
+    """Caffe2 1.10.2 computes the integer length as trunc(diff / step), +1 only when the product falls
+    short of diff, which misses the last value for negative steps: Range(9, 2, -2) gives [9, 7, 5]."""
+    args = (np.array(9, "i4"), np.array(2, "i4"), np.array(-2, "i4"))
+    np.testing.assert_array_equal(eval_op("Range", *args)[0], np.arange(9, 2, -2, dtype="i4"))
