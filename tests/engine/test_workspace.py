@@ -97,6 +97,9 @@ def test_run_operator_once_and_allow_fail():
     ws.FeedBlob("x", np.array([-1.0, 2.0], np.float32))
     assert ws.RunOperatorOnce(create_operator("Relu", "x", "y"))
     assert ws.FetchBlob("y").tolist() == [0.0, 2.0]
+    with pytest.raises(RuntimeError, match="non-existing input blob: q"):  # Caffe2 checks inputs at CreateNet
+        ws.CreateNet(net("bad", create_operator("Relu", "x", "y"), create_operator("Add", ["x", "q"], "z")))
+    ws.FeedBlob("q", np.ones(3, np.float32))  # exists now, but its shape fails at run time
     ws.CreateNet(net("bad", create_operator("Relu", "x", "y"), create_operator("Add", ["x", "q"], "z")))
     assert ws.RunNet("bad", allow_fail=True) is False
     bad = [create_operator("Relu", "missing", "y")]
