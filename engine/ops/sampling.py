@@ -1,0 +1,222 @@
+"""Sampling ops: WeightedSample, WeightedMultiSampling, ReservoirSampling, LastNWindowCollector,
+Sparse(Itemwise)DropoutWithReplacement, UniqueUniformFill and SampleAs (with its gradient).
+
+Random kernels draw from the op's generator (``ctx.rng``: the op's ``random_seed`` when set), so a
+seeded op gives the same numbers on every run; the distributions are Caffe2's, the exact stream is
+not (Caffe2 uses its own engine), so oracle cases for them compare shapes and dtypes only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine import device as dev
+from engine.grad_makers import no_gradient, should_not_do_gradient, simple
+from engine.ops.lengths import host_lengths
+from engine.registry import gradient, kernel, shape
+from engine.shapes import INT32, TensorInfo, dims
+from proto import caffe2_pb2
+
+# ---- kernels ----
+
+
+@kernel("WeightedSample", needs_context=True)
+def weighted_sample(xp, weights, values=None, *, ctx=None):
+    # NOTE: one index per row, drawn with probability proportional to the row's weights.
+    w = dev.to_host(weights).astype(np.float64)
+    if w.ndim != 2:
+        raise ValueError("sampling_weights must be 2-D (batch, weights)")
+    if values is not None and tuple(values.shape) != w.shape:
+        raise ValueError(f"sampling_values of shape {tuple(values.shape)} for weights {w.shape}")
+    cdf = np.cumsum(w, axis=1)
+    u = ctx.rng.random(w.shape[0]) * (cdf[:, -1] if w.shape[1] else 0)
+    idx = np.minimum((cdf <= u[:, None]).sum(axis=1), max(w.shape[1] - 1, 0)).astype(np.int32)
+    out = [xp.asarray(idx.reshape(-1, 1))]   # NOTE: (batch, 1), as Caffe2 shapes it
+    if values is not None:
+        out.append(xp.asarray(dev.to_host(values)[np.arange(w.shape[0]), idx].reshape(-1, 1)))
+    return tuple(out)
+
+
+@kernel("WeightedMultiSampling", needs_context=True)
+def weighted_multi_sampling(xp, cdf, like=None, *, num_samples: int = 0, ctx=None):
+    # NOTE: indices drawn from a CUMULATIVE weight vector; the 2nd input gives the output shape.
+    c = dev.to_host(cdf).astype(np.float64).reshape(-1)
+    shape_ = tuple(like.shape) if like is not None else (num_samples,)
+    n = int(np.prod(shape_))
+    if c.size == 0:
+        if n:
+            raise ValueError("cannot sample from an empty cdf")
+        return xp.zeros(shape_, np.int32)
+    u = ctx.rng.random(n) * c[-1]
+    return xp.asarray(np.searchsorted(c, u, side="right").clip(0, c.size - 1).astype(np.int32).reshape(shape_))
+
+
+@kernel("ReservoirSampling", needs_context=True)
+def reservoir_sampling(xp, reservoir, num_visited, data, _mutex, *rest, num_to_collect: int = -1, ctx=None):
+    # NOTE: classic reservoir: the first num_to_collect rows are kept, then row k (0-based count
+    # of rows seen) replaces a random slot with probability num_to_collect / (k + 1).
+    # With OBJECT_ID (and the two maps) a row whose object is already kept only overwrites it.
+    if num_to_collect <= 0:
+        raise ValueError("ReservoirSampling needs num_to_collect > 0")
+    res = dev.to_host(reservoir)
+    d = dev.to_host(data)
+    seen = int(dev.to_host(num_visited).reshape(-1)[0]) if num_visited.size else 0
+    rows = list(res.reshape((res.shape[0],) + d.shape[1:])) if res.size else []
+    ids = dev.to_host(rest[0]).reshape(-1).tolist() if rest else None
+    pos_of = dict(rest[1]) if len(rest) > 1 and isinstance(rest[1], dict) else {}
+    obj_at = list(dev.to_host(rest[2]).reshape(-1)) if len(rest) > 2 and np.size(rest[2]) else []
+    rng = ctx.rng
+    for k in range(d.shape[0]):   # NOTE: sequential by definition (each step changes the odds)
+        if ids is not None and ids[k] in pos_of:
+            rows[pos_of[ids[k]]] = d[k]
+            continue
+        if len(rows) < num_to_collect:
+            slot = len(rows)
+            rows.append(d[k])
+        else:
+            slot = int(rng.integers(0, seen + 1))
+            if slot >= num_to_collect:
+                seen += 1
+                continue
+            if ids is not None and slot < len(obj_at):
+                pos_of.pop(obj_at[slot], None)
+            rows[slot] = d[k]
+        if ids is not None:
+            pos_of[ids[k]] = slot
+            if slot < len(obj_at):
+                obj_at[slot] = ids[k]
+            else:
+                obj_at.append(ids[k])
+        seen += 1
+    out = np.stack(rows) if rows else np.zeros((0,) + d.shape[1:], d.dtype)
+    outs = [xp.asarray(out.astype(d.dtype)), xp.asarray(np.array([seen], np.int64))]
+    if ids is not None:
+        outs += [pos_of, xp.asarray(np.array(obj_at, np.int64))]
+    return tuple(outs)
+
+
+@kernel("LastNWindowCollector")
+def last_n_window_collector(xp, buffer, cursor, data, *rest, num_to_collect: int = -1):
+    # NOTE: a ring buffer of the last num_to_collect rows; the cursor is the next slot to write.
+    # The optional NUM_VISITED output (its input follows the mutex) counts the rows seen.
+    if num_to_collect <= 0:
+        raise ValueError("LastNWindowCollector needs num_to_collect > 0")
+    if cursor.size != 1:
+        raise ValueError(f"the cursor must be a scalar, got shape {tuple(cursor.shape)}")
+    d = dev.to_host(data)
+    buf = dev.to_host(buffer)
+    cur = int(dev.to_host(cursor).reshape(-1)[0])
+    rows = buf.reshape((buf.shape[0],) + d.shape[1:]) if buf.size else np.zeros((0,) + d.shape[1:], d.dtype)
+    n = d.shape[0]
+    if n > num_to_collect:
+        d = d[n - num_to_collect:]   # NOTE: only the last rows are written, from the cursor on
+    size = min(rows.shape[0] + d.shape[0], num_to_collect) if rows.shape[0] < num_to_collect else num_to_collect
+    out = np.zeros((size,) + d.shape[1:], d.dtype)
+    out[:rows.shape[0]] = rows[:size]
+    slots = (cur + np.arange(d.shape[0])) % num_to_collect
+    out[slots] = d
+    new_cur = int((cur + d.shape[0]) % num_to_collect)
+    outs = [xp.asarray(out), xp.asarray(np.full(cursor.shape, new_cur, dtype=cursor.dtype))]
+    if len(rest) > 1:
+        # NOTE: a fresh Caffe2 op starts counting at 0 whatever NUM_VISITED holds (RunOperatorOnce
+        # gives n); later runs of the same op instance add to its own count.
+        outs.append(xp.asarray(np.array([n], np.int64)))
+    return tuple(outs)
+
+
+def _dropped(ctx, n, ratio):
+    return ctx.rng.random(n) < ratio
+
+
+@kernel("SparseDropoutWithReplacement", needs_context=True)
+def sparse_dropout_with_replacement(xp, x, lengths, *, ratio: float = 0.0, replacement_value: int = 0, ctx=None):
+    # NOTE: each example is dropped with probability `ratio` and becomes [replacement_value].
+    if not 0 <= ratio <= 1:
+        raise ValueError(f"ratio {ratio} not in [0, 1]")
+    v = dev.to_host(x).reshape(-1)
+    n = host_lengths(lengths)
+    if int(n.sum()) != v.size:
+        raise ValueError(f"Lengths sum to {int(n.sum())} but X has {v.size} values")
+    drop = _dropped(ctx, n.size, ratio)
+    seg = np.repeat(np.arange(n.size), n)
+    new_n = np.where(drop, 1, n)
+    out = np.empty(int(new_n.sum()), v.dtype)
+    starts = np.cumsum(new_n) - new_n
+    out[starts[drop]] = replacement_value
+    keep = ~drop[seg]
+    out[np.repeat(starts[~drop], n[~drop]) + (np.arange(v.size) - (np.cumsum(n) - n)[seg])[keep]] = v[keep]
+    return xp.asarray(out), xp.asarray(new_n.astype(lengths.dtype))
+
+
+@kernel("SparseItemwiseDropoutWithReplacement", needs_context=True)
+def sparse_itemwise_dropout_with_replacement(xp, x, lengths, *, ratio: float = 0.0, replacement_value: int = 0,
+                                             ctx=None):
+    # NOTE: each value is replaced by replacement_value with probability `ratio`; lengths stay.
+    if not 0 <= ratio <= 1:
+        raise ValueError(f"ratio {ratio} not in [0, 1]")
+    v = dev.to_host(x).reshape(-1)
+    n = host_lengths(lengths)
+    if int(n.sum()) != v.size:
+        raise ValueError(f"Lengths sum to {int(n.sum())} but X has {v.size} values")
+    out = np.where(_dropped(ctx, v.size, ratio), v.dtype.type(replacement_value), v)
+    return xp.asarray(out), xp.asarray(n.astype(lengths.dtype))
+
+
+_INT_TYPES = {caffe2_pb2.TensorProto.INT32: np.int32, caffe2_pb2.TensorProto.INT64: np.int64}
+
+
+@kernel("UniqueUniformFill", needs_context=True)
+def unique_uniform_fill(xp, like=None, avoid=None, *, min: int = 0, max: int = 0,  # noqa: A002 - Caffe2's names
+                        dtype: int = caffe2_pb2.TensorProto.INT32, shape=(), extra_shape=(), input_as_shape: int = 0,
+                        ctx=None):
+    # NOTE: distinct integers drawn uniformly from [min, max], none of them in `avoid`.
+    if dtype not in _INT_TYPES:
+        raise TypeError("UniqueUniformFill supports int32 and int64 only")
+    if not min < max:
+        raise ValueError(f"max {max} must be greater than min {min}")
+    if like is not None:
+        out_shape = tuple(int(v) for v in dev.to_host(like).reshape(-1)) if input_as_shape else tuple(like.shape)
+    else:
+        out_shape = tuple(shape)
+    out_shape += tuple(extra_shape)
+    n = int(np.prod(out_shape))
+    banned = set(dev.to_host(avoid).reshape(-1).tolist()) if avoid is not None else set()
+    pool = max - min + 1 - len({b for b in banned if min <= b <= max})
+    if n > pool:
+        raise ValueError(f"cannot draw {n} unique values from [{min}, {max}] avoiding {len(banned)}")
+    cand = np.arange(min, max + 1, dtype=np.int64)
+    if banned:
+        cand = cand[~np.isin(cand, np.fromiter(banned, np.int64))]
+    picked = ctx.rng.choice(cand, size=n, replace=False) if n else np.zeros(0, np.int64)
+    return xp.asarray(picked.astype(_INT_TYPES[dtype]).reshape(out_shape))
+
+
+@kernel("SampleAs")
+def sample_as(xp, x, labels):
+    # NOTE: the rows of X whose label is > 0.
+    lab = dev.to_host(labels).reshape(-1)
+    if lab.size != x.shape[0]:
+        raise ValueError(f"{lab.size} labels for {x.shape[0]} rows")
+    return xp.take(x, xp.asarray(np.flatnonzero(lab > 0)), axis=0)
+
+
+@kernel("SampleAsGradient")
+def sample_as_gradient(xp, x, labels, dy):
+    lab = dev.to_host(labels).reshape(-1)
+    dx = xp.zeros(x.shape, dtype=dy.dtype)
+    dx[xp.asarray(np.flatnonzero(lab > 0))] = dy
+    return dx
+
+
+# ---- gradients ----
+
+gradient("SampleAs")(simple("SampleAsGradient", "I0 I1 GO0", "GI0"))
+should_not_do_gradient("WeightedSample", "ReservoirSampling", "LastNWindowCollector")
+no_gradient("SparseDropoutWithReplacement", "SparseItemwiseDropoutWithReplacement")
+
+
+# ---- shapes ----
+
+shape("WeightedSample")(lambda w, v=None: (TensorInfo((*dims(w)[:1], 1), INT32),
+                                            TensorInfo((*dims(w)[:1], 1), v.dtype if v else None)))
+shape("SampleAsGradient")(lambda x, labels, dy: TensorInfo(dims(x), dy.dtype))
+shape("SampleAs")(lambda x, labels: TensorInfo((None, *dims(x)[1:]), x.dtype))

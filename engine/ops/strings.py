@@ -1,0 +1,100 @@
+"""String tensor ops: StringPrefix, StringSuffix, StringStartsWith, StringEndsWith, StringEquals, StringJoin.
+
+A string tensor is a NumPy array of Python ``str`` (dtype object; fed ``bytes`` or ``str_`` arrays are
+read the same way), so the inspector shows its text.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine import device as dev
+from engine.grad_makers import should_not_do_gradient
+from engine.registry import kernel, shape
+from engine.shapes import BOOL, TensorInfo, dims
+
+# ---- kernels ----
+
+
+def _text(s) -> str:
+    return s.decode("utf-8", "surrogateescape") if isinstance(s, bytes) else str(s)
+
+
+def _strings(x):
+    """A string tensor as an object array of ``str``, refusing numbers."""
+    h = dev.to_host(x)
+    if h.dtype.kind not in "OSU":
+        raise TypeError(f"expected a string tensor, got {h.dtype}")
+    out = np.empty(h.shape, dtype=object)
+    out.ravel()[:] = [_text(s) for s in h.ravel()]
+    return out
+
+
+def _map(x, fn, dtype=object):
+    s = _strings(x)
+    out = np.empty(s.shape, dtype=dtype)
+    out.ravel()[:] = [fn(v) for v in s.ravel()]
+    return out
+
+
+@kernel("StringPrefix")
+def string_prefix(xp, x, *, length: int = 0):
+    return _map(x, lambda v: v[:length])
+
+
+@kernel("StringSuffix")
+def string_suffix(xp, x, *, length: int = 0):
+    return _map(x, lambda v: v[max(len(v) - length, 0):])
+
+
+@kernel("StringStartsWith")
+def string_starts_with(xp, x, *, prefix: str = ""):
+    return _map(x, lambda v: v.startswith(_text(prefix)), bool)
+
+
+@kernel("StringEndsWith")
+def string_ends_with(xp, x, *, suffix: str = ""):
+    return _map(x, lambda v: v.endswith(_text(suffix)), bool)
+
+
+@kernel("StringEquals")
+def string_equals(xp, x, *, text: str = ""):
+    return _map(x, lambda v: v == _text(text), bool)
+
+
+def _cell(v) -> str:
+    """One element as C++ ``operator<<`` prints it (6 significant digits for floats)."""
+    if isinstance(v, (str, bytes)):
+        return _text(v)
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), "g")
+    if isinstance(v, (bool, np.bool_)):
+        return str(int(v))
+    return str(v)
+
+
+@kernel("StringJoin")
+def string_join(xp, x, *, delimiter: str = ",", axis: int = 0):
+    # NOTE: every element is followed by the delimiter (the last one too); axis 0 joins each row,
+    # axis 1 each column of a 2-D input.
+    h = dev.to_host(x)
+    if h.ndim > 2 or axis not in (0, 1) or (axis == 1 and h.ndim != 2):
+        raise ValueError(f"StringJoin needs a 1-D or 2-D input and axis 0 or 1, got rank {h.ndim}, axis {axis}")
+    m = h.reshape(h.shape[0], -1) if h.ndim else h.reshape(1, 1)
+    if axis == 1:
+        m = m.T
+    d = _text(delimiter)
+    out = np.empty(m.shape[0], dtype=object)
+    out[:] = ["".join(_cell(v) + d for v in row) for row in m]
+    return out
+
+
+# ---- gradients ----
+
+should_not_do_gradient("StringPrefix", "StringSuffix", "StringStartsWith", "StringEndsWith", "StringEquals",
+                       "StringJoin")
+
+
+# ---- shapes ----
+
+shape("StringPrefix", "StringSuffix")(lambda x: x)
+shape("StringStartsWith", "StringEndsWith", "StringEquals")(lambda x: TensorInfo(dims(x), BOOL))
