@@ -26,9 +26,11 @@ from engine.ops import (  # noqa: F401
     rnn,
     rowwise_quant,
     runtime,
+    sampling,
     segment,
     sequence,
     sparse,
+    strings,
     tensor,
     util,
 )
