@@ -152,6 +152,11 @@ for _op_type, _fn in UNARY.items():
     kernel(_op_type)(_fn)
 
 
+@kernel("ReciprocalGradient")
+def reciprocal_gradient(xp, y, dy):
+    return -dy * y * y  # NOTE: [Y, dY]: d(1/x)/dx = -1/x^2 = -Y^2
+
+
 @kernel("AbsGradient")
 def abs_gradient(xp, x, dy):
     return dy * xp.sign(x)
@@ -276,7 +281,7 @@ def mean_gradient_shape(dy, *, n_out):
 
 shape("WeightedSum", "Scale", "Exp", "Log", "Sqr", "Sqrt", "Negative", "Abs", "Sign", "Reciprocal", "Ceil",
       "Floor", "Not")(same_as(0))
-shape("AbsGradient")(same_as(0))  # [X, dY] -> dX
+shape("AbsGradient", "ReciprocalGradient")(same_as(0))  # [X or Y, dY] -> dX
 
 
 @shape("Pow")

@@ -518,7 +518,8 @@ def reshape_shape(x, new_shape=None, *, shape: list | None = None):
     if -1 in out:
         rest = dim_op(lambda *v: prod(v), *(d for d in out if d != -1))
         total = dim_op(lambda *v: prod(v), *xd)
-        out[out.index(-1)] = dim_op(lambda t, r: t // r if r and t % r == 0 else _bad(xd, shape), total, rest)
+        out[out.index(-1)] = dim_op(lambda t, r: 0 if t == 0 else t // r if r and t % r == 0 else _bad(xd, shape),
+                                    total, rest)  # NOTE: an empty input: the -1 dim is 0
     elif None not in out and x.is_known and prod(out) != prod(xd):
         _bad(xd, shape)
     return TensorInfo(tuple(out), x.dtype), old
@@ -628,6 +629,11 @@ shape("Unique")(lambda x: (TensorInfo((None,), x.dtype), TensorInfo((dim_op(lamb
 shape("IsMemberOf")(lambda x, **_: TensorInfo(x.shape, caffe2_pb2.TensorProto.BOOL))
 shape("Find")(lambda index, query, **_: TensorInfo(query.shape, index.dtype))
 shape("MergeDim")(lambda x: TensorInfo((dim_op(lambda a, b: a * b, *dims_of(x)[:2]), *dims_of(x)[2:]), x.dtype))
+
+
+shape("NumpyTile")(lambda x, repeats: TensorInfo((None,) * len(dims_of(x)), x.dtype))  # dims are values
+shape("Expand")(lambda x, shape_in: TensorInfo(None, x.dtype))  # rank and dims are values
+shape("FlexibleTopK")(lambda x, k: (TensorInfo((None,), x.dtype), TensorInfo((None,), INT64)))
 
 
 @shape("PrependDim")

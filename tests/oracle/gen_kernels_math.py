@@ -19,7 +19,7 @@ def _unary():
     yield from [("Acos", -0.9, 0.9, {}), ("Asin", -0.9, 0.9, {}), ("Atan", -3, 3, {}), ("Cos", -3, 3, {}),
                 ("Sin", -3, 3, {}), ("Tan", -1.2, 1.2, {}), ("Cosh", -2, 2, {}), ("Sinh", -2, 2, {}),
                 ("Cbrt", 0.2, 3, {}), ("Cube", -2, 2, {}), ("Erf", -2.5, 2.5, {}), ("Log1p", -0.5, 3, {}),
-                ("Rsqrt", 0.2, 4, {}), ("Selu", -3, 3, {}), ("Selu", -3, 3, {"alpha": 1.2, "scale": 1.1}),
+                ("Rsqrt", 0.2, 4, {}), ("Reciprocal", 0.5, 3, {}), ("Selu", -3, 3, {}), ("Selu", -3, 3, {"alpha": 1.2, "scale": 1.1}),
                 ("Swish", -4, 4, {}), ("Mish", -4, 4, {}), ("Gelu", -3, 3, {}), ("Gelu", -3, 3, {"fast_gelu": 1}),
                 ("Softsign", -3, 3, {}), ("HardSigmoid", -4, 4, {}),
                 ("HardSigmoid", -4, 4, {"alpha": 0.3, "beta": 0.4}), ("ThresholdedRelu", -2, 3, {}),
