@@ -47,5 +47,10 @@ class UnknownOpError(ExecutionError):
     """No kernel (or gradient maker, or shape rule) is registered for an op type."""
 
 
+class SchemaError(ExecutionError):
+    """An op fails its Caffe2 schema (input/output counts, in-place pairs, required arguments):
+    Caffe2 refuses to create it ("did not pass schema checking")."""
+
+
 class IllegalGraphTransformError(NetvizError, ValueError):
     """A graph transform would change the meaning of the net."""

@@ -18,7 +18,9 @@ import numpy as np
 
 import engine.ops  # noqa: F401  (fills KERNELS)
 from engine import device as dev
-from engine.errors import ExecutionError, UnknownOpError
+from engine.catalogue import is_caffe2_op
+from engine.catalogue.schema import NOT_CAFFE2, schema_policy, violations
+from engine.errors import ExecutionError, SchemaError, UnknownOpError
 from engine.opdef import args_of
 from engine.plans import drive
 from engine.registry import KERNELS
@@ -122,6 +124,10 @@ def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
     """
     spec = KERNELS.get(op.type)
     where = _where(net_name, index, op)
+    if spec is None and not is_caffe2_op(op.type):
+        raise UnknownOpError(f"{where}: op {op.type} {NOT_CAFFE2} (no kernel)")
+    if schema_policy() == "error" and (wrong := violations(op)):  # Caffe2's OpSchema::Verify
+        raise SchemaError(f"{where}: {wrong[0]} (did not pass schema checking)")
     if spec is None:
         why = ": netviz does not run Python ops" if op.type in ("Python", "PythonGradient", "PythonDLPack") else ""
         raise UnknownOpError(f"{where}: op {op.type} has no kernel{why}")

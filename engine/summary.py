@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from engine.catalogue import facts
+from engine.catalogue.docs import slot_name
+from engine.catalogue.schema import check_net
 from engine.modelio import Model
 from engine.opdef import arg_value, subnets_of
 from proto import caffe2_pb2
@@ -62,7 +65,18 @@ def net_summary(net: caffe2_pb2.NetDef) -> dict[str, Any]:
         "external_outputs": list(net.external_output),
         "devices": dict(devices),
         "subnets": subnets,
+        "ops": [op_slots(op) for op in net.op],
+        "schema_warnings": check_net(net),
     }
+
+
+def op_slots(op: caffe2_pb2.OperatorDef) -> dict[str, Any]:
+    """``{"type", "name", "inputs": [[slot, blob], …], "outputs": …}`` with Caffe2's slot names."""
+    f = facts(op.type)
+    ins, outs = (f.inputs, f.outputs) if f else ((), ())
+    return {"type": op.type, "name": op.name,
+            "inputs": [[slot_name(ins, k, "in"), b] for k, b in enumerate(op.input)],
+            "outputs": [[slot_name(outs, k, "out"), b] for k, b in enumerate(op.output)]}
 
 
 def model_summary(model: Model) -> dict[str, Any]:

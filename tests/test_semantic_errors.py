@@ -75,7 +75,7 @@ CASES: dict[str, tuple[Callable[[Net], None], dict[str, np.ndarray], str, tuple[
                            "op #2 Add '': ValueError: operands could not be broadcast", ("W", np.ones((1, 3), F32))),
     "dtype_mismatch": (lambda n: n.Add(["a", "I"], "a"), {"I": np.ones((2, 3), np.int32)},
                        "op #2 Add '': TypeError: A is float32 but B is int32", None),
-    "unknown_op": (lambda n: n.NoSuchOp("a", "a"), {}, "op #2 NoSuchOp '': op NoSuchOp has no kernel", None),
+    "unknown_op": (lambda n: n.NoSuchOp("a", "a"), {}, "op #2 NoSuchOp '': op NoSuchOp is not a Caffe2 op (no kernel)", None),
 }
 
 

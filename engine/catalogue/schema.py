@@ -6,12 +6,23 @@ enumerated (min + 8) and in-place pairs beyond its probe are not judged (no fals
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from engine.catalogue.facts import OpFacts, facts
 from proto import caffe2_pb2
 
 NOT_CAFFE2 = "is not a Caffe2 op"
+#: "warn" (default): schema violations are reported by loaders (``netviz info``, the TUI) and the
+#: op still runs if its kernel can; "error": running such an op raises SchemaError, as Caffe2
+#: refuses to create it. NETVIZ_SCHEMA=error selects it (bundled examples and older tests build
+#: ops Caffe2 rejects, e.g. FC without a bias, so "error" is opt-in).
+SCHEMA_POLICY = os.environ.get("NETVIZ_SCHEMA", "warn")
+
+
+def schema_policy() -> str:
+    """The current policy, "warn" or "error" (tests may set ``SCHEMA_POLICY``)."""
+    return SCHEMA_POLICY
 
 
 def _counts(f: OpFacts, n_in: int, n_out: int) -> Iterator[str]:

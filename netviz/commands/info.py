@@ -1,6 +1,8 @@
 """Describe a model: net name, op count and op-type histogram, external inputs and outputs,
 parameters found in the init net (shape, dtype), devices used, and every subnet held by
-If/While/Do/RecurrentNetwork ops, recursively.  A training net (one that holds its backward
+If/While/Do/RecurrentNetwork ops, recursively.  Ops that break their Caffe2 schema (wrong input
+count, illegal in-place, missing required argument, not a Caffe2 op) are listed as warnings;
+``--json`` also gives every op's inputs and outputs under Caffe2's slot names.  A training net (one that holds its backward
 pass and optimizer) gets a line with its forward / backward / optimizer sections.
 
 examples:
@@ -37,6 +39,7 @@ def _lines(s: dict[str, Any], indent: str = "") -> list[str]:
     out.append(f"{indent}  external inputs ({len(s['external_inputs'])}): {_clip(s['external_inputs'])}")
     out.append(f"{indent}  external outputs ({len(s['external_outputs'])}): {_clip(s['external_outputs'])}")
     out.append(f"{indent}  devices: " + (", ".join(f"{d} ×{n}" for d, n in s["devices"].items()) or "-"))
+    out.extend(f"{indent}  warning: {w}" for w in s["schema_warnings"])
     for sub in s["subnets"]:
         out.append(f"{indent}  subnet {sub['arg']} of op #{sub['op_index']} {sub['op_type']}:")
         out.extend(_lines(sub, indent + "    "))
