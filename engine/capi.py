@@ -70,6 +70,16 @@ def registered_operators() -> list[str]:
     return sorted(KERNELS)
 
 
+def register_python_op(func: Any, pass_workspace: bool = False, name: str = "") -> str:
+    from engine.ops.python_op import register_python_op as register
+    return register(func, pass_workspace, name)
+
+
+def register_python_gradient_op(token: str, grad_func: Any) -> None:
+    from engine.ops.python_op import register_python_gradient_op as register
+    register(token, grad_func)
+
+
 class Blob:
     """One named blob of a workspace, as Caffe2's ``C.Blob``: ``feed``/``fetch``."""
 
@@ -85,6 +95,15 @@ class Blob:
 
     def fetch(self) -> Any:
         return self._ws.fetch_blob(self._name)
+
+    def tensor(self) -> Any:
+        """The blob as a Python op's tensor view (``.data``, ``.shape``, ``.feed``, ``.reshape``)."""
+        from engine.ops.python_op import TensorCPU
+        if not self._ws.has_blob(self._name):
+            self._ws.create_blob(self._name)
+        return TensorCPU(self._ws, self._name)
+
+    as_tensor = tensor
 
     def is_tensor(self) -> bool:
         return hasattr(self._ws.values.get(self._name), "shape")

@@ -745,3 +745,57 @@ def _remap_op_inputs(op: caffe2_pb2.OperatorDef, remap: dict[str, str]) -> None:
         for n in ([a.n] if a.HasField("n") else []) + list(a.nets):
             for sub in n.op:
                 _remap_op_inputs(sub, remap)
+
+
+def _register_python_impl(f: Any, grad_f: Any = None, python_func_type: Any = None,
+                          pass_workspace: bool = False) -> str:
+    """Register a Python op body (and its gradient) and return its token; `python_func_type(f)`
+    gives an object with ``forward``/``backward``; a ``(func, args, kwargs)`` tuple is built now."""
+    from engine.ops.python_op import register_python_gradient_op, register_python_op
+    if python_func_type:
+        obj = python_func_type(f)
+        f, grad_f = obj.forward, obj.backward
+    else:
+        f = f[0](*f[1], **f[2]) if isinstance(f, tuple) else f
+        grad_f = grad_f[0](*grad_f[1], **grad_f[2]) if isinstance(grad_f, tuple) else grad_f
+    token = register_python_op(f, pass_workspace, "")
+    if grad_f:
+        register_python_gradient_op(token, grad_f)
+    return token
+
+
+def CreatePythonOperator(f: Any, inputs: Any, outputs: Any, grad_f: Any = None, pass_workspace: bool = False,
+                         python_func_type: Any = None, *args: Any, **kwargs: Any) -> caffe2_pb2.OperatorDef:
+    """A ``Python`` op calling ``f(inputs, outputs)`` (``+ workspace`` with `pass_workspace`)
+    when it runs; `grad_f` is its ``PythonGradient`` body (engine.ops.python_op)."""
+    kwargs["token"] = _register_python_impl(f, grad_f, python_func_type, pass_workspace=pass_workspace)
+    return CreateOperator("Python", inputs, outputs, *args, **kwargs)
+
+
+def _net_python(self: Net, f: Any, grad_f: Any = None, python_func_type: Any = None, pass_workspace: bool = False,
+                grad_output_indices: list[int] | None = None, grad_input_indices: list[int] | None = None) -> Any:
+    """``net.Python(f, grad_f)(inputs, outputs)`` adds a Python op (see :func:`CreatePythonOperator`).
+
+    `f`/`grad_f` may be ``(func, args, kwargs)`` builder tuples: they travel pickled in the op
+    (``pickled_builder``) and are built where the op runs."""
+    import pickle
+
+    def builder(t: Any) -> bytes:
+        if not isinstance(t, tuple):
+            return b""
+        assert len(t) == 3, "Expected builder tuple (func, args, kwargs)"
+        return pickle.dumps((t[0], tuple(t[1]), dict(t[2])))
+    f_builder, grad_builder = builder(f), builder(grad_f)
+    assert (not grad_f) or ((not f_builder) == (not grad_builder)), \
+        "A tuple has to be passed to both f and grad_f or neither."
+    extra: dict[str, Any] = ({"pickled_builder": f_builder, "pickled_grad_builder": grad_builder,
+                              "pass_workspace": pass_workspace} if f_builder else
+                             {"token": _register_python_impl(f, grad_f, python_func_type, pass_workspace)})
+
+    def add(*args: Any, **kwargs: Any) -> Any:
+        return self._CreateAndAddToSelf("Python", *args, grad_output_indices=grad_output_indices or [],
+                                        grad_input_indices=grad_input_indices or [], **{**kwargs, **extra})
+    return add
+
+
+Net.Python = _net_python

@@ -7,6 +7,8 @@ as ``caffe2.python.workspace`` does; ``"default"`` exists from import.
 """
 from __future__ import annotations
 
+import contextlib
+from collections import namedtuple
 from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any
 
@@ -132,6 +134,7 @@ def bind_view(ws: Workspace, name: str, base: str, rows: slice) -> Any:
     """Make `name` in step workspace `ws` the view ``base[rows]``; later writes go into `base`."""
     view = ws.values[base][rows]
     ws.values.views[name] = (base, rows)
+    ws.values.view_shapes.pop(name, None)
     ws.values.local[name] = view
     ws.devices.local[name] = ws.devices[base]
     return view
@@ -753,3 +756,122 @@ def _parse_net(net: Any) -> caffe2_pb2.NetDef:
 def CallWithExceptionIntercept(func: Any, op_id_fetcher: Any, net_name: str, *args: Any, **kwargs: Any) -> Any:
     """Caffe2 logs the op's Python traceback before re-raising; netviz's message names the op."""
     return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def WorkspaceGuard(workspace_name: str) -> Iterator[None]:
+    """Switch to (creating) `workspace_name` for the block, then back."""
+    previous = CurrentWorkspace()
+    SwitchWorkspace(workspace_name, True)
+    try:
+        yield
+    finally:
+        SwitchWorkspace(previous)
+
+
+# ---- immediate mode: ops run as soon as they are made, in a workspace of their own ---------
+_immediate = {"on": False, "root": ""}
+_IMMEDIATE_WORKSPACE = "_CAFFE2_IMMEDIATE"
+
+
+def IsImmediate() -> bool:
+    return _immediate["on"]
+
+
+def StartImmediate(i_know: bool = False) -> None:
+    """Enter immediate mode (a fresh ``_CAFFE2_IMMEDIATE`` workspace with a temp root folder)."""
+    import tempfile
+    if IsImmediate():
+        StopImmediate()
+    _immediate["on"] = True
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        _immediate["root"] = tempfile.mkdtemp()
+        ResetWorkspace(_immediate["root"])
+
+
+def StopImmediate() -> None:
+    import shutil
+    if not IsImmediate():
+        return
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        ResetWorkspace()
+    shutil.rmtree(_immediate["root"], ignore_errors=True)
+    _immediate.update(on=False, root="")
+
+
+def ImmediateBlobs() -> list[str]:
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        return Blobs()
+
+
+def RunOperatorImmediate(op: Any) -> bool:
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        return RunOperatorOnce(op)
+
+
+def FetchImmediate(*args: Any, **kwargs: Any) -> Any:
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        return FetchBlob(*args, **kwargs)
+
+
+def FeedImmediate(*args: Any, **kwargs: Any) -> bool:
+    with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
+        return FeedBlob(*args, **kwargs)
+
+
+def FetchTorch(name: Any) -> Any:
+    """The blob as a torch tensor (needs torch importable in this Python)."""
+    import torch
+    return torch.as_tensor(FetchBlob(name))
+
+
+Cost = namedtuple("Cost", ["flops", "bytes_written", "bytes_read"])
+
+
+def GetOperatorCost(operator: Any, blobs: Iterable[str]) -> tuple[int, int, int]:
+    """``Cost(flops, bytes_written, bytes_read)`` of an op on the current workspace's blobs
+    (Caffe2's cost inference, engine.cost)."""
+    from engine.cost import operator_cost
+    op = caffe2_pb2.OperatorDef.FromString(operator) if isinstance(operator, bytes) else operator
+    ws = current()
+    shapes = [(tuple(ws.values[b].shape), np.asarray(dev.to_host(ws.values[b])).dtype) for b in blobs]
+    return Cost(*operator_cost(op, shapes)[:3])
+
+
+#: Caffe2's registered net transforms netviz knows: key -> rewrite of a NetDef in place.
+_TRANSFORMS = {"ConvToNNPack": lambda net: [setattr(op, "engine", "NNPACK") for op in net.op if op.type == "Conv"]}
+
+
+def ApplyTransform(transform_key: str, net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
+    """A transformed copy of `net` (``ConvToNNPack``: Conv ops get engine NNPACK).
+
+    Raises
+    ------
+    ExecutionError
+        An unknown transform (a RuntimeError, as Caffe2's registry lookup).
+    """
+    if transform_key not in _TRANSFORMS:
+        raise ExecutionError(f"Transform {transform_key} is not registered (netviz knows {sorted(_TRANSFORMS)})")
+    out = caffe2_pb2.NetDef()
+    out.CopyFrom(net)
+    _TRANSFORMS[transform_key](out)
+    return out
+
+
+def ApplyTransformIfFaster(transform_key: str, net: caffe2_pb2.NetDef, init_net: caffe2_pb2.NetDef,
+                           warmup_runs: int = 5, main_runs: int = 10, improvement_threshold: float = 1.01
+                           ) -> caffe2_pb2.NetDef:
+    """The transformed net when it runs faster by `improvement_threshold` on the current
+    workspace (after `init_net`), else `net` unchanged."""
+    import time
+    candidate = ApplyTransform(transform_key, net)
+
+    def timed(n: caffe2_pb2.NetDef) -> float:
+        RunNetOnce(init_net)
+        for _ in range(warmup_runs):
+            RunNetOnce(n)
+        t0 = time.perf_counter()
+        for _ in range(main_runs):
+            RunNetOnce(n)
+        return time.perf_counter() - t0
+    return candidate if timed(net) > timed(candidate) * improvement_threshold else net

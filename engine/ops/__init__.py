@@ -21,6 +21,7 @@ from engine.ops import (  # noqa: F401
     norm,
     optim,
     pool,
+    python_op,
     quant,
     reduce,
     rnn,

@@ -60,10 +60,11 @@ def _cap_hypothesis():
     os.environ["CAFFE2_HYPOTHESIS_PROFILE"] = "conformance"
 
 
-def pytest_configure(config):
-    _patch_numpy()
-    _patch_inspect()
-    _cap_hypothesis()
+# NOTE: at import, not in pytest_configure: pytest loads operator_test/conftest.py (which imports
+# hypothesis_test_util, which loads the profile) before any plugin's configure hook runs.
+_patch_numpy()
+_patch_inspect()
+_cap_hypothesis()
 
 
 _STATE = {}

@@ -1,0 +1,127 @@
+"""The ``Python`` op: an op whose body is a user's Python function (``core.CreatePythonOperator``,
+``Net.Python``), and its gradient ``PythonGradient``.
+
+A function is registered under a token (``register_python_op``) that the op carries as its
+``token`` argument, or rebuilt from a pickled ``(func, args, kwargs)`` builder
+(``pickled_builder``, for ops shipped to other processes).  It is called as
+``f(inputs, outputs)`` — or ``f(inputs, outputs, workspace)`` with ``pass_workspace`` — where both
+are lists of :class:`TensorCPU`: ``.data`` (the blob's array, writable in place), ``.shape``,
+``.reshape(dims)``, ``.feed(array)``, ``.fetch()``.  The gradient function gets the forward
+inputs, outputs and output gradients and fills the input gradients (``grad_output_indices`` /
+``grad_input_indices`` pick subsets; the maker is in :mod:`engine.ops.util`).
+"""
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+
+from engine.errors import ExecutionError
+from engine.opdef import arg_value
+from engine.registry import kernel
+from proto import caffe2_pb2
+
+_FUNCS: dict[str, tuple[Any, bool]] = {}  # token -> (function, pass_workspace); gradients at token + "_gradient"
+
+
+def register_python_op(func: Any, pass_workspace: bool = False, name: str = "") -> str:
+    """Register `func`; returns the token a ``Python`` op names it by (``[name:]func_name[:k]``)."""
+    base = (f"{name}:" if name else "") + getattr(func, "__name__", type(func).__name__)
+    token, k = base, 1
+    while token in _FUNCS:
+        token, k = f"{base}:{k}", k + 1
+    _FUNCS[token] = (func, pass_workspace)
+    return token
+
+
+def register_python_gradient_op(token: str, grad_func: Any) -> None:
+    _FUNCS[token + "_gradient"] = (grad_func, _FUNCS.get(token, (None, False))[1])
+
+
+class TensorCPU:
+    """A blob as a Python op sees it: reads and writes go to the workspace."""
+
+    def __init__(self, ws: Any, name: str) -> None:
+        self._ws, self.name = ws, name
+
+    def _value(self) -> np.ndarray:
+        v = self._ws.values.get(self.name)
+        if not isinstance(v, np.ndarray):
+            v = np.asarray(v) if hasattr(v, "shape") else np.zeros((0,), np.float32)
+            self._ws.values[self.name] = v
+        return v
+
+    @property
+    def data(self) -> np.ndarray:
+        """The blob's array itself: in-place writes change the blob."""
+        return self._value()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._value().shape)
+
+    _shape = shape
+
+    def reshape(self, dims: Any) -> None:
+        """Resize to `dims` (Caffe2's Resize: same element count keeps the data, else new zeros)."""
+        v, dims = self._value(), tuple(int(d) for d in dims)
+        self._ws.values[self.name] = v.reshape(dims) if v.size == int(np.prod(dims)) else np.zeros(dims, v.dtype)
+
+    _reshape = reshape
+
+    def init(self, dims: Any, caffe_type: int) -> None:
+        from engine.blobio import _TYPES
+        self._ws.values[self.name] = np.zeros(tuple(dims), _TYPES[caffe_type][0])
+
+    def feed(self, arr: Any) -> None:
+        if not isinstance(arr, np.ndarray):
+            raise ExecutionError(f"blob {self.name}: Unexpected type of argument -- expected numpy array")
+        self._ws.values[self.name] = np.array(arr, copy=True)
+
+    def fetch(self) -> np.ndarray:
+        return np.array(self._value(), copy=True)
+
+
+def _function(op: caffe2_pb2.OperatorDef, suffix: str) -> tuple[Any, bool]:
+    builder = arg_value(op, "pickled_grad_builder" if suffix else "pickled_builder", None)
+    if builder:
+        func, args, kwargs = pickle.loads(builder if isinstance(builder, bytes) else builder.encode("latin1"))
+        return func(*args, **kwargs), bool(arg_value(op, "pass_workspace", 0))
+    token = arg_value(op, "token", "")
+    token = token.decode() if isinstance(token, bytes) else token
+    if token + suffix not in _FUNCS:
+        raise ExecutionError(f"Python operator for {token}{suffix} is not available (register it in this process)")
+    return _FUNCS[token + suffix]
+
+
+def _run(ctx: Any, suffix: str) -> tuple[np.ndarray, ...]:
+    op, ws = ctx.op, ctx.workspace
+    func, pass_workspace = _function(op, suffix)
+    ins = [TensorCPU(ws, n) for n in op.input]
+    outs = [TensorCPU(ws, n) for n in op.output]
+    if pass_workspace:
+        from engine.capi import Workspace
+        func(ins, outs, Workspace(ws))
+    else:
+        func(ins, outs)
+    return tuple(t._value() for t in outs)
+
+
+# ---- kernels ----
+@kernel("Python", needs_context=True)
+def python(xp: Any, *inputs: Any, ctx: Any) -> tuple[np.ndarray, ...]:
+    return _run(ctx, "")
+
+
+@kernel("PythonGradient", needs_context=True)
+def python_gradient(xp: Any, *inputs: Any, ctx: Any) -> tuple[np.ndarray, ...]:
+    return _run(ctx, "_gradient")
+
+
+# ---- gradients ----
+# NOTE: the Python/PythonDLPack maker (GetPythonGradient) is registered in engine/ops/util.py.
+
+
+# ---- shapes ----
+# NOTE: no shape rule: a Python op's outputs are whatever its function makes.
