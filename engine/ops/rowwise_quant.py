@@ -311,6 +311,62 @@ def gather_fused_8bit_rowwise(xp, data, indices):
     return xp.asarray(_dequant(dev.to_host(data)[idx], 8))
 
 
+def _rand_layout(cols, bits):
+    """(values per byte, bytes of data, unused buckets) of the random-quantised row format."""
+    if bits not in (1, 2, 4, 8):
+        raise ValueError(f"bitwidth must be 1, 2, 4 or 8, got {bits}")
+    per = 8 // bits
+    seg = (cols + per - 1) // per
+    return per, seg, (per - cols % per) % per
+
+
+@kernel("FloatToFusedRandRowwiseQuantized", needs_context=True)
+def float_to_fused_rand_rowwise_quantized(xp, x, *, bitwidth: int = 8, random: int = 1, ctx=None):
+    # NOTE: row = [bitwidth, tail, min (f32), max (f32), data]; element j sits in byte j % S at bit
+    # (j // S) * bitwidth, S = ceil(cols / (8 / bitwidth)). Levels min + k * gap; `random` rounds
+    # up with probability equal to the fraction past the lower level (unbiased), else to nearest.
+    if x.ndim != 2:
+        raise ValueError("Expect input to be a matrix")
+    rows = dev.to_host(x).astype(F32)
+    per, seg, tail = _rand_layout(rows.shape[1], bitwidth)
+    lo = rows.min(axis=1) if rows.shape[1] else np.full(rows.shape[0], np.inf, F32)
+    hi = rows.max(axis=1) if rows.shape[1] else np.full(rows.shape[0], -np.inf, F32)
+    top = (1 << bitwidth) - 1
+    gap = ((hi - lo) / F32(top)).astype(F32)
+    inv = (1.0 / (gap.astype(np.float64) + 1e-8)).astype(F32)
+    t = ((rows - lo[:, None]) * inv[:, None]).astype(F32)
+    if random:
+        q = np.floor(t + ctx.rng.random(t.shape, dtype=np.float32))
+    else:
+        q = np.rint(np.clip(t, 0, top))
+    q = np.clip(q, 0, top).astype(np.uint16)
+    data = np.zeros((rows.shape[0], seg), np.uint16)
+    j = np.arange(rows.shape[1])
+    if rows.shape[1]:
+        np.add.at(data.T, j % seg, (q << ((j // seg) * bitwidth).astype(np.uint16)).T)  # disjoint bits: + is |
+    head = np.zeros((rows.shape[0], 2), np.uint8)
+    head[:, 0], head[:, 1] = bitwidth, tail
+    out = np.concatenate([head, _bytes_of(lo, F32), _bytes_of(hi, F32), data.astype(np.uint8)], axis=1)
+    return xp.asarray(out)
+
+
+@kernel("FusedRandRowwiseQuantizedToFloat")
+def fused_rand_rowwise_quantized_to_float(xp, q):
+    h = dev.to_host(q)
+    if h.ndim != 2 or h.size < 4:
+        raise ValueError("Expect input to be a matrix of at least 4 bytes")
+    bits, tail = int(h[0, 0]), int(h[0, 1])
+    per, _, _ = _rand_layout(0, bits)
+    seg = h.shape[1] - 10
+    cols = seg * per - tail
+    mm = np.ascontiguousarray(h[:, 2:10]).view(F32)
+    lo, hi = mm[:, 0], mm[:, 1]
+    gap = ((hi - lo) / F32((1 << bits) - 1)).astype(np.float64) + 1e-8
+    j = np.arange(cols)
+    vals = (h[:, 10 + j % seg] >> ((j // seg) * bits).astype(np.uint8)) & ((1 << bits) - 1)
+    return xp.asarray((vals * gap.astype(F32)[:, None] + lo[:, None]).astype(F32))
+
+
 @kernel("QuantDecode")
 def quant_decode(xp, codebook, *codes):
     cb = codebook.reshape(-1)
@@ -384,6 +440,7 @@ no_gradient("FloatToFused8BitRowwiseQuantized", "FloatToFused8BitRowwiseQuantize
             "Fused8BitRowwiseQuantizedHalfScaleBiasToFloat", "Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat",
             "FloatToRowwiseQuantized8Bits", "Rowwise8BitQuantizedToFloat",
             "Float16ConstantFill", "Float16UniformFill", "SparseLengthsSumSparseLookup",
+            "FloatToFusedRandRowwiseQuantized", "FusedRandRowwiseQuantizedToFloat",
             "SparseLengthsSum8BitsRowwise", "SparseLengthsMean8BitsRowwise",
             "SparseLengthsWeightedSum8BitsRowwise", "SparseLengthsWeightedMean8BitsRowwise",
             *(f"{s}ToFused{b}Bit{f}RowwiseQuantized" for s in ("Float", "Half") for b in (4, 2) for f in ("", "Fake")),

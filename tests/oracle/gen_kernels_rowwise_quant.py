@@ -89,6 +89,18 @@ def cases():
     yield Case("HalfToFloat_bad", "HalfToFloat", {"X": x}, ["Y"])
     yield Case("Float16ConstantFill", "Float16ConstantFill", {}, ["Y"], args={"value": 3.3, "shape": [2, 3]})
     yield Case("Float16ConstantFill_default", "Float16ConstantFill", {}, ["Y"])
+    for bits in (1, 2, 4, 8):
+        yield Case(f"FloatToFusedRandRowwiseQuantized_{bits}", "FloatToFusedRandRowwiseQuantized", {"X": _f("rq", 3, 7)},
+                   ["Y"], args={"bitwidth": bits, "random": 0})
+        yield Case(f"FusedRandRowwiseQuantizedToFloat_{bits}", "FusedRandRowwiseQuantizedToFloat",
+                   {"Q": np.zeros((1, 1), np.uint8)}, ["Y"], extra_ops=[
+                       ("GivenTensorFill", [], ["_f"], {"values": _f("rq", 3, 7).ravel().tolist(), "shape": [3, 7]}),
+                       ("FloatToFusedRandRowwiseQuantized", ["_f"], ["_q"], {"bitwidth": bits, "random": 0}),
+                       ("Copy", ["_q"], ["Q"], {})])
+    yield Case("FloatToFusedRandRowwiseQuantized_random", "FloatToFusedRandRowwiseQuantized", {"X": _f("rq", 3, 7)},
+               ["Y"], args={"bitwidth": 2}, values=False)
+    yield Case("FloatToFusedRandRowwiseQuantized_3d", "FloatToFusedRandRowwiseQuantized", {"X": _f("rq", 3, 7, 1)},
+               ["Y"], args={"bitwidth": 2, "random": 0})
     yield Case("Float16UniformFill", "Float16UniformFill", {}, ["Y"], args={"min": -2.0, "max": 1.0, "shape": [3, 4]},
                values=False)
 
