@@ -182,14 +182,55 @@ def _adam_rows(xp, lr, corr, beta1, beta2, epsilon, rowwise):
     return step
 
 
+def _radam_rows(xp, lr, it, beta1, beta2, epsilon):
+    """SparseAdam's RAdam step (enableRAdam): the rectified step while rho_t >= 5, else the
+    bias-corrected momentum alone."""
+    f = np.float32
+    t = float(dev.to_host(it).reshape(-1)[0]) + 1
+    b1, b2 = float(f(beta1)), float(f(beta2))
+    c1 = 1 / (1 - b1 ** t)
+    corr = c1 * np.sqrt(1 - b2 ** t)
+    rho_inf = 2 / (1 - b2) - 1
+    rho_t = rho_inf - 2 * t * b2 ** t / (1 - b2 ** t)
+    r_t = np.sqrt((rho_t - 4) * (rho_t - 2) / rho_t * rho_inf / ((rho_inf - 4) * (rho_inf - 2))) if rho_t >= 5 else 0
+
+    def step(rows, gr):
+        w, m1, m2 = rows
+        m1 = m1 * f(beta1) + gr * (1 - f(beta1))
+        m2 = m2 * f(beta2) + gr * gr * (1 - f(beta2))
+        st = f(r_t * corr) * m1 / (xp.sqrt(m2) + f(epsilon)) if rho_t >= 5 else f(c1) * m1
+        return w + lr * st, m1, m2, st
+    return step
+
+
+@kernel("SmartDecaySparseAdam")
+def smart_decay_sparse_adam(xp, param, m1, m2, last_seen, indices, g, lr, it, *, beta1: float = 0.9,
+                            beta2: float = 0.999, epsilon: float = 1e-5):
+    # NOTE: a row unseen for k steps decays its moments by beta^k and catches up the momentum it missed:
+    # catchup = m * beta1 * (1 - beta1^(k-1)) / (1 - beta1) for k > 1; no bias correction.
+    f = np.float32
+    t = int(dev.to_host(it).reshape(-1)[0]) + 1
+    b1, b2, a = f(beta1), f(beta2), _lr(lr)
+
+    def step(rows, gr):
+        w, mm1, mm2, seen = rows
+        k = (t - seen).astype(f)[:, None]
+        catchup = xp.where(k > 1, mm1 * b1 * (1 - b1 ** (k - 1)) / (1 - b1), 0).astype(f)
+        mm1 = mm1 * b1 ** k + gr * (1 - b1)
+        mm2 = mm2 * b2 ** k + gr * gr * (1 - b2)
+        return w + a * (mm1 + catchup) / (xp.sqrt(mm2) + f(epsilon)), mm1, mm2, xp.full(seen.shape, t, seen.dtype)
+    return _sparse_update(xp, indices, g, (param, m1, m2, last_seen), (False, False, False, True), step)
+
+
 @kernel("SparseAdam", "RowWiseSparseAdam", needs_context=True)
 def sparse_adam(xp, param, m1, m2, indices, g, lr, it, *, ctx, beta1: float = 0.9, beta2: float = 0.999,
                 epsilon: float = 1e-5, enableRAdam: int = 0):
     # NOTE: the optional 4th output is each gradient row's step (before lr), in the order of `indices`.
     rowwise = ctx.op.type == "RowWiseSparseAdam"
-    if enableRAdam:
-        raise ExecutionError("SparseAdam: enableRAdam is not supported by netviz")
-    inner = _adam_rows(xp, _lr(lr), _adam_correction(it, beta1, beta2), beta1, beta2, epsilon, rowwise)
+    if enableRAdam and not rowwise:
+        inner = _radam_rows(xp, _lr(lr), it, beta1, beta2, epsilon)
+    else:
+        inner = _adam_rows(xp, _lr(lr), _adam_correction(it, beta1, beta2), beta1, beta2, epsilon, rowwise)
     steps = xp.zeros(g.shape, dtype=g.dtype)
     sv = steps.reshape(steps.shape[0] if steps.ndim else 1, -1) if steps.size else steps
     positions = []
@@ -426,6 +467,7 @@ def row_wise_counter(xp, prev_iter, counter, indices, it, *, counter_halflife: i
 # ---- gradients ----
 no_gradient("Iter", "AtomicIter", "LearningRate")
 should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "Adagrad", "SparseAdagrad", "Adam", "RowWiseSparseAdagrad",
+                       "SmartDecaySparseAdam",
                        "DecayAdagrad", "SparseAdam", "RowWiseSparseAdam", "Adadelta", "SparseAdadelta", "Ftrl",
                        "SparseFtrl", "GFtrl", "RmsProp", "Storm", "SparseStorm", "Wngrad", "SparseWngrad", "Lars",
                        "SparseMomentumSGDUpdate", "SparseNormalize", "Float16SparseNormalize", "RowWiseCounter")
@@ -443,6 +485,7 @@ shape("Adam")(same_as(0, 1, 2, 3))  # [param, m1, m2, g, lr, it] -> param, m1, m
 shape("SparseAdagrad", "RowWiseSparseAdagrad", "Ftrl", "SparseFtrl", "GFtrl")(same_as(0, 1))
 shape("DecayAdagrad", "Adadelta", "SparseAdadelta", "Storm", "SparseStorm")(same_as(0, 1, 2))
 shape("SparseAdam", "RowWiseSparseAdam")(same_as(0, 1, 2, 4))
+shape("SmartDecaySparseAdam")(same_as(0, 1, 2, 3))
 shape("RmsProp")(same_as(0, 1, 2))  # [g, ms, mom, lr] -> g, ms, mom
 shape("Wngrad")(same_as(0, 1, 1, 2))
 shape("SparseWngrad")(same_as(0, 1))

@@ -59,6 +59,18 @@ def cases():
             m2 = pos(r, 5) if op.startswith("RowWise") else pos(r, 5, 3)
             yield Case(name, op, {"P": f4(r, 5, 3), "M1": f4(r, 5, 3), "M2": m2, "I": np.array([1, 4, 0], "i4"),
                                   "G": f4(r, 3, 3), "lr": LR, "it": IT}, ["P", "M1", "M2", "Gout"][:n_out])
+    for t in (0, 3, 40):  # RAdam: rho_t < 5 (plain momentum step) for small t, rectified after
+        name = f"SparseAdam_radam_t{t}"
+        r = rng_for(name)
+        yield Case(name, "SparseAdam", {"P": f4(r, 5, 3), "M1": f4(r, 5, 3), "M2": pos(r, 5, 3),
+                                        "I": np.array([1, 4, 0], "i4"), "G": f4(r, 3, 3), "lr": LR,
+                                        "it": np.array([t], "i8")}, ["P", "M1", "M2", "Gout"], dict(enableRAdam=1))
+    name = "SmartDecaySparseAdam"
+    r = rng_for(name)
+    yield Case(name, name, {"P": f4(r, 5, 3), "M1": f4(r, 5, 3), "M2": pos(r, 5, 3),
+                            "S": np.array([3, 0, 2, 1, 4], "i8"), "I": np.array([1, 4, 0, 1], "i4"),
+                            "G": f4(r, 4, 3), "lr": LR, "it": np.array([4], "i8")}, ["P", "M1", "M2", "S"],
+               dict(beta1=0.8, beta2=0.9))
     name = "Adadelta"
     r = rng_for(name)
     yield Case(name, name, {"P": f4(r, 3, 4), "H": pos(r, 3, 4), "D": pos(r, 3, 4), "G": f4(r, 3, 4), "lr": LR},
