@@ -1,16 +1,296 @@
 """Int8 ops (Mask R-CNN2Go int8): Int8Conv, Int8Quantize, Int8Dequantize…
 
 An Int8 blob is an :class:`Int8Tensor`: integer values (uint8, or int32 for biases) plus the
-scale and zero point that map them to reals, ``real = scale * (q - zero_point)``.
+scale and zero point that map them to reals, ``real = scale * (q - zero_point)``.  The ops
+reproduce the integer arithmetic of Caffe2's QNNPACK kernels on x86: exact int32 accumulation
+of ``(x - x_zp) * (w - w_zp)``, then QNNPACK's Q31 requantization (a multiplier taken from the
+float32 bits of ``x_scale * w_scale / y_scale``, round half up, then a rounding right shift
+that rounds half away from zero), the output zero point, and saturation to the activation
+range.  Layout is NHWC, as Caffe2's Int8 ops require.
 """
 from __future__ import annotations
 
-from engine.blobio import Int8Tensor  # noqa: F401  (the Int8 blob type, defined with its serialisation)
+import numpy as np
+
+from engine.blobio import Int8Tensor
+from engine.errors import ExecutionError
+from engine.ops.conv import geometry, geometry_args, windows
+from engine.registry import kernel
 from engine.registry import shape
 from engine.shapes import FLOAT, UINT8, TensorInfo
 
 
+def _bits(x: float) -> int:
+    return int(np.array(x, np.float32).view(np.uint32))
+
+
+def requantize(acc: np.ndarray, scale: np.float32, zero_point: int, qmin: int = 0, qmax: int = 255) -> np.ndarray:
+    """QNNPACK's Q31 requantization of int32 accumulators to uint8."""
+    bits = _bits(scale)
+    multiplier = ((bits & 0x007FFFFF) | 0x00800000) << 7
+    shift = 127 + 31 - 32 - (bits >> 23)
+    if not 0 <= shift < 32:
+        raise ExecutionError(f"requantization scale {float(scale)!r} is outside QNNPACK's range (0, 1)")
+    acc = np.asarray(acc, np.int64)
+    q31 = (acc * multiplier + (1 << 30)) >> 31  # NOTE: floor shift of the rounded product: round half up
+    mask = (1 << shift) - 1
+    rem = (q31 & mask) - (q31 < 0)
+    n = (q31 >> shift) + (rem > (mask >> 1))
+    return np.clip(n + zero_point, qmin, qmax).astype(np.uint8)
+
+
+def avgpool_requantize(acc: np.ndarray, scale: np.float32, zero_point: int, qmin: int = 0,
+                       qmax: int = 255) -> np.ndarray:
+    """QNNPACK's average-pool requantization: 24-bit multiplier, round half away from zero."""
+    bits = _bits(scale)
+    multiplier = (bits & 0x007FFFFF) | 0x00800000
+    shift = 127 + 23 - (bits >> 23)
+    acc = np.asarray(acc, np.int64)
+    mag = (np.abs(acc) * multiplier + (1 << (shift - 1))) >> shift
+    return np.clip(np.where(acc < 0, -mag, mag) + zero_point, qmin, qmax).astype(np.uint8)
+
+
+def quantize_uint8(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """Caffe2's QuantizeUint8: zero point + round-half-even(x / scale), saturated to uint8."""
+    q = np.rint(np.asarray(x, np.float32) / np.float32(scale))
+    return np.clip(np.clip(q, -2.0**31, 2.0**31 - 1) + zero_point, 0, 255).astype(np.uint8)
+
+
+def _int8(ctx, v, k: int = 0) -> Int8Tensor:
+    if not isinstance(v, Int8Tensor):
+        raise ExecutionError(f"{_where(ctx)}: input '{ctx.op.input[k]}' is not an Int8 tensor "
+                             f"(got {type(v).__name__})")
+    return v
+
+
+def _where(ctx) -> str:
+    return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
+
+
+def _limits(relu: bool, scale: float, zero_point: int) -> tuple[int, int]:
+    """Activation range: (zero point of 0.0, 255) for the Relu variants, else (0, 255)."""
+    return (int(quantize_uint8(np.float32(0.0), scale, zero_point)), 255) if relu else (0, 255)
+
+
 # ---- kernels ----
+
+@kernel("Int8Quantize")
+def int8_quantize(xp, x, *, Y_scale: float = 1.0, Y_zero_point: int = 0):
+    return Int8Tensor(quantize_uint8(x, Y_scale, Y_zero_point), float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+@kernel("Int8Dequantize", needs_context=True)
+def int8_dequantize(xp, x, *, ctx):
+    return _int8(ctx, x).dequantized()
+
+
+@kernel("Int8GivenTensorFill")
+def int8_given_tensor_fill(xp, *, values=b"", shape: list = (), Y_scale: float = 1.0, Y_zero_point: int = 0):
+    # NOTE: `values` is one string holding the uint8 bytes.
+    raw = values.encode("latin-1") if isinstance(values, str) else bytes(values)
+    data = np.frombuffer(raw, np.uint8).reshape(tuple(shape)).copy()
+    return Int8Tensor(data, float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+@kernel("Int8GivenIntTensorFill")
+def int8_given_int_tensor_fill(xp, *, values: list = (), shape: list = (), Y_scale: float = 1.0,
+                               Y_zero_point: int = 0):
+    data = np.array(values, np.int32).reshape(tuple(shape))
+    return Int8Tensor(data, float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+def _conv_acc(x: np.ndarray, w: np.ndarray, x_zp: int, w_zp: int, group: int, k, s, pb, pe, d) -> np.ndarray:
+    """int64 sums of (x - x_zp) * (w - w_zp) over each window, NHWC in and out.
+
+    Padding is the input zero point (QNNPACK's zero buffer), so it adds nothing.  The products
+    are summed as float64, exact for these integer ranges, to use BLAS."""
+    n, _, _, c = x.shape
+    m = w.shape[0]
+    xc = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).astype(np.float64) - x_zp  # NCHW, zero-point removed
+    win = windows(np, xc, k, s, pb, pe, d, pad_value=0.0)  # (N, C, OH, OW, KH, KW)
+    oh, ow = win.shape[2:4]
+    wc = w.astype(np.float64) - w_zp  # (M, KH, KW, C/g)
+    cg, mg = c // group, m // group
+    out = np.empty((n, oh, ow, m), np.float64)
+    if group > 1 and cg == 1 and mg == 1:  # depthwise: one filter per channel
+        out[:] = np.einsum("nchwij,cij->nhwc", win, wc[..., 0], optimize=True)
+    else:
+        for g in range(group):
+            cols = win[:, g * cg:(g + 1) * cg].transpose(0, 2, 3, 4, 5, 1).reshape(n * oh * ow, -1)
+            out[..., g * mg:(g + 1) * mg] = (cols @ wc[g * mg:(g + 1) * mg].reshape(mg, -1).T).reshape(n, oh, ow, mg)
+    return np.rint(out).astype(np.int64)
+
+
+def _conv_scale(ctx, x: Int8Tensor, w: Int8Tensor, y_scale: float) -> np.float32:
+    scale = np.float32(np.float32(x.scale) * np.float32(w.scale)) / np.float32(y_scale)
+    if not 0 < scale < 1:
+        raise ExecutionError(f"{_where(ctx)}: x_scale * w_scale / Y_scale = {float(scale):.6g} must be in (0, 1) "
+                             "(QNNPACK's requantization range)")
+    return np.float32(scale)
+
+
+@geometry_args
+def _int8_conv(xp, x, w, b, *, ctx, relu: bool, group: int = 1, Y_scale: float = 1.0, Y_zero_point: int = 0, **g):
+    x, w, b = _int8(ctx, x, 0), _int8(ctx, w, 1), _int8(ctx, b, 2)
+    if g["order"] != "NHWC":
+        raise ExecutionError(f"{_where(ctx)}: Int8Conv only supports NHWC order")
+    if x.data.ndim != 4 or w.data.ndim != 4 or x.data.shape[3] != w.data.shape[3] * group:
+        raise ExecutionError(f"{_where(ctx)}: input {x.shape} and filter {w.shape} do not fit group {group} (NHWC)")
+    k, s, pb, pe, d = geometry(2, g, w.data.shape[1:3], x.data.shape[1:3])
+    acc = _conv_acc(x.data, w.data, x.zero_point, w.zero_point, group, k, s, pb, pe, d)
+    acc += b.data.reshape(-1).astype(np.int64)
+    scale = _conv_scale(ctx, x, w, Y_scale)
+    lo, hi = _limits(relu, Y_scale, Y_zero_point)
+    return Int8Tensor(requantize(acc, scale, Y_zero_point, lo, hi), float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+kernel("Int8Conv", needs_context=True)(
+    geometry_args(lambda xp, x, w, b, *, ctx, group=1, Y_scale=1.0, Y_zero_point=0, **g:
+                  _int8_conv(xp, x, w, b, ctx=ctx, relu=False, group=group, Y_scale=Y_scale,
+                             Y_zero_point=Y_zero_point, **g)))
+kernel("Int8ConvRelu", needs_context=True)(
+    geometry_args(lambda xp, x, w, b, *, ctx, group=1, Y_scale=1.0, Y_zero_point=0, **g:
+                  _int8_conv(xp, x, w, b, ctx=ctx, relu=True, group=group, Y_scale=Y_scale,
+                             Y_zero_point=Y_zero_point, **g)))
+
+
+def _fc(ctx, x, w, b, y_scale: float, y_zp: int, relu: bool = False) -> Int8Tensor:
+    x, w, b = _int8(ctx, x, 0), _int8(ctx, w, 1), _int8(ctx, b, 2)
+    n = x.data.shape[0]
+    xs = x.data.reshape(n, -1).astype(np.float64) - x.zero_point
+    ws = w.data.reshape(w.data.shape[0], -1).astype(np.float64) - w.zero_point
+    if xs.shape[1] != ws.shape[1]:
+        raise ExecutionError(f"{_where(ctx)}: input {x.shape} has {xs.shape[1]} features, filter {w.shape} "
+                             f"expects {ws.shape[1]}")
+    acc = np.rint(xs @ ws.T).astype(np.int64) + b.data.reshape(-1).astype(np.int64)
+    lo, hi = _limits(relu, y_scale, y_zp)
+    return Int8Tensor(requantize(acc, _conv_scale(ctx, x, w, y_scale), y_zp, lo, hi), float(np.float32(y_scale)),
+                      int(y_zp))
+
+
+@kernel("Int8FC", needs_context=True)
+def int8_fc(xp, x, w, b, *, ctx, Y_scale: float = 1.0, Y_zero_point: int = 0):
+    return _fc(ctx, x, w, b, Y_scale, Y_zero_point)
+
+
+def _add_multipliers(a_scale: float, b_scale: float, y_scale: float) -> tuple[int, int, int]:
+    """QNNPACK add: 22-bit multipliers of a/y and b/y (from the larger scale's exponent) and the shift."""
+    a_out = np.float32(np.float32(a_scale) / np.float32(y_scale))
+    b_out = np.float32(np.float32(b_scale) / np.float32(y_scale))
+    exponent = (_bits(max(a_out, b_out)) >> 23) - 127
+    shift = 21 - exponent
+    if not 13 <= shift < 32:
+        raise ExecutionError(f"input/output scale ratio {float(max(a_out, b_out)):.6g} is outside QNNPACK's "
+                             "add range [2**-10, 2**8)")
+    mult = np.array(2.0 ** shift, np.float32)
+    return int(np.rint(a_out * mult)), int(np.rint(b_out * mult)), shift
+
+
+def _add(ctx, a, b, y_scale: float, y_zp: int, relu: bool) -> Int8Tensor:
+    a, b = _int8(ctx, a, 0), _int8(ctx, b, 1)
+    if a.shape != b.shape:
+        raise ExecutionError(f"{_where(ctx)}: inputs {a.shape} and {b.shape} must have the same shape")
+    am, bm, shift = _add_multipliers(a.scale, b.scale, y_scale)
+    acc = (a.data.astype(np.int64) - a.zero_point) * am + (b.data.astype(np.int64) - b.zero_point) * bm
+    acc = ((acc + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # NOTE: the kernel's int32 wrap-around
+    mask = (1 << shift) - 1
+    rem = (acc & mask) - (acc < 0)
+    n = (acc >> shift) + (rem > (mask >> 1))
+    lo, hi = _limits(relu, y_scale, y_zp)
+    return Int8Tensor(np.clip(n + y_zp, lo, hi).astype(np.uint8), float(np.float32(y_scale)), int(y_zp))
+
+
+@kernel("Int8Add", "Int8Sum", needs_context=True)
+def int8_add(xp, a, b, *, ctx, Y_scale: float = 1.0, Y_zero_point: int = 0):
+    return _add(ctx, a, b, Y_scale, Y_zero_point, ctx.op.type.endswith("Relu"))
+
+
+kernel("Int8AddRelu", "Int8SumRelu", needs_context=True)(int8_add)
+
+
+def _pool_windows(ctx, x: Int8Tensor, g: dict, pad_value: float):
+    if g["order"] != "NHWC":
+        raise ExecutionError(f"{_where(ctx)}: Int8 pooling only supports NHWC order")
+    data = x.data
+    sp = data.shape[1:3]
+    if g["global_pooling"]:
+        k, s, pb, pe, d = list(sp), [1, 1], [0, 0], [0, 0], [1, 1]
+    else:
+        k, s, pb, pe, d = geometry(2, g, (), sp)
+    nchw = np.ascontiguousarray(data.transpose(0, 3, 1, 2)).astype(np.int64)
+    return windows(np, nchw, k, s, pb, pe, d, pad_value=pad_value), int(np.prod(k))
+
+
+@geometry_args
+def int8_average_pool(xp, x, *, ctx, Y_scale: float = 1.0, Y_zero_point: int = 0, **g):
+    """Window sums of (x - x_zp) (padding counts as zero and in the divisor), requantized."""
+    x = _int8(ctx, x)
+    win, size = _pool_windows(ctx, x, g, pad_value=x.zero_point)
+    acc = win.sum(axis=(4, 5)) - size * x.zero_point  # (N, C, OH, OW)
+    scale = np.float32(np.float32(x.scale) / np.float32(np.float32(Y_scale) * np.float32(size)))
+    lo, hi = _limits(ctx.op.type.endswith("Relu"), Y_scale, Y_zero_point)
+    y = avgpool_requantize(acc, scale, Y_zero_point, lo, hi)
+    return Int8Tensor(np.ascontiguousarray(y.transpose(0, 2, 3, 1)), float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+kernel("Int8AveragePool", "Int8AveragePoolRelu", needs_context=True)(int8_average_pool)
+
+
+@geometry_args
+def int8_max_pool(xp, x, *, ctx, Y_scale: float = 1.0, Y_zero_point: int = 0, **g):
+    x = _int8(ctx, x)
+    if int(Y_zero_point) != x.zero_point or np.float32(Y_scale) != np.float32(x.scale):
+        raise ExecutionError(f"{_where(ctx)}: Y_scale/Y_zero_point ({Y_scale}, {Y_zero_point}) must equal the "
+                             f"input's ({x.scale}, {x.zero_point})")
+    win, _ = _pool_windows(ctx, x, g, pad_value=0)
+    lo, hi = _limits(ctx.op.type.endswith("Relu"), Y_scale, Y_zero_point)
+    y = np.clip(win.max(axis=(4, 5)), lo, hi).astype(np.uint8)
+    return Int8Tensor(np.ascontiguousarray(y.transpose(0, 2, 3, 1)), x.scale, x.zero_point)
+
+
+kernel("Int8MaxPool", "Int8MaxPoolRelu", needs_context=True)(int8_max_pool)
+
+
+@kernel("Int8Softmax", needs_context=True)
+def int8_softmax(xp, x, *, ctx, Y_scale: float = 1.0 / 256, Y_zero_point: int = 0):
+    """QNNPACK SoftArgMax: a 256-entry exp table scaled to 32 bits, normalised per row with rounding."""
+    x = _int8(ctx, x)
+    if Y_zero_point != 0 or np.float32(Y_scale) != np.float32(1.0 / 256):
+        raise ExecutionError(f"{_where(ctx)}: Int8Softmax needs Y_scale 1/256 and Y_zero_point 0")
+    rows = x.data.reshape(x.data.shape[0], -1).astype(np.int64)
+    channels = rows.shape[1]
+    qscale = min(float(2**32 - 1) / channels, 8388607.0)
+    table = np.rint(qscale * np.exp((np.arange(256) - 255) * float(np.float32(x.scale)))).astype(np.int64)
+    t = table[rows + 255 - rows.max(axis=1, keepdims=True)]
+    total = t.sum(axis=1, keepdims=True) & 0xFFFFFFFF
+    q = (((t << 8) + (total >> 1)) & 0xFFFFFFFF) // total
+    return Int8Tensor(np.minimum(q, 255).astype(np.uint8).reshape(x.data.shape), float(np.float32(1.0 / 256)), 0)
+
+
+@kernel("Int8ResizeNearest", needs_context=True)
+def int8_resize_nearest(xp, x, *, ctx, width_scale: float = 1.0, height_scale: float = 1.0,
+                        Y_scale: float = 1.0, Y_zero_point: int = 0, order: str = "NHWC"):
+    # NOTE: out = int(in * scale); source = min(int(dst / scale), in - 1); values are copied unchanged.
+    x = _int8(ctx, x)
+    n, h, w, c = x.data.shape
+    oh, ow = int(h * np.float32(height_scale)), int(w * np.float32(width_scale))
+    iy = np.minimum((np.arange(oh) / np.float32(height_scale)).astype(np.int64), h - 1)
+    ix = np.minimum((np.arange(ow) / np.float32(width_scale)).astype(np.int64), w - 1)
+    return Int8Tensor(np.ascontiguousarray(x.data[:, iy][:, :, ix]), float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+@kernel("Int8Relu", needs_context=True)
+def int8_relu(xp, x, *, ctx, Y_scale: float = 1.0, Y_zero_point: int = 0):
+    x = _int8(ctx, x)
+    return Int8Tensor(np.maximum(x.data, np.uint8(x.zero_point)), x.scale, x.zero_point)
+
+
+@kernel("Int8Flatten", needs_context=True)
+def int8_flatten(xp, x, *, ctx, axis: int = 1, Y_scale: float = 1.0, Y_zero_point: int = 0):
+    x = _int8(ctx, x)
+    lead = int(np.prod(x.data.shape[:axis]))
+    return Int8Tensor(x.data.reshape(lead, -1).copy(), x.scale, x.zero_point)
+
 
 # ---- gradients ----
 # NOTE: Caffe2 registers no gradient maker for any Int8 op; reaching one raises NoGradientMakerError.
