@@ -12,7 +12,7 @@ import numpy as np
 from engine import device as dev
 from engine.grad_makers import GradientMakerError, cc_maker, no_gradient, simple
 from engine.registry import gradient, kernel, shape
-from engine.shapes import TensorInfo, dims
+from engine.shapes import INT64, TensorInfo, dims
 
 # ---- kernels ----
 
@@ -238,6 +238,51 @@ def reduce_front_weighted_sum_gradient(xp, weights, dy, shape_, *, num_reduce_di
     return (_col(w, dy.ndim + 1) * dy[None]).reshape(full)
 
 
+def _tt_subs(indices, factor_i):
+    """Row index -> (i0, i1, i2) of the three tensor-train cores (i0 varies fastest)."""
+    idx = dev.to_host(indices).astype(np.int64).reshape(-1)
+    f = np.asarray(factor_i, np.int64)
+    return np.stack([idx % f[0], (idx // f[0]) % f[1], idx // (f[0] * f[1])], axis=1)
+
+
+@kernel("TTSparseLengthsSum")
+def tt_sparse_lengths_sum(xp, core0, core1, core2, indices, lengths, *, factor_i=(1, 1, 1), factor_j=(1, 1, 1),
+                          ranks=(1, 1, 1, 1), emb_size: int = 64):
+    # NOTE: the embedding of row (i0, i1, i2) is core0[i0] @ core1[i1] @ core2[i2], each core k
+    # of shape (factor_i[k], ranks[k], factor_j[k], ranks[k+1]) read as (r_k, j_k * r_{k+1});
+    # the partial products (bs, j0, r1) and (bs, j0*j1, r2) are outputs 1 and 2 (for the gradient).
+    if indices.dtype != np.int64:
+        raise TypeError(f"TTSparseLengthsSum needs int64 indices, got {indices.dtype}")
+    sub = _tt_subs(indices, factor_i)
+    s, n = lengths_ids(xp, lengths)
+    j, r = list(factor_j), list(ranks)
+    bs = sub.shape[0]
+    y0 = core0.reshape(core0.shape[0], -1)[xp.asarray(sub[:, 0])].reshape(bs, j[0], r[1])
+    y1 = xp.matmul(y0, core1.reshape(core1.shape[0], r[1], -1)[xp.asarray(sub[:, 1])]).reshape(bs, j[0] * j[1], r[2])
+    y2 = xp.matmul(y1, core2.reshape(core2.shape[0], r[2], -1)[xp.asarray(sub[:, 2])]).reshape(bs, -1)
+    out = _reduce(xp, y2[:, :emb_size], dev.to_host(s), n.size)
+    return out, y0, y1, xp.asarray(sub)
+
+
+@kernel("TTSparseLengthsSumGradient")
+def tt_sparse_lengths_sum_gradient(xp, core0, core1, core2, lengths, y0, y1, sub, dy):
+    s, _ = lengths_ids(xp, lengths)
+    i = dev.to_host(sub).astype(np.int64)
+    g2 = dy[s].reshape(i.shape[0], y1.shape[1], -1)              # (bs, j0*j1, j2*r3)
+    c2 = core2.reshape(core2.shape[0], core2.shape[1], -1)[xp.asarray(i[:, 2])]
+    c1 = core1.reshape(core1.shape[0], core1.shape[1], -1)[xp.asarray(i[:, 1])]
+    d2 = xp.matmul(xp.swapaxes(y1, 1, 2), g2)                     # (bs, r2, j2*r3)
+    g1 = xp.matmul(g2, xp.swapaxes(c2, 1, 2)).reshape(i.shape[0], y0.shape[1], -1)   # (bs, j0, j1*r2)
+    d1 = xp.matmul(xp.swapaxes(y0, 1, 2), g1)                     # (bs, r1, j1*r2)
+    d0 = xp.matmul(g1, xp.swapaxes(c1, 1, 2))                     # (bs, j0, r1)
+    grads = []
+    for core, d, k in ((core0, d0, 0), (core1, d1, 1), (core2, d2, 2)):
+        g = xp.zeros((core.shape[0], int(np.prod(core.shape[1:]))), dtype=core.dtype)
+        xp.add.at(g, xp.asarray(i[:, k]), d.reshape(i.shape[0], -1))
+        grads.append(g.reshape(core.shape))
+    return tuple(grads)
+
+
 _RANGE = ("Sum", "Mean", "Max", "LogSumExp", "LogMeanExp")
 
 
@@ -318,6 +363,7 @@ def reduce_front_weighted_sum_maker(g):
             g.op_("ReduceFrontWeightedSumGradient", [g.I(1), g.GO(0), dims_], [g.GI(0)])]
 
 
+gradient("TTSparseLengthsSum")(simple("TTSparseLengthsSumGradient", "I0 I1 I2 I4 O1 O2 O3 GO0", "GI0 GI1 GI2"))
 no_gradient("SparseLengthsPositionalWeightedSum")
 
 
@@ -331,6 +377,14 @@ def lengths_weighted_sum_shape(data, weights, lengths):
 @shape("SparseLengthsPositionalWeightedSum")
 def positional_shape(data, weights, indices, lengths):
     return TensorInfo((*dims(lengths)[:1], *dims(data)[1:]), data.dtype)
+
+
+@shape("TTSparseLengthsSum")
+def tt_sparse_lengths_sum_shape(c0, c1, c2, indices, lengths, *, factor_j=(1, 1, 1), ranks=(1, 1, 1, 1),
+                                emb_size: int = 64):
+    bs = dims(indices)[0]
+    return (TensorInfo((dims(lengths)[0], emb_size), c0.dtype), TensorInfo((bs, factor_j[0], ranks[1]), c0.dtype),
+            TensorInfo((bs, factor_j[0] * factor_j[1], ranks[2]), c0.dtype), TensorInfo((bs, 3), INT64))
 
 
 @shape("ReduceFrontWeightedSum")

@@ -68,6 +68,18 @@ def cases():
     yield Case(n + "_i32", n, {"DATA": _data(n, 5, 3), "WEIGHT": rng_for(n + "w").rand(3).astype(F32),
                                "INDICES": np.array([4, 0, 2, 2, 1, 3], I32), "LENGTHS": lengths}, ["Y"])
 
+    fi, fj, rk = [2, 3, 2], [2, 2, 3], [1, 3, 2, 1]
+    cores = {f"c{k}": rng_for(f"tt{k}").randn(fi[k], rk[k], fj[k], rk[k + 1]).astype(F32) for k in range(3)}
+    tt_args = {"factor_i": fi, "factor_j": fj, "ranks": rk, "emb_size": 12}
+    yield Case("TTSparseLengthsSum", "TTSparseLengthsSum",
+               {**cores, "I": np.array([0, 11, 5, 7, 5, 2], I64), "L": lengths}, ["Y", "O1", "O2", "O3"],
+               args=tt_args, grad=True)
+    yield Case("TTSparseLengthsSum_emb_smaller", "TTSparseLengthsSum",
+               {**cores, "I": np.array([3, 4], I64), "L": np.array([1, 1], I32)}, ["Y", "O1", "O2", "O3"],
+               args=dict(tt_args, emb_size=8))
+    yield Case("TTSparseLengthsSum_i32", "TTSparseLengthsSum",
+               {**cores, "I": np.array([3, 4], I32), "L": np.array([1, 1], I32)}, ["Y", "O1", "O2", "O3"], args=tt_args)
+
 
 if __name__ == "__main__":
     print(record("segment", cases()), "cases")
