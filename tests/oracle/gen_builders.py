@@ -1,0 +1,230 @@
+"""Training nets built by Caffe2's own Python builders (kind "builder"): rnn_cell cells (LSTM,
+GRU, MILSTM, LayerNormLSTM, multi-layer, every attention type, forward_only), brew MLPs with
+the optimizer.py optimizers, models/resnet (train and test).  (ShuffleNet is left out: its
+frozen parameters alone are 4.6 MB.)
+
+Each case: the builder's net (forward ops, then AddGradientOperators' ops, then the
+optimizer's), frozen parameters and inputs, and what Caffe2 computes running it once: forward
+values, every gradient of a parameter, and the parameters after the update.  Written to
+OUT/builders/<case>.json + .npz; the net as OUT/builders/<case>.pb, its param init net as
+<case>_init.pb.  Read by
+tests/differential/test_builders.py.
+
+Run: cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 ../../.venv-caffe2/bin/python gen_builders.py ../golden
+"""
+import os
+
+import numpy as np
+
+from _common import OUT, core, err_info, seed_for, save_npz, workspace, write_case
+from caffe2.python import attention, brew, gru_cell, model_helper, optimizer, rnn_cell
+from caffe2.python.models import resnet
+
+CASES = []
+
+
+def case(name, note, rtol=1e-3):
+    def register(fn):
+        CASES.append((name, note, rtol, fn))
+        return fn
+    return register
+
+
+# ---- rnn_cell ------------------------------------------------------------------------------
+T, N, D, H = 4, 2, 3, 5
+
+
+def _seq_feeds(rng, states):
+    feeds = {"X": rng.randn(T, N, D).astype(np.float32), "lens": np.array([T, T - 1], np.int32)}
+    for s in states:
+        feeds[s] = rng.randn(1, N, H).astype(np.float32)
+    return feeds
+
+
+def _rnn(m, kind, forward_only=False):
+    kw = dict(forward_only=forward_only)
+    if kind == "lstm":
+        return rnn_cell.LSTM(m, "X", "lens", ("h0", "c0"), D, H, scope="lstm", **kw)[0]
+    if kind == "lstm_memopt":
+        return rnn_cell.LSTM(m, "X", "lens", ("h0", "c0"), D, H, scope="lstm", memory_optimization=True, **kw)[0]
+    if kind == "lstm_2layer":
+        return rnn_cell.LSTM(m, "X", "lens", ("h0", "c0", "h1", "c1"), D, [H, H], scope="lstm2", **kw)[0]
+    if kind == "milstm":
+        return rnn_cell.MILSTM(m, "X", "lens", ("h0", "c0"), D, H, scope="milstm", **kw)[0]
+    if kind == "layernorm_lstm":
+        return rnn_cell.LayerNormLSTM(m, "X", "lens", ("h0", "c0"), D, H, scope="lnlstm", **kw)[0]
+    if kind == "gru":
+        return gru_cell.GRU(m, "X", "lens", ("h0",), D, H, scope="gru", **kw)[0]
+    raise ValueError(kind)
+
+
+def _states(kind):
+    return {"gru": ["h0"], "lstm_2layer": ["h0", "c0", "h1", "c1"]}.get(kind, ["h0", "c0"])
+
+
+def _rnn_case(kind, forward_only=False):
+    def build(rng):
+        m = model_helper.ModelHelper(name=kind)
+        out = _rnn(m, kind, forward_only)
+        loss = m.net.AveragedLoss(m.net.Tanh(out, "act"), "loss")
+        if not forward_only:
+            m.AddGradientOperators([loss])
+        return m, _seq_feeds(rng, _states(kind)), [str(out), "loss"], ["loss"]
+    return build
+
+
+for _kind in ("lstm", "lstm_memopt", "lstm_2layer", "milstm", "layernorm_lstm", "gru"):
+    case("rnn_" + _kind, "rnn_cell %s T=%d N=%d D=%d H=%d, loss mean(tanh(hidden_all))" % (_kind, T, N, D, H))(
+        _rnn_case(_kind))
+case("rnn_lstm_forward_only", "rnn_cell.LSTM forward_only=True")(_rnn_case("lstm", True))
+
+ATTENTION = {"regular": attention.AttentionType.Regular, "recurrent": attention.AttentionType.Recurrent,
+             "dot": attention.AttentionType.Dot, "soft_coverage": attention.AttentionType.SoftCoverage}
+
+
+def _attention_case(kind):
+    def build(rng):
+        S, E = 3, (H if kind == "dot" else 6)
+        m = model_helper.ModelHelper(name="att_" + kind)
+        out = rnn_cell.LSTMWithAttention(
+            m, decoder_inputs="X", decoder_input_lengths="lens", initial_decoder_hidden_state="h0",
+            initial_decoder_cell_state="c0", initial_attention_weighted_encoder_context="ctx0",
+            encoder_output_dim=E, encoder_outputs="enc", encoder_lengths=None, decoder_input_dim=D,
+            decoder_state_dim=H, scope="dec", attention_type=ATTENTION[kind], outputs_with_grads=(0,))
+        loss = m.net.AveragedLoss(out[0], "loss")
+        m.AddGradientOperators([loss])
+        feeds = _seq_feeds(rng, ["h0", "c0"])
+        feeds.update(ctx0=rng.randn(1, N, E).astype(np.float32), enc=rng.randn(S, N, E).astype(np.float32))
+        return m, feeds, [str(out[0]), str(out[4]), "loss"], ["loss"]
+    return build
+
+
+for _kind in ATTENTION:
+    case("attention_" + _kind, "rnn_cell.LSTMWithAttention attention_type=%s" % _kind)(_attention_case(_kind))
+
+
+# ---- brew MLP + every optimizer ---------------------------------------------------------
+OPTIMIZERS = {
+    "sgd": lambda m: optimizer.build_sgd(m, base_learning_rate=0.1),
+    "sgd_momentum": lambda m: optimizer.build_sgd(m, base_learning_rate=0.1, momentum=0.9),
+    "sgd_nesterov_wd": lambda m: optimizer.build_sgd(m, base_learning_rate=0.1, momentum=0.9, nesterov=True,
+                                                    weight_decay=1e-2),
+    "adagrad": lambda m: optimizer.build_adagrad(m, base_learning_rate=0.1),
+    "adam": lambda m: optimizer.build_adam(m, base_learning_rate=0.1),
+    "ftrl": lambda m: optimizer.build_ftrl(m, engine=None, alpha=0.1, beta=1.0, lambda1=0.0, lambda2=0.0),
+    "gftrl": lambda m: optimizer.build_gftrl(m, engine=None, alpha=0.1, beta=1.0, lambda1=0.0, lambda2=0.0),
+    "wngrad": lambda m: optimizer.build_wngrad(m, base_learning_rate=0.1),
+    "adadelta": lambda m: optimizer.build_adadelta(m, base_learning_rate=0.1),
+    "rms_prop": lambda m: optimizer.build_rms_prop(m, base_learning_rate=0.1),
+    "decay_adagrad": lambda m: optimizer.build_decay_adagrad(m, base_learning_rate=0.1),
+    "storm": lambda m: optimizer.build_storm(m, base_learning_rate=0.1),
+    "yellowfin": lambda m: optimizer.build_yellowfin(m, base_learning_rate=0.1),
+}
+
+
+def _mlp_case(opt):
+    def build(rng):
+        m = model_helper.ModelHelper(name="mlp_" + opt)
+        h = brew.relu(m, brew.fc(m, "data", "fc1", dim_in=6, dim_out=8), "relu1")
+        fc2 = brew.fc(m, h, "fc2", dim_in=8, dim_out=3)
+        _, loss = m.net.SoftmaxWithLoss([fc2, "label"], ["softmax", "loss"])
+        m.AddGradientOperators([loss])
+        OPTIMIZERS[opt](m)
+        feeds = {"data": rng.randn(5, 6).astype(np.float32), "label": rng.randint(0, 3, size=5).astype(np.int32)}
+        return m, feeds, ["softmax", "loss"], ["loss"]
+    return build
+
+
+for _opt in OPTIMIZERS:
+    case("mlp_" + _opt, "brew MLP 6-8-3 SoftmaxWithLoss, optimizer.build_%s" % _opt)(_mlp_case(_opt))
+
+
+# ---- models ------------------------------------------------------------------------------
+def _resnet_case(is_test):
+    def build(rng):
+        m = model_helper.ModelHelper(name="resnet32x32", arg_scope={"order": "NCHW"})
+        resnet.create_resnet_32x32(m, "data", num_input_channels=3, num_groups=1, num_labels=4, is_test=is_test)
+        _, loss = m.net.SoftmaxWithLoss(["last_out", "label"], ["softmax", "loss"])
+        m.AddGradientOperators([loss])
+        feeds = {"data": rng.randn(2, 3, 32, 32).astype(np.float32), "label": np.array([1, 3], np.int32)}
+        return m, feeds, ["last_out", "loss"], ["loss"]
+    return build
+
+
+case("resnet32x32_train", "models/resnet.create_resnet_32x32 (1 group) training, SpatialBN is_test=0",
+     rtol=2e-3)(_resnet_case(False))
+case("resnet32x32_test", "models/resnet.create_resnet_32x32 is_test=1: SpatialBN gradient of an is_test op "
+     "(Caffe2 reads running stats as saved mean/inv-std)", rtol=2e-3)(_resnet_case(True))
+
+
+# ---- recording ---------------------------------------------------------------------------
+def _fetch_all():
+    out = {}
+    for b in workspace.Blobs():
+        try:
+            v = workspace.FetchBlob(b)
+        except BaseException:  # noqa: B902 - scratch workspaces, non-tensor blobs
+            continue
+        if isinstance(v, np.ndarray) and v.dtype != object:
+            out[str(b)] = v
+    return out
+
+
+def record_case(name, note, rtol, build):
+    workspace.ResetWorkspace()
+    rng = np.random.RandomState(seed_for("builders/" + name))
+    data = {"note": note, "rtol": rtol, "net": "builders/%s.pb" % name, "init": "builders/%s_init.pb" % name}
+    arrays = {}
+    try:
+        m, feeds, fetch, losses = build(rng)
+    except BaseException as e:  # noqa: B902
+        data.update(build_error=err_info(e))
+        write_case("builders/" + name, "builder", data)
+        return
+    net = m.net.Proto()
+    n_forward = next((i for i, op in enumerate(net.op) if any(o.endswith("_autogen_grad") for o in op.output)),
+                     len(net.op))
+    os.makedirs(os.path.join(OUT, "builders"), exist_ok=True)
+    with open(os.path.join(OUT, "builders", name + ".pb"), "wb") as f:
+        f.write(net.SerializeToString())
+    # NOTE: the init net makes the blobs that are not tensors (the AtomicIter mutex); its fills are
+    # overwritten by the frozen values.
+    with open(os.path.join(OUT, "builders", name + "_init.pb"), "wb") as f:
+        f.write(m.param_init_net.Proto().SerializeToString())
+    workspace.RunNetOnce(m.param_init_net)
+    for k, v in feeds.items():
+        workspace.FeedBlob(k, v)
+    start = _fetch_all()
+    # NOTE: parameters are frozen as values (no fill ops): netviz runs from exactly these.
+    arrays.update({"in/" + k: v for k, v in start.items()})
+    params = [str(p) for p in m.params]
+    grads = {p: str(m.param_to_grad[p]) for p in m.params if p in m.param_to_grad
+             and isinstance(m.param_to_grad[p], (str, core.BlobReference))}
+    data.update(losses=losses, fetch=fetch, params=params, grad_map={str(k): v for k, v in grads.items()},
+                num_forward_ops=n_forward, num_ops=len(net.op),
+                num_gradient_ops=sum(1 for op in net.op[n_forward:] if op.is_gradient_op or
+                                     any(o.endswith("_autogen_grad") for o in op.output)))
+    try:
+        workspace.RunNetOnce(net)
+    except BaseException as e:  # noqa: B902
+        data.update(run_error=err_info(e))
+    else:
+        end = _fetch_all()
+        for b in fetch + list(grads.values()):
+            arrays["out/" + b] = end[b]
+        for p in params:
+            if p in end and not np.array_equal(end[p], start.get(p)):
+                arrays["after/" + p] = end[p]  # updated by the optimizer
+    # NOTE: save_npz stores 0-d arrays as 1-d; the true shapes go in the JSON.
+    data["shapes"] = {k: list(np.shape(v)) for k, v in sorted(arrays.items())}
+    write_case("builders/" + name, "builder", data)
+    save_npz(os.path.join(OUT, "builders", name + ".npz"), arrays)
+
+
+if __name__ == "__main__":
+    import sys
+    only = set(sys.argv[2:])
+    for name, note, rtol, build in CASES:
+        if not only or name in only:
+            record_case(name, note, rtol, build)
+            print(name)
