@@ -11,9 +11,23 @@ from engine.shapes import TensorInfo, dims, norm_axis, same_as
 
 # ---- kernels ----
 
+def _outer_rows(xp, data, indices, axis):
+    """match_outer: (data as (outer, n, rest), row index per outer row, indices as (outer, k))."""
+    axis %= data.ndim
+    if tuple(indices.shape[:axis]) != tuple(data.shape[:axis]):
+        raise ValueError(f"match_outer: INDICES {indices.shape} must start with DATA's outer dims {data.shape[:axis]}")
+    outer = int(np.prod(data.shape[:axis]))
+    d3 = data.reshape((outer, data.shape[axis]) + data.shape[axis + 1:])
+    return d3, xp.arange(outer).reshape(-1, 1), indices.astype(np.int64).reshape(outer, -1), axis
+
+
 @kernel("Gather")
-def gather(xp, data, indices, *, axis: int = 0):
-    return xp.take(data, indices.astype(np.int64), axis=axis)
+def gather(xp, data, indices, *, axis: int = 0, match_outer: int = 0):
+    # NOTE: match_outer: the dims of INDICES before `axis` are DATA's, gathered row by row.
+    if not match_outer:
+        return xp.take(data, indices.astype(np.int64), axis=axis)
+    d3, rows, idx, axis = _outer_rows(xp, data, indices, axis)
+    return d3[rows, idx].reshape(data.shape[:axis] + indices.shape[axis:] + data.shape[axis + 1:])
 
 
 @kernel("BatchGather")
@@ -22,12 +36,19 @@ def batch_gather(xp, data, indices):
 
 
 @kernel("BatchGatherGradient")
-def batch_gather_gradient(xp, data, indices, dy, *, axis: int = 1):
-    dx = xp.zeros_like(data)
-    moved = xp.moveaxis(dx, axis, 0)  # a view: writes land in dx
-    xp.add.at(moved, indices.reshape(-1).astype(np.int64),
-              xp.moveaxis(dy, axis, 0).reshape((indices.size,) + moved.shape[1:]))
-    return dx
+def batch_gather_gradient(xp, data, indices, dy, *, axis: int = 1, match_outer: int = 0):
+    if match_outer:
+        d3, rows, idx, _ = _outer_rows(xp, data, indices, axis)
+        dx3 = xp.zeros_like(d3)
+        xp.add.at(dx3, (rows, idx), dy.reshape(idx.shape + d3.shape[2:]))
+        return dx3.reshape(data.shape)
+    # NOTE: dY is DATA's dims before `axis`, then INDICES' dims, then DATA's after `axis`.
+    axis %= data.ndim
+    outer = int(np.prod(data.shape[:axis]))
+    dx3 = xp.zeros((outer, data.shape[axis], int(np.prod(data.shape[axis + 1:]))), data.dtype)
+    xp.add.at(dx3.transpose(1, 0, 2), indices.reshape(-1).astype(np.int64),
+              dy.reshape(outer, indices.size, -1).transpose(1, 0, 2))
+    return dx3.reshape(data.shape)
 
 
 @kernel("SparseToDense")
@@ -191,10 +212,10 @@ gradient("SparseLengthsWeightedSum")(_sparse_lengths("WeightedSum", "I1 GO0 I3 I
 # ---- shapes ----
 
 @shape("Gather")
-def gather_shape(data, indices, *, axis: int = 0):
+def gather_shape(data, indices, *, axis: int = 0, match_outer: int = 0):
     dd = dims(data)
     axis = norm_axis(axis, len(dd))
-    return TensorInfo((*dd[:axis], *dims(indices), *dd[axis + 1:]), data.dtype)
+    return TensorInfo((*dd[:axis], *dims(indices)[axis if match_outer else 0:], *dd[axis + 1:]), data.dtype)
 
 
 shape("BatchGather")(lambda data, idx: TensorInfo((*dims(data)[:1], *dims(idx), *dims(data)[2:]), data.dtype))

@@ -127,6 +127,17 @@ def _tensor():
         yield Case("Range_" + name, "Range", {f"B{i}": v for i, v in enumerate(vals)}, ["Y"])
     yield Case("Range_zero_step", "Range", {"a": np.array(1, "i4"), "b": np.array(5, "i4"), "c": np.array(0, "i4")},
                ["Y"])
+    # Gather with match_outer (and its BatchGatherGradient), BatchGather
+    g = _x("gather", (2, 4, 3))
+    gi = np.array([[0, 3, 1], [2, 2, 0]], "i4")
+    yield Case("Gather_match_outer", "Gather", {"D": g, "I": gi}, ["Y"], {"axis": 1, "match_outer": 1}, grad=True)
+    yield Case("Gather_axis1", "Gather", {"D": g, "I": gi}, ["Y"], {"axis": 1}, grad=True)
+    yield Case("Gather_match_outer_bad", "Gather", {"D": g, "I": gi[:, :2].copy()}, ["Y"],
+               {"axis": 2, "match_outer": 1})
+    yield Case("Gather_match_outer_axis2", "Gather", {"D": g, "I": np.array([[[1], [0], [2], [2]], [[0], [0], [1], [2]]],
+                                                                           "i8")}, ["Y"],
+               {"axis": 2, "match_outer": 1}, grad=True)
+    yield Case("BatchGather", "BatchGather", {"D": g, "I": gi}, ["Y"], grad=True)
     # Cast to string, Reshape with an empty batch
     yield Case("Cast_string", "Cast", {"X": np.array([1.5, -2.0, 3.25], "f4")}, ["Y"], {"to": 4})
     yield Case("Cast_string_int", "Cast", {"X": np.array([1, -20, 3], "i4")}, ["Y"], {"to": 4})
