@@ -1,5 +1,5 @@
 """Recurrent nets: RecurrentNetwork and its gradient, the rnn_internal_* link ops, LSTMUnit, GRUUnit,
-SinusoidPositionEncoding.
+InferenceLSTM, SinusoidPositionEncoding.
 
 RecurrentNetwork runs its step net once per timestep, each in its own step workspace, by
 ``yield``ing a :class:`~engine.plans.SubnetRun` per timestep (the executor runs each whole, the
@@ -17,7 +17,7 @@ import numpy as np
 
 from engine import device as dev
 from engine.errors import ExecutionError
-from engine.grad_makers import cc_maker
+from engine.grad_makers import cc_maker, no_gradient
 from engine.opdef import args_of, create_operator
 from engine.plans import SubnetRun
 from engine.registry import gradient, kernel, shape
@@ -140,6 +140,50 @@ def gru_unit_gradient(xp, h_prev, gates, *rest, drop_states: int = 0, sequence_l
     dx = xp.where(valid[:, :, None], dx, 0)
     dt = h_prev.dtype
     return dh_prev.reshape(h_prev.shape).astype(dt), dx.reshape(gates.shape).astype(dt)
+
+
+def _lstm_layer(xp, xs, h, c, w_ih, w_hh, b_ih, b_hh, reverse=False):
+    """One LSTM direction over (T, N, I) `xs` with PyTorch's gate order [i, f, g, o]; returns (T, N, H), h, c."""
+    gx = xs @ w_ih.T + (0 if b_ih is None else b_ih)  # the input part of every step at once
+    out = []
+    steps = range(xs.shape[0] - 1, -1, -1) if reverse else range(xs.shape[0])
+    for t in steps:
+        g = gx[t] + h @ w_hh.T + (0 if b_hh is None else b_hh)
+        i, f, gg, o = (g[:, k * h.shape[1]:(k + 1) * h.shape[1]] for k in range(4))
+        c = _sigmoid(xp, f) * c + _sigmoid(xp, i) * xp.tanh(gg)
+        h = _sigmoid(xp, o) * xp.tanh(c)
+        out.append(h)
+    if reverse:
+        out.reverse()
+    return xp.stack(out) if out else xp.zeros(xs.shape[:2] + (h.shape[1],), dtype=xs.dtype), h, c
+
+
+@kernel("InferenceLSTM")
+def inference_lstm(xp, x, hx, cx, *weights, num_layers: int = 1, has_biases: int = 1, batch_first: int = 0,
+                   bidirectional: int = 0):
+    # NOTE: PyTorch's nn.LSTM forward: weights per layer (and direction) are w_ih, w_hh[, b_ih, b_hh];
+    # hx/cx are (layers * directions, N, H); outputs (output, hy, cy).
+    per = 4 if has_biases else 2
+    if len(weights) % per:
+        raise ExecutionError("InferenceLSTM: got an incorrect number of LSTM parameters")
+    cells = [tuple(weights[k:k + per]) + ((None, None) if per == 2 else ()) for k in range(0, len(weights), per)]
+    dirs = 2 if bidirectional else 1
+    if len(cells) != num_layers * dirs or hx.shape[0] != num_layers * dirs:
+        raise ExecutionError(f"InferenceLSTM: {len(cells)} weight sets and {hx.shape[0]} states for "
+                             f"{num_layers} layer(s) x {dirs} direction(s)")
+    inp = xp.swapaxes(x, 0, 1) if batch_first else x
+    hs, cs = [], []
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            o, h, c = _lstm_layer(xp, inp, hx[k], cx[k], *cells[k], reverse=d == 1)
+            outs.append(o)
+            hs.append(h)
+            cs.append(c)
+        inp = xp.concatenate(outs, axis=-1) if dirs == 2 else outs[0]
+    y = xp.swapaxes(inp, 0, 1) if batch_first else inp
+    return xp.ascontiguousarray(y).astype(x.dtype), xp.stack(hs).astype(x.dtype), xp.stack(cs).astype(x.dtype)
 
 
 @kernel("SinusoidPositionEncoding")
@@ -402,6 +446,9 @@ def gru_unit_gradient_maker(g):
     return [g.op_("GRUUnitGradient", [g.I(k) for k in range(n)] + [g.O(0), g.GO(0)], [g.GI(0), g.GI(1)])]
 
 
+no_gradient("InferenceLSTM")
+
+
 # ---- shapes ----
 shape("LSTMUnit")(same_as(1, 1))
 shape("LSTMUnitGradient")(same_as(0, 1, 2))
@@ -410,3 +457,12 @@ shape("GRUUnitGradient")(same_as(0, 1))
 shape("SinusoidPositionEncoding")(lambda p, *, embedding_size=100, alpha=10000.0, amplitude=1.0: TensorInfo(
     dims(p) + (int(embedding_size),), FLOAT))
 shape("rnn_internal_accumulate_gradient_input")(same_as(2))
+
+
+@shape("InferenceLSTM")
+def inference_lstm_shape(x, hx, cx, *weights, num_layers: int = 1, has_biases: int = 1, batch_first: int = 0,
+                         bidirectional: int = 0):
+    # NOTE: the output's last dim is H (x 2 when bidirectional); hy, cy have hx's shape.
+    h = dims(hx)[-1] if hx.shape is not None else None
+    out = dims(x)[:-1] + ((h * (2 if bidirectional else 1)) if h is not None else None,)
+    return TensorInfo(out, x.dtype), hx, cx

@@ -33,5 +33,24 @@ def cases():
     yield Case(name, "SinusoidPositionEncoding", {"P": r.randint(1, 50, (2, 2)).astype("i8")}, ["Y"],
                dict(embedding_size=6))
 
+    for tag, layers, bidir, bias, bf in (("", 1, 0, 1, 0), ("2layers_bidir", 2, 1, 1, 0), ("nobias_batch_first", 1, 0, 0, 1),
+                                         ("bidir_batch_first", 1, 1, 1, 1)):
+        name = "InferenceLSTM" + ("_" + tag if tag else "")
+        r = rng_for(name)
+        T_, N, I, H = 4, 2, 3, 5
+        dirs = 2 if bidir else 1
+        ins = {"X": f4(r, N, T_, I) if bf else f4(r, T_, N, I), "hx": f4(r, layers * dirs, N, H),
+               "cx": f4(r, layers * dirs, N, H)}
+        for layer in range(layers):
+            for d in range(dirs):
+                isz = I if layer == 0 else H * dirs
+                ins[f"w_ih{layer}{d}"] = 0.5 * f4(r, 4 * H, isz)
+                ins[f"w_hh{layer}{d}"] = 0.5 * f4(r, 4 * H, H)
+                if bias:
+                    ins[f"b_ih{layer}{d}"] = f4(r, 4 * H)
+                    ins[f"b_hh{layer}{d}"] = f4(r, 4 * H)
+        yield Case(name, "InferenceLSTM", ins, ["Y", "hy", "cy"],
+                   dict(num_layers=layers, bidirectional=bidir, has_biases=bias, batch_first=bf), atol=1e-5)
+
 
 record("rnn", cases())
