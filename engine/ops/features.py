@@ -258,8 +258,16 @@ def merge_single_list_feature_tensors_gradient(xp, *ins):
     order = _interleave(kept)
     flat = np.empty_like(g)
     flat[order] = g
-    # NOTE: as in Caffe2, input k's gradient holds only the values of its PRESENT examples.
-    return tuple(xp.asarray(x) for x in np.split(flat, np.cumsum([int(n.sum()) for n in kept])[:-1]))
+    # NOTE: values of absent examples get 0; Caffe2 returns only the present examples' values,
+    # a gradient shorter than the input when an absent example has values (docs/fidelity.md).
+    outs, at = [], 0
+    for k in range(len(pairs)):
+        full = np.zeros((int(lens[k].sum()),) + g.shape[1:], g.dtype)
+        take = int(kept[k].sum())
+        full[np.repeat(p[:, k], lens[k])] = flat[at:at + take]
+        at += take
+        outs.append(xp.asarray(full))
+    return tuple(outs)
 
 
 @kernel("MergeSingleMapFeatureTensors")

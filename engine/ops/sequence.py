@@ -212,13 +212,12 @@ def boolean_mask(xp, data, mask):
 
 @kernel("BooleanMaskGradient")
 def boolean_mask_gradient(xp, mask, dy):
-    # NOTE: Caffe2's gradient has the MASK's shape: entry j gets the k-th element of the flat dY
-    # for the k-th set entry, so for rows wider than one element it is not the true gradient.
+    # NOTE: dX has DATA's rows: the masked rows get dY, the others 0. Caffe2 shapes dX like the
+    # mask and fills it from the flat dY, wrong for rows of more than one element (docs/fidelity.md).
     m = _mask(mask, dev.to_host(mask).size)
-    dx = xp.zeros(m.size, dtype=dy.dtype)
-    idx = np.flatnonzero(m)
-    dx[xp.asarray(idx)] = dy.reshape(-1)[:idx.size]
-    return dx.reshape(mask.shape)
+    dx = xp.zeros((m.size,) + tuple(dy.shape[1:]), dtype=dy.dtype)
+    dx[xp.asarray(np.flatnonzero(m))] = dy
+    return dx
 
 
 @kernel("BooleanMaskLengths")
@@ -341,7 +340,7 @@ no_gradient("BooleanMaskLengths", "BooleanUnmask")
 # ---- shapes ----
 
 shape("SequenceMask", "ReversePackedSegs", "VariableLengthSequencePadding")(same_as(0))
-shape("BooleanMaskGradient")(lambda mask, dy: TensorInfo(dims(mask), dy.dtype))
+shape("BooleanMaskGradient")(lambda mask, dy: TensorInfo((*dims(mask)[:1], *dims(dy)[1:]), dy.dtype))
 shape("BooleanMask")(lambda data, mask: (TensorInfo((None, *dims(data)[1:]), data.dtype), TensorInfo((None,), INT64)))
 shape("BooleanMaskLengths")(same_as(0))
 

@@ -69,11 +69,17 @@ def cases():
     yield Case("MergeSingleListFeatureTensors", "MergeSingleListFeatureTensors",
                {"al": np.array([2, 1, 0], I32), "av": _f("sl0", 3), "ap": p0,
                 "bl": np.array([0, 2, 3], I32), "bv": _f("sl1", 5), "bp": p1}, ["L", "K", "VL", "VV"],
-               args={"feature_ids": [11, 4]}, grad=True)
+               args={"feature_ids": [11, 4]}, grad=True,
+               note="caffe2_bug: the gradient of a values input drops the values of absent examples")
     yield Case("MergeSingleMapFeatureTensors", "MergeSingleMapFeatureTensors",
                {"al": np.array([2, 1, 0], I32), "ak": np.arange(3, dtype=I64), "av": _f("sm0", 3), "ap": p0,
                 "bl": np.array([0, 2, 3], I32), "bk": np.arange(5, dtype=I64) + 10, "bv": _f("sm1", 5), "bp": p1},
-               ["L", "K", "VL", "VK", "VV"], args={"feature_ids": [11, 4]}, grad=True)
+               ["L", "K", "VL", "VK", "VV"], args={"feature_ids": [11, 4]}, grad=True,
+               note="caffe2_bug: the gradient of a values input drops the values of absent examples")
+    yield Case("MergeSingleListFeatureTensors_absent_empty", "MergeSingleListFeatureTensors",
+               {"al": np.array([2, 0, 1], I32), "av": _f("sl0", 3), "ap": p0,
+                "bl": np.array([0, 2, 0], I32), "bv": _f("sl1", 2), "bp": p1}, ["L", "K", "VL", "VV"],
+               args={"feature_ids": [11, 4]}, grad=True)
     yield Case("MergeMultiScalarFeatureTensors", "MergeMultiScalarFeatureTensors",
                {"al": np.array([2, 0, 1], I32), "ak": np.array([1, 2, 3], I64), "av": _f("mm0", 3),
                 "bl": np.array([1, 1, 0], I32), "bk": np.array([4, 5], I64), "bv": _f("mm1", 2)}, ["L", "K", "V"],
