@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.errors import ExecutionError
 from engine.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
@@ -486,6 +487,22 @@ def group_spatial_softmax_gradient(xp, y, dy, *, num_classes: int = 81, order: s
     return (y5 * (dy5 - (y5 * dy5).sum(axis=2, keepdims=True))).reshape(y.shape).astype(y.dtype)
 
 
+@kernel("CTCGreedyDecoder")
+def ctc_greedy_decoder(xp, inputs, seq_len=None, *, merge_repeated: int = 1):
+    # NOTE: argmax class per step (first maximum), blank = 0 dropped, repeats merged; outputs
+    # (lengths (N,), the decoded classes of every sequence concatenated), both int32.
+    t_max, n = inputs.shape[:2]
+    lab = inputs.argmax(axis=2).T  # (N, T)
+    lens = xp.full(n, t_max) if seq_len is None else xp.asarray(seq_len).reshape(-1)
+    if bool((lens > t_max).any()):
+        raise ExecutionError(f"CTCGreedyDecoder: a sequence length exceeds max_time {t_max}")
+    prev = xp.concatenate([xp.zeros((n, 1), dtype=lab.dtype), lab[:, :-1]], axis=1)
+    keep = (lab != 0) & (xp.arange(t_max)[None, :] < lens[:, None])
+    if merge_repeated:
+        keep &= lab != prev
+    return keep.sum(axis=1).astype(np.int32), lab[keep].astype(np.int32)
+
+
 # ---- gradients ----
 
 @gradient("SoftmaxWithLoss")
@@ -529,7 +546,7 @@ def pair_wise_loss_gradient(g):
 
 gradient("MarginRankingCriterion")(simple("MarginRankingCriterionGradient", "I0 I1 I2 GO0", "GI0 GI1"))
 gradient("CosineEmbeddingCriterion")(simple("CosineEmbeddingCriterionGradient", "I0 I1 GO0", "GI0"))
-should_not_do_gradient("Perplexity", "MultiClassAccuracy")
+should_not_do_gradient("Perplexity", "MultiClassAccuracy", "CTCGreedyDecoder")
 
 
 gradient("SmoothL1Loss", "SelectSmoothL1Loss")(simple("{T}Gradient", "I0 I1 I2 I3 GO0", "GI0"))
@@ -583,3 +600,4 @@ shape("SmoothL1LossGradient", "SelectSmoothL1LossGradient", "SigmoidCrossEntropy
 shape("GroupSpatialSoftmaxGradient")(same_as(0))
 shape("SoftmaxFocalLoss")(lambda x, *_: (TensorInfo((), FLOAT), TensorInfo(
     (None if x.shape is None or None in x.shape else int(np.prod(x.shape)),), FLOAT)))
+shape("CTCGreedyDecoder")(lambda x, *_: (TensorInfo(dims(x)[1:2], INT32), TensorInfo((None,), INT32)))

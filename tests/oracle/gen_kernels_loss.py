@@ -77,5 +77,13 @@ def cases():
     r = rng_for(name)
     yield Case(name, "MultiClassAccuracy", {"X": f4(r, 0, 4), "L": np.zeros(0, dtype="i4")}, ["A", "C"])
 
+    for tag, ins, args in (("", {}, {}), ("lengths", {"L": np.array([5, 2, 0], "i4")}, {}),
+                           ("no_merge", {"L": np.array([3, 5, 4], "i4")}, dict(merge_repeated=0))):
+        name = "CTCGreedyDecoder" + ("_" + tag if tag else "")
+        r = rng_for(name)
+        x = r.randn(5, 3, 4).astype("f4")
+        x[1] = x[0]  # a repeated label
+        yield Case(name, "CTCGreedyDecoder", {"X": x, **ins}, ["len", "values"], args)
+
 
 record("loss", cases())
