@@ -170,6 +170,20 @@ def _fetch_all():
     return out
 
 
+RANDOM_FILLS = ("XavierFill", "MSRAFill", "GaussianFill", "UniformFill")
+
+
+def _freeze_random_fills(init, rng):
+    """Seeded values (uniform, Xavier's scale) in place of the init net's random fills, which
+    Caffe2 seeds from the clock."""
+    for op in init.Proto().op:
+        if op.type in RANDOM_FILLS:
+            for o in op.output:
+                shape = workspace.FetchBlob(o).shape
+                a = np.sqrt(3.0 / max(1, int(np.prod(shape[1:])) if len(shape) > 1 else 1))
+                workspace.FeedBlob(o, rng.uniform(-a, a, size=shape).astype(np.float32))
+
+
 def record_case(name, note, rtol, build):
     workspace.ResetWorkspace()
     rng = np.random.RandomState(seed_for("builders/" + name))
@@ -192,6 +206,7 @@ def record_case(name, note, rtol, build):
     with open(os.path.join(OUT, "builders", name + "_init.pb"), "wb") as f:
         f.write(m.param_init_net.Proto().SerializeToString())
     workspace.RunNetOnce(m.param_init_net)
+    _freeze_random_fills(m.param_init_net, rng)
     for k, v in feeds.items():
         workspace.FeedBlob(k, v)
     start = _fetch_all()
