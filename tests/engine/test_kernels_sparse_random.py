@@ -101,3 +101,18 @@ def test_string_ops_give_python_strings() -> None:
     assert p.dtype == object and p.tolist() == ["he", "hi"]
     (j,) = eval_op("StringJoin", np.array([[1.5, 2.0]], np.float32))
     assert j.tolist() == ["1.5,2,"]
+
+
+def test_inspector_shows_float16_and_string_blobs() -> None:
+    from rich.console import Console
+
+    from netviz.widgets.blob_inspector import histogram, stats, values_table
+    (h,) = eval_op("FloatToHalf", np.array([[1.5, -2.0], [0.25, 7.0]], np.float32))
+    (s,) = eval_op("StringSuffix", np.array([b"alpha", b"beta"], dtype="S"), length=3)
+    console = Console(width=80, record=True)
+    for arr in (h, s):
+        console.print(stats(arr), values_table(arr))
+    console.print(histogram(h))
+    text = console.export_text()
+    assert h.dtype == np.float16 and s.dtype == object   # the facts table prints these dtypes
+    assert "1.5" in text and "7" in text and "pha" in text and "eta" in text
