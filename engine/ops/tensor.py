@@ -274,7 +274,10 @@ def top_k(xp, x, k_in=None, *, k: int = -1, axis: int = -1):
 @kernel("TopKGradient")
 def top_k_gradient(xp, dvals, idx, x, *, k: int = -1, axis: int = -1):
     dx = xp.zeros(x.shape, dvals.dtype)
-    xp.put_along_axis(dx, idx, dvals, axis=axis % x.ndim)
+    axis %= x.ndim
+    n = idx.shape[axis] if (idx >= 0).all() else int((idx >= 0).sum(axis=axis).max())  # NOTE: -1 = padding
+    keep = xp.take(idx, xp.arange(n), axis=axis)
+    dx[_scatter_index(xp, keep, axis)] = xp.take(dvals, xp.arange(n), axis=axis)
     return dx
 
 
