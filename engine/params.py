@@ -46,7 +46,7 @@ def _kernel(op: caffe2_pb2.OperatorDef, rank: int) -> tuple[int, ...]:
     return (arg_value(op, "kernel", 1),) * rank
 
 
-@param_rule("Conv", "Conv1D", "Conv2D", "Conv3D")
+@param_rule("Conv", "Conv1D", "Conv2D", "Conv3D", "Int8Conv", "Int8ConvRelu")
 def _conv(op, x, width, classes):
     c = _channels(op, x)
     if c is None:
@@ -65,7 +65,7 @@ def _bn(op, x, width, classes):
     return {} if c is None else {i: ((c,), i == 4) for i in range(1, 5)}
 
 
-@param_rule("FC")
+@param_rule("FC", "Int8FC")
 def _fc(op, x, width, classes):
     axis, axis_w = arg_value(op, "axis", 1), arg_value(op, "axis_w", 1)
     if x.shape is None or any(not isinstance(d, int) for d in x.shape[axis:]):  # NOTE: RoI counts may be unknown
@@ -99,7 +99,9 @@ def rpn_anchors(stride: float = 16.0, sizes=(32, 64, 128, 256, 512), ratios=(0.5
 _SAME_CHANNELS = frozenset({"Relu", "Sigmoid", "Tanh", "SpatialBN", "AffineChannel", "LeakyRelu", "PRelu",
                             "Softmax", "Reshape", "Flatten", "Dropout", "Copy", "Clip", "ResizeNearest",
                             "MaxPool", "AveragePool", "Int8Relu", "Int8ResizeNearest", "Int8MaxPool",
-                            "Int8AveragePool", "Int8Quantize", "Int8Dequantize"})
+                            "Int8AveragePool", "Int8Quantize", "Int8Dequantize", "NHWC2NCHW", "NCHW2NHWC",
+                            "Sum", "Int8Sum", "Int8Add", "Int8SumRelu", "Int8AddRelu"})
+_CONV_FC = frozenset({"Conv", "FC", "Int8Conv", "Int8ConvRelu", "Int8FC"})
 
 
 def _output_hints(net: caffe2_pb2.NetDef) -> dict[str, int]:
@@ -115,7 +117,7 @@ def _output_hints(net: caffe2_pb2.NetDef) -> dict[str, int]:
         while i is not None and net.op[i].type in _SAME_CHANNELS and seen < 1000:
             i, seen = reads[i][0] if reads[i] else None, seen + 1
         op = net.op[i] if i is not None else None
-        return op.input[1] if op is not None and op.type in ("Conv", "FC") and len(op.input) > 1 else None
+        return op.input[1] if op is not None and op.type in _CONV_FC and len(op.input) > 1 else None
 
     hints: dict[str, int] = {}
     for k, op in enumerate(net.op):
@@ -124,7 +126,8 @@ def _output_hints(net: caffe2_pb2.NetDef) -> dict[str, int]:
             for src, n in ((reads[k][0], RPN_ANCHORS), (reads[k][1], 4 * RPN_ANCHORS)):
                 if weight_of(src):
                     hints[weight_of(src)] = n
-        if op.type == "Conv" and arg_value(op, "group", 1) > 1 and weight_of(reads[k][0]):
+        if op.type in ("Conv", "Int8Conv", "Int8ConvRelu") and arg_value(op, "group", 1) > 1 \
+                and weight_of(reads[k][0]):
             hints.setdefault(weight_of(reads[k][0]), arg_value(op, "group", 1))
         for o in op.output:
             writer[o] = k
@@ -132,19 +135,36 @@ def _output_hints(net: caffe2_pb2.NetDef) -> dict[str, int]:
 
 
 def _box_hints(net: caffe2_pb2.NetDef, classes: int) -> dict[str, int]:
+    """BBoxTransform needs 4 deltas per class: the FC making its deltas gets 4 * classes outputs."""
     producer = {o: op for op in net.op for o in op.output}
     hints = {}
     for op in net.op:
         if op.type == "BBoxTransform" and len(op.input) >= 2:
             p = producer.get(op.input[1])
-            if p is not None and p.type == "FC" and len(p.input) > 1:
+            while p is not None and p.type in ("Int8Dequantize", "NHWC2NCHW", "Reshape") and p.input:
+                p = producer.get(p.input[0])
+            if p is not None and p.type in ("FC", "Int8FC") and len(p.input) > 1:
                 hints[p.input[1]] = 4 * classes
     return hints
 
 
+def _int8_param(op: caffe2_pb2.OperatorDef, i: int, a: np.ndarray, scales: dict[str, float],
+                made: dict[str, Any]) -> Any:
+    """Quantise a synthesised float parameter of an Int8 op: weights to uint8 around 128 with
+    their own scale, biases to int32 in units of x_scale * w_scale (what QNNPACK adds)."""
+    from engine.blobio import Int8Tensor  # noqa: PLC0415
+
+    if i == 1:
+        scale = float(np.float32(max(float(np.abs(a).max()), 1e-8) / 127.0))
+        return Int8Tensor(np.clip(np.rint(a / scale) + 128, 0, 255).astype(np.uint8), scale, 128)
+    w = made.get(op.input[1])
+    scale = float(np.float32(scales.get(op.input[0], 1.0) * (w.scale if w is not None else 1.0)))
+    return Int8Tensor(np.rint(a / scale).astype(np.int32), scale, 0)
+
+
 def synthesize_params(net: caffe2_pb2.NetDef, known: Mapping[str, Any], *, width: int = 16,
                       classes: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random float32 arrays for every parameter input of `net` missing from `known`.
+    """Random float32 arrays (Int8 tensors for Int8 ops) for every parameter input of `net` missing from `known`.
 
     `known` maps blob names to arrays (inputs and whatever the init net made); shapes flow
     through :mod:`engine.shapes`, into the subnets of control-flow ops too.  Variances get
@@ -154,12 +174,12 @@ def synthesize_params(net: caffe2_pb2.NetDef, known: Mapping[str, Any], *, width
     rng = np.random.default_rng(seed)
     env = {k: TensorInfo(tuple(np.shape(v)), None) for k, v in known.items()}
     made: dict[str, np.ndarray] = {}
-    _synthesize(net, env, made, rng, width, classes)
+    _synthesize(net, env, made, rng, width, classes, {})
     return made
 
 
-def _synthesize(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], made: dict[str, np.ndarray],
-                rng: np.random.Generator, width: int, classes: int) -> None:
+def _synthesize(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], made: dict[str, Any],
+                rng: np.random.Generator, width: int, classes: int, scales: dict[str, float]) -> None:
     hints = {**_box_hints(net, classes), **_output_hints(net)}
     for op in net.op:
         rule = PARAM_RULES.get(op.type)
@@ -173,13 +193,17 @@ def _synthesize(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], made: dict[s
                 scale = np.sqrt(2.0 / max(1, int(np.prod(shape[1:])))) if len(shape) > 1 else 0.1
                 a = (rng.standard_normal(shape) * scale).astype(np.float32)
                 made[name] = np.abs(a) + np.float32(0.5) if positive else a
+                if op.type.startswith("Int8"):
+                    made[name] = _int8_param(op, i, made[name], scales, made)
                 env[name] = TensorInfo(shape, None)
         if op.type in ("GenerateProposals", "GenerateProposalsCPP") and len(op.input) > 3 \
                 and op.input[3] not in env:
             made[op.input[3]] = rpn_anchors(1.0 / arg_value(op, "spatial_scale", 1.0 / 16))
             env[op.input[3]] = TensorInfo(made[op.input[3]].shape, None)
+        if arg_value(op, "Y_scale") is not None:
+            scales.update(dict.fromkeys(op.output, float(arg_value(op, "Y_scale"))))
         for _, sub in subnets_of(op):
-            _synthesize(sub, env, made, rng, width, classes)
+            _synthesize(sub, env, made, rng, width, classes, scales)
         try:
             outs = infer_op(op, [env.get(i, UNKNOWN) for i in op.input])
         except Exception:  # an op the shape rules cannot follow: later params stay unknown

@@ -14,10 +14,11 @@ import numpy as np
 
 from engine.blobio import Int8Tensor
 from engine.errors import ExecutionError
-from engine.ops.conv import geometry, geometry_args, windows
+from engine.ops.conv import conv_shape, geometry, geometry_args, windows
 from engine.registry import kernel
 from engine.registry import shape
-from engine.shapes import FLOAT, UINT8, TensorInfo
+from engine.ops.pool import pool_shape
+from engine.shapes import FLOAT, UINT8, TensorInfo, dims, same_as
 
 
 def _bits(x: float) -> int:
@@ -102,22 +103,28 @@ def int8_given_int_tensor_fill(xp, *, values: list = (), shape: list = (), Y_sca
 def _conv_acc(x: np.ndarray, w: np.ndarray, x_zp: int, w_zp: int, group: int, k, s, pb, pe, d) -> np.ndarray:
     """int64 sums of (x - x_zp) * (w - w_zp) over each window, NHWC in and out.
 
-    Padding is the input zero point (QNNPACK's zero buffer), so it adds nothing.  The products
-    are summed as float64, exact for these integer ranges, to use BLAS."""
+    Padding is the input zero point (QNNPACK's zero buffer), so it adds nothing.  Grouped
+    convs sum as float64 GEMMs (exact for these integer ranges, and BLAS-fast); depthwise ones
+    accumulate their taps in int64."""
     n, _, _, c = x.shape
     m = w.shape[0]
-    xc = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).astype(np.float64) - x_zp  # NCHW, zero-point removed
-    win = windows(np, xc, k, s, pb, pe, d, pad_value=0.0)  # (N, C, OH, OW, KH, KW)
-    oh, ow = win.shape[2:4]
-    wc = w.astype(np.float64) - w_zp  # (M, KH, KW, C/g)
+    xz = np.pad(x.astype(np.int32) - x_zp, ((0, 0), (pb[0], pe[0]), (pb[1], pe[1]), (0, 0)))
+    oh = (xz.shape[1] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (xz.shape[2] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    taps = [xz[:, i * d[0]:i * d[0] + s[0] * (oh - 1) + 1:s[0], j * d[1]:j * d[1] + s[1] * (ow - 1) + 1:s[1]]
+            for i in range(k[0]) for j in range(k[1])]  # each (N, OH, OW, C)
+    wz = w.astype(np.int64) - w_zp  # (M, KH, KW, C/g)
     cg, mg = c // group, m // group
-    out = np.empty((n, oh, ow, m), np.float64)
     if group > 1 and cg == 1 and mg == 1:  # depthwise: one filter per channel
-        out[:] = np.einsum("nchwij,cij->nhwc", win, wc[..., 0], optimize=True)
-    else:
-        for g in range(group):
-            cols = win[:, g * cg:(g + 1) * cg].transpose(0, 2, 3, 4, 5, 1).reshape(n * oh * ow, -1)
-            out[..., g * mg:(g + 1) * mg] = (cols @ wc[g * mg:(g + 1) * mg].reshape(mg, -1).T).reshape(n, oh, ow, mg)
+        acc = np.zeros((n, oh, ow, c), np.int64)
+        for t, view in enumerate(taps):
+            acc += view * wz[:, t // k[1], t % k[1], 0]
+        return acc
+    out = np.empty((n, oh, ow, m), np.float64)
+    for g in range(group):
+        cols = np.stack([v[..., g * cg:(g + 1) * cg] for v in taps], axis=3).reshape(n * oh * ow, -1)
+        wg = wz[g * mg:(g + 1) * mg].reshape(mg, -1).astype(np.float64)
+        out[..., g * mg:(g + 1) * mg] = (cols.astype(np.float64) @ wg.T).reshape(n, oh, ow, mg)
     return np.rint(out).astype(np.int64)
 
 
@@ -300,3 +307,14 @@ def int8_flatten(xp, x, *, ctx, axis: int = 1, Y_scale: float = 1.0, Y_zero_poin
 
 shape("Int8Quantize")(lambda x, *_: TensorInfo(x.shape, UINT8))
 shape("Int8Dequantize")(lambda x: TensorInfo(x.shape, FLOAT))
+shape("Int8Conv", "Int8ConvRelu")(conv_shape)  # NOTE: NHWC filters (M, KH, KW, C/group), as NHWC Conv
+shape("Int8AveragePool", "Int8AveragePoolRelu", "Int8MaxPool", "Int8MaxPoolRelu")(pool_shape)
+shape("Int8Add", "Int8Sum", "Int8AddRelu", "Int8SumRelu", "Int8Softmax", "Int8Relu")(same_as(0))
+shape("Int8FC")(lambda x, w, b: TensorInfo((dims(x)[0], dims(w)[0]), UINT8))
+
+
+@shape("Int8ResizeNearest")
+def int8_resize_nearest_shape(x, *, width_scale: float = 1.0, height_scale: float = 1.0):
+    n, h, w, c = dims(x)
+    scaled = [None if v is None else int(v * np.float32(f)) for v, f in ((h, height_scale), (w, width_scale))]
+    return TensorInfo((n, *scaled, c), x.dtype)
