@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine import device as dev
+
 from engine.errors import ExecutionError
 from engine.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.registry import gradient, kernel
@@ -503,6 +505,60 @@ def ctc_greedy_decoder(xp, inputs, seq_len=None, *, merge_repeated: int = 1):
     return keep.sum(axis=1).astype(np.int32), lab[keep].astype(np.int32)
 
 
+def _lambdarank_session(y, r, use_ndcg_as_loss, use_idcg_normalization, use_exp_gain):
+    """(loss, dy) of one LambdaRank-NDCG session (NumPy, float32 like Caffe2's Eigen code)."""
+    n = y.size
+    if n == 0 or np.abs(r).sum() < 1e-6:
+        return np.float32(0), np.zeros(n, np.float32)
+    f = np.float32
+    gain = r.astype(f) if use_ndcg_as_loss and not use_exp_gain else np.exp(r * f(np.log(2.0))).astype(f)
+    inv_log = (f(np.log(2.0)) / np.log(np.arange(2, n + 2, dtype=f))).astype(f)
+
+    def discount(order):
+        d = np.empty(n, f)
+        d[order] = inv_log
+        return d
+    ideal, disc = discount(np.argsort(-r, kind="stable")), discount(np.argsort(-y, kind="stable"))
+    idcg, dcg = float((gain * ideal).astype(np.float64).sum()), float((gain * disc).astype(np.float64).sum())
+    lam = np.abs((disc[:, None] - disc[None, :]) * (gain[:, None] - gain[None, :]))
+    sign = np.where(r[:, None] - r[None, :] > 0, f(1), f(-1))
+    dyy = y[:, None] - y[None, :]
+    dy = -(lam * sign / (1 + np.exp(sign * dyy))).sum(axis=1)
+    if use_ndcg_as_loss:
+        loss = idcg - dcg
+    else:
+        v = sign * dyy
+        with np.errstate(over="ignore", divide="ignore"):
+            logsig = np.where(v > 100, 0, np.where(v < -100, v, np.log(1 / (1 + np.exp(-v)))))
+        loss = -(lam * logsig).sum()
+    if use_idcg_normalization:
+        dy, loss = dy / max(idcg, 1e-5), loss / max(idcg, 1e-5)
+    return f(loss), dy.astype(f)
+
+
+@kernel("LambdaRankNdcg")
+def lambda_rank_ndcg(xp, y, r, session_lengths, *, use_ndcg_as_loss: int = 0, use_idcg_normalization: int = 1,
+                     use_exp_gain: int = 1):
+    # NOTE: outputs (loss per session, dY cache); ranks by sorting scores and labels (descending).
+    yh, rh = dev.to_host(y).reshape(-1), dev.to_host(r).reshape(-1)
+    lens = dev.to_host(session_lengths).reshape(-1).astype(np.int64)
+    starts = np.r_[0, np.cumsum(lens)[:-1]]
+    parts = [_lambdarank_session(yh[a:a + n], rh[a:a + n], use_ndcg_as_loss, use_idcg_normalization, use_exp_gain)
+             for a, n in zip(starts, lens)]  # NOTE: one sort per session (segments of different lengths)
+    loss = np.array([p[0] for p in parts], np.float32)
+    dy = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.float32)
+    full = np.zeros(yh.size, np.float32)
+    full[:dy.size] = dy
+    return xp.asarray(loss), xp.asarray(full)
+
+
+@kernel("LambdaRankNdcgGradient")
+def lambda_rank_ndcg_gradient(xp, y, session_lengths, dy_cache, dloss):
+    # NOTE: each session's cached dY scaled by that session's loss gradient.
+    session = np.repeat(np.arange(session_lengths.size), dev.to_host(session_lengths).reshape(-1))
+    return (dy_cache * dloss.reshape(-1)[xp.asarray(session)]).astype(np.float32)
+
+
 # ---- gradients ----
 
 @gradient("SoftmaxWithLoss")
@@ -555,6 +611,8 @@ gradient("SigmoidFocalLoss")(simple("SigmoidFocalLossGradient", "I0 I1 I2 GO0", 
 gradient("SoftmaxFocalLoss")(simple("SoftmaxFocalLossGradient", "I0 I1 I2 O1 GO0", "GI0"))
 gradient("GroupSpatialSoftmax")(simple("GroupSpatialSoftmaxGradient", "O0 GO0", "GI0"))
 
+gradient("LambdaRankNdcg")(simple("LambdaRankNdcgGradient", "I0 I2 O1 GO0", "GI0"))
+
 
 # ---- shapes ----
 
@@ -601,3 +659,5 @@ shape("GroupSpatialSoftmaxGradient")(same_as(0))
 shape("SoftmaxFocalLoss")(lambda x, *_: (TensorInfo((), FLOAT), TensorInfo(
     (None if x.shape is None or None in x.shape else int(np.prod(x.shape)),), FLOAT)))
 shape("CTCGreedyDecoder")(lambda x, *_: (TensorInfo(dims(x)[1:2], INT32), TensorInfo((None,), INT32)))
+shape("LambdaRankNdcg")(lambda y, r, lens, **_: (TensorInfo(dims(lens)[:1], FLOAT), TensorInfo(dims(y)[:1], FLOAT)))
+shape("LambdaRankNdcgGradient")(same_as(2))

@@ -85,5 +85,13 @@ def cases():
         x[1] = x[0]  # a repeated label
         yield Case(name, "CTCGreedyDecoder", {"X": x, **ins}, ["len", "values"], args)
 
+    for tag, args in (("", {}), ("ndcg_loss", dict(use_ndcg_as_loss=1)), ("ndcg_linear_gain", dict(use_ndcg_as_loss=1,
+                      use_exp_gain=0)), ("no_norm", dict(use_idcg_normalization=0))):
+        name = "LambdaRankNdcg" + ("_" + tag if tag else "")
+        r = rng_for(name)
+        rel = np.array([2, 0, 1, 3, 0, 0, 0, 1, 2], "f4")  # session 2 (4..6) has no relevant doc
+        yield Case(name, "LambdaRankNdcg", {"Y": r.permutation(9).astype("f4") * 0.3 + f4(r, 9) * 0.01, "R": rel,
+                                            "S": np.array([4, 3, 2], "i4")}, ["loss", "dY"], args, grad=True)
+
 
 record("loss", cases())
