@@ -32,7 +32,7 @@ KNOWN: dict[str, str] = {
 }
 #: below this fraction of a case's largest gradient a value is rounding noise of an exact zero
 #: (biases of convs that feed a training-mode SpatialBN: the batch mean removes them)
-NOISE = 1e-4
+NOISE = 1e-3
 
 
 def _load(name: str) -> tuple[dict, object, dict[str, np.ndarray]]:
