@@ -46,17 +46,47 @@ def _grad_json(g: object) -> object:
     return {"indices": g.indices, "values": g.values}  # type: ignore[attr-defined]
 
 
-def probe_result(f: OpFacts) -> tuple[bool, list[str]]:
-    """Run netviz's maker on the oracle's probe op: (identical to Caffe2's output, op types emitted)."""
+#: Gradient ops whose input/output lists Caffe2 builds in Python set order (docs/fidelity.md):
+#: compared as sets, the first input (the condition) kept in place.
+SET_ORDER = frozenset({"While"})
+
+
+def comparable(texts: list[str]) -> list[object]:
+    """Text-proto gradient ops, with :data:`SET_ORDER` ops' name lists turned into sets."""
+    out: list[object] = []
+    for t in texts:
+        op = _parse(t)
+        out.append((op.input[0], sorted(op.input[1:]), sorted(op.output), [a.name for a in op.arg])
+                   if op.type in SET_ORDER else t)
+    return out
+
+
+def run_probe(f: OpFacts) -> tuple[list[caffe2_pb2.OperatorDef], list[object]]:
+    """netviz's ``GetGradientForOp`` on the oracle's probe op, with fresh net-name counters
+    (control-flow makers name their nets ``gradient_loop_cond_net``, ``_1``, … per process)."""
+    from engine.core import Net  # noqa: PLC0415
     from engine.gradient_ir import GradientRegistry  # noqa: PLC0415 - pulls in every maker
 
     p = f.probe or {}
+    saved = dict(Net._net_names_used_counters)
+    Net._net_names_used_counters.clear()
     try:
-        ops, g_input = GradientRegistry.GetGradientForOp(_parse(p["op"]), p["g_output"])
+        return GradientRegistry.GetGradientForOp(_parse(p["op"]), p["g_output"])
+    finally:
+        Net._net_names_used_counters.clear()
+        Net._net_names_used_counters.update(saved)
+
+
+def probe_result(f: OpFacts) -> tuple[bool, list[str]]:
+    """Run netviz's maker on the oracle's probe op: (identical to Caffe2's output, op types emitted)."""
+    p = f.probe or {}
+    try:
+        ops, g_input = run_probe(f)
     except Exception:  # noqa: BLE001 - any failure means "does not match"
         return "error" in p, []
     got = [text_format.MessageToString(g) for g in ops]
-    same = "grad_ops" in p and got == p["grad_ops"] and [_grad_json(g) for g in g_input] == p["g_input"]
+    same = ("grad_ops" in p and comparable(got) == comparable(p["grad_ops"])
+            and [_grad_json(g) for g in g_input] == p["g_input"])
     return same, [g.type for g in ops]
 
 

@@ -1,9 +1,9 @@
 """Oracle: the op catalogue (issue 17), measured from real Caffe2 1.10.2.
 
     cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 \
-        ../../.venv-caffe2/bin/python gen_catalogue.py [OUT_JSON]
+        ../../.venv-caffe2/bin/python gen_catalogue.py [OUT_JSON | GOLDEN_DIR]
 
-Writes ``engine/catalogue/ops.json`` (default): one entry per key of Caffe2's operator
+Writes ``engine/catalogue/ops.json`` (default, and under ``make oracle``): one entry per key of Caffe2's operator
 registries (core + the Detectron ops library), facts only, no doc text:
 
 * ``cpu`` / ``cuda``: a kernel is registered there; ``engine``: an ``X_ENGINE_Y`` key;
@@ -31,8 +31,13 @@ from caffe2.python import core, dyndep, workspace
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ROOT, grad_to_json, pbtxt, sanitize, write_json  # noqa: E402
 
-OUT = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(
-    ROOT, "engine", "catalogue", "ops.json")
+DATA = os.path.join(ROOT, "engine", "catalogue", "ops.json")
+ARG = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+# A .json path: write there. A directory (scripts/oracle.sh passes the golden tree): the repo's
+# own tests/golden means "regenerate the committed data file"; any other tree gets a copy inside.
+OUT = (ARG if ARG and ARG.endswith(".json") else
+       DATA if ARG is None or ARG == os.path.join(ROOT, "tests", "golden") else
+       os.path.join(ARG, "catalogue", "ops.json"))
 SHARED = os.path.join(ROOT, "..", "shared", "catalogue", "caffe2-ops.json")
 CAP = 8  # counts enumerated: min .. min(max, min + CAP)
 INF = 2147483647
