@@ -5,7 +5,7 @@
     nan · inf · -inf · 0.5 · 3               a scalar (filled to the blob's shape)
     [1, 2, nan] · [[1, 2], [3, inf]]         a NumPy-style literal (nan/inf allowed)
     zeros(2,3) · ones(2,3) · randn(2,3)      an array of that shape; zeros() = the blob's shape
-    full(2,3; 7.5)                           that shape filled with a value
+    full((2,3), 7.5) · full((), 7.5)         that shape (or the blob's) filled with a value
     x.npy                                    a saved array (no pickles)
 
 and :func:`fit_value` keeps the blob's dtype and shape: a scalar fills the shape, an array of
@@ -38,7 +38,7 @@ _SPECIAL = {"nan": "float('nan')", "inf": "float('inf')"}
 
 def _literal(text: str) -> Any:
     """``ast.literal_eval`` that also reads ``nan`` / ``inf`` (as NumPy prints them)."""
-    safe = re.sub(r"\b(nan|inf)\b", lambda m: f"__{m.group(1)}__", text)
+    safe = re.sub(r"\b(nan|inf)\b", lambda m: f"__{m.group(1)}__", text.strip())
     tree = ast.parse(safe, mode="eval")
 
     def conv(node: ast.AST) -> Any:
@@ -89,7 +89,7 @@ def parse_value(text: str, *, shape: tuple[int, ...] | None = None, dtype: Any =
         if m:
             fn, body = m.groups()
             if fn == "full":
-                dims, _, fill = body.rpartition(";")
+                dims, _, fill = body.rpartition(",")
                 return np.full(_shape(dims, shape), _literal(fill), dtype=dt)
             dims = _shape(body, shape)
             if fn in ("zeros", "ones"):

@@ -245,7 +245,7 @@ class MainScreen(Screen[None]):
         if self.blob is not None:
             self.query_one(BlobInspector).show(self.session, self.blob)
         if stop is not None and stop.reason not in ("step",):
-            hint = "  (K: skip it, giving its outputs)" if "has no kernel" in stop.detail else ""
+            hint = "  (K: skip it, giving its outputs)" if "no kernel" in stop.detail else ""
             hint += "  (a: alerts)" if stop.reason == "nan" else ""
             self.notify((stop.detail or stop.reason) + hint, title=stop.reason.capitalize(),
                         severity="error" if stop.reason in ("error", "nan") else "information")

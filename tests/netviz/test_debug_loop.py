@@ -1,0 +1,271 @@
+"""The debugging loop in the TUI: serialised moves (rapid keys = a sequential replay), cancel,
+each SSA version's own value, the NaN hunt, typed inject, save, skip, device diff."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import device as dev
+from engine.errors import NetvizError
+from engine.modelio import save_net
+from engine.opdef import create_operator as op
+from netviz.app import NetvizApp
+from netviz.screens.pick import PickScreen
+from netviz.screens.prompt import PromptScreen
+from netviz.session import BlobRef, OpRef, Session
+from proto import caffe2_pb2
+from tests.engine.test_debugger_hunt import bn_relu_model
+from tests.netviz.tui_nets import while_net, write
+from tests.netviz.waiting import asynctest, notified, ready, text_of, wait_for
+
+#: move keys → the Session.step move they ask for (t runs to the selected op #4)
+MOVES = {"n": "step", "s": "step_into", "f": "step_out", "u": "step_back", "r": "restart",
+         "c": "continue_", "t": "run_to"}
+
+
+def state(session: Session) -> tuple:
+    """What a move sequence leaves: pc, every record, every value of the main workspace."""
+    dbg = session.debugger
+    values = {k: (np.asarray(dev.to_host(v)).tobytes(), str(v.dtype)) for k, v in dbg.ws.values.items()
+              if hasattr(v, "dtype")}
+    return dbg.pc.path, [(r.seq, r.path, r.op_type) for r in dbg.records], values
+
+
+def replay(path: Path, keys: list[str]) -> tuple:
+    """The same keys as one move after the other, without the UI."""
+    session = Session.open(path, inputs=["x=3"])
+    for k in keys:
+        try:
+            session.step(MOVES[k], OpRef((), 4) if k == "t" else None)
+        except NetvizError:
+            pass  # the UI shows these as notifications and goes on
+    return state(session)
+
+
+async def press_fast(path: Path, keys: list[str]) -> tuple:
+    app = NetvizApp(Session.open(path, inputs=["x=3"]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        app.main.select(OpRef((), 4))
+        await pilot.press(*keys)  # no waiting between keys: they queue behind the running move
+        await wait_for(pilot, lambda: app.main.idle, "the move queue to drain")
+        return state(app.session)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
+                                                                                    HealthCheck.function_scoped_fixture])
+@given(keys=st.lists(st.sampled_from(sorted(MOVES)), min_size=1, max_size=14))
+def test_rapid_move_keys_equal_a_sequential_replay(tmp_path_factory, keys):
+    path = write(tmp_path_factory.mktemp("loop"), "loop", while_net())
+    assert asyncio.run(press_fast(path, keys)) == replay(path, keys)
+
+
+def long_loop(n: int = 1_000_000) -> caffe2_pb2.NetDef:
+    """``while i < n: i += 1`` — a continue that runs for minutes unless cancelled."""
+    body = caffe2_pb2.NetDef(name="body", op=[op("Add", ["i", "one"], "i"), op("LT", ["i", "n"], "cond")])
+    net = caffe2_pb2.NetDef(name="long", op=[
+        op("ConstantFill", [], "i", shape=[1], value=0.0), op("ConstantFill", [], "n", shape=[1], value=float(n)),
+        op("ConstantFill", [], "one", shape=[1], value=1.0), op("LT", ["i", "n"], "cond"),
+        op("While", ["cond"], [], loop_net=body, name="loop"), op("Relu", "i", "out")])
+    net.external_output.append("out")
+    return net
+
+
+@asynctest
+async def test_escape_cancels_a_running_continue_and_drops_the_typed_ahead_moves(tmp_path):
+    app = NetvizApp(Session.open(write(tmp_path, "long", long_loop())))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.main.idle and app.session.debugger is not None, "the first step")
+        dbg = app.session.debugger
+        ran_at: list[float] = []
+        dbg.listeners.append(lambda ev: ran_at.append(time.monotonic()) if hasattr(ev, "record") else None)
+        await pilot.press("c", "n", "n")
+        await wait_for(pilot, lambda: len(ran_at) > 50, "the loop running")
+        assert "+2 queued" in text_of(app.main.query_one("#status"))  # the type-ahead is shown
+        asked: list[float] = []
+        cancel = app.session.cancel
+        app.session.cancel = lambda: (asked.append(time.monotonic()), cancel())  # when Escape's action runs
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.main.idle, "the cancelled move to stop")
+        cancelled_at = asked[0]
+        stop = app.session.last_stop
+        assert stop.reason == "cancelled" and not dbg.finished
+        late = [t for t in ran_at if t > cancelled_at]
+        # NOTE: ops here take microseconds; at most the op running when Escape came finishes, so the
+        # stop comes well within 100 ms of the key.  The queued n, n never ran.
+        assert len(late) <= 1, f"{len(late)} ops ran after Escape"
+        assert notified(app, "dropped 2 queued")
+        print(f"cancel latency: {(max(ran_at) - cancelled_at) * 1e3:.1f} ms after Escape, {len(late)} op")
+        await pilot.press("n")  # the cancel does not stick to the next move
+        await wait_for(pilot, lambda: app.main.idle and app.session.last_stop is not stop, "one more step")
+        assert app.session.last_stop.reason == "step"
+
+
+@pytest.fixture
+def bn_path(tmp_path: Path) -> Path:
+    model = bn_relu_model()
+    save_net(model.init, tmp_path / "bnrelu_init.pbtxt")
+    return save_net(model.predict, tmp_path / "bnrelu.pbtxt")
+
+
+def bn_app(bn_path: Path) -> NetvizApp:
+    return NetvizApp(Session.open(bn_path, init=bn_path.parent / "bnrelu_init.pbtxt"))
+
+
+async def run_keys(pilot, app, *keys: str) -> None:
+    await pilot.press(*keys)
+    await wait_for(pilot, lambda: app.main.idle, "the moves to finish")
+
+
+async def answer(pilot, app, text: str, clear: bool = True, then: str = "") -> None:
+    """Type `text` into the open prompt; wait until it closes (or a prompt asking `then` opens)."""
+    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "a prompt")
+    if clear:
+        app.screen.query_one("#prompt-input").value = ""
+    await pilot.press(*text, "enter")
+    if then:
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and then in app.screen.title_text,
+                       f"a prompt asking {then!r}")
+    else:
+        await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
+
+
+@asynctest
+async def test_the_inspector_shows_each_ssa_versions_own_value(bn_path):
+    app = bn_app(bn_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await run_keys(pilot, app, "n", "n", "n", "n")  # Conv, SpatialBN, Relu (in place), MaxPool
+        dbg = app.session.debugger
+        pre, post = dbg.written_value(("op", 1), "conv1_bn"), dbg.written_value(("op", 2), "conv1_bn")
+        app.main.select(OpRef((), 1))
+        app.main.select_blob(BlobRef((), "conv1_bn", 1))
+        await pilot.pause()
+        shown = text_of(app.main.query_one("#blob-values"))
+        assert f"{pre.min():.4g} / {pre.max():.4g}" in shown and f"zeros    0 of {pre.size}" in shown
+        app.main.select_blob(BlobRef((), "conv1_bn", 2))
+        await pilot.pause()
+        shown = text_of(app.main.query_one("#blob-values"))
+        assert f"0 / {post.max():.4g}" in shown and f"zeros    {np.count_nonzero(post == 0)} of" in shown
+        assert "1×4×8×8" in text_of(app.main.query_one("#op-info"))  # the runtime shape
+
+
+@asynctest
+async def test_nan_injected_in_resnet50_is_found_by_x_and_listed_first_in_the_alerts(zoo):
+    app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("i")
+        await answer(pilot, app, "gpu_0/res3_0_branch2a_w=nan")
+        assert np.isnan(app.session.value("gpu_0/res3_0_branch2a_w")).all()
+        await run_keys(pilot, app, "x")
+        assert app.session.last_stop.reason == "nan" and app.session.pc == OpRef((), 37)
+        assert notified(app, "gpu_0/res3_0_branch2a holds NaN/Inf")
+        await run_keys(pilot, app, "x")  # the next one: SpatialBN of that Conv
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the alerts panel")
+        rows = app.screen.rows
+        assert len(rows) == 2 and "op 36 Conv" in rows[0] and "op 37 SpatialBN" in rows[1]
+        await pilot.press("enter")  # opens on the first alert; Enter jumps to it
+        await wait_for(pilot, lambda: app.main.selected == OpRef((), 36), "the first alert's op")
+
+
+@asynctest
+async def test_global_condition_breakpoint_from_the_prompt(bn_path):
+    app = bn_app(bn_path)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("C")
+        await answer(pilot, app, "max_ab(conv1_bn) > 1")
+        assert notified(app, "did you mean max_abs")
+        await pilot.press("C")
+        await answer(pilot, app, "max_abs(conv1_bn) > 0 ignore 1")
+        await run_keys(pilot, app, "c")  # SpatialBN's write is ignored, Relu's stops
+        assert app.session.last_stop.reason == "condition" and app.session.pc == OpRef((), 3)
+
+
+@asynctest
+async def test_typed_inject_save_and_copy(bn_path, tmp_path):
+    app = bn_app(bn_path)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        await run_keys(pilot, app, "n")
+        app.main.select_blob(BlobRef((), "conv1", 1))
+        await pilot.press("i")
+        await answer(pilot, app, "conv1=inf", clear=False)  # the prompt starts with "conv1="
+        v = app.session.value("conv1")
+        assert v.shape == (1, 4, 8, 8) and v.dtype == np.float32 and np.isposinf(v).all()
+        assert "injected" in text_of(app.main.query_one("#blob-facts"))
+        await pilot.press("i")
+        await answer(pilot, app, "conv1=[1, nan]", then="type yes")  # another shape: asked first
+        await answer(pilot, app, "yes")
+        assert app.session.value("conv1").shape == (2,)
+        await run_keys(pilot, app, "r", "n")
+        app.main.select_blob(BlobRef((), "conv1", 1))
+        await pilot.press("S")
+        await answer(pilot, app, str(tmp_path / "conv1.npy"))
+        saved = np.load(tmp_path / "conv1.npy")
+        assert np.array_equal(saved, app.session.debugger.written_value(("op", 0), "conv1"))
+        await pilot.press("S")
+        await answer(pilot, app, str(tmp_path / "all.npz"))
+        assert set(np.load(tmp_path / "all.npz").files) == {"conv1@1"}
+        await pilot.press("Y")
+        await wait_for(pilot, lambda: notified(app, "copied conv1@1"), "the copy")
+
+
+def no_kernel_net() -> caffe2_pb2.NetDef:
+    net = caffe2_pb2.NetDef(name="gap", op=[op("Relu", "x", "a"), op("NoKernelHere", "a", "b"),
+                                            op("Sigmoid", "b", "c")])
+    net.external_input.append("x")
+    return net
+
+
+@asynctest
+async def test_skip_an_op_without_a_kernel_by_giving_its_outputs(tmp_path):
+    app = NetvizApp(Session.open(write(tmp_path, "gap", no_kernel_net()), inputs=["x=2,3"]))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await run_keys(pilot, app, "n", "n")
+        await wait_for(pilot, lambda: notified(app, "K: skip it"), "the no-kernel error with its way out")
+        await pilot.press("K")
+        await answer(pilot, app, "b=full((2,3), 0)")
+        await wait_for(pilot, lambda: app.main.idle and app.session.pc == OpRef((), 2), "the pc past the op")
+        assert app.session.record(OpRef((), 1)).skipped
+        await run_keys(pilot, app, "n")
+        assert np.allclose(app.session.value("c"), 0.5)
+
+
+@asynctest
+async def test_skip_with_shape_inferred_zeros(bn_path):
+    app = bn_app(bn_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: app.session.shapes_ready(()) is not None, "shape inference")
+        await pilot.press("K")
+        await answer(pilot, app, "zeros", clear=True)
+        await wait_for(pilot, lambda: app.main.idle and app.session.pc == OpRef((), 1), "op 0 skipped")
+        assert app.session.value("conv1").shape == (1, 4, 8, 8) and not app.session.value("conv1").any()
+
+
+@asynctest
+async def test_device_diff_against_the_stand_in(bn_path):
+    if dev.cupy_module() is not None:
+        pytest.skip("a real GPU is here: the stand-in is not used")
+    app = bn_app(bn_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the diff list")
+        assert "stand-in" in app.screen.title_text and "none over" in app.screen.title_text
+        assert {r.split()[0] for r in app.screen.rows} >= {"conv1", "conv1_bn", "pool1"}
+        app.screen.query_one("#pick-list").highlighted = [r.split()[0] for r in app.screen.rows].index("pool1")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.main.selected == OpRef((), 3), "the op that wrote pool1")
