@@ -1,0 +1,308 @@
+"""Where netviz and Caffe2 1.10.2 part ways on a net: the Caffe2-exact switch and one lint rule per
+entry of ``docs/fidelity.md``.
+
+By default the engine computes what Caffe2 computes, wrong values included (an in-place ``Mul``'s
+gradient reads the overwritten input; ``SpatialBNGradient`` of an ``is_test`` op reads the running
+variance as an inverse std), so a user debugging a Caffe2 training sees its numbers.
+:func:`fix_caffe2` (``--fix-caffe2`` in the CLI and TUI) applies netviz's fixes instead.  Where
+Caffe2 refuses a net (raises while generating gradients), netviz generates the correct gradient in
+both modes.  :func:`lint_net` lists every op where the two differ, or Caffe2 would refuse, or netviz
+otherwise departs from Caffe2; each :class:`Rule` names its section of ``docs/fidelity.md``.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from engine.opdef import arg_value, subnets_of
+from proto import caffe2_pb2
+
+__all__ = ["fix_caffe2", "fixes_enabled", "set_fix_caffe2", "Finding", "Rule", "RULES", "lint_net"]
+
+_MODE = {"fix": False}
+_LOCK = threading.Lock()
+
+
+def fixes_enabled() -> bool:
+    """Whether netviz's fixes of Caffe2 bugs apply (False: Caffe2-exact, the default)."""
+    return _MODE["fix"]
+
+
+def set_fix_caffe2(on: bool) -> None:
+    """Switch the whole process (every thread: the TUI steps in workers) to fixed or exact mode."""
+    with _LOCK:
+        _MODE["fix"] = bool(on)
+
+
+@contextmanager
+def fix_caffe2(on: bool = True) -> Iterator[None]:
+    """Apply netviz's fixes of Caffe2 bugs (``on``) or Caffe2's exact semantics inside the block.
+
+    Examples
+    --------
+    >>> with fix_caffe2():
+    ...     fixes_enabled()
+    True
+    >>> fixes_enabled()
+    False
+    """
+    old = fixes_enabled()
+    set_fix_caffe2(on)
+    try:
+        yield
+    finally:
+        set_fix_caffe2(old)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One op where netviz and Caffe2 differ: the rule, the op, and what differs (one line)."""
+
+    rule: str
+    op_index: int
+    op_type: str
+    message: str
+    refused: bool = False  # Caffe2 raises on this net (netviz generates the correct gradient)
+    values_differ: bool = False  # the two modes compute different values here
+
+    def text(self) -> str:
+        what = "Caffe2 refuses" if self.refused else "values differ" if self.values_differ else "note"
+        return f"op #{self.op_index} {self.op_type}: [{self.rule}] ({what}) {self.message}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A lint rule: its id, the ``docs/fidelity.md`` section it checks, and the check."""
+
+    id: str
+    section: str
+    check: Callable[[caffe2_pb2.NetDef, set[int], list[str]], list[Finding]]
+
+
+RULES: list[Rule] = []
+
+
+def rule(rule_id: str, section: str) -> Callable[[Callable], Callable]:
+    """Register a check ``(net, differentiated op indices, losses) -> findings`` for a fidelity.md section."""
+    def register(fn: Callable) -> Callable:
+        RULES.append(Rule(rule_id, section, fn))
+        return fn
+    return register
+
+
+def _ops(net: caffe2_pb2.NetDef, types: Sequence[str] | str) -> Iterator[tuple[int, caffe2_pb2.OperatorDef]]:
+    types = (types,) if isinstance(types, str) else types
+    return ((i, op) for i, op in enumerate(net.op) if op.type in types)
+
+
+def _f(rule_id: str, i: int, op: caffe2_pb2.OperatorDef, msg: str, **kw: bool) -> Finding:
+    return Finding(rule_id, i, op.type, msg, **kw)
+
+
+def _reads_in(net: caffe2_pb2.NetDef) -> set[str]:
+    out = set()
+    for op in net.op:
+        out.update(op.input)
+        for _, sub in subnets_of(op):
+            out |= _reads_in(sub)
+    return out
+
+
+def _writes_in(net: caffe2_pb2.NetDef) -> set[str]:
+    out = set()
+    for op in net.op:
+        out.update(op.output)
+        for _, sub in subnets_of(op):
+            out |= _writes_in(sub)
+    return out
+
+
+# ---- rules, in docs/fidelity.md order ----------------------------------------------------------
+@rule("while-writes-outer-blob", "While body that writes an outer blob")
+def _while_state(net, diff, losses):
+    out = []
+    for i, op in _ops(net, "While"):
+        body = dict(subnets_of(op)).get("loop_net")
+        carried = sorted(b for b in set(op.input) & set(op.output) if body is not None and b in _reads_in(body)
+                         and b in _writes_in(body) and "workspace" not in b)
+        if carried and i in diff:
+            out.append(_f("while-writes-outer-blob", i, op, f"the body updates {', '.join(carried)}: Caffe2 refuses "
+                          "the gradient (Reusage of outer blob name … in Do op); netviz accumulates per iteration",
+                          refused=True))
+    return out
+
+
+@rule("if-then-only-overwrite", "If without else that overwrites a blob")
+def _if_then_only(net, diff, losses):
+    out, written = [], set()
+    for i, op in enumerate(net.op):
+        nets = dict(subnets_of(op))
+        if op.type == "If" and "else_net" not in nets and i in diff:
+            over = sorted(b for b in op.output if b in written and "workspace" not in b)
+            if over:
+                out.append(_f("if-then-only-overwrite", i, op, f"{', '.join(over)} keep their value when the "
+                              "condition is false: Caffe2 refuses the gradient (version error)", refused=True))
+        written.update(op.output)
+    return out
+
+
+@rule("if-cond-name-chars", "If gradient's input list built by subtracting a string's characters")
+def _if_cond_chars(net, diff, losses):
+    out = []
+    for i, op in _ops(net, "If"):
+        if not op.input or i not in diff:
+            continue
+        dropped = sorted(b for b in op.input[1:] if len(b) == 1 and b in set(op.input[0]))
+        if dropped:
+            out.append(_f("if-cond-name-chars", i, op, f"Caffe2's gradient If drops input(s) {', '.join(dropped)} "
+                          f"(characters of the condition name '{op.input[0]}')", values_differ=True))
+    return out
+
+
+@rule("set-order", "Set order")
+def _set_order(net, diff, losses):
+    return [_f("set-order", i, op, "Caffe2 lists this op's gradient inputs/outputs in Python set order; netviz "
+               "uses first appearance (same values)") for i, op in _ops(net, ("If", "While", "Do")) if i in diff]
+
+
+@rule("recycled-do-workspace", "Recycled Do workspaces")
+def _recycled_do(net, diff, losses):
+    out = []
+    for i, op in _ops(net, "While"):
+        body = dict(subnets_of(op)).get("loop_net")
+        if body is not None and any(o.type == "Do" for o in body.op):
+            out.append(_f("recycled-do-workspace", i, op, "a Do in the loop body reuses its workspace each iteration: "
+                          "netviz empties it first, Caffe2 keeps the last iteration's local blobs"))
+    return out
+
+
+@rule("inplace-gradient-read", "In-place gradient reads the overwritten input (Mul, Log, Sqr)")
+def _inplace_read(net, diff, losses):
+    from engine.gradient_ir import IR
+
+    ops = [net.op[i] for i in sorted(diff)]
+    if not ops:
+        return []
+    index = sorted(diff)
+    try:
+        ir = IR(ops, save_inputs=True)
+        ir.GetBackwardPass(list(losses) or list(ops[-1].output[:1]))
+    except Exception:  # noqa: BLE001 - a net netviz cannot differentiate has nothing to save
+        return []
+    return [_f("inplace-gradient-read", index[j], net.op[index[j]], f"the gradient reads '{blob}', which this op "
+               "overwrites: Caffe2 (and exact mode) use the new value; --fix-caffe2 reads a copy saved before it",
+               values_differ=True) for j, blob in sorted(ir.saves)]
+
+
+@rule("two-char-gradient-name", "Two-character gradient names")
+def _two_char(net, diff, losses):
+    written = _writes_in(net)
+    out = []
+    for i, op in enumerate(net.op):
+        given = [b for b in op.input if len(b) == 2 and b not in written and op.is_gradient_op]
+        if given:
+            out.append(_f("two-char-gradient-name", i, op, f"gradient {given[0]!r} has two characters: Caffe2 unpacks "
+                          "it as a sparse (indices, values) pair and refuses", refused=True))
+    return out
+
+
+@rule("accumulation-hash-order", "Accumulation order of one op's inputs (hash order)")
+def _accumulation(net, diff, losses):
+    reads: dict[str, int] = {}
+    for i in sorted(diff):
+        for b in dict.fromkeys(net.op[i].input):
+            reads[b] = reads.get(b, 0) + 1
+    out = []
+    for i in sorted(diff):
+        op = net.op[i]
+        fanned = [b for b in dict.fromkeys(op.input) if reads.get(b, 0) > 1]
+        if len(fanned) > 1:
+            out.append(_f("accumulation-hash-order", i, op, f"the gradient Sums of {', '.join(fanned)} run in "
+                          "PYTHONHASHSEED order in Caffe2; netviz uses input order (same values)"))
+    return out
+
+
+@rule("pow-tensor-exponent", "Pow with a tensor exponent")
+def _pow(net, diff, losses):
+    return [_f("pow-tensor-exponent", i, op, "a tensor exponent: Caffe2 1.10.2 appends Log/Mul for E_grad (older "
+               "documents say E_grad = E - 1); netviz follows 1.10.2") for i, op in _ops(net, "Pow")
+            if len(op.input) > 1 and i in diff]
+
+
+@rule("matmul-axis-gradient", "MatMul gradient axis arguments")
+def _matmul(net, diff, losses):
+    return [_f("matmul-axis-gradient", i, op, "axis_a/axis_b ≠ 1: Caffe2's gradient MatMuls use axis 1 and get the "
+               "wrong shape; unsupported", values_differ=True) for i, op in _ops(net, "MatMul")
+            if i in diff and (arg_value(op, "axis_a", 1) != 1 or arg_value(op, "axis_b", 1) != 1)]
+
+
+@rule("spatialbn-is-test-gradient", "SpatialBN gradient with is_test=1")
+def _spatial_bn(net, diff, losses):
+    return [_f("spatialbn-is-test-gradient", i, op, "is_test=1: Caffe2's gradient reads the running variance as a "
+               "saved inverse std (exact mode does too); --fix-caffe2 differentiates the inference formula",
+               values_differ=True) for i, op in _ops(net, "SpatialBN") if arg_value(op, "is_test", 0) and i in diff]
+
+
+@rule("cpu-only-build", "Ops a CPU-only Caffe2 build lacks")
+def _cpu_only(net, diff, losses):
+    return [_f("cpu-only-build", i, op, "Caffe2's CPU wheel cannot create this op (netviz runs it on its host "
+               "stand-in device)", refused=True) for i, op in _ops(net, ("CopyCPUToGPU", "CopyGPUToCPU", "ReluFp16"))]
+
+
+@rule("random-ops", "Randomness and error texts")
+def _random(net, diff, losses):
+    return [_f("random-ops", i, op, "training-mode Dropout: netviz's random mask is not Caffe2's (same formula)")
+            for i, op in _ops(net, "Dropout") if not arg_value(op, "is_test", 0)]
+
+
+@rule("recurrent-network", "RecurrentNetwork")
+def _recurrent(net, diff, losses):
+    return [_f("recurrent-network", i, op, "timesteps run one after another in step workspaces; the gradient "
+               "zeroes whole state-gradient buffers (same values)") for i, op in _ops(net, "RecurrentNetwork")]
+
+
+@rule("zero-gradient-noise", "Gradients that are exactly zero")
+def _zero_grad(net, diff, losses):
+    bn_inputs = {op.input[0] for op in net.op if op.type == "SpatialBN" and not arg_value(op, "is_test", 0)}
+    return [_f("zero-gradient-noise", i, op, f"{op.input[2]}'s gradient is exactly 0 (the training SpatialBN "
+               "removes the batch mean): both compute float32 rounding noise")
+            for i, op in _ops(net, ("Conv", "FC")) if len(op.input) > 2 and op.output[0] in bn_inputs and i in diff]
+
+
+# ---- entry point ---------------------------------------------------------------------------
+def differentiated(net: caffe2_pb2.NetDef, losses: Sequence[str]) -> set[int]:
+    """Indices of the forward ops a backward pass of `losses` runs through (all ops without losses)."""
+    if not losses:
+        return set(range(len(net.op)))
+    need, out = set(losses), set()
+    for i in range(len(net.op) - 1, -1, -1):
+        op = net.op[i]
+        if need & set(op.output):
+            out.add(i)
+            need |= set(op.input)
+    return out
+
+
+def lint_net(net: caffe2_pb2.NetDef, losses: Sequence[str] = ()) -> list[Finding]:
+    """Every op of `net` (its forward section for a training net) where Caffe2 and netviz differ.
+
+    Examples
+    --------
+    >>> from engine import core
+    >>> n = core.Net("m"); _ = n.Mul(["y", "x"], "y"); _ = n.AveragedLoss("y", "L")
+    >>> [f.text() for f in lint_net(n.Proto(), ["L"])]  # doctest: +ELLIPSIS
+    ["op #0 Mul: [inplace-gradient-read] (values differ) the gradient reads 'y', which this op overwrites: ..."]
+    """
+    from engine.training import forward_net, split_training_net
+
+    split = split_training_net(net)
+    fwd = forward_net(net, split)
+    losses = list(losses) or split.losses
+    diff = differentiated(fwd, losses)
+    found = [f for r in RULES for f in r.check(fwd, diff, losses)]
+    if split.has_backward:  # findings index the forward section: map them back to the net
+        where = split.indices("forward")
+        found = [Finding(f.rule, where[f.op_index], f.op_type, f.message, f.refused, f.values_differ) for f in found]
+    return sorted(found, key=lambda f: (f.op_index, f.rule))
