@@ -14,7 +14,7 @@ from engine.grad_makers import no_gradient, should_not_do_gradient
 from engine.errors import ExecutionError
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import FLOAT, INT64, TensorInfo, same_as
+from engine.shapes import FLOAT, INT64, TensorInfo, dims, same_as
 
 # ---- kernels ----
 
@@ -153,6 +153,58 @@ def row_wise_sparse_adagrad(xp, param, h, indices, g, lr, counter=None, *, epsil
         hh = hh + (gr * gr).mean(axis=1)
         return w + gr * (a / (xp.sqrt(hh) + f(epsilon)))[:, None], hh
     return _sparse_update(xp, indices, g, (param, h), (False, True), step)
+
+
+FUSED_ADAGRAD = tuple(f"{rw}SparseAdagradFusedWithSparseLengths{kind}Gradient{approx}" for rw in ("", "RowWise")
+                      for kind in ("Sum", "WeightedSum", "Mean") for approx in ("", "Approx"))
+
+
+@kernel(*FUSED_ADAGRAD, needs_context=True)
+def sparse_adagrad_fused(xp, param, h, *rest, ctx, epsilon: float = 1e-5, weight_decay: float = 0.0,
+                         decay: float = 1.0):
+    # NOTE: the gradient of a SparseLengths{Sum,WeightedSum,Mean} lookup, fed straight into (row-wise)
+    # sparse Adagrad: every index of segment s steps with the segment's gradient row (Mean: / length,
+    # WeightedSum: x its weight). WeightedSum also outputs each index's weight gradient <g_s, param row>,
+    # from the parameters before any update (Approx: as updated so far, Caffe2's fused loop).
+    t = ctx.op.type
+    weighted, rowwise, approx = "WeightedSum" in t, t.startswith("RowWise"), t.endswith("Approx")
+    if decay != 1.0:
+        raise ExecutionError("Decay is not supported for SparseSimdAdagradOp (decay must be 1.0)")
+    aux, (indices, g, lr, lengths) = (rest[0], rest[1:]) if weighted else (None, rest)
+    lens = dev.to_host(lengths).reshape(-1).astype(np.int64)
+    if lens.size != g.shape[0]:
+        raise ExecutionError(f"{t}: {lens.size} lengths for {g.shape[0]} segment gradients")
+    seg = xp.asarray(np.repeat(np.arange(lens.size), lens))
+    rows = g.reshape(g.shape[0], -1)[seg]
+    if "Mean" in t:
+        rows = rows / xp.asarray(np.maximum(lens, 1))[seg][:, None].astype(g.dtype)
+    if weighted:
+        # NOTE: each index's own weight aux[i]; Caffe2 1.10 reads aux[position within the segment], wrong
+        # from the second non-empty segment on (docs/fidelity.md).
+        rows = rows * aux.reshape(-1)[:, None]
+    f, a = param.dtype.type, _lr(lr)
+    idx = xp.asarray(dev.to_host(indices).reshape(-1).astype(np.int64))
+    p2 = param.reshape(param.shape[0], -1)
+    aux_grad = (g.reshape(g.shape[0], -1)[seg] * p2[idx]).sum(axis=1) if weighted else None
+    seen = []
+
+    def step(r, gr):
+        w, hh = r
+        if approx and weighted:
+            seen.append(w)
+        gr = gr + f(weight_decay) * w
+        if rowwise:
+            hh = hh + (gr * gr).mean(axis=1)
+            return w + gr * (a / (xp.sqrt(hh) + f(epsilon)))[:, None], hh
+        hh = hh + gr * gr
+        return w + a * gr / (xp.sqrt(hh) + f(epsilon)), hh
+    out = _sparse_update(xp, indices, rows, (param, h), (False, rowwise), step)
+    if not weighted:
+        return out
+    if approx:
+        for pos, w in zip(_sparse_rounds(indices), seen):
+            aux_grad[xp.asarray(pos)] = (g.reshape(g.shape[0], -1)[seg[xp.asarray(pos)]] * w).sum(axis=1)
+    return out + (aux_grad.astype(g.dtype),)
 
 
 @kernel("DecayAdagrad")
@@ -467,7 +519,7 @@ def row_wise_counter(xp, prev_iter, counter, indices, it, *, counter_halflife: i
 # ---- gradients ----
 no_gradient("Iter", "AtomicIter", "LearningRate")
 should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "Adagrad", "SparseAdagrad", "Adam", "RowWiseSparseAdagrad",
-                       "SmartDecaySparseAdam",
+                       "SmartDecaySparseAdam", *FUSED_ADAGRAD,
                        "DecayAdagrad", "SparseAdam", "RowWiseSparseAdam", "Adadelta", "SparseAdadelta", "Ftrl",
                        "SparseFtrl", "GFtrl", "RmsProp", "Storm", "SparseStorm", "Wngrad", "SparseWngrad", "Lars",
                        "SparseMomentumSGDUpdate", "SparseNormalize", "Float16SparseNormalize", "RowWiseCounter")
@@ -486,6 +538,7 @@ shape("SparseAdagrad", "RowWiseSparseAdagrad", "Ftrl", "SparseFtrl", "GFtrl")(sa
 shape("DecayAdagrad", "Adadelta", "SparseAdadelta", "Storm", "SparseStorm")(same_as(0, 1, 2))
 shape("SparseAdam", "RowWiseSparseAdam")(same_as(0, 1, 2, 4))
 shape("SmartDecaySparseAdam")(same_as(0, 1, 2, 3))
+shape(*FUSED_ADAGRAD)(lambda p, h, *rest: (p, h, TensorInfo(dims(rest[1])[:1], FLOAT)))  # aux_grad: per index
 shape("RmsProp")(same_as(0, 1, 2))  # [g, ms, mom, lr] -> g, ms, mom
 shape("Wngrad")(same_as(0, 1, 1, 2))
 shape("SparseWngrad")(same_as(0, 1))

@@ -155,5 +155,21 @@ def cases():
                             "I": np.array([1, 3, 1], "i4"), "it": np.array([7], "i8")}, ["PI", "C"],
                dict(counter_halflife=4))
 
+    for rw in ("", "RowWise"):
+        for kind in ("Sum", "WeightedSum", "Mean"):
+            for approx in ("", "Approx"):
+                op = f"{rw}SparseAdagradFusedWithSparseLengths{kind}Gradient{approx}"
+                r = rng_for(op)
+                ins = {"P": f4(r, 6, 3), "H": pos(r, 6) if rw else pos(r, 6, 3)}
+                if kind == "WeightedSum":
+                    ins["W"] = f4(r, 5)
+                # NOTE: WeightedSum: one non-empty segment, the only layout where Caffe2 1.10 reads the right
+                # weights (docs/fidelity.md; tests/engine/test_kernels_optim.py checks the others).
+                lens = [0, 5, 0] if kind == "WeightedSum" else [2, 0, 3]
+                ins.update({"I": np.array([1, 4, 1, 0, 5], "i4"), "G": f4(r, 3, 3), "lr": LR,
+                            "L": np.array(lens, "i4")})
+                outs = ["P", "H"] + (["auxg"] if kind == "WeightedSum" else [])
+                yield Case(op, op, ins, outs, dict(epsilon=1e-4))
+
 
 record("optim", cases())
