@@ -228,7 +228,11 @@ class Workspace:
 def _netdef(net: Any) -> caffe2_pb2.NetDef:
     if isinstance(net, bytes):
         return caffe2_pb2.NetDef.FromString(net)
-    return net if isinstance(net, caffe2_pb2.NetDef) else net.Proto()
+    if isinstance(net, caffe2_pb2.NetDef):
+        return net
+    if not hasattr(net, "Proto"):
+        raise TypeError(f"expected a NetDef, a Net or serialized bytes, got {type(net).__name__}")
+    return net.Proto()
 
 
 class OpSchema:

@@ -86,6 +86,10 @@ class BlobReference:
             other = other._name
         return isinstance(other, str) and self._name == other
 
+    def __lt__(self, other: object) -> bool:
+        """Order by name (so gradient maps sort), as names do."""
+        return str(self) < str(other)
+
     def __str__(self) -> str:
         return self._name
 
@@ -189,10 +193,14 @@ def CreateOperator(operator_type: str, inputs: Any, outputs: Any, name: str = ""
     >>> list(op.input), list(op.output)
     (['gpu_0/X'], ['Y'])
     """
-    return opdef.create_operator(
+    op = opdef.create_operator(
         operator_type, [str(i) for i in _rectify(inputs)], [str(o) for o in _rectify(outputs)],
         name=name, control_input=[str(c) for c in _rectify(control_input)] if control_input else None,
         device_option=device_option, arg=arg, engine=engine, **kwargs)
+    from engine import workspace
+    if workspace.IsImmediate():  # NOTE: Caffe2's immediate mode runs every op as it is made.
+        workspace.RunOperatorImmediate(op)
+    return op
 
 
 def _remap_net(net: caffe2_pb2.NetDef, remap: dict[str, str]) -> None:
@@ -584,9 +592,10 @@ class Net:
         that an op overwrote in place, a ``Copy`` saving it is inserted before that op
         (``IR.ForwardWithSaves``; Caffe2 reads the new value there, docs/fidelity.md).
         """
-        from engine.gradient_ir import IR
+        from engine.gradient_ir import IR, as_blob_references
         ir = IR(self._net.op[skip:])
         grad_ops, input_to_grad = ir.GetBackwardPass(ys)
+        input_to_grad = as_blob_references(input_to_grad)
         fwd, _ = ir.ForwardWithSaves()
         if len(fwd) != len(self._net.op) - skip:
             del self._net.op[skip:]

@@ -95,6 +95,9 @@ def _device_equal(a: caffe2_pb2.DeviceOption, b: caffe2_pb2.DeviceOption) -> boo
 class IR:
     """Versioned view of a forward op list, and the backward pass built from it.
 
+    ``IS_AUTO_GEN_SUM_OPS_TAG`` / ``ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG``: Caffe2's tag names (without
+    the ``:1`` that ``extra_info`` entries carry).
+
     Examples
     --------
     >>> fwd = [create_operator("Relu", "X", "A"), create_operator("Sigmoid", "X", "B"),
@@ -103,6 +106,9 @@ class IR:
     >>> [(o.type, list(o.output)) for o in ops][-2:]
     [('ReluGradient', ['_X_grad_autosplit_0']), ('Sum', ['X_grad'])]
     """
+
+    IS_AUTO_GEN_SUM_OPS_TAG = IS_AUTO_GEN_SUM_OPS_TAG.split(":")[0]
+    ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG = ONLY_KEEP_TAG.split(":")[0]
 
     def __init__(self, operators: Sequence[caffe2_pb2.OperatorDef], save_inputs: bool = True) -> None:
         self.ssa: list[OpSSA] = []
@@ -591,6 +597,7 @@ class GradientRegistry:
                          op_index: int | None = None) -> tuple[list[caffe2_pb2.OperatorDef], list[Any]]:
         """``(grad_ops, g_input)`` for one forward op; errors name the op type (and index)."""
         maker = GRADIENTS.get(op.type)
+        _verify_schema(op, op_index)
         try:
             if maker is None:
                 raise NoGradientMakerError(f"Gradient maker for operator {op.type} not implemented.")
@@ -605,9 +612,26 @@ class GradientRegistry:
 
     @classmethod
     def GetBackwardPass(cls, operators: Sequence[caffe2_pb2.OperatorDef],
-                        ys: Sequence[Any] | Mapping[Any, Any]) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
-        """``IR(operators).GetBackwardPass(ys)``."""
-        return IR(operators).GetBackwardPass(ys)
+                        ys: Sequence[Any] | Mapping[Any, Any]) -> tuple[list[caffe2_pb2.OperatorDef], dict[Any, Any]]:
+        """``IR(operators).GetBackwardPass(ys)``, the map holding BlobReferences as Caffe2's does."""
+        ops, grads = IR(operators).GetBackwardPass(ys)
+        return ops, as_blob_references(grads)
+
+
+def as_blob_references(grads: Mapping[str, Any]) -> dict[Any, Any]:
+    """``{BlobReference: BlobReference | GradientSlice of BlobReferences}`` (Caffe2's gradient map)."""
+    from engine.core import BlobReference
+    return {BlobReference(k): (GradientSlice(BlobReference(v[0]), BlobReference(v[1])) if isinstance(v, tuple)
+                               else BlobReference(v)) for k, v in grads.items() if v is not None}
+
+
+def _verify_schema(op: caffe2_pb2.OperatorDef, op_index: int | None) -> None:
+    """Caffe2's GradientMakerBase::VerifyOp: an op failing its schema gets no gradient."""
+    from engine.catalogue.schema import violations
+    found = [v for v in violations(op) if "is not a Caffe2 op" not in v]
+    if found:
+        where = f"op #{op_index} " if op_index is not None else ""
+        raise GradientError(f"{where}{op.type}: (GradientMaker) Operator def did not pass schema checking: {found[0]}")
 
 
 def _as_list(result: tuple[Any, list[Any]]) -> tuple[list[caffe2_pb2.OperatorDef], list[Any]]:

@@ -289,7 +289,7 @@ class Workspace:
 
         for b in input_blobs or ():
             self.create_blob(b)
-        if not net.name:
+        if not net.HasField("name"):  # NOTE: an explicitly empty name is fine, as in Caffe2
             raise ExecutionError("Net definition should have a name.")
         if net.name in self.nets and not overwrite:
             raise ExecutionError(f"{net.name}: I respectfully refuse to overwrite an existing net of the same name "
@@ -773,33 +773,37 @@ def WorkspaceGuard(workspace_name: str) -> Iterator[None]:
 
 
 # ---- immediate mode: ops run as soon as they are made, in a workspace of their own ---------
-_immediate = {"on": False, "root": ""}
+_immediate_mode = False
+_immediate_root_folder = ""
 _IMMEDIATE_WORKSPACE = "_CAFFE2_IMMEDIATE"
 
 
 def IsImmediate() -> bool:
-    return _immediate["on"]
+    return _immediate_mode
 
 
 def StartImmediate(i_know: bool = False) -> None:
     """Enter immediate mode (a fresh ``_CAFFE2_IMMEDIATE`` workspace with a temp root folder)."""
     import tempfile
+    global _immediate_mode, _immediate_root_folder
     if IsImmediate():
         StopImmediate()
-    _immediate["on"] = True
+    _immediate_mode = True
     with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
-        _immediate["root"] = tempfile.mkdtemp()
-        ResetWorkspace(_immediate["root"])
+        _immediate_root_folder = tempfile.mkdtemp()
+        ResetWorkspace(_immediate_root_folder)
 
 
 def StopImmediate() -> None:
+    """Leave immediate mode: its workspace is emptied and its root folder deleted."""
     import shutil
+    global _immediate_mode, _immediate_root_folder
     if not IsImmediate():
         return
     with WorkspaceGuard(_IMMEDIATE_WORKSPACE):
         ResetWorkspace()
-    shutil.rmtree(_immediate["root"], ignore_errors=True)
-    _immediate.update(on=False, root="")
+    shutil.rmtree(_immediate_root_folder, ignore_errors=True)
+    _immediate_root_folder, _immediate_mode = "", False
 
 
 def ImmediateBlobs() -> list[str]:

@@ -71,7 +71,10 @@ class TensorCPU:
     _reshape = reshape
 
     def init(self, dims: Any, caffe_type: int) -> None:
+        """Zeros of `dims` and TensorProto type `caffe_type` (not STRING: use ``feed``)."""
         from engine.blobio import _TYPES
+        if caffe_type == caffe2_pb2.TensorProto.STRING:
+            raise ExecutionError(f"blob {self.name}: Cannot init tensor of this type. Use `feed` instead.")
         self._ws.values[self.name] = np.zeros(tuple(dims), _TYPES[caffe_type][0])
 
     def feed(self, arr: Any) -> None:
@@ -95,16 +98,39 @@ def _function(op: caffe2_pb2.OperatorDef, suffix: str) -> tuple[Any, bool]:
     return _FUNCS[token + suffix]
 
 
+_BUILT: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(ctx), suffix) -> (ctx, function): one build per bound op
+
+
+def _user_error(ctx: Any, e: Exception) -> ExecutionError:
+    """An ExecutionError that is also the user's exception class (Caffe2 re-raises it as is)."""
+    msg = f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}': {type(e).__name__}: {e}"
+    try:
+        cls = type(type(e).__name__, (ExecutionError, type(e)), {"__str__": Exception.__str__})
+        return cls(msg)
+    except TypeError:  # a class that cannot be mixed with ExecutionError
+        return ExecutionError(msg)
+
+
 def _run(ctx: Any, suffix: str) -> tuple[np.ndarray, ...]:
     op, ws = ctx.op, ctx.workspace
-    func, pass_workspace = _function(op, suffix)
-    ins = [TensorCPU(ws, n) for n in op.input]
-    outs = [TensorCPU(ws, n) for n in op.output]
-    if pass_workspace:
-        from engine.capi import Workspace
-        func(ins, outs, Workspace(ws))
-    else:
-        func(ins, outs)
+    try:
+        key = (id(ctx), suffix)
+        if key not in _BUILT or _BUILT[key][0] is not ctx:
+            if len(_BUILT) > 4096:
+                _BUILT.clear()
+            _BUILT[key] = (ctx, _function(op, suffix))
+        func, pass_workspace = _BUILT[key][1]
+        ins = [TensorCPU(ws, n) for n in op.input]
+        outs = [TensorCPU(ws, n) for n in op.output]
+        if pass_workspace:
+            from engine.capi import Workspace
+            func(ins, outs, Workspace(ws))
+        else:
+            func(ins, outs)
+    except ExecutionError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's function failed: keep its class
+        raise _user_error(ctx, e) from e
     return tuple(t._value() for t in outs)
 
 

@@ -80,8 +80,8 @@ def test_init_net_then_predict_net():
 
 
 def test_create_net_rules():
-    with pytest.raises(ExecutionError, match="should have a name"):
-        ws.CreateNet(net("", create_operator("Relu", "x", "y")))
+    with pytest.raises(ExecutionError, match="should have a name"):  # no name field at all (Caffe2's has_name)
+        ws.CreateNet(caffe2_pb2.NetDef(op=[create_operator("Relu", "x", "y")]))
     ws.CreateNet(net("n", create_operator("Relu", "x", "y")), input_blobs=["x"])
     assert ws.HasBlob("x") and ws.HasBlob("y")  # outputs are created (empty) with the net
     assert b"uninitialized" in ws.FetchBlob("y")
