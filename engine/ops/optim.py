@@ -434,6 +434,53 @@ def sparse_wngrad(xp, param, seq_b, indices, g, lr, *, epsilon: float = 1e-5):
     return w, (seq_b + (g * g).sum(dtype=np.float32) / b).astype(seq_b.dtype)
 
 
+@kernel("YellowFin")
+def yellow_fin(xp, param, moment, lr_avg, mu_avg, curv_win, g_avg, g2_avg, scalars, g, it, *, beta: float = 0.999,
+               curv_win_width: int = 20, epsilon: float = 1e-6, nesterov: int = 0, zero_debias: int = 1):
+    # NOTE: one momentum-SGD step with the CURRENT lr/mu (inputs 2, 3; Caffe2 reads its in-place outputs
+    # before writing them), then the curvature / variance / distance moving averages and, from iter 2 on,
+    # the tuned lr and mu (the cubic's root). scalars = [|g| avg, |g|^2 avg, min avg, max avg, distance avg].
+    f = np.float32
+    b, eps, one = f(beta), f(epsilon), f(1)
+    t = int(dev.to_host(it).reshape(-1)[0])
+    deb = one / (one - b ** t) if zero_debias else one
+    mu, lr = mu_avg.reshape(-1)[0], lr_avg.reshape(-1)[0]
+    m_new = mu * moment + lr * g
+    p_new = param - m_new if not nesterov else param - (1 + mu) * m_new + mu * moment
+
+    def ma(x, avg):  # (new average, debiased)
+        new = b * avg + (one - b) * x
+        return new, deb * new
+    g_avg_new, g_deb = ma(g, g_avg)
+    g2_avg_new, _ = ma(g * g, g2_avg)
+    sc = dev.to_host(scalars).astype(f).reshape(-1)
+    gn2 = max(eps, f((g.astype(f) * g).sum()))
+    gn2_avg, gn2_deb = ma(f(gn2), sc[1])
+    gn_avg, _ = ma(f(np.sqrt(gn2)), sc[0])
+    win = curv_win.copy()
+    win.reshape(-1)[(t - 1) % curv_win_width] = np.log(gn2)
+    valid = dev.to_host(win).reshape(-1)[:min(curv_win_width, t)]
+    mn_avg, mn_deb = ma(f(valid.min()), sc[2])
+    mx_avg, mx_deb = ma(f(valid.max()), sc[3])
+    mn_deb, mx_deb = max(eps, f(np.exp(mn_deb))), max(eps, f(np.exp(mx_deb)))
+    variance = max(eps, f(gn2_deb - f(dev.to_host((g_deb * g_deb).sum()))))
+    dist_avg, dist_deb = ma(f(gn_avg / gn2_avg), sc[4])
+    lr_out, mu_out = lr_avg.copy(), mu_avg.copy()
+    if t > 1:
+        ratio = np.sqrt(mx_deb / mn_deb)
+        limit = (ratio - 1) / (ratio + 1)
+        pp = (dist_deb * mn_deb) ** 2 / (2 * variance)
+        w3 = (-np.sqrt(pp * pp + f(4 / 27) * pp ** 3) - pp) / 2
+        w = np.sign(w3) * np.abs(w3) ** f(1 / 3) if w3 != 0 else f(0)
+        root = w - pp / 3 / w + 1
+        mu_t = max(root * root, limit * limit)
+        lr_t = (1 - np.sqrt(mu_t)) ** 2 / mn_deb
+        mu_out = xp.asarray(ma(f(mu_t), mu_avg)[0], dtype=mu_avg.dtype)
+        lr_out = xp.asarray(ma(f(lr_t), lr_avg)[0], dtype=lr_avg.dtype)
+    sc_new = xp.asarray(np.array([gn_avg, gn2_avg, mn_avg, mx_avg, dist_avg], f).reshape(scalars.shape))
+    return p_new, m_new, lr_out, mu_out, win, g_avg_new, g2_avg_new, sc_new
+
+
 @kernel("Lars")
 def lars(xp, x, dx, wd, trust, lr_max, *, offset: float = 0.5, lr_min: float = 0.02):
     # NOTE: trust / (|dX| / |X| + wd + offset), clipped to [lr_min, lr_max]; 1 * trust-free when |X| = 0.
@@ -519,7 +566,7 @@ def row_wise_counter(xp, prev_iter, counter, indices, it, *, counter_halflife: i
 # ---- gradients ----
 no_gradient("Iter", "AtomicIter", "LearningRate")
 should_not_do_gradient("MomentumSGD", "MomentumSGDUpdate", "Adagrad", "SparseAdagrad", "Adam", "RowWiseSparseAdagrad",
-                       "SmartDecaySparseAdam", *FUSED_ADAGRAD,
+                       "SmartDecaySparseAdam", "YellowFin", *FUSED_ADAGRAD,
                        "DecayAdagrad", "SparseAdam", "RowWiseSparseAdam", "Adadelta", "SparseAdadelta", "Ftrl",
                        "SparseFtrl", "GFtrl", "RmsProp", "Storm", "SparseStorm", "Wngrad", "SparseWngrad", "Lars",
                        "SparseMomentumSGDUpdate", "SparseNormalize", "Float16SparseNormalize", "RowWiseCounter")
@@ -538,6 +585,7 @@ shape("SparseAdagrad", "RowWiseSparseAdagrad", "Ftrl", "SparseFtrl", "GFtrl")(sa
 shape("DecayAdagrad", "Adadelta", "SparseAdadelta", "Storm", "SparseStorm")(same_as(0, 1, 2))
 shape("SparseAdam", "RowWiseSparseAdam")(same_as(0, 1, 2, 4))
 shape("SmartDecaySparseAdam")(same_as(0, 1, 2, 3))
+shape("YellowFin")(same_as(0, 1, 2, 3, 4, 5, 6, 7))
 shape(*FUSED_ADAGRAD)(lambda p, h, *rest: (p, h, TensorInfo(dims(rest[1])[:1], FLOAT)))  # aux_grad: per index
 shape("RmsProp")(same_as(0, 1, 2))  # [g, ms, mom, lr] -> g, ms, mom
 shape("Wngrad")(same_as(0, 1, 1, 2))

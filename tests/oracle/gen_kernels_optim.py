@@ -171,5 +171,14 @@ def cases():
                 outs = ["P", "H"] + (["auxg"] if kind == "WeightedSum" else [])
                 yield Case(op, op, ins, outs, dict(epsilon=1e-4))
 
+    for t, nest in ((1, 0), (5, 0), (3, 1), (25, 0)):
+        name = f"YellowFin_t{t}_nesterov{nest}"
+        r = rng_for(name)
+        ins = {"P": f4(r, 3, 4), "M": f4(r, 3, 4), "lr": np.array([0.2], "f4"), "mu": np.array([0.5], "f4"),
+               "cw": f4(r, 4), "ga": 0.1 * f4(r, 3, 4), "g2a": pos(r, 3, 4), "sm": pos(r, 5) + 0.5, "G": f4(r, 3, 4),
+               "it": np.array([t], "i8")}
+        yield Case(name, "YellowFin", ins, ["P", "M", "lr", "mu", "cw", "ga", "g2a", "sm"],
+                   dict(curv_win_width=4, beta=0.9, nesterov=nest), rtol=1e-3, atol=1e-5)
+
 
 record("optim", cases())
