@@ -73,11 +73,16 @@ def cases():
     yield Case("GroupNorm_nhwc", "GroupNorm", dict(gins, X=_x("gnh", (2, 3, 2, 6))), ["Y", "M", "S"],
                {"group": 2, "order": "NHWC"}, grad=True)
     yield Case("GroupNorm_bad", "GroupNorm", gins, ["Y", "M", "S"], {"group": 4})
+    # the schema documents num_groups; Caffe2 reads only `group` (default 32: 6 channels fail)
+    yield Case("GroupNorm_num_groups_ignored", "GroupNorm", gins, ["Y", "M", "S"], {"num_groups": 3})
     # RMSNorm
     xr = _x("rms", (3, 2, 4))
     yield Case("RMSNorm", "RMSNorm", {"X": xr, "g": _pos("rg", (8,)), "b": _x("rb", (8,))}, ["Y", "R"], grad=True)
     yield Case("RMSNorm_axis2", "RMSNorm", {"X": xr, "g": _pos("rg2", (4,)), "b": _x("rb2", (4,))}, ["Y", "R"],
                {"axis": 2, "eps": 1e-3}, grad=True)
+    # the schema documents epsilon; Caffe2 reads only `eps`
+    yield Case("RMSNorm_epsilon_ignored", "RMSNorm", {"X": xr, "g": _pos("rg", (8,)), "b": _x("rb", (8,))}, ["Y", "R"],
+               {"epsilon": 1.0})
     # AffineChannel
     xa = _x("ac", (2, 3, 2, 2))
     ains = {"X": xa, "s": _x("acs", (3,)), "b": _x("acb", (3,))}

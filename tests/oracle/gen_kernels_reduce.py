@@ -31,6 +31,8 @@ def cases():
                        grad=True)
             yield Case(t + "_empty", t, {"X": np.zeros((0, 3), "f4") if side == "Back" else np.zeros((3, 0), "f4")},
                        ["Y"], grad=True)
+    # the schema documents num_reduce_dims; Caffe2 reads only num_reduce_dim
+    yield Case("ReduceFrontSum_num_reduce_dims_ignored", "ReduceFrontSum", {"X": x}, ["Y"], {"num_reduce_dims": 2})
     for t in ("ColwiseMax", "RowwiseMax"):
         yield Case(t, t, {"X": x}, ["Y"], grad=True)
     yield Case("SumInt", "SumInt", {"A": np.arange(6, dtype="i4").reshape(2, 3),
