@@ -14,7 +14,7 @@ from engine import device as dev
 from engine.grad_makers import cc_maker, no_gradient, should_not_do_gradient, simple
 from engine.ops.lengths import host_lengths, offsets_of
 from engine.registry import gradient, kernel, shape
-from engine.shapes import INT32, TensorInfo, dims
+from engine.shapes import BOOL, FLOAT, INT32, INT64, TensorInfo, dims
 
 # ---- kernels ----
 
@@ -580,3 +580,26 @@ shape("ViterbiPath")(lambda p, t: TensorInfo(dims(p)[:1], INT32))
 shape("SwapBestPath")(lambda p, b: p)
 shape("APMeter")(lambda p, lab: TensorInfo(dims(p)[1:], p.dtype))
 shape("IndexHash")(lambda x: x)
+
+
+
+@shape("SparseToDenseMask")
+def sparse_to_dense_mask_shape(indices, values, default, lengths=None, *, mask=()):
+    lead = (len(mask),) if lengths is None else (dims(lengths)[0], len(mask))
+    return TensorInfo((*lead, *dims(values)[1:]), values.dtype), TensorInfo(lead, BOOL)
+
+
+shape("BatchBucketOneHot")(lambda data, lengths, b: TensorInfo((dims(data)[0], None), data.dtype))
+shape("SegmentOneHot")(lambda lengths, idx, size: TensorInfo((dims(lengths)[0], None), FLOAT))
+shape("DenseVectorToIdList")(lambda v: (TensorInfo(dims(v)[:1], INT32), TensorInfo((None,), INT32)))
+shape("FindDuplicateElements")(lambda x: TensorInfo((None,), INT64))
+shape("RemoveDataBlocks")(lambda data, idx: TensorInfo((None, *dims(data)[1:]), data.dtype))
+shape("NGramFromCategorical")(lambda x: TensorInfo(dims(x)[:1], INT64))
+shape("MergeIdLists")(lambda *ins: (TensorInfo(dims(ins[0]), INT32), TensorInfo((None,), ins[1].dtype)))
+shape("UnsafeCoalesce")(lambda *ins: (*ins, TensorInfo((None,), ins[0].dtype if ins else None)))
+shape("MergeDenseFeatureTensors")(
+    lambda v, p: (TensorInfo(dims(v)[:1], INT32), TensorInfo((None,), INT64), TensorInfo((None,), v.dtype)))
+shape("MergeSingleScalarFeatureTensors")(
+    lambda *ins: (TensorInfo(dims(ins[0])[:1], INT32), TensorInfo((None,), INT64), TensorInfo((None,), ins[0].dtype)))
+shape("MergeSingleScalarFeatureTensorsGradient")(lambda *ins: tuple(TensorInfo(dims(p), ins[-1].dtype) for p in ins[:-1]))
+shape("MergeMultiScalarFeatureTensorsGradient")(lambda *ins: tuple(TensorInfo((None,), ins[-1].dtype) for _ in ins[:-1]))

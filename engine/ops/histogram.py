@@ -253,3 +253,9 @@ def accumulate_histogram_shape(x, *, num_buckets: int = 1):
 
 shape("Quantile")(lambda *xs: TensorInfo((1,), xs[0].dtype))
 shape("StumpFuncIndex")(lambda x: (TensorInfo((None,), INT64), TensorInfo((None,), INT64)))
+
+
+
+@shape("SelfBinningHistogram")
+def self_binning_histogram_shape(*xs, num_bins: int = 0):
+    return TensorInfo((num_bins + 1,), xs[0].dtype), TensorInfo((num_bins + 1,), INT64)

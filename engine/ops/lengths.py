@@ -13,7 +13,7 @@ from engine import device as dev
 from engine.grad_makers import (cc_maker, gradient_not_implemented_yet, no_gradient,
                                 should_not_do_gradient, simple)
 from engine.registry import gradient, kernel, shape
-from engine.shapes import INT32, TensorInfo, dims
+from engine.shapes import FLOAT, INT32, TensorInfo, dims
 
 # ---- kernels ----
 
@@ -349,9 +349,9 @@ gradient_not_implemented_yet("LengthsSplit")
 
 # ---- shapes ----
 
-@shape("LengthsToRanges", "SegmentIdsToRanges")
-def lengths_to_ranges_shape(lengths, data=None):
-    return TensorInfo((dims(lengths)[0] if data is None else dims(data)[0], 2), lengths.dtype)
+shape("LengthsToRanges")(lambda lengths: TensorInfo((dims(lengths)[0], 2), lengths.dtype))
+# NOTE: without DATA the number of segments is a value (the last id + 1).
+shape("SegmentIdsToRanges")(lambda ids, data=None: TensorInfo((dims(data)[0] if data else None, 2), INT32))
 
 
 @shape("LengthsToOffsets")
@@ -377,6 +377,19 @@ def lengths_top_k_shape(data, lengths, *, k: int = -1):
 
 
 shape("GatherByKey")(lambda keys, *shards: TensorInfo((*dims(keys), *dims(shards[0])[1:]), shards[0].dtype))
-shape("SegmentIdsToLengths")(lambda ids, data=None: TensorInfo((dims(data)[0],), ids.dtype) if data else None)
+shape("SegmentIdsToLengths")(lambda ids, data=None: TensorInfo((dims(data)[0] if data else None,), INT32))
 shape("LengthsGather")(lambda items, lengths, indices: TensorInfo((None, *dims(items)[1:]), items.dtype))
 shape("GatherRanges")(lambda data, ranges: (TensorInfo((None,), data.dtype), TensorInfo(dims(ranges)[:1], INT32)))
+
+shape("LengthsToWeights")(lambda lengths: TensorInfo((None,), FLOAT))
+
+
+@shape("LengthsSplit")
+def lengths_split_shape(lengths, n_split_in=None, *, n_split: int = 0):
+    n = dims(lengths)[0]
+    return TensorInfo((None if n is None or n_split_in is not None else n * n_split,), lengths.dtype)
+
+
+@shape("GatherRangesToDense")
+def gather_ranges_to_dense_shape(data, ranges, key=None, *, lengths=()):
+    return tuple(TensorInfo((dims(ranges)[0], w), data.dtype) for w in lengths)

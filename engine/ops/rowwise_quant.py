@@ -467,4 +467,58 @@ shape("FloatToRowwiseQuantized8Bits")(lambda x: (TensorInfo(dims(x), UINT8), Ten
 shape("Rowwise8BitQuantizedToFloat")(lambda q, sb: TensorInfo(dims(q), FLOAT))
 shape("FloatToHalf")(lambda x: TensorInfo(dims(x), FLOAT16))
 shape("HalfToFloat")(lambda x: TensorInfo(dims(x), FLOAT))
-shape("Float16ConstantFill", "Float16UniformFill")(lambda *ins, shape=(): TensorInfo(tuple(shape), FLOAT16))
+shape("Float16ConstantFill")(lambda *, shape=(): TensorInfo(tuple(shape) or (1,), FLOAT16))
+shape("Float16UniformFill")(lambda *, shape=(): TensorInfo(tuple(shape), FLOAT16))
+
+
+
+def _last(x, fn, dtype):
+    """Rule that maps only the last dim (unknown stays unknown)."""
+    d = dims(x)
+    return TensorInfo((*d[:-1], None if d[-1] is None else fn(d[-1])), dtype)
+
+
+for _b in (4, 2):
+    shape(*(f"{s}ToFused{_b}BitRowwiseQuantized" for s in ("Float", "Half")))(
+        lambda x, _p=8 // _b: _last(x, lambda c: (c + _p - 1) // _p + 4, UINT8))
+    shape(*(f"{s}ToFused{_b}BitFakeRowwiseQuantized" for s in ("Float", "Half")))(
+        lambda x: _last(x, lambda c: c + 8, UINT8))
+    shape(f"Fused{_b}BitRowwiseQuantizedToFloat")(lambda x, _p=8 // _b: _last(x, lambda c: (c - 4) * _p, FLOAT))
+    shape(f"Fused{_b}BitRowwiseQuantizedToHalf")(lambda x, _p=8 // _b: _last(x, lambda c: (c - 4) * _p, FLOAT16))
+shape("FloatToFused8BitRowwiseQuantizedHalfScaleBias", "HalfFloatToFused8BitRowwiseQuantizedHalfScaleBias")(
+    lambda x: _last(x, lambda c: c + 4, UINT8))
+shape("Fused8BitRowwiseQuantizedHalfScaleBiasToFloat", "Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat")(
+    lambda x: _last(x, lambda c: c - 4, FLOAT))
+shape("Fused8BitRowwiseQuantizedToHalfFloat")(lambda x: _last(x, lambda c: c - 8, FLOAT16))
+shape("GatherFused8BitRowwise")(lambda data, idx: TensorInfo((*dims(idx), *_last(data, lambda c: c - 8, FLOAT).shape[1:]),
+                                                             FLOAT))
+shape("QuantDecode")(lambda cb, *codes: tuple(TensorInfo(dims(c), cb.dtype) for c in codes))
+shape("QuantDecodeGradient")(lambda cb, *rest: cb)
+shape("ByteWeightDequant")(lambda w, *, shape=(): TensorInfo(tuple(shape), FLOAT))
+
+
+for _b, _w in ((8, lambda c: None if c is None else c - 8), (4, lambda c: None if c is None else (c - 4) * 2),
+               (2, lambda c: None if c is None else (c - 4) * 4)):
+    shape(*(f"SparseLengths{r}Fused{_b}BitRowwise" for r in ("Sum", "Mean")))(
+        lambda data, idx, lengths, _w=_w: TensorInfo((dims(lengths)[0], _w(dims(data)[-1])), FLOAT))
+    shape(f"SparseLengthsWeightedSumFused{_b}BitRowwise")(
+        lambda data, w, idx, lengths, _w=_w: TensorInfo((dims(lengths)[0], _w(dims(data)[-1])), FLOAT))
+    shape(*(f"SparseLengths{r}{_b}BitRowwiseSparse" for r in ("Sum", "Mean")))(
+        lambda data, idx, lengths, m, _w=_w: TensorInfo((dims(lengths)[0], _w(dims(data)[-1])), FLOAT))
+    shape(f"SparseLengthsWeightedSum{_b}BitRowwiseSparse")(
+        lambda data, w, idx, lengths, m, _w=_w: TensorInfo((dims(lengths)[0], _w(dims(data)[-1])), FLOAT))
+shape("SparseLengthsSum8BitsRowwise", "SparseLengthsMean8BitsRowwise")(
+    lambda data, idx, lengths, sb: TensorInfo((dims(lengths)[0], *dims(data)[1:]), FLOAT))
+shape("SparseLengthsWeightedSum8BitsRowwise", "SparseLengthsWeightedMean8BitsRowwise")(
+    lambda data, w, idx, lengths, sb: TensorInfo((dims(lengths)[0], *dims(data)[1:]), FLOAT))
+shape("SparseLengthsSumSparseLookup")(
+    lambda idx, lengths, m, w=None: (TensorInfo((None,), idx.dtype), lengths, *([TensorInfo((None,), w.dtype)] if w else [])))
+
+
+@shape("FloatToFusedRandRowwiseQuantized")
+def fused_rand_shape(x, *, bitwidth: int = 8):
+    p = 8 // bitwidth if bitwidth in (1, 2, 4, 8) else 1
+    return _last(x, lambda c: 10 + (c + p - 1) // p, UINT8)
+
+
+shape("FusedRandRowwiseQuantizedToFloat")(lambda q: TensorInfo((dims(q)[0], None), FLOAT))

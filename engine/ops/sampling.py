@@ -220,3 +220,8 @@ shape("WeightedSample")(lambda w, v=None: (TensorInfo((*dims(w)[:1], 1), INT32),
                                             TensorInfo((*dims(w)[:1], 1), v.dtype if v else None)))
 shape("SampleAsGradient")(lambda x, labels, dy: TensorInfo(dims(x), dy.dtype))
 shape("SampleAs")(lambda x, labels: TensorInfo((None, *dims(x)[1:]), x.dtype))
+
+shape("WeightedMultiSampling")(lambda cdf, like=None, *, num_samples=0:
+                               TensorInfo(dims(like) if like is not None else (num_samples,), INT32))
+shape("SparseItemwiseDropoutWithReplacement")(lambda x, lengths: (x, lengths))
+shape("SparseDropoutWithReplacement")(lambda x, lengths: (TensorInfo((None,), x.dtype), lengths))

@@ -397,3 +397,19 @@ for _t in ("SortedSegment", "UnsortedSegment", "SparseSortedSegment", "SparseUns
     shape(*(f"{_t}{k}" for k in ("Sum", "Mean", "WeightedSum")))(
         lambda data, *rest: TensorInfo((None, *dims(data)[1:]), data.dtype))
 shape(*(f"SortedSegmentRange{k}" for k in _RANGE))(lambda data, ids: TensorInfo((None, *dims(data)[1:]), data.dtype))
+
+
+def _rows_of(ids, dy):
+    """Gradient of a reduction: one row per segment id (or weight), dY's row shape."""
+    return TensorInfo((*dims(ids)[:1], *dims(dy)[1:]), dy.dtype)
+
+
+shape(*(f"{f}Segment{k}Gradient" for f in ("Sorted", "Unsorted") for k in ("Sum", "Mean")))(
+    lambda dy, ids: _rows_of(ids, dy))
+shape("SortedSegmentWeightedSumGradient", "UnsortedSegmentWeightedSumGradient")(lambda w, dy, ids: _rows_of(w, dy))
+shape("LengthsWeightedSumGradient")(lambda w, dy, lengths: _rows_of(w, dy))
+shape("LengthsWeightedSumWithMainInputGradient")(lambda w, dy, lengths, data: (_rows_of(w, dy), w))
+shape("SparseLengthsIndicesInGradientWeightedSumWithMainInputGradient")(
+    lambda w, dy, lengths, data, indices: (_rows_of(w, dy), w))
+shape(*(f"SortedSegmentRange{k}Gradient" for k in _RANGE))(lambda data, y, dy, ids: data)
+shape("TTSparseLengthsSumGradient")(lambda c0, c1, c2, *rest: (c0, c1, c2))

@@ -14,7 +14,7 @@ from engine import device as dev
 from engine.grad_makers import cc_maker, no_gradient, simple
 from engine.ops.lengths import host_lengths, offsets_of, segment_rows
 from engine.registry import gradient, kernel, shape
-from engine.shapes import BOOL, INT64, TensorInfo, dims, same_as
+from engine.shapes import BOOL, INT32, INT64, TensorInfo, dims, same_as
 
 # ---- kernels ----
 
@@ -353,3 +353,23 @@ def pack_segments_shape(lengths, data, *, max_length: int = -1):
 
 
 shape("UnpackSegments")(lambda lengths, packed: TensorInfo((None, *dims(packed)[2:]), packed.dtype))
+
+
+def _padded(data, lengths=None, *pads):
+    """AddPadding/RemovePadding: rows change with the lengths, the row shape and lengths' do not."""
+    return (TensorInfo((None, *dims(data)[1:]), data.dtype),
+            lengths if lengths is not None else TensorInfo((1,), INT32))
+
+
+shape("AddPadding", "RemovePadding")(_padded)
+
+
+@shape("GatherPadding")
+def gather_padding_shape(data, lengths):
+    row = TensorInfo(tuple(dims(data)[1:]), data.dtype)
+    return row, row
+
+
+shape("PadEmptySamples")(lambda lengths, *fs: (lengths, *(TensorInfo((None, *dims(f)[1:]), f.dtype) for f in fs)))
+shape("PackRNNSequence")(lambda v, lengths: TensorInfo((None, *dims(lengths)[:1], *dims(v)[1:]), v.dtype))
+shape("UnpackRNNSequence")(lambda v, lengths: TensorInfo((None, *dims(v)[2:]), v.dtype))

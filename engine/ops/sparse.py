@@ -235,3 +235,14 @@ shape("SparseLengthsWeightedSum")(lambda data, w, indices, lengths: _segments_sh
 def sparse_to_dense_shape(indices, values, like=None):
     # NOTE: without `like` the first dim is max(indices) + 1, a value.
     return TensorInfo((dims(like)[0], *dims(values)[1:]), values.dtype) if like is not None else None
+
+
+# NOTE: the values of a gradient over the forward INDICES: one row per index, dY's row shape.
+shape("LengthsSumGradient", "SparseLengthsSumGradient", "LengthsMeanGradient")(
+    lambda dy, lengths, *idx: TensorInfo((idx[0] and dims(idx[0])[0] if idx else None, *dims(dy)[1:]), dy.dtype))
+shape("SparseLengthsIndicesInGradientSumGradient", "LengthsIndicesInGradientSumGradient",
+      "SparseLengthsIndicesInGradientMeanGradient", "LengthsIndicesInGradientMeanGradient")(
+    lambda dy, lengths, indices: TensorInfo((dims(indices)[0], *dims(dy)[1:]), dy.dtype))
+shape("SparseLengthsIndicesInGradientWeightedSumGradient")(
+    lambda w, dy, lengths, indices: TensorInfo((dims(indices)[0], *dims(dy)[1:]), dy.dtype))
+shape("LengthsMaxWithMainInputAndForwardOutputGradient")(lambda y, dy, lengths, data: data)

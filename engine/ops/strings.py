@@ -11,6 +11,7 @@ from engine import device as dev
 from engine.grad_makers import should_not_do_gradient
 from engine.registry import kernel, shape
 from engine.shapes import BOOL, TensorInfo, dims
+from proto import caffe2_pb2
 
 # ---- kernels ----
 
@@ -98,3 +99,10 @@ should_not_do_gradient("StringPrefix", "StringSuffix", "StringStartsWith", "Stri
 
 shape("StringPrefix", "StringSuffix")(lambda x: x)
 shape("StringStartsWith", "StringEndsWith", "StringEquals")(lambda x: TensorInfo(dims(x), BOOL))
+
+
+
+@shape("StringJoin")
+def string_join_shape(x, *, axis: int = 0):
+    d = dims(x)
+    return TensorInfo((d[axis] if axis < len(d) else 1,), caffe2_pb2.TensorProto.STRING)
