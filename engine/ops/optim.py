@@ -144,15 +144,20 @@ def sparse_adagrad(xp, param, h, indices, g, lr, *, epsilon: float = 1e-5, weigh
 @kernel("RowWiseSparseAdagrad")
 def row_wise_sparse_adagrad(xp, param, h, indices, g, lr, counter=None, *, epsilon: float = 1e-5,
                             weight_decay: float = 0.0, counter_halflife: int = -1):
-    # NOTE: one moment per row: h += mean((g + wd * w)^2) over the row.
+    # NOTE: one moment per row: h += mean((g + wd * w)^2) over the row. With a row counter and
+    # counter_halflife > 0, a row's weight decay is scaled by halflife / counter (rows never counted: 1).
     f, a = param.dtype.type, _lr(lr)
+    wd = xp.full(param.shape[0], f(weight_decay), dtype=param.dtype)
+    if counter is not None and counter_halflife > 0:
+        c = counter.reshape(-1)
+        wd = xp.where(c > 0, f(weight_decay) * (counter_halflife / xp.where(c > 0, c, 1)), wd).astype(param.dtype)
 
     def step(rows, gr):
-        w, hh = rows
-        gr = gr + f(weight_decay) * w
+        w, hh, d = rows
+        gr = gr + d[:, None] * w
         hh = hh + (gr * gr).mean(axis=1)
-        return w + gr * (a / (xp.sqrt(hh) + f(epsilon)))[:, None], hh
-    return _sparse_update(xp, indices, g, (param, h), (False, True), step)
+        return w + gr * (a / (xp.sqrt(hh) + f(epsilon)))[:, None], hh, d
+    return _sparse_update(xp, indices, g, (param, h, wd), (False, True, True), step)[:2]
 
 
 FUSED_ADAGRAD = tuple(f"{rw}SparseAdagradFusedWithSparseLengths{kind}Gradient{approx}" for rw in ("", "RowWise")

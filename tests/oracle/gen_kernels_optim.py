@@ -40,6 +40,12 @@ def cases():
         r = rng_for(name)
         h = pos(r, 5) if op.startswith("RowWise") else pos(r, 5, 3)
         yield Case(name, op, {"P": f4(r, 5, 3), "H": h, "I": IDX, "G": f4(r, 4, 3), "lr": LR}, ["P", "H"], args)
+    name = "RowWiseSparseAdagrad_counter"
+    r = rng_for(name)
+    yield Case(name, "RowWiseSparseAdagrad", {"P": f4(r, 5, 3), "H": pos(r, 5), "I": np.array([1, 4, 2, 1, 0], "i4"),
+                                              "G": f4(r, 5, 3), "lr": LR,
+                                              "C": np.array([0.0, 2.0, 8.0, 1.0, 0.5])}, ["P", "H"],
+               dict(weight_decay=0.1, counter_halflife=4))
     name = "SparseAdagrad_i64_1d"
     r = rng_for(name)
     yield Case(name, "SparseAdagrad", {"P": f4(r, 6), "H": pos(r, 6), "I": np.array([5, 0, 5], dtype="i8"),
