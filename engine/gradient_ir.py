@@ -20,6 +20,7 @@ from engine.control_ops_grad import kept_by_a_branch
 from engine.errors import GradientError
 from engine.grad_makers import (GradientMakerError, GradientSlice, NoGradientMakerError,
                                 is_cc_maker)
+from engine.lint import fixes_enabled
 from engine.opdef import create_operator
 from engine.optypes import CONTROL_FLOW
 from engine.registry import GRADIENTS
@@ -110,11 +111,13 @@ class IR:
     IS_AUTO_GEN_SUM_OPS_TAG = IS_AUTO_GEN_SUM_OPS_TAG.split(":")[0]
     ONLY_KEEP_IS_AUTO_GEN_SUM_OPS_TAG = ONLY_KEEP_TAG.split(":")[0]
 
-    def __init__(self, operators: Sequence[caffe2_pb2.OperatorDef], save_inputs: bool = True) -> None:
+    def __init__(self, operators: Sequence[caffe2_pb2.OperatorDef], save_inputs: bool | None = None) -> None:
         self.ssa: list[OpSSA] = []
         self.forward_ops: list[caffe2_pb2.OperatorDef] = []  # as given (ssa holds Ifs with implicit inputs)
         self.maybe_unchanged: set[tuple[str, int]] = set()  # versions an If may have left equal to the last
-        self.save_inputs = save_inputs  # False: Caffe2's in-place reads (see _saved_input_reads)
+        # False: Caffe2's in-place reads (see _saved_input_reads); None: as engine.lint's mode says
+        # (Caffe2-exact unless --fix-caffe2 / engine.lint.fix_caffe2()).
+        self.save_inputs = fixes_enabled() if save_inputs is None else save_inputs
         self.saves: dict[tuple[int, str], caffe2_pb2.OperatorDef] = {}  # (fwd op, blob) -> Copy
         self.reader: dict[str, int] = {}  # blob -> first op reading its current version (none yet: absent)
         self.read_again: dict[tuple[str, int], int] = {}  # (blob, version) read twice or more -> first reader

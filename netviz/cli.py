@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from engine import __version__
 from engine.errors import NetvizError
+from engine.lint import fix_caffe2
 
 #: subcommand → (module in netviz.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args = parser.parse_args(args_list)
     try:
-        return int(args.handler(args) or 0)
+        with fix_caffe2(getattr(args, "fix_caffe2", False)):
+            return int(args.handler(args) or 0)
     except NetvizError as e:
         print(f"netviz: {e}", file=sys.stderr)
         return 2

@@ -25,6 +25,14 @@ def zoo() -> Path:
     return ZOO
 
 
+@pytest.fixture
+def fixed_caffe2():
+    """netviz's fixes of Caffe2 gradient bugs on (``--fix-caffe2``); the default is Caffe2-exact."""
+    from engine.lint import fix_caffe2
+    with fix_caffe2():
+        yield
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize any test taking ``zoo_net`` over every zoo predict net."""
     if "zoo_net" in metafunc.fixturenames:

@@ -23,9 +23,12 @@ def _inplace_prelu(path: Path) -> Path:
     return save_net(net.Proto(), path)
 
 
-def test_grad_output_runs_with_its_saved_input_copies(tmp_path, capsys):
+def test_grad_output_is_caffe2s_by_default_and_saves_inputs_with_fix_caffe2(tmp_path, capsys):
     src = _inplace_prelu(tmp_path / "prelu.pbtxt")
-    assert main(["grad", str(src), "--loss", "loss", "-o", str(tmp_path / "g.pbtxt")]) == 0
+    assert main(["grad", str(src), "--loss", "loss", "-o", str(tmp_path / "exact.pbtxt")]) == 0
+    assert "Copy" not in capsys.readouterr().out  # Caffe2's gradient reads the overwritten h
+    assert [op.type for op in load_net(tmp_path / "exact.pbtxt").op][:2] == ["FC", "PRelu"]
+    assert main(["grad", str(src), "--loss", "loss", "-o", str(tmp_path / "g.pbtxt"), "--fix-caffe2"]) == 0
     assert "1 Copy saving an in-place input" in capsys.readouterr().out
     written = load_net(tmp_path / "g.pbtxt")
     assert [op.type for op in written.op][:2] == ["FC", "Copy"]

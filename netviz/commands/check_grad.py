@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise NetvizError(f"{args.path}: no float input gets a gradient from {', '.join(args.loss)}")
     print(f"{'input':<32} {'shape':<18} {'checked':>7} {'max abs':>11} {'max rel':>11}  result")
     for r in results:
-        print(f"{r.name:<32} {str(list(r.shape)):<18} {r.checked:>7} {r.max_abs:>11.3e} {r.max_rel:>11.3e}  "
+        print(f"{str(r.name):<32} {str(list(r.shape)):<18} {r.checked:>7} {r.max_abs:>11.3e} {r.max_rel:>11.3e}  "
               f"{'ok' if r.passed else 'FAIL'}")
     failed = [r.name for r in results if not r.passed]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
