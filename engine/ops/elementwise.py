@@ -77,31 +77,23 @@ for _t, (_fwd, _grad, _tokens) in _UNARY.items():
     _unary_kernels(_t, _fwd, _grad, _tokens)
 
 
-def _same_shapes(xs, what):
-    if xs[0].dtype != np.float32:  # NOTE: Caffe2 1.10.2 registers Max/Min for float only.
-        raise TypeError(f"{what} takes float32 inputs, got {xs[0].dtype}")
-    for i, x in enumerate(xs[1:], 1):
-        if x.shape != xs[0].shape:
-            raise ValueError(f"{what}: input #{i} has shape {x.shape}, input #0 {xs[0].shape}; they must match")
+def _select(name, reduce_name):
+    def run(xp, *xs):
+        # NOTE: float32 only and no broadcasting in Caffe2 1.10.2: every input must have X0's shape.
+        if xs[0].dtype != np.float32:
+            raise TypeError(f"{name} takes float32 inputs, got {xs[0].dtype}")
+        for i, x in enumerate(xs[1:], 1):
+            if x.shape != xs[0].shape:
+                raise ValueError(f"{name}: input #{i} has shape {x.shape}, input #0 {xs[0].shape}; they must match")
+        y = xs[0].copy()
+        for x in xs[1:]:
+            getattr(xp, reduce_name)(y, x, out=y)
+        return y
+    return run
 
 
-@kernel("Max")
-def max_(xp, *xs):
-    # NOTE: no broadcasting in Caffe2 1.10.2: every input must have X0's shape.
-    _same_shapes(xs, "Max")
-    y = xs[0].copy()
-    for x in xs[1:]:
-        xp.maximum(y, x, out=y)
-    return y
-
-
-@kernel("Min")
-def min_(xp, *xs):
-    _same_shapes(xs, "Min")
-    y = xs[0].copy()
-    for x in xs[1:]:
-        xp.minimum(y, x, out=y)
-    return y
+kernel("Max")(_select("Max", "maximum"))
+kernel("Min")(_select("Min", "minimum"))
 
 
 @kernel("MaxGradient", "MinGradient")
