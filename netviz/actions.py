@@ -46,9 +46,25 @@ ACTIONS: dict[str, tuple[str, str, str, bool]] = {
 }
 
 
+#: footer order: the keys a newcomer needs first, so a narrow footer still shows them
+FOOTER_FIRST = ("quit", "help", "view.backward", "step.over", "step.into", "run.continue")
+
+#: help groups: id prefix → heading, in the order the help screen lists them
+GROUPS = {"step": "move", "run": "move", "op": "move", "bp": "breakpoints", "view": "views", "graph": "views",
+          "net": "views", "blob": "inspect", "search": "inspect", "copy": "inspect", "export": "export",
+          "help": "app", "quit": "app"}
+
+
+def group_of(aid: str) -> str:
+    """The help heading of an action id (``step.over`` → move)."""
+    return GROUPS[aid.split(".")[0]]
+
+
 def bindings() -> list[Binding]:
-    """The footer bindings of the main screen, one per action, with its id."""
-    return [Binding(keys, action, title, show=show, id=aid) for aid, (keys, action, title, show) in ACTIONS.items()]
+    """The bindings of the main screen, one per action with its id; footer keys in FOOTER_FIRST order."""
+    order = {aid: k for k, aid in enumerate(FOOTER_FIRST)}
+    ids = sorted(ACTIONS, key=lambda aid: (order.get(aid, len(order)), list(ACTIONS).index(aid)))
+    return [Binding(ACTIONS[aid][0], ACTIONS[aid][1], ACTIONS[aid][2], show=ACTIONS[aid][3], id=aid) for aid in ids]
 
 
 def key_display(keys: str) -> str:
