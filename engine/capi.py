@@ -163,8 +163,13 @@ class Workspace:
     current = _CurrentDescriptor()
 
     def __init__(self, ws: Any = None) -> None:
+        """``C.Workspace()``: a new empty workspace; ``C.Workspace(parent)``: a child that sees
+        (and writes through to) the parent's blobs, new blobs staying its own."""
         from engine import workspace
-        self._ws = ws if isinstance(ws, workspace.Workspace) else workspace.Workspace("C.Workspace")
+        if isinstance(ws, Workspace):
+            self._ws = ws._ws.child("C.Workspace")
+        else:
+            self._ws = ws if isinstance(ws, workspace.Workspace) else workspace.Workspace("C.Workspace")
 
     @property
     def blobs(self) -> _Blobs:

@@ -592,10 +592,11 @@ class Net:
         that an op overwrote in place, a ``Copy`` saving it is inserted before that op
         (``IR.ForwardWithSaves``; Caffe2 reads the new value there, docs/fidelity.md).
         """
-        from engine.gradient_ir import IR, as_blob_references
+        from engine.gradient_ir import IR
         ir = IR(self._net.op[skip:])
         grad_ops, input_to_grad = ir.GetBackwardPass(ys)
-        input_to_grad = as_blob_references(input_to_grad)
+        input_to_grad = {BlobReference(k): (type(v)(*map(BlobReference, v)) if isinstance(v, tuple) else BlobReference(v))
+                         for k, v in input_to_grad.items() if v is not None}  # NOTE: as Caffe2's map
         fwd, _ = ir.ForwardWithSaves()
         if len(fwd) != len(self._net.op) - skip:
             del self._net.op[skip:]

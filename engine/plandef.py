@@ -170,7 +170,8 @@ class _Runner:
         report = self.net(ws, step, step.report_net) if step.HasField("report_net") else None
         reporters = [s for s in step.substep if s.HasField("run_every_ms")]
         substeps = [s for s in step.substep if not s.HasField("run_every_ms")]
-        copies = max(step.num_concurrent_instances, 1) if step.concurrent_substeps else 1
+        copies = step.num_concurrent_instances if step.num_concurrent_instances > 1 else 1
+        concurrent = copies > 1 or (step.concurrent_substeps and len(substeps) > 1)
         if stop is not None:
             iterations = 1 if step.only_once else None
         else:
@@ -202,7 +203,7 @@ class _Runner:
                 for _ in range(copies):
                     for sub in substeps:
                         yield from self.step(sub, ws, path)
-                        if not step.concurrent_substeps and _should_stop(ws, stop):
+                        if not concurrent and _should_stop(ws, stop):
                             yield from reports(True)
                             return
                 if _should_stop(ws, stop):

@@ -8,6 +8,7 @@ as ``caffe2.python.workspace`` does; ``"default"`` exists from import.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import namedtuple
 from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any
@@ -441,10 +442,17 @@ def Workspaces() -> list[str]:
 
 
 def SwitchWorkspace(name: str | Workspace, create_if_missing: bool | None = None) -> None:
-    """Make `name` current; create it only when `create_if_missing` is truthy."""
+    """Make `name` current; create it only when `create_if_missing` is truthy.
+
+    A workspace object (``Workspace`` or ``C.Workspace``) becomes current as itself, registered
+    under its name (or, when another workspace has that name, under a unique key)."""
+    name = getattr(name, "_ws", name)  # a C.Workspace wraps an engine Workspace
     if isinstance(name, Workspace):
-        _workspaces.setdefault(name.name, name)
-        name = name.name
+        key = next((k for k, w in _workspaces.items() if w is name), None)
+        if key is None:
+            key = name.name if name.name not in _workspaces else f"{name.name}#{id(name)}"
+            _workspaces[key] = name
+        name = key
     if name not in _workspaces:
         if not create_if_missing:
             raise ExecutionError(f"Workspace {name} does not exist")
@@ -455,8 +463,10 @@ def SwitchWorkspace(name: str | Workspace, create_if_missing: bool | None = None
 def ResetWorkspace(root_folder: str | None = None) -> bool:
     """Replace the current workspace by an empty one of the same name (blobs and nets dropped)."""
     old = current()
-    ws = _workspaces[old.name] = Workspace(old.name)
+    ws = _workspaces[_current[0]] = Workspace(old.name)
     ws.root_folder = old.root_folder if root_folder is None else root_folder
+    if root_folder is not None and not os.path.exists(root_folder):
+        os.makedirs(root_folder)
     return True
 
 
