@@ -3,7 +3,9 @@
 Forward ops and blobs copy Caffe2's ``net_drawer`` (ops: green filled boxes with white text,
 labelled ``<name>/<type> (op#i)``; blobs: plain octagons).  netviz adds: generated backward ops
 and gradient blobs in their own colour, dashed edges from a backward op to its forward op,
-control-flow ops in blue, and clusters for subnets and name scopes.
+control-flow ops in blue, and clusters for subnets and name scopes.  The TUI canvas colours
+forward ops by category (conv, norm, activation, …: :data:`CATEGORY_FILLS`); exports keep
+net_drawer's green.
 
 A :class:`Style` is colour names plus a graphviz shape; :meth:`Style.attrs` gives the graphviz
 attribute dict, and the TUI reads ``color`` / ``fill`` / ``fontcolor`` / ``dashed`` directly
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 
 __all__ = ["Style", "OP", "BLOB", "BACKWARD_OP", "GRAD_BLOB", "CONTROL_OP", "DATA_EDGE", "BACKWARD_EDGE",
            "FORWARD_LINK_EDGE", "SUBNET_CLUSTER", "SCOPE_CLUSTER", "FOCUS_NODE", "op_label", "op_style",
-           "blob_style", "blob_label", "cluster_style", "GRAPH_ATTRS", "NODE_DEFAULTS"]
+           "blob_style", "blob_label", "cluster_style", "GRAPH_ATTRS", "NODE_DEFAULTS", "CATEGORY_FILLS",
+           "category_fill", "category_style"]
 
 GREEN = "#0F9D58"      # net_drawer's op colour
 RED = "#DB4437"        # generated backward ops and gradient blobs
@@ -98,6 +101,25 @@ def blob_label(name: str, version: int, ssa: bool = False) -> str:
     ('conv1', 'conv1@2')
     """
     return f"{name}@{version}" if ssa else name
+
+
+#: Fill colour per op category (engine.catalogue.CATEGORIES) in the TUI graph; white text on each.
+CATEGORY_FILLS = {
+    "conv": GREEN, "pool": "#558B2F", "norm": "#7B1FA2", "activation": "#E65100", "elementwise": "#5D4037",
+    "linear": "#283593", "reduce": "#9E9D24", "tensor": "#546E7A", "sparse": "#00695C", "rnn": "#00838F",
+    "loss": "#C2185B", "optimizer": "#B8860B", "detection": "#D84315", "quantized": "#37474F",
+    "fill": "#757575", "control": BLUE, "io": "#4E342E", "utility": "#616161", "unknown": BLACK,
+}
+
+
+def category_fill(category: str) -> str:
+    """The graph fill colour of an op category (net_drawer's green for unlisted ones)."""
+    return CATEGORY_FILLS.get(category, GREEN)
+
+
+def category_style(category: str) -> str:
+    """A Rich style for naming a category in text: its fill colour, bold."""
+    return f"bold {category_fill(category)}"
 
 
 def op_style(op_type: str, backward: bool = False, control: bool = False) -> Style:

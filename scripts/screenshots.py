@@ -3,7 +3,7 @@
     .venv/bin/python scripts/screenshots.py [--zoo DIR] [--out screenshots]
 
 Shots: ResNet-50 overview, its SSA view, its backward view (loss gpu_0/softmax), stepping inside
-a While iteration, and the blob inspector on a histogram.  Each drives the app with Pilot at
+a While iteration, the blob inspector on a histogram, and the op inspector on a SpatialBN.  Each drives the app with Pilot at
 160×48 and waits for the op list and the layout, never for time.
 """
 from __future__ import annotations
@@ -60,6 +60,11 @@ async def while_step(pilot) -> None:
     await laid_out(pilot)
 
 
+async def op_inspector(pilot) -> None:
+    pilot.app.main.select(OpRef((), 1))  # a SpatialBN: slots, set and default args, gradient status
+    await laid_out(pilot)
+
+
 async def histogram(pilot) -> None:
     pilot.app.main.select_blob(BlobRef((), "gpu_0/data", 0))
     await laid_out(pilot)
@@ -74,6 +79,7 @@ def shots(zoo: Path, tmp: Path) -> list[tuple[str, Callable[[], Session], Callab
         ("resnet50_backward", lambda: Session.open(resnet, loss="gpu_0/softmax"), backward),
         ("while_stepping", lambda: Session.open(loop, inputs=["x=2,3"]), while_step),
         ("blob_histogram", lambda: Session.open(resnet, inputs=["gpu_0/data=1,3,224,224"]), histogram),
+        ("resnet50_op_inspector", lambda: Session.open(resnet), op_inspector),
     ]
 
 
@@ -118,6 +124,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--zoo", type=Path, default=ROOT.parent / "shared" / "models" / "caffe2-model-zoo")
     p.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    p.add_argument("--only", action="append", help="take only this shot (repeatable), e.g. resnet50_op_inspector")
     args = p.parse_args()
     args.out.mkdir(exist_ok=True)
     try:
@@ -126,6 +133,8 @@ def main() -> int:
         cairosvg = None
     with tempfile.TemporaryDirectory() as tmp:
         for name, make, drive in shots(args.zoo, Path(tmp)):
+            if args.only and name not in args.only:
+                continue
             svg = asyncio.run(take(name, make, drive, args.out))
             if cairosvg is not None:
                 cairosvg.svg2png(bytestring=cell_aligned(svg.read_text()).encode(), write_to=str(svg.with_suffix(".png")))

@@ -104,12 +104,13 @@ def _inplace(op: caffe2_pb2.OperatorDef, ins: tuple[str, ...], outs: tuple[str, 
         for o, y in enumerate(op.output):
             if x == y:
                 shown.append(f"{slot_name(ins, i, 'in')} -> {slot_name(outs, o, 'out')} in place ({x})")
-    if f is not None:
-        for i, o in sorted(f.inplace_enforced):
-            shown.append(f"must run in place: {slot_name(ins, i, 'in')} -> {slot_name(outs, o, 'out')}")
-        if not shown and f.inplace:
-            pairs = ", ".join(f"{slot_name(ins, i, 'in')} -> {slot_name(outs, o, 'out')}"
-                              for i, o in sorted(f.inplace))
+    if f is not None:  # only pairs this op has (SpatialBN's mean -> mean exists with 5 outputs)
+        here = [(i, o) for i, o in sorted(f.inplace_enforced) if i < len(op.input) and o < len(op.output)]
+        shown += [f"must run in place: {slot_name(ins, i, 'in')} -> {slot_name(outs, o, 'out')}" for i, o in here
+                  if op.input[i] != op.output[o]]
+        may = [(i, o) for i, o in sorted(f.inplace or ()) if i < len(op.input) and o < len(op.output)]
+        if not shown and may:
+            pairs = ", ".join(f"{slot_name(ins, i, 'in')} -> {slot_name(outs, o, 'out')}" for i, o in may)
             shown.append(f"may run in place: {pairs}")
     return tuple(shown)
 

@@ -1,4 +1,5 @@
-"""SearchScreen: type to filter every op (by type, name, output) and blob; Enter jumps there."""
+"""SearchScreen: type to filter every op (by type, category as ``cat:norm``, name, output) and blob;
+Enter jumps there."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +12,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
+from engine.catalogue import category
 from netviz.session import BlobRef, OpRef, Session
+from netviz.style import category_style
 
 LIMIT = 200
 
@@ -27,15 +30,16 @@ class SearchScreen(ModalScreen[Any]):
         for ref in session.walk():
             op = session.op(ref)
             where = f" in {session.path_label(ref.path)}" if ref.path else ""
-            label = Text.assemble(("op ", "dim"), f"#{ref.index} {op.type} ", (op.name or ", ".join(op.output), "dim"),
-                                  (where, "dim italic"))
-            self.entries.append((f"op {op.type} {op.name} {' '.join(op.output)}".lower(), label, ref))
+            cat = category(op.type)
+            label = Text.assemble(("op ", "dim"), f"#{ref.index} {op.type} ", (f"[{cat}] ", category_style(cat)),
+                                  (op.name or ", ".join(op.output), "dim"), (where, "dim italic"))
+            self.entries.append((f"op {op.type} cat:{cat} {op.name} {' '.join(op.output)}".lower(), label, ref))
         for name in session.all_blobs(()):
             self.entries.append((f"blob {name}".lower(), Text.assemble(("blob ", "dim"), name), BlobRef((), name)))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="search-box"):
-            yield Input(placeholder="search ops and blobs", id="search-input")
+            yield Input(placeholder="search ops (type, cat:conv, name) and blobs", id="search-input")
             yield OptionList(id="search-results")
 
     def on_mount(self) -> None:

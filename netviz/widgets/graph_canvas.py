@@ -39,7 +39,7 @@ S_PC, S_BP = Style(color="#ffff00", bold=True), Style(color="#ff3030", bold=True
 
 @lru_cache(maxsize=None)
 def _op_styles(kind: str) -> tuple[Style, Style]:
-    fill = FILL.get(kind, looks.GREEN)
+    fill = FILL.get(kind) or looks.category_fill(kind)  # forward ops: kind is their category
     return Style(color=fill), Style(color="white", bgcolor=fill, bold=True)
 
 

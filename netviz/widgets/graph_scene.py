@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.catalogue import category
 from engine.optypes import CONTROL_FLOW
 
 CW, CH = 8.0, 16.0  # points per character cell (graphviz works in points)
@@ -205,7 +206,7 @@ def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mappi
         op, (ins, outs) = net.op[i], ssa_list[i]
         oid, bwd = f"o{i}", i >= n_forward
         label = f"{op.type} #{i}" if zoom < 3 else op.type[:8]
-        style = "backward" if bwd else "control" if op.type in CONTROL_FLOW else "op"
+        style = "backward" if bwd else "control" if op.type in CONTROL_FLOW else category(op.type)
         node(oid, len(label) + (4 if op_h == 3 else 2), op_h, kind="op", label=label, op=i, style=style)
         if blobs:
             lines.extend(f"{blob(b, v)} -> {oid};" for b, v in dict.fromkeys(ins) if (b, v) not in folded)

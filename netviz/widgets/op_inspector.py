@@ -1,4 +1,6 @@
-"""OpInspector: one OperatorDef — type, name, net, device, engine, args, SSA inputs/outputs with shapes."""
+"""OpInspector: one OperatorDef — type, category, description, Caffe2 gradient status, net, device,
+engine, every argument (defaults dimmed), in-place markers, schema warnings, and the inputs/outputs
+under Caffe2's slot names (``X = data@0``) with their shapes. The op facts come from engine.catalogue."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,7 +12,10 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.catalogue.docs import OpDoc, op_doc
+from engine.catalogue.schema import violations
 from netviz.session import BlobRef, OpRef, Session
+from netviz.style import category_style
 
 
 def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
@@ -49,6 +54,23 @@ class _Once:
         return Measurement.get(console, options, self.renderable)
 
 
+def _doc_rows(facts: Table, doc: OpDoc, warnings: list[str]) -> None:
+    """Gradient status, every argument (unset ones dimmed with their default), in-place, schema."""
+    facts.add_row("gradient", doc.gradient)
+    for a in doc.args:
+        if not a.is_default:
+            facts.add_row(f"·{a.name}", _arg(a.value))
+        elif a.required:
+            facts.add_row(f"·{a.name}", Text("required, not set", style="bold #DB4437"))
+        else:
+            facts.add_row(Text(f"·{a.name}", style="dim"),
+                          Text(f"{_arg(a.value)} (default)" if a.known_default else "not set", style="dim"))
+    for line in doc.inplace:
+        facts.add_row("in-place", line)
+    for w in warnings:
+        facts.add_row(Text("schema", style="bold #DB4437"), Text(w, style="#DB4437"))
+
+
 class OpInspector(Static):
     """Shows :meth:`Session.op_details` of the selected op."""
 
@@ -57,7 +79,11 @@ class OpInspector(Static):
             self.update(Text("no op selected", style="dim"))
             return
         d = session.op_details(ref)
-        head = Text.assemble((d["type"], "bold"), f"  op #{d['index']}", (f"  {d['name']}" if d["name"] else "", "italic"))
+        op = session.op(ref)
+        doc = op_doc(op, [f"{n}@{v}" for n, v in d["inputs"]], [f"{n}@{v}" for n, v in d["outputs"]])
+        head = Text.assemble((d["type"], "bold"), f"  op #{d['index']}", (f"  {d['name']}" if d["name"] else "", "italic"),
+                             (f"  [{doc.category}]", category_style(doc.category)))
+        head.append("\n" + (doc.description or "not a Caffe2 op"), style="dim" if doc.caffe2 else "bold #DB4437")
         if d["backward"]:
             head.append(f"\ngradient op for forward op #{d['forward_op']}" if d["forward_op"] is not None
                         else "\ngradient op (loss seed)", style="#DB4437")
@@ -69,8 +95,7 @@ class OpInspector(Static):
         facts.add_row("engine", d["engine"])
         if d["breakpoint"] is not None:
             facts.add_row("break", d["breakpoint"].condition or "always")
-        for k, v in d["args"].items():
-            facts.add_row(f"·{k}", _arg(v))
+        _doc_rows(facts, doc, [w for w in violations(op) if doc.caffe2])
         if d["subnets"]:
             facts.add_row("subnets", ", ".join(d["subnets"]))
         rec = session.record(ref)
@@ -83,12 +108,13 @@ class OpInspector(Static):
                 facts.add_row("‖grad‖", f"{rec.grad_norm:.4g}")
         io = Table(box=None, padding=(0, 1), show_header=True, header_style="dim", expand=True)
         io.add_column("")
+        io.add_column("", style="dim", no_wrap=True)
         io.add_column("blob@v", overflow="fold", ratio=3)
         io.add_column("shape", overflow="fold", ratio=2)
         table = session.shapes_ready(ref.path)
-        for tag, blobs in (("in", d["inputs"]), ("out", d["outputs"])):
-            for name, v in blobs:
+        for tag, blobs, slots in (("in", d["inputs"], doc.inputs), ("out", d["outputs"], doc.outputs)):
+            for (name, v), (slot, _) in zip(blobs, slots):
                 ran = session.runtime_shape(BlobRef(ref.path, name, v)) if session.debugger is not None else None
-                io.add_row(tag, f"{name}@{v}", _shape(table, (name, v)) if ran is None else Text(ran.replace(
-                    " float32", "")))
+                io.add_row(tag, f"{slot} =", f"{name}@{v}",
+                           _shape(table, (name, v)) if ran is None else Text(ran.replace(" float32", "")))
         self.update(_Once(Group(head, facts, io)))
