@@ -61,6 +61,17 @@ class Breakpoint:
     dbg_id: int | None = None
 
 
+@dataclass(slots=True)
+class GlobalBreakpoint:
+    """A breakpoint on no one op: after any op (a condition), or before ops of a type / name."""
+
+    kind: str                  # "condition", "type", "name"
+    spec: Any
+    condition: str | None
+    ignore: int = 0
+    dbg_id: int | None = None
+
+
 def to_oppath(ref: OpRef) -> tuple[Any, ...]:
     """OpRef → the debugger's op path: ``("op", 12, "then_net", 3)``."""
     return ("op", *(x for step in ref.path for x in step), ref.index)
@@ -161,7 +172,7 @@ class Session:
         self.backward: NetView | None = None
         self.show_backward = False
         self.breakpoints: dict[OpRef, Breakpoint] = {}
-        self.global_breakpoints: list[tuple[str, Any, str | None, int]] = []  # kind, spec, condition, ignore
+        self.global_breakpoints: list[GlobalBreakpoint] = []
         self.watches: list[str] = []
         self.debugger: Any = None
         self.last_stop: Any = None
@@ -505,8 +516,8 @@ class Session:
                 bp.dbg_id = dbg.add_breakpoint("path", to_oppath(bp.op), bp.condition or None).id
             for name in self.watches:
                 dbg.add_watchpoint(name)
-            for kind, spec, cond, ignore in self.global_breakpoints:
-                dbg.add_breakpoint(kind, spec, cond, ignore=ignore)
+            for g in self.global_breakpoints:
+                g.dbg_id = dbg.add_breakpoint(g.kind, g.spec, g.condition, ignore=g.ignore).id
             self.debugger = dbg
         return self.debugger
 
@@ -541,10 +552,24 @@ class Session:
                     near = difflib.get_close_matches(name, list(blobs), n=1)
                     raise NetvizError(f"condition {cond!r}: no blob {name!r} in {self.name}"
                                       + (f" (did you mean {near[0]}?)" if near else ""))
-        self.global_breakpoints.append((kind, spec, cond, ignore))
+        g = GlobalBreakpoint(kind, spec, cond, ignore)
         if self.debugger is not None:
-            return self.debugger.add_breakpoint(kind, spec, cond, ignore=ignore).describe()
-        return f"{kind} {spec or ''} {'if ' + cond if cond and spec else cond or ''}".strip()
+            g.dbg_id = self.debugger.add_breakpoint(kind, spec, cond, ignore=ignore).id
+        self.global_breakpoints.append(g)
+        return self.describe_global(g)
+
+    def describe_global(self, g: GlobalBreakpoint) -> str:
+        """``type Relu if loss > 10 · hits 2`` — with the debugger's live hit/ignore counts."""
+        bp = self.debugger.breakpoints.get(g.dbg_id) if self.debugger is not None and g.dbg_id else None
+        if bp is not None:
+            return bp.describe().partition(" ")[2]
+        where = {"condition": "after any op", "type": f"type {g.spec}", "name": f"name ~ /{g.spec}/"}[g.kind]
+        return f"{where}{' if ' + g.condition if g.condition else ''}" + (f" · ignore next {g.ignore}" if g.ignore else "")
+
+    def remove_global(self, g: GlobalBreakpoint) -> None:
+        self.global_breakpoints.remove(g)
+        if self.debugger is not None and g.dbg_id in self.debugger.breakpoints:
+            self.debugger.remove(g.dbg_id)
 
     def _every_op(self) -> list[caffe2_pb2.OperatorDef]:
         """Ops of the net, its subnets and (once generated) the backward pass."""

@@ -1,6 +1,8 @@
 """BreakpointsScreen: the breakpoints with their conditions; Delete removes, Enter edits the condition."""
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -9,7 +11,7 @@ from textual.widgets import Label, OptionList
 
 from engine.errors import NetvizError
 from netviz.screens.prompt import PromptScreen
-from netviz.session import Session
+from netviz.session import GlobalBreakpoint, Session
 
 
 class BreakpointsScreen(ModalScreen[None]):
@@ -22,7 +24,8 @@ class BreakpointsScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="bps-box"):
-            yield Label("breakpoints  (Enter: condition, x/Delete: remove, Esc: close)")
+            yield Label("breakpoints  (Enter: condition, x/Delete: remove, Esc: close; C on the main screen "
+                        "adds a global one)")
             yield OptionList(id="bps-list")
 
     def on_mount(self) -> None:
@@ -31,23 +34,31 @@ class BreakpointsScreen(ModalScreen[None]):
     def fill(self) -> None:
         box = self.query_one(OptionList)
         box.clear_options()
-        self.refs = list(self.session.breakpoints)
+        self.refs: list[Any] = [*self.session.breakpoints, *self.session.global_breakpoints]
+        dbg = self.session.debugger
         for bp in self.session.breakpoints.values():
             op = self.session.op(bp.op)
+            live = dbg.breakpoints.get(bp.dbg_id) if dbg is not None and bp.dbg_id else None
             box.add_option(f"{self.session.path_label(bp.op.path)} op #{bp.op.index} {op.type}"
-                           f"  if {bp.condition or 'always'}")
+                           f"  if {bp.condition or 'always'}" + (f"  · hits {live.hits}" if live else ""))
+        for g in self.session.global_breakpoints:
+            box.add_option(f"global: {self.session.describe_global(g)}")
         if not self.refs:
-            box.add_option("(none: press b on an op)")
+            box.add_option("(none: press b on an op, or C for a condition/type/name)")
         box.highlighted = 0
 
     def action_remove(self) -> None:
         k = self.query_one(OptionList).highlighted
         if k is not None and k < len(self.refs):
-            self.session.toggle_breakpoint(self.refs[k])
+            ref = self.refs[k]
+            if isinstance(ref, GlobalBreakpoint):
+                self.session.remove_global(ref)
+            else:
+                self.session.toggle_breakpoint(ref)
             self.fill()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option_index >= len(self.refs):
+        if event.option_index >= len(self.refs) or isinstance(self.refs[event.option_index], GlobalBreakpoint):
             return
         ref = self.refs[event.option_index]
 

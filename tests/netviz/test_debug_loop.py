@@ -16,6 +16,7 @@ from engine.errors import NetvizError
 from engine.modelio import save_net
 from engine.opdef import create_operator as op
 from netviz.app import NetvizApp
+from netviz.screens.breakpoints import BreakpointsScreen
 from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.session import BlobRef, OpRef, Session
@@ -190,6 +191,13 @@ async def test_global_condition_breakpoint_from_the_prompt(bn_path):
         await answer(pilot, app, "max_abs(conv1_bn) > 0 ignore 1")
         await run_keys(pilot, app, "c")  # SpatialBN's write is ignored, Relu's stops
         assert app.session.last_stop.reason == "condition" and app.session.pc == OpRef((), 3)
+        await pilot.press("B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), "the breakpoints list")
+        row = str(app.screen.query_one("#bps-list").get_option_at_index(0).prompt)
+        assert row == "global: after any op if max_abs(conv1_bn) > 0 · hits 2"
+        await pilot.press("x", "escape")
+        await wait_for(pilot, lambda: app.screen is app.main, "the list closed")
+        assert not app.session.global_breakpoints and not app.session.debugger.breakpoints
 
 
 @asynctest
