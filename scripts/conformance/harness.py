@@ -71,6 +71,17 @@ def caffe2_package() -> Path:
     return found[0]
 
 
+#: Packages Caffe2's test files import that the oracle venv (scripts/oracle.sh) does not install.
+CAFFE2_TEST_DEPS = ["pytest", "hypothesis<6.142", "scipy<1.11", "networkx<3.2", "mock"]
+
+
+def ensure_caffe2_test_deps() -> None:
+    """Install what Caffe2's tests need into the oracle venv, once (pip, quietly)."""
+    probe = "import pytest, hypothesis, scipy, networkx, mock"
+    if subprocess.run([str(CAFFE2_VENV / "bin" / "python"), "-c", probe], capture_output=True).returncode:
+        subprocess.run([str(CAFFE2_VENV / "bin" / "pip"), "install", "-q", *CAFFE2_TEST_DEPS], check=True)
+
+
 def wheel_id() -> str:
     """Cache key: the torch wheel's RECORD (every file + hash) and the hypothesis cap."""
     record = next(caffe2_package().parent.glob("torch-*.dist-info/RECORD"))
@@ -275,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     files = args.files or (QUICK.read_text().split() if args.quick else all_test_files())
+    if not args.check:
+        ensure_caffe2_test_deps()
     na = {rel: not_applicable(rel) for rel in files}
     with tempfile.TemporaryDirectory(prefix="caffe2-map-") as tmp:
         mapping = None if args.baseline_only else build_mapping(Path(tmp))
