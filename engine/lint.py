@@ -79,15 +79,16 @@ class Rule:
     id: str
     section: str
     check: Callable[[caffe2_pb2.NetDef, set[int], list[str]], list[Finding]]
+    whole_net: bool = False  # checks a training net's backward ops too (else: its forward section)
 
 
 RULES: list[Rule] = []
 
 
-def rule(rule_id: str, section: str) -> Callable[[Callable], Callable]:
+def rule(rule_id: str, section: str, whole_net: bool = False) -> Callable[[Callable], Callable]:
     """Register a check ``(net, differentiated op indices, losses) -> findings`` for a fidelity.md section."""
     def register(fn: Callable) -> Callable:
-        RULES.append(Rule(rule_id, section, fn))
+        RULES.append(Rule(rule_id, section, fn, whole_net))
         return fn
     return register
 
@@ -120,7 +121,7 @@ def _writes_in(net: caffe2_pb2.NetDef) -> set[str]:
 
 
 # ---- rules, in docs/fidelity.md order ----------------------------------------------------------
-@rule("while-writes-outer-blob", "While body that writes an outer blob")
+@rule("while-writes-outer-blob", 'While body that writes an outer blob ("Reusage of outer blob name … in Do op")')
 def _while_state(net, diff, losses):
     out = []
     for i, op in _ops(net, "While"):
@@ -196,7 +197,7 @@ def _inplace_read(net, diff, losses):
                values_differ=True) for j, blob in sorted(ir.saves)]
 
 
-@rule("two-char-gradient-name", "Two-character gradient names")
+@rule("two-char-gradient-name", "Two-character gradient names", whole_net=True)
 def _two_char(net, diff, losses):
     written = _writes_in(net)
     out = []
@@ -238,7 +239,7 @@ def _matmul(net, diff, losses):
             if i in diff and (arg_value(op, "axis_a", 1) != 1 or arg_value(op, "axis_b", 1) != 1)]
 
 
-@rule("spatialbn-is-test-gradient", "SpatialBN gradient with is_test=1")
+@rule("spatialbn-is-test-gradient", "SpatialBNGradient in test mode (`is_test=1`)")
 def _spatial_bn(net, diff, losses):
     return [_f("spatialbn-is-test-gradient", i, op, "is_test=1: Caffe2's gradient reads the running variance as a "
                "saved inverse std (exact mode does too); --fix-caffe2 differentiates the inference formula",
@@ -271,6 +272,64 @@ def _zero_grad(net, diff, losses):
             for i, op in _ops(net, ("Conv", "FC")) if len(op.input) > 2 and op.output[0] in bn_inputs and i in diff]
 
 
+@rule("max-min-accumulate-shapes", "Max / Min with inputs of another shape; Accumulate into a blob of another shape")
+def _max_min(net, diff, losses):
+    return [_f("max-min-accumulate-shapes", i, op, "if the inputs' shapes differ, Caffe2 reads past the end of the "
+               "smaller one (Max/Min) or adds to uninitialised memory (Accumulate); netviz raises / starts from 0",
+               values_differ=True) for i, op in _ops(net, ("Max", "Min", "Accumulate"))
+            if op.type == "Accumulate" or len(op.input) > 1]
+
+
+@rule("adjoint-gradients", "Conv and image gradients (issue #18)")
+def _adjoint(net, diff, losses):
+    out = []
+    for i, op in enumerate(net.op):
+        conv3d = op.type == "Conv" and arg_value(op, "order", "NCHW") == "NHWC" and len(arg_value(op, "kernels", [])) == 3
+        if i in diff and (conv3d or op.type == "IntegralImage"):
+            out.append(_f("adjoint-gradients", i, op, "Caffe2's CPU gradient is not the adjoint of this op; netviz's "
+                          "is (in both modes)", values_differ=True))
+        elif op.type.startswith(("SparseAdagradFusedWithSparseLengthsWeightedSum",
+                                 "RowWiseSparseAdagradFusedWithSparseLengthsWeightedSum")):
+            out.append(_f("adjoint-gradients", i, op, "Caffe2 weights each index by its position in its segment; "
+                          "netviz by the index (in both modes)", values_differ=True))
+    return out
+
+
+@rule("range-tile-args", "Range with a negative integer step; Tile with an int64 `tiles` input")
+def _range_tile(net, diff, losses):
+    return [_f("range-tile-args", i, op, "Caffe2 miscounts a negative integer step (Range) / reads an int64 tiles "
+               "input as (tiles, axis=0) (Tile); netviz follows numpy") for i, op in _ops(net, ("Range", "Tile"))
+            if op.type == "Range" or len(op.input) > 1]
+
+
+SPARSE_NOTES = {
+    "BooleanMask": ("Caffe2's gradient has the mask's shape for rows of several elements; netviz the data's", True),
+    "MergeSingleListFeatureTensors": ("Caffe2's gradient drops absent examples' values; netviz keeps zeros", True),
+    "MergeSingleMapFeatureTensors": ("Caffe2's gradient drops absent examples' values; netviz keeps zeros", True),
+    "APMeter": ("Caffe2 keeps a buffer across runs; netviz scores the current run", False),
+    "AccumulateHistogram": ("Caffe2 accumulates over runs; netviz's AccHist equals CurHist", False),
+    "LastNWindowCollector": ("NUM_VISITED counts from a fresh op instance", False),
+    "MapToKeyValue": ("Caffe2 lists keys in unordered_map bucket order", False),
+    "SampleAs": ("Caffe2's CPU wheel has no kernel for it", False),
+}
+SPARSE_RANDOM = ("WeightedSample", "WeightedMultiSampling", "ReservoirSampling", "SparseDropoutWithReplacement",
+                 "SparseItemwiseDropoutWithReplacement", "UniqueUniformFill", "Float16UniformFill",
+                 "FloatToFusedRandRowwiseQuantized")
+
+
+@rule("sparse-ops", "Sparse, segment, sequence, feature and quantised-storage ops (issue #19)")
+def _sparse(net, diff, losses):
+    out = []
+    for i, op in enumerate(net.op):
+        if op.type in SPARSE_NOTES:
+            msg, grad = SPARSE_NOTES[op.type]
+            if not grad or i in diff:
+                out.append(_f("sparse-ops", i, op, msg, values_differ=grad))
+        elif op.type in SPARSE_RANDOM or op.engine == "GREEDY" and "Fused" in op.type:
+            out.append(_f("sparse-ops", i, op, "random or engine-specific: netviz's numbers are not Caffe2's"))
+    return out
+
+
 # ---- entry point ---------------------------------------------------------------------------
 def differentiated(net: caffe2_pb2.NetDef, losses: Sequence[str]) -> set[int]:
     """Indices of the forward ops a backward pass of `losses` runs through (all ops without losses)."""
@@ -301,8 +360,9 @@ def lint_net(net: caffe2_pb2.NetDef, losses: Sequence[str] = ()) -> list[Finding
     fwd = forward_net(net, split)
     losses = list(losses) or split.losses
     diff = differentiated(fwd, losses)
-    found = [f for r in RULES for f in r.check(fwd, diff, losses)]
+    found = [f for r in RULES if not r.whole_net for f in r.check(fwd, diff, losses)]
     if split.has_backward:  # findings index the forward section: map them back to the net
         where = split.indices("forward")
         found = [Finding(f.rule, where[f.op_index], f.op_type, f.message, f.refused, f.values_differ) for f in found]
+    found += [f for r in RULES if r.whole_net for f in r.check(net, set(range(len(net.op))), losses)]
     return sorted(found, key=lambda f: (f.op_index, f.rule))

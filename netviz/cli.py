@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grad": ("grad", "generate the backward pass for a loss and write the net with it"),
     "run": ("run", "run a model forward (and backward) and print a per-op table"),
     "check-grad": ("check_grad", "numerically check the gradients of a whole net"),
+    "lint": ("lint", "list the ops where Caffe2 1.10.2 computes other values or refuses (docs/fidelity.md)"),
     "diff": ("diff", "run a model on cpu and gpu and list blobs by their largest difference"),
 }
 

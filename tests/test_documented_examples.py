@@ -61,12 +61,13 @@ def test_documented_command_runs_as_printed(line, fails, tmp_path, monkeypatch, 
              str(Path(zoo) / w[len(ZOO_PREFIX):]) if w.startswith(ZOO_PREFIX) else w for w in words]
     monkeypatch.chdir(tmp_path)
     rc = main(words)
-    assert rc == (2 if fails else 0), f"`{line}` exited {rc}"
+    ok = {2} if fails else {0, 1} if words[0] == "lint" else {0}  # lint: 1 = findings that matter
+    assert rc in ok, f"`{line}` exited {rc}"
 
 
 def test_there_are_documented_examples_for_the_training_nets():
     lines = [c[0] for c in CASES]
-    for cmd in ("grad", "check-grad", "export", "run", "info"):
+    for cmd in ("grad", "check-grad", "export", "run", "info", "lint"):
         assert any(re.match(rf"netviz {cmd} examples/", c) for c in lines), cmd
 
 
