@@ -92,3 +92,10 @@ def check_op(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "") -> 
 def check_net(net: caffe2_pb2.NetDef) -> list[str]:
     """:func:`check_op` over every op of `net` (subnets of control ops are their own nets)."""
     return [m for i, op in enumerate(net.op) for m in check_op(op, i, net.name)]
+
+
+def check_tree(net: caffe2_pb2.NetDef) -> list[str]:
+    """:func:`check_net` of `net` and, recursively, of every subnet its control ops hold."""
+    from engine.opdef import subnets_of  # noqa: PLC0415
+
+    return check_net(net) + [m for op in net.op for _, sub in subnets_of(op) for m in check_tree(sub)]

@@ -10,7 +10,7 @@ from netviz.session import OpRef, Session
 from netviz.style import category_fill
 from netviz.widgets.op_inspector import OpInspector
 from tests.netviz.tui_nets import mlp, write
-from tests.netviz.waiting import asynctest, ready, text_of, wait_for
+from tests.netviz.waiting import asynctest, notified, ready, text_of, wait_for
 
 
 @asynctest
@@ -46,3 +46,14 @@ async def test_graph_colours_ops_by_category_and_search_finds_a_category(tmp_pat
         await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), "search")
         await pilot.press(*"cat:loss", "enter")
         await wait_for(pilot, lambda: app.main.selected == OpRef((), 3), "the loss op selected")
+
+
+@asynctest
+async def test_loading_a_net_that_breaks_a_schema_warns(tmp_path: Path) -> None:
+    net = mlp()
+    del net.op[0].input[2]  # FC without its bias: Caffe2 refuses it
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", net)))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: notified(app, "Input size 2 not in range [min=3, max=3]."), "the warning")
+        assert "schema" in text_of(app.main.query_one(OpInspector))
