@@ -219,7 +219,7 @@ def dropout_grad(xp, dy, mask=None, *, ratio: float = 0.5, is_test: int = 0):
 
 def _rowwise(x, axis):
     """`x` as (rows, cols) split at the canonical `axis`."""
-    return x.reshape(int(np.prod(x.shape[:axis])), -1)
+    return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))  # NOTE: no -1: N may be 0
 
 
 def _normalize_rows(xp, x2, eps):
@@ -276,8 +276,8 @@ def _channels_first(x):
 def _instance_rows(x, order):
     """(N*C, HW) rows of per-image, per-channel values (a copy for NHWC)."""
     if order == "NCHW":
-        return x.reshape(x.shape[0] * x.shape[1], -1)
-    return _channels_first(x).reshape(x.shape[0] * x.shape[-1], -1)
+        return x.reshape(x.shape[0] * x.shape[1], int(np.prod(x.shape[2:])))
+    return _channels_first(x).reshape(x.shape[0] * x.shape[-1], int(np.prod(x.shape[1:-1])))
 
 
 def _from_instance_rows(xp, r, x, order):
@@ -319,8 +319,8 @@ def instance_norm_gradient(xp, x, scale, bias, dy, mean=None, inv_std=None, *, e
 def _group_rows(x, group, order):
     """(N*G, C/G*HW) rows: one per image and channel group."""
     if order == "NCHW":
-        return x.reshape(x.shape[0] * group, -1)
-    return _channels_first(x).reshape(x.shape[0] * group, -1)
+        return x.reshape(x.shape[0] * group, x[:1].size // group)
+    return _channels_first(x).reshape(x.shape[0] * group, x[:1].size // group)
 
 
 @kernel("GroupNorm")
@@ -452,8 +452,9 @@ gradient("ChannelShuffle")(simple("ChannelShuffleGradient", "GO0", "GI0"))
 @gradient("LayerNorm")
 @cc_maker
 def layer_norm_gradient_maker(g):
-    """With ``elementwise_affine`` the gamma input is read and gamma/beta get gradients."""
-    if len(g.op.input) == 3:
+    """With ``elementwise_affine`` the gamma input is read and gamma/beta get gradients (the argument
+    decides, not the input count)."""
+    if g.arg("elementwise_affine", 0):
         return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0), g.I(1)],
                       [g.GI(0), g.GI(1), g.GI(2)])]
     return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0)], [g.GI(0)])]

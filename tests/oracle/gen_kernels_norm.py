@@ -56,6 +56,10 @@ def cases():
                ["Y", "M", "S"], {"elementwise_affine": 1}, grad=True)
     yield Case("LayerNorm_affine_axis2", "LayerNorm", {"X": x, "G": _pos("lng2", (4,)), "B": _x("lnb2", (4,))},
                ["Y", "M", "S"], {"elementwise_affine": 1, "axis": 2}, grad=True)
+    yield Case("LayerNorm_gamma_not_affine", "LayerNorm", {"X": x, "G": _pos("lng", (3, 4)), "B": _x("lnb", (3, 4))},
+               ["Y", "M", "S"], grad=True)
+    yield Case("LayerNorm_affine_no_gamma", "LayerNorm", {"X": x}, ["Y", "M", "S"], {"elementwise_affine": 1})
+    yield Case("LayerNorm_empty", "LayerNorm", {"X": np.zeros((0, 3, 4), "f4")}, ["Y", "M", "S"], grad=True)
     yield Case("LayerNorm_affine_flat", "LayerNorm", {"X": x, "G": _pos("lng3", (12,)), "B": _x("lnb3", (12,))},
                ["Y", "M", "S"], {"elementwise_affine": 1}, grad=True)
     # InstanceNorm
