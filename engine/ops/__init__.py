@@ -14,6 +14,7 @@ from engine.ops import (  # noqa: F401
     features,
     fill,
     histogram,
+    hsm,
     image,
     lengths,
     linear,

@@ -93,5 +93,29 @@ def cases():
         yield Case(name, "LambdaRankNdcg", {"Y": r.permutation(9).astype("f4") * 0.3 + f4(r, 9) * 0.01, "R": rel,
                                             "S": np.array([4, 3, 2], "i4")}, ["loss", "dY"], args, grad=True)
 
+    yield from hsm_cases()
+
+
+def hsm_cases():
+    from caffe2.python import hsm_util
+    from caffe2.proto import hsm_pb2
+    tree = hsm_pb2.TreeProto()
+    words = [hsm_util.create_node_with_words([0, 1], "node1"), hsm_util.create_node_with_words([2, 3, 4], "node2")]
+    tree.root_node.MergeFrom(hsm_util.create_node_with_nodes(
+        [hsm_util.create_node_with_nodes(words, "mid"), hsm_util.create_node_with_words([5], "node3")], "root"))
+    hierarchy = hsm_util.create_hierarchy(tree)
+    n_w = 2 + 2 + 2 + 3 + 1  # root (mid, node3), mid (node1, node2), node1, node2, node3 outputs
+    for tag, labels in (("", [0, 3, 5, 2]), ("one", [4])):
+        name = "HSoftmax" + ("_" + tag if tag else "")
+        r = rng_for(name)
+        yield Case(name, "HSoftmax", {"X": f4(r, len(labels), 3), "W": f4(r, n_w, 3), "b": f4(r, n_w),
+                                      "L": np.array(labels, "i4")}, ["Y", "inter"],
+                   dict(hierarchy=hierarchy.SerializeToString().decode("ascii")), grad=True)
+    for beam, top in ((0.7, 3), (20.0, 8)):
+        name = f"HSoftmaxSearch_beam{beam}_top{top}"
+        r = rng_for(name)
+        yield Case(name, "HSoftmaxSearch", {"X": f4(r, 2, 3), "W": f4(r, n_w, 3), "b": f4(r, n_w)}, ["names", "scores"],
+                   dict(tree=tree.SerializeToString().decode("ascii"), beam=beam, topN=top))
+
 
 record("loss", cases())

@@ -1,0 +1,228 @@
+"""Hierarchical softmax: HSoftmax and its gradient, HSoftmaxSearch.
+
+The hierarchy comes as a serialized ``caffe2.HierarchyProto`` (``hierarchy`` arg) or
+``caffe2.TreeProto`` (``tree`` arg); their messages are built here from the field facts of
+Caffe2's ``hsm.proto`` (netviz ships no generated module for it).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from engine import device as dev
+from engine.errors import ExecutionError
+from engine.grad_makers import cc_maker, should_not_do_gradient
+from engine.registry import gradient, kernel, shape
+from engine.shapes import FLOAT, TensorInfo, dims, same_as
+from proto import caffe2_pb2
+
+STRING = caffe2_pb2.TensorProto.STRING
+
+# ---- kernels ----
+
+_F = descriptor_pb2.FieldDescriptorProto
+_MESSAGES = {  # name -> [(field, number, label, type, message type)]
+    "NodeProto": [("children", 1, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, ".caffe2.NodeProto"),
+                  ("word_ids", 2, _F.LABEL_REPEATED, _F.TYPE_INT32, None),
+                  ("offset", 3, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
+                  ("name", 4, _F.LABEL_OPTIONAL, _F.TYPE_STRING, None),
+                  ("scores", 5, _F.LABEL_REPEATED, _F.TYPE_FLOAT, None)],
+    "TreeProto": [("root_node", 1, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, ".caffe2.NodeProto")],
+    "HierarchyProto": [("size", 1, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
+                       ("paths", 2, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, ".caffe2.PathProto")],
+    "PathProto": [("word_id", 1, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
+                  ("path_nodes", 2, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, ".caffe2.PathNodeProto")],
+    "PathNodeProto": [("index", 1, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
+                      ("length", 2, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
+                      ("target", 3, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None)],
+}
+
+
+@lru_cache(maxsize=None)
+def hsm_message(name: str):
+    """The message class ``caffe2.<name>`` of hsm.proto, built once in a private descriptor pool."""
+    fd = descriptor_pb2.FileDescriptorProto(name="netviz_hsm.proto", package="caffe2", syntax="proto2")
+    for msg, fields in _MESSAGES.items():
+        m = fd.message_type.add(name=msg)
+        for fname, num, label, ftype, tname in fields:
+            m.field.add(name=fname, number=num, label=label, type=ftype, **({"type_name": tname} if tname else {}))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("caffe2." + name))
+
+
+def _as_bytes(v) -> bytes:
+    return v if isinstance(v, bytes) else str(v).encode("latin-1")
+
+
+@lru_cache(maxsize=64)
+def _paths(hierarchy: bytes) -> dict[int, tuple[tuple[int, int, int], ...]]:
+    """word id -> ((index, length, target) per node from the root) of a serialized HierarchyProto."""
+    h = hsm_message("HierarchyProto")()
+    h.ParseFromString(hierarchy)
+    return {p.word_id: tuple((n.index, n.length, n.target) for n in p.path_nodes) for p in h.paths}
+
+
+def _walk(x, label, hierarchy):
+    """Every (sample, node) step in Caffe2's order (samples, then root to leaf) with its offset
+    into the intermediate output (2 x length floats each: the FC output, then its softmax)."""
+    paths = _paths(_as_bytes(hierarchy))
+    steps = []
+    for s, word in enumerate(dev.to_host(label).reshape(-1).tolist()):
+        if word not in paths:
+            raise ExecutionError(f"HSoftmax: label {word} is not in the hierarchy")
+        steps.extend((s,) + node for node in paths[word])
+    st = np.array(steps, dtype=np.int64).reshape(-1, 4)
+    offsets = np.r_[0, np.cumsum(2 * st[:, 2])[:-1]] if len(st) else np.zeros(0, np.int64)
+    return st, offsets
+
+
+def _groups(st):
+    """Steps grouped by tree node (index, length): one vectorised softmax per node."""
+    keys = st[:, 1] * (1 << 32) + st[:, 2]
+    for k in np.unique(keys):
+        yield np.flatnonzero(keys == k)
+
+
+@kernel("HSoftmax")
+def h_softmax(xp, x, w, b, label, *, hierarchy: str = ""):
+    # NOTE: loss = sum over the path's nodes of -log(max(softmax(W_node x + b_node)[target], 1e-20));
+    # the 2nd output keeps each step's FC output and softmax for the gradient.
+    m = x.shape[0] if x.ndim > 1 else 1
+    x2 = x.reshape(m, -1)
+    st, off = _walk(x, label, hierarchy)
+    inter = xp.zeros(int(2 * st[:, 2].sum()) if len(st) else 0, dtype=np.float32)
+    y = xp.zeros(m, dtype=np.float32)
+    for g in _groups(st):
+        s, idx, length, tgt = st[g, 0], int(st[g[0], 1]), int(st[g[0], 2]), st[g, 3]
+        fc = x2[xp.asarray(s)] @ w[idx:idx + length].T + b[idx:idx + length]
+        e = xp.exp(fc - fc.max(axis=1, keepdims=True))
+        p = e / e.sum(axis=1, keepdims=True)
+        cols = xp.asarray(off[g])[:, None] + xp.arange(length)
+        inter[cols] = fc
+        inter[cols + length] = p
+        loss = -xp.log(xp.maximum(p[xp.arange(len(g)), xp.asarray(tgt)], np.float32(1e-20)))
+        # NOTE: a negative target adds -1 to the loss (Caffe2's RunForwardSingle returns -1 then).
+        y += xp.bincount(xp.asarray(s), weights=xp.where(xp.asarray(tgt) >= 0, loss, -1), minlength=m).astype(y.dtype)
+    return y, inter
+
+
+@kernel("HSoftmaxGradient")
+def h_softmax_gradient(xp, x, w, b, label, inter, dy, *, hierarchy: str = ""):
+    # NOTE: outputs dX, dW, db and the intermediate output's gradient (cross entropy's dX at the
+    # softmax slots, softmax's dX at the FC slots).
+    m = x.shape[0] if x.ndim > 1 else 1
+    x2 = x.reshape(m, -1)
+    st, off = _walk(x, label, hierarchy)
+    dx, dw, db, dinter = xp.zeros_like(x2), xp.zeros_like(w), xp.zeros_like(b), xp.zeros_like(inter)
+    dyv = dy.reshape(-1)
+    for g in _groups(st):
+        s, idx, length, tgt = xp.asarray(st[g, 0]), int(st[g[0], 1]), int(st[g[0], 2]), xp.asarray(st[g, 3])
+        cols = xp.asarray(off[g])[:, None] + xp.arange(length)
+        p = inter[cols + length]
+        rows = xp.arange(len(g))
+        d_ent = xp.zeros_like(p)
+        d_ent[rows, tgt] = -dyv[s] / xp.maximum(p[rows, tgt], np.float32(1e-20))
+        d_soft = (d_ent - (p * d_ent).sum(axis=1, keepdims=True)) * p
+        dinter[cols + length] = d_ent
+        dinter[cols] = d_soft
+        dw[idx:idx + length] += d_soft.T @ x2[s]
+        db[idx:idx + length] += d_soft.sum(axis=0)
+        xp.add.at(dx, s, d_soft @ w[idx:idx + length]) if xp is not np else np.add.at(dx, s, d_soft @ w[idx:idx + length])
+    return dx.reshape(x.shape), dw, db, dinter
+
+
+def _search_order(node, x_row, w, b, parent, beam):
+    """(name, score) of kept entries in Caffe2's extractNodes order: a node's kept children, its kept
+    words, then each kept child's own entries, depth first."""
+    n_child = len(node.children)
+    length = n_child + len(node.word_ids)
+    fc = (w[node.offset:node.offset + length] @ x_row + b[node.offset:node.offset + length]).astype(np.float32)
+    e = np.exp(fc - fc.max())
+    scores = (-np.log(np.maximum(e / e.sum(), np.float32(1e-20))) + parent).astype(np.float32)
+    kept = [(c, scores[i]) for i, c in enumerate(node.children) if scores[i] < parent + beam]
+    here = [(c.name, sc) for c, sc in kept] + [(str(wid), scores[n_child + i]) for i, wid in enumerate(node.word_ids)
+                                              if scores[n_child + i] < parent + beam]
+    for c, sc in kept:
+        here.extend(_search_order(c, x_row, w, b, sc, beam))
+    return here
+
+
+def _adjust_heap(a, hole, n, value, less):
+    top, child = hole, hole
+    while child < (n - 1) // 2:
+        child = 2 * (child + 1)
+        if less(a[child], a[child - 1]):
+            child -= 1
+        a[hole], hole = a[child], child
+    if n % 2 == 0 and child == (n - 2) // 2:
+        child = 2 * (child + 1)
+        a[hole], hole = a[child - 1], child - 1
+    parent = (hole - 1) // 2
+    while hole > top and less(a[parent], value):
+        a[hole], hole = a[parent], parent
+        parent = (hole - 1) // 2
+    a[hole] = value
+
+
+def _pop_heap(a, last, result, less):
+    value, a[result] = a[result], a[0]
+    _adjust_heap(a, 0, last, value, less)
+
+
+def partial_sort(a, k, less):
+    """libstdc++'s std::partial_sort of list `a` in place (heap select, then heap sort): the same
+    order as Caffe2's for equal keys, which a stable sort would not give."""
+    if k >= 2:
+        for parent in range((k - 2) // 2, -1, -1):
+            _adjust_heap(a, parent, k, a[parent], less)
+    for i in range(k, len(a)):
+        if less(a[i], a[0]):
+            _pop_heap(a, k, i, less)
+    for last in range(k - 1, 0, -1):
+        _pop_heap(a, last, last, less)
+
+
+@kernel("HSoftmaxSearch")
+def h_softmax_search(xp, x, w, b, *, tree: str = "", beam: float = 0.01, topN: int = 1):
+    # NOTE: per sample, the topN (name, score) pairs of the pruned tree by ascending score (-log prob
+    # summed along the path); missing entries are "" with score 0.
+    t = hsm_message("TreeProto")()
+    t.ParseFromString(_as_bytes(tree))
+    m = x.shape[0] if x.ndim > 1 else 1
+    xh, wh, bh = dev.to_host(x).reshape(m, -1), dev.to_host(w), dev.to_host(b)
+    names = np.full((m, topN), "", dtype=object)
+    scores = np.zeros((m, topN), dtype=np.float32)
+    for s in range(m):  # NOTE: a tree walk per sample (what stays in the beam depends on the sample)
+        info = _search_order(t.root_node, xh[s], wh, bh, np.float32(0), np.float32(beam))
+        if info:
+            partial_sort(info, topN if topN < len(info) else len(info) - 1, lambda p, q: p[1] < q[1])
+        for i, (name, sc) in enumerate(info[:topN]):
+            names[s, i], scores[s, i] = name, sc
+    return names, xp.asarray(scores)
+
+
+# ---- gradients ----
+
+@gradient("HSoftmax")
+@cc_maker
+def h_softmax_gradient_maker(g):
+    """[X, W, b, label, intermediate (O1), GO0] -> [GI0, GI1, GI2, GO1]: the last output is the
+    intermediate output's gradient blob (so Caffe2's maker needs it given)."""
+    ins = [g.I(0), g.I(1), g.I(2), g.I(3), g.O(1), g.GO(0)]
+    return [g.op_("HSoftmaxGradient", ins, [g.GI(0), g.GI(1), g.GI(2), g.GO(1)])]
+
+
+should_not_do_gradient("HSoftmaxSearch")
+
+
+# ---- shapes ----
+
+shape("HSoftmax")(lambda x, w, b, label, **_: (TensorInfo(dims(x)[:1] if len(dims(x)) > 1 else (1,), FLOAT),
+                                               TensorInfo((None,), FLOAT)))
+shape("HSoftmaxGradient")(same_as(0, 1, 2, 4))
+shape("HSoftmaxSearch")(lambda x, w, b, *, tree="", beam=0.01, topN=1: (
+    TensorInfo((dims(x)[0] if len(dims(x)) > 1 else 1, int(topN)), STRING),
+    TensorInfo((dims(x)[0] if len(dims(x)) > 1 else 1, int(topN)), FLOAT)))
