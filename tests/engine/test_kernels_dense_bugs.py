@@ -20,9 +20,9 @@ def _numeric_grad(f, x: np.ndarray, step: float = 1e-6) -> np.ndarray:
 
 
 @pytest.mark.parametrize("order", ["NCHW", "NHWC"])
-def test_spatial_bn_is_test_gradient_is_the_frozen_affine_map(order: str) -> None:
+def test_spatial_bn_is_test_gradient_is_the_frozen_affine_map(order: str, fixed_caffe2: None) -> None:
     """In test mode Y = scale * (X - mean) / sqrt(var + eps) + bias with constant statistics, so
-    dX = dY * scale / sqrt(var + eps); Caffe2 1.10.2 reads var as an inverse std instead."""
+    dX = dY * scale / sqrt(var + eps) (--fix-caffe2); Caffe2 1.10.2 reads var as an inverse std instead."""
     r = np.random.RandomState(0)
     x = r.randn(2, 3, 2, 2) if order == "NCHW" else r.randn(2, 2, 2, 3)
     scale, bias, mean, var = r.rand(3) + 0.5, r.randn(3), r.randn(3), r.rand(3) + 0.5
@@ -34,6 +34,15 @@ def test_spatial_bn_is_test_gradient_is_the_frozen_affine_map(order: str) -> Non
     g_scale = _numeric_grad(lambda s: eval_op("SpatialBN", x, s, bias, mean, var, **args)[0] * dy, scale)
     np.testing.assert_allclose(dscale, g_scale, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(dbias, dy.sum(axis=(0, 2, 3) if order == "NCHW" else (0, 1, 2)), rtol=1e-12)
+
+
+def test_spatial_bn_is_test_gradient_is_caffe2s_by_default() -> None:
+    """Caffe2-exact mode reproduces docs/fidelity.md's numbers: dX = [-30, -98], dscale = 4."""
+    f = lambda v: np.array(v, "f4")  # noqa: E731
+    x, dy = f([1, 3]).reshape(1, 1, 1, 2), f([1, 0]).reshape(1, 1, 1, 2)
+    dx, dscale, dbias = eval_op("SpatialBNGradient", x, f([1]), dy, f([0]), f([4]), n_out=3, is_test=1)
+    np.testing.assert_allclose(dx.ravel(), [-30, -98], rtol=1e-5)
+    np.testing.assert_allclose((dscale, dbias), ([4], [1]), rtol=1e-5)
 
 
 def test_max_rejects_inputs_of_other_shapes() -> None:
