@@ -21,7 +21,7 @@ import numpy as np
 from engine.errors import ModelError, NetvizError
 from engine.modelio import Model, load_model
 from engine.opdef import args_of, subnets_of
-from engine.optypes import CONTROL_FLOW
+from engine.optypes import CONTROL_FLOW, RECURRENT
 from engine.ssa import get_ssa
 from engine.summary import DTYPE_NAMES, device_name, param_info
 from proto import caffe2_pb2
@@ -104,6 +104,15 @@ class NetView:
 
     def forward_of(self, i: int) -> int | None:
         return self.origin[i - self.n_forward] if self.is_backward(i) else None
+
+
+def shown_subnets(op: caffe2_pb2.OperatorDef) -> list[tuple[str, caffe2_pb2.NetDef]]:
+    """An op's subnets as the debugger runs them: a RecurrentNetwork timestep is its step net with
+    the link ops Caffe2 adds (rows of their own), so pc and executed marks index the same ops."""
+    if op.type not in RECURRENT:
+        return subnets_of(op)
+    from engine.ops.rnn import timestep_program
+    return [(arg, timestep_program(op, arg)) for arg, _ in subnets_of(op)]
 
 
 def _main_view(net: caffe2_pb2.NetDef) -> NetView:
@@ -204,7 +213,7 @@ class Session:
         if key not in self._views:
             parent = self.view(path[:-1])
             index, arg = path[-1]
-            nets = dict(subnets_of(parent.net.op[index]))
+            nets = dict(shown_subnets(parent.net.op[index]))
             if arg not in nets:
                 raise NetvizError(f"{self.name}: op #{index} has no subnet '{arg}'")
             self._views[key] = NetView(nets[arg], len(nets[arg].op))
@@ -214,7 +223,7 @@ class Session:
         return self.view(ref.path).net.op[ref.index]
 
     def subnets(self, ref: OpRef) -> list[tuple[str, caffe2_pb2.NetDef]]:
-        return subnets_of(self.op(ref))
+        return shown_subnets(self.op(ref))
 
     def path_label(self, path: NetPath) -> str:
         """Breadcrumb of a net: ``main › op#7 While › loop_net``."""

@@ -311,11 +311,7 @@ def recurrent_network(xp, *inputs, ctx, step_net=None, timestep: str = "timestep
     k = T if has_backward else (num_workspaces or (4 if enable_rnn_executor else 2))
     while len(scratch.steps) < k:
         scratch.steps.append(step_workspace(scratch.shared, f"{scratch.shared.name}/step_{len(scratch.steps)}"))
-    net = caffe2_pb2.NetDef()
-    net.CopyFrom(_netdef(step_net, "step_net"))
-    net.external_input.append(timestep)
-    net = _with_links(net, _links(link_internal, link_external, link_offset, link_window), timestep,
-                      op.device_option)
+    net = timestep_program(op, "step_net")
     for t in range(T):
         step = scratch.steps[t if has_backward else t % k]
         _set_timestep(step, timestep, t)
@@ -327,6 +323,44 @@ def recurrent_network(xp, *inputs, ctx, step_net=None, timestep: str = "timestep
         if dst not in op.output:
             _put(ctx, dst, aliased[dst])
     return (*(aliased[n] if n in aliased else ws.values[n] for n in op.output[:-1]), scratch)
+
+
+def _renamer(op: caffe2_pb2.OperatorDef) -> Any:
+    renames = {k[:-len(".rename")]: v for k, v in args_of(op).items() if k.endswith(".rename")}
+    return lambda n: renames.get(n, n)  # memonger's "<blob>.rename" arguments
+
+
+def _backward_program(op: caffe2_pb2.OperatorDef) -> tuple[caffe2_pb2.NetDef, list, list]:
+    """A RecurrentNetworkGradient's timestep net, its (param, grad, per-step grad) and state gradients."""
+    a, rename = args_of(op), _renamer(op)
+    a.setdefault("timestep", "timestep")
+    for k in ("outputs_with_grads", "param", "param_grads", "recurrent_states", "alias_src", "alias_offset",
+              "link_internal", "link_external", "link_offset", "backward_link_internal", "backward_link_external",
+              "backward_link_offset"):
+        a.setdefault(k, [])
+    links = [(rename(i), rename(e), o, w) for i, e, o, w in
+             _links(a["link_internal"], a["link_external"], a["link_offset"], a.get("link_window"))
+             + _links(a["backward_link_internal"], a["backward_link_external"], a["backward_link_offset"])]
+    return _backward_net(op, len(a["outputs_with_grads"]), a["timestep"], rename, links, a)
+
+
+def timestep_program(op: caffe2_pb2.OperatorDef, arg: str = "step_net") -> caffe2_pb2.NetDef:
+    """The net one timestep of a RecurrentNetwork (``step_net``) or RecurrentNetworkGradient
+    (``backward_step_net``) runs: the cell net with the ``rnn_internal_*`` link and accumulation ops
+    (and parameter-gradient ``Sum`` ops) Caffe2 adds around it.  The debugger steps this program, so
+    views of a timestep show it, link ops as rows of their own."""
+    if arg == "backward_step_net" and op.type == "RecurrentNetworkGradient":
+        return _backward_program(op)[0]
+    a = args_of(op)
+    timestep = a.get("timestep", "timestep")
+    net = caffe2_pb2.NetDef()
+    net.CopyFrom(_netdef(a.get(arg), arg))
+    if arg != "step_net":  # a forward op's backward_step_net is only carried along
+        return net
+    net.external_input.append(timestep)
+    links = _links(a.get("link_internal", ()), a.get("link_external", ()), a.get("link_offset", ()),
+                   a.get("link_window"))
+    return _with_links(net, links, timestep, op.device_option)
 
 
 def _backward_net(op, G: int, timestep: str, rename, links, a) -> tuple[caffe2_pb2.NetDef, list, list]:
@@ -379,19 +413,13 @@ def recurrent_network_gradient(xp, *inputs, ctx, backward_step_net=None, timeste
     """Run the backward step net for t = T-1..0 in the forward step workspace of t; parameter
     gradients accumulate over steps, state gradients flow back through ``<state>_grad`` rows."""
     ws, op = ctx.workspace, ctx.op
-    renames = {k[:-len(".rename")]: v for k, v in args_of(op).items() if k.endswith(".rename")}
-    rename = lambda n: renames.get(n, n)  # noqa: E731  (memonger's "<blob>.rename" arguments)
+    rename = _renamer(op)
     G, seq, scratch = len(outputs_with_grads), inputs[len(outputs_with_grads)], inputs[-1]
     T = seq.shape[0]
     if not isinstance(scratch, StepWorkspaces) or len(scratch.steps) < T:
         raise ExecutionError(f"last input '{op.input[-1]}' must hold the forward op's {T} step workspaces "
                              "(was the forward RecurrentNetwork run with a backward_step_net?)")
-    links = [(rename(i), rename(e), o, w) for i, e, o, w in
-             _links(link_internal, link_external, link_offset, link_window)
-             + _links(backward_link_internal, backward_link_external, backward_link_offset)]
-    net, params, rgs = _backward_net(op, G, timestep, rename, links, dict(
-        backward_step_net=backward_step_net, param=param, param_grads=param_grads, alias_src=alias_src,
-        recurrent_states=recurrent_states, alias_offset=alias_offset, outputs_with_grads=outputs_with_grads))
+    net, params, rgs = _backward_program(op)
     for p, grad, _ in params:
         _put(ctx, grad, xp.zeros_like(ws.values[p]))
     for s, grad, last in rgs:

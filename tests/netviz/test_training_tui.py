@@ -64,3 +64,31 @@ async def test_grad_norm_overlay_shows_update_ratios_of_optimizer_ops():
         await wait_for(pilot, lambda: app.main.op_tree.overlay == "grad-norm", "the grad-norm overlay")
         assert "Δ" in str(app.main.op_tree.nodes_by_ref[OpRef((), 11)].label)
         assert "‖" in str(app.main.op_tree.nodes_by_ref[OpRef((), 6)].label)
+
+
+@asynctest
+async def test_rnn_timestep_markers_point_at_the_ops_that_run():
+    """Stepping into a RecurrentNetwork timestep: the pc and executed marks index the timestep
+    program (link ops are rows of their own), so each marks the op the debugger ran."""
+    app = NetvizApp(Session.open(EXAMPLES / "lstm" / "predict_net.pb"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        s = app.session
+        await pilot.press("n")
+        await wait_for(pilot, lambda: s.pc == OpRef((), 1), "pc at the RecurrentNetwork")
+        await pilot.press("s")
+        step = ((1, "step_net"),)
+        await wait_for(pilot, lambda: s.pc is not None and s.pc.path == step, "pc inside timestep 0")
+        view = s.view(step)
+        assert [op.type for op in view.net.op[:5]] == ["rnn_internal_apply_link"] * 5
+        for k in range(7):
+            dbg_op = s.debugger.current_op()
+            assert s.op(s.pc) == dbg_op, f"step {k}: the pc marks {s.op(s.pc).type}, the debugger runs {dbg_op.type}"
+            before = s.last_stop
+            await pilot.press("n")
+            await wait_for(pilot, lambda: s.last_stop is not before, f"step {k}")
+        ran = [OpRef(step, i) for i in range(len(view.net.op)) if s.record(OpRef(step, i)) is not None]
+        assert len(ran) == 7 and all(s.record(r).op_type == s.op(r).type for r in ran)
+        await wait_for(pilot, lambda: app.main.op_tree.populated, "the op tree")
+        node = app.main.op_tree.nodes_by_ref.get(OpRef(step, 0))
+        assert node is None or str(node.label).startswith("✓")
