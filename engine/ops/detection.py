@@ -3,8 +3,8 @@
 Boxes are upright ``[x1, y1, x2, y2]`` or rotated ``[ctr_x, ctr_y, w, h, angle°]``.  Caffe2's
 "legacy plus one" (``legacy_plus_one``, on by default) counts a box from x1 to x2 as
 ``x2 - x1 + 1`` pixels wide; every width, area and clip bound below honours it.  The arithmetic
-is float32 as in Caffe2's Eigen code, and sorts are stable (Caffe2's are not, so exact score ties
-may order differently).
+is float32 as in Caffe2's Eigen code; where scores tie (Int8 nets quantise them), boxes are
+ordered as libstdc++'s std::sort / std::partial_sort order them, which decides what NMS keeps.
 """
 from __future__ import annotations
 
@@ -18,6 +18,119 @@ from engine.shapes import FLOAT, INT32, TensorInfo, dims, join_layout, same_as, 
 
 F32 = np.float32
 BBOX_XFORM_CLIP = F32(np.log(1000.0 / 16.0))
+
+
+# -- libstdc++'s sorts (which of equal scores comes first decides which boxes survive NMS) ----------
+def _no_ties(keys: np.ndarray, idx: np.ndarray) -> bool:
+    return np.unique(keys[idx]).size == idx.size
+
+
+def _sift(a: list, keys, hole: int, top: int, n: int, value: int) -> None:
+    """Heap adjust: move the hole at `hole` down to a leaf, then push `value` up (min-heap on keys)."""
+    child = hole
+    while child < (n - 1) // 2:
+        child = 2 * (child + 1)
+        if keys[a[child]] > keys[a[child - 1]]:  # NOTE: the child with the smaller key
+            child -= 1
+        a[hole] = a[child]
+        hole = child
+    if n % 2 == 0 and child == (n - 2) // 2:
+        child = 2 * (child + 1)
+        a[hole] = a[child - 1]
+        hole = child - 1
+    parent = (hole - 1) // 2
+    while hole > top and keys[a[parent]] > keys[value]:
+        a[hole] = a[parent]
+        hole, parent = parent, (parent - 1) // 2
+    a[hole] = value
+
+
+def _heap_partial_sort(a: list, keys, first: int, middle: int, last: int) -> None:
+    """std::partial_sort of a[first:last] by descending key: a heap of the best `middle - first`, sorted."""
+    n = middle - first
+    view = a[first:middle]
+    if n > 1:
+        for parent in range((n - 2) // 2, -1, -1):
+            _sift(view, keys, parent, parent, n, view[parent])
+    for i in range(middle, last):
+        if keys[a[i]] > keys[view[0]]:
+            value, a[i] = a[i], view[0]
+            _sift(view, keys, 0, 0, n, value)
+    for end in range(n - 1, 0, -1):
+        value, view[end] = view[end], view[0]
+        _sift(view, keys, 0, 0, end, value)
+    a[first:middle] = view
+
+
+def _introsort(a: list, keys, first: int, last: int, depth: int) -> None:
+    while last - first > 16:
+        if depth == 0:
+            _heap_partial_sort(a, keys, first, last, last)
+            return
+        depth -= 1
+        mid = first + (last - first) // 2
+        x, y, z = first + 1, mid, last - 1  # median of three moved to `first`
+        kx, ky, kz = keys[a[x]], keys[a[y]], keys[a[z]]
+        if kx > ky:
+            m = y if ky > kz else (z if kx > kz else x)
+        else:
+            m = x if kx > kz else (z if ky > kz else y)
+        a[first], a[m] = a[m], a[first]
+        pivot = keys[a[first]]
+        lo, hi = first + 1, last
+        while True:
+            while keys[a[lo]] > pivot:
+                lo += 1
+            hi -= 1
+            while pivot > keys[a[hi]]:
+                hi -= 1
+            if not lo < hi:
+                break
+            a[lo], a[hi] = a[hi], a[lo]
+            lo += 1
+        _introsort(a, keys, lo, last, depth)
+        last = lo
+
+
+def _insertion_sort(a: list, keys, first: int, last: int, guarded: bool) -> None:
+    for i in range(first + (1 if guarded else 0), last):
+        v = a[i]
+        if guarded and keys[v] > keys[a[first]]:
+            a[first + 1:i + 1] = a[first:i]
+            a[first] = v
+            continue
+        j = i
+        while keys[v] > keys[a[j - 1]]:
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = v
+
+
+def cxx_sort_desc(keys: np.ndarray, idx) -> np.ndarray:
+    """``std::sort(idx, key[l] > key[r])`` exactly as libstdc++ orders equal keys."""
+    idx = np.asarray(idx, np.int64)
+    if _no_ties(keys, idx):
+        return idx[np.argsort(-keys[idx], kind="stable")]
+    a, k = idx.tolist(), keys.tolist()
+    n = len(a)
+    if n > 1:
+        _introsort(a, k, 0, n, 2 * (n.bit_length() - 1))
+        if n > 16:
+            _insertion_sort(a, k, 0, 16, True)
+            _insertion_sort(a, k, 16, n, False)
+        else:
+            _insertion_sort(a, k, 0, n, True)
+    return np.array(a, np.int64)
+
+
+def cxx_partial_sort_desc(keys: np.ndarray, idx, top: int) -> np.ndarray:
+    """``std::partial_sort`` of the best `top` of `idx` by descending key (libstdc++'s heap select)."""
+    idx = np.asarray(idx, np.int64)
+    if _no_ties(keys, idx):
+        return idx[np.argsort(-keys[idx], kind="stable")[:top]]
+    a = idx.tolist()
+    _heap_partial_sort(a, keys.tolist(), 0, top, len(a))
+    return np.array(a[:top], np.int64)
 
 
 # -- box utilities (numpy, float32) --------------------------------------------------------
@@ -36,7 +149,10 @@ def bbox_transform(boxes: np.ndarray, deltas: np.ndarray, weights=(1.0, 1.0, 1.0
     dw = np.minimum(deltas[:, 2] / w[2], BBOX_XFORM_CLIP)
     dh = np.minimum(deltas[:, 3] / w[3], BBOX_XFORM_CLIP)
     px, py = dx * widths + ctr_x, dy * heights + ctr_y
-    pw, ph = np.exp(dw) * widths, np.exp(dh) * heights
+    # NOTE: exp in float64 rounded to float32 is glibc's expf (what Caffe2's strided Eigen columns call);
+    # numpy's float32 SIMD exp can be 1 ulp off, which moves boxes and flips Int8 rounding downstream.
+    pw = np.exp(dw.astype(np.float64)).astype(F32) * widths
+    ph = np.exp(dh.astype(np.float64)).astype(F32) * heights
     if boxes.shape[1] == 4:
         return np.stack([px - F32(0.5) * pw, py - F32(0.5) * ph,
                          px + F32(0.5) * pw - one, py + F32(0.5) * ph - one], axis=1).astype(F32)
@@ -176,17 +292,6 @@ def _where(ctx) -> str:
     return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
 
 
-def _anchors_grid(anchors: np.ndarray, height: int, width: int, stride: float) -> np.ndarray:
-    """Anchors at every (h, w) position, rows ordered (H, W, A) as Caffe2's ComputeAllAnchors."""
-    sx = np.arange(width, dtype=F32) * F32(stride)
-    sy = np.arange(height, dtype=F32) * F32(stride)
-    gx, gy = np.meshgrid(sx, sy)
-    zero = np.zeros_like(gx)
-    cols = [gx, gy, gx, gy] if anchors.shape[1] == 4 else [gx, gy, zero, zero, zero]
-    shifts = np.stack(cols, axis=-1).reshape(-1, 1, anchors.shape[1])
-    return (anchors[None, :, :] + shifts).reshape(-1, anchors.shape[1]).astype(F32)
-
-
 @kernel("GenerateProposals", "GenerateProposalsCPP", needs_context=True)
 def generate_proposals(xp, scores, deltas, im_info, anchors, *, ctx, spatial_scale: float = 1.0 / 16,
                        pre_nms_topN: int = 6000, post_nms_topN: int = 300, nms_thresh: float = 0.7,
@@ -202,17 +307,25 @@ def generate_proposals(xp, scores, deltas, im_info, anchors, *, ctx, spatial_sca
     if deltas.shape != (n, a * box_dim, h, w) or im_info.shape != (n, 3) or anchors.shape[0] != a:
         raise ExecutionError(f"{_where(ctx)}: bbox_deltas {deltas.shape}, im_info {im_info.shape} and anchors "
                              f"{anchors.shape} do not fit scores {scores.shape}")
-    grid = _anchors_grid(anchors, h, w, 1.0 / spatial_scale)
+    stride = F32(1.0 / spatial_scale)
     bound = (angle_bound_lo, angle_bound_hi) if angle_bound_on else None
     rois, probs = [], []
     for i in range(n):
-        d = deltas[i].reshape(a * box_dim, h * w).T.reshape(-1, box_dim)
-        s = scores[i].reshape(a, h * w).T.reshape(-1)
-        order = np.argsort(-s, kind="stable")
+        # NOTE: Caffe2 1.10 sorts scores raveled in (A, H, W) order and builds only the anchors it keeps.
+        s = scores[i].reshape(-1)
         if 0 < pre_nms_topN < s.size:
-            order = order[:pre_nms_topN]
+            order = cxx_partial_sort_desc(s, np.arange(s.size), pre_nms_topN)
+        else:
+            order = cxx_sort_desc(s, np.arange(s.size))
+        ai, hw = np.divmod(order, h * w)
+        hi, wi = np.divmod(hw, w)
+        shift = np.zeros((order.size, box_dim), F32)
+        shift[:, 0], shift[:, 1] = wi.astype(F32) * stride, hi.astype(F32) * stride
+        if box_dim == 4:
+            shift[:, 2], shift[:, 3] = shift[:, 0], shift[:, 1]
+        d = deltas[i].reshape(a, box_dim, h, w)[ai, :, hi, wi]
         s_sorted = s[order]
-        props = bbox_transform(grid[order], d[order], plus_one=legacy_plus_one, angle_bound=bound)
+        props = bbox_transform((anchors[ai] + shift).astype(F32), d, plus_one=legacy_plus_one, angle_bound=bound)
         props = clip_boxes(props, int(im_info[i, 0]), int(im_info[i, 1]), clip_angle_thresh, legacy_plus_one)
         keep = _filter_boxes(props, min_size, im_info[i], legacy_plus_one)
         top = post_nms_topN if 0 < post_nms_topN < keep.size else -1
@@ -315,13 +428,13 @@ def box_with_nms_limit(xp, scores, boxes, batch_splits=None, *, ctx, score_thres
                 keeps[j], used[:, j - 1 + fg0] = soft_nms(cb, col, cand, soft_nms_sigma, nms,
                                                            soft_nms_min_score_thres, method, legacy_plus_one)
             else:
-                cand = cand[np.argsort(-col[cand], kind="stable")]
+                cand = cxx_sort_desc(col, cand)
                 keeps[j] = nms_keep(cb, cand, nms, detections_per_im if detections_per_im > 0 else -1, legacy_plus_one)
         total = sum(len(k) for k in keeps)
         if 0 < detections_per_im < total:
             flat = [(j, i) for j in range(1, num_classes) for i in keeps[j]]
             vals = np.array([used[i, j - 1 + fg0] for j, i in flat], F32)
-            best = np.argsort(-vals, kind="stable")[:detections_per_im]
+            best = cxx_sort_desc(vals, np.arange(vals.size))[:detections_per_im]
             keeps = [[] for _ in range(num_classes)]
             for k in best:
                 keeps[flat[k][0]].append(flat[k][1])
@@ -408,8 +521,12 @@ def roi_align(xp, x, rois, *, ctx, order: str = "NCHW", spatial_scale: float = 1
                            spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)
     for r, (b, pos, w, count) in enumerate(samples):
         img = flat[b]
-        acc = sum(wi[..., None] * img[p] for p, wi in zip(pos, w))  # (ph, pw, gh, gw, C)
-        out[r] = acc.sum(axis=(2, 3), dtype=F32) / count
+        acc = np.zeros((pooled_h, pooled_w, c), F32)
+        for iy, ix in np.ndindex(*pos[0].shape[2:]):  # NOTE: samples summed in Caffe2's order (float32-exact)
+            acc += ((w[0][:, :, iy, ix, None] * img[pos[0][:, :, iy, ix]] + w[1][:, :, iy, ix, None]
+                     * img[pos[1][:, :, iy, ix]]) + w[2][:, :, iy, ix, None] * img[pos[2][:, :, iy, ix]]) \
+                + w[3][:, :, iy, ix, None] * img[pos[3][:, :, iy, ix]]
+        out[r] = acc / count
     return out if nhwc else out.transpose(0, 3, 1, 2).copy()
 
 

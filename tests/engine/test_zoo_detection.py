@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.blobio import Int8Tensor
 from engine.executor import run_net
 from engine.modelio import load_net
 from engine.workspace import Workspace
@@ -18,15 +19,21 @@ from engine.workspace import Workspace
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "zoo_detection"
 
 
-@pytest.mark.parametrize("name", ["faster_rcnn", "mask_rcnn_2go_fp32"])
+@pytest.mark.parametrize("name", ["faster_rcnn", "mask_rcnn_2go_fp32", "mask_rcnn_2go_int8"])
 def test_zoo_detection_net_matches_caffe2(name, zoo):
+    """Every output and the RPN/box-head blobs; the int8 net's integer path is bit-exact, so its
+    float outputs agree as closely as the fp32 ones."""
     d = GOLDEN / name
     meta = json.loads((d / "outputs.json").read_text())
     net = load_net(Path(zoo) / meta["net"])
     ws = Workspace(name)
+    qparams = json.loads((d / "int8.json").read_text()) if (d / "int8.json").exists() else {}
     with np.load(d / "inputs.npz") as z:
         for k in z.files:
-            ws.feed_blob(k, z[k])
+            if k.startswith("int8/"):  # an Int8 parameter: integer values + (scale, zero point)
+                ws.feed_blob(k[5:], Int8Tensor(z[k], *qparams[k[5:]]))
+            else:
+                ws.feed_blob(k, z[k])
     run_net(net, ws)
     with np.load(d / "outputs.npz") as z:
         for n in meta["outputs"]:

@@ -45,6 +45,13 @@ def cases():
         yield Case(name, "GenerateProposals",
                    {"scores": r.uniform(0, 1, (n, a, h, w)).astype("f4"), "deltas": 0.3 * f4(r, n, 4 * a, h, w),
                     "im_info": info, "anchors": anchors(a)}, ["rois", "probs"], args)
+    for tag, pre in (("_ties_partial", 100), ("_ties_full", -1)):  # quantised scores: tie order as libstdc++
+        name = "GenerateProposals" + tag
+        r = rng_for(name)
+        yield Case(name, "GenerateProposals",
+                   {"scores": (r.randint(0, 6, (1, 3, 6, 7)) / 8.0).astype("f4"), "deltas": 0.3 * f4(r, 1, 12, 6, 7),
+                    "im_info": np.array([[96, 112, 1.0]], "f4"), "anchors": anchors(3)}, ["rois", "probs"],
+                   {"spatial_scale": 1.0 / 16, "min_size": 0.0, "pre_nms_topN": pre, "post_nms_topN": 40})
     name = "GenerateProposals_rotated"
     r = rng_for(name)
     ranch = np.array([[0, 0, 16, 16, 0], [0, 0, 24, 12, 30], [0, 0, 12, 24, -45]], "f4")

@@ -11,12 +11,14 @@ import os
 import numpy as np
 from google.protobuf import text_format
 
-from _common import OUT, ZOO, caffe2_pb2, save_npz, workspace, write_json
+from _common import OUT, ZOO, caffe2_pb2, core, save_npz, workspace, write_json
 
 NETS = {"faster_rcnn": ("detectron_e2e_faster_rcnn_R-50-C4_1x/predict_net.pbtxt",
                         ["rpn_rois", "rpn_roi_probs", "cls_prob", "pred_bbox"]),
         "mask_rcnn_2go_fp32": ("mask_rcnn_2go_fp32/model.pbtxt",
-                               ["rois", "rpn_roi_probs", "cls_prob", "pred_bbox"])}
+                               ["rois", "rpn_roi_probs", "cls_prob", "pred_bbox"]),
+        "mask_rcnn_2go_int8": ("mask_rcnn_2go_int8/model.pbtxt",
+                               ["rois", "rpn_roi_probs", "cls_prob", "pred_bbox", "rpn_cls_logits", "bbox_pred"])}
 
 
 def main():
@@ -24,9 +26,21 @@ def main():
         d = os.path.join(OUT, "zoo_detection", name)
         net = text_format.Parse(open(os.path.join(ZOO, rel)).read(), caffe2_pb2.NetDef())
         workspace.ResetWorkspace()
+        qparams = {}
+        if os.path.exists(os.path.join(d, "int8.json")):
+            qparams = json.load(open(os.path.join(d, "int8.json")))
         with np.load(os.path.join(d, "inputs.npz")) as z:
             for k in z.files:
-                workspace.FeedBlob(k, z[k])
+                if not k.startswith("int8/"):
+                    workspace.FeedBlob(k, z[k])
+                    continue
+                blob, v = k[5:], z[k]
+                scale, zp = qparams[blob]
+                fill = (core.CreateOperator("Int8GivenTensorFill", [], [blob], values=v.tobytes(), shape=list(v.shape),
+                                            Y_scale=scale, Y_zero_point=zp) if v.dtype == np.uint8 else
+                        core.CreateOperator("Int8GivenIntTensorFill", [], [blob], values=v.reshape(-1).tolist(),
+                                            shape=list(v.shape), Y_scale=scale, Y_zero_point=zp))
+                workspace.RunOperatorOnce(fill)
         workspace.RunNetOnce(net)
         names = list(net.external_output) + [e for e in extra if e not in net.external_output]
         outs = {n: np.asarray(workspace.FetchBlob(n)) for n in names}
