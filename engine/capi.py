@@ -241,35 +241,43 @@ def _netdef(net: Any) -> caffe2_pb2.NetDef:
 
 
 class OpSchema:
-    """``C.OpSchema.get(name)``: what netviz knows of an op type's schema, or None.
+    """``C.OpSchema.get(name)``: Caffe2's schema facts for an op type (engine.catalogue), or None
+    when Caffe2 registers no schema for it.  Counts, slot names, arguments and source file are
+    Caffe2's; ``doc`` is empty (netviz does not copy Caffe2's doc strings)."""
 
-    netviz keeps no schema table of its own: an op type has a "schema" when netviz has a kernel
-    or a gradient maker for it.  Counts are not known, so the bounds are the widest ones.
-    """
+    INF = 2 ** 31 - 1
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.min_input, self.max_input, self.min_output, self.max_output = 0, 2 ** 31 - 1, 0, 2 ** 31 - 1
-        self.private = False
-        self.doc = ""
-        self.args: list[Any] = []
-        self.input_desc: list[tuple[str, str]] = []
-        self.output_desc: list[tuple[str, str]] = []
+    class Argument:
+        def __init__(self, name: str, required: bool) -> None:
+            self.name, self.required, self.description = name, required, ""
+
+    def __init__(self, facts: Any) -> None:
+        self.name, self.file, self.line, self.doc, self.private = facts.type, facts.file, 0, "", False
+        self.min_input, self.min_output = facts.min_input, facts.min_output
+        self.max_input = self.INF if facts.max_input is None else facts.max_input
+        self.max_output = self.INF if facts.max_output is None else facts.max_output
+        self.inf = self.INF
+        self.args = [OpSchema.Argument(n, r) for n, r in facts.args]
+        self.input_desc = [(n, "") for n in facts.inputs]
+        self.output_desc = [(n, "") for n in facts.outputs]
+        self._facts = facts
 
     @staticmethod
     def get(name: str) -> "OpSchema | None":
-        import engine.ops  # noqa: F401
-        from engine.registry import GRADIENTS, KERNELS
-        return OpSchema(name) if name in KERNELS or name in GRADIENTS else None
+        from engine.catalogue.facts import facts
+        f = facts(name)
+        return OpSchema(f) if f is not None and f.has_schema else None
 
     def num_inputs_allowed(self, n: int) -> bool:
-        return self.min_input <= n <= self.max_input
+        allowed = self._facts.inputs_allowed
+        return self.min_input <= n <= self.max_input and (allowed is None or n in allowed or n > self.min_input + 8)
 
     def num_outputs_allowed(self, n: int) -> bool:
-        return self.min_output <= n <= self.max_output
+        allowed = self._facts.outputs_allowed
+        return self.min_output <= n <= self.max_output and (allowed is None or n in allowed or n > self.min_output + 8)
 
     def num_inputs_outputs_allowed(self, n_in: int, n_out: int) -> bool:
         return self.num_inputs_allowed(n_in) and self.num_outputs_allowed(n_out)
 
     def inplace_enforced(self, i: int, o: int) -> bool:
-        return False
+        return (i, o) in self._facts.inplace_enforced

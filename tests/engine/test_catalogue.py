@@ -154,3 +154,15 @@ def test_coverage_counts_and_gaps_allow_list() -> None:
     if coverage.known_gaps() - gaps:
         print("no longer gaps (regenerate with python -m engine.catalogue --coverage):",
               sorted(coverage.known_gaps() - gaps))
+
+
+def test_workspace_c_opschema_is_caffe2s_schema() -> None:
+    from engine import workspace
+
+    conv = workspace.C.OpSchema.get("Conv")
+    assert [n for n, _ in conv.input_desc] == ["X", "filter", "bias"] and (conv.min_input, conv.max_input) == (2, 3)
+    sbn = workspace.C.OpSchema.get("SpatialBN")
+    assert [sbn.num_inputs_allowed(n) for n in (5, 6, 7)] == [True, False, True]
+    assert [(a.name, a.required) for a in sbn.args][0] == ("is_test", True)
+    assert workspace.C.OpSchema.get("Iter").inplace_enforced(0, 0)
+    assert workspace.C.OpSchema.get("NoSuchOp") is None and workspace.C.OpSchema.get("Sum").max_input == 2 ** 31 - 1
