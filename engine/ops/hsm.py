@@ -1,4 +1,4 @@
-"""Hierarchical softmax: HSoftmax and its gradient, HSoftmaxSearch.
+"""Hierarchical softmax: HSoftmax and its gradient, HSoftmaxSearch, HuffmanTreeHierarchy.
 
 The hierarchy comes as a serialized ``caffe2.HierarchyProto`` (``hierarchy`` arg) or
 ``caffe2.TreeProto`` (``tree`` arg); their messages are built here from the field facts of
@@ -41,8 +41,8 @@ _MESSAGES = {  # name -> [(field, number, label, type, message type)]
 
 
 @lru_cache(maxsize=None)
-def hsm_message(name: str):
-    """The message class ``caffe2.<name>`` of hsm.proto, built once in a private descriptor pool."""
+def _pool() -> descriptor_pool.DescriptorPool:
+    """A private descriptor pool holding hsm.proto's messages (built once)."""
     fd = descriptor_pb2.FileDescriptorProto(name="netviz_hsm.proto", package="caffe2", syntax="proto2")
     for msg, fields in _MESSAGES.items():
         m = fd.message_type.add(name=msg)
@@ -50,7 +50,13 @@ def hsm_message(name: str):
             m.field.add(name=fname, number=num, label=label, type=ftype, **({"type_name": tname} if tname else {}))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fd)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("caffe2." + name))
+    return pool
+
+
+@lru_cache(maxsize=None)
+def hsm_message(name: str):
+    """The message class ``caffe2.<name>`` of hsm.proto."""
+    return message_factory.GetMessageClass(_pool().FindMessageTypeByName("caffe2." + name))
 
 
 def _as_bytes(v) -> bytes:
@@ -204,6 +210,70 @@ def h_softmax_search(xp, x, w, b, *, tree: str = "", beam: float = 0.01, topN: i
     return names, xp.asarray(scores)
 
 
+def _push_heap(a, value, less):
+    a.append(value)
+    hole = len(a) - 1
+    parent = (hole - 1) // 2
+    while hole > 0 and less(a[parent], value):
+        a[hole], hole = a[parent], parent
+        parent = (hole - 1) // 2
+    a[hole] = value
+
+
+@kernel("HuffmanTreeHierarchy")
+def huffman_tree_hierarchy(xp, labels, *, num_classes: int = -1):
+    # NOTE: a Huffman tree of the label counts, built with std::priority_queue's exact heap order (ties
+    # included), serialized as a TreeProto in a (1,) string tensor; each inner node takes 2 output rows.
+    lab = dev.to_host(labels).reshape(-1).astype(np.int64)
+    if lab.size and (lab.max() >= num_classes or lab.min() < 0):
+        raise ExecutionError(f"Found an input label not in range [0,{num_classes}]")
+    counts = np.bincount(lab, minlength=max(num_classes, 0))
+    less = lambda p, q: p[1] > q[1]  # noqa: E731  (label, count, left, right): a min-heap on count
+    heap, tree = [], []
+    for i in range(num_classes):
+        _push_heap(heap, (i, int(counts[i]), -1, -1), less)
+
+    def next_node():
+        node = heap[0]
+        last = len(heap) - 1
+        _pop_heap(heap, last, last, less)
+        heap.pop()
+        tree.append(node)
+        return len(tree) - 1, node
+    while heap:
+        li, ln = next_node()
+        if heap:
+            ri, rn = next_node()
+            _push_heap(heap, (-1, ln[1] + rn[1], li, ri), less)
+    node_cls = hsm_message("NodeProto")
+    offset = [0]
+
+    def leaf(k):
+        return tree[k][2] == -1 and tree[k][3] == -1
+
+    def build(k, proto):
+        if k == -1 or leaf(k):
+            return
+        for side, child in enumerate(tree[k][2:]):
+            if child == -1:
+                continue
+            if leaf(child):
+                proto.word_ids.append(tree[child][0])
+                offset[0] += side  # NOTE: as Caffe2: only a right leaf advances the offset
+            else:
+                c = proto.children.add()
+                c.offset = offset[0]
+                offset[0] += 2
+                build(child, c)
+    root = node_cls()
+    root.offset, offset[0] = 0, 2
+    if tree:
+        build(len(tree) - 1, root)
+    t = hsm_message("TreeProto")()
+    t.root_node.CopyFrom(root)
+    return np.array([t.SerializeToString()], dtype=object)
+
+
 # ---- gradients ----
 
 @gradient("HSoftmax")
@@ -215,7 +285,7 @@ def h_softmax_gradient_maker(g):
     return [g.op_("HSoftmaxGradient", ins, [g.GI(0), g.GI(1), g.GI(2), g.GO(1)])]
 
 
-should_not_do_gradient("HSoftmaxSearch")
+should_not_do_gradient("HSoftmaxSearch", "HuffmanTreeHierarchy")
 
 
 # ---- shapes ----
@@ -226,3 +296,4 @@ shape("HSoftmaxGradient")(same_as(0, 1, 2, 4))
 shape("HSoftmaxSearch")(lambda x, w, b, *, tree="", beam=0.01, topN=1: (
     TensorInfo((dims(x)[0] if len(dims(x)) > 1 else 1, int(topN)), STRING),
     TensorInfo((dims(x)[0] if len(dims(x)) > 1 else 1, int(topN)), FLOAT)))
+shape("HuffmanTreeHierarchy")(lambda labels, *, num_classes=-1: TensorInfo((1,), STRING))

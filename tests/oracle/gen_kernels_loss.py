@@ -111,6 +111,9 @@ def hsm_cases():
         yield Case(name, "HSoftmax", {"X": f4(r, len(labels), 3), "W": f4(r, n_w, 3), "b": f4(r, n_w),
                                       "L": np.array(labels, "i4")}, ["Y", "inter"],
                    dict(hierarchy=hierarchy.SerializeToString().decode("ascii")), grad=True)
+    for tag, labels, k in (("", [0, 1, 1, 2, 2, 2, 3, 5, 5, 5, 5], 6), ("ties", [0, 1, 2, 3, 4], 5), ("three", [2, 2], 3)):
+        name = "HuffmanTreeHierarchy" + ("_" + tag if tag else "")
+        yield Case(name, "HuffmanTreeHierarchy", {"L": np.array(labels, "i8")}, ["tree"], dict(num_classes=k))
     for beam, top in ((0.7, 3), (20.0, 8)):
         name = f"HSoftmaxSearch_beam{beam}_top{top}"
         r = rng_for(name)
