@@ -25,7 +25,13 @@ bash "$ROOT/scripts/oracle.sh" "$TMP"
 # Only the generated folders (README.md and kernels/ are maintained by hand / separately).
 status=0
 # Every folder a gen_*.py writes, in the committed tree or the fresh one (kernels/ is kept by hand).
-generated=$( (cd "$ROOT/tests/golden" && ls -d */; cd "$TMP" && ls -d */) 2>/dev/null | tr -d / | sort -u | grep -vx kernels)
+generated=$( (cd "$ROOT/tests/golden" && ls -d */; cd "$TMP" && ls -d */) 2>/dev/null | tr -d / | sort -u \
+    | grep -vx -e kernels -e catalogue)
+# The op catalogue's data file lives in the engine (gen_catalogue.py writes $TMP/catalogue/ops.json).
+if ! cmp -s "$ROOT/engine/catalogue/ops.json" "$TMP/catalogue/ops.json"; then
+    echo "check_goldens.sh: engine/catalogue/ops.json differs from a fresh tests/oracle/gen_catalogue.py run" >&2
+    status=1
+fi
 for p in index.json $generated; do
     if ! diff -r "$ROOT/tests/golden/$p" "$TMP/$p" >"$TMP.diff" 2>&1; then
         echo "check_goldens.sh: tests/golden/$p differs from a fresh scripts/oracle.sh run:" >&2
