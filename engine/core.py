@@ -51,6 +51,9 @@ def __getattr__(name: str) -> Any:
         return getattr(device_copies, name)
     if name == "_REGISTERED_OPERATORS":
         return set(_registered())
+    if name in ("workspace", "scope", "C"):  # Caffe2's core has these module attributes
+        import importlib
+        return importlib.import_module({"C": "engine.capi"}.get(name, f"engine.{name}"))
     raise AttributeError(f"module 'engine.core' has no attribute '{name}'")
 
 
@@ -619,7 +622,16 @@ class Net:
         _remap_net(proto, remap)
         if update_external_list:
             _recompute_external_lists(proto)
-        return Net(proto, inplace=True)
+        new = Net(proto, inplace=True)
+        if keep_schema:  # schema records follow the renamed blobs (the record's own schema module)
+            for attr in ("_input_record", "_output_record"):
+                rec = getattr(self, attr)
+                if rec is not None:
+                    schema = sys.modules[type(rec).__module__]
+                    setattr(new, attr, schema.from_blob_list(
+                        rec, [BlobReference(remap.get(str(b), str(b))) for b in rec.field_blobs()]))
+        new._attr_dict.update(self._attr_dict)
+        return new
 
     def ClonePartial(self, name: str, inputs: Any, outputs: Iterable[Any]
                      ) -> tuple["Net", list[BlobReference]]:
@@ -809,3 +821,80 @@ def _net_python(self: Net, f: Any, grad_f: Any = None, python_func_type: Any = N
 
 
 Net.Python = _net_python
+
+
+OpSSA = namedtuple("OpSSA", ["op", "in_versions", "out_versions"])
+
+
+def GetIndexFromGradientList(g_list: list, name: Any) -> int | None:
+    """Index of `name` in a gradient list (a dense name, or either part of a GradientSlice), or None."""
+    for i, g in enumerate(g_list):
+        if g == name or (isinstance(g, tuple) and name in (g[0], g[1])):
+            return i
+    return None
+
+
+def GetGlobalInitArgs() -> list[str]:
+    from engine.capi import _global_init_args
+    return list(_global_init_args)
+
+
+def TriggerLazyImport() -> None:
+    """Caffe2 loads lazily registered op libraries here; netviz registers every op at import."""
+
+
+def remap_proto(argument: caffe2_pb2.Argument, blob_remap: dict[str, str]) -> None:
+    """Rename blobs inside the net held by `argument` (``argument.n``), in place."""
+    _remap_net(argument.n, {str(k): str(v) for k, v in blob_remap.items()})
+
+
+def recurrent_network_op_remap(op: caffe2_pb2.OperatorDef, prefix: str, blob_remap: dict[str, str]) -> None:
+    """Rename blobs named by a RecurrentNetwork(Gradient) op's arguments: string lists,
+    ``timestep`` and the step nets (`prefix` is unused, as in Caffe2)."""
+    def renamed(b: Any) -> bytes:
+        b = b.decode("utf-8") if isinstance(b, bytes) else b
+        return blob_remap.get(b, b).encode("utf-8")
+    for a in op.arg:
+        if len(a.strings):
+            a.strings[:] = [renamed(x) for x in a.strings]
+        elif a.name == "timestep":
+            a.s = renamed(a.s)
+        elif a.name.endswith("step_net"):
+            remap_proto(a, blob_remap)
+
+
+def control_op_remap(op: caffe2_pb2.OperatorDef, prefix: str, blob_remap: dict[str, str]) -> None:
+    """Rename blobs inside an If/AsyncIf (then/else) or While (loop/cond) op's nets."""
+    names = ("then_net", "else_net") if op.type in ("If", "AsyncIf") else ("loop_net", "cond_net")
+    for a in op.arg:
+        if a.name in names:
+            assert a.n, f"Expected non empty net in {op.type}'s {a.name} argument"
+            remap_proto(a, blob_remap)
+
+
+DEFAULT_REMAP_FUNCS = {"RecurrentNetwork": recurrent_network_op_remap,
+                       "RecurrentNetworkGradient": recurrent_network_op_remap,
+                       "If": control_op_remap, "While": control_op_remap, "AsyncIf": control_op_remap}
+
+
+def clone_and_bind_net(net: Net, name: str, prefix: str, blob_remap: dict | None = None, inputs: Any = None,
+                       keep_schema: bool = True) -> tuple[Net, dict[str, str]]:
+    """Clone `net` as `name` with its own blobs prefixed by `prefix` (inputs it only reads keep
+    their names), binding its input record to the `inputs` record; returns ``(clone, remap)``."""
+    blob_remap = {} if blob_remap is None else blob_remap
+    if inputs is not None:
+        original = net.input_record()
+        assert original is not None
+        extra = set(original.field_names()) - set(inputs.field_names())
+        assert not extra, f"Schemas don't match, extra fields {extra} found in the net {net.Name()}."
+        mapping = dict(zip(original.field_names(), original.field_blobs()))
+        blob_remap.update({str(mapping[f]): str(b) for f, b in zip(inputs.field_names(), inputs.field_blobs())
+                           if f in mapping})
+    ssa, versions = get_ssa(net.Proto())
+    undefined = get_undefined_blobs(ssa)
+    for blob in versions:
+        blob_remap.setdefault(blob, blob if blob in undefined else prefix + blob)
+    cloned = net.Clone(name, blob_remap, keep_schema=keep_schema)
+    if not keep_schema and inputs:
+        cloned.set_input_record(inputs)
+    return cloned, blob_remap
