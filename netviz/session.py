@@ -190,6 +190,7 @@ class Session:
         self._shapes: dict[bool, dict[tuple[Any, ...], dict[tuple[str, int], Any]]] = {}
         self._shapes_lock = threading.Lock()
         self.notices: list[str] = []
+        self._lint: dict[int, list[Any]] | None = None
         if loss is not None and loss not in self.all_blobs(()):
             raise ModelError(f"--loss {loss!r}: no op of {self.name!r} reads or writes that blob")
 
@@ -294,6 +295,7 @@ class Session:
                 self.debugger.backward(loss)
         self.show_backward = on
         self._views.clear()
+        self._lint = None  # the loss may be known now
 
     # -- shapes: inferred once per view (forward / with backward), in a worker -----------------
     def shapes(self, path: NetPath = ()) -> dict[tuple[str, int], Any]:
@@ -678,6 +680,20 @@ class Session:
         result = export.export_net(net, target, options, backward=backward, loss=self.loss, force=force)
         return f"{result.path}" + (f" ({result.note})" if result.note else "")
 
+    # -- lint: where Caffe2 computes other values or refuses (engine.lint) --------------------
+    def lint_findings(self) -> dict[int, list[Any]]:
+        """Main-net op index → its engine.lint findings (for the loss when known); computed once."""
+        if self._lint is None:
+            from engine.lint import lint_net
+            try:
+                found = lint_net(self.model.predict, [self.loss] if self.loss else [])
+            except NetvizError:  # a net netviz cannot differentiate: nothing to compare
+                found = []
+            self._lint = {}
+            for f in found:
+                self._lint.setdefault(f.op_index, []).append(f)
+        return self._lint
+
     # -- descriptions for the inspector ----------------------------------------------------
     def op_details(self, ref: OpRef) -> dict[str, Any]:
         view, op = self.view(ref.path), self.op(ref)
@@ -690,6 +706,7 @@ class Session:
             "subnets": [a for a, _ in subnets_of(op)], "inputs": ins, "outputs": outs,
             "backward": view.is_backward(ref.index), "forward_op": fwd,
             "control": op.type in CONTROL_FLOW, "breakpoint": self.breakpoints.get(ref),
+            "lint": [f.text() for f in self.lint_findings().get(ref.index, [])] if not ref.path else [],
         }
 
 

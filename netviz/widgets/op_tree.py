@@ -198,6 +198,8 @@ class OpTree(SteadyScrollbars, Tree[Any]):
                              (op.type, TYPE_STYLE[kind]))
         if ref in self.linked:
             text.append(" ↔", "bold #CE93D8")
+        if not ref.path and ref.index in s.lint_findings():
+            text.append(" ⚑", "bold #F4B400")  # NOTE: Caffe2 computes other values or refuses (engine.lint)
         if self.overlay != "none" and rec is not None:
             tag = _overlay_tag(self.overlay, rec, s.stale(ref))
             if tag:

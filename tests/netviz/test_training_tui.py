@@ -8,7 +8,8 @@ import pytest
 
 from netviz.app import NetvizApp
 from netviz.session import OpRef, Session
-from tests.netviz.waiting import asynctest, ready, wait_for
+from netviz.widgets.op_inspector import OpInspector
+from tests.netviz.waiting import asynctest, ready, text_of, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -92,3 +93,18 @@ async def test_rnn_timestep_markers_point_at_the_ops_that_run():
         await wait_for(pilot, lambda: app.main.op_tree.populated, "the op tree")
         node = app.main.op_tree.nodes_by_ref.get(OpRef(step, 0))
         assert node is None or str(node.label).startswith("✓")
+
+
+@asynctest
+async def test_lint_icon_and_inspector_explain_where_caffe2_differs():
+    app = NetvizApp(Session.open(EXAMPLES / "while_net" / "predict_net.pb"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        labels = {r.index: str(n.label) for r, n in app.main.op_tree.nodes_by_ref.items() if not r.path}
+        assert "⚑" in labels[2] and "⚑" not in labels[3]  # the While Caffe2 refuses to differentiate
+        details = app.session.op_details(OpRef((), 2))
+        assert any("[while-writes-outer-blob] (Caffe2 refuses)" in t for t in details["lint"])
+        app.main.select(OpRef((), 2))
+        inspector = app.main.query_one(OpInspector)
+        await wait_for(pilot, lambda: "⚑" in text_of(inspector) and "while-writes-outer-blob" in text_of(inspector),
+                       "the inspector's lint line")
