@@ -52,6 +52,18 @@ class Int8Tensor:
     def dtype(self) -> np.dtype:
         return self.data.dtype
 
+    @property
+    def size(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
+    def describe(self) -> str:
+        """One line for inspectors: the real value of each integer."""
+        return f"Int8 tensor: real = {self.scale:.6g} × (q − {self.zero_point})"
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self.data if dtype is None else self.data.astype(dtype)
 

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
+from engine.blobio import Int8Tensor
 from netviz.session import BlobRef, Session
 
 BARS = " ▏▎▍▌▋▊▉█"
@@ -138,6 +139,7 @@ class BlobInspector(Vertical):
         if arr is None or not hasattr(arr, "shape"):
             box.update(Text(why or "no value yet (run or inject it)", style="dim"))
             return
+        quantized = arr if isinstance(arr, Int8Tensor) else None  # NOTE: integers shown, with scale/zero point
         arr = np.asarray(arr.get() if hasattr(arr, "get") else arr)
         text = self.query_one("#blob-slice", Input).value
         try:
@@ -149,6 +151,9 @@ class BlobInspector(Vertical):
         self._shown_part = np.asarray(part)
         whole = f"the whole {'×'.join(map(str, arr.shape)) or 'scalar'} tensor"
         parts: list[Any] = [stats(arr, whole + ("" if not index else f", not the slice [{text}]"))]
+        if quantized is not None:
+            parts = [Text(quantized.describe(), style="bold"), *parts,
+                     stats(quantized.dequantized(), "dequantized (real) values")]
         if arr.dtype.kind in "fiu" and arr.size:
             parts += [Text("histogram", style="dim"), histogram(arr)]
         width = max(24, (self.size.width or 48) - 2)
