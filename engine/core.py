@@ -420,6 +420,13 @@ class Net:
             return self._CreateAndAddToSelf(op_type, *args, **kwargs)
         return add_op
 
+    def LogInfo(self, *msg_or_blobs: Any) -> None:
+        """A ``Print`` op per argument: blobs as they are, other values as string constants."""
+        for m in msg_or_blobs:
+            blob = m if isinstance(m, BlobReference) else self.GivenTensorStringFill(
+                [], self.NextName("log"), shape=[], values=[m])
+            self.Print(blob, [])
+
     # ---- attributes, records, observers (Caffe2's Net bookkeeping) ----
     def add_attribute(self, name: str, obj: Any) -> None:
         """Attach `obj` under `name` (net_builder/task keep their per-net objects here)."""

@@ -892,3 +892,34 @@ def ApplyTransformIfFaster(transform_key: str, net: caffe2_pb2.NetDef, init_net:
             RunNetOnce(n)
         return time.perf_counter() - t0
     return candidate if timed(net) > timed(candidate) * improvement_threshold else net
+
+
+def GetNameScope() -> str:
+    """The current name scope (to build blob names to fetch)."""
+    from engine.scope import CurrentNameScope
+    return CurrentNameScope()
+
+
+def TriggerLazyImport() -> None:
+    """Caffe2 loads lazily registered op libraries here; netviz registers every op at import."""
+
+
+def ClearGlobalNetObserver() -> None:
+    """netviz has no global C++ net observer to clear."""
+
+
+Int8Tensor = namedtuple("Int8Tensor", ["data", "scale", "zero_point"])
+
+
+def FetchInt8Blob(name: Any) -> Int8Tensor:
+    """An Int8 blob as ``Int8Tensor(data, scale, zero_point)``."""
+    v = current().values.get(StringifyBlobName(name))
+    assert v is not None and hasattr(v, "scale") and hasattr(v, "zero_point"), \
+        f"You are not fetching an Int8Blob {name}. Please use FetchBlob"
+    return Int8Tensor(np.array(dev.to_host(v.data)), float(v.scale), int(v.zero_point))
+
+
+def FetchInt8BlobRealVal(name: Any) -> np.ndarray:
+    """An Int8 blob's real values: ``(data - zero_point) * scale``."""
+    t = FetchInt8Blob(name)
+    return (t.data.astype(np.int32) - t.zero_point).astype(np.float32) * t.scale
