@@ -173,18 +173,28 @@ def run_file(side: str, rel: str, mapping: Path | None, timeout: float) -> FileR
         return run
 
 
-def cache_path(rel: str) -> Path:
-    return CACHE / wheel_id() / "caffe2" / (rel.replace("/", "__") + ".json")
+def cache_path(rel: str, side: str = "caffe2") -> Path:
+    """Where a file's result is kept: the Caffe2 baseline, or netviz's latest run of it."""
+    return CACHE / wheel_id() / side / (rel.replace("/", "__") + ".json")
+
+
+def save(run: FileRun, side: str) -> None:
+    path = cache_path(run.rel, side)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(run.to_json()))
+
+
+def load(rel: str, side: str) -> FileRun | None:
+    path = cache_path(rel, side)
+    return FileRun(**json.loads(path.read_text())) if path.exists() else None
 
 
 def baseline(rel: str, timeout: float) -> FileRun:
     """Caffe2's own result for ``rel``, from the cache or by running it (then cached)."""
-    path = cache_path(rel)
-    if path.exists():
-        return FileRun(**json.loads(path.read_text()))
-    run = run_file("caffe2", rel, None, timeout)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(run.to_json()))
+    run = load(rel, "caffe2")
+    if run is None:
+        run = run_file("caffe2", rel, None, timeout)
+        save(run, "caffe2")
     return run
 
 
@@ -285,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="netviz side only: fail if a test in expected_pass.txt no longer passes")
     ap.add_argument("--write-expected", action="store_true", help="rewrite expected_pass.txt from this run")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: report from the cached results (each file's latest netviz run)")
     ap.add_argument("--out", type=Path, default=None, help="markdown report (default docs/conformance.md "
                     "for a full run, nothing otherwise); the JSON goes beside it")
     args = ap.parse_args(argv)
@@ -297,11 +309,15 @@ def main(argv: list[str] | None = None) -> int:
         ensure_caffe2_test_deps()
     na = {rel: not_applicable(rel) for rel in files}
     with tempfile.TemporaryDirectory(prefix="caffe2-map-") as tmp:
-        mapping = None if args.baseline_only else build_mapping(Path(tmp))
+        mapping = None if args.baseline_only or args.report_only else build_mapping(Path(tmp))
 
         def one(rel: str) -> tuple[FileRun | None, FileRun | None]:
+            if args.report_only:
+                return load(rel, "caffe2"), None if na[rel] else load(rel, "netviz")
             base = None if args.check else baseline(rel, args.timeout)
             mine = None if args.baseline_only or na[rel] else run_file("netviz", rel, mapping, args.timeout)
+            if mine is not None and not args.check:
+                save(mine, "netviz")
             done = [f"{s}: {r.status} {len(r.tests)} tests {r.seconds:.0f}s" for s, r in
                     (("caffe2", base), ("netviz", mine)) if r]
             print(f"conformance: {rel}: " + "; ".join(done or [f"n/a ({na[rel]})"]), file=sys.stderr, flush=True)
@@ -314,9 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check:
         return check_expected({rel: mine for rel, (_, mine) in results.items() if mine})
-    rows = [compare(base, mine, na[rel]) for rel, (base, mine) in results.items()]
+    rows = [compare(base, mine, na[rel]) for rel, (base, mine) in results.items()
+            if base is not None and (mine is not None or na[rel])]
     summary = summarise(rows)
     title = "quick subset" if args.quick else ("full run" if not args.files else "selected files")
+    title += f", {len(rows)} of {len(files)} files"
     report = render(rows, summary, title)
     for r in sorted(rows, key=lambda r: r["file"]):
         na_note = f"  n/a: {r['not_applicable']}" if r["not_applicable"] else ""
