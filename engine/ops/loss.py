@@ -559,6 +559,56 @@ def lambda_rank_ndcg_gradient(xp, y, session_lengths, dy_cache, dloss):
     return (dy_cache * dloss.reshape(-1)[xp.asarray(session)]).astype(np.float32)
 
 
+def _ctc_beam(probs, beam_width, prune):
+    """Prefix beam search over (T, C) step probabilities (blank = 0), float32 like Caffe2; returns the
+    best prefix and its probability. Prefix sets iterate in sorted order and equal scores keep that
+    order, as Caffe2's std::set / std::multimap do."""
+    f = np.float32
+    pb, pnb = {(): f(1)}, {(): f(0)}
+    prev, ranked = [()], []
+    for ctc in probs.astype(f):
+        alpha = [c for c in range(ctc.size) if ctc[c] > prune] or list(range(ctc.size))
+        nb, nnb = {}, {}
+        prev_set = set(prev)
+        for l in prev:
+            for c in alpha:
+                if c == 0:
+                    nb[l] = nb.get(l, f(0)) + ctc[0] * (pb.get(l, f(0)) + pnb.get(l, f(0)))
+                    continue
+                lp = l + (c,)
+                if l and c == l[-1]:
+                    nnb[lp] = nnb.get(lp, f(0)) + ctc[c] * pb.get(l, f(0))
+                    nnb[l] = nnb.get(l, f(0)) + ctc[c] * pnb.get(l, f(0))
+                else:
+                    nnb[lp] = nnb.get(lp, f(0)) + ctc[c] * (pb.get(l, f(0)) + pnb.get(l, f(0)))
+                if lp not in prev_set:
+                    nb[lp] = nb.get(lp, f(0)) + ctc[0] * (pb.get(lp, f(0)) + pnb.get(lp, f(0)))
+                    nnb[lp] = nnb.get(lp, f(0)) + ctc[c] * pnb.get(lp, f(0))
+        total = dict(nb)
+        for k, v in nnb.items():
+            total[k] = total.get(k, f(0)) + v
+        ranked = sorted(sorted(total.items()), key=lambda kv: -kv[1])  # NOTE: stable: ties by prefix order
+        prev = sorted(k for k, _ in ranked[:beam_width])
+        pb, pnb = nb, nnb
+    return (ranked[0] if ranked else ((), f(0)))
+
+
+@kernel("CTCBeamSearchDecoder", needs_context=True)
+def ctc_beam_search_decoder(xp, inputs, seq_len=None, *, ctx, beam_width: int = 10, prune_threshold: float = 0.001):
+    # NOTE: outputs (lengths (N,), decoded classes concatenated, probability of each best sequence);
+    # Caffe2 1.10 writes the third output unconditionally, so an op declaring two fails there too.
+    if len(ctx.op.output) < 3:
+        raise ExecutionError("CTCBeamSearchDecoder: Caffe2 1.10 writes a third output (the probabilities); "
+                             "the op declares only 2 outputs")
+    x = dev.to_host(inputs)
+    t_max, n = x.shape[:2]
+    lens = np.full(n, t_max) if seq_len is None else dev.to_host(seq_len).reshape(-1)
+    best = [_ctc_beam(x[:int(lens[i]), i], int(beam_width), np.float32(prune_threshold)) for i in range(n)]
+    values = np.array([c for seq, _ in best for c in seq], dtype=np.int32)
+    return (xp.asarray(np.array([len(seq) for seq, _ in best], np.int32)), xp.asarray(values),
+            xp.asarray(np.array([p for _, p in best], np.float32)))
+
+
 # ---- gradients ----
 
 @gradient("SoftmaxWithLoss")
@@ -602,7 +652,7 @@ def pair_wise_loss_gradient(g):
 
 gradient("MarginRankingCriterion")(simple("MarginRankingCriterionGradient", "I0 I1 I2 GO0", "GI0 GI1"))
 gradient("CosineEmbeddingCriterion")(simple("CosineEmbeddingCriterionGradient", "I0 I1 GO0", "GI0"))
-should_not_do_gradient("Perplexity", "MultiClassAccuracy", "CTCGreedyDecoder")
+should_not_do_gradient("Perplexity", "MultiClassAccuracy", "CTCGreedyDecoder", "CTCBeamSearchDecoder")
 
 
 gradient("SmoothL1Loss", "SelectSmoothL1Loss")(simple("{T}Gradient", "I0 I1 I2 I3 GO0", "GI0"))
@@ -661,3 +711,5 @@ shape("SoftmaxFocalLoss")(lambda x, *_: (TensorInfo((), FLOAT), TensorInfo(
 shape("CTCGreedyDecoder")(lambda x, *_: (TensorInfo(dims(x)[1:2], INT32), TensorInfo((None,), INT32)))
 shape("LambdaRankNdcg")(lambda y, r, lens, **_: (TensorInfo(dims(lens)[:1], FLOAT), TensorInfo(dims(y)[:1], FLOAT)))
 shape("LambdaRankNdcgGradient")(same_as(2))
+shape("CTCBeamSearchDecoder")(lambda x, *_, beam_width=10, prune_threshold=0.001: (
+    TensorInfo(dims(x)[1:2], INT32), TensorInfo((None,), INT32), TensorInfo(dims(x)[1:2], FLOAT)))

@@ -93,6 +93,13 @@ def cases():
         yield Case(name, "LambdaRankNdcg", {"Y": r.permutation(9).astype("f4") * 0.3 + f4(r, 9) * 0.01, "R": rel,
                                             "S": np.array([4, 3, 2], "i4")}, ["loss", "dY"], args, grad=True)
 
+    for tag, ins, args, outs in (("", {}, {}, 3), ("lengths", {"L": np.array([5, 2, 0], "i4")}, dict(beam_width=3), 3),
+                                 ("prune", {}, dict(beam_width=2, prune_threshold=0.2), 3), ("two_outputs", {}, {}, 2)):
+        name = "CTCBeamSearchDecoder" + ("_" + tag if tag else "")
+        r = rng_for(name)
+        e = np.exp(r.randn(5, 3, 4) * 2)
+        yield Case(name, "CTCBeamSearchDecoder", {"X": (e / e.sum(axis=2, keepdims=True)).astype("f4"), **ins},
+                   ["len", "values", "prob"][:outs], args)
     yield from hsm_cases()
 
 
