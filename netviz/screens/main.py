@@ -79,6 +79,7 @@ class MainScreen(Screen[None]):
         # by Escape) and one worker runs them in order — never two moves at once.
         self.pending: deque[tuple[str, OpRef | None]] = deque()
         self.busy: str | None = None     # the move being run; None when the worker is idle
+        self.exporting: str | None = None  # target of the export running in its worker
         self._moves = threading.Lock()
 
     def compose(self) -> ComposeResult:
@@ -371,7 +372,11 @@ class MainScreen(Screen[None]):
             call(self.after_step, stop)
 
     def action_cancel_run(self) -> None:
-        """Escape: drop the typed-ahead moves and stop the running one between two ops."""
+        """Escape: drop the typed-ahead moves and stop the running one between two ops; an
+        export in progress is abandoned (its file is removed when ``dot`` returns)."""
+        if self.exporting is not None:
+            self.notify(f"cancelling the export to {self.exporting}", title="Cancel")
+            self.exporting = None
         with self._moves:
             dropped, running = len(self.pending), self.busy
             self.pending.clear()
@@ -419,16 +424,19 @@ class MainScreen(Screen[None]):
             name, sep, value = text.partition("=")
             if not sep:
                 raise NetvizError(f"inject: expected NAME=VALUE, got {text!r}")
-            try:
-                arr = self.session.inject(name.strip(), value.strip(), reshape=reshape)
-            except ShapeMismatch as e:
-                self._ask(f"{e} — type yes to inject it anyway", "", lambda yes: inject(text, True)
-                          if yes.strip().lower() in ("y", "yes") else None)
-                return
-            self.notify(f"{name.strip()} = {arr.dtype}{list(arr.shape)} (marked injected until an op writes it)",
-                        title="Injected")
-            self.after_step()
-            self.select_blob(BlobRef(self.path, name.strip()))
+
+            def run() -> None:  # in the move worker: never beside a running move
+                call = self.app.call_from_thread
+                try:
+                    arr = self.session.inject(name.strip(), value.strip(), reshape=reshape)
+                except ShapeMismatch as e:
+                    call(self._ask, f"{e} — type yes to inject it anyway", "", lambda yes: inject(text, True)
+                         if yes.strip().lower() in ("y", "yes") else None)
+                    return
+                call(self.notify, f"{name.strip()} = {arr.dtype}{list(arr.shape)} (marked injected until an op "
+                     "writes it)", title="Injected")
+                call(self.select_blob, BlobRef(self.path, name.strip()))
+            self.move("inject", call=run)
         shown = self.session.blob_info(self.blob.name) if self.blob else None
         typed = f" ({'×'.join(map(str, shown['shape']))} {shown['dtype']})" if shown and shown["shape"] else ""
         self._ask(f"inject value  NAME=VALUE{typed}", f"{self.blob.name}=" if self.blob else "", inject,
@@ -605,6 +613,27 @@ class MainScreen(Screen[None]):
         default = f"{Path(self.session.name.replace('/', '_')).name}.svg"
         self._ask("export the shown net to (.svg/.png/.pdf/.dot)", default, self.export_to)
 
-    def export_to(self, target: str) -> None:
-        out = self.session.export(self.path, target, ssa=self.ssa)
-        self.notify(f"wrote {out}", title="Export")
+    def export_to(self, target: str, force: bool = False) -> None:
+        """Export in a worker (``dot`` on a big net takes seconds); an existing file is asked about."""
+        if Path(target).expanduser().exists() and not force:
+            self._ask(f"{target} exists — type yes to overwrite it", "",
+                      lambda yes: self.export_to(target, True) if yes.strip().lower() in ("y", "yes") else None)
+            return
+        self.exporting = target
+        self.notify(f"exporting to {target}… (Esc cancels)", title="Export")
+        self._export(target, self.path, self.ssa)
+
+    @work(thread=True, group="export")
+    def _export(self, target: str, path: NetPath, ssa: bool) -> None:
+        call = self.app.call_from_thread
+        try:
+            out = self.session.export(path, target, ssa=ssa, force=True)
+        except NetvizError as e:
+            call(self.notify, str(e), title=type(e).__name__, severity="error")
+            out = None
+        cancelled, self.exporting = self.exporting != target, None
+        if cancelled and out is not None:
+            Path(target).expanduser().unlink(missing_ok=True)
+            call(self.notify, f"export to {target} cancelled (nothing written)", title="Export")
+        elif out is not None:
+            call(self.notify, f"wrote {out}", title="Export")

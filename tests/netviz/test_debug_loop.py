@@ -3,6 +3,7 @@ each SSA version's own value, the NaN hunt, typed inject, save, skip, device dif
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 
@@ -277,3 +278,37 @@ async def test_device_diff_against_the_stand_in(bn_path):
         app.screen.query_one("#pick-list").highlighted = [r.split()[0] for r in app.screen.rows].index("pool1")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.main.selected == OpRef((), 3), "the op that wrote pool1")
+
+
+@asynctest
+async def test_export_runs_in_a_worker_and_asks_before_overwriting(bn_path, tmp_path):
+    app = bn_app(bn_path)
+    release = threading.Event()
+
+    def slow_export(path, target, ssa=False, force=False):  # a layout that takes as long as we like
+        release.wait(30)
+        Path(target).write_text("<svg/>")
+        return target
+    app.session.export = slow_export
+    target = tmp_path / "net.svg"
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("e")
+        await answer(pilot, app, str(target))
+        assert app.main.exporting == str(target)
+        await pilot.press("down")  # the UI answers while the export runs
+        await wait_for(pilot, lambda: app.main.selected == OpRef((), 1), "the cursor to move during the export")
+        release.set()
+        await wait_for(pilot, lambda: notified(app, f"wrote {target}"), "the export to finish")
+        await pilot.press("e")
+        await answer(pilot, app, str(target), then="exists — type yes")
+        await answer(pilot, app, "no")
+        assert app.main.exporting is None  # not overwritten
+        release.clear()
+        await pilot.press("e")
+        await answer(pilot, app, str(target), then="exists — type yes")
+        await answer(pilot, app, "yes")
+        await pilot.press("escape")  # cancel: the file dot writes is removed
+        release.set()
+        await wait_for(pilot, lambda: notified(app, "cancelled (nothing written)"), "the cancelled export")
+        assert not target.exists()
