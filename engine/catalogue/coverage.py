@@ -143,7 +143,7 @@ def totals(rs: list[Row]) -> dict[str, str]:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    return text.replace("|", "\\|").replace("*", "\\*")
 
 
 def _mark(v: bool | None) -> str:
