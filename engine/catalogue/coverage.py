@@ -131,6 +131,7 @@ def totals(rs: list[Row]) -> dict[str, str]:
         "forward op types with a schema": f"{sum(facts(r.type).has_schema for r in rs)}/{len(rs)}",
         "forward op types with a kernel": f"{sum(r.kernel for r in rs)}/{len(rs)}",
         "forward op types with a shape rule": f"{sum(r.shape for r in rs)}/{len(rs)}",
+        "gradient op types with a schema": f"{sum(facts(t).has_schema for t in grads)}/{len(grads)}",
         "gradient op types with a kernel": f"{sum(t in KERNELS for t in grads)}/{len(grads)}",
         "gradient op types with a shape rule": f"{sum(t in SHAPES for t in grads)}/{len(grads)}",
         "gradient makers": f"{sum(bool(r.maker) for r in makers)}/{len(makers)}",
