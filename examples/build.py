@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from google.protobuf import text_format
 
 from engine import core
 from engine.modelio import save_net
@@ -63,15 +64,41 @@ def build_mlp(batch: int = 16, dims: tuple[int, ...] = (8, 16, 4)) -> tuple[caff
     return train.Proto(), init.Proto()
 
 
+@example("mlp_forward")
+def build_mlp_forward() -> tuple[caffe2_pb2.NetDef, caffe2_pb2.NetDef]:
+    """The mlp example's forward net alone (no backward pass, no optimizer): for ``g``, which
+    generates the backward pass, and ``check-grad``."""
+    train, init = build_mlp()
+    forward = caffe2_pb2.NetDef(name="mlp_forward", external_input=train.external_input[:6],
+                                external_output=["loss"])
+    forward.op.extend(op for op in train.op[:4])
+    del init.op[-2:]  # ITER and ONE feed only the optimizer
+    init.name = "mlp_forward_init"  # NOTE: fixed names: core.Net numbers a name built twice
+    return forward, init
+
+
+def build_mlp_plan() -> caffe2_pb2.PlanDef:
+    """A PlanDef training the mlp example: its init net once, then 20 iterations of the training
+    net (forward, backward, SGD); ``netviz run examples/mlp/plan.pbtxt`` runs it."""
+    train, init = build_mlp()
+    init.name, train.name = "mlp_init", "mlp_train"
+    plan = caffe2_pb2.PlanDef(name="mlp_plan", network=[init, train])
+    plan.execution_step.add(name="init", network=[init.name])
+    plan.execution_step.add(name="train", network=[train.name], num_iter=20)
+    return plan
+
+
 def build_all(out_dir: Path = HERE) -> list[Path]:
-    """Write every registered example under `out_dir`; return the files written."""
+    """Write every registered example under `out_dir` (and the mlp plan); return the files written."""
     written = []
     for name, builder in EXAMPLES.items():
         predict, init = builder()
         folder = out_dir / name
         folder.mkdir(parents=True, exist_ok=True)
         written += [save_net(predict, folder / "predict_net.pb"), save_net(init, folder / "init_net.pb")]
-    return written
+    plan_path = out_dir / "mlp" / "plan.pbtxt"
+    plan_path.write_text(text_format.MessageToString(build_mlp_plan()))
+    return written + [plan_path]
 
 
 from examples import control_flow  # noqa: E402,F401

@@ -191,13 +191,24 @@ class Session:
         self._shapes_lock = threading.Lock()
         self.notices: list[str] = []
         self._lint: dict[int, list[Any]] | None = None
+        self.plan: list[str] | None = None  # a plan file's step tree (engine.plan_view.plan_lines)
         if loss is not None and loss not in self.all_blobs(()):
             raise ModelError(f"--loss {loss!r}: no op of {self.name!r} reads or writes that blob")
 
     @classmethod
     def open(cls, path: str | Path, init: str | Path | None = None, inputs: list[str] | None = None,
              device: str = "cpu", loss: str | None = None) -> Session:
-        """Load a model and check the command-line options; every failure is a NetvizError."""
+        """Load a model (or a PlanDef: its main net, the nets before it as init) and check the
+        command-line options; every failure is a NetvizError."""
+        from engine.plan_view import is_plan_file, plan_lines, plan_model
+        if is_plan_file(path):
+            from engine.plandef import load_plan
+            plan = load_plan(path)
+            session = cls(plan_model(plan, Path(path)), parse_inputs(inputs), device, loss)
+            session.notices.append(f"plan {plan.name!r}: stepping one run of net {session.model.predict.name!r} "
+                                   f"after its init nets; `netviz run {path}` runs the whole plan")
+            session.plan = plan_lines(plan)
+            return session
         model = load_model(path, init=init)
         return cls(model, parse_inputs(inputs), device, loss)
 

@@ -8,6 +8,7 @@ pass and optimizer) gets a line with its forward / backward / optimizer sections
 examples:
   netviz info resnet50/predict_net.pbtxt
   netviz info examples/mlp/predict_net.pb
+  netviz info examples/mlp/plan.pbtxt      # a PlanDef: its nets and steps as a tree
   netviz info model.pb --init model_init.pb --json
 """
 from __future__ import annotations
@@ -52,6 +53,11 @@ def _clip(names: list[str], limit: int = 8) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.plan_view import is_plan_file, plan_lines
+    if is_plan_file(args.path):
+        from engine.plandef import load_plan
+        print("\n".join(plan_lines(load_plan(args.path))))
+        return 0
     model = load_model(args.path, init=args.init)
     summary = model_summary(model)
     if args.shapes:

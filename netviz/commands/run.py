@@ -2,8 +2,12 @@
 time, output shapes and NaN/Inf counts.  --dump writes every SSA version of every blob as .npy
 with an index.json; --break-on-nan stops at the first op that makes a NaN or Inf (exit 1).
 
+A PlanDef file runs with Caffe2's RunPlan semantics (concurrent substeps in order), one row per
+net run, then the values of its nets' external outputs.
+
 examples:
   netviz run examples/mlp/predict_net.pb
+  netviz run examples/mlp/plan.pbtxt
   netviz run predict_net.pbtxt --init init_net.pb --input data=1,3,224,224 --loss loss --dump out/
   netviz run resnet50/predict_net.pbtxt --random-params      # a zoo net without its weights
 """
@@ -103,7 +107,31 @@ def _print_records(records: list, max_outputs: int = 4) -> None:
         print(f"{path:<{w[0]}}  {op_type:<{w[1]}}  {ms:>{w[2]}}  {out}")
 
 
+def _run_plan(args: argparse.Namespace) -> int:
+    """A PlanDef: run it with Caffe2's RunPlan semantics, one row per net run."""
+    from engine.plan_view import run_plan_steps
+    from engine.plandef import load_plan
+    from engine.workspace import Workspace
+
+    plan, ws = load_plan(args.path), Workspace("plan")
+    rows = [(" › ".join(r.step_path), str(r.iteration), r.net + (" (report)" if r.report else ""),
+             f"{r.wall_s * 1e3:.3f}") for r in run_plan_steps(plan, ws)]
+    w = [max([len(h)] + [len(row[k]) for row in rows]) for k, h in enumerate(("step", "iter", "net"))]
+    print(f"{'step':<{w[0]}}  {'iter':>{w[1]}}  {'net':<{w[2]}}  ms")
+    for step, it, net, ms in rows:
+        print(f"{step:<{w[0]}}  {it:>{w[1]}}  {net:<{w[2]}}  {ms}")
+    outs = [b for n in plan.network for b in n.external_output if ws.has_blob(b)]
+    for b in dict.fromkeys(outs):
+        value = ws.fetch_blob(b)
+        print(f"{b} = {value.ravel()[:4].tolist()}" + (" …" if value.size > 4 else ""))
+    print(f"plan {plan.name!r}: {len(rows)} net runs")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    from engine.plan_view import is_plan_file
+    if is_plan_file(args.path):
+        return _run_plan(args)
     dbg = debugger_from_args(args)
     if dbg.synthesized:
         print(f"note: no values for {len(dbg.synthesized)} parameters; filled with random values "

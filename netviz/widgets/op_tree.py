@@ -27,7 +27,8 @@ from netviz.session import NetPath, OpRef, Session, from_oppath
 
 CHUNK = 120
 SECTION_MAX, BLOCK = 300, 200
-MARK_STYLE = {"▶": "bold yellow", "✓": "green", "!": "bold magenta", "✗": "bold red"}
+PC_MARK = "→"  # NOTE: not ▶, which the tree uses for a collapsed node
+MARK_STYLE = {PC_MARK: "bold yellow", "✓": "green", "!": "bold magenta", "✗": "bold red"}
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
 
 
@@ -83,6 +84,10 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         else:
             fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
             steps = self._add_section(fwd, range(view.n_forward))
+        if s.plan:  # a plan file: its step tree above the net being stepped
+            node = self.root.add(f"plan · {s.plan[0]}", data=None, expand=False)
+            for line in s.plan[1:]:
+                node.add_leaf(line, data=None)
         if s.show_backward and s.backward is not None and view.sections is None:
             bwd = self.root.add(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})",
                                 data=None, expand=True)
@@ -192,7 +197,7 @@ class OpTree(SteadyScrollbars, Tree[Any]):
                                                                 == "backward")
                 else "control" if op.type in CONTROL_FLOW else "op")
         rec = s.record(ref)
-        marker = ("✗" if s.failed(ref) else "▶" if s.pc == ref else "●" if ref in s.breakpoints
+        marker = ("✗" if s.failed(ref) else PC_MARK if s.pc == ref else "●" if ref in s.breakpoints
                   else "!" if rec is not None and rec.has_inf_or_nan else "✓" if rec is not None else " ")
         text = Text.assemble((marker, MARK_STYLE.get(marker, "red")), (f"{ref.index:>3} ", "dim"),
                              (op.type, TYPE_STYLE[kind]))
@@ -205,9 +210,19 @@ class OpTree(SteadyScrollbars, Tree[Any]):
             if tag:
                 text.append(f" {tag[1]}", f"bold {tag[0]}")
         what = op.name or (op.output[0] if op.output else "")
-        if what:
-            text.append(f" {what}", "dim")
+        scope = self._scope(ref.path)
+        if what:  # the distinguishing tail: the scope every name of the net shares is dropped
+            text.append(f" {what[len(scope):] if scope and what.startswith(scope) else what}", "dim")
         return text
+
+    def _scope(self, path: NetPath) -> str:
+        """The name scope all blobs of the net at `path` share (``gpu_0/``), computed once."""
+        cache = self.__dict__.setdefault("_scopes", {})
+        key = (path, self.session.show_backward)
+        if key not in cache:
+            from netviz.widgets.graph_scene import common_scope
+            cache[key] = common_scope(self.session.view(path).net)
+        return cache[key]
 
     def set_linked(self, refs: set[OpRef]) -> None:
         """Mark the forward/backward partners of the selected op (``↔``)."""
