@@ -85,6 +85,7 @@ class OpDoc:
     args: tuple[ArgDoc, ...]
     inplace: tuple[str, ...]  # "X -> Y (in place)", "in place allowed: X -> Y"
     gradient: str  # a GRADIENT_LABELS value
+    support: str = ""  # "netviz: kernel, shape rule · Caffe2: CPU, CUDA"
 
 
 def _args(op: caffe2_pb2.OperatorDef, defaults: dict[str, Any], schema_args: tuple[tuple[str, bool], ...]
@@ -141,4 +142,14 @@ def op_doc(op: caffe2_pb2.OperatorDef, inputs: list[str] | None = None,
         inputs=tuple((slot_name(ins, k, "in"), b) for k, b in enumerate(shown_in)),
         outputs=tuple((slot_name(outs, k, "out"), b) for k, b in enumerate(shown_out)),
         args=_args(op, dict(spec.arg_defaults) if spec else {}, f.args if f else ()),
-        inplace=_inplace(op, ins, outs), gradient=GRADIENT_LABELS[status])
+        inplace=_inplace(op, ins, outs), gradient=GRADIENT_LABELS[status], support=_support(op.type))
+
+
+def _support(op_type: str) -> str:
+    """What runs this op type: netviz's kernel and shape rule, Caffe2's CPU/CUDA kernels."""
+    from engine.registry import KERNELS, SHAPES  # noqa: PLC0415
+
+    f = facts(op_type)
+    mine = [w for w, ok in (("kernel", op_type in KERNELS), ("shape rule", op_type in SHAPES)) if ok]
+    theirs = [w for w, ok in (("CPU", f and f.cpu), ("CUDA", f and f.cuda)) if ok]
+    return f"netviz: {', '.join(mine) or 'view only'} · Caffe2: {', '.join(theirs) or 'not an op'}"

@@ -57,6 +57,7 @@ class _Once:
 def _doc_rows(facts: Table, doc: OpDoc, warnings: list[str]) -> None:
     """Gradient status, every argument (unset ones dimmed with their default), in-place, schema."""
     facts.add_row("gradient", doc.gradient)
+    facts.add_row("support", doc.support)
     for a in doc.args:
         if not a.is_default:
             facts.add_row(f"·{a.name}", _arg(a.value))
