@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
@@ -31,7 +32,14 @@ def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
 
 
 def _arg(v: Any) -> str:
-    text = repr(v) if not isinstance(v, str) else v
+    """An argument as a human writes it: Caffe2 stores floats as float32, so ``0.7`` comes back
+    as ``0.699999988079071``; the shortest float32 repr undoes that (``1e-05``, ``0.7``)."""
+    if isinstance(v, float):
+        text = str(np.float32(v))
+    elif isinstance(v, (list, tuple)) and v and all(isinstance(x, float) for x in v):
+        text = "[" + ", ".join(str(np.float32(x)) for x in v) + "]"
+    else:
+        text = repr(v) if not isinstance(v, str) else v
     return text if len(text) <= 60 else text[:59] + "…"
 
 

@@ -79,5 +79,5 @@ async def test_a_step_relabels_only_what_changed(tmp_path):
         await pilot.pause()
         assert set(relabelled) == {OpRef((), 3), OpRef((), 4)}
         labels = {r: str(n.label) for r, n in tree.nodes_by_ref.items()}
-        assert labels[OpRef((), 3)].startswith("✓") and labels[OpRef((), 4)].startswith("▶")
+        assert labels[OpRef((), 3)].startswith("✓") and labels[OpRef((), 4)].startswith("→")
         assert labels[OpRef((), 5)].startswith(" ")
