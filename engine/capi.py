@@ -11,10 +11,12 @@ netviz has no MKL-DNN, TensorRT, FBGEMM, NUMA or ASAN builds.
 """
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from engine import device as _dev
+from engine.errors import ExecutionError
 from proto import caffe2_pb2
 
 has_mkldnn = False
@@ -78,6 +80,87 @@ def register_python_op(func: Any, pass_workspace: bool = False, name: str = "") 
 def register_python_gradient_op(token: str, grad_func: Any) -> None:
     from engine.ops.python_op import register_python_gradient_op as register
     register(token, grad_func)
+
+
+class Mode(enum.IntEnum):
+    """``C.Mode``: how ``create_db`` opens a database."""
+
+    read = 0
+    write = 1
+    new = 2
+
+
+def registered_dbs() -> list[str]:
+    """Database types netviz reads and writes (Caffe2's ``minidb`` file format)."""
+    return ["minidb"]
+
+
+class _Transaction:
+    """Puts go straight to the file (Caffe2 commits when the transaction is dropped)."""
+
+    def __init__(self, db: "DB") -> None:
+        self._db = db
+
+    def put(self, key: bytes | str, value: bytes) -> None:
+        from engine.blobio import write_minidb
+        k = key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else key
+        self._db._records.append((k, bytes(value)))
+        write_minidb(self._db.path, self._db._records)
+
+    def commit(self) -> None:
+        """Nothing pending: every put is already written."""
+
+
+class _Cursor:
+    def __init__(self, records: list[tuple[str, bytes]]) -> None:
+        self._records, self._i = records, 0
+
+    def supports_seek(self) -> bool:
+        return False
+
+    def seek_to_first(self) -> None:
+        self._i = 0
+
+    def next(self) -> None:  # noqa: A003 (Caffe2's name)
+        self._i += 1
+
+    def valid(self) -> bool:
+        return self._i < len(self._records)
+
+    def key(self) -> bytes:
+        return self._records[self._i][0].encode("utf-8", "surrogateescape")
+
+    def value(self) -> bytes:
+        return self._records[self._i][1]
+
+
+class DB:
+    """A minidb file opened by ``create_db`` (engine.blobio's reader and writer)."""
+
+    def __init__(self, path: str, mode: int) -> None:
+        import os
+        from engine.blobio import read_minidb
+        self.path = path
+        if mode == Mode.new and os.path.exists(path):
+            raise ExecutionError(f"minidb {path}: file already exists (mode new)")
+        self._records = list(read_minidb(path)) if mode == Mode.read else []
+        if mode != Mode.read:
+            open(path, "wb").close()
+
+    def new_transaction(self) -> _Transaction:
+        return _Transaction(self)
+
+    def new_cursor(self) -> _Cursor:
+        return _Cursor(list(self._records))
+
+    def close(self) -> None:
+        """Nothing to flush."""
+
+
+def create_db(db_type: str, path: str, mode: int) -> DB:
+    if db_type not in registered_dbs():
+        raise ExecutionError(f"db type {db_type!r}: netviz knows {registered_dbs()}")
+    return DB(path, mode)
 
 
 class Blob:
@@ -281,3 +364,10 @@ class OpSchema:
 
     def inplace_enforced(self, i: int, o: int) -> bool:
         return (i, o) in self._facts.inplace_enforced
+
+    def CalculateOutput(self, num_input: int) -> int:  # noqa: N802 (Caffe2's name)
+        """The output count the schema gives for `num_input` inputs, else the fixed count, else -1."""
+        computed = self._facts.outputs_for_inputs or {}
+        if num_input in computed:
+            return computed[num_input]
+        return self.min_output if self.min_output == self.max_output else -1
