@@ -17,7 +17,7 @@ import numpy as np
 
 from engine import capi as C  # noqa: N812  (Caffe2 scripts call it workspace.C)
 from engine import device as dev
-from engine.blobio import Int8Tensor
+from engine.blobio import Int8Tensor as Int8Blob  # NOTE: Int8Tensor below is Caffe2's namedtuple
 from engine.errors import BlobNotFoundError, ExecutionError
 from proto import caffe2_pb2
 
@@ -244,7 +244,7 @@ class Workspace:
             arr = tensor_proto_to_array(arr)
         if isinstance(arr, str):
             arr = arr.encode("utf-8")
-        if isinstance(arr, Int8Tensor):  # NOTE: an Int8 blob keeps its scale and zero point
+        if isinstance(arr, Int8Blob):  # NOTE: an Int8 blob keeps its scale and zero point
             arr = arr.copy()
         elif not isinstance(arr, bytes):
             arr = np.array(dev.to_host(arr) if not isinstance(arr, (list, tuple, int, float)) else arr)

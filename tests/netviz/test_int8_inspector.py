@@ -1,9 +1,13 @@
-"""The blob inspector on an Int8 blob (issue #20): integer values, scale, zero point, real statistics."""
+"""The TUI on issue #20's nets: an Int8 blob in the inspector (integers, scale, zero point, real
+statistics) and stepping into the If of the Mask R-CNN2Go zoo nets."""
 from __future__ import annotations
+
+import numpy as np
+import pytest
 
 from engine.opdef import create_operator as op
 from netviz.app import NetvizApp
-from netviz.session import Session
+from netviz.session import OpRef, Session
 from proto import caffe2_pb2
 from tests.netviz.tui_nets import write
 from tests.netviz.waiting import asynctest, ready, text_of, wait_for
@@ -37,3 +41,22 @@ async def test_int8_blob_shows_integers_scale_zero_point_and_real_stats(tmp_path
         text = text_of(app.main.query_one("#blob-values"))
         assert "Int8 tensor: real = 0.5 × (q − 10)" in text
         assert "dequantized (real) values" in text and "mean/std" in text
+
+
+@pytest.mark.parametrize("model", ["mask_rcnn_2go_fp32", "mask_rcnn_2go_int8"])
+@asynctest
+async def test_step_into_the_mask_rcnn_if(zoo, tmp_path, model):
+    """A zoo detection net runs to its If (random seeded weights) and `s` steps into the branch taken."""
+    np.save(tmp_path / "im_info.npy", np.array([[192, 192, 1.0]], np.float32))
+    session = Session.open(zoo / model / "model.pbtxt", inputs=["data=1,3,192,192", f"im_info={tmp_path / 'im_info.npy'}"])
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        at_if = next(i for i, o in enumerate(session.model.predict.op) if o.type == "If")
+        session.toggle_breakpoint(OpRef((), at_if))
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.main.idle and session.pc == OpRef((), at_if), "the pc at the If", timeout=120)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: session.pc is not None and session.pc.path
+                       and session.pc.path[0][0] == at_if, "the pc inside a branch of the If", timeout=60)
+        assert session.pc.path[0][1] in ("then_net", "else_net")
