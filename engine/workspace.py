@@ -689,7 +689,14 @@ def FillRandomNetworkInputs(net: Any, input_dims: list, input_types: list) -> No
     """Feed random values to the inputs of each op of `net` (one dims/types list per op), as
     Caffe2: "float" uniform in [0, 1), anything else int32."""
     rng = np.random.default_rng()
-    for op, dims, types in zip(_netdef(net).op, input_dims, input_types):
+    ops = list(_netdef(net).op)
+    if len(input_dims) != len(ops) or len(input_types) != len(ops):
+        raise ExecutionError(f"FillRandomNetworkInputs: {len(input_dims)} dims lists and {len(input_types)} "
+                             f"types lists for {len(ops)} ops")
+    for i, (op, dims, types) in enumerate(zip(ops, input_dims, input_types)):
+        if len(dims) != len(op.input) or len(types) != len(op.input):
+            raise ExecutionError(f"FillRandomNetworkInputs: op #{i} {op.type} has {len(op.input)} inputs, "
+                                 f"given {len(dims)} dims and {len(types)} types")
         for name, shape, kind in zip(op.input, dims, types):
             arr = (rng.random(shape).astype(np.float32) if kind == "float"
                    else rng.integers(0, 10, shape).astype(np.int32))
