@@ -19,6 +19,12 @@ CAP = int(os.environ.get("CONFORMANCE_MAX_EXAMPLES", "10"))
 # side (numpy<1.24) is untouched.  This is the environment's numpy version, not netviz API.
 _NUMPY_ALIASES = {"str": str, "object": object, "bool": bool, "int": int, "float": float,
                   "long": int, "unicode": str, "complex": complex}
+# ... and names numpy 2.0 removed (value: the name of what replaced it in numpy)
+_NUMPY2_ALIASES = {"unicode_": "str_", "string_": "bytes_", "float_": "float64", "complex_": "complex128",
+                   "Inf": "inf", "Infinity": "inf", "infty": "inf", "NaN": "nan", "NAN": "nan",
+                   "product": "prod", "cumproduct": "cumprod", "alltrue": "all", "sometrue": "any",
+                   "int0": "intp", "uint0": "uintp", "bool8": "bool_", "object0": "object_",
+                   "str0": "str_", "bytes0": "bytes_", "round_": "round"}
 
 
 def _patch_numpy():
@@ -26,6 +32,11 @@ def _patch_numpy():
     for name, value in _NUMPY_ALIASES.items():
         if name not in np.__dict__:
             setattr(np, name, value)
+    for name, target in _NUMPY2_ALIASES.items():
+        if name not in np.__dict__:
+            setattr(np, name, getattr(np, target))
+    if "asscalar" not in np.__dict__:
+        np.asscalar = lambda a: a.item()
 
 
 def _patch_inspect():

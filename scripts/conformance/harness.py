@@ -209,6 +209,7 @@ CLASSES = [  # (class, pattern on the failure message), first match wins
     ("API missing", r"^(AttributeError|ImportError|ModuleNotFoundError|NameError)|"
                     r"unexpected keyword argument|positional argument|not supported between|"
                     r"object is not (callable|iterable|subscriptable)"),
+    ("kernel error", r"ExecutionError: .*op #\d+ \w+ '[^']*': (?!Encountered)"),
     ("value mismatch", r"Not equal to tolerance|Arrays are not|Mismatch|assert_allclose|Gradient check failed|"
                        r"^AssertionError|not almost equal|!=|are not equal"),
 ]

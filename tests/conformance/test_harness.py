@@ -27,6 +27,7 @@ needs_caffe2 = pytest.mark.skipif(not list(harness.CAFFE2_VENV.glob("lib/python3
     ("AssertionError: \nNot equal to tolerance rtol=1e-05, atol=0", "value mismatch"),
     ("torch.TorchNotAvailable: needs torch: torch.ones called", "not applicable"),
     ("ModuleNotFoundError: No module named 'six'", "harness"),
+    ("engine.errors.ExecutionError: n: op #3 Max '': TypeError: return arrays must be of ArrayType", "kernel error"),
     ("ModuleNotFoundError: No module named 'caffe2.python.foo_pb2'", "API missing"),
 ])
 def test_failure_classes(message: str, cls: str) -> None:
