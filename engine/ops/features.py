@@ -127,7 +127,8 @@ def batch_one_hot(xp, data, lengths, values):
 @kernel("BatchBucketOneHot")
 def batch_bucket_one_hot(xp, data, lengths, boundaries):
     # NOTE: feature d has lengths[d] boundaries and lengths[d] + 1 buckets; a value goes to the
-    # bucket of the first boundary >= it.
+    # bucket of the first boundary >= it, or midway between the first and last equal boundaries
+    # when it equals repeated ones.
     n = host_lengths(lengths)
     if data.ndim != 2 or data.shape[1] != n.size:
         raise ValueError(f"data of shape {tuple(data.shape)} for {n.size} lengths (expected (N, {n.size}))")
@@ -138,7 +139,8 @@ def batch_bucket_one_hot(xp, data, lengths, boundaries):
     starts, ostarts = offsets_of(n), offsets_of(n + 1)
     h = _h(data)
     for d in range(n.size):   # NOTE: one searchsorted per feature column
-        k = np.searchsorted(b[starts[d]:starts[d] + n[d]], h[:, d], side="left")
+        bd = b[starts[d]:starts[d] + n[d]]
+        k = (np.searchsorted(bd, h[:, d], side="left") + np.searchsorted(bd, h[:, d], side="right")) // 2
         out[np.arange(h.shape[0]), ostarts[d] + k] = 1
     return xp.asarray(out)
 
@@ -589,7 +591,11 @@ def sparse_to_dense_mask_shape(indices, values, default, lengths=None, *, mask=(
     return TensorInfo((*lead, *dims(values)[1:]), values.dtype), TensorInfo(lead, BOOL)
 
 
-shape("BatchBucketOneHot")(lambda data, lengths, b: TensorInfo((dims(data)[0], None), data.dtype))
+@shape("BatchBucketOneHot")
+def batch_bucket_one_hot_shape(data, lengths, boundaries):
+    # NOTE: sum(lengths + 1) columns = len(BOUNDARIES) + len(LENGTHS).
+    nb, nl = dims(boundaries)[0], dims(lengths)[0]
+    return TensorInfo((dims(data)[0], None if nb is None or nl is None else nb + nl), data.dtype)
 shape("SegmentOneHot")(lambda lengths, idx, size: TensorInfo((dims(lengths)[0], None), FLOAT))
 shape("DenseVectorToIdList")(lambda v: (TensorInfo(dims(v)[:1], INT32), TensorInfo((None,), INT32)))
 shape("FindDuplicateElements")(lambda x: TensorInfo((None,), INT64))

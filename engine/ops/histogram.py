@@ -42,8 +42,10 @@ def accumulate_histogram(xp, x, *, lower_bound: float = 0.0, upper_bound: float 
 @kernel("Histogram")
 def histogram(xp, *xs, bin_edges=()):
     edges = np.asarray(bin_edges, np.float64)
-    if edges.size < 2 or (np.diff(edges) <= 0).any():
-        raise ValueError("bin_edges must be at least two strictly increasing values")
+    if edges.size < 2:
+        raise ValueError("Number of bin edges must be greater than or equal to 2")
+    if (np.diff(edges) <= 0).any():
+        raise ValueError("bin_edges must be a strictly increasing sequence of values")
     v = _all_values(xs).astype(np.float64)
     # NOTE: bucket i holds edges[i] <= v < edges[i + 1]; values outside the edges are not counted.
     k = np.searchsorted(edges, v, side="right") - 1

@@ -88,7 +88,7 @@ def _fused_nbit(x, bits):
         raise ValueError(f"the number of columns must be a multiple of {per}")
     rows = _rows(x)
     scale, lo, inv = _nbit_params(rows, bits)
-    q = _quantise(rows, lo, inv, bits).reshape(rows.shape[0], -1, per).astype(np.uint16)
+    q = _quantise(rows, lo, inv, bits).reshape(rows.shape[0], rows.shape[1] // per, per).astype(np.uint16)
     packed = (q << (np.arange(per) * bits)).sum(axis=2).astype(np.uint8)
     out = np.concatenate([packed, _bytes_of(scale, F16), _bytes_of(lo, F16)], axis=1)
     return out.reshape(tuple(x.shape[:-1]) + (out.shape[1],))
@@ -118,14 +118,21 @@ def _unfuse(data, bits, half_scale_bias):
     scale, bias = tail[:, :sb // 2].copy().view(sbt)[:, 0], tail[:, sb // 2:].copy().view(sbt)[:, 0]
     if bits < 8:
         per = 8 // bits
+        width = body.shape[1] * per
         body = ((body[:, :, None] >> (np.arange(per) * bits).astype(np.uint8)) & ((1 << bits) - 1))
-        body = body.reshape(rows.shape[0], -1)
+        body = body.reshape(rows.shape[0], width)
     return body.astype(F32), scale.astype(F32), bias.astype(F32), tuple(h.shape[:-1])
 
 
 def _dequant(data, bits, half_scale_bias=False):
     body, scale, bias, lead = _unfuse(data, bits, half_scale_bias)
     return (body * scale[:, None] + bias[:, None]).astype(F32).reshape(lead + (body.shape[1],))
+
+
+def _table(data, bits):
+    """A fused table dequantised to float32 rows (rows, values per row), empty tables too."""
+    body, scale, bias, _ = _unfuse(data, bits, False)
+    return (body * scale[:, None] + bias[:, None]).astype(F32)
 
 
 def _reg_fused8():
@@ -196,7 +203,10 @@ def _lookup(xp, table, indices, lengths, weights=None, mean=False, mapping=None)
     """Sum (weighted, mean) of the rows of a dequantised `table` picked by `indices` per segment.
 
     With `mapping` (the *RowwiseSparse forms) an index goes through it first; -1 rows add nothing.
+    A mapping of the single value 0 means the table is not pruned.
     """
+    if mapping is not None and mapping.size == 1 and int(dev.to_host(mapping).reshape(-1)[0]) == 0:
+        mapping = None
     idx = dev.to_host(indices).astype(np.int64).reshape(-1)
     n = host_lengths(lengths)
     if int(n.sum()) != idx.size:
@@ -222,26 +232,26 @@ def _lookup(xp, table, indices, lengths, weights=None, mean=False, mapping=None)
 def _reg_lookups():
     for bits, name in ((8, "Fused8BitRowwise"), (4, "Fused4BitRowwise"), (2, "Fused2BitRowwise")):
         def plain(xp, data, indices, lengths, _b=bits):
-            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths)
+            return _lookup(xp, _table(data, _b), indices, lengths)
 
         def mean(xp, data, indices, lengths, _b=bits):
-            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, mean=True)
+            return _lookup(xp, _table(data, _b), indices, lengths, mean=True)
 
         def weighted(xp, data, weights, indices, lengths, _b=bits):
-            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, weights)
+            return _lookup(xp, _table(data, _b), indices, lengths, weights)
         kernel(f"SparseLengthsSum{name}")(plain)
         kernel(f"SparseLengthsMean{name}")(mean)
         kernel(f"SparseLengthsWeightedSum{name}")(weighted)
 
         def s_plain(xp, data, indices, lengths, mapping, _b=bits):
-            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, mapping=mapping)
+            return _lookup(xp, _table(data, _b), indices, lengths, mapping=mapping)
 
         def s_mean(xp, data, indices, lengths, mapping, _b=bits):
-            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, mean=True,
+            return _lookup(xp, _table(data, _b), indices, lengths, mean=True,
                            mapping=mapping)
 
         def s_weighted(xp, data, weights, indices, lengths, mapping, _b=bits):
-            return _lookup(xp, _dequant(data, _b).reshape(data.shape[0], -1), indices, lengths, weights,
+            return _lookup(xp, _table(data, _b), indices, lengths, weights,
                            mapping=mapping)
         kernel(f"SparseLengthsSum{bits}BitRowwiseSparse")(s_plain)
         kernel(f"SparseLengthsMean{bits}BitRowwiseSparse")(s_mean)

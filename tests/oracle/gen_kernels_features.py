@@ -53,6 +53,9 @@ def cases():
     yield Case("BatchBucketOneHot_exact", "BatchBucketOneHot", {"X": np.array([[0.5], [1.0]], F32),
                                                                 "L": np.array([2], I32),
                                                                 "B": np.array([0.5, 1.0], F32)}, ["Y"])
+    yield Case("BatchBucketOneHot_repeated", "BatchBucketOneHot", {"X": np.array([[0.0], [0.0], [-1.0], [2.0]], F32),
+                                                                  "L": np.array([4], I32),
+                                                                  "B": np.array([-1, 0, 0, 0], F32)}, ["Y"])
     yield Case("SegmentOneHot", "SegmentOneHot", {"L": L, "I": idx, "S": np.array([6], I64)}, ["Y"])
     yield Case("Bucketize", "Bucketize", {"X": np.array([[-2, 0.1], [0.5, 3.0]], F32)}, ["Y"],
                args={"boundaries": [0.1, 0.5, 1.0]})

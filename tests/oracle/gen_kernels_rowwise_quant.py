@@ -59,6 +59,10 @@ def cases():
             for r in ("Sum", "Mean", "WeightedSum"):
                 t = f"SparseLengths{r}{nb}BitRowwiseSparse"
                 yield _lookup(t, q, x[[0, 2, 3, 5]], idx, L, w if r == "WeightedSum" else None, mapping=mapping)
+    yield _lookup("SparseLengthsSum4BitRowwiseSparse", "FloatToFused4BitRowwiseQuantized", x, idx, L, None,
+                  mapping=np.array([0], I32), name="SparseLengthsSum4BitRowwiseSparse_unpruned")
+    yield _lookup("SparseLengthsWeightedSum2BitRowwiseSparse", "FloatToFused2BitRowwiseQuantized", x[:0], idx[:0],
+                  np.zeros(3, I32), w[:0], mapping=np.array([0], I32), name="SparseLengthsWeightedSum2BitRowwiseSparse_empty")
     yield Case("SparseLengthsSumSparseLookup", "SparseLengthsSumSparseLookup",
                {"I": idx, "L": L, "M": np.array([0, -1, 1, 2, -1, 3], I32)}, ["IO", "LO"])
     yield Case("SparseLengthsSumSparseLookup_w", "SparseLengthsSumSparseLookup",
