@@ -206,28 +206,36 @@ def gather_ranges(xp, data, ranges):
 @kernel("GatherRangesToDense", needs_context=True)
 def gather_ranges_to_dense(xp, data, ranges, key=None, *, lengths=(), min_observation: int = 10000,
                            max_mismatched_ratio: float = 0.01, max_empty_ratio: float = 1.0, ctx=None):
-    # NOTE: feature j of every example is a range of exactly lengths[j] values (or empty: zeros);
-    # with KEY the values are ordered by their keys.
+    # NOTE: feature j of example i is range (i, j), of exactly lengths[j] values (ordered by KEY
+    # when given). Empty ranges and ranges of another length give zeros; a run fails when their
+    # count exceeds max(batch, min_observation) * the allowed ratio (Caffe2 also counts earlier
+    # runs of the same op instance).
+    if not lengths or min(lengths) <= 0 or min_observation <= 0:
+        raise ValueError("GatherRangesToDense needs positive lengths and min_observation")
+    if data.ndim != 1 or ranges.ndim != 3 or ranges.shape[2] != 2:
+        raise ValueError("data must be 1-D and ranges (batch, features, 2)")
     r = dev.to_host(ranges).astype(np.int64)
     batch, nfeat = r.shape[0], r.shape[1]
-    if len(lengths) != nfeat:
-        raise ValueError(f"{len(lengths)} lengths for {nfeat} ranges per example")
-    if len(ctx.op.output) != nfeat:
-        raise ValueError(f"{len(ctx.op.output)} outputs for {nfeat} features")
+    if nfeat != len(lengths) or nfeat != len(ctx.op.output):
+        raise ValueError(f"{nfeat} ranges per example for {len(lengths)} lengths and {len(ctx.op.output)} outputs")
+    if key is not None and key.dtype != np.int64:
+        raise TypeError("Key has to be type int64_t")
     host, keys = dev.to_host(data), None if key is None else dev.to_host(key)
+    allowed = max(batch, min_observation)
     outs = []
-    for j, width in enumerate(lengths):
-        out = np.zeros((batch, width), dtype=data.dtype)
-        for b in range(batch):   # NOTE: loops over (example, feature) ranges only, not values
-            start, count = r[b, j]
-            if count == 0:
-                continue
-            if count != width:
-                raise ValueError(f"range of {count} values for feature {j} of length {width}")
-            vals = host[start:start + count]
-            if keys is not None:
-                vals = vals[np.argsort(keys[start:start + count], kind="stable")]
-            out[b] = vals
+    for j, width in enumerate(lengths):   # NOTE: one gather per feature
+        start, count = r[:, j, 0], r[:, j, 1]
+        full = count == width
+        empty, wrong = int((count == 0).sum()), int(((count != 0) & ~full).sum())
+        if max_mismatched_ratio < 1.0 and allowed * max_mismatched_ratio < wrong:
+            raise ValueError(f"Ratio of range length mismatch for feature at index {j} is {wrong / batch}")
+        if max_empty_ratio < 1.0 and allowed * max_empty_ratio < empty:
+            raise ValueError(f"Ratio of empty ranges for feature at index {j} is {empty / batch}")
+        pos = start[full, None] + np.arange(width)[None, :]
+        if keys is not None:
+            pos = np.take_along_axis(pos, np.argsort(keys[pos], axis=1, kind="stable"), axis=1)
+        out = np.zeros((batch, width), dtype=host.dtype)
+        out[full] = host[pos]
         outs.append(xp.asarray(out))
     return tuple(outs)
 

@@ -58,6 +58,12 @@ def cases():
                args={"lengths": [2, 3]})
     yield Case("GatherRangesToDense_mismatch", "GatherRangesToDense", {"D": data, "R": rd}, ["A", "B"],
                args={"lengths": [2, 2], "min_observation": 1, "max_mismatched_ratio": 0.0})
+    yield Case("GatherRangesToDense_mismatch_tolerated", "GatherRangesToDense", {"D": data, "R": rd}, ["A", "B"],
+               args={"lengths": [2, 2]})
+    yield Case("GatherRangesToDense_empty_ratio", "GatherRangesToDense", {"D": data, "R": rd}, ["A", "B"],
+               args={"lengths": [2, 3], "min_observation": 1, "max_empty_ratio": 0.2})
+    yield Case("GatherRangesToDense_i64", "GatherRangesToDense", {"D": data.astype(I64), "R": rd.astype(I64)},
+               ["A", "B"], args={"lengths": [2, 3]})
     keys = np.array([3, 4, 0, 7, -2, 5], I32)
     vals = _f("PV", 6, 2)
     yield Case("Partition", "Partition", {"K": keys, "V": vals}, ["K0", "V0", "K1", "V1", "K2", "V2"])
