@@ -166,3 +166,22 @@ def test_workspace_c_opschema_is_caffe2s_schema() -> None:
     assert [(a.name, a.required) for a in sbn.args][0] == ("is_test", True)
     assert workspace.C.OpSchema.get("Iter").inplace_enforced(0, 0)
     assert workspace.C.OpSchema.get("NoSuchOp") is None and workspace.C.OpSchema.get("Sum").max_input == 2 ** 31 - 1
+
+
+def test_info_lists_every_kind_of_violation_as_a_warning(tmp_path, capsys) -> None:
+    net = caffe2_pb2.NetDef(name="bad")
+    net.op.extend([create_operator("Relu", ["X", "Z"], ["Y"]),               # wrong arity
+                   create_operator("Dropout", ["Y"], ["D", "m"]),            # missing is_test
+                   create_operator("Softmax", ["D"], ["D"]),                 # illegal in-place
+                   create_operator("Frobnicate", ["D"], ["E"])])             # not a Caffe2 op
+    path = tmp_path / "bad.pbtxt"
+    path.write_text(str(net))
+    assert main(["info", str(path)]) == 0
+    warnings = [ln.strip() for ln in capsys.readouterr().out.splitlines() if "warning:" in ln]
+    assert warnings == [
+        "warning: bad: op #0 Relu '': Input size 2 not in range [min=1, max=1].",
+        "warning: bad: op #1 Dropout '': Argument 'is_test' is required for Operator 'Dropout'.",
+        "warning: bad: op #2 Softmax '': Input index 0 and output idx 0 (D) are set to be in-place but this is "
+        "actually not supported by op Softmax",
+        "warning: bad: op #3 Frobnicate '': 'Frobnicate' is not a Caffe2 op",
+    ]
