@@ -60,7 +60,7 @@ NETVIZ_MODULES = {
 NOT_APPLICABLE = [
     (re.compile(r"^\s*import cv2|^\s*from cv2", re.M), "needs cv2 (OpenCV image ops)"),
     (re.compile(r"torch\.ops\._caffe2|torch_integration", re.M), "needs torch (Caffe2 ops called through torch)"),
-    (re.compile(r"^from caffe2\.python import lazy_dyndep", re.M),
+    (re.compile(r"lazy_dyndep\.RegisterOpsLibrary"),
      "loads Caffe2 C++ op libraries (lazy_dyndep): netviz has no C++ ops to load"),
 ]
 
