@@ -299,6 +299,167 @@ def int8_flatten(xp, x, *, ctx, axis: int = 1, Y_scale: float = 1.0, Y_zero_poin
     return Int8Tensor(x.data.reshape(lead, -1).copy(), x.scale, x.zero_point)
 
 
+def _requant_table(ctx, x: Int8Tensor, y_scale: float, y_zp: int, fn) -> Int8Tensor:
+    """A 256-entry table op (QNNPACK's LUT ops): real = x_scale * (i - x_zp), y = fn(real),
+    q = round-half-even(y / y_scale) + y_zp, saturated; then each input byte looks its value up."""
+    real = np.float32(x.scale) * (np.arange(256, dtype=np.float32) - np.float32(x.zero_point))
+    table = np.clip(np.rint(fn(real).astype(np.float32) / np.float32(y_scale)) + y_zp, 0, 255).astype(np.uint8)
+    return Int8Tensor(table[x.data], float(np.float32(y_scale)), int(y_zp))
+
+
+@kernel("Int8Sigmoid", needs_context=True)
+def int8_sigmoid(xp, x, *, ctx, Y_scale: float = 1.0 / 256, Y_zero_point: int = 0):
+    return _requant_table(ctx, _int8(ctx, x), Y_scale, Y_zero_point,
+                          lambda r: np.float32(1) / (np.float32(1) + np.exp(-r)))
+
+
+@kernel("Int8LeakyRelu", needs_context=True)
+def int8_leaky_relu(xp, x, *, ctx, alpha: float = 0.01, Y_scale: float = 1.0, Y_zero_point: int = 0):
+    """QNNPACK's table: t = (x_scale / Y_scale) * (i - x_zp), times alpha below 0, rounded half even."""
+    x = _int8(ctx, x)
+    t = np.float32(np.float32(x.scale) / np.float32(Y_scale)) * (np.arange(256, dtype=np.float32)
+                                                                 - np.float32(x.zero_point))
+    t = np.clip(np.where(t < 0, t * np.float32(alpha), t), -Y_zero_point, 255 - Y_zero_point)
+    table = (np.rint(t) + Y_zero_point).astype(np.uint8)
+    return Int8Tensor(table[x.data], float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+def _same_q(ctx, x: Int8Tensor, data: np.ndarray) -> Int8Tensor:
+    return Int8Tensor(np.ascontiguousarray(data), x.scale, x.zero_point)
+
+
+@kernel("Int8Reshape", needs_context=True)
+def int8_reshape(xp, x, new_shape=None, *, ctx, shape: list | None = None, Y_scale: float = 1.0,
+                 Y_zero_point: int = 0):
+    from engine.ops.tensor import reshape  # noqa: PLC0415
+    x = _int8(ctx, x)
+    y, old = reshape(np, x.data, new_shape, shape=shape)
+    return _same_q(ctx, x, y), old
+
+
+@kernel("Int8Transpose", needs_context=True)
+def int8_transpose(xp, x, *, ctx, axes: list | None = None, Y_scale: float = 1.0, Y_zero_point: int = 0):
+    x = _int8(ctx, x)
+    return _same_q(ctx, x, x.data.transpose(axes or None))
+
+
+@kernel("Int8Slice", needs_context=True)
+def int8_slice(xp, x, starts_in=None, ends_in=None, *, ctx, starts: list = (), ends: list = (),
+               Y_scale: float = 1.0, Y_zero_point: int = 0):
+    from engine.ops.tensor import slice_  # noqa: PLC0415
+    x = _int8(ctx, x)
+    return _same_q(ctx, x, slice_(np, x.data, starts_in, ends_in, starts=starts, ends=ends))
+
+
+@kernel("Int8ChannelShuffle", needs_context=True)
+def int8_channel_shuffle(xp, x, *, ctx, group: int = 1, kernel: int = 0, order: str = "NHWC", Y_scale: float = 1.0,
+                         Y_zero_point: int = 0):
+    # NOTE: Caffe2's Int8ChannelShuffle is a conv-pool op: it refuses to run without a `kernel` argument.
+    if kernel <= 0:
+        raise ExecutionError(f"{_where(ctx)}: kernel_[dim] > 0 (Int8ChannelShuffle needs a kernel argument)")
+    x = _int8(ctx, x)
+    c = x.data.shape[-1]
+    d = x.data.reshape(x.data.shape[:-1] + (group, c // group))
+    return _same_q(ctx, x, np.swapaxes(d, -1, -2).reshape(x.data.shape))
+
+
+@kernel("Int8Concat", needs_context=True)
+def int8_concat(xp, *xs, ctx, axis: int = 3, add_axis: int = 0, order: str = "NHWC", Y_scale: float = 1.0,
+                Y_zero_point: int = 0):
+    """Concatenation of integers; every input must share the output's scale and zero point."""
+    qs = [_int8(ctx, x, k) for k, x in enumerate(xs)]
+    for q in qs:
+        if q.zero_point != int(Y_zero_point) or np.float32(q.scale) != np.float32(Y_scale):
+            raise ExecutionError(f"{_where(ctx)}: every input needs Y_scale/Y_zero_point ({Y_scale}, {Y_zero_point})")
+    datas = [q.data for q in qs]
+    if add_axis:
+        return (Int8Tensor(np.stack(datas, axis=axis), qs[0].scale, qs[0].zero_point),
+                np.ones(len(datas), np.int32))
+    return (Int8Tensor(np.concatenate(datas, axis=axis), qs[0].scale, qs[0].zero_point),
+            np.array([d.shape[axis] for d in datas], np.int32))
+
+
+@geometry_args
+def _int8_conv_transpose(xp, x, w, b, *, ctx, group: int = 1, adj: int = 0, Y_scale: float = 1.0,
+                         Y_zero_point: int = 0, **g):
+    """Transposed conv: each input pixel's (x - x_zp) * (w - w_zp) scattered over its output window
+    (NHWC, filters (C_in, KH, KW, C_out/group)), plus bias, requantized like Int8Conv."""
+    x, w, b = _int8(ctx, x, 0), _int8(ctx, w, 1), _int8(ctx, b, 2)
+    n, h, wd, c = x.data.shape
+    k, s, pb, pe, _ = geometry(2, g, w.data.shape[1:3])
+    cg, mg = c // group, w.data.shape[3]
+    oh = (h - 1) * s[0] - pb[0] - pe[0] + k[0] + adj
+    ow = (wd - 1) * s[1] - pb[1] - pe[1] + k[1] + adj
+    full = np.zeros((n, (h - 1) * s[0] + k[0] + adj, (wd - 1) * s[1] + k[1] + adj, group * mg), np.float64)
+    xz = x.data.astype(np.float64) - x.zero_point
+    wz = w.data.astype(np.float64) - w.zero_point
+    for gi in range(group):
+        xg = xz[..., gi * cg:(gi + 1) * cg]
+        for i in range(k[0]):
+            for j in range(k[1]):
+                full[:, i:i + s[0] * h:s[0], j:j + s[1] * wd:s[1], gi * mg:(gi + 1) * mg] += \
+                    xg @ wz[gi * cg:(gi + 1) * cg, i, j, :]
+    acc = np.rint(full[:, pb[0]:pb[0] + oh, pb[1]:pb[1] + ow]).astype(np.int64) + b.data.reshape(-1).astype(np.int64)
+    y = requantize(acc, _conv_scale(ctx, x, w, Y_scale), Y_zero_point)
+    return Int8Tensor(y, float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+kernel("Int8ConvTranspose", needs_context=True)(_int8_conv_transpose)
+
+
+def _gemmlowp_multiplier(m: float) -> tuple[int, int]:
+    """gemmlowp's QuantizeMultiplierSmallerThanOne: (Q31 multiplier, right shift) of 0 <= m < 1."""
+    if m == 0:
+        return 0, 0
+    q, e = np.frexp(m)
+    fixed, shift = int(np.rint(q * 2.0**31)), -int(e)
+    if fixed == 2**31:
+        fixed, shift = fixed // 2, shift - 1
+    return fixed, shift
+
+
+def _gemmlowp_scale(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+    """RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x, multiplier), shift) on int64 arrays."""
+    prod = np.asarray(x, np.int64) * multiplier
+    nudged = prod + np.where(prod >= 0, 1 << 30, 1 - (1 << 30))
+    high = np.where(nudged >= 0, nudged >> 31, -((-nudged) >> 31))  # NOTE: C++ division truncates toward 0
+    mask = (1 << shift) - 1
+    return (high >> shift) + ((high & mask) > (mask >> 1) + (high < 0))
+
+
+@kernel("Int8RoIAlign", needs_context=True)
+def int8_roi_align(xp, x, rois, *, ctx, order: str = "NHWC", spatial_scale: float = 1.0, pooled_h: int = 1,
+                   pooled_w: int = 1, sampling_ratio: int = -1, aligned: bool = False, Y_scale: float = 1.0,
+                   Y_zero_point: int = 0):
+    """RoIAlign in integers: bilinear weights rounded to 0..255, int32 sums of weight * (x - x_zp),
+    one gemmlowp requantization by x_scale / (Y_scale * 255 * samples)."""
+    from engine.ops.detection import _roi_samples  # noqa: PLC0415
+    x, rois = _int8(ctx, x), np.asarray(rois, np.float32)
+    if order != "NHWC":
+        raise ExecutionError(f"{_where(ctx)}: Int8RoIAlign only supports NHWC order")
+    n, h, w, c = x.data.shape
+    out = np.zeros((rois.shape[0] if rois.size else 0, pooled_h, pooled_w, c), np.uint8)
+    flat = x.data.reshape(n, h * w, c).astype(np.int64)
+    samples = _roi_samples(rois.reshape(-1, rois.shape[-1] if rois.ndim == 2 else 5), h, w, spatial_scale,
+                           pooled_h, pooled_w, sampling_ratio, aligned)
+    for r, (b, pos, wts, count) in enumerate(samples):
+        iw = [np.rint(wi * np.float32(255.0)).astype(np.int64) for wi in wts]  # (ph, pw, gh, gw)
+        acc = sum(wi[..., None] * flat[b][p] for p, wi in zip(pos, iw)).sum(axis=(2, 3))
+        acc -= int(count) * x.zero_point * 255
+        mult, shift = _gemmlowp_multiplier(float(np.float32(x.scale)) / (float(np.float32(Y_scale)) * 255.0
+                                                                          * float(count)))
+        out[r] = np.clip(_gemmlowp_scale(acc, mult, shift) + Y_zero_point, 0, 255)
+    return Int8Tensor(out, float(np.float32(Y_scale)), int(Y_zero_point))
+
+
+@kernel("Int8GenQuantParams", needs_context=True)
+def int8_gen_quant_params(xp, x, *rest, ctx, preserve_sparsity: bool = False, precision: int = 8):
+    """Min/max quantisation parameters of float X: (scale, zero point) that cover [min(X, 0), max(X, 0)]."""
+    lo, hi = min(float(np.min(x)), 0.0), max(float(np.max(x)), 0.0)
+    scale = (hi - lo) / 255.0 or 1.0
+    return np.array([scale, float(np.clip(np.rint(-lo / scale), 0, 255))], np.float32)
+
+
 # ---- gradients ----
 # NOTE: Caffe2 registers no gradient maker for any Int8 op; reaching one raises NoGradientMakerError.
 

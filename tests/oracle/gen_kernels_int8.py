@@ -105,5 +105,45 @@ def cases():
     yield int8_case("Int8Flatten", "Int8Flatten", [("X", u8(r, 2, 3, 4), 0.02, 100)], ["Y"],
                     {"Y_scale": 0.02, "Y_zero_point": 100})
 
+    r = rng_for("Int8Sigmoid")
+    yield int8_case("Int8Sigmoid", "Int8Sigmoid", [("X", u8(r, 3, 40), 0.05, 128)], ["Y"],
+                    {"Y_scale": 1.0 / 256, "Y_zero_point": 0})
+    r = rng_for("Int8LeakyRelu")
+    yield int8_case("Int8LeakyRelu", "Int8LeakyRelu", [("X", u8(r, 3, 40), 0.05, 128)], ["Y"],
+                    {"alpha": 0.1, "Y_scale": 0.04, "Y_zero_point": 30})
+    r = rng_for("Int8LeakyRelu_same_q")
+    yield int8_case("Int8LeakyRelu_same_q", "Int8LeakyRelu", [("X", u8(r, 3, 40), 0.05, 128)], ["Y"],
+                    {"alpha": 0.1, "Y_scale": 0.05, "Y_zero_point": 128})
+    r = rng_for("Int8Reshape")
+    yield int8_case("Int8Reshape", "Int8Reshape", [("X", u8(r, 2, 3, 4), 0.05, 128)], ["Y", "old"],
+                    {"shape": [4, -1], "Y_scale": 0.05, "Y_zero_point": 128})
+    r = rng_for("Int8Transpose")
+    yield int8_case("Int8Transpose", "Int8Transpose", [("X", u8(r, 2, 3, 4), 0.05, 128)], ["Y"],
+                    {"axes": [2, 0, 1], "Y_scale": 0.05, "Y_zero_point": 128})
+    r = rng_for("Int8Slice")
+    yield int8_case("Int8Slice", "Int8Slice", [("X", u8(r, 3, 5, 4), 0.05, 128)], ["Y"],
+                    {"starts": [1, 0, 0], "ends": [3, -1, -1], "Y_scale": 0.05, "Y_zero_point": 128})
+    r = rng_for("Int8ChannelShuffle")
+    yield int8_case("Int8ChannelShuffle", "Int8ChannelShuffle", [("X", u8(r, 1, 2, 3, 12), 0.05, 128)], ["Y"],
+                    {"group": 3, "kernel": 1, "order": "NHWC", "Y_scale": 0.05, "Y_zero_point": 128})
+    yield int8_case("Int8ChannelShuffle_no_kernel", "Int8ChannelShuffle", [("X", u8(r, 1, 2, 3, 12), 0.05, 128)],
+                    ["Y"], {"group": 3, "order": "NHWC", "Y_scale": 0.05, "Y_zero_point": 128})
+    r = rng_for("Int8Concat")
+    yield int8_case("Int8Concat", "Int8Concat", [("A", u8(r, 1, 2, 3, 4), 0.05, 128), ("B", u8(r, 1, 2, 3, 2), 0.05, 128)],
+                    ["Y"], {"axis": 3, "Y_scale": 0.05, "Y_zero_point": 128})  # NOTE: Caffe2 leaves split_info unset
+    r = rng_for("Int8ConvTranspose")
+    yield int8_case("Int8ConvTranspose", "Int8ConvTranspose",
+                    [("X", u8(r, 1, 4, 5, 6), 0.05, 119), ("W", u8(r, 6, 3, 3, 4), 0.02, 131),
+                     ("B", r.randint(-2000, 2000, 4), 0.001, None)], ["Y"],
+                    {"kernel": 3, "stride": 2, "pad": 1, "order": "NHWC", "Y_scale": float(np.float32(0.001 * 64 * 5)),
+                     "Y_zero_point": 125})
+    r = rng_for("Int8RoIAlign")
+    rois = np.array([[0, 1, 1, 6, 7], [0, 0, 2, 9, 5], [0, 3.5, 2.2, 4.1, 3.0]], "f4")
+    c = int8_case("Int8RoIAlign", "Int8RoIAlign", [("X", u8(r, 1, 8, 10, 3), 0.05, 120)], ["Y"],
+                  {"spatial_scale": 1.0, "pooled_h": 2, "pooled_w": 2, "sampling_ratio": 2, "order": "NHWC",
+                   "Y_scale": 0.05, "Y_zero_point": 120})
+    c.inputs["R"] = rois
+    yield c
+
 
 record("int8", cases())
