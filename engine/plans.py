@@ -1,5 +1,8 @@
 """Kernels that run subnets say *which* subnet runs next instead of running it.
 
+(PlanDefs — ``workspace.RunPlan``, execution steps — are :mod:`engine.plandef`; their builders,
+``core.Plan``/``core.ExecutionStep``, are :mod:`engine.plan_builder`.)
+
 A control-flow kernel (If, While, Do, RecurrentNetwork and their gradients) is written as a
 generator: it ``yield``s a :class:`SubnetRun` for every subnet execution it needs, in order,
 and ``return``s its outputs (or None when its subnets wrote them).  One semantics, two drivers:
