@@ -317,15 +317,21 @@ def _multi_values(lens, vlens):
     return out
 
 
-@kernel("MergeMultiListFeatureTensors")
-def merge_multi_list_feature_tensors(xp, *ins):
-    groups = [ins[i:i + 4] for i in range(0, len(ins), 4)]
+def _merge_multi_nested(xp, ins, width):
+    """Multi List (width 4) and Map (width 5) merges: lengths, keys, value lengths, then every
+    per-value input (values, or keys and values) interleaved example by example."""
+    groups = [ins[i:i + width] for i in range(0, len(ins), width)]
     lens = [host_lengths(gr[0]) for gr in groups]
     vlens = [host_lengths(gr[2]) for gr in groups]
     order = _interleave(lens)
     vorder = _interleave(_multi_values(lens, vlens))
     return (xp.asarray(np.sum(lens, axis=0).astype(np.int32)), xp.asarray(_cat([_h(gr[1]) for gr in groups])[order]),
-            xp.asarray(_cat(vlens)[order].astype(np.int32)), xp.asarray(_cat([_h(gr[3]) for gr in groups])[vorder]))
+            xp.asarray(_cat(vlens)[order].astype(np.int32)),
+            *(xp.asarray(_cat([_h(gr[k]) for gr in groups])[vorder]) for k in range(3, width)))
+
+
+kernel("MergeMultiListFeatureTensors")(lambda xp, *ins: _merge_multi_nested(xp, ins, 4))
+kernel("MergeMultiMapFeatureTensors")(lambda xp, *ins: _merge_multi_nested(xp, ins, 5))
 
 
 @kernel("MergeMultiListFeatureTensorsGradient", "MergeMultiMapFeatureTensorsGradient")
@@ -336,18 +342,6 @@ def merge_multi_list_feature_tensors_gradient(xp, *ins):
     per = _multi_values(lens, vlens)
     parts = _split_back(_interleave(per), g, [int(p.sum()) for p in per])
     return tuple(xp.asarray(x) for x in parts)
-
-
-@kernel("MergeMultiMapFeatureTensors")
-def merge_multi_map_feature_tensors(xp, *ins):
-    groups = [ins[i:i + 5] for i in range(0, len(ins), 5)]
-    lens = [host_lengths(gr[0]) for gr in groups]
-    vlens = [host_lengths(gr[2]) for gr in groups]
-    order = _interleave(lens)
-    vorder = _interleave(_multi_values(lens, vlens))
-    return (xp.asarray(np.sum(lens, axis=0).astype(np.int32)), xp.asarray(_cat([_h(gr[1]) for gr in groups])[order]),
-            xp.asarray(_cat(vlens)[order].astype(np.int32)), xp.asarray(_cat([_h(gr[3]) for gr in groups])[vorder]),
-            xp.asarray(_cat([_h(gr[4]) for gr in groups])[vorder]))
 
 
 # -- maps (Caffe2's std::unordered_map blobs are Python dicts here) --

@@ -123,6 +123,17 @@ def last_n_window_collector(xp, buffer, cursor, data, *rest, num_to_collect: int
     return tuple(outs)
 
 
+def _dropout_inputs(x, lengths, ratio):
+    """(values, lengths) on the host, checked."""
+    if not 0 <= ratio <= 1:
+        raise ValueError(f"ratio {ratio} not in [0, 1]")
+    v = dev.to_host(x).reshape(-1)
+    n = host_lengths(lengths)
+    if int(n.sum()) != v.size:
+        raise ValueError(f"Lengths sum to {int(n.sum())} but X has {v.size} values")
+    return v, n
+
+
 def _dropped(ctx, n, ratio):
     return ctx.rng.random(n) < ratio
 
@@ -130,12 +141,7 @@ def _dropped(ctx, n, ratio):
 @kernel("SparseDropoutWithReplacement", needs_context=True)
 def sparse_dropout_with_replacement(xp, x, lengths, *, ratio: float = 0.0, replacement_value: int = 0, ctx=None):
     # NOTE: each example is dropped with probability `ratio` and becomes [replacement_value].
-    if not 0 <= ratio <= 1:
-        raise ValueError(f"ratio {ratio} not in [0, 1]")
-    v = dev.to_host(x).reshape(-1)
-    n = host_lengths(lengths)
-    if int(n.sum()) != v.size:
-        raise ValueError(f"Lengths sum to {int(n.sum())} but X has {v.size} values")
+    v, n = _dropout_inputs(x, lengths, ratio)
     drop = _dropped(ctx, n.size, ratio)
     seg = np.repeat(np.arange(n.size), n)
     new_n = np.where(drop, 1, n)
@@ -151,12 +157,7 @@ def sparse_dropout_with_replacement(xp, x, lengths, *, ratio: float = 0.0, repla
 def sparse_itemwise_dropout_with_replacement(xp, x, lengths, *, ratio: float = 0.0, replacement_value: int = 0,
                                              ctx=None):
     # NOTE: each value is replaced by replacement_value with probability `ratio`; lengths stay.
-    if not 0 <= ratio <= 1:
-        raise ValueError(f"ratio {ratio} not in [0, 1]")
-    v = dev.to_host(x).reshape(-1)
-    n = host_lengths(lengths)
-    if int(n.sum()) != v.size:
-        raise ValueError(f"Lengths sum to {int(n.sum())} but X has {v.size} values")
+    v, n = _dropout_inputs(x, lengths, ratio)
     out = np.where(_dropped(ctx, v.size, ratio), v.dtype.type(replacement_value), v)
     return xp.asarray(out), xp.asarray(n.astype(lengths.dtype))
 
