@@ -136,7 +136,7 @@ def h_softmax_gradient(xp, x, w, b, label, inter, dy, *, hierarchy: str = ""):
         dinter[cols] = d_soft
         dw[idx:idx + length] += d_soft.T @ x2[s]
         db[idx:idx + length] += d_soft.sum(axis=0)
-        xp.add.at(dx, s, d_soft @ w[idx:idx + length]) if xp is not np else np.add.at(dx, s, d_soft @ w[idx:idx + length])
+        (np.add.at if xp is np else xp.add.at)(dx, s, d_soft @ w[idx:idx + length])
     return dx.reshape(x.shape), dw, db, dinter
 
 

@@ -373,7 +373,8 @@ def select_smooth_l1_loss_gradient(xp, yh, y, locs, count, dloss, *, beta: float
     if y.size:
         idx = _select_positions(xp, yh, locs)
         _, d = _smooth_l1(xp, yh.reshape(-1)[idx] - y.reshape(-1, 4), beta)
-        dx[idx.reshape(-1)] = (np.float32(scale) * dloss.reshape(()) * d / xp.maximum(count.reshape(-1)[0], 1.0)).reshape(-1)
+        norm = np.float32(scale) * dloss.reshape(()) / xp.maximum(count.reshape(-1)[0], 1.0)
+        dx[idx.reshape(-1)] = (norm * d).reshape(-1)
     return dx.reshape(yh.shape)
 
 

@@ -373,8 +373,8 @@ def gftrl(xp, var, nz, g, alpha_in=None, *, alpha: float = 0.005, beta: float = 
     new_z = z + g2 - (xp.sqrt(new_n) - xp.sqrt(n)) * alpha_inv * w
     norm = xp.sqrt((new_z * new_z).sum(axis=0, keepdims=True))
     thr = l1 * np.float32(np.sqrt(rows))
-    new_w = xp.where(norm > thr, new_z * (thr / xp.where(norm > 0, norm, 1) - 1) / ((b + xp.sqrt(new_n)) * alpha_inv + l2),
-                     0).astype(var.dtype)
+    shrink = thr / xp.where(norm > 0, norm, 1) - 1
+    new_w = xp.where(norm > thr, new_z * shrink / ((b + xp.sqrt(new_n)) * alpha_inv + l2), 0).astype(var.dtype)
     return new_w.reshape(var.shape), xp.stack([new_n, new_z], axis=-1).reshape(nz.shape)
 
 

@@ -144,4 +144,5 @@ def pool_shape(x, **g):
 
 
 shape("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGradient", "AveragePoolGradient",
-      "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient", "LpPoolGradient")(same_as(0))  # [X, Y, dY] -> dX
+      "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient",
+      "LpPoolGradient")(same_as(0))  # [X, Y, dY] -> dX
