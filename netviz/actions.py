@@ -27,6 +27,7 @@ ACTIONS: dict[str, tuple[str, str, str, bool]] = {
     "blob.inject": ("i", "inject_value", "Inject value", True),
     "blob.save": ("S", "save_blob", "Save value to .npy (.npz: all versions)", False),
     "blob.copy-value": ("Y", "copy_value", "Copy shown value", False),
+    "blob.rerun": ("R", "rerun_to_blob", "Re-run to the shown blob version", False),
     "view.backward": ("g", "toggle_backward", "Backward pass", True),
     "view.ssa": ("v", "toggle_ssa", "SSA versions", True),
     "view.overlay": ("m", "cycle_overlay", "Overlay: none/time/NaN/grad-norm", True),

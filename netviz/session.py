@@ -372,7 +372,7 @@ class Session:
                 return self.debugger.initial_value(ref.name), ""
             return self.value(ref.name), ""
         except NetvizError as e:
-            return None, str(e)
+            return None, str(e) + ("  (R re-runs to it)" if "dropped" in str(e) else "")
 
     def injected(self, name: str) -> bool:
         """`name` was injected and no op has written it since."""
@@ -598,12 +598,13 @@ class Session:
         ops = [self.op(r) for r in self.walk()]
         return ops + list(self.backward.net.op) if self.backward is not None else ops
 
-    def device_diff(self) -> Any:
-        """Run the net on the CPU and on the GPU (the stand-in without one); a DiffReport."""
+    def device_diff(self, cancel: threading.Event | None = None) -> Any:
+        """Run the net on the CPU and on the GPU (the stand-in without one); a DiffReport.
+        Setting `cancel` stops it between two ops."""
         from engine.debugger.diff import device_diff
 
         return device_diff(self.model, self.values, loss=self.loss if self.backward is not None else None,
-                           synthesize_params=not len(self.model.init.op))
+                           synthesize_params=not len(self.model.init.op), cancel=cancel)
 
     def alerts(self) -> list[Any]:
         """OpRecords that wrote NaN/Inf, in execution order (with iteration/timestep labels)."""

@@ -185,6 +185,8 @@ class Debugger(Machine):
     def run_to(self, path: OpPath) -> Stopped:
         """Run until the pc reaches `path` (before running that op)."""
         target = tuple(path)
+        if self.pc.path == target:
+            return self._stop("step", "already there")
         return self._run(lambda ev, d: False, lambda: self.pc.path == target)
 
     def run_to_nan(self) -> Stopped:

@@ -7,6 +7,7 @@ every difference is expected to be 0 — the report says so (:attr:`DiffReport.s
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,9 +46,11 @@ class DiffReport:
 
 
 def device_diff(model: Model, feeds: Mapping[str, Any] | None = None, *, loss: str | None = None,
-                synthesize_params: bool = False, seed: int = 0) -> DiffReport:
+                synthesize_params: bool = False, seed: int = 0, cancel: threading.Event | None = None) -> DiffReport:
     """Run `model` (forward, and backward when `loss` is given) with every op on the CPU and
-    with every op on the GPU (the stand-in when there is none); compare every blob."""
+    with every op on the GPU (the stand-in when there is none); compare every blob.
+
+    Setting `cancel` (from another thread) stops the run between two ops: ExecutionError."""
     stand_in = dev.cupy_module() is None
     runs, order = [], []
     for device in ("cpu", "gpu"):
@@ -56,7 +59,11 @@ def device_diff(model: Model, feeds: Mapping[str, Any] | None = None, *, loss: s
                            keep_budget=0, synthesize_params=synthesize_params, seed=seed)
             if loss is not None:
                 dbg.backward()
+            if cancel is not None:
+                dbg._cancel = cancel  # NOTE: the caller's event is the debugger's cancel flag
             stop = dbg.continue_()
+        if stop.reason == "cancelled":
+            raise ExecutionError("device diff cancelled")
         if stop.reason == "error":
             raise ExecutionError(f"device diff: the {device} run failed: {stop.detail}")
         if device == "cpu":

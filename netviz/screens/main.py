@@ -80,6 +80,7 @@ class MainScreen(Screen[None]):
         self.pending: deque[tuple[str, OpRef | None]] = deque()
         self.busy: str | None = None     # the move being run; None when the worker is idle
         self.exporting: str | None = None  # target of the export running in its worker
+        self.diffing: threading.Event | None = None  # set to cancel the device diff running
         self._moves = threading.Lock()
 
     def compose(self) -> ComposeResult:
@@ -371,12 +372,22 @@ class MainScreen(Screen[None]):
         else:
             call(self.after_step, stop)
 
+    def on_unmount(self) -> None:
+        """Leaving (quit): queued moves are dropped, a running one and a device diff stopped."""
+        with self._moves:
+            self.pending.clear()
+        self.session.cancel()
+        if self.diffing is not None:
+            self.diffing.set()
+
     def action_cancel_run(self) -> None:
         """Escape: drop the typed-ahead moves and stop the running one between two ops; an
         export in progress is abandoned (its file is removed when ``dot`` returns)."""
         if self.exporting is not None:
             self.notify(f"cancelling the export to {self.exporting}", title="Cancel")
             self.exporting = None
+        if self.diffing is not None:
+            self.diffing.set()
         with self._moves:
             dropped, running = len(self.pending), self.busy
             self.pending.clear()
@@ -493,6 +504,19 @@ class MainScreen(Screen[None]):
         self._ask(f"save {ref.label()} to (.npy: this version · .npz: every version)", default, save)
 
     @guarded
+    def action_rerun_to_blob(self) -> None:
+        """Restart and run until the op that writes the shown version has run (a dropped value)."""
+        ref = self.blob
+        writers = [i for i, v in self.session.producers(ref.path, ref.name) if v == ref.version] if ref else []
+        if ref is None or not writers:
+            raise Unavailable("select a blob version written by an op (name@v) first")
+        op = OpRef(ref.path, writers[0])
+        self.move("restart")
+        self.move("run_to", op)
+        self.move("step")
+        self.notify(f"re-running to op #{op.index} for {ref.label()}", title="Re-run")
+
+    @guarded
     def action_copy_value(self) -> None:
         if self.blob is None:
             raise Unavailable("select a blob first")
@@ -504,16 +528,21 @@ class MainScreen(Screen[None]):
 
     @guarded
     def action_device_diff(self) -> None:
-        self.notify("running the net on cpu and gpu…", title="Device diff")
-        self._device_diff()
+        if self.diffing is not None:
+            raise Unavailable("a device diff is already running (Esc cancels it)")
+        self.diffing = threading.Event()
+        self.notify("running the net on cpu and gpu… (Esc cancels)", title="Device diff")
+        self._device_diff(self.diffing)
 
-    @work(thread=True, exclusive=True, group="diff")
-    def _device_diff(self) -> None:
+    @work(thread=True, group="diff")
+    def _device_diff(self, cancel: threading.Event) -> None:
         try:
-            report = self.session.device_diff()
+            report = self.session.device_diff(cancel)
         except NetvizError as e:
             self.app.call_from_thread(self.notify, str(e), title=type(e).__name__, severity="error")
             return
+        finally:
+            self.diffing = None
         self.app.call_from_thread(self._show_diff, report)
 
     def _show_diff(self, report: Any, threshold: float = 1e-4) -> None:

@@ -312,3 +312,21 @@ async def test_export_runs_in_a_worker_and_asks_before_overwriting(bn_path, tmp_
         release.set()
         await wait_for(pilot, lambda: notified(app, "cancelled (nothing written)"), "the cancelled export")
         assert not target.exists()
+
+
+@asynctest
+async def test_a_dropped_version_says_so_and_r_reruns_to_it(bn_path):
+    app = bn_app(bn_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await run_keys(pilot, app, "n")
+        app.session.debugger.keep_budget = 1  # keep only the newest value
+        await run_keys(pilot, app, "n", "n")
+        app.main.select_blob(BlobRef((), "conv1", 1))
+        await pilot.pause()
+        assert "dropped" in text_of(app.main.query_one("#blob-values"))
+        await pilot.press("R")
+        await wait_for(pilot, lambda: app.main.idle and app.session.pc == OpRef((), 1), "the re-run to op #0")
+        app.main.select_blob(BlobRef((), "conv1", 1))
+        await pilot.pause()
+        assert "min/max" in text_of(app.main.query_one("#blob-values"))
