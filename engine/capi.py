@@ -82,6 +82,51 @@ def register_python_gradient_op(token: str, grad_func: Any) -> None:
     register(token, grad_func)
 
 
+class Observer:
+    """A net observer (``net.AddObserver("TimeObserver" | "RunCountObserver")``): the workspace
+    reports every run of the net and how many of its top-level ops ran."""
+
+    KINDS = ("TimeObserver", "RunCountObserver")
+
+    def __init__(self, kind: str) -> None:
+        if kind not in self.KINDS:
+            raise ExecutionError(f"observer type {kind!r}: netviz has {', '.join(self.KINDS)}")
+        self.kind, self.runs, self.op_runs, self.total_ms = kind, 0, 0, 0.0
+
+    def record(self, ms: float, ops: int) -> None:
+        self.runs, self.op_runs, self.total_ms = self.runs + 1, self.op_runs + ops, self.total_ms + ms
+
+    def average_time(self) -> float:
+        """Milliseconds per net run."""
+        return self.total_ms / self.runs if self.runs else 0.0
+
+    def average_time_children(self) -> float:
+        """Milliseconds per op run."""
+        return self.total_ms / self.op_runs if self.op_runs else 0.0
+
+    def debug_info(self) -> str:
+        return (f"This operator runs {self.op_runs} times." if self.kind == "RunCountObserver"
+                else f"average time {self.average_time():.3f} ms over {self.runs} runs")
+
+
+observers: dict[str, list[Observer]] = {}
+"""Net name -> its observers (engine.workspace reports runs of those nets)."""
+
+
+def add_observer_to_net(net_name: str, observer_type: str) -> Observer:
+    ob = Observer(observer_type)
+    observers.setdefault(net_name, []).append(ob)
+    return ob
+
+
+def remove_observer_from_net(net_name: str, observer: Observer) -> None:
+    observers.get(net_name, []).remove(observer)
+
+
+def num_observers_on_net(net_name: str) -> int:
+    return len(observers.get(net_name, []))
+
+
 class Mode(enum.IntEnum):
     """``C.Mode``: how ``create_db`` opens a database."""
 

@@ -482,16 +482,17 @@ class Net:
         return self._output_record
 
     def AddObserver(self, observer_type: str) -> Any:
-        """netviz has no C++ observers; the debugger's hooks play that part.  Returns a handle."""
-        handle = (self.Name(), observer_type)
-        _observers.setdefault(self.Name(), []).append(handle)
-        return handle
+        """A ``TimeObserver`` or ``RunCountObserver`` on this net's runs (engine.capi.Observer)."""
+        from engine.capi import add_observer_to_net
+        return add_observer_to_net(self.Name(), observer_type)
 
     def RemoveObserver(self, observer: Any) -> None:
-        _observers.get(self.Name(), []).remove(observer)
+        from engine.capi import remove_observer_from_net
+        remove_observer_from_net(self.Name(), observer)
 
     def NumObservers(self) -> int:
-        return len(_observers.get(self.Name(), []))
+        from engine.capi import num_observers_on_net
+        return num_observers_on_net(self.Name())
 
     def PopulateProtoWithFileName(self) -> None:
         """Name each op ``file:line:function`` of the Python line that added it."""
@@ -747,8 +748,6 @@ def output_to_list(op_output: Any) -> list:
     assert type(op_output) in (list, tuple, BlobReference)
     return [op_output] if isinstance(op_output, BlobReference) else list(op_output)
 
-
-_observers: dict[str, list[Any]] = {}
 
 
 def _extract_stacktrace() -> list[tuple[str, int, str]]:

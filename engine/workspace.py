@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections import namedtuple
 from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any
@@ -316,9 +317,13 @@ class Workspace:
             compiled = self.nets[name]
         except KeyError:
             raise ExecutionError(f"Can't find net {name}") from None
+        watchers = C.observers.get(name)
         try:
             for _ in range(num_iter):
+                t0 = time.perf_counter()
                 executor.run_compiled(compiled, self)
+                for ob in watchers or ():
+                    ob.record((time.perf_counter() - t0) * 1e3, len(compiled.ops))
         except ExecutionError:
             if allow_fail:
                 return False
