@@ -63,10 +63,48 @@ def _fused8(x, half_scale_bias):
     return out.reshape(tuple(x.shape[:-1]) + (out.shape[1],))
 
 
-def _nbit_params(rows, bits):
-    """fp16-rounded (scale, bias) per row and the float32 inverse scale, as Caffe2's SBHalf kernels."""
+def _greedy_loss(rows, lo, hi, bits):
+    """L2 error of quantising each row with range [lo, hi] (fp16 min and scale, as Caffe2 rounds)."""
+    lo = lo.astype(F16).astype(F32)
+    rng = (hi - lo).astype(F32)
+    top = F32((1 << bits) - 1)
+    scale = np.where(rng == 0, F32(1), (rng / top).astype(F16).astype(F32)).astype(F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.clip(np.rint((rows - lo[:, None]) * (F32(1) / scale)[:, None]), 0, top)
+    err = rows - (q * scale[:, None] + lo[:, None]).astype(F32)
+    return np.sqrt((err * err).sum(axis=1, dtype=F32))
+
+
+def _greedy_range(rows, lo, hi, bits, n_bins=200, ratio=0.16):
+    """Caffe2's ``param_search_greedy`` for every row at once: shrink [lo, hi] one bin at a time
+    from the side whose move loses less, keeping the best local optimum seen."""
+    step = ((hi - lo) / F32(n_bins)).astype(F32)
+    thr = (F32(int(n_bins * (1 - ratio))) * step).astype(F32)
+    cur_lo, cur_hi = lo.copy(), hi.copy()
+    best_lo, best_hi = lo.copy(), hi.copy()
+    cur = best = _greedy_loss(rows, lo, hi, bits)
+    active = cur_lo + thr < cur_hi
+    while active.any():   # NOTE: at most n_bins * ratio steps; every row moves in the same step
+        left = _greedy_loss(rows, (cur_lo + step).astype(F32), cur_hi, bits)
+        right = _greedy_loss(rows, cur_lo, (cur_hi - step).astype(F32), bits)
+        better = active & (cur < left) & (cur < right) & (cur < best)
+        best = np.where(better, cur, best)
+        best_lo, best_hi = np.where(better, cur_lo, best_lo), np.where(better, cur_hi, best_hi)
+        go_left = left < right
+        cur_lo = np.where(active & go_left, (cur_lo + step).astype(F32), cur_lo)
+        cur_hi = np.where(active & ~go_left, (cur_hi - step).astype(F32), cur_hi)
+        cur = np.where(active, np.where(go_left, left, right), cur)
+        active = cur_lo + thr < cur_hi
+    return best_lo.astype(F32), best_hi.astype(F32)
+
+
+def _nbit_params(rows, bits, greedy=False):
+    """fp16-rounded (scale, bias) per row and the float32 inverse scale, as Caffe2's SBHalf kernels
+    (``greedy``: the row range found by the GREEDY engine's search instead of min and max)."""
     lo = rows.min(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
     hi = rows.max(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
+    if greedy:
+        lo, hi = _greedy_range(rows, lo, hi, bits)
     lo = lo.astype(F16).astype(F32)
     rng = (hi - lo).astype(F32)
     scale = np.where(rng == 0, F32(1), (rng / F32((1 << bits) - 1)).astype(F16).astype(F32)).astype(F32)
@@ -82,23 +120,23 @@ def _quantise(rows, lo, inv, bits):
     return np.clip(q, 0, (1 << bits) - 1).astype(np.uint8)
 
 
-def _fused_nbit(x, bits):
+def _fused_nbit(x, bits, greedy=False):
     per = 8 // bits
     if x.shape[-1] % per:
         raise ValueError(f"the number of columns must be a multiple of {per}")
     rows = _rows(x)
-    scale, lo, inv = _nbit_params(rows, bits)
+    scale, lo, inv = _nbit_params(rows, bits, greedy)
     q = _quantise(rows, lo, inv, bits).reshape(rows.shape[0], rows.shape[1] // per, per).astype(np.uint16)
     packed = (q << (np.arange(per) * bits)).sum(axis=2).astype(np.uint8)
     out = np.concatenate([packed, _bytes_of(scale, F16), _bytes_of(lo, F16)], axis=1)
     return out.reshape(tuple(x.shape[:-1]) + (out.shape[1],))
 
 
-def _fake_nbit(x, bits):
+def _fake_nbit(x, bits, greedy=False):
     if x.ndim != 2:
         raise ValueError("Expect input to be a matrix")
     rows = _rows(x)
-    scale, lo, inv = _nbit_params(rows, bits)
+    scale, lo, inv = _nbit_params(rows, bits, greedy)
     inv = np.where(np.isinf(inv), inv, (F32(1) / scale).astype(F32))
     q = _quantise(rows, lo, inv, bits)
     return np.concatenate([q, _bytes_of(scale, F32), _bytes_of(lo, F32)], axis=1)
@@ -154,20 +192,21 @@ def _reg_fused8():
         kernel(t)(lambda xp, x, _hsb=hsb, _out=out: xp.asarray(_dequant(x, 8, _hsb).astype(_out)))
 
 
+def _nbit_kernel(bits, want, conv):
+    def fn(xp, x, *, ctx=None):
+        # NOTE: engine GREEDY searches each row's range first (Caffe2's _ENGINE_GREEDY ops).
+        if x.dtype != want:
+            raise TypeError(f"input must be {np.dtype(want).name}, got {x.dtype}")
+        return xp.asarray(conv(x, bits, ctx.op.engine == "GREEDY"))
+    return fn
+
+
 def _reg_nbit():
     for bits in (4, 2):
         for src, want in (("Float", F32), ("Half", F16)):
-            def fn(xp, x, _bits=bits, _want=want):
-                if x.dtype != _want:
-                    raise TypeError(f"input must be {np.dtype(_want).name}, got {x.dtype}")
-                return xp.asarray(_fused_nbit(x, _bits))
-
-            def fake(xp, x, _bits=bits, _want=want):
-                if x.dtype != _want:
-                    raise TypeError(f"input must be {np.dtype(_want).name}, got {x.dtype}")
-                return xp.asarray(_fake_nbit(x, _bits))
-            kernel(f"{src}ToFused{bits}BitRowwiseQuantized")(fn)
-            kernel(f"{src}ToFused{bits}BitFakeRowwiseQuantized")(fake)
+            kernel(f"{src}ToFused{bits}BitRowwiseQuantized", needs_context=True)(_nbit_kernel(bits, want, _fused_nbit))
+            kernel(f"{src}ToFused{bits}BitFakeRowwiseQuantized", needs_context=True)(
+                _nbit_kernel(bits, want, _fake_nbit))
         kernel(f"Fused{bits}BitRowwiseQuantizedToFloat")(
             lambda xp, x, _bits=bits: xp.asarray(_dequant(x, _bits)))
         kernel(f"Fused{bits}BitRowwiseQuantizedToHalf")(

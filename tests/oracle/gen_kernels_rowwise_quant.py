@@ -26,6 +26,11 @@ def cases():
         yield Case(t, t, {"X": x}, ["Y"])
         yield Case(t + "_wide", t, {"X": _f(t, 3, 40) * 100}, ["Y"])
         yield Case(t + "_half_in", t, {"X": x.astype(F16)}, ["Y"])
+    for t in ("FloatToFused4BitRowwiseQuantized", "FloatToFused2BitRowwiseQuantized",
+              "FloatToFused4BitFakeRowwiseQuantized", "FloatToFused2BitFakeRowwiseQuantized"):
+        yield Case(t + "_greedy", t, {"X": _f(t + "g", 6, 40)}, ["Y"], engine="GREEDY")
+        yield Case(t + "_greedy_half", t.replace("Float", "Half", 1), {"X": _f(t + "g", 6, 40).astype(F16)}, ["Y"],
+                   engine="GREEDY")
     yield Case("FloatToFused8BitRowwiseQuantized_3d", "FloatToFused8BitRowwiseQuantized", {"X": _f("t3", 2, 3, 4)}, ["Y"])
     yield Case("FloatToFused4BitRowwiseQuantized_odd", "FloatToFused4BitRowwiseQuantized", {"X": _f("odd", 2, 5)}, ["Y"])
     xh = x.astype(F16)
