@@ -264,8 +264,7 @@ def get_all_blob_names(xp, *, ctx, include_shared: bool = True):
 
 @kernel("Free", needs_context=True)
 def free(xp, *xs, ctx):
-    from engine.workspace import _EMPTY  # noqa: PLC0415  (engine.workspace imports the executor)
-    return tuple(_EMPTY for _ in ctx.op.output)
+    return tuple(_empty() for _ in ctx.op.output)
 
 
 @kernel("AliasWithName", needs_context=True)
@@ -280,6 +279,603 @@ def throw(xp, *xs, ctx, message: str = ""):
     """These ops exist to fail; netviz reports the failure as one line instead of aborting."""
     raise ExecutionError(f"{_where(ctx)}: {ctx.op.type} stops the net by design"
                          f"{': ' + message if message else ''}")
+
+
+# -- queues (one process: an op that would block forever stops with an error instead) ------
+@dataclass(eq=False)
+class BlobsQueue:
+    """Caffe2's BlobsQueue: records of `num_blobs` values, at most `capacity` of them."""
+
+    capacity: int
+    num_blobs: int
+    records: list = field(default_factory=list)
+    closed: bool = False
+    cpp_type = "std::shared_ptr<caffe2::BlobsQueue>"
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+def _queue(ctx, q, k: int = 0):
+    if not isinstance(q, (BlobsQueue, RebatchingQueue)):
+        raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[k]}' is not a queue")
+    return q
+
+
+def _would_block(ctx, what: str) -> ExecutionError:
+    return ExecutionError(f"{_where(ctx)}: {what}: in one process this would wait forever")
+
+
+@kernel("CreateBlobsQueue")
+def create_blobs_queue(xp, *, capacity: int = 1, num_blobs: int = 1, enforce_unique_name: bool = False,
+                       field_names: list = ()):
+    return BlobsQueue(int(capacity), int(num_blobs))
+
+
+def _empty():
+    from engine.workspace import _EMPTY  # noqa: PLC0415  (engine.workspace imports the executor)
+    return _EMPTY
+
+
+def _enqueue(ctx, q: BlobsQueue, xs) -> bool:
+    # NOTE: Caffe2 still writes to a closed queue that has room; only a full closed queue refuses.
+    if len(q.records) >= q.capacity:
+        if q.closed:
+            return False
+        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' is full ({q.capacity} records)")
+    q.records.append(tuple(xs))
+    return True
+
+
+@kernel("EnqueueBlobs", needs_context=True)
+def enqueue_blobs(xp, q, *xs, ctx):
+    """The blobs move into the queue (Caffe2 swaps them): the inputs are left uninitialized."""
+    if not _enqueue(ctx, _queue(ctx, q), xs):
+        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed and full")
+    return tuple(_empty() for _ in xs)
+
+
+@kernel("SafeEnqueueBlobs", needs_context=True)
+def safe_enqueue_blobs(xp, q, *xs, ctx):
+    # NOTE: the last output is a bool status of shape (1,): true when nothing could be enqueued.
+    ok = _enqueue(ctx, _queue(ctx, q), xs)
+    return (*(_empty() for _ in xs), np.array([not ok]))  # NOTE: swapped out even when refused (measured)
+
+
+def _dequeue(ctx, q: BlobsQueue):
+    if not q.records:
+        if q.closed:
+            return None
+        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' is empty and open")
+    return q.records.pop(0)
+
+
+@kernel("DequeueBlobs", needs_context=True)
+def dequeue_blobs(xp, q, *, ctx, timeout_secs: float = 0.0):
+    rec = _dequeue(ctx, _queue(ctx, q))
+    if rec is None:
+        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed and empty")
+    return rec
+
+
+@kernel("SafeDequeueBlobs", needs_context=True)
+def safe_dequeue_blobs(xp, q, *, ctx, num_records: int = 1):
+    """Up to `num_records` records, each blob concatenated along dim 0; status true once closed and empty."""
+    q, got = _queue(ctx, q), []
+    for _ in range(max(num_records, 1)):
+        rec = _dequeue(ctx, q) if (q.records or not got) else None
+        if rec is None:
+            break
+        got.append(rec)
+    n_out = len(ctx.op.output) - 1
+    if not got:  # NOTE: closed and empty: the outputs keep what they held
+        old = [ctx.workspace.values.get(o, _empty()) for o in ctx.op.output[:n_out]]
+        return (*old, np.array([True]))
+    cols = [np.concatenate([np.asarray(r[k]) for r in got]) if len(got) > 1 else got[0][k] for k in range(n_out)]
+    return (*cols, np.array([False]))
+
+
+@kernel("WeightedSampleDequeueBlobs", needs_context=True)
+def weighted_sample_dequeue_blobs(xp, *queues, ctx, weights: list = (), table_idx_blob: int = -1):
+    """Dequeue from one queue picked with probability proportional to `weights`."""
+    w = np.asarray(weights or [1.0] * len(queues), np.float64)
+    k = int(ctx.rng.choice(len(queues), p=w / w.sum()))
+    rec = _dequeue(ctx, _queue(ctx, queues[k], k))
+    if rec is None:
+        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[k]}' is closed and empty")
+    outs = list(rec)
+    if table_idx_blob >= 0:
+        outs.insert(table_idx_blob, np.array([k], np.int32))
+    return tuple(outs)
+
+
+@kernel("CloseBlobsQueue", "CloseRebatchingQueue", needs_context=True)
+def close_blobs_queue(xp, q, *rest, ctx):
+    _queue(ctx, q).closed = True
+    return ()
+
+
+@dataclass(eq=False)
+class RebatchingQueue:
+    """Caffe2's RebatchingQueue: rows of `num_blobs` tensors, re-batched on dequeue."""
+
+    capacity: int
+    num_blobs: int
+    records: list = field(default_factory=list)
+    closed: bool = False
+    cpp_type = "std::unique_ptr<caffe2::RebatchingQueue>"
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+@kernel("CreateRebatchingQueue")
+def create_rebatching_queue(xp, *, capacity: int = 1, num_blobs: int = 1):
+    return RebatchingQueue(int(capacity), int(num_blobs))
+
+
+@kernel("EnqueueRebatchingQueue", needs_context=True)
+def enqueue_rebatching_queue(xp, q, *xs, ctx, enqueue_batch: bool = False):
+    q = _queue(ctx, q)
+    if q.closed:
+        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed")
+    rows = list(zip(*[np.asarray(x) for x in xs])) if enqueue_batch else [tuple(np.asarray(x) for x in xs)]
+    if len(q.records) + len(rows) > q.capacity:
+        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' holds {q.capacity} rows")
+    q.records.extend(tuple(np.array(v) for v in r) for r in rows)
+    return ()
+
+
+@kernel("DequeueRebatchingQueue", needs_context=True)
+def dequeue_rebatching_queue(xp, q, *, ctx, num_elements: int = 1):
+    q = _queue(ctx, q)
+    if len(q.records) < num_elements and not q.closed:
+        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' has {len(q.records)} of {num_elements} rows")
+    if not q.records:
+        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed and empty")
+    rows, q.records = q.records[:num_elements], q.records[num_elements:]
+    return tuple(np.stack([r[k] for r in rows]) for k in range(q.num_blobs))
+
+
+# -- index ops ---------------------------------------------------------------------------
+@dataclass(eq=False)
+class Index:
+    """Caffe2's Index: keys get ids 1, 2, … in order of arrival; 0 is 'unknown' (frozen or full)."""
+
+    dtype: object
+    max_elements: int
+    ids: dict = field(default_factory=dict)
+    frozen: bool = False
+    cpp_type = "std::unique_ptr<caffe2::IndexBase>"
+
+    def get(self, key) -> int:
+        if key in self.ids:
+            return self.ids[key]
+        if self.frozen:
+            return 0
+        if self.max_elements and len(self.ids) + 1 >= self.max_elements:
+            raise ExecutionError("Dict max size reached")
+        self.ids[key] = len(self.ids) + 1
+        return self.ids[key]
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+kernel("IntIndexCreate")(lambda xp, *, max_elements=0: Index(np.int32, int(max_elements)))
+kernel("LongIndexCreate")(lambda xp, *, max_elements=0: Index(np.int64, int(max_elements)))
+kernel("StringIndexCreate")(lambda xp, *, max_elements=0: Index(object, int(max_elements)))
+
+
+def _index(ctx, h) -> Index:
+    if not isinstance(h, Index):
+        raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not an index")
+    return h
+
+
+def _key(v):
+    return v if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v
+
+
+@kernel("IndexGet", needs_context=True)
+def index_get(xp, h, keys, *, ctx):
+    h, keys = _index(ctx, h), np.asarray(keys)
+    return np.array([h.get(_key(k)) for k in keys.reshape(-1)], np.int64).reshape(keys.shape)
+
+
+@kernel("IndexFreeze", needs_context=True)
+def index_freeze(xp, h, *, ctx):
+    _index(ctx, h).frozen = True
+    return h
+
+
+@kernel("IndexLoad", needs_context=True)
+def index_load(xp, h, items, *, ctx, skip_first_entry: int = 0):
+    h = _index(ctx, h)
+    for k in np.asarray(items).reshape(-1)[int(bool(skip_first_entry)):]:
+        key = _key(k)
+        if key in h.ids:
+            raise ExecutionError(f"{_where(ctx)}: duplicate key {key!r} in the items to load")
+        h.ids[key] = len(h.ids) + 1
+    return h
+
+
+@kernel("IndexStore", needs_context=True)
+def index_store(xp, h, *, ctx):
+    h = _index(ctx, h)
+    keys = sorted(h.ids, key=h.ids.get)
+    return np.array(keys, dtype=h.dtype)
+
+
+@kernel("IndexSize", needs_context=True)
+def index_size(xp, h, *, ctx):
+    return np.array([len(_index(ctx, h).ids) + 1], np.int64)  # NOTE: counts the reserved id 0
+
+
+# -- communicators (gloo/MPI) for a world of one process ----------------------------------
+@dataclass(eq=False)
+class CommonWorld:
+    size: int = 1
+    rank: int = 0
+    cpp_type = "std::shared_ptr<::gloo::Context>"
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+@kernel("CreateCommonWorld", needs_context=True)
+def create_common_world(xp, *kv, ctx, size: int = 1, rank: int = 0, timeout_ms: int = -1, transport: str = "tcp",
+                        interface: str = "", mpi_rendezvous: bool = False, status_blob: str = ""):
+    if size != 1:
+        raise ExecutionError(f"{_where(ctx)}: netviz runs one process; a common world of size {size} needs "
+                             f"{size} processes")
+    return CommonWorld(1, int(rank))
+
+
+kernel("CloneCommonWorld")(lambda xp, comm, *rest: CommonWorld(comm.size, comm.rank))
+kernel("DestroyCommonWorld")(lambda xp, comm, *rest: comm)
+
+
+@kernel("Allreduce", "Broadcast", "Reduce", "Allgather", "ReduceScatter", needs_context=True)
+def collective(xp, comm, *xs, ctx, root: int = 0, status_blob: str = ""):
+    """With one process every collective leaves each tensor as it is."""
+    if not isinstance(comm, CommonWorld) or comm.size != 1:
+        raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not a common world of size 1")
+    return tuple(x.copy() if hasattr(x, "copy") else x for x in xs)
+
+
+@kernel("Barrier")
+def barrier(xp, comm, *rest):
+    return ()
+
+
+@kernel("SendTensor", "ReceiveTensor", needs_context=True)
+def send_receive(xp, *xs, ctx, **_):
+    raise ExecutionError(f"{_where(ctx)}: {ctx.op.type} needs a peer process; netviz runs a world of one")
+
+
+# -- stores (a key-value store shared by the processes of a job; here, by the nets of this one) --
+_STORES: dict[str, dict] = {}
+
+
+@dataclass(eq=False)
+class StoreHandler:
+    path: str
+    prefix: str = ""
+    cpp_type = "std::unique_ptr<caffe2::StoreHandler>"
+
+    @property
+    def data(self) -> dict:
+        return _STORES.setdefault(f"{self.path}/{self.prefix}", {})
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+@kernel("FileStoreHandlerCreate")
+def file_store_handler_create(xp, *, path: str = "", prefix: str = ""):
+    return StoreHandler(path, prefix)
+
+
+@kernel("StoreSet", needs_context=True)
+def store_set(xp, h, value, *, ctx, blob_name: str = ""):
+    h.data[blob_name or ctx.op.input[1]] = value.copy() if hasattr(value, "copy") else value
+    return ()
+
+
+@kernel("StoreGet", needs_context=True)
+def store_get(xp, h, *, ctx, blob_name: str = ""):
+    key = blob_name or ctx.op.output[0]
+    if key not in h.data:
+        raise _would_block(ctx, f"key '{key}' is not in the store")
+    return h.data[key]
+
+
+@kernel("StoreAdd", needs_context=True)
+def store_add(xp, h, *, ctx, blob_name: str = "", add_value: int = 1):
+    h.data[blob_name] = int(h.data.get(blob_name, 0)) + int(add_value)
+    return np.array(h.data[blob_name], np.int64)
+
+
+@kernel("StoreWait", needs_context=True)
+def store_wait(xp, h, *names, ctx, blob_names: list = ()):
+    want = [n.decode() if isinstance(n, bytes) else str(n) for n in (np.asarray(names[0]).reshape(-1) if names
+                                                                     else blob_names)]
+    missing = [n for n in want if n not in h.data]
+    if missing:
+        raise _would_block(ctx, f"keys {missing} are not in the store")
+    return ()
+
+
+@kernel("AsyncNetBarrier", "DataCouple")
+def pass_through(xp, *xs, cross_device: bool = False):
+    return xs
+
+
+# -- datasets: a tree of fields (``a``, ``b:lengths``, ``b:values``…) read by a cursor -------
+def _domains(fields: list[str]) -> tuple[list[int], list[int]]:
+    """Per field its domain (0 = top-level records; k + 1 = items of the k-th lengths field),
+    and per lengths field the field index that holds it (Caffe2's TreeIterator layout)."""
+    lengths = [i for i, f in enumerate(fields) if f.split(":")[-1] == "lengths"]
+    prefixes = [fields[i][:-len("lengths")] for i in lengths]
+    dom = []
+    for i, f in enumerate(fields):
+        best = 0
+        for k, (li, pre) in enumerate(zip(lengths, prefixes)):
+            if i != li and f.startswith(pre) and len(pre) > len(prefixes[best - 1] if best else ""):
+                best = k + 1
+        dom.append(best)
+    return dom, lengths
+
+
+@dataclass(eq=False)
+class TreeCursor:
+    """Caffe2's TreeCursor: the offset reached in each domain of a dataset's fields."""
+
+    fields: list
+    offsets: list = field(default_factory=list)
+    cpp_type = "std::unique_ptr<caffe2::dataset_ops::TreeCursor>"
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+@kernel("CreateTreeCursor")
+def create_tree_cursor(xp, *, fields: list = ()):
+    return TreeCursor([f.decode() if isinstance(f, bytes) else f for f in fields])
+
+
+def _advance(ctx, cursor: TreeCursor, data, num: int) -> tuple[list[int], list[int]]:
+    """(start offsets, sizes) per domain for the next `num` top-level records, and move the cursor."""
+    dom, lengths = _domains(cursor.fields)
+    if len(data) != len(cursor.fields):
+        raise ExecutionError(f"{_where(ctx)}: {len(data)} field blobs for {len(cursor.fields)} cursor fields")
+    n_dom = len(lengths) + 1
+    if not cursor.offsets:
+        cursor.offsets = [0] * n_dom
+    limits = [np.asarray(data[dom.index(0)]).shape[0] if 0 in dom else 0] + \
+        [int(np.asarray(data[li]).sum()) for li in lengths]
+    start = list(cursor.offsets)
+    sizes = [0] * n_dom
+    sizes[0] = max(0, min(num, limits[0] - start[0]))
+    for k, li in enumerate(lengths):
+        p = dom[li]
+        seg = np.asarray(data[li]).reshape(-1)[start[p]:start[p] + sizes[p]]
+        sizes[k + 1] = int(seg.sum())
+    cursor.offsets = [o + z for o, z in zip(start, sizes)]
+    return start, sizes
+
+
+def _slices(data, dom, start, sizes):
+    return tuple(np.asarray(d)[start[dom[i]]:start[dom[i]] + sizes[dom[i]]] for i, d in enumerate(data))
+
+
+@kernel("ReadNextBatch", needs_context=True)
+def read_next_batch(xp, cursor, *data, ctx, batch_size: int = 1, enforce_batch_size: bool = False):
+    """The next `batch_size` top-level records of every field (empty slices once the data ends)."""
+    dom, _ = _domains(cursor.fields)
+    before = list(cursor.offsets)
+    start, sizes = _advance(ctx, cursor, data, batch_size)
+    if enforce_batch_size and sizes[0] < batch_size:
+        cursor.offsets = before or cursor.offsets
+        sizes = [0] * len(sizes)
+    return _slices(data, dom, start, sizes)
+
+
+@kernel("ResetCursor")
+def reset_cursor(xp, cursor):
+    cursor.offsets = []
+    return ()
+
+
+@kernel("GetCursorOffset")
+def get_cursor_offset(xp, cursor):
+    return np.array(cursor.offsets or [0], np.int32)
+
+
+@kernel("ComputeOffset", needs_context=True)
+def compute_offset(xp, cursor, *data, ctx):
+    """Per top-level record (and one past the end) the offset of its data in every domain."""
+    probe = TreeCursor(cursor.fields)
+    rows = []
+    while True:
+        start, sizes = _advance(ctx, probe, data, 1)
+        rows.append(start)
+        if sizes[0] == 0:
+            break
+    return np.array(rows, np.int64)
+
+
+@kernel("CheckDatasetConsistency", needs_context=True)
+def check_dataset_consistency(xp, *data, ctx, fields: list = ()):
+    names = [f.decode() if isinstance(f, bytes) else f for f in fields]
+    dom, lengths = _domains(names)
+    for k, li in enumerate(lengths):
+        total = int(np.asarray(data[li]).sum())
+        for i, d in enumerate(dom):
+            if d == k + 1 and np.asarray(data[i]).shape[0] != total:
+                raise ExecutionError(f"{_where(ctx)}: field '{names[i]}' has {np.asarray(data[i]).shape[0]} "
+                                     f"items, its lengths '{names[li]}' sum to {total}")
+    return ()
+
+
+@kernel("Append", needs_context=True)
+def append(xp, a, b, *, ctx):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape[1:] != b.shape[1:]:
+        raise ExecutionError(f"{_where(ctx)}: cannot append {b.shape} to {a.shape}")
+    return np.concatenate([a, b])
+
+
+@kernel("AtomicAppend", needs_context=True)
+def atomic_append(xp, _mutex, *ab, ctx):
+    n = len(ab) // 2
+    return tuple(append(xp, a, b, ctx=ctx) for a, b in zip(ab[:n], ab[n:]))
+
+
+@kernel("TrimDataset", needs_context=True)
+def trim_dataset(xp, *data, ctx, fields: list = (), multiple_of: int = 1):
+    """Keep the first top-level records, a multiple of `multiple_of` of them."""
+    cursor = TreeCursor([f.decode() if isinstance(f, bytes) else f for f in fields])
+    dom, _ = _domains(cursor.fields)
+    total = np.asarray(data[dom.index(0)]).shape[0] if 0 in dom else 0
+    start, sizes = _advance(ctx, cursor, data, total - total % max(multiple_of, 1))
+    return _slices(data, dom, start, sizes)
+
+
+@kernel("PackRecords", needs_context=True)
+def pack_records(xp, *data, ctx, fields: list = ()):
+    """One object per top-level record: the slice of every field that belongs to it."""
+    cursor = TreeCursor([f.decode() if isinstance(f, bytes) else f for f in fields])
+    dom, _ = _domains(cursor.fields)
+    records = []
+    while True:
+        start, sizes = _advance(ctx, cursor, data, 1)
+        if sizes[0] == 0:
+            break
+        records.append(_slices(data, dom, start, sizes))
+    out = np.empty(len(records), dtype=object)
+    out[:] = records
+    return out
+
+
+@kernel("UnPackRecords", needs_context=True)
+def unpack_records(xp, packed, *protos, ctx, fields: list = ()):
+    n = len(ctx.op.output)
+    if len(packed) == 0:
+        return tuple(np.asarray(p)[:0] if protos else np.zeros(0, np.float32) for p in (protos or [None] * n))
+    return tuple(np.concatenate([rec[k] for rec in packed]) for k in range(n))
+
+
+@kernel("SortAndShuffle", needs_context=True)
+def sort_and_shuffle(xp, cursor, *data, ctx, sort_by_field_idx: int = 1, batch_size: int = 1,
+                     shuffle_size: int = 1):
+    """Record order: by the lengths of one field (stable), then batches shuffled (random, seeded)."""
+    dom, _ = _domains(cursor.fields)
+    n = np.asarray(data[dom.index(0)]).shape[0] if 0 in dom else 0
+    order = np.arange(n)
+    if 0 <= sort_by_field_idx < len(data):
+        order = np.argsort(np.asarray(data[sort_by_field_idx]).reshape(-1)[:n], kind="stable")
+    batches = [order[i:i + batch_size] for i in range(0, n, max(batch_size, 1))]
+    ctx.rng.shuffle(batches)
+    return np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, np.int64)
+
+
+@kernel("ReadRandomBatch", needs_context=True)
+def read_random_batch(xp, cursor, idx, offsets, *data, ctx, batch_size: int = 1, enforce_batch_size: bool = False,
+                      loop_over: bool = False):
+    """The records named by `idx[cursor: cursor + batch_size]` (offsets from ComputeOffset), concatenated."""
+    dom, _ = _domains(cursor.fields)
+    idx, offsets = np.asarray(idx).reshape(-1), np.asarray(offsets)
+    pos = cursor.offsets[0] if cursor.offsets else 0
+    if loop_over and pos >= idx.size:
+        pos = 0
+    take = idx[pos:pos + batch_size]
+    if enforce_batch_size and take.size < batch_size:
+        take = take[:0]
+    cursor.offsets = [pos + take.size] + [0] * (offsets.shape[1] - 1)
+    out = []
+    for i, d in enumerate(data):
+        k, arr = dom[i], np.asarray(d)
+        parts = [arr[offsets[r, k]:offsets[r + 1, k]] for r in take]
+        out.append(np.concatenate(parts) if parts else arr[:0])
+    return tuple(out)
+
+
+# -- tensor vectors ----------------------------------------------------------------------
+@kernel("CreateTensorVector")
+def create_tensor_vector(xp):
+    return NativeBlob("std::unique_ptr<std::vector<caffe2::Tensor>>", [])
+
+
+kernel("TensorVectorSize")(lambda xp, vec: np.array(len(vec.value), np.int32))
+
+
+@kernel("ConcatTensorVector")
+def concat_tensor_vector(xp, vec):
+    return np.concatenate([np.asarray(v) for v in vec.value]) if vec.value else np.zeros(0, np.float32)
+
+
+@kernel("CollectTensor", needs_context=True)
+def collect_tensor(xp, *ins, ctx, num_to_collect: int = 1):
+    """Reservoir sampling of the given tensors into the tensor vectors (first half of the inputs)."""
+    n = len(ins) // 2
+    vecs, xs = ins[:n], ins[n:]
+    seen = getattr(vecs[0], "seen", 0) + 1
+    for v in vecs:
+        v.seen = seen
+    slot = len(vecs[0].value) if len(vecs[0].value) < num_to_collect else int(ctx.rng.integers(seen))
+    if slot < num_to_collect:
+        for v, x in zip(vecs, xs):
+            if slot < len(v.value):
+                v.value[slot] = np.array(x)
+            else:
+                v.value.append(np.array(x))
+    return vecs
+
+
+# -- text file reader ---------------------------------------------------------------------
+@dataclass(eq=False)
+class TextFileReader:
+    filename: str
+    num_passes: int
+    field_types: list
+    rows: list = field(default_factory=list)
+    pos: int = 0
+    passes: int = 0
+    cpp_type = "std::unique_ptr<caffe2::TextFileReaderInstance>"
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+@kernel("CreateTextFileReader", needs_context=True)
+def create_text_file_reader(xp, *, ctx, filename: str = "", num_passes: int = 1, field_types: list = ()):
+    try:
+        lines = open(filename, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise ExecutionError(f"{_where(ctx)}: cannot read {filename}: {e.strerror}") from None
+    return TextFileReader(filename, int(num_passes), list(field_types), [ln.split("\t") for ln in lines if ln])
+
+
+@kernel("TextFileReaderRead", needs_context=True)
+def text_file_reader_read(xp, reader, *, ctx, batch_size: int = 1):
+    """Up to `batch_size` tab-separated rows, one output per field, typed by the reader's field_types."""
+    from engine.blobio import _TYPES  # noqa: PLC0415
+
+    rows = []
+    while len(rows) < batch_size and reader.passes < reader.num_passes and reader.rows:
+        rows.append(reader.rows[reader.pos])
+        reader.pos += 1
+        if reader.pos == len(reader.rows):
+            reader.pos, reader.passes = 0, reader.passes + 1
+    out = []
+    for k, t in enumerate(reader.field_types):
+        np_type = _TYPES[int(t)][0]
+        col = [r[k] for r in rows]
+        out.append(np.array([c.encode() for c in col], dtype=object) if np_type is object
+                   else np.array(col, dtype=np.float64).astype(np_type))
+    return tuple(out)
 
 
 # ---- gradients ----

@@ -109,3 +109,48 @@ def test_caffe2_built_training_net_matches_caffe2_losses(name, monkeypatch):
         ws.run_net(train.name)
         losses.append(float(ws.fetch_blob("loss")))
     np.testing.assert_allclose(losses, want["losses"], rtol=1e-5, atol=1e-6)
+
+
+def test_queue_swaps_blobs_in_and_safe_ops_report_status():
+    ws = Workspace("t")
+    _run(ws, "CreateBlobsQueue", [], ["q"], capacity=1, num_blobs=1)
+    ws.feed_blob("x", np.arange(3, dtype=np.float32))
+    _run(ws, "SafeEnqueueBlobs", ["q", "x"], ["x", "ok"])
+    assert ws.values["ok"].tolist() == [False] and b"uninitialized" in ws.fetch_blob("x")
+    ws.feed_blob("x", np.ones(2, np.float32))
+    with pytest.raises(ExecutionError, match="wait forever"):
+        _run(ws, "EnqueueBlobs", ["q", "x"], ["x"])  # full and open: Caffe2 would block
+    _run(ws, "DequeueBlobs", ["q"], ["y"])
+    assert ws.values["y"].tolist() == [0.0, 1.0, 2.0]
+    _run(ws, "CloseBlobsQueue", ["q"], [])
+    _run(ws, "SafeDequeueBlobs", ["q"], ["y", "done"])
+    assert ws.values["done"].tolist() == [True]
+
+
+def test_rebatching_queue_regroups_rows():
+    ws = Workspace("t")
+    _run(ws, "CreateRebatchingQueue", [], ["q"], capacity=10, num_blobs=1)
+    ws.feed_blob("x", np.arange(6, dtype=np.float32).reshape(3, 2))
+    _run(ws, "EnqueueRebatchingQueue", ["q", "x"], [], enqueue_batch=1)
+    _run(ws, "DequeueRebatchingQueue", ["q"], ["y"], num_elements=2)
+    assert ws.values["y"].tolist() == [[0.0, 1.0], [2.0, 3.0]]
+
+
+def test_world_of_one_store_and_text_reader(tmp_path):
+    ws = Workspace("t")
+    _run(ws, "CreateCommonWorld", [], ["comm"], size=1)
+    ws.feed_blob("g", np.array([1.5, 2.0], np.float32))
+    _run(ws, "Allreduce", ["comm", "g"], ["g"])
+    assert ws.values["g"].tolist() == [1.5, 2.0]
+    with pytest.raises(ExecutionError, match="size 2 needs 2 processes"):
+        _run(ws, "CreateCommonWorld", [], ["comm2"], size=2)
+    _run(ws, "FileStoreHandlerCreate", [], ["store"], path=str(tmp_path))
+    _run(ws, "StoreSet", ["store", "g"], [], blob_name="k")
+    _run(ws, "StoreGet", ["store"], ["g2"], blob_name="k")
+    _run(ws, "StoreAdd", ["store"], ["n"], blob_name="count", add_value=3)
+    assert ws.values["g2"].tolist() == [1.5, 2.0] and int(ws.values["n"]) == 3
+    (tmp_path / "data.tsv").write_text("a\t1.5\nb\t2\n")
+    _run(ws, "CreateTextFileReader", [], ["r"], filename=str(tmp_path / "data.tsv"), num_passes=1,
+         field_types=[4, 1])
+    _run(ws, "TextFileReaderRead", ["r"], ["s", "f"], batch_size=5)
+    assert ws.values["s"].tolist() == [b"a", b"b"] and ws.values["f"].tolist() == [1.5, 2.0]
