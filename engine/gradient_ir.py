@@ -654,8 +654,8 @@ def _with_context(e: GradientMakerError, op_type: str, op_index: int | None) -> 
     return err
 
 
-def backward_net(net: caffe2_pb2.NetDef, loss_blobs: Sequence[Any] | Mapping[Any, Any]
-                 ) -> tuple[caffe2_pb2.NetDef, list[int | None]]:
+def backward_net(net: caffe2_pb2.NetDef, loss_blobs: Sequence[Any] | Mapping[Any, Any], *,
+                 fix_caffe2: bool | None = None) -> tuple[caffe2_pb2.NetDef, list[int | None]]:
     """A copy of `net` with the backward pass of `loss_blobs` appended, and each grad op's origin.
 
     Returns
@@ -666,7 +666,9 @@ def backward_net(net: caffe2_pb2.NetDef, loss_blobs: Sequence[Any] | Mapping[Any
         for the ``<y>_autogen_grad`` fills.  It lives outside the proto, which Caffe2 reads
         unchanged.  The forward part is `net`'s ops, plus a ``Copy`` to ``_<blob>_saved_<i>``
         before each op that overwrites in place an input its gradient needs (Caffe2 reads the
-        new value there), so it has ``len(out.op) - len(list)`` ops.
+        new value there), so it has ``len(out.op) - len(list)`` ops.  The saves are made with
+        ``fix_caffe2=True`` (default: :func:`engine.lint.fixes_enabled`, Caffe2-exact unless
+        ``--fix-caffe2`` or ``with engine.lint.fix_caffe2():``).
 
     Examples
     --------
@@ -675,7 +677,7 @@ def backward_net(net: caffe2_pb2.NetDef, loss_blobs: Sequence[Any] | Mapping[Any
     >>> [o.type for o in out.op], origin
     (['Relu', 'ConstantFill', 'ReluGradient'], [None, 0])
     """
-    ir = IR(net.op)
+    ir = IR(net.op, save_inputs=fix_caffe2)
     grad_ops, _ = ir.GetBackwardPass(loss_blobs)
     fwd, where = ir.ForwardWithSaves()
     out = caffe2_pb2.NetDef()

@@ -120,3 +120,15 @@ def test_lint_command_lists_findings_and_exits_1_when_values_differ(tmp_path, ca
     out = capsys.readouterr().out
     assert "op #2 While: [while-writes-outer-blob] (Caffe2 refuses)" in out
     assert "docs/fidelity.md: While body that writes an outer blob" in out
+
+
+def test_python_api_keyword_and_context_manager_choose_the_mode():
+    from engine.gradient_ir import backward_net
+    net = core.Net("k")
+    net.Mul(["y", "x"], "y")
+    net.AveragedLoss("y", "L")
+    exact, _ = backward_net(net.Proto(), ["L"])
+    fixed, _ = backward_net(net.Proto(), ["L"], fix_caffe2=True)
+    assert "Copy" not in [op.type for op in exact.op] and [op.type for op in fixed.op][0] == "Copy"
+    with fix_caffe2():
+        assert [op.type for op in backward_net(net.Proto(), ["L"])[0].op][0] == "Copy"
