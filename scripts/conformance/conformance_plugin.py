@@ -41,12 +41,14 @@ def _patch_numpy():
 
 def _patch_inspect():
     """``inspect.getargspec`` (gone in Python 3.11; Caffe2's brew/model_helper call it)."""
+    import collections
     import inspect
     if not hasattr(inspect, "getargspec"):
+        arg_spec = collections.namedtuple("ArgSpec", ["args", "varargs", "keywords", "defaults"])
+
         def getargspec(func):
             spec = inspect.getfullargspec(func)
-            return inspect.ArgSpec(spec.args, spec.varargs, spec.varkw, spec.defaults) \
-                if hasattr(inspect, "ArgSpec") else (spec.args, spec.varargs, spec.varkw, spec.defaults)
+            return arg_spec(spec.args, spec.varargs, spec.varkw, spec.defaults)
         inspect.getargspec = getargspec
 
 
