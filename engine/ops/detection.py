@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.device import to_host as dev_host
 from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient, simple
 from engine.registry import gradient, kernel
@@ -474,6 +475,33 @@ def _bilinear_weights(y: np.ndarray, x: np.ndarray, height: int, width: int):
     return pos, w
 
 
+def _rotated_samples(rois: np.ndarray, height: int, width: int, spatial_scale: float, pooled_h: int,
+                     pooled_w: int, sampling_ratio: int, aligned: bool):
+    """_roi_samples for rotated RoIs [batch, ctr_x, ctr_y, w, h, angle°]: the grid turned about the centre."""
+    offset = F32(0.5) if aligned else F32(0)
+    for roi in rois:
+        b = int(roi[0]) if rois.shape[1] == 6 else 0
+        cx, cy, rw, rh = (roi[-5:-1] * F32(spatial_scale)).astype(F32)
+        cx, cy = cx - offset, cy - offset
+        theta = F32(roi[-1] * F32(np.pi / 180.0))
+        if not aligned:
+            rw, rh = max(rw, F32(1)), max(rh, F32(1))
+        bin_h, bin_w = F32(rh / F32(pooled_h)), F32(rw / F32(pooled_w))
+        gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / F32(pooled_h)))
+        gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / F32(pooled_w)))
+        iy = (np.arange(gh, dtype=F32) + F32(0.5)) * bin_h / F32(gh)
+        ix = (np.arange(gw, dtype=F32) + F32(0.5)) * bin_w / F32(gw)
+        ys = (-rh / F32(2) + np.arange(pooled_h, dtype=F32)[:, None] * bin_h + iy[None, :]).astype(F32)
+        xs = (-rw / F32(2) + np.arange(pooled_w, dtype=F32)[:, None] * bin_w + ix[None, :]).astype(F32)
+        yy = np.broadcast_to(ys[:, None, :, None], (pooled_h, pooled_w, gh, gw))
+        xx = np.broadcast_to(xs[None, :, None, :], (pooled_h, pooled_w, gh, gw))
+        c, s_ = F32(np.cos(theta)), F32(np.sin(theta))
+        x = (xx * c + yy * s_ + cx).astype(F32)
+        y = (yy * c - xx * s_ + cy).astype(F32)
+        pos, w = _bilinear_weights(y, x, height, width)
+        yield b, pos, w, F32(max(gh * gw, 1))
+
+
 def _roi_samples(rois: np.ndarray, height: int, width: int, spatial_scale: float, pooled_h: int, pooled_w: int,
                  sampling_ratio: int, aligned: bool):
     """Per RoI: (image, corner indices, corner weights already divided by the sample count).
@@ -502,11 +530,12 @@ def _roi_samples(rois: np.ndarray, height: int, width: int, spatial_scale: float
 def _check_rois(ctx, x: np.ndarray, rois: np.ndarray) -> None:
     if x.ndim != 4:
         raise ExecutionError(f"{_where(ctx)}: X must be 4-D, got {x.shape}")
-    if rois.size and (rois.ndim != 2 or rois.shape[1] not in (4, 5)):
-        raise ExecutionError(f"{_where(ctx)}: RoIs must be (R, 4 or 5), got {rois.shape}")
+    cols = (5, 6) if ctx.op.type.startswith("RoIAlignRotated") else (4, 5)
+    if rois.size and (rois.ndim != 2 or rois.shape[1] not in cols):
+        raise ExecutionError(f"{_where(ctx)}: RoIs must be (R, {cols[0]} or {cols[1]}), got {rois.shape}")
 
 
-@kernel("RoIAlign", needs_context=True)
+@kernel("RoIAlign", "RoIAlignRotated", needs_context=True)
 def roi_align(xp, x, rois, *, ctx, order: str = "NCHW", spatial_scale: float = 1.0, pooled_h: int = 1,
               pooled_w: int = 1, sampling_ratio: int = -1, aligned: bool = False):
     """Average of bilinear samples on a grid in each of pooled_h x pooled_w bins of every RoI."""
@@ -517,8 +546,9 @@ def roi_align(xp, x, rois, *, ctx, order: str = "NCHW", spatial_scale: float = 1
     _, height, width, c = feat.shape
     flat = feat.reshape(feat.shape[0], height * width, c)
     out = np.zeros((rois.shape[0] if rois.size else 0, pooled_h, pooled_w, c), F32)
-    samples = _roi_samples(rois.reshape(-1, rois.shape[-1] if rois.ndim == 2 else 5), height, width,
-                           spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)
+    sampler = _rotated_samples if ctx.op.type.startswith("RoIAlignRotated") else _roi_samples
+    samples = sampler(rois.reshape(-1, rois.shape[-1] if rois.ndim == 2 else 5), height, width,
+                      spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)
     for r, (b, pos, w, count) in enumerate(samples):
         img = flat[b]
         acc = np.zeros((pooled_h, pooled_w, c), F32)
@@ -530,7 +560,7 @@ def roi_align(xp, x, rois, *, ctx, order: str = "NCHW", spatial_scale: float = 1
     return out if nhwc else out.transpose(0, 3, 1, 2).copy()
 
 
-@kernel("RoIAlignGradient", needs_context=True)
+@kernel("RoIAlignGradient", "RoIAlignRotatedGradient", needs_context=True)
 def roi_align_gradient(xp, x, rois, dy, *, ctx, order: str = "NCHW", spatial_scale: float = 1.0, pooled_h: int = 1,
                        pooled_w: int = 1, sampling_ratio: int = -1, aligned: bool = False):
     """dX: each output gradient spread back onto the four corners of every bilinear sample."""
@@ -540,8 +570,9 @@ def roi_align_gradient(xp, x, rois, dy, *, ctx, order: str = "NCHW", spatial_sca
     n, height, width, c = x.shape if nhwc else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
     g = dy if nhwc else dy.transpose(0, 2, 3, 1)  # (R, ph, pw, C)
     dx = np.zeros((n, height * width, c), F32)
-    samples = _roi_samples(rois.reshape(-1, rois.shape[-1] if rois.ndim == 2 else 5), height, width,
-                           spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)
+    sampler = _rotated_samples if ctx.op.type.startswith("RoIAlignRotated") else _roi_samples
+    samples = sampler(rois.reshape(-1, rois.shape[-1] if rois.ndim == 2 else 5), height, width,
+                      spatial_scale, pooled_h, pooled_w, sampling_ratio, aligned)
     for r, (b, pos, w, count) in enumerate(samples):
         top = g[r][:, :, None, None, :] / count  # (ph, pw, 1, 1, C)
         for p, wi in zip(pos, w):
@@ -550,9 +581,194 @@ def roi_align_gradient(xp, x, rois, dy, *, ctx, order: str = "NCHW", spatial_sca
     return dx if nhwc else dx.transpose(0, 3, 1, 2).copy()
 
 
+@kernel("BatchPermutation")
+def batch_permutation(xp, x, indices):
+    return x[np.asarray(indices).astype(np.int64)]
+
+
+@kernel("BatchPermutationGradient")
+def batch_permutation_gradient(xp, indices, dy):
+    dx = np.zeros_like(dy)
+    dx[np.asarray(indices).astype(np.int64)] = dy
+    return dx
+
+
+def _cround(v):
+    """C's round(): half away from zero."""
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)
+
+
+#: Caffe2 1.10 registers these on the CPU but implements them for CUDA only ("Not Implemented").
+CUDA_ONLY = frozenset({"RoIPoolF", "PSRoIPool", "RoIPoolGradient", "RoIPoolFGradient", "PSRoIPoolGradient"})
+
+
+def _cuda_only(ctx) -> None:
+    from engine import device as dev  # noqa: PLC0415
+    on_cpu = ctx.force_cpu or not ctx.op.HasField("device_option") or ctx.op.device_option.device_type == dev.CPU
+    if ctx.op.type in CUDA_ONLY and on_cpu:
+        raise ExecutionError(f"{_where(ctx)}: Not Implemented: Caffe2 runs {ctx.op.type} on CUDA only "
+                             "(netviz follows; put the op on a CUDA device)")
+
+
+@kernel("RoIPool", "RoIPoolF", needs_context=True)
+def roi_pool(xp, x, rois, *, ctx, spatial_scale: float = 1.0, pooled_h: int = 1, pooled_w: int = 1,
+             is_test: bool = False, order: str = "NCHW"):
+    """Max over each bin of the RoI snapped to whole cells; also the argmax (flat h * W + w, -1 if empty)."""
+    _cuda_only(ctx)
+    x, rois = np.asarray(dev_host(x), F32), np.asarray(dev_host(rois), F32)
+    if order != "NCHW":
+        raise ExecutionError(f"{_where(ctx)}: RoIPool supports NCHW only")
+    n, c, h, w = x.shape
+    y = np.zeros((rois.shape[0], c, pooled_h, pooled_w), F32)
+    arg = np.full(y.shape, -1, np.int32)
+    for r, roi in enumerate(rois):
+        b = int(roi[0])
+        x1, y1, x2, y2 = (int(v) for v in _cround(roi[1:5] * F32(spatial_scale)))
+        rh, rw = max(y2 - y1 + 1, 1), max(x2 - x1 + 1, 1)
+        bh, bw = F32(rh) / F32(pooled_h), F32(rw) / F32(pooled_w)
+        for ph in range(pooled_h):
+            hs = min(max(int(np.floor(F32(ph) * bh)) + y1, 0), h)
+            he = min(max(int(np.ceil(F32(ph + 1) * bh)) + y1, 0), h)
+            for pw in range(pooled_w):
+                ws = min(max(int(np.floor(F32(pw) * bw)) + x1, 0), w)
+                we = min(max(int(np.ceil(F32(pw + 1) * bw)) + x1, 0), w)
+                if he <= hs or we <= ws:
+                    continue
+                patch = x[b, :, hs:he, ws:we].reshape(c, -1)
+                k = patch.argmax(axis=1)  # NOTE: first maximum in row-major order, as Caffe2's strict '>'
+                y[r, :, ph, pw] = patch[np.arange(c), k]
+                arg[r, :, ph, pw] = (hs + k // (we - ws)) * w + ws + k % (we - ws)
+    return (y, arg) if len(ctx.op.output) > 1 else y
+
+
+@kernel("RoIPoolGradient", "RoIPoolFGradient", needs_context=True)
+def roi_pool_gradient(xp, x, rois, argmax, dy, *, ctx, spatial_scale: float = 1.0, pooled_h: int = 1,
+                      pooled_w: int = 1, order: str = "NCHW"):
+    """Each output gradient goes to the input cell its argmax names."""
+    _cuda_only(ctx)
+    x, rois, argmax, dy = (dev_host(v) for v in (x, rois, argmax, dy))
+    dx = np.zeros(np.shape(x), F32)
+    n, c, h, w = dx.shape
+    arg, g = np.asarray(argmax), np.asarray(dy, F32)
+    batch = np.asarray(rois)[:, 0].astype(np.int64)
+    r, ch = np.meshgrid(np.arange(arg.shape[0]), np.arange(c), indexing="ij")
+    keep = arg >= 0
+    flat_b = np.broadcast_to(batch[:, None, None, None], arg.shape)[keep]
+    flat_c = np.broadcast_to(ch[:, :, None, None], arg.shape)[keep]
+    np.add.at(dx.reshape(n, c, h * w), (flat_b, flat_c, arg[keep]), g[keep])
+    return dx
+
+
+def _ps_bins(roi, spatial_scale: float, group_size: int, h: int, w: int):
+    x1, y1 = F32(_cround(roi[1])) * F32(spatial_scale), F32(_cround(roi[2])) * F32(spatial_scale)
+    x2 = (F32(_cround(roi[3])) + F32(1.0)) * F32(spatial_scale)
+    y2 = (F32(_cround(roi[4])) + F32(1.0)) * F32(spatial_scale)
+    rw, rh = max(x2 - x1, F32(0.1)), max(y2 - y1, F32(0.1))
+    bh, bw = rh / F32(group_size), rw / F32(group_size)
+    for ph in range(group_size):
+        hs = min(max(int(np.floor(F32(ph) * bh + y1)), 0), h)
+        he = min(max(int(np.ceil(F32(ph + 1) * bh + y1)), 0), h)
+        for pw in range(group_size):
+            ws = min(max(int(np.floor(F32(pw) * bw + x1)), 0), w)
+            we = min(max(int(np.ceil(F32(pw + 1) * bw + x1)), 0), w)
+            yield ph, pw, hs, he, ws, we
+
+
+@kernel("PSRoIPool", needs_context=True)
+def ps_roi_pool(xp, x, rois, *, ctx, spatial_scale: float = 1.0, group_size: int = 1, output_dim: int = 1):
+    """Position-sensitive RoI pooling (R-FCN): bin (i, j) of output channel k averages input channel
+    (k * group_size + i) * group_size + j; the second output names that channel."""
+    _cuda_only(ctx)
+    x, rois = np.asarray(dev_host(x), F32), np.asarray(dev_host(rois), F32)
+    n, c, h, w = x.shape
+    y = np.zeros((rois.shape[0], output_dim, group_size, group_size), F32)
+    mapping = np.zeros(y.shape, np.int32)
+    ks = np.arange(output_dim)
+    for r, roi in enumerate(rois):
+        b = int(roi[0])
+        for ph, pw, hs, he, ws, we in _ps_bins(roi, spatial_scale, group_size, h, w):
+            chans = (ks * group_size + ph) * group_size + pw
+            mapping[r, :, ph, pw] = chans
+            if he > hs and we > ws:
+                area = F32((he - hs) * (we - ws))
+                y[r, :, ph, pw] = x[b, chans, hs:he, ws:we].sum(axis=(1, 2), dtype=F32) / area
+    return y, mapping
+
+
+@kernel("PSRoIPoolGradient", needs_context=True)
+def ps_roi_pool_gradient(xp, x, rois, mapping, dy, *, ctx, spatial_scale: float = 1.0, group_size: int = 1,
+                         output_dim: int = 1):
+    _cuda_only(ctx)
+    x, rois, g = (np.asarray(dev_host(v), F32) for v in (x, rois, dy))
+    n, c, h, w = x.shape
+    dx = np.zeros_like(x)
+    ks = np.arange(output_dim)
+    for r, roi in enumerate(rois):
+        b = int(roi[0])
+        for ph, pw, hs, he, ws, we in _ps_bins(roi, spatial_scale, group_size, h, w):
+            if he > hs and we > ws:
+                chans = (ks * group_size + ph) * group_size + pw
+                dx[b, chans, hs:he, ws:we] += (g[r, :, ph, pw] / F32((he - hs) * (we - ws)))[:, None, None]
+    return dx
+
+
+def _fpn_levels(rois: np.ndarray, lo: int, hi: int, scale: float, level: int, plus_one: bool = True) -> np.ndarray:
+    """FPN level of each RoI: floor(level + log2(sqrt(area) / scale + 1e-6)), clipped to [lo, hi]."""
+    one = F32(int(plus_one))
+    area = (rois[:, -2] - rois[:, -4] + one) * (rois[:, -1] - rois[:, -3] + one)
+    s = np.sqrt(area).astype(F32)
+    lv = np.floor(F32(level) + np.log(s / F32(scale) + F32(1e-6)) / F32(np.log(2.0)))
+    return np.clip(lv, lo, hi).astype(np.int64)
+
+
+def _distribute(rois, lo: int, hi: int, scale: float, level: int, plus_one: bool = True):
+    lv = _fpn_levels(rois, lo, hi, scale, level, plus_one)
+    per = [np.flatnonzero(lv == k) for k in range(lo, hi + 1)]
+    order = np.concatenate(per) if per else np.zeros(0, np.int64)
+    restore = np.argsort(order, kind="stable").astype(np.int32)
+    return [rois[i] for i in per], restore
+
+
+@kernel("DistributeFpnProposals")
+def distribute_fpn_proposals(xp, rois, *, roi_canonical_scale: int = 224, roi_canonical_level: int = 4,
+                             roi_max_level: int = 5, roi_min_level: int = 2, legacy_plus_one: bool = True):
+    """Each RoI to its FPN level's output (in order); the last output restores the original order."""
+    parts, restore = _distribute(np.asarray(rois, F32), roi_min_level, roi_max_level, roi_canonical_scale,
+                                 roi_canonical_level, legacy_plus_one)
+    return (*parts, restore)
+
+
+def _collect(rois_probs, top_n: int) -> np.ndarray:
+    k = len(rois_probs) // 2
+    rois = np.concatenate([np.asarray(r, F32) for r in rois_probs[:k]])
+    probs = np.concatenate([np.asarray(p, F32).reshape(-1) for p in rois_probs[k:]])
+    order = cxx_sort_desc(probs, np.arange(probs.size))[:min(top_n, probs.size)]
+    return rois[order]
+
+
+@kernel("CollectRpnProposals")
+def collect_rpn_proposals(xp, *rois_probs, rpn_max_level: int = 6, rpn_min_level: int = 2,
+                          rpn_post_nms_topN: int = 2000):
+    """The best rpn_post_nms_topN RoIs of all FPN levels by score."""
+    return _collect(rois_probs, rpn_post_nms_topN)
+
+
+@kernel("CollectAndDistributeFpnRpnProposals")
+def collect_and_distribute_fpn_rpn_proposals(xp, *rois_probs, roi_canonical_scale: int = 224,
+                                             roi_canonical_level: int = 4, roi_max_level: int = 5,
+                                             roi_min_level: int = 2, rpn_max_level: int = 6, rpn_min_level: int = 2,
+                                             rpn_post_nms_topN: int = 2000, legacy_plus_one: bool = True):
+    rois = _collect(rois_probs, rpn_post_nms_topN)
+    parts, restore = _distribute(rois, roi_min_level, roi_max_level, roi_canonical_scale, roi_canonical_level,
+                                 legacy_plus_one)
+    return (rois, *parts, restore)
+
+
 # ---- gradients ----
 should_not_do_gradient("GenerateProposals", "GenerateProposalsCPP", "BoxWithNMSLimit", "BBoxTransform")
 gradient("RoIAlign", "RoIAlignRotated")(simple("{T}Gradient", "I0 I1 GO0", "GI0"))
+gradient("BatchPermutation")(simple("BatchPermutationGradient", "I1 GO0", "GI0"))
+gradient("RoIPool", "RoIPoolF", "PSRoIPool")(simple("{T}Gradient", "I0 I1 O1 GO0", "GI0"))
 
 
 # ---- shapes ----

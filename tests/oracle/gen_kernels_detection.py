@@ -2,9 +2,17 @@
 
 Run from tests/oracle: ``../../.venv-caffe2/bin/python gen_kernels_detection.py ../golden``.
 """
+import os
+
 import numpy as np
 
+import caffe2
+from caffe2.python import dyndep
 from kernel_oracle import Case, record, rng_for
+
+# NOTE: RoIPoolF, PSRoIPool… live in the Detectron ops library, as in the catalogue's measurement.
+dyndep.InitOpsLibrary(os.path.normpath(os.path.join(os.path.dirname(caffe2.__file__), "..", "torch", "lib",
+                                                    "libcaffe2_detectron_ops_gpu.so")))
 
 
 def f4(r, *shape):
@@ -114,6 +122,41 @@ def cases():
         if rois_cols == 5:
             b = np.concatenate([r.randint(0, 2, (5, 1)).astype("f4"), b], axis=1)
         yield Case(name, "RoIAlign", {"X": x, "R": b}, ["Y"], dict(args, order=order), grad=(order == "NCHW"))
+
+    # RoIAlignRotated: [batch, ctr_x, ctr_y, w, h, angle]
+    name = "RoIAlignRotated"
+    r = rng_for(name)
+    rr = np.concatenate([r.randint(0, 2, (4, 1)), rboxes(r, 4, size=30.0)], axis=1).astype("f4")
+    yield Case(name, "RoIAlignRotated", {"X": f4(r, 2, 3, 9, 11), "R": rr}, ["Y"],
+               {"spatial_scale": 0.25, "pooled_h": 2, "pooled_w": 3, "sampling_ratio": 2}, grad=True, rtol=1e-3,
+               atol=1e-4)
+    name = "BatchPermutation"
+    r = rng_for(name)
+    yield Case(name, name, {"X": f4(r, 5, 3, 2), "I": np.array([3, 0, 4, 1, 2], np.int32)}, ["Y"], grad=True)
+    for op in ("RoIPool", "RoIPoolF"):
+        r = rng_for(op)
+        b = np.concatenate([r.randint(0, 2, (5, 1)).astype("f4"), boxes(r, 5, size=40.0)], axis=1)
+        b[0, 1:] = [-6, -5, 50, 45]
+        yield Case(op, op, {"X": f4(r, 2, 3, 9, 11), "R": b}, ["Y", "argmax"],
+                   {"spatial_scale": 0.25, "pooled_h": 3, "pooled_w": 2}, grad=True)
+    name = "PSRoIPool"
+    r = rng_for(name)
+    b = np.concatenate([r.randint(0, 2, (4, 1)).astype("f4"), boxes(r, 4, size=40.0)], axis=1)
+    yield Case(name, name, {"X": f4(r, 2, 2 * 3 * 3, 9, 11), "R": b}, ["Y", "mapping"],
+               {"spatial_scale": 0.25, "group_size": 3, "output_dim": 2}, grad=True)
+    name = "DistributeFpnProposals"
+    r = rng_for(name)
+    b = np.concatenate([np.zeros((12, 1), "f4"), boxes(r, 12, size=600.0)], axis=1)
+    yield Case(name, name, {"rois": b}, ["f2", "f3", "f4", "f5", "restore"], {})
+    for op, outs in (("CollectRpnProposals", ["rois"]),
+                     ("CollectAndDistributeFpnRpnProposals", ["rois", "f2", "f3", "f4", "f5", "restore"])):
+        r = rng_for(op)
+        ins = {}
+        for lvl in range(2, 7):
+            ins["rois%d" % lvl] = np.concatenate([np.zeros((4, 1), "f4"), boxes(r, 4, size=500.0)], axis=1)
+        for lvl in range(2, 7):
+            ins["probs%d" % lvl] = r.uniform(0, 1, 4).astype("f4")
+        yield Case(op, op, ins, outs, {"rpn_post_nms_topN": 12})
 
 
 record("detection", cases())
