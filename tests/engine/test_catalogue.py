@@ -185,3 +185,11 @@ def test_info_lists_every_kind_of_violation_as_a_warning(tmp_path, capsys) -> No
         "actually not supported by op Softmax",
         "warning: bad: op #3 Frobnicate '': 'Frobnicate' is not a Caffe2 op",
     ]
+
+
+def test_registries_hold_only_caffe2_op_types() -> None:
+    """Every kernel, maker and shape rule is for an op type Caffe2 1.10.2 registers."""
+    from engine.registry import GRADIENTS, KERNELS, SHAPES
+
+    extras = {"ReluFp16"}  # engine/ops/activation.py: a maker and shape rule for a type this build lacks
+    assert {t for table in (KERNELS, GRADIENTS, SHAPES) for t in table if not is_caffe2_op(t)} <= extras
