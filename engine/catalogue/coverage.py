@@ -168,6 +168,13 @@ def markdown(rs: list[Row]) -> str:
         grad = r.gradient if r.marker_ok is None else f"{r.gradient} {'(yes)' if r.marker_ok else '(**missing**)'}"
         out.append(f"| {r.type} | {r.category} | {_cell(description(r.type))} | {_mark(r.kernel)} | {_mark(r.shape)} "
                    f"| {grad} | {_mark(r.probe_ok)} | {_mark(r.grad_kernels)} |")
+    why = dict(ln.split("\t", 1) for ln in (ROOT / "engine" / "catalogue" / "no_kernel.tsv").read_text().splitlines()
+               if "\t" in ln)  # NOTE: one line per forward op left without a kernel, and why
+    missing = [r.type for r in rs if r.kernel is False]
+    out += ["", f"## Forward ops without a kernel ({len(missing)})", "", "| op | why |", "|---|---|"]
+    out += [f"| {t} | {_cell(why.get(t, '**no reason recorded**'))} |" for t in missing]
+    for ln in (ROOT / "engine" / "catalogue" / "no_kernel.tsv").read_text().splitlines():
+        out += ["", ln[2:]] if ln.startswith("# ") else []
     out += ["", "## Gradient ops (186)", "", "| op | category | description | kernel | shape |", "|---|---|---|---|---|"]
     for t in gradient_ops():
         out.append(f"| {t} | {category(t)} | {_cell(description(t))} | {_mark(t in KERNELS)} | {_mark(t in SHAPES)} |")
