@@ -193,3 +193,12 @@ def test_registries_hold_only_caffe2_op_types() -> None:
 
     extras = {"ReluFp16"}  # engine/ops/activation.py: a maker and shape rule for a type this build lacks
     assert {t for table in (KERNELS, GRADIENTS, SHAPES) for t in table if not is_caffe2_op(t)} <= extras
+
+
+@pytest.mark.parametrize("module", ["engine.catalogue", "engine.catalogue.category", "engine.catalogue.docs",
+                                    "engine.catalogue.facts", "engine.catalogue.schema"])
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    assert doctest.testmod(importlib.import_module(module)).failed == 0
