@@ -72,8 +72,17 @@ kernel("AddGradient")(_grad_kernel(_full, _full))
 kernel("SubGradient")(_grad_kernel(_full, lambda xp, g, a, b: -_full(xp, g, a, b)))
 kernel("MulGradient")(_grad_kernel(lambda xp, g, a, b: g * b, lambda xp, g, a, b: g * a))
 # NOTE: DivGradient's 4th input is the output C = A / B, so dB = -dC * C / B.
-kernel("DivGradient")(_grad_kernel(lambda xp, g, a, b, *c: g / b,
-                                   lambda xp, g, a, b, *c: -g * (c[0] if c else a / b) / b))
+_div_gradient = _grad_kernel(lambda xp, g, a, b, *c: g / b, lambda xp, g, a, b, *c: -g * (c[0] if c else a / b) / b)
+
+
+@kernel("DivGradient")
+def div_gradient(xp, *ins, broadcast: int = 0, axis: int = -1, axis_str: str = "", order: str = "NCHW"):
+    """[dC, A, B, C] -> dA, dB; the legacy 3-input form is [B, C, dC] (A is not needed)."""
+    if len(ins) != 3:
+        return _div_gradient(xp, *ins, broadcast=broadcast, axis=axis, axis_str=axis_str, order=order)
+    b, c, dc = ins
+    bb = _legacy_b(c, b, broadcast, axis, axis_str, order)
+    return (dc / bb).astype(dc.dtype, copy=False), _unbroadcast(xp, -dc * c / bb, b, broadcast, axis, axis_str, order, c)
 
 
 @kernel("SumReduceLike")

@@ -232,8 +232,9 @@ def numpy_tile(xp, x, repeats):
 
 @kernel("Expand")
 def expand(xp, x, shape_in):
-    # NOTE: bidirectional broadcast: the output shape is broadcast(X.shape, shape).
-    target = np.broadcast_shapes(x.shape, tuple(int(v) for v in dev.to_host(shape_in).reshape(-1)))
+    # NOTE: bidirectional broadcast: the output shape is broadcast(X.shape, shape); a negative dim counts
+    # as its absolute value (-1 keeps X's dim, like 1).
+    target = np.broadcast_shapes(x.shape, tuple(abs(int(v)) for v in dev.to_host(shape_in).reshape(-1)))
     return xp.ascontiguousarray(xp.broadcast_to(x, target))
 
 
@@ -361,7 +362,8 @@ def copy_rows_to_tensor(xp, x, indices, row):
     if indices.dtype != np.int64:
         raise TypeError(f"CopyRowsToTensor: indices must be int64, got {indices.dtype}")
     if row.size != int(np.prod(x.shape[1:])):
-        raise ValueError(f"CopyRowsToTensor: row has {row.size} values, rows of X have {int(np.prod(x.shape[1:]))}")
+        raise ValueError(f"CopyRowsToTensor: width of input tensor should match lengths of row: row has {row.size} "
+                         f"values, rows of X have {int(np.prod(x.shape[1:]))}")
     out = x.copy()
     out[indices.reshape(-1)] = row.reshape(x.shape[1:])
     return out
