@@ -20,7 +20,7 @@ from engine.errors import GradientError
 from proto import caffe2_pb2
 
 __all__ = ["FORWARD", "BACKWARD", "OPTIMIZER", "ITERATION_OPS", "UPDATE_OPS", "TrainingSplit",
-           "is_gradient_name", "is_gradient_op", "split_training_net", "forward_net", "losses_of"]
+           "is_gradient_name", "is_gradient_op", "split_training_net", "forward_net", "losses_of", "seeds_of"]
 
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 
@@ -95,8 +95,6 @@ def _classify(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
     sections: list[str] = []
     grad_blobs: set[str] = set()
     opt_blobs: set[str] = set()
-    fwd_read: set[str] = set()
-    fwd_written: set[str] = set()
     for op in ops:
         ins = set(op.input)
         made_by_maker = op.is_gradient_op or op.type.endswith("Gradient")
@@ -106,15 +104,22 @@ def _classify(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
             # NOTE: an op no maker made that reads a gradient and a parameter, or overwrites a blob the
             # forward section reads, is an optimizer's (weight decay ``WeightedSum([g, ONE, w, wd], g)``,
             # an update written without LearningRate ``WeightedSum([w, ONE, w_grad, lr], w)``).
-            params = (ins | set(op.output)) & (fwd_read - fwd_written)
-            kind = OPTIMIZER if ins & grad_blobs and params and not made_by_maker else BACKWARD
+            # NOTE: an op that reads gradients but neither a maker nor the accumulation made it is the
+            # optimizer's: weight decay, global-norm clipping (seq2seq), data_parallel_model's
+            # all-reduce (Sum/Copy of gradients across devices), an update without LearningRate.
+            made = made_by_maker or _is_accumulation(op)
+            kind = OPTIMIZER if ins & grad_blobs and not made else BACKWARD
         else:
             kind = FORWARD
-            fwd_read |= ins
-            fwd_written |= set(op.output)
         (opt_blobs if kind == OPTIMIZER else grad_blobs if kind == BACKWARD else set()).update(op.output)
         sections.append(kind)
     return _pull_feeders(ops, sections)
+
+
+def _is_accumulation(op: caffe2_pb2.OperatorDef) -> bool:
+    """A Sum/Concat the gradient pass added to add up a fanned-out blob's gradients (tagged so by
+    Caffe2's ``DoGradientAccumulation``, and by netviz's)."""
+    return any(tag.startswith("is_auto_gen_sum_ops") for tag in op.device_option.extra_info)
 
 
 def _pull_feeders(ops: Sequence[caffe2_pb2.OperatorDef], sections: list[str]) -> list[str]:
@@ -132,13 +137,22 @@ def _pull_feeders(ops: Sequence[caffe2_pb2.OperatorDef], sections: list[str]) ->
 
 
 def losses_of(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
-    """Loss blobs a backward pass was made for: inputs of its ``<y>_autogen_grad`` fills."""
-    out = []
+    """Loss blobs a backward pass was made for: inputs of its ``<y>_autogen_grad`` fills, and of
+    ``ConstantFill(y) -> y_grad`` seeds a builder made itself (data_parallel_model)."""
+    return list(seeds_of(ops))
+
+
+def seeds_of(ops: Sequence[caffe2_pb2.OperatorDef]) -> dict[str, str]:
+    """Loss blob → the gradient blob its backward pass was seeded with."""
+    out: dict[str, str] = {}
     for op in ops:
         for o in op.output:
             if o.endswith("_autogen_grad"):
-                out.append(op.input[0] if op.input else o[: -len("_autogen_grad")])
-    return list(dict.fromkeys(out))
+                out.setdefault(op.input[0] if op.input else o[: -len("_autogen_grad")], o)
+            elif op.type == "ConstantFill" and op.input and o == op.input[0] + "_grad" and any(
+                    a.name == "value" and a.f == 1.0 for a in op.arg):
+                out.setdefault(op.input[0], o)
+    return out
 
 
 def _op_key(op: caffe2_pb2.OperatorDef) -> tuple:
@@ -157,9 +171,11 @@ def _pair_by_regenerating(ops: Sequence[caffe2_pb2.OperatorDef], split: Training
     fwd = split.indices(FORWARD)
     if not split.losses:
         return False
+    seeds = seeds_of([ops[i] for i in split.indices(BACKWARD)])
+    ys = split.losses if all(g.endswith("_autogen_grad") for g in seeds.values()) else seeds
     try:
         ir = IR([ops[i] for i in fwd])
-        grad_ops, _ = ir.GetBackwardPass(split.losses)
+        grad_ops, _ = ir.GetBackwardPass(ys)
     except Exception:  # noqa: BLE001 - any failure means: fall back to names
         return False
     twins: dict[tuple, list[int | None]] = {}

@@ -85,7 +85,7 @@ def _select(name, reduce_name):
         for i, x in enumerate(xs[1:], 1):
             if x.shape != xs[0].shape:
                 raise ValueError(f"{name}: input #{i} has shape {x.shape}, input #0 {xs[0].shape}; they must match")
-        y = xs[0].copy()
+        y = xp.array(xs[0], copy=True)  # NOTE: an ndarray even for a 0-d input (a scalar cannot be `out`)
         for x in xs[1:]:
             getattr(xp, reduce_name)(y, x, out=y)
         return y

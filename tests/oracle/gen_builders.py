@@ -157,6 +157,61 @@ case("resnet32x32_test", "models/resnet.create_resnet_32x32 is_test=1: SpatialBN
      "(Caffe2 reads running stats as saved mean/inv-std)", rtol=2e-3)(_resnet_case(True))
 
 
+@case("char_rnn", "caffe2/python/examples/char_rnn.py's model: rnn_cell.LSTM, FC axis=2, Softmax, Reshape, "
+      "LabelCrossEntropy, build_sgd with a step policy")
+def _char_rnn(rng):
+    V, S = 5, 4  # vocabulary, hidden size
+    m = model_helper.ModelHelper(name="char_rnn")
+    hidden_all, _, _, _ = rnn_cell.LSTM(m, "input_blob", "seq_lengths", ("hidden_init", "cell_init"), V, S,
+                                        scope="LSTM")
+    output = brew.fc(m, hidden_all, None, dim_in=S, dim_out=V, axis=2)
+    softmax = m.net.Softmax(output, "softmax", axis=2)
+    reshaped, _ = m.net.Reshape(softmax, ["softmax_reshaped", "_"], shape=[-1, V])
+    xent = m.net.LabelCrossEntropy([reshaped, "target"], "xent")
+    loss = m.net.AveragedLoss(xent, "loss")
+    m.AddGradientOperators([loss])
+    optimizer.build_sgd(m, base_learning_rate=0.1 * T, policy="step", stepsize=1, gamma=0.9999)
+    feeds = {"input_blob": rng.randn(T, 1, V).astype(np.float32), "seq_lengths": np.array([T], np.int32),
+             "hidden_init": np.zeros((1, 1, S), np.float32), "cell_init": np.zeros((1, 1, S), np.float32),
+             "target": rng.randint(0, V, size=T).astype(np.int32)}
+    return m, feeds, ["softmax", "loss"], ["loss"]
+
+
+@case("data_parallel_cpu", "data_parallel_model.Parallelize on 2 CPU devices: brew FC + SoftmaxWithLoss, build_sgd")
+def _data_parallel(rng):
+    from caffe2.python import data_parallel_model as dpm
+    m = model_helper.ModelHelper(name="dpm")
+
+    def forward(model, loss_scale):
+        fc = brew.fc(model, "data", "fc", dim_in=4, dim_out=3)
+        _, loss = model.net.SoftmaxWithLoss([fc, "label"], ["softmax", "loss"])
+        return [model.net.Scale(loss, "loss_scaled", scale=loss_scale)]
+
+    dpm.Parallelize(m, input_builder_fun=lambda model: None, forward_pass_builder_fun=forward,
+                    optimizer_builder_fun=lambda model: optimizer.build_sgd(model, base_learning_rate=0.1),
+                    devices=[0, 1], cpu_device=True)
+    feeds = {}
+    for d in (0, 1):
+        feeds["cpu_%d/data" % d] = rng.randn(3, 4).astype(np.float32)
+        feeds["cpu_%d/label" % d] = rng.randint(0, 3, size=3).astype(np.int32)
+    return m, feeds, ["cpu_0/softmax", "cpu_1/loss"], ["cpu_0/loss_scaled", "cpu_1/loss_scaled"]
+
+
+@case("seq2seq_attention", "models/seq2seq/train.py Seq2SeqModelCaffe2 (CPU): embedding encoder, LSTM decoder "
+      "with regular attention, softmax loss, norm-clipped gradient update")
+def _seq2seq(rng):
+    from caffe2.python.models.seq2seq import train as s2s
+    params = dict(attention="regular", decoder_layer_configs=[dict(num_units=4)],
+                  encoder_type=dict(encoder_layer_configs=[dict(num_units=4)], use_bidirectional_encoder=False),
+                  batch_size=2, optimizer_params=dict(learning_rate=0.1), encoder_embedding_size=3,
+                  decoder_embedding_size=3, decoder_softmax_size=None, max_gradient_norm=1.0)
+    obj = s2s.Seq2SeqModelCaffe2(model_params=params, source_vocab_size=6, target_vocab_size=7, num_gpus=0)
+    obj._build_model(init_params=True)
+    batch = [([2, 3, 4], [3, 5]), ([5, 2], [4, 6, 2])]
+    feeds = dict(zip(s2s.Batch._fields, s2s.prepare_batch(batch)))
+    return obj.model, feeds, ["total_loss_scalar"], ["total_loss_scalar"]
+
+
 # ---- recording ---------------------------------------------------------------------------
 def _fetch_all():
     out = {}
@@ -196,8 +251,13 @@ def record_case(name, note, rtol, build):
         write_case("builders/" + name, "builder", data)
         return
     net = m.net.Proto()
-    n_forward = next((i for i, op in enumerate(net.op) if any(o.endswith("_autogen_grad") for o in op.output)),
-                     len(net.op))
+    # NOTE: the backward pass starts at its seed: an <y>_autogen_grad fill, or a builder's own
+    # ConstantFill(y) -> y_grad (data_parallel_model); the losses are those seeds' inputs.
+    seeds = [i for i, op in enumerate(net.op) if any(o.endswith("_autogen_grad") for o in op.output)
+             or (op.type == "ConstantFill" and op.input and list(op.output) == [op.input[0] + "_grad"]
+                 and any(a.name == "value" and a.f == 1.0 for a in op.arg))]
+    n_forward = seeds[0] if seeds else len(net.op)
+    losses = [net.op[i].input[0] for i in seeds]
     os.makedirs(os.path.join(OUT, "builders"), exist_ok=True)
     with open(os.path.join(OUT, "builders", name + ".pb"), "wb") as f:
         f.write(net.SerializeToString())
@@ -217,8 +277,7 @@ def record_case(name, note, rtol, build):
              and isinstance(m.param_to_grad[p], (str, core.BlobReference))}
     data.update(losses=losses, fetch=fetch, params=params, grad_map={str(k): v for k, v in grads.items()},
                 num_forward_ops=n_forward, num_ops=len(net.op),
-                num_gradient_ops=sum(1 for op in net.op[n_forward:] if op.is_gradient_op or
-                                     any(o.endswith("_autogen_grad") for o in op.output)))
+                num_gradient_ops=sum(1 for op in net.op[n_forward:] if op.is_gradient_op) + len(seeds))
     try:
         workspace.RunNetOnce(net)
     except BaseException as e:  # noqa: B902
