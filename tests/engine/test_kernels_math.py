@@ -91,7 +91,8 @@ GRAD_CASES = [
     GradCase("Mul", [randn(2, 3, 4), randn(2)], "MulGradient", "GO0 I0 I1", "GI0 GI1", dict(broadcast=1, axis=0),
              label="Mul-legacy-axis0"),
     GradCase("Div", [randn(2, 3), pos(3)], "DivGradient", "GO0 I0 I1 O0", "GI0 GI1"),
-    GradCase("Div", [randn(2, 3), pos(2, 3)], "DivGradient", "GO0 I0 I1", "GI0 GI1", label="Div-3-inputs"),
+    # NOTE: Caffe2's 3-input DivGradient is the legacy [B, C, dC] (checked against Caffe2 1.10.2).
+    GradCase("Div", [randn(2, 3), pos(2, 3)], "DivGradient", "I1 O0 GO0", "GI0 GI1", label="Div-3-inputs"),
     GradCase("Abs", [randn(3, 4)], "AbsGradient", "I0 GO0", "GI0"),
     GradCase("WeightedSum", [randn(2, 3), np.array([0.5], np.float32), randn(2, 3), np.array([-1.5], np.float32)],
              "WeightedSumGradient", "GO0 I0 I1 I2 I3", "GI0 GI2"),
