@@ -233,3 +233,35 @@ def save_records(blobs: Iterable[tuple[str, Any]], chunk_size: int = DEFAULT_CHU
     for name, value in blobs:
         for k, b in enumerate(blob_protos(name, value, chunk_size)):
             yield f"{name}{CHUNK_SEPARATOR}{k}", b.SerializeToString()
+
+
+# ---- lmdb (through the `lmdb` package, when it is installed) ------------------------------
+def _lmdb():
+    try:
+        import lmdb  # noqa: PLC0415
+    except ImportError:
+        raise ExecutionError("db type 'lmdb' needs the Python package 'lmdb' (pip install lmdb)") from None
+    return lmdb
+
+
+def read_lmdb(path: str | Path) -> Iterator[tuple[str, bytes]]:
+    """The (key, value) records of an LMDB directory, in key order (as Caffe2's LMDB cursor)."""
+    env = _lmdb().open(str(path), readonly=True, lock=False, subdir=Path(path).is_dir())
+    with env.begin() as txn:
+        records = [(k.decode("utf-8", "surrogateescape"), bytes(v)) for k, v in txn.cursor()]
+    env.close()
+    return iter(records)
+
+
+def write_lmdb(path: str | Path, records: Iterable[tuple[str, bytes]]) -> None:
+    """Write (key, value) records into a new LMDB directory (Caffe2 creates it with a 1 TB map)."""
+    Path(path).mkdir(parents=True, exist_ok=True)
+    env = _lmdb().open(str(path), map_size=1 << 40)
+    with env.begin(write=True) as txn:
+        for k, v in records:
+            txn.put(k.encode("utf-8", "surrogateescape"), v)
+    env.close()
+
+
+READERS = {"minidb": read_minidb, "lmdb": read_lmdb}
+WRITERS = {"minidb": write_minidb, "lmdb": write_lmdb}

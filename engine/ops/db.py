@@ -19,7 +19,7 @@ from engine.registry import kernel
 from engine.registry import shape
 from engine.shapes import BOOL, INT64, TensorInfo
 
-DB_TYPES = ("minidb",)
+DB_TYPES = ("minidb", "lmdb")  # NOTE: lmdb through the `lmdb` package when installed; leveldb/rocksdb: none
 
 
 def _where(ctx) -> str:
@@ -36,11 +36,20 @@ def _check_type(ctx, db_type: str) -> None:
                              f"(supported: {', '.join(DB_TYPES)})")
 
 
-def _read(ctx, path: str) -> list[tuple[str, bytes]]:
+def _read(ctx, path: str, db_type: str = "minidb") -> list[tuple[str, bytes]]:
     try:
-        return list(blobio.read_minidb(path))
+        return list(blobio.READERS[db_type](path))
     except FileNotFoundError:
         raise ExecutionError(f"{_where(ctx)}: cannot open db {path}: no such file") from None
+    except ExecutionError as e:
+        raise ExecutionError(f"{_where(ctx)}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the lmdb package's own errors
+        raise ExecutionError(f"{_where(ctx)}: cannot read {db_type} db {path}: {e}") from None
+
+
+def _write(ctx, path: str, db_type: str, records) -> None:
+    try:
+        blobio.WRITERS[db_type](path, records)
     except ExecutionError as e:
         raise ExecutionError(f"{_where(ctx)}: {e}") from None
 
@@ -63,7 +72,7 @@ def save(xp, *xs, ctx, db: str = "", db_type: str = "", absolute_path: bool = Fa
         records = list(blobio.save_records(zip(names, xs), chunk_size))
     except ExecutionError as e:
         raise ExecutionError(f"{_where(ctx)}: {e}") from None
-    blobio.write_minidb(_path(ctx, db, absolute_path), records)
+    _write(ctx, _path(ctx, db, absolute_path), db_type, records)
     return ()
 
 
@@ -76,7 +85,7 @@ def checkpoint(xp, it, *xs, ctx, db: str = "", db_type: str = "", absolute_path:
         _check_type(ctx, db_type)
         name = db % i if "%" in db else db
         records = blobio.save_records(zip(ctx.op.input[1:], xs))
-        blobio.write_minidb(_path(ctx, name, absolute_path), records)
+        _write(ctx, _path(ctx, name, absolute_path), db_type, records)
     return ()
 
 
@@ -89,7 +98,7 @@ def load(xp, *xs, ctx, db: str = "", dbs: list = (), db_type: str = "", absolute
     files = [d.decode() if isinstance(d, bytes) else d for d in dbs] or [db]
     found: dict[str, object] = {}
     for f in files:
-        for name, value in blobio.load_blobs(_read(ctx, _path(ctx, f, absolute_path))).items():
+        for name, value in blobio.load_blobs(_read(ctx, _path(ctx, f, absolute_path), db_type)).items():
             found[add_prefix + _strip(name, strip_prefix)] = value
     if load_all:
         ws = ctx.workspace
@@ -150,7 +159,7 @@ class DBReader:
 def create_db(xp, *, ctx, db: str = "", db_type: str = "", num_shards: int = 1, shard_id: int = 0):
     # NOTE: Caffe2 opens `db` as given (relative to the process's directory), not the root folder.
     _check_type(ctx, db_type)
-    return DBReader(db, db_type, _read(ctx, db))
+    return DBReader(db, db_type, _read(ctx, db, db_type))
 
 
 @kernel("TensorProtosDBInput", needs_context=True)

@@ -144,3 +144,17 @@ def test_cli_init_net_loads_weights_from_a_minidb_beside_it(tmp_path, monkeypatc
     assert main(["run", str(tmp_path / "predict_net.pb"), "--init", str(tmp_path / "init_net.pb"),
                  "--input", f"x={tmp_path / 'x.npy'}", "--dump", str(tmp_path / "d")]) == 0
     assert np.load(tmp_path / "d" / "y@1.npy").tolist() == [[3.5, 11.0]]
+
+
+def test_lmdb_round_trip_when_the_package_is_installed(tmp_path):
+    pytest.importorskip("lmdb")
+    ws = Workspace("t")
+    ws.root_folder = str(tmp_path)
+    for k in ("f", "i", "s"):
+        ws.feed_blob(k, BLOBS[k])
+    run_op(create_operator("Save", ["f", "i", "s"], [], db="m.lmdb", db_type="lmdb"), ws)
+    back = Workspace("u")
+    back.root_folder = str(tmp_path)
+    run_op(create_operator("Load", [], [], db="m.lmdb", db_type="lmdb", load_all=1), back)
+    for k in ("f", "i", "s"):
+        _assert_same(back.values[k], BLOBS[k], k)
