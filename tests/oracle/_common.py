@@ -156,7 +156,9 @@ def save_npz(path, arrays):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for key in sorted(arrays):
-            arr = np.ascontiguousarray(arrays[key])
+            arr = np.asarray(arrays[key])
+            if arr.ndim:  # NOTE: ascontiguousarray turns a 0-d array into shape (1,); a 0-d one is contiguous
+                arr = np.ascontiguousarray(arr)
             if arr.dtype == object:
                 raise TypeError("object array for %s" % key)
             b = io.BytesIO()
