@@ -126,7 +126,7 @@ def _sigmoid_xent_terms(xp, x, t, log_d_trick, unjoined):
 
 def _rows(x):
     """(outer, inner) view: the sigmoid losses average over the LAST axis (a 0-d input is one row of 1;
-    a 1-D input gives a (1,) loss, not a 0-d one)."""
+    a 1-D input gives a 0-d loss)."""
     inner = x.shape[-1] if x.ndim else 1
     return x.reshape(-1, inner), x.shape[:-1] if x.ndim else ()
 
@@ -135,7 +135,7 @@ def _rows(x):
 def sigmoid_cross_entropy_with_logits(xp, x, t, *, log_D_trick: int = 0, unjoined_lr_loss: int = 0):
     (x2, out), t2 = _rows(x), _rows(t)[0]
     ll, _ = _sigmoid_xent_terms(xp, x2, t2, log_D_trick, unjoined_lr_loss)
-    return (-ll.mean(axis=1) if x2.shape[1] else xp.zeros(x2.shape[0], x.dtype)).reshape(out or (1,)).astype(x.dtype)
+    return (-ll.mean(axis=1) if x2.shape[1] else xp.zeros(x2.shape[0], x.dtype)).reshape(out).astype(x.dtype)
 
 
 @kernel("SigmoidCrossEntropyWithLogitsGradient")
@@ -149,7 +149,7 @@ def sigmoid_cross_entropy_with_logits_gradient(xp, g, x, t, *, log_D_trick: int 
 def weighted_sigmoid_cross_entropy_with_logits(xp, x, t, w):
     (x2, out), t2, w2 = _rows(x), _rows(t)[0], _rows(w)[0]
     ll, _ = _sigmoid_xent_terms(xp, x2, t2, 0, 0)
-    return (-(ll * w2).mean(axis=1)).reshape(out or (1,)).astype(x.dtype)
+    return (-(ll * w2).mean(axis=1)).reshape(out).astype(x.dtype)
 
 
 @kernel("WeightedSigmoidCrossEntropyWithLogitsGradient")
@@ -178,7 +178,7 @@ def spatial_softmax_with_loss(xp, x, label, weight=None, *, scale: float = 1.0):
     nll = -xp.log(xp.maximum(p[xp.arange(p.shape[0]), xp.where(care, lab, 0)], x.dtype.type(1e-20)))
     total = (w * care).sum()
     loss = (nll * w * care).sum() / total if total != 0 else 0.0
-    return probs.astype(x.dtype), xp.asarray([loss], dtype=x.dtype)  # NOTE: a (1,) loss, unlike SoftmaxWithLoss
+    return probs.astype(x.dtype), xp.asarray(loss, dtype=x.dtype)  # NOTE: a 0-d loss
 
 
 def _spatial_weights(xp, label, weight, dtype):
@@ -307,9 +307,9 @@ def bernoulli_jsd_gradient(xp, go, x, t):
 
 @kernel("Perplexity")
 def perplexity(xp, p):
-    # NOTE: the product of p_i ** (-1/N) (not exp of a mean log): 1 for an empty batch; a (1,) output.
+    # NOTE: the product of p_i ** (-1/N) (not exp of a mean log): 1 for an empty batch; a 0-d output.
     n = p.shape[0]
-    return xp.asarray([xp.prod(p.astype(np.float32) ** np.float32(-1.0 / n)) if n else 1.0], dtype=np.float32)
+    return xp.asarray(xp.prod(p.astype(np.float32) ** np.float32(-1.0 / n)) if n else 1.0, dtype=np.float32)
 
 
 @kernel("MultiClassAccuracy")
@@ -687,19 +687,19 @@ shape("SquaredL2DistanceGradient")(same_as(0, 1))
 
 
 shape("SigmoidCrossEntropyWithLogits", "WeightedSigmoidCrossEntropyWithLogits")(
-    lambda x, *_: TensorInfo(dims(x)[:-1] or (1,), x.dtype))  # NOTE: averaged over the last axis
+    lambda x, *_: TensorInfo(dims(x)[:-1], x.dtype))  # NOTE: averaged over the last axis
 shape("SigmoidCrossEntropyWithLogitsGradient", "WeightedSigmoidCrossEntropyWithLogitsGradient",
       "BernoulliJSDGradient")(same_as(1))
 shape("MakeTwoClass")(lambda x: TensorInfo(dims(x) + (2,), x.dtype))
 shape("MakeTwoClassGradient")(lambda dy: TensorInfo(dims(dy)[:-1], dy.dtype))
-shape("SpatialSoftmaxWithLoss")(lambda x, *_: (x, TensorInfo((1,), x.dtype)))
+shape("SpatialSoftmaxWithLoss")(lambda x, *_: (x, TensorInfo((), x.dtype)))
 shape("SpatialSoftmaxWithLossGradient", "PairWiseLossGradient", "CosineEmbeddingCriterionGradient")(same_as(0))
 shape("MarginRankingCriterion", "CosineEmbeddingCriterion")(same_as(0))
 shape("MarginRankingCriterionGradient")(same_as(0, 1))
 shape("PairWiseLoss")(lambda x, label, lengths=None: TensorInfo(
     (1,) if lengths is None else dims(lengths)[:1], x.dtype))
 shape("BernoulliJSD")(lambda x, t: TensorInfo(dims(x), FLOAT))
-shape("Perplexity")(lambda p: TensorInfo((1,), FLOAT))
+shape("Perplexity")(lambda p: TensorInfo((), FLOAT))
 shape("MultiClassAccuracy")(lambda x, label: (TensorInfo(dims(x)[1:2], FLOAT), TensorInfo(dims(x)[1:2], INT32)))
 
 shape("SmoothL1Loss", "SelectSmoothL1Loss", "SigmoidCrossEntropyLoss", "SigmoidFocalLoss")(
