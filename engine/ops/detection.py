@@ -764,6 +764,41 @@ def collect_and_distribute_fpn_rpn_proposals(xp, *rois_probs, roi_canonical_scal
     return (rois, *parts, restore)
 
 
+@kernel("RMACRegions")
+def rmac_regions(xp, x, *, scales: int = 3, overlap: float = 0.4):
+    """R-MAC's square regions at `scales` scales ([batch, x1, y1, x2, y2] rows, repeated per image):
+    l regions (plus the best extra `step` along the long side for ~`overlap`) of side 2*min/(l+1)."""
+    n, _, h, w = np.shape(x)
+    if n == 0:
+        return np.zeros((0, 5), F32)
+    short = min(h, w)
+    step, best = 0, np.inf
+    if w != h:
+        for k in range(1, 7):
+            b = F32((max(h, w) - short) / float(k))
+            val = abs(F32(short * short - short * b) / F32(short * short) - F32(overlap))
+            if val < best:
+                step, best = k, val
+    wd, hd = (step, 0) if w > h else ((0, step) if h > w else (0, 0))
+    rows = []
+    for lvl in range(1, scales + 1):
+        size = 2 * short // (lvl + 1)
+        if size == 0:
+            break
+        bw = F32((w - size) / float(lvl + wd - 1)) if lvl + wd - 1 > 0 else F32(0)
+        bh = F32((h - size) / float(lvl + hd - 1)) if lvl + hd - 1 > 0 else F32(0)
+        for i in range(lvl + wd):
+            for j in range(lvl + hd):
+                x1, y1 = int(bw * i), int(bh * j)
+                x1 -= max(0, x1 + size - w)
+                y1 -= max(0, y1 + size - h)
+                rows.append([0, x1, y1, x1 + size - 1, y1 + size - 1])
+    one = np.array(rows, F32).reshape(-1, 5)
+    out = np.tile(one, (n, 1))
+    out[:, 0] = np.repeat(np.arange(n, dtype=F32), one.shape[0])
+    return out
+
+
 # ---- gradients ----
 should_not_do_gradient("GenerateProposals", "GenerateProposalsCPP", "BoxWithNMSLimit", "BBoxTransform")
 gradient("RoIAlign", "RoIAlignRotated")(simple("{T}Gradient", "I0 I1 GO0", "GI0"))

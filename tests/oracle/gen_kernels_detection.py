@@ -158,5 +158,10 @@ def cases():
             ins["probs%d" % lvl] = r.uniform(0, 1, 4).astype("f4")
         yield Case(op, op, ins, outs, {"rpn_post_nms_topN": 12})
 
+    for shape, args in (((2, 3, 9, 13), {}), ((1, 2, 17, 8), {"scales": 4, "overlap": 0.5}), ((1, 1, 7, 7), {})):
+        name = "RMACRegions_%dx%d" % shape[2:]
+        r = rng_for(name)
+        yield Case(name, "RMACRegions", {"X": f4(r, *shape)}, ["rois"], args)
+
 
 record("detection", cases())
