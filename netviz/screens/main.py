@@ -224,6 +224,8 @@ class MainScreen(Screen[None]):
         self.canvas.refresh()
 
     def update_status(self) -> None:
+        if not self.is_mounted:
+            return
         s, ref = self.session, self.selected
         cursor = f"{s.path_label(ref.path)} › op {ref.index}" if ref else "-"
         flags = [f for f, on in (("SSA", self.ssa), ("backward", s.show_backward), ("follow", self.follow),
@@ -355,10 +357,18 @@ class MainScreen(Screen[None]):
                 how, target = self.pending.popleft()
                 self.busy = how
             self._one_move(how, target)
-        self.app.call_from_thread(self.update_status)
+        self._to_ui(self.update_status)
+
+    def _to_ui(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
+        """Run `fn` on the UI thread and wait; nothing once the screen is gone (quit mid-move)."""
+        if self.is_attached and self.app.is_running:
+            try:
+                self.app.call_from_thread(fn, *args, **kw)
+            except RuntimeError:  # the app closed between the check and the call
+                pass
 
     def _one_move(self, how: str, target: Any) -> None:
-        call = self.app.call_from_thread
+        call = self._to_ui
         try:
             stop = target() if callable(target) else self.session.step(how, target)
         except Unavailable as e:
@@ -437,7 +447,7 @@ class MainScreen(Screen[None]):
                 raise NetvizError(f"inject: expected NAME=VALUE, got {text!r}")
 
             def run() -> None:  # in the move worker: never beside a running move
-                call = self.app.call_from_thread
+                call = self._to_ui
                 try:
                     arr = self.session.inject(name.strip(), value.strip(), reshape=reshape)
                 except ShapeMismatch as e:
@@ -539,11 +549,11 @@ class MainScreen(Screen[None]):
         try:
             report = self.session.device_diff(cancel)
         except NetvizError as e:
-            self.app.call_from_thread(self.notify, str(e), title=type(e).__name__, severity="error")
+            self._to_ui(self.notify, str(e), title=type(e).__name__, severity="error")
             return
         finally:
             self.diffing = None
-        self.app.call_from_thread(self._show_diff, report)
+        self._to_ui(self._show_diff, report)
 
     def _show_diff(self, report: Any, threshold: float = 1e-4) -> None:
         first = report.first_over(threshold)
@@ -654,7 +664,7 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, group="export")
     def _export(self, target: str, path: NetPath, ssa: bool) -> None:
-        call = self.app.call_from_thread
+        call = self._to_ui
         try:
             out = self.session.export(path, target, ssa=ssa, force=True)
         except NetvizError as e:

@@ -68,9 +68,9 @@ def _cell(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
 
 
-def values_table(arr: np.ndarray, rows: int = 12, width: int = 48, col0: int = 0) -> Table:
+def values_table(arr: np.ndarray, rows: int = 10, width: int = 48, col0: int = 0, max_cols: int = 8) -> Table:
     """The first rows of a 2-D view of `arr`, as many whole columns from `col0` as fit `width`
-    cells (a value never cut to ``0.1…``); the inspector's slice box scrolls further."""
+    cells (a value never cut to ``0.1…``), at most `max_cols`; the slice box scrolls further."""
     a = np.atleast_2d(arr)
     while a.ndim > 2:
         a = a[0]
@@ -80,7 +80,7 @@ def values_table(arr: np.ndarray, rows: int = 12, width: int = 48, col0: int = 0
     used, cols = label_w, []
     for j in range(col0, a.shape[1]):
         w = max([len(str(j))] + [len(r[j]) for r in cells]) + 1
-        if cols and used + w > width:
+        if cols and (used + w > width or len(cols) >= max_cols):
             break
         cols.append(j)
         used += w
