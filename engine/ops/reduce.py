@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine import device as dev
 from engine.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
@@ -50,20 +51,26 @@ def reduce_max_gradient(xp, dy, x, y, *, axes: list | None = None, keepdims: int
     return (_expand(dy, x, ax) * (x == _expand(y, x, ax))).astype(x.dtype)
 
 
+def _dims2(shape, num, front):
+    """(kept, reduced) sizes: ReduceFront* reduce the first `num` dims, ReduceBack* the last."""
+    k = num if front else len(shape) - num
+    a, b = int(np.prod(shape[:k])), int(np.prod(shape[k:]))
+    return (b, a) if front else (a, b)
+
+
 def _rows(x, num, front):
-    """`x` as (kept, reduced) 2-D: ReduceFront* reduce the first `num` dims, ReduceBack* the last."""
-    if front:
-        return x.reshape(int(np.prod(x.shape[:num])), -1).T
-    return x.reshape(-1, int(np.prod(x.shape[x.ndim - num:])))
+    """`x` as (kept, reduced) 2-D (no -1: sizes may be 0)."""
+    kept, red = _dims2(x.shape, num, front)
+    return x.reshape(red, kept).T if front else x.reshape(kept, red)
 
 
-def _lengths_mask(xp, x2, lengths):
+def _lengths_mask(xp, kept, red, lengths):
     """Which of each kept row's reduced entries count: the first lengths[row] (all without lengths)."""
     if lengths is None:
         return None
-    if lengths.size != x2.shape[0]:
-        raise ValueError(f"lengths has {lengths.size} entries, expected one per kept row ({x2.shape[0]})")
-    return xp.arange(x2.shape[1]) < lengths.reshape(-1, 1)
+    if lengths.size != kept:
+        raise ValueError(f"lengths has {lengths.size} entries, expected one per kept row ({kept})")
+    return xp.arange(red) < lengths.reshape(-1, 1)
 
 
 def _front_back(kind, front):
@@ -71,7 +78,7 @@ def _front_back(kind, front):
         if lengths is not None and num_reduce_dim != 1:
             raise ValueError(f"with a lengths input num_reduce_dim must be 1, got {num_reduce_dim}")
         x2 = _rows(x, num_reduce_dim, front)
-        mask = _lengths_mask(xp, x2, lengths)
+        mask = _lengths_mask(xp, *x2.shape, lengths)
         out_shape = x.shape[num_reduce_dim:] if front else x.shape[:x.ndim - num_reduce_dim]
         if kind == "Max":
             y = (x2 if mask is None else xp.where(mask, x2, x.dtype.type(-np.inf))).max(axis=1, initial=-np.inf)
@@ -84,19 +91,23 @@ def _front_back(kind, front):
 
 
 def _front_back_grad(kind, front):
-    # NOTE: [dY, X(, Y)(, lengths)]: the gradient ops read X for its shape (and Y for Max).
+    # NOTE: [dY, X(, Y)(, lengths)]: Sum/Mean read X only for its shape and also take the shape itself
+    # (a 1-D int64 tensor) in its place; Max reads X's values and Y.
     def run(xp, dy, x, *rest, num_reduce_dim: int = 1):
         y, lengths = (rest[0], rest[1] if len(rest) > 1 else None) if kind == "Max" else \
             (None, rest[0] if rest else None)
-        x2 = _rows(x, num_reduce_dim, front)
-        mask = _lengths_mask(xp, x2, lengths)
-        g = dy.reshape(-1, 1)
+        as_shape = kind != "Max" and x.ndim == 1 and x.dtype == np.int64
+        shape = tuple(int(v) for v in dev.to_host(x)) if as_shape else x.shape
+        kept, red = _dims2(shape, num_reduce_dim, front)
+        mask = _lengths_mask(xp, kept, red, lengths)
+        g = dy.reshape(kept, 1)
         if kind == "Mean":
-            g = g / (x2.shape[1] if lengths is None else lengths.reshape(-1, 1))
+            g = g / (red if lengths is None else lengths.reshape(-1, 1))
         if kind == "Max":
+            x2 = _rows(x, num_reduce_dim, front)
             mask = (x2 == y.reshape(-1, 1)) if mask is None else mask & (x2 == y.reshape(-1, 1))
-        d2 = xp.broadcast_to(g, x2.shape) if mask is None else xp.where(mask, g, 0)
-        return xp.ascontiguousarray((d2.T if front else d2).astype(x.dtype)).reshape(x.shape)
+        d2 = xp.broadcast_to(g, (kept, red)) if mask is None else xp.where(mask, g, 0)
+        return xp.ascontiguousarray((d2.T if front else d2).astype(dy.dtype)).reshape(shape)
     return run
 
 
