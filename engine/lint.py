@@ -286,12 +286,13 @@ def _adjoint(net, diff, losses):
     for i, op in enumerate(net.op):
         conv3d = op.type == "Conv" and arg_value(op, "order", "NCHW") == "NHWC" and len(arg_value(op, "kernels", [])) == 3
         if i in diff and (conv3d or op.type == "IntegralImage"):
-            out.append(_f("adjoint-gradients", i, op, "Caffe2's CPU gradient is not the adjoint of this op; netviz's "
-                          "is (in both modes)", values_differ=True))
+            out.append(_f("adjoint-gradients", i, op, "Caffe2's CPU gradient is not the adjoint of this op; "
+                          + ("netviz's is (in both modes)" if conv3d else "exact mode computes Caffe2's, "
+                             "--fix-caffe2 the adjoint"), values_differ=True))
         elif op.type.startswith(("SparseAdagradFusedWithSparseLengthsWeightedSum",
                                  "RowWiseSparseAdagradFusedWithSparseLengthsWeightedSum")):
-            out.append(_f("adjoint-gradients", i, op, "Caffe2 weights each index by its position in its segment; "
-                          "netviz by the index (in both modes)", values_differ=True))
+            out.append(_f("adjoint-gradients", i, op, "Caffe2 weights each index by its position in its segment "
+                          "(exact mode too); --fix-caffe2 by the index", values_differ=True))
     return out
 
 

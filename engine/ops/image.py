@@ -12,6 +12,7 @@ import numpy as np
 from engine import device as dev
 from engine.errors import ExecutionError
 from engine.grad_makers import cc_maker, simple
+from engine.lint import fixes_enabled
 from engine.ops.conv import col2im, from_nchw, geometry, geometry_args, to_nchw, windows
 from engine.ops.tensor import concat, concat_gradient, concat_shape
 from engine.registry import gradient, kernel, shape
@@ -232,7 +233,11 @@ def integral_image(xp, x):
 
 @kernel("IntegralImageGradient")
 def integral_image_gradient(xp, x, dy):
-    # NOTE: the adjoint: dX[h, w] = sum of dY[h' > h, w' > w] (reverse cumulative sums).
+    # NOTE: Caffe2 (exact mode) returns the PREFIX sums of dY's first H x W block; the adjoint
+    # (--fix-caffe2) is dX[h, w] = sum of dY[h' > h, w' > w] (docs/fidelity.md).
+    h, w = x.shape[2:]
+    if not fixes_enabled():
+        return dy[:, :, :h, :w].cumsum(axis=2).cumsum(axis=3).astype(x.dtype)
     r = dy[:, :, 1:, 1:][:, :, ::-1, ::-1].cumsum(axis=2).cumsum(axis=3)[:, :, ::-1, ::-1]
     return xp.ascontiguousarray(r).astype(x.dtype)
 

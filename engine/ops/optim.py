@@ -12,6 +12,7 @@ import numpy as np
 from engine import device as dev
 from engine.grad_makers import no_gradient, should_not_do_gradient
 from engine.errors import ExecutionError
+from engine.lint import fixes_enabled
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from engine.shapes import FLOAT, INT64, TensorInfo, dims, same_as
@@ -184,9 +185,11 @@ def sparse_adagrad_fused(xp, param, h, *rest, ctx, epsilon: float = 1e-5, weight
     if "Mean" in t:
         rows = rows / xp.asarray(np.maximum(lens, 1))[seg][:, None].astype(g.dtype)
     if weighted:
-        # NOTE: each index's own weight aux[i]; Caffe2 1.10 reads aux[position within the segment], wrong
-        # from the second non-empty segment on (docs/fidelity.md).
-        rows = rows * aux.reshape(-1)[:, None]
+        # NOTE: Caffe2 (exact mode) weights index i by aux[its position within its segment], wrong from
+        # the second non-empty segment on; --fix-caffe2 uses its own weight aux[i] (docs/fidelity.md).
+        local = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+        w_of = xp.arange(aux.size) if fixes_enabled() else xp.asarray(local)
+        rows = rows * aux.reshape(-1)[w_of][:, None]
     f, a = param.dtype.type, _lr(lr)
     idx = xp.asarray(dev.to_host(indices).reshape(-1).astype(np.int64))
     p2 = param.reshape(param.shape[0], -1)

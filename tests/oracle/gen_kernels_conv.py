@@ -158,9 +158,9 @@ def image_cases():
     yield Case(name, "BatchToSpace", {"X": f4(r, 8, 2, 3, 3)}, ["Y"], dict(block_size=2, order="NHWC"))
     name = "IntegralImage"
     r = rng_for(name)
-    # NOTE: Caffe2's IntegralImageGradient is not the adjoint (docs/fidelity.md); tests/engine/test_kernels_conv.py
-    # checks netviz's against the exact one.
-    yield Case(name, name, {"X": f4(r, 2, 3, 4, 5)}, ["Y"])
+    # NOTE: Caffe2's IntegralImageGradient is not the adjoint; netviz matches it by default and gives the adjoint
+    # with --fix-caffe2 (docs/fidelity.md, tests/engine/test_kernels_conv.py).
+    yield Case(name, name, {"X": f4(r, 2, 3, 4, 5)}, ["Y"], grad=True)
     for order in ("NCHW", "NHWC"):
         name = f"DepthConcat_{order}"
         r = rng_for(name)

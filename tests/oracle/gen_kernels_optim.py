@@ -169,9 +169,9 @@ def cases():
                 ins = {"P": f4(r, 6, 3), "H": pos(r, 6) if rw else pos(r, 6, 3)}
                 if kind == "WeightedSum":
                     ins["W"] = f4(r, 5)
-                # NOTE: WeightedSum: one non-empty segment, the only layout where Caffe2 1.10 reads the right
-                # weights (docs/fidelity.md; tests/engine/test_kernels_optim.py checks the others).
-                lens = [0, 5, 0] if kind == "WeightedSum" else [2, 0, 3]
+                # NOTE: WeightedSum over several segments: Caffe2 reads the weights by position in the segment;
+                # netviz does too by default (--fix-caffe2: by index; docs/fidelity.md).
+                lens = [2, 0, 3]
                 ins.update({"I": np.array([1, 4, 1, 0, 5], "i4"), "G": f4(r, 3, 3), "lr": LR,
                             "L": np.array(lens, "i4")})
                 outs = ["P", "H"] + (["auxg"] if kind == "WeightedSum" else [])
