@@ -764,6 +764,50 @@ def collect_and_distribute_fpn_rpn_proposals(xp, *rois_probs, roi_canonical_scal
     return (rois, *parts, restore)
 
 
+@kernel("HeatmapMaxKeypoint", needs_context=True)
+def heatmap_max_keypoint(xp, heatmaps, boxes, *, ctx, should_output_softmax: bool = False):
+    """Keypoints (N, 4, K): x, y, score, prob per heatmap.  The maximum cell is refined with a
+    second-order Taylor step on its 3x3 neighbourhood (mirrored at the border), capped at 1.5 cells."""
+    hm, boxes = np.asarray(heatmaps, F32), np.asarray(boxes, F32)
+    if hm.ndim != 4 or hm.shape[2] != hm.shape[3] or hm.shape[2] < 2 or boxes.ndim != 2 or boxes.shape[1] < 4:
+        raise ExecutionError(f"{_where(ctx)}: heatmaps {hm.shape} must be (N, K, S, S), S >= 2, boxes (N, >=4)")
+    n, k, size, _ = hm.shape
+    flat = hm.reshape(n * k, size * size)
+    best = flat.argmax(axis=1)  # NOTE: the first maximum, as Caffe2's scan
+    probs = None
+    if should_output_softmax:
+        e = np.exp(flat)
+        probs = e / e.sum(axis=1, keepdims=True)
+    out = np.zeros((n, 4, k), F32)
+    for b in range(n):
+        x0, y0 = boxes[b, 0], boxes[b, 1]
+        xlen, ylen = max(boxes[b, 2] - boxes[b, 0], F32(1)), max(boxes[b, 3] - boxes[b, 1], F32(1))
+        for j in range(k):
+            r = b * k + j
+            my, mx = divmod(int(best[r]), size)
+            f = np.empty((3, 3), F32)
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    xx = dx - 2 * (dx + mx >= size) + 2 * (dx + mx < 0)
+                    yy = dy - 2 * (dy + my >= size) + 2 * (dy + my < 0)
+                    f[dy + 1, dx + 1] = flat[r, (yy + my) * size + xx + mx]
+            g = np.array([-(f[1, 2] - f[1, 0]) / 2, -(f[2, 1] - f[0, 1]) / 2], F32)
+            cross = (f[2, 2] - f[2, 0] - f[0, 2] + f[0, 0]) / 4
+            a = np.array([[f[1, 0] - 2 * f[1, 1] + f[1, 2], cross], [cross, f[0, 1] - 2 * f[1, 1] + f[2, 1]]], F32)
+            if abs(np.linalg.det(a)) < 1e-4:
+                delta, score = np.zeros(2, F32), flat[r, best[r]]
+            else:
+                delta = np.linalg.solve(a.astype(np.float64), g.astype(np.float64)).astype(F32)
+                if np.abs(delta).max() > 1.5:
+                    delta = delta / np.abs(delta).max() * F32(1.5)
+                score = f[1, 1] - g @ delta + 0.5 * delta @ a @ delta
+            out[b, 0, j] = x0 + (0.5 + mx + delta[0]) * xlen / size
+            out[b, 1, j] = y0 + (0.5 + my + delta[1]) * ylen / size
+            out[b, 2, j] = score
+            out[b, 3, j] = probs[r, best[r]] if probs is not None else 0.0
+    return out
+
+
 @kernel("RMACRegions")
 def rmac_regions(xp, x, *, scales: int = 3, overlap: float = 0.4):
     """R-MAC's square regions at `scales` scales ([batch, x1, y1, x2, y2] rows, repeated per image):

@@ -163,5 +163,14 @@ def cases():
         r = rng_for(name)
         yield Case(name, "RMACRegions", {"X": f4(r, *shape)}, ["rois"], args)
 
+    for tag, args in (("", {}), ("_softmax", {"should_output_softmax": 1})):
+        name = "HeatmapMaxKeypoint" + tag
+        r = rng_for(name)
+        hm = r.randn(4, 3, 8, 8).astype("f4")
+        hm[0, 0, 0, 0] = 9.0  # a maximum in the corner (mirrored neighbourhood)
+        hm[1, 1, 7, 3] = 9.0  # on the border
+        yield Case(name, "HeatmapMaxKeypoint", {"hm": hm, "boxes": boxes(r, 4, size=80.0)}, ["kp"], args,
+                   rtol=1e-3, atol=1e-3)
+
 
 record("detection", cases())
