@@ -76,7 +76,7 @@ def save(xp, *xs, ctx, db: str = "", db_type: str = "", absolute_path: bool = Fa
     return ()
 
 
-@kernel("Checkpoint", needs_context=True)
+@kernel("Checkpoint", "Snapshot", needs_context=True)  # NOTE: Snapshot is Caffe2's old name of Checkpoint
 def checkpoint(xp, it, *xs, ctx, db: str = "", db_type: str = "", absolute_path: bool = False,
                every: int = 1):
     """Save inputs 1.. every `every` iterations to `db` formatted with the iteration (``%d``)."""
@@ -162,10 +162,40 @@ def create_db(xp, *, ctx, db: str = "", db_type: str = "", num_shards: int = 1, 
     return DBReader(db, db_type, _read(ctx, db, db_type))
 
 
+@dataclass(eq=False)
+class QueueDBReader:
+    """Caffe2's BlobsQueueDB: a DB whose next record is dequeued from a blobs queue."""
+
+    queue: object
+    key_index: int = -1
+    value_index: int = 0
+    cpp_type = "std::unique_ptr<caffe2::db::DBReader>"
+
+    def read(self) -> tuple[str, bytes]:
+        if not self.queue.records:
+            raise ExecutionError("the queue behind the DB is empty: in one process this would wait forever")
+        rec = self.queue.records.pop(0)
+        key = rec[self.key_index] if self.key_index >= 0 else b""
+        value = rec[self.value_index]
+        value = value if isinstance(value, bytes) else bytes(np.asarray(value).reshape(-1)[0])
+        return (key.decode() if isinstance(key, bytes) else str(key)), value
+
+    def describe(self, name: str) -> bytes:
+        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
+
+
+@kernel("CreateBlobsQueueDB", needs_context=True)
+def create_blobs_queue_db(xp, queue, *, ctx, key_blob_index: int = -1, value_blob_index: int = 0,
+                          timeout_secs: float = 0.0):
+    if not hasattr(queue, "records"):
+        raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not a blobs queue")
+    return QueueDBReader(queue, int(key_blob_index), int(value_blob_index))
+
+
 @kernel("TensorProtosDBInput", needs_context=True)
 def tensor_protos_db_input(xp, reader, *, ctx, batch_size: int = 0):
     """One TensorProtos record per item; output k stacks the k-th protos of `batch_size` records."""
-    if not isinstance(reader, DBReader):
+    if not isinstance(reader, (DBReader, QueueDBReader)):
         raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not a DB reader")
     from proto import caffe2_pb2  # noqa: PLC0415
 

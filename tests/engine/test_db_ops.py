@@ -158,3 +158,28 @@ def test_lmdb_round_trip_when_the_package_is_installed(tmp_path):
     run_op(create_operator("Load", [], [], db="m.lmdb", db_type="lmdb", load_all=1), back)
     for k in ("f", "i", "s"):
         _assert_same(back.values[k], BLOBS[k], k)
+
+
+def test_checkpoint_and_its_old_name_snapshot_save_every_n_iterations(tmp_path):
+    ws = Workspace("t")
+    ws.root_folder = str(tmp_path)
+    ws.feed_blob("w", np.ones(3, np.float32))
+    for it in (3, 4):
+        ws.feed_blob("it", np.array([it], np.int64))
+        for t in ("Checkpoint", "Snapshot"):
+            run_op(create_operator(t, ["it", "w"], [], db=f"{t}_%d.minidb", db_type="minidb", every=2), ws)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Checkpoint_4.minidb", "Snapshot_4.minidb"]
+
+
+def test_tensor_protos_db_input_reads_a_queue_through_create_blobs_queue_db():
+    from proto import caffe2_pb2
+
+    ws = Workspace("t")
+    run_op(create_operator("CreateBlobsQueue", [], ["q"], capacity=4, num_blobs=1), ws)
+    for v in (1.5, 2.5):
+        protos = caffe2_pb2.TensorProtos(protos=[blobio.tensor_proto("x", np.array([v], np.float32))])
+        ws.values["rec"] = protos.SerializeToString()
+        run_op(create_operator("EnqueueBlobs", ["q", "rec"], ["rec"]), ws)
+    run_op(create_operator("CreateBlobsQueueDB", ["q"], ["db"]), ws)
+    run_op(create_operator("TensorProtosDBInput", ["db"], ["x"], batch_size=2), ws)
+    assert ws.values["x"].tolist() == [[1.5], [2.5]]
