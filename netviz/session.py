@@ -415,8 +415,7 @@ class Session:
         table = self.shapes(path)
         infos = [info for (n, _), info in table.items() if n == name and info.shape is not None]
         if infos and all(d is not None for d in infos[-1].shape):
-            from engine.summary import DTYPE_NAMES
-            return tuple(infos[-1].shape), np.dtype(DTYPE_NAMES.get(infos[-1].dtype, "float32"))
+            return tuple(infos[-1].shape), _np_dtype(infos[-1].dtype)
         return None, None
 
     def blob_info(self, name: str) -> dict[str, Any]:
@@ -478,8 +477,7 @@ class Session:
             info = table.get((name, version))
             known = info is not None and info.shape is not None and all(d is not None for d in info.shape)
             shape = tuple(info.shape) if known else None
-            from engine.summary import DTYPE_NAMES
-            dtype = np.dtype(DTYPE_NAMES.get(info.dtype, "float32")) if info is not None and info.dtype else None
+            dtype = _np_dtype(info.dtype) if info is not None and info.dtype else None
             text_v = given.get(name, "zeros()")
             if shape is None and text_v == "zeros()":
                 raise NetvizError(f"skip op #{pc.index} {op.type}: the shape of {name} is unknown; give it, "
@@ -720,6 +718,14 @@ class Session:
             "control": op.type in CONTROL_FLOW, "breakpoint": self.breakpoints.get(ref),
             "lint": [f.text() for f in self.lint_findings().get(ref.index, [])] if not ref.path else [],
         }
+
+
+def _np_dtype(data_type: int | None) -> np.dtype | None:
+    """A Caffe2 TensorProto data type as a NumPy dtype (None for strings and other non-numbers)."""
+    try:
+        return np.dtype(DTYPE_NAMES.get(data_type or 1, "float32"))
+    except TypeError:
+        return None
 
 
 def _shape_key(path: NetPath) -> tuple[Any, ...]:

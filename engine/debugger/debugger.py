@@ -46,6 +46,8 @@ class Debugger(Machine):
         Loss blob(s) for :meth:`backward`.
     budget_bytes : int
         Memory the undo history may hold; the oldest steps are forgotten beyond it.
+    cancel : threading.Event, optional
+        An event another thread sets to stop a running move (as :meth:`cancel` does).
     seed : int
         Seeds random inputs and every random op without its own ``random_seed``, so a session
         (and its restart) replays the same numbers.
@@ -58,7 +60,8 @@ class Debugger(Machine):
     def __init__(self, model: Model, feeds: Mapping[str, Any] | None = None, device: str | None = None,
                  loss: str | list[str] | None = None, budget_bytes: int = DEFAULT_BUDGET,
                  record_stats: bool = True, seed: int = 0, synthesize_params: bool = False,
-                 param_width: int = 16, keep_budget: int = KEEP_BUDGET) -> None:
+                 param_width: int = 16, keep_budget: int = KEEP_BUDGET,
+                 cancel: threading.Event | None = None) -> None:
         if device not in (None, "cpu", "gpu"):
             raise DebuggerError(f"device must be cpu, gpu or None, not {device!r}")
         self.model, self.device, self.budget, self.keep_budget = model, device, budget_bytes, keep_budget
@@ -74,7 +77,7 @@ class Debugger(Machine):
         self.fwd_index: list[int | None] = []
         self.grad_map: dict[str, Any] = {}
         self._next_id = 1
-        self._cancel = threading.Event()
+        self._cancel = cancel if cancel is not None else threading.Event()  # a caller's event stops it too
         self._predict = self._on_device(model.predict)
         self.restart()
 

@@ -56,11 +56,9 @@ def device_diff(model: Model, feeds: Mapping[str, Any] | None = None, *, loss: s
     for device in ("cpu", "gpu"):
         with dev.use_fake_cuda() if device == "gpu" and stand_in else contextlib.nullcontext():
             dbg = Debugger(model, feeds, device=device, loss=loss, record_stats=False, budget_bytes=0,
-                           keep_budget=0, synthesize_params=synthesize_params, seed=seed)
+                           keep_budget=0, synthesize_params=synthesize_params, seed=seed, cancel=cancel)
             if loss is not None:
                 dbg.backward()
-            if cancel is not None:
-                dbg._cancel = cancel  # NOTE: the caller's event is the debugger's cancel flag
             stop = dbg.continue_()
         if stop.reason == "cancelled":
             raise ExecutionError("device diff cancelled")
