@@ -56,8 +56,10 @@ def histogram(xp, *xs, bin_edges=()):
 @kernel("SelfBinningHistogram")
 def self_binning_histogram(xp, *xs, num_bins: int = 0, bin_spacing: str = "linear",
                            logspace_start: float = 1e-24, abs: int = 0):  # noqa: A002 - Caffe2's name
-    if num_bins < 1 or bin_spacing not in ("linear", "logarithmic") or logspace_start <= 0:
-        raise ValueError("SelfBinningHistogram needs num_bins >= 1, bin_spacing linear|logarithmic")
+    if num_bins < 1:
+        raise ValueError("Number of bins must be greater than or equal to 1.")
+    if bin_spacing not in ("linear", "logarithmic") or logspace_start <= 0:
+        raise ValueError("bin_spacing must be linear or logarithmic and logspace_start > 0")
     v = _all_values(xs, bool(abs))
     t = v.dtype.type if v.dtype.kind == "f" else np.float32
     edges_n = num_bins + 1

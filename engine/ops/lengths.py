@@ -295,7 +295,7 @@ def gather_by_key(xp, keys, *shards):
     for q, s in enumerate(shards):
         if s.shape[0] != counts[q]:
             raise ValueError(f"shard {q} has {s.shape[0]} rows, keys send {counts[q]}")
-    flat = xp.concatenate([s.reshape((s.shape[0], -1)) for s in shards], axis=0) if parts else None
+    flat = xp.concatenate([s.reshape((s.shape[0], int(np.prod(s.shape[1:])))) for s in shards], axis=0)
     rows = np.empty(k.size, dtype=np.int64)
     rows[order] = np.arange(k.size)
     out = xp.take(flat, xp.asarray(rows), axis=0)

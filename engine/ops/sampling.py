@@ -27,6 +27,9 @@ def weighted_sample(xp, weights, values=None, *, ctx=None):
         raise ValueError("sampling_weights must be 2-D (batch, weights)")
     if values is not None and tuple(values.shape) != w.shape:
         raise ValueError(f"sampling_values of shape {tuple(values.shape)} for weights {w.shape}")
+    if w.size == 0:   # NOTE: no rows or no weights: empty outputs, as Caffe2
+        empty = [xp.zeros(0, np.int32)] + ([xp.zeros(0, values.dtype)] if values is not None else [])
+        return tuple(empty)
     cdf = np.cumsum(w, axis=1)
     u = ctx.rng.random(w.shape[0]) * (cdf[:, -1] if w.shape[1] else 0)
     idx = np.minimum((cdf <= u[:, None]).sum(axis=1), max(w.shape[1] - 1, 0)).astype(np.int32)
@@ -43,9 +46,7 @@ def weighted_multi_sampling(xp, cdf, like=None, *, num_samples: int = 0, ctx=Non
     shape_ = tuple(like.shape) if like is not None else (num_samples,)
     n = int(np.prod(shape_))
     if c.size == 0:
-        if n:
-            raise ValueError("cannot sample from an empty cdf")
-        return xp.zeros(shape_, np.int32)
+        return xp.zeros(0, np.int32)   # NOTE: an empty cdf samples nothing, whatever the count
     u = ctx.rng.random(n) * c[-1]
     return xp.asarray(np.searchsorted(c, u, side="right").clip(0, c.size - 1).astype(np.int32).reshape(shape_))
 

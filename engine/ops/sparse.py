@@ -8,6 +8,7 @@ from engine.grad_makers import GradientMakerError, cc_maker, gradient_not_implem
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from engine.shapes import TensorInfo, dims, norm_axis, same_as
+from proto import caffe2_pb2
 
 # ---- kernels ----
 
@@ -67,6 +68,9 @@ def _segments(xp, lengths):
 
 
 def _segment_sum(xp, rows, lengths, mean=False):
+    # NOTE: float16 tables are summed and returned in float32, as Caffe2's SparseLengths* kernels do.
+    if rows.dtype == np.float16:
+        rows = rows.astype(np.float32)
     seg, n = _segments(xp, lengths)
     out = xp.zeros((n.size,) + rows.shape[1:], dtype=rows.dtype)
     xp.add.at(out, seg, rows)
@@ -227,8 +231,14 @@ def _segments_shape(data, lengths):
 
 
 shape("LengthsSum", "LengthsMean", "LengthsMax")(_segments_shape)
-shape("SparseLengthsSum", "SparseLengthsMean")(lambda data, indices, lengths: _segments_shape(data, lengths))
-shape("SparseLengthsWeightedSum")(lambda data, w, indices, lengths: _segments_shape(data, lengths))
+def _sparse_lengths_shape(data, lengths):
+    """SparseLengths*: float16 tables give float32 sums."""
+    out = _segments_shape(data, lengths)
+    return TensorInfo(out.shape, caffe2_pb2.TensorProto.FLOAT) if data.dtype == caffe2_pb2.TensorProto.FLOAT16 else out
+
+
+shape("SparseLengthsSum", "SparseLengthsMean")(lambda data, indices, lengths: _sparse_lengths_shape(data, lengths))
+shape("SparseLengthsWeightedSum")(lambda data, w, indices, lengths: _sparse_lengths_shape(data, lengths))
 
 
 @shape("SparseToDense")

@@ -1,7 +1,7 @@
 """String tensor ops: StringPrefix, StringSuffix, StringStartsWith, StringEndsWith, StringEquals, StringJoin.
 
-A string tensor is a NumPy array of Python ``str`` (dtype object; fed ``bytes`` or ``str_`` arrays are
-read the same way), so the inspector shows its text.
+A string tensor is a NumPy object array of ``bytes``, as Caffe2's ``FetchBlob`` gives it (fed ``str``,
+``bytes_`` or ``str_`` arrays are read the same way); the inspector prints each element.
 """
 from __future__ import annotations
 
@@ -16,24 +16,18 @@ from proto import caffe2_pb2
 # ---- kernels ----
 
 
-def _text(s) -> str:
-    return s.decode("utf-8", "surrogateescape") if isinstance(s, bytes) else str(s)
-
-
-def _strings(x):
-    """A string tensor as an object array of ``str``, refusing numbers."""
-    h = dev.to_host(x)
-    if h.dtype.kind not in "OSU":
-        raise TypeError(f"expected a string tensor, got {h.dtype}")
-    out = np.empty(h.shape, dtype=object)
-    out.ravel()[:] = [_text(s) for s in h.ravel()]
-    return out
+def _bytes(s) -> bytes:
+    """One element as Caffe2's std::string: its bytes (text is UTF-8 encoded)."""
+    return s if isinstance(s, bytes) else str(s).encode("utf-8", "surrogateescape")
 
 
 def _map(x, fn, dtype=object):
-    s = _strings(x)
-    out = np.empty(s.shape, dtype=dtype)
-    out.ravel()[:] = [fn(v) for v in s.ravel()]
+    """`fn` on every element's bytes (byte-wise, as Caffe2: a prefix may split a UTF-8 character)."""
+    h = dev.to_host(x)
+    if h.dtype.kind not in "OSU":
+        raise TypeError(f"expected a string tensor, got {h.dtype}")
+    out = np.empty(h.shape, dtype=dtype)
+    out.ravel()[:] = [fn(_bytes(v)) for v in h.ravel()]
     return out
 
 
@@ -49,28 +43,28 @@ def string_suffix(xp, x, *, length: int = 0):
 
 @kernel("StringStartsWith")
 def string_starts_with(xp, x, *, prefix: str = ""):
-    return _map(x, lambda v: v.startswith(_text(prefix)), bool)
+    return _map(x, lambda v: v.startswith(_bytes(prefix)), bool)
 
 
 @kernel("StringEndsWith")
 def string_ends_with(xp, x, *, suffix: str = ""):
-    return _map(x, lambda v: v.endswith(_text(suffix)), bool)
+    return _map(x, lambda v: v.endswith(_bytes(suffix)), bool)
 
 
 @kernel("StringEquals")
 def string_equals(xp, x, *, text: str = ""):
-    return _map(x, lambda v: v == _text(text), bool)
+    return _map(x, lambda v: v == _bytes(text), bool)
 
 
-def _cell(v) -> str:
+def _cell(v) -> bytes:
     """One element as C++ ``operator<<`` prints it (6 significant digits for floats)."""
     if isinstance(v, (str, bytes)):
-        return _text(v)
+        return _bytes(v)
     if isinstance(v, (float, np.floating)):
-        return format(float(v), "g")
+        return format(float(v), "g").encode()
     if isinstance(v, (bool, np.bool_)):
-        return str(int(v))
-    return str(v)
+        return str(int(v)).encode()
+    return str(v).encode()
 
 
 @kernel("StringJoin")
@@ -83,9 +77,9 @@ def string_join(xp, x, *, delimiter: str = ",", axis: int = 0):
     m = h.reshape(h.shape[0], -1) if h.ndim else h.reshape(1, 1)
     if axis == 1:
         m = m.T
-    d = _text(delimiter)
+    d = _bytes(delimiter)
     out = np.empty(m.shape[0], dtype=object)
-    out[:] = ["".join(_cell(v) + d for v in row) for row in m]
+    out[:] = [b"".join(_cell(v) + d for v in row) for row in m]
     return out
 
 

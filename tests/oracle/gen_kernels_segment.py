@@ -58,6 +58,12 @@ def cases():
     yield Case(n + "_grad_on_weights", n, {"DATA": _data(n, 5, 3), "SCALARS": rng_for(n + "w").rand(6).astype(F32),
                                            "INDICES": np.array([4, 0, 2, 2, 1, 3], I64), "LENGTHS": lengths},
                ["Y"], args={"grad_on_weights": 1}, grad=True)
+    for t in ("SparseLengthsSum", "SparseLengthsMean"):
+        yield Case(t + "_fp16", t, {"DATA": _data(t, 5, 3).astype(np.float16), "INDICES": np.array([4, 0, 2, 2, 1, 3], I64),
+                                    "LENGTHS": lengths}, ["Y"], rtol=1e-3, atol=1e-3)
+    yield Case("SparseLengthsWeightedSum_fp16", "SparseLengthsWeightedSum",
+               {"DATA": _data("slws", 5, 3).astype(np.float16), "SCALARS": rng_for("w16").rand(6).astype(F32),
+                "INDICES": np.array([4, 0, 2, 2, 1, 3], I32), "LENGTHS": lengths}, ["Y"], rtol=1e-3, atol=1e-3)
     n = "ReduceFrontWeightedSum"
     yield Case(n, n, {"DATA": _data(n, 4, 3, 2), "SCALARS": rng_for(n + "w").rand(4).astype(F32)}, ["Y"], grad=True)
     yield Case(n + "_grad_on_weights", n, {"DATA": _data(n, 4, 3), "SCALARS": rng_for(n + "w").rand(4).astype(F32)},
