@@ -65,8 +65,9 @@ def split(xp, x, sizes=None, *, ctx, axis: int | None = None, split: list | None
 def reshape(xp, x, new_shape=None, *, shape: list | None = None):
     # NOTE: 0 copies the input's dim, -1 is inferred; 2nd output old_shape (int64) drives the gradient.
     dims = [int(v) for v in (dev.to_host(new_shape).tolist() if new_shape is not None else shape)]
-    dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
-    if x.size == 0 and -1 in dims:  # NOTE: an empty input: the -1 dim is 0 (numpy finds it ambiguous)
+    if x.size:
+        dims = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(dims)]
+    elif -1 in dims:  # NOTE: an empty input: 0 is a literal 0 (no copy) and the -1 dim is 0
         dims[dims.index(-1)] = 0
     return x.reshape(dims), np.array(x.shape, dtype=np.int64)
 
@@ -517,7 +518,8 @@ def reshape_shape(x, new_shape=None, *, shape: list | None = None):
     old = TensorInfo((len(xd),), INT64)
     if new_shape is not None:
         return TensorInfo(None, x.dtype), old  # the target comes as values
-    out = [xd[i] if d == 0 else d for i, d in enumerate(shape or ())]
+    empty = x.is_known and prod(xd) == 0  # NOTE: an empty input: 0 is a literal 0, not a copy
+    out = [xd[i] if d == 0 and not empty and i < len(xd) else d for i, d in enumerate(shape or ())]
     if out.count(-1) > 1:
         raise ShapeError(f"more than one -1 in shape {shape}")
     if -1 in out:

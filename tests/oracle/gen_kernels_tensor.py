@@ -144,6 +144,11 @@ def _tensor():
     e = np.zeros((0, 4), "f4")
     for name, shape in (("zero", [0, 2, 2]), ("minus1", [-1, 2, 2]), ("zero_minus1", [0, -1])):
         yield Case("Reshape_empty_" + name, "Reshape", {"X": e}, ["Y", "old"], {"shape": shape}, grad=True)
+    # an empty input: 0 is a literal 0; a non-empty one: 0 copies the input's dim
+    for name, xs, shape in (("literal", (3, 0), [2, 0]), ("literal2", (1, 0), [0]), ("more_dims", (0, 0), [0, 0, 0]),
+                            ("copy", (4, 3, 2), [-1, 0])):
+        yield Case("Reshape_zero_" + name, "Reshape", {"X": np.zeros(xs, "f4"), "S": np.array(shape, "i8")},
+                   ["Y", "old"], grad=True)
     # UniformFill / UniformIntFill with min and max as inputs (random: shapes and dtypes only)
     yield Case("UniformIntFill_inputs", "UniformIntFill", {"S": np.zeros((2, 3), "f4"), "lo": np.array([1], "i4"),
                                                            "hi": np.array([5], "i4")}, ["Y"], values=False)
