@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.device import to_host as dev_host
 from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient
 from engine.registry import kernel
@@ -213,39 +214,41 @@ def wall_clock_time(xp):
     return np.array(time.time_ns(), dtype=np.int64)
 
 
-def _put_key(ctx, name: str) -> str:
-    # NOTE: Caffe2 1.10 names the stat after input 0 whatever `name` says (measured).
-    return f"{ctx.op.input[0]}/stat_value"
+def _put(ctx, x, stat_name: str, magnitude_expand: int, bound: bool) -> tuple[str, int]:
+    """(key, value): the stat is named `stat_name` (default: input 0) + "/stat_value"; the value is
+    the input times magnitude_expand truncated to int64 (clamped to int64's range when `bound`)."""
+    v = float(np.asarray(dev_host(x), np.float64).reshape(-1)[0]) * magnitude_expand
+    if bound or not np.isfinite(v):
+        v = min(max(v, -2.0**63), 2.0**63 - 1024)
+        if v >= 2.0**63 - 1024:
+            return f"{stat_name or ctx.op.input[0]}/stat_value", 2**63 - 1
+    return f"{stat_name or ctx.op.input[0]}/stat_value", int(v)
 
 
 @kernel("AveragePut", needs_context=True)
-def average_put(xp, x, *, ctx, name: str = "", magnitude_expand: int = 1, bound: bool = False,
+def average_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1, bound: bool = False,
                 default_value: float = 0.0):
-    key, v = _put_key(ctx, name), int(float(_scalar(x)) * magnitude_expand)
+    key, v = _put(ctx, x, stat_name, magnitude_expand, bound)
     GLOBAL_STATS.add(key + "/sum", v)
     GLOBAL_STATS.add(key + "/count", 1)
     return ()
 
 
 @kernel("IncrementPut", needs_context=True)
-def increment_put(xp, x, *, ctx, name: str = "", magnitude_expand: int = 1, bound: bool = False,
+def increment_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1, bound: bool = False,
                   default_value: float = 0.0):
-    GLOBAL_STATS.add(_put_key(ctx, name), int(float(_scalar(x)) * magnitude_expand))
+    key, v = _put(ctx, x, stat_name, magnitude_expand, bound)
+    GLOBAL_STATS.add(key, v)
     return ()
 
 
 @kernel("StdDevPut", needs_context=True)
-def std_dev_put(xp, x, *, ctx, name: str = "", magnitude_expand: int = 1, bound: bool = False,
+def std_dev_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1, bound: bool = False,
                 default_value: float = 0.0):
-    key, v = _put_key(ctx, name), int(float(_scalar(x)) * magnitude_expand)
-    reg = GLOBAL_STATS
-    if reg.stats.get(key + "/count", 0) == 0:  # NOTE: the first value is the offset of the sums
-        reg.stats[key + "/sumoffset"] = v
-        reg.stats[key + "/sumsqoffset"] = v
-    off = reg.stats.get(key + "/sumoffset", 0)
-    reg.add(key + "/sum", v - off)
-    reg.add(key + "/sumsq", (v - off) ** 2)
-    reg.add(key + "/count", 1)
+    # NOTE: Caffe2 1.10 exports sumoffset and sumsqoffset but leaves both at 0 (measured).
+    key, v = _put(ctx, x, stat_name, magnitude_expand, bound)
+    for part, add in (("/sum", v), ("/count", 1), ("/sumoffset", 0), ("/sumsqoffset", 0)):
+        GLOBAL_STATS.add(key + part, add)
     return ()
 
 

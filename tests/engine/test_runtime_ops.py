@@ -154,3 +154,23 @@ def test_world_of_one_store_and_text_reader(tmp_path):
          field_types=[4, 1])
     _run(ws, "TextFileReaderRead", ["r"], ["s", "f"], batch_size=5)
     assert ws.values["s"].tolist() == [b"a", b"b"] and ws.values["f"].tolist() == [1.5, 2.0]
+
+
+def test_stat_puts_name_truncate_and_bound_as_caffe2():
+    """Measured on Caffe2 1.10.2: keys <stat_name or input>/stat_value, int64-truncated values."""
+    from engine.ops.runtime import GLOBAL_STATS
+
+    GLOBAL_STATS.stats.clear()
+    ws = Workspace("t")
+    for v in (2.5, 4.0, 7.0):
+        for b in ("a", "s", "i"):
+            ws.feed_blob(b, np.array(v, np.float32))
+        _run(ws, "AveragePut", ["a"], [], magnitude_expand=10)
+        _run(ws, "StdDevPut", ["s"], [], stat_name="sd")
+        _run(ws, "IncrementPut", ["i"], [], bound=1, default_value=1.0)
+    ws.feed_blob("big", np.array(1e30, np.float32))
+    _run(ws, "IncrementPut", ["big"], [], bound=1)
+    assert GLOBAL_STATS.stats == {
+        "a/stat_value/sum": 135, "a/stat_value/count": 3, "sd/stat_value/sum": 13, "sd/stat_value/count": 3,
+        "sd/stat_value/sumoffset": 0, "sd/stat_value/sumsqoffset": 0, "i/stat_value": 13,
+        "big/stat_value": 2**63 - 1}
