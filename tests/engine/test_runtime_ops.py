@@ -88,7 +88,7 @@ def _net(path: Path) -> caffe2_pb2.NetDef:
     return caffe2_pb2.NetDef.FromString(path.read_bytes())
 
 
-@pytest.mark.parametrize("name", ["sgd", "sgd_momentum", "adam", "adagrad", "db_sgd"])
+@pytest.mark.parametrize("name", ["sgd", "sgd_momentum", "adam", "adagrad", "db_sgd", "dpm_sgd"])
 def test_caffe2_built_training_net_matches_caffe2_losses(name, monkeypatch):
     """init net (CreateMutex, CreateDB…) then 5 train iterations: every loss equals Caffe2's."""
     d = GOLDEN / name
@@ -107,7 +107,7 @@ def test_caffe2_built_training_net_matches_caffe2_losses(name, monkeypatch):
     losses = []
     for _ in range(want["iters"]):
         ws.run_net(train.name)
-        losses.append(float(ws.fetch_blob("loss")))
+        losses.append(float(ws.fetch_blob(want["loss"])))
     np.testing.assert_allclose(losses, want["losses"], rtol=1e-5, atol=1e-6)
 
 

@@ -25,7 +25,7 @@ def _mlp(model, data, label):
     return loss
 
 
-def _write(name, model, feeds, note):
+def _write(name, model, feeds, note, loss="loss"):
     d = os.path.join(OUT, "runtime", name)
     os.makedirs(d, exist_ok=True)
     workspace.ResetWorkspace()
@@ -38,7 +38,7 @@ def _write(name, model, feeds, note):
     losses = []
     for _ in range(ITERS):
         workspace.RunNet(model.net.Proto().name)
-        losses.append(float(workspace.FetchBlob("loss")))
+        losses.append(float(workspace.FetchBlob(loss)))
     with open(os.path.join(d, "init_net.pb"), "wb") as f:
         f.write(model.param_init_net.Proto().SerializeToString())
     with open(os.path.join(d, "train_net.pb"), "wb") as f:
@@ -46,7 +46,7 @@ def _write(name, model, feeds, note):
     params = {str(p): np.asarray(workspace.FetchBlob(str(p))) for p in model.params}
     save_npz(os.path.join(d, "data.npz"), dict(feeds, **init))
     write_json(os.path.join(d, "losses.json"), {
-        "losses": losses, "iters": ITERS, "note": note, "feeds": sorted(feeds),
+        "losses": losses, "iters": ITERS, "note": note, "feeds": sorted(feeds), "loss": loss,
         "init_op_types": sorted({op.type for op in model.param_init_net.Proto().op}),
         "train_op_types": sorted({op.type for op in model.net.Proto().op}),
         "final_param_sums": {k: float(v.sum()) for k, v in sorted(params.items())}})
@@ -104,6 +104,33 @@ def db_net():
         os.chdir(cwd)
 
 
+def data_parallel_net():
+    """data_parallel_model.Parallelize over two CPU devices (Copy/Sum gradient all-reduce, build_sgd)."""
+    from caffe2.python import data_parallel_model as dpm
+
+    r = np.random.RandomState(22)
+    m = model_helper.ModelHelper(name="train_dpm_sgd")
+
+    def fwd(model, loss_scale):
+        h = brew.fc(model, "data", "h", dim_in=4, dim_out=8)
+        h = brew.relu(model, h, h)
+        y = brew.fc(model, h, "y", dim_in=8, dim_out=3)
+        _, loss = model.net.SoftmaxWithLoss([y, "label"], ["sm", "loss"])
+        return [model.net.Scale(loss, "loss_scaled", scale=loss_scale)]
+
+    dpm.Parallelize(m, input_builder_fun=lambda model: None, forward_pass_builder_fun=fwd,
+                    optimizer_builder_fun=lambda model: optimizer.build_sgd(model, 0.1), devices=[0, 1],
+                    cpu_device=True)
+    for op in m.param_init_net.Proto().op:
+        op.device_option.random_seed = 7
+    feeds = {}
+    for d in (0, 1):
+        feeds["cpu_%d/data" % d] = r.randn(3, 4).astype(np.float32)
+        feeds["cpu_%d/label" % d] = r.randint(0, 3, 3).astype(np.int32)
+    _write("dpm_sgd", m, feeds, "data_parallel_model.Parallelize on 2 CPU devices, build_sgd", loss="cpu_0/loss")
+
+
 if __name__ == "__main__":
     optimizer_nets()
     db_net()
+    data_parallel_net()
