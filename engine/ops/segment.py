@@ -292,17 +292,21 @@ def _make_range(kind):
         return _reduce(xp, data, s, k, kind)
 
     def grad(xp, data, y, dy, ids):
+        # NOTE: Y and dY are read as (segments, block) whatever their rank (a recurrent step feeds
+        # them with an extra unit dim); dX has DATA's shape.
         s, k = _sorted_ids(ids)
         d = xp.asarray(s)
+        rows = data.reshape(data.shape[0], -1)
+        y2, dy2 = y.reshape(y.shape[0], -1), dy.reshape(dy.shape[0], -1)
         if kind in ("Sum", "Mean"):
-            return _spread(xp, dy, s, k, kind)
-        if kind == "Max":
-            # NOTE: every row equal to its segment's max gets dY (ties too).
-            return xp.where(data == y[d], dy[d], xp.zeros_like(data))
-        g = dy[d] * xp.exp(data - y[d])
-        if kind == "LogMeanExp":
-            g = g / _col(xp.asarray(np.maximum(_counts(s, k), 1)[s].astype(dy.dtype)), dy.ndim)
-        return g
+            g = _spread(xp, dy2, s, k, kind)
+        elif kind == "Max":
+            g = xp.where(rows == y2[d], dy2[d], xp.zeros_like(rows))  # NOTE: ties all get dY
+        else:
+            g = dy2[d] * xp.exp(rows - y2[d])
+            if kind == "LogMeanExp":
+                g = g / _col(xp.asarray(np.maximum(_counts(s, k), 1)[s].astype(dy.dtype)), 2)
+        return g.reshape(data.shape)
     kernel(f"SortedSegmentRange{kind}")(fwd)
     kernel(f"SortedSegmentRange{kind}Gradient")(grad)
 
