@@ -33,7 +33,9 @@ CPU_OUTPUT = frozenset({"CopyGPUToCPU", "EnsureCPUOutput", "Shape", "Size"})
 # Small int metadata that Caffe2 keeps on the CPU even for CUDA ops: {type: (input idx, output idx)}.
 CPU_SIDE = {"Concat": ((), (1,)), "Split": ((1,), ()), "Reshape": ((1,), (1,)), "Slice": ((1, 2), ()),
             "SliceGradient": ((1, 2), ()), "ResizeNearest": ((1,), ()), "ResizeNearestGradient": ((2,), ()),
-            "LearningRate": ((0,), ()), "Adam": ((5,), ()), "Iter": ((0,), (0,)), "AtomicIter": ((1,), (0,))}
+            "LearningRate": ((0,), ()), "Adam": ((5,), ()),
+            "SparseAdam": ((6,), ()), "RowWiseSparseAdam": ((6,), ()), "SmartDecaySparseAdam": ((7,), ()),
+            "DecayAdagrad": ((5,), ()), "YellowFin": ((9,), ()), "Iter": ((0,), (0,)), "AtomicIter": ((1,), (0,))}
 _arity_cache: dict[Any, tuple[int, float]] = {}
 MAX_SUBNET_DEPTH = 100
 """Subnets (Do/If/While/RNN) nested deeper than this stop with an ExecutionError, not a RecursionError."""
