@@ -60,3 +60,18 @@ async def test_step_into_the_mask_rcnn_if(zoo, tmp_path, model):
         await wait_for(pilot, lambda: session.pc is not None and session.pc.path
                        and session.pc.path[0][0] == at_if, "the pc inside a branch of the If", timeout=60)
         assert session.pc.path[0][1] in ("then_net", "else_net")
+
+
+@asynctest
+async def test_faster_rcnn_runs_to_the_end_in_the_tui(zoo, tmp_path):
+    """Continue through the whole zoo Faster R-CNN (random seeded weights): proposals, RoIAlign, box head, NMS."""
+    np.save(tmp_path / "im_info.npy", np.array([[192, 192, 1.0]], np.float32))
+    path = zoo / "detectron_e2e_faster_rcnn_R-50-C4_1x" / "predict_net.pbtxt"
+    session = Session.open(path, inputs=["data=1,3,192,192", f"im_info={tmp_path / 'im_info.npy'}"])
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.main.idle and session.debugger is not None and session.debugger.finished,
+                       "the end of the net", timeout=120)
+        assert session.value("score_nms") is not None and session.value("bbox_nms").shape[1] == 4
