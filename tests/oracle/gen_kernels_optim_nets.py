@@ -44,6 +44,8 @@ for name, build in BUILDERS.items():
     for k, v in feeds.items():
         workspace.FeedBlob(k, v)
     workspace.RunNetOnce(m.param_init_net)
+    for p in PARAMS:  # NOTE: the builders' random fills are unseeded: overwrite them for deterministic goldens
+        workspace.FeedBlob(p, (0.5 * r.randn(*workspace.FetchBlob(p).shape)).astype("f4"))
     arrays = {"in/" + b: workspace.FetchBlob(b) for b in workspace.Blobs()
               if isinstance(workspace.FetchBlob(b), np.ndarray)}  # the mutex is not an array
     workspace.CreateNet(m.net)
