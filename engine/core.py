@@ -804,15 +804,15 @@ def _net_python(self: Net, f: Any, grad_f: Any = None, python_func_type: Any = N
                 grad_output_indices: list[int] | None = None, grad_input_indices: list[int] | None = None) -> Any:
     """``net.Python(f, grad_f)(inputs, outputs)`` adds a Python op (see :func:`CreatePythonOperator`).
 
-    `f`/`grad_f` may be ``(func, args, kwargs)`` builder tuples: they travel pickled in the op
-    (``pickled_builder``) and are built where the op runs."""
-    import pickle
+    `f`/`grad_f` may be ``(func, args, kwargs)`` builder tuples, built where the op runs (the op
+    carries the key of the builder kept in this process: see :mod:`engine.ops.python_op`)."""
+    from engine.ops.python_op import register_builder
 
     def builder(t: Any) -> bytes:
         if not isinstance(t, tuple):
             return b""
         assert len(t) == 3, "Expected builder tuple (func, args, kwargs)"
-        return pickle.dumps((t[0], tuple(t[1]), dict(t[2])))
+        return register_builder(*t)
     f_builder, grad_builder = builder(f), builder(grad_f)
     assert (not grad_f) or ((not f_builder) == (not grad_builder)), \
         "A tuple has to be passed to both f and grad_f or neither."

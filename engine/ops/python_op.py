@@ -2,8 +2,10 @@
 ``Net.Python``), and its gradient ``PythonGradient``.
 
 A function is registered under a token (``register_python_op``) that the op carries as its
-``token`` argument, or rebuilt from a pickled ``(func, args, kwargs)`` builder
-(``pickled_builder``, for ops shipped to other processes).  It is called as
+``token`` argument, or built where the op runs from a ``(func, args, kwargs)`` builder
+(``pickled_builder``).  NOTE: Caffe2 pickles the builder into the op; netviz never unpickles
+model data (a model file could carry any code), so the argument holds a key of a builder this
+process registered (:func:`register_builder`), and a real pickle from a file is refused.  It is called as
 ``f(inputs, outputs)`` — or ``f(inputs, outputs, workspace)`` with ``pass_workspace`` — where both
 are lists of :class:`TensorCPU`: ``.data`` (the blob's array, writable in place), ``.shape``,
 ``.reshape(dims)``, ``.feed(array)``, ``.fetch()``.  The gradient function gets the forward
@@ -12,7 +14,6 @@ inputs, outputs and output gradients and fills the input gradients (``grad_outpu
 """
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,17 @@ def register_python_op(func: Any, pass_workspace: bool = False, name: str = "") 
         token, k = f"{base}:{k}", k + 1
     _FUNCS[token] = (func, pass_workspace)
     return token
+
+
+_BUILDERS: dict[bytes, tuple[Any, tuple, dict]] = {}  # key -> (func, args, kwargs)
+_BUILDER_KEY = b"netviz-python-builder:"
+
+
+def register_builder(func: Any, args: Any, kwargs: Any) -> bytes:
+    """Keep a ``(func, args, kwargs)`` builder in this process; returns the key a Python op carries."""
+    key = _BUILDER_KEY + str(len(_BUILDERS)).encode()
+    _BUILDERS[key] = (func, tuple(args), dict(kwargs))
+    return key
 
 
 def register_python_gradient_op(token: str, grad_func: Any) -> None:
@@ -89,7 +101,11 @@ class TensorCPU:
 def _function(op: caffe2_pb2.OperatorDef, suffix: str) -> tuple[Any, bool]:
     builder = arg_value(op, "pickled_grad_builder" if suffix else "pickled_builder", None)
     if builder:
-        func, args, kwargs = pickle.loads(builder if isinstance(builder, bytes) else builder.encode("latin1"))
+        key = builder if isinstance(builder, bytes) else builder.encode("latin1")
+        if key not in _BUILDERS:
+            raise ExecutionError("Python op: its pickled builder was not made in this process; netviz does not "
+                                 "unpickle model data (register the function with core.CreatePythonOperator)")
+        func, args, kwargs = _BUILDERS[key]
         return func(*args, **kwargs), bool(arg_value(op, "pass_workspace", 0))
     token = arg_value(op, "token", "")
     token = token.decode() if isinstance(token, bytes) else token

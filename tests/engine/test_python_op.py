@@ -59,3 +59,17 @@ def test_pass_workspace_and_builder_tuples() -> None:
     net.Python((make_counter, [2.0], {}), pass_workspace=True)([], ["count"])
     workspace.RunNetOnce(net)
     assert workspace.FetchBlob("count")[0] == 2.0 * 2
+
+
+def test_a_pickled_builder_from_a_file_is_refused_never_unpickled(tmp_path) -> None:
+    """A model file's Python op could carry any pickle: netviz names the problem and runs nothing."""
+    import pickle
+
+    from engine.errors import ExecutionError
+
+    marker = tmp_path / "ran"
+    payload = pickle.dumps((open, (str(marker), "w"), {}))  # unpickling + calling would create `marker`
+    op = core.CreateOperator("Python", [], ["Y"], pickled_builder=payload)
+    with pytest.raises(ExecutionError, match="does not unpickle"):
+        workspace.RunOperatorOnce(op)
+    assert not marker.exists()
