@@ -50,6 +50,8 @@ def record_one(name, build):
     for k, v in feeds.items():
         workspace.FeedBlob(k, v)
     workspace.RunNetOnce(m.param_init_net)
+    for p in m.params:  # NOTE: the cells' random fills are unseeded: overwrite them for deterministic goldens
+        workspace.FeedBlob(str(p), (0.5 * r.randn(*workspace.FetchBlob(str(p)).shape)).astype("f4"))
     workspace.RunNetOnce(m.net)
     arrays = {"in/" + str(b): workspace.FetchBlob(str(b)) for b in m.net.Proto().external_input
               if workspace.HasBlob(str(b))}
