@@ -26,7 +26,6 @@ CASES = sorted(p.stem for p in (GOLDEN / "builders").glob("*.json"))
 
 #: case → why netviz differs from Caffe2 there (each one a documented gap, xfail strict)
 KNOWN: dict[str, str] = {
-    "mlp_yellowfin:values": "netviz has no YellowFin kernel (engine/ops/optim.py)",
 }
 #: below this fraction of a case's largest gradient a value is rounding noise of an exact zero
 #: (biases of convs that feed a training-mode SpatialBN: the batch mean removes them)
