@@ -458,7 +458,7 @@ def half_to_float(xp, x):
 
 @kernel("Float16ConstantFill")
 def float16_constant_fill(xp, *, value: float = 0.0, shape=()):
-    return xp.full(tuple(shape) or (1,), value, dtype=F16)  # NOTE: no shape gives one element
+    return xp.full(tuple(shape), value, dtype=F16)
 
 
 @kernel("Float16UniformFill", needs_context=True)
@@ -516,8 +516,7 @@ shape("FloatToRowwiseQuantized8Bits")(lambda x: (TensorInfo(dims(x), UINT8), Ten
 shape("Rowwise8BitQuantizedToFloat")(lambda q, sb: TensorInfo(dims(q), FLOAT))
 shape("FloatToHalf")(lambda x: TensorInfo(dims(x), FLOAT16))
 shape("HalfToFloat")(lambda x: TensorInfo(dims(x), FLOAT))
-shape("Float16ConstantFill")(lambda *, shape=(): TensorInfo(tuple(shape) or (1,), FLOAT16))
-shape("Float16UniformFill")(lambda *, shape=(): TensorInfo(tuple(shape), FLOAT16))
+shape("Float16ConstantFill", "Float16UniformFill")(lambda *, shape=(): TensorInfo(tuple(shape), FLOAT16))
 
 
 

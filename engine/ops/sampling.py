@@ -101,11 +101,11 @@ def last_n_window_collector(xp, buffer, cursor, data, *rest, num_to_collect: int
     # The optional NUM_VISITED output (its input follows the mutex) counts the rows seen.
     if num_to_collect <= 0:
         raise ValueError("LastNWindowCollector needs num_to_collect > 0")
-    if cursor.size != 1:
+    if cursor.ndim != 0:
         raise ValueError(f"the cursor must be a scalar, got shape {tuple(cursor.shape)}")
     d = dev.to_host(data)
     buf = dev.to_host(buffer)
-    cur = int(dev.to_host(cursor).reshape(-1)[0])
+    cur = int(dev.to_host(cursor))
     rows = buf.reshape((buf.shape[0],) + d.shape[1:]) if buf.size else np.zeros((0,) + d.shape[1:], d.dtype)
     n = d.shape[0]
     if n > num_to_collect:
@@ -116,7 +116,7 @@ def last_n_window_collector(xp, buffer, cursor, data, *rest, num_to_collect: int
     slots = (cur + np.arange(d.shape[0])) % num_to_collect
     out[slots] = d
     new_cur = int((cur + d.shape[0]) % num_to_collect)
-    outs = [xp.asarray(out), xp.asarray(np.full(cursor.shape, new_cur, dtype=cursor.dtype))]
+    outs = [xp.asarray(out), xp.asarray(np.array(new_cur, dtype=cursor.dtype))]
     if len(rest) > 1:
         # NOTE: a fresh Caffe2 op starts counting at 0 whatever NUM_VISITED holds (RunOperatorOnce
         # gives n); later runs of the same op instance add to its own count.

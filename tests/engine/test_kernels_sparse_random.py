@@ -86,6 +86,19 @@ def test_float16_uniform_fill_range_and_dtype() -> None:
     assert y.min() >= -2 and y.max() <= 1 and y.std() > 0.5
 
 
+def test_random_rowwise_quantisation_is_unbiased_and_seeded() -> None:
+    x = np.array([[0.3, -1.4, -0.6, 0.9, 1.0]], np.float32)
+    draws = [eval_op("FusedRandRowwiseQuantizedToFloat",
+                     eval_op("FloatToFusedRandRowwiseQuantized", x, bitwidth=2, device_option=_seeded(s))[0])[0]
+             for s in range(400)]
+    levels = np.array([-1.4, -0.6, 0.2, 1.0], np.float32)
+    assert all(np.isin(np.round(d, 5), np.round(levels, 5)).all() for d in draws)
+    np.testing.assert_allclose(np.mean(draws, axis=0), x, atol=0.06)   # E[x'] = x
+    (a,) = eval_op("FloatToFusedRandRowwiseQuantized", x, bitwidth=2, device_option=_seeded(9))
+    (b,) = eval_op("FloatToFusedRandRowwiseQuantized", x, bitwidth=2, device_option=_seeded(9))
+    np.testing.assert_array_equal(a, b)
+
+
 def test_sample_as_and_its_gradient() -> None:
     x = np.arange(10, dtype=np.float32).reshape(5, 2)
     labels = np.array([1, 0, 2, 0, 1], np.int32)
