@@ -601,5 +601,7 @@ shape("MergeDenseFeatureTensors")(
     lambda v, p: (TensorInfo(dims(v)[:1], INT32), TensorInfo((None,), INT64), TensorInfo((None,), v.dtype)))
 shape("MergeSingleScalarFeatureTensors")(
     lambda *ins: (TensorInfo(dims(ins[0])[:1], INT32), TensorInfo((None,), INT64), TensorInfo((None,), ins[0].dtype)))
-shape("MergeSingleScalarFeatureTensorsGradient")(lambda *ins: tuple(TensorInfo(dims(p), ins[-1].dtype) for p in ins[:-1]))
-shape("MergeMultiScalarFeatureTensorsGradient")(lambda *ins: tuple(TensorInfo((None,), ins[-1].dtype) for _ in ins[:-1]))
+shape("MergeSingleScalarFeatureTensorsGradient")(
+    lambda *ins: tuple(TensorInfo(dims(p), ins[-1].dtype) for p in ins[:-1]))
+shape("MergeMultiScalarFeatureTensorsGradient")(
+    lambda *ins: tuple(TensorInfo((None,), ins[-1].dtype) for _ in ins[:-1]))

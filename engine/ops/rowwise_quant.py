@@ -538,8 +538,8 @@ shape("FloatToFused8BitRowwiseQuantizedHalfScaleBias", "HalfFloatToFused8BitRoww
 shape("Fused8BitRowwiseQuantizedHalfScaleBiasToFloat", "Fused8BitRowwiseQuantizedHalfScaleBiasToHalfFloat")(
     lambda x: _last(x, lambda c: c - 4, FLOAT))
 shape("Fused8BitRowwiseQuantizedToHalfFloat")(lambda x: _last(x, lambda c: c - 8, FLOAT16))
-shape("GatherFused8BitRowwise")(lambda data, idx: TensorInfo((*dims(idx), *_last(data, lambda c: c - 8, FLOAT).shape[1:]),
-                                                             FLOAT))
+shape("GatherFused8BitRowwise")(
+    lambda data, idx: TensorInfo((*dims(idx), *_last(data, lambda c: c - 8, FLOAT).shape[1:]), FLOAT))
 shape("QuantDecode")(lambda cb, *codes: tuple(TensorInfo(dims(c), cb.dtype) for c in codes))
 shape("QuantDecodeGradient")(lambda cb, *rest: cb)
 shape("ByteWeightDequant")(lambda w, *, shape=(): TensorInfo(tuple(shape), FLOAT))
@@ -560,7 +560,8 @@ shape("SparseLengthsSum8BitsRowwise", "SparseLengthsMean8BitsRowwise")(
 shape("SparseLengthsWeightedSum8BitsRowwise", "SparseLengthsWeightedMean8BitsRowwise")(
     lambda data, w, idx, lengths, sb: TensorInfo((dims(lengths)[0], *dims(data)[1:]), FLOAT))
 shape("SparseLengthsSumSparseLookup")(
-    lambda idx, lengths, m, w=None: (TensorInfo((None,), idx.dtype), lengths, *([TensorInfo((None,), w.dtype)] if w else [])))
+    lambda idx, lengths, m, w=None: (TensorInfo((None,), idx.dtype), lengths,
+                                     *([TensorInfo((None,), w.dtype)] if w else [])))
 
 
 @shape("FloatToFusedRandRowwiseQuantized")

@@ -198,7 +198,8 @@ def _sparse_lengths(reducer, ins):
                          [g.I(1), g.GO(0), g.I(3), g.I(0), g.I(2)], [g.GI_V(0), g.GI(1)])]
             g.set_sparse(0, g.I(2), g.g_input[0][1])
             return ops
-        ops = [g.op_(f"SparseLengthsIndicesInGradient{reducer}Gradient", [_tok(g, t) for t in ins.split()], [g.GI_V(0)])]
+        ops = [g.op_(f"SparseLengthsIndicesInGradient{reducer}Gradient", [_tok(g, t) for t in ins.split()],
+                     [g.GI_V(0)])]
         g.set_sparse(0, g.I(len(g.op.input) - 2), g.g_input[0][1])
         return ops
     return cc_maker(make)
