@@ -30,6 +30,9 @@ def main():
         if os.path.exists(os.path.join(d, "int8.json")):
             qparams = json.load(open(os.path.join(d, "int8.json")))
         with np.load(os.path.join(d, "inputs.npz")) as z:
+            inputs = {k: z[k] for k in z.files}
+        save_npz(os.path.join(d, "inputs.npz"), inputs)  # NOTE: rewritten with fixed zip stamps (deterministic)
+        with np.load(os.path.join(d, "inputs.npz")) as z:
             for k in z.files:
                 if not k.startswith("int8/"):
                     workspace.FeedBlob(k, z[k])
