@@ -3,7 +3,8 @@
 ``console`` blocks hold ``$ command`` lines, each followed by the output the README promises.  The
 command runs in a scratch folder laid out like a checkout (``examples/`` and ``../shared/models/...``
 are links to the real ones), with ``.venv/bin`` on PATH, as a reader who ran ``source .venv/bin/activate``
-would.  Output matching: a line ``…`` stands for any number of lines, ``…`` inside a line for any text;
+would.  Output matching: a line ``…`` stands for any number of lines, ``…`` inside a line for any text, two or more
+spaces for any run of spaces (table columns widen with their cells);
 an expected output starting with ``netviz:`` means the command fails with exit status 2, otherwise it
 must succeed.  ``python`` blocks run whole in a fresh interpreter from the repository root.  The set-up
 block (``make demo`` / ``make test``) is what CI itself runs, so it is not run again here; every Make
@@ -41,7 +42,8 @@ def _console_blocks() -> list[list[tuple[str, list[str]]]]:
 
 
 def _line_matches(pattern: str, line: str) -> bool:
-    parts = [re.escape(p) for p in pattern.split("…")]
+    """``…`` is any text; a run of spaces is any run (table columns widen with their cells)."""
+    parts = [r"\s+".join(map(re.escape, re.split(r" {2,}", p))) for p in pattern.split("…")]
     return re.fullmatch(".*?".join(parts), line.rstrip()) is not None
 
 
