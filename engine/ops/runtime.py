@@ -340,9 +340,9 @@ def enqueue_blobs(xp, q, *xs, ctx):
 
 @kernel("SafeEnqueueBlobs", needs_context=True)
 def safe_enqueue_blobs(xp, q, *xs, ctx):
-    # NOTE: the last output is a bool status of shape (1,): true when nothing could be enqueued.
+    # NOTE: the last output is a 0-d bool status: true when nothing could be enqueued.
     ok = _enqueue(ctx, _queue(ctx, q), xs)
-    return (*(_empty() for _ in xs), np.array([not ok]))  # NOTE: swapped out even when refused (measured)
+    return (*(_empty() for _ in xs), np.array(not ok))  # NOTE: swapped out even when refused (measured)
 
 
 def _dequeue(ctx, q: BlobsQueue):
@@ -373,9 +373,9 @@ def safe_dequeue_blobs(xp, q, *, ctx, num_records: int = 1):
     n_out = len(ctx.op.output) - 1
     if not got:  # NOTE: closed and empty: the outputs keep what they held
         old = [ctx.workspace.values.get(o, _empty()) for o in ctx.op.output[:n_out]]
-        return (*old, np.array([True]))
+        return (*old, np.array(True))
     cols = [np.concatenate([np.asarray(r[k]) for r in got]) if len(got) > 1 else got[0][k] for k in range(n_out)]
-    return (*cols, np.array([False]))
+    return (*cols, np.array(False))
 
 
 @kernel("WeightedSampleDequeueBlobs", needs_context=True)
@@ -512,7 +512,7 @@ def index_store(xp, h, *, ctx):
 
 @kernel("IndexSize", needs_context=True)
 def index_size(xp, h, *, ctx):
-    return np.array([len(_index(ctx, h).ids) + 1], np.int64)  # NOTE: counts the reserved id 0
+    return np.array(len(_index(ctx, h).ids) + 1, np.int64)  # NOTE: counts the reserved id 0
 
 
 # -- communicators (gloo/MPI) for a world of one process ----------------------------------

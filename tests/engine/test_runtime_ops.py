@@ -116,7 +116,7 @@ def test_queue_swaps_blobs_in_and_safe_ops_report_status():
     _run(ws, "CreateBlobsQueue", [], ["q"], capacity=1, num_blobs=1)
     ws.feed_blob("x", np.arange(3, dtype=np.float32))
     _run(ws, "SafeEnqueueBlobs", ["q", "x"], ["x", "ok"])
-    assert ws.values["ok"].tolist() == [False] and b"uninitialized" in ws.fetch_blob("x")
+    assert ws.values["ok"].tolist() is False and b"uninitialized" in ws.fetch_blob("x")
     ws.feed_blob("x", np.ones(2, np.float32))
     with pytest.raises(ExecutionError, match="wait forever"):
         _run(ws, "EnqueueBlobs", ["q", "x"], ["x"])  # full and open: Caffe2 would block
@@ -124,7 +124,7 @@ def test_queue_swaps_blobs_in_and_safe_ops_report_status():
     assert ws.values["y"].tolist() == [0.0, 1.0, 2.0]
     _run(ws, "CloseBlobsQueue", ["q"], [])
     _run(ws, "SafeDequeueBlobs", ["q"], ["y", "done"])
-    assert ws.values["done"].tolist() == [True]
+    assert ws.values["done"].tolist() is True
 
 
 def test_rebatching_queue_regroups_rows():
