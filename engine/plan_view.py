@@ -18,7 +18,11 @@ from engine.modelio import Model
 from engine.plandef import events, load_plan
 from proto import caffe2_pb2
 
-__all__ = ["is_plan_file", "plan_lines", "plan_model", "PlanRun", "run_plan_steps"]
+__all__ = ["is_plan_file", "plan_lines", "plan_model", "plan_program", "step_op", "STEP_OP", "PlanRun",
+           "run_plan_steps"]
+
+STEP_OP = "ExecutionStep"
+"""Type of the ops of :func:`plan_program` (not a Caffe2 op: only the plan debugger runs them)."""
 
 
 def is_plan_file(path: str | Path) -> bool:
@@ -109,6 +113,34 @@ def plan_model(plan: caffe2_pb2.PlanDef, path: Path | None = None) -> Model:
         if before in nets:
             init.op.extend(nets[before].op)
     return Model(nets[name], init, {}, path, None)
+
+
+def step_op(step: caffe2_pb2.ExecutionStep, nets: dict[str, caffe2_pb2.NetDef]) -> caffe2_pb2.OperatorDef:
+    """A step as an op of a plan program: its nets (report net included) or, per substep, a one-op
+    net of that substep's step op, as net arguments; how it repeats as plain arguments."""
+    op = caffe2_pb2.OperatorDef(type=STEP_OP, name=step.name)
+    for field in ("num_iter", "report_interval", "run_every_ms", "num_concurrent_instances"):
+        if step.HasField(field):
+            op.arg.add(name=field, i=getattr(step, field))
+    for field in ("should_stop_blob", "report_net"):
+        if step.HasField(field):
+            op.arg.add(name=field, s=getattr(step, field).encode())
+    if step.concurrent_substeps:
+        op.arg.add(name="concurrent_substeps", i=1)
+    held = dict.fromkeys([*step.network, *([step.report_net] if step.HasField("report_net") else [])])
+    for name in held:
+        if name in nets:
+            op.arg.add(name=name, n=nets[name])
+    for sub in step.substep:
+        op.arg.add(name=sub.name, n=caffe2_pb2.NetDef(name=sub.name, op=[step_op(sub, nets)]))
+    return op
+
+
+def plan_program(plan: caffe2_pb2.PlanDef) -> caffe2_pb2.NetDef:
+    """The plan as a net of step ops (:func:`step_op`), one per top-level execution step: what the
+    plan debugger (:mod:`engine.debugger.plan`) steps through and the TUI shows as the step tree."""
+    nets = {n.name: n for n in plan.network}
+    return caffe2_pb2.NetDef(name=plan.name or "plan", op=[step_op(s, nets) for s in plan.execution_step])
 
 
 @dataclass(frozen=True, slots=True)
