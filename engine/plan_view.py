@@ -2,9 +2,11 @@
 
 A plan file opens as a tree of its execution steps (substeps, ``num_iter``, ``should_stop_blob``,
 report nets, concurrent substeps, which netviz runs in order) and runs with Caffe2's ``RunPlan``
-semantics (:func:`engine.plandef.events`).  To step inside a net, :func:`plan_model` turns a plan
-into a model: the net run most often (the training net) is the predict net, and every net that
-runs once before it (the init nets) makes up its init net, so the debugger steps one iteration.
+semantics (:func:`engine.plandef.events`).  The TUI and debugger see a plan as a net of its steps
+(:func:`plan_program`: one ``ExecutionStep`` op per step, its nets as net arguments), which
+:mod:`engine.debugger.plan` steps with RunPlan's semantics, a frame per net run.  :func:`plan_model`
+is the one-net view: the net run most often (the training net) as the predict net, the nets
+running once before it (the init nets) as its init net.
 """
 from __future__ import annotations
 

@@ -192,6 +192,7 @@ class Session:
         self.notices: list[str] = []
         self._lint: dict[int, list[Any]] | None = None
         self.plan: list[str] | None = None  # a plan file's step tree (engine.plan_view.plan_lines)
+        self.plan_def: caffe2_pb2.PlanDef | None = None  # a plan file: the debugger steps it whole
         if loss is not None and loss not in self.all_blobs(()):
             raise ModelError(f"--loss {loss!r}: no op of {self.name!r} reads or writes that blob")
 
@@ -200,14 +201,17 @@ class Session:
              device: str = "cpu", loss: str | None = None) -> Session:
         """Load a model (or a PlanDef: its main net, the nets before it as init) and check the
         command-line options; every failure is a NetvizError."""
-        from engine.plan_view import is_plan_file, plan_lines, plan_model
+        from engine.plan_view import is_plan_file, plan_lines, plan_program
         if is_plan_file(path):
             from engine.plandef import load_plan
             plan = load_plan(path)
-            session = cls(plan_model(plan, Path(path)), parse_inputs(inputs), device, loss)
-            session.notices.append(f"plan {plan.name!r}: stepping one run of net {session.model.predict.name!r} "
-                                   f"after its init nets; `netviz run {path}` runs the whole plan")
-            session.plan = plan_lines(plan)
+            # NOTE: the plan is a net of its steps (engine.plan_view.plan_program); the debugger
+            # runs it with RunPlan's semantics (engine.debugger.plan), a frame per net run.
+            program = Model(plan_program(plan), caffe2_pb2.NetDef(name=f"{plan.name}_init"), {}, Path(path))
+            session = cls(program, parse_inputs(inputs), device, loss)
+            session.notices.append(f"plan {plan.name!r}: {len(plan.execution_step)} steps; s steps into a step "
+                                   "and one iteration of its net, f finishes the iteration, n runs a step whole")
+            session.plan, session.plan_def = plan_lines(plan), plan
             return session
         model = load_model(path, init=init)
         return cls(model, parse_inputs(inputs), device, loss)
@@ -522,9 +526,13 @@ class Session:
             mod = _optional("engine.debugger")
             if mod is None or not hasattr(mod, "Debugger"):
                 raise Unavailable("debugger not available yet")
-            synth = not len(self.model.init.op)  # zoo nets: weights of inferred shapes, seeded
-            dbg = mod.Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss,
-                               synthesize_params=synth)
+            synth = not len(self.model.init.op) and self.plan_def is None  # zoo nets: seeded weights
+            if self.plan_def is not None:
+                from engine.debugger.plan import PlanDebugger
+                dbg = PlanDebugger(self.plan_def, self.model.path, feeds=self.values, device=self.device)
+            else:
+                dbg = mod.Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss,
+                                   synthesize_params=synth)
             made = list(dbg.synthesized) if synth else []
             if made:
                 self.notices.append(f"no init net: {len(made)} parameters filled with random values")

@@ -20,6 +20,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from engine.optypes import CONTROL_FLOW
+from engine.plan_view import STEP_OP
 from netviz.messages import DrillRequested, OpSelected
 from netviz.overlays import value_of
 from netviz.widgets.scrolling import SteadyScrollbars
@@ -195,7 +196,7 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         view = s.view(ref.path)
         kind = ("backward" if view.is_backward(ref.index) and (view.sections is None or view.sections[ref.index]
                                                                 == "backward")
-                else "control" if op.type in CONTROL_FLOW else "op")
+                else "control" if op.type in CONTROL_FLOW or op.type == STEP_OP else "op")
         rec = s.record(ref)
         marker = ("✗" if s.failed(ref) else PC_MARK if s.pc == ref else "●" if ref in s.breakpoints
                   else "!" if rec is not None and rec.has_inf_or_nan else "✓" if rec is not None else " ")

@@ -108,19 +108,3 @@ async def test_lint_icon_and_inspector_explain_where_caffe2_differs():
         inspector = app.main.query_one(OpInspector)
         await wait_for(pilot, lambda: "⚑" in text_of(inspector) and "while-writes-outer-blob" in text_of(inspector),
                        "the inspector's lint line")
-
-
-@asynctest
-async def test_plan_file_opens_with_its_step_tree_and_steps_its_training_net():
-    app = NetvizApp(Session.open(EXAMPLES / "mlp" / "plan.pbtxt"))
-    async with app.run_test(size=(160, 48), notifications=True) as pilot:
-        await ready(pilot)
-        s = app.session
-        assert s.model.predict.name == "mlp_train" and len(s.model.init.op) == 8
-        labels = [str(n.label) for n in app.main.op_tree.root.children]
-        assert labels[-1].startswith("plan · plan 'mlp_plan'") and labels[0] == "forward · 4 ops"
-        await pilot.press("c")
-        await wait_for(pilot, lambda: s.last_stop is not None and s.last_stop.reason == "end", "one iteration")
-        assert s.record(OpRef((), 14)).op_type == "WeightedSum"
-        await wait_for(pilot, lambda: any("plan 'mlp_plan'" in n.message for n in app._notifications),
-                       "the plan notice")
