@@ -723,10 +723,15 @@ def InferShapesAndTypes(nets: Iterable[Any], blob_dimensions: dict | None = None
                  for b, d in blob_dimensions.items()}
     shapes = {name: list(info.shape) for name, info in seeds.items()}
     types = {name: info.dtype for name, info in seeds.items()}
-    for net in nets:
-        for (name, _), info in infer_shapes(_netdef(net), dict(seeds)).items():
+    for net in nets:  # NOTE: in order, each net seeing what the ones before it made (as Caffe2)
+        latest: dict[str, tuple[int, Any]] = {}
+        for (name, version), info in infer_shapes(_netdef(net), dict(seeds)).items():
+            if name not in latest or version >= latest[name][0]:
+                latest[name] = (version, info)
+        for name, (_, info) in latest.items():
             if info.shape is not None and all(d is not None for d in info.shape):
                 shapes[name], types[name] = [int(d) for d in info.shape], info.dtype
+                seeds[name] = info
     return shapes, types
 
 
