@@ -109,6 +109,8 @@ def _function(op: caffe2_pb2.OperatorDef, suffix: str) -> tuple[Any, bool]:
         return func(*args, **kwargs), bool(arg_value(op, "pass_workspace", 0))
     token = arg_value(op, "token", "")
     token = token.decode() if isinstance(token, bytes) else token
+    if not token:  # Caffe2 refuses such an op when it is created, before any user code could run
+        raise ExecutionError("Python op needs a pickled_builder or a token argument (neither is set)")
     if token + suffix not in _FUNCS:
         raise ExecutionError(f"Python operator for {token}{suffix} is not available (register it in this process)")
     return _FUNCS[token + suffix]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.errors import UnknownOpError
+from engine.errors import ExecutionError
 from engine.executor import eval_op, run_op
 from engine.gradient_checker import finite_difference_op
 from engine.opdef import create_operator
@@ -54,8 +54,10 @@ def test_sum_reduce_like(a, b, args):
     np.testing.assert_allclose(eval_op("SumReduceLike", x, like, **args)[0], want)
 
 
-def test_python_op_is_a_clear_error():
+def test_python_op_without_function_is_a_clear_error():
+    """The Python op runs now (engine/ops/python_op.py); one naming no function is refused, as Caffe2's
+    PythonOp enforce does ('requires either pickled_builder or token arg')."""
     ws = Workspace("py")
     ws.feed_blob("X", np.ones(2, np.float32))
-    with pytest.raises(UnknownOpError, match="op Python has no kernel: netviz does not run Python ops"):
+    with pytest.raises(ExecutionError, match="Python.*needs a pickled_builder or a token argument"):
         run_op(create_operator("Python", ["X"], ["Y"]), ws)
