@@ -222,11 +222,19 @@ def merge_single_scalar_feature_tensors(xp, *ins, feature_ids=()):
     return xp.asarray(p.sum(axis=1).astype(np.int32)), xp.asarray(keys[p]), xp.asarray(v[p])
 
 
+def _gradient_buffer(g, shape):
+    """(g, a zero buffer for it); string "gradients" become bytes with b"" as their zero, as Caffe2."""
+    if g.dtype.kind in "OSU":
+        g = np.array([v if isinstance(v, bytes) else str(v).encode() for v in g.ravel()], dtype=object).reshape(g.shape)
+        return g, np.full(shape, b"", dtype=object)
+    return g, np.zeros(shape, g.dtype)
+
+
 @kernel("MergeSingleScalarFeatureTensorsGradient")
 def merge_single_scalar_feature_tensors_gradient(xp, *ins):
     pres, g = [_present(p) for p in ins[:-1]], _h(ins[-1])
     p = np.stack(pres, axis=1)
-    out = np.zeros(p.shape, g.dtype)
+    g, out = _gradient_buffer(g, p.shape)
     out[p] = g
     return tuple(xp.asarray(out[:, k].copy()) for k in range(p.shape[1]))
 
@@ -264,7 +272,7 @@ def merge_single_list_feature_tensors_gradient(xp, *ins):
     # a gradient shorter than the input when an absent example has values (docs/fidelity.md).
     outs, at = [], 0
     for k in range(len(pairs)):
-        full = np.zeros((int(lens[k].sum()),) + g.shape[1:], g.dtype)
+        g, full = _gradient_buffer(g, (int(lens[k].sum()),) + g.shape[1:])
         take = int(kept[k].sum())
         full[np.repeat(p[:, k], lens[k])] = flat[at:at + take]
         at += take

@@ -296,8 +296,8 @@ def _make_range(kind):
         # them with an extra unit dim); dX has DATA's shape.
         s, k = _sorted_ids(ids)
         d = xp.asarray(s)
-        rows = data.reshape(data.shape[0], -1)
-        y2, dy2 = y.reshape(y.shape[0], -1), dy.reshape(dy.shape[0], -1)
+        rows = data.reshape(data.shape[0], int(np.prod(data.shape[1:])))
+        y2, dy2 = (v.reshape(v.shape[0], int(np.prod(v.shape[1:]))) for v in (y, dy))
         if kind in ("Sum", "Mean"):
             g = _spread(xp, dy2, s, k, kind)
         elif kind == "Max":

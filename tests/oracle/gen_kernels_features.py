@@ -69,6 +69,8 @@ def cases():
     yield Case("MergeSingleScalarFeatureTensors", "MergeSingleScalarFeatureTensors",
                {"a": _f("ms0", 3), "ap": p0, "b": _f("ms1", 3), "bp": p1}, ["L", "K", "V"],
                args={"feature_ids": [11, 4]}, grad=True)
+    yield Case("MergeSingleScalarFeatureTensorsGradient_strings", "MergeSingleScalarFeatureTensorsGradient",
+               {"ap": p0, "bp": p1, "g": np.array([b"0.1", b"1.1", b"1.2", b"2.3"], dtype="S")}, ["ag", "bg"])
     yield Case("MergeSingleListFeatureTensors", "MergeSingleListFeatureTensors",
                {"al": np.array([2, 1, 0], I32), "av": _f("sl0", 3), "ap": p0,
                 "bl": np.array([0, 2, 3], I32), "bv": _f("sl1", 5), "bp": p1}, ["L", "K", "VL", "VV"],

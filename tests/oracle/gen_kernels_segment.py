@@ -46,6 +46,8 @@ def cases():
         yield Case(n, n, {"DATA": data, "SEGMENT_IDS": sorted_ids}, ["Y"], grad=True)
         yield Case(n + "_3d", n, {"DATA": _data(n + "3", 6, 2, 2), "SEGMENT_IDS": np.array([0, 1, 1, 1, 2, 2], I32)},
                    ["Y"], grad=True)
+    yield Case("SortedSegmentRangeSum_empty", "SortedSegmentRangeSum",
+               {"DATA": np.zeros((0, 1), F32), "SEGMENT_IDS": np.zeros(0, I32)}, ["Y"], grad=True)
     lengths = np.array([2, 0, 3, 1], I32)
     n = "LengthsWeightedSum"
     yield Case(n, n, {"DATA": _data(n, 6, 3), "SCALARS": rng_for(n + "w").rand(6).astype(F32), "LENGTHS": lengths},
