@@ -3,7 +3,8 @@ time, output shapes and NaN/Inf counts.  --dump writes every SSA version of ever
 with an index.json; --break-on-nan stops at the first op that makes a NaN or Inf (exit 1).
 
 A PlanDef file runs with Caffe2's RunPlan semantics (concurrent substeps in order), one row per
-net run, then the values of its nets' external outputs.
+net run, then the values of its nets' external outputs; with --break-on-nan the plan debugger
+steps it and stops at the first op making a NaN or Inf, naming the step and iteration.
 
 examples:
   netviz run examples/mlp/predict_net.pb
@@ -114,6 +115,8 @@ def _run_plan(args: argparse.Namespace) -> int:
     from engine.workspace import Workspace
 
     plan, ws = load_plan(args.path), Workspace("plan")
+    if args.break_on_nan:
+        return _plan_to_nan(plan, Path(args.path))
     rows = [(" › ".join(r.step_path), str(r.iteration), r.net + (" (report)" if r.report else ""),
              f"{r.wall_s * 1e3:.3f}") for r in run_plan_steps(plan, ws)]
     w = [max([len(h)] + [len(row[k]) for row in rows]) for k, h in enumerate(("step", "iter", "net"))]
@@ -125,6 +128,22 @@ def _run_plan(args: argparse.Namespace) -> int:
         value = ws.fetch_blob(b)
         print(f"{b} = {value.ravel()[:4].tolist()}" + (" …" if value.size > 4 else ""))
     print(f"plan {plan.name!r}: {len(rows)} net runs")
+    return 0
+
+
+def _plan_to_nan(plan: Any, path: Path) -> int:
+    """--break-on-nan on a plan: step it in the plan debugger to the first op writing NaN/Inf."""
+    from engine.debugger.plan import PlanDebugger
+
+    dbg = PlanDebugger(plan, path, device="cpu")
+    dbg.add_breakpoint("condition", condition="has_inf_or_nan")
+    stop = dbg.continue_()
+    print(f"plan {plan.name!r}: {len(dbg.net_runs)} net runs, {len(dbg.records)} ops; stopped: {stop.reason}")
+    if stop.reason == "error":
+        raise NetvizError(stop.detail)
+    if stop.reason == "condition":
+        print(f"netviz: NaN/Inf produced; stopped at {stop.pc.text()}")
+        return 1
     return 0
 
 

@@ -148,3 +148,26 @@ def test_substeps_are_frames_and_concurrent_ones_are_labelled() -> None:
     d.step()                                   # the whole loop
     d.step_into()
     assert d.pc.frames[-1].label == "step left (concurrent in Caffe2: run in order here)"
+
+
+def test_cli_run_break_on_nan_steps_the_plan_to_the_iteration_that_overflows(tmp_path: Path, capsys) -> None:
+    """``netviz run plan --break-on-nan`` steps the plan in the plan debugger and names the step
+    and iteration where the first NaN/Inf appears (exit 1)."""
+    from google.protobuf import text_format
+
+    from netviz.cli import main
+
+    init = core.Net("init")
+    init.ConstantFill([], "x", shape=[2], value=1.0)
+    grow = core.Net("grow")
+    grow.Scale(["x"], "x", scale=1e30)
+    plan = core.Plan("blowup")
+    plan.AddStep(core.execution_step("init", init))
+    plan.AddStep(core.execution_step("grow", grow, num_iter=5))
+    path = tmp_path / "plan.pbtxt"
+    path.write_text(text_format.MessageToString(_plain_names(plan.Proto())))
+    with np.errstate(over="ignore"):
+        assert main(["run", str(path), "--break-on-nan"]) == 1
+    out = capsys.readouterr().out
+    assert "3 net runs" in out and "grow iteration 1 · net grow" in out
+    assert main(["run", str(MLP_PLAN), "--break-on-nan"]) == 0
