@@ -16,6 +16,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
@@ -224,7 +225,9 @@ class MainScreen(Screen[None]):
         self.canvas.refresh()
 
     def update_status(self) -> None:
-        if not self.is_mounted:
+        try:
+            status = self.query_one(StatusLine)
+        except NoMatches:  # a worker's last word after the screen went away
             return
         s, ref = self.session, self.selected
         cursor = f"{s.path_label(ref.path)} › op {ref.index}" if ref else "-"
@@ -235,7 +238,7 @@ class MainScreen(Screen[None]):
         if busy is not None:
             flags.insert(0, f"⏳ {busy.rstrip('_').replace('_', ' ')}" + (f" +{queued} queued" if queued else "")
                          + " (Esc cancels)")
-        self.query_one(StatusLine).show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
+        status.show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
 
     @guarded
     def after_step(self, stop: Any = None) -> None:

@@ -26,9 +26,11 @@ from tests.engine.test_debugger_hunt import bn_relu_model
 from tests.netviz.tui_nets import while_net, write
 from tests.netviz.waiting import asynctest, notified, ready, text_of, wait_for
 
-#: move keys → the Session.step move they ask for (t runs to the selected op #4)
+#: move keys → the Session.step move they ask for.  NOTE: not t: it runs to the cursor as it is
+#: when pressed, and the cursor follows the pc as queued moves finish, so its target is the
+#: user's timing, not the key sequence (test_app covers t).
 MOVES = {"n": "step", "s": "step_into", "f": "step_out", "u": "step_back", "r": "restart",
-         "c": "continue_", "t": "run_to"}
+         "c": "continue_", "x": "run_to_nan"}
 
 
 def state(session: Session) -> tuple:
@@ -44,7 +46,7 @@ def replay(path: Path, keys: list[str]) -> tuple:
     session = Session.open(path, inputs=["x=3"])
     for k in keys:
         try:
-            session.step(MOVES[k], OpRef((), 4) if k == "t" else None)
+            session.step(MOVES[k])
         except NetvizError:
             pass  # the UI shows these as notifications and goes on
     return state(session)
@@ -54,13 +56,12 @@ async def press_fast(path: Path, keys: list[str]) -> tuple:
     app = NetvizApp(Session.open(path, inputs=["x=3"]))
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
-        app.main.select(OpRef((), 4))
         await pilot.press(*keys)  # no waiting between keys: they queue behind the running move
         await wait_for(pilot, lambda: app.main.idle, "the move queue to drain")
         return state(app.session)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
                                                                                     HealthCheck.function_scoped_fixture])
 @given(keys=st.lists(st.sampled_from(sorted(MOVES)), min_size=1, max_size=14))
 def test_rapid_move_keys_equal_a_sequential_replay(tmp_path_factory, keys):
