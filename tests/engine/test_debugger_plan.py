@@ -69,6 +69,28 @@ def _plain_names(plan: caffe2_pb2.PlanDef) -> caffe2_pb2.PlanDef:
     return plan
 
 
+def _workspace_plan() -> caffe2_pb2.PlanDef:
+    """A step in its own workspace, an only_once loop, num_concurrent_instances and a reporter
+    substep (its interval long: it runs once, when its step ends)."""
+    count = core.Net("count")
+    count.Add(["n", "one"], "n")
+    count.GE(["n", "limit"], "stop")
+    local = core.Net("local")
+    local.ConstantFill([], "scratch", shape=[2], value=7.0)
+    local.Add(["m", "one"], "m")
+    watch = core.Net("watch")
+    watch.Copy(["n"], "watched")
+    body = core.execution_step("body", [
+        core.execution_step("once", count, should_stop_blob=core.BlobReference("stop"), only_once=True),
+        core.execution_step("own", local, create_workspace=True),
+        core.execution_step("twice", [core.execution_step("again", count)], num_concurrent_instances=2),
+        core.execution_step("watcher", watch, run_every_ms=10 ** 8)])
+    plan = core.Plan("workspaces")
+    plan.AddStep(core.execution_step("init", _init_net()))
+    plan.AddStep(body)
+    return _plain_names(plan.Proto())
+
+
 def _reference(plan: caffe2_pb2.PlanDef, seed: int = 0) -> tuple[Workspace, list[tuple]]:
     ws = Workspace("reference")
     with executor.random_source(np.random.default_rng(seed)):
@@ -83,7 +105,8 @@ def _same_values(a: Workspace, b: Workspace) -> None:
         np.testing.assert_array_equal(np.asarray(b.values[n]), np.asarray(a.values[n]), err_msg=n)
 
 
-@pytest.mark.parametrize("plan", [plandef.load_plan(MLP_PLAN), _nested_plan()], ids=["mlp", "nested"])
+@pytest.mark.parametrize("plan", [plandef.load_plan(MLP_PLAN), _nested_plan(), _workspace_plan()],
+                         ids=["mlp", "nested", "workspaces"])
 def test_stepping_to_the_end_matches_run_plan(plan: caffe2_pb2.PlanDef) -> None:
     ref_ws, ref_runs = _reference(plan)
     d = PlanDebugger(plan)
@@ -91,6 +114,8 @@ def test_stepping_to_the_end_matches_run_plan(plan: caffe2_pb2.PlanDef) -> None:
     assert stop.reason == "end", stop.detail
     assert d.net_runs == ref_runs
     _same_values(ref_ws, d.ws)
+    if plan.name == "workspaces":  # the instances run one after another, the reporter once at the end
+        assert [r[0] for r in ref_runs[-3:]] == [("body", "twice", "again")] * 2 + [("body", "watcher")]
 
 
 def test_op_by_op_equals_run_plan_on_the_nested_plan() -> None:
