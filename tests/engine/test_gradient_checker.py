@@ -38,8 +38,9 @@ CASES = [
     (co("Conv", ["X", "W", "b"], ["Y"], kernel=3, pad=1, stride=2), [randn(2, 3, 5, 5), randn(4, 3, 3, 3), randn(4)], 1),
     (co("Conv", ["X", "W", "b"], ["Y"], kernel=3, pad=1, stride=2), [randn(2, 3, 5, 5), randn(4, 3, 3, 3), randn(4)], 0),
     (co("MaxPool", ["X"], ["Y"], kernel=2, stride=2), [randn(2, 2, 4, 4)], 0),
-    (co("SpatialBN", ["X", "s", "b", "m", "v"], ["Y", "m", "v", "sm", "sv"]), [randn(3, 2, 2, 2), pos(2), randn(2),
-                                                                                randn(2), pos(2)], 0),
+    # is_test is a required argument: Caffe2's maker refuses a SpatialBN without it (schema check)
+    (co("SpatialBN", ["X", "s", "b", "m", "v"], ["Y", "m", "v", "sm", "sv"], is_test=0),
+     [randn(3, 2, 2, 2), pos(2), randn(2), randn(2), pos(2)], 0),
     (co("Mul", ["A", "B"], ["C"], broadcast=1, axis=1), [randn(2, 3, 4), randn(3)], 1),
     (co("Softmax", ["X"], ["Y"]), [randn(2, 5)], 0),
     (co("LRN", ["X"], ["Y"], size=3, alpha=0.1, beta=0.75), [randn(2, 4, 2, 2)], 0),
@@ -75,7 +76,7 @@ def test_generated_backward_of_conv_bn_relu_pool_fc_runs_and_matches_numeric():
     net = caffe2_pb2.NetDef(name="cnn")
     net.op.extend([
         co("Conv", ["data", "cw", "cb"], "c1", kernel=3, pad=1), co("SpatialBN", ["c1", "s", "bb", "rm", "rv"],
-                                                                    ["bn", "rm", "rv", "sm", "siv"]),
+                                                                    ["bn", "rm", "rv", "sm", "siv"], is_test=0),
         co("Relu", "bn", "bn"), co("MaxPool", "bn", "p1", kernel=2, stride=2), co("FC", ["p1", "fw", "fb"], "logits"),
         co("SoftmaxWithLoss", ["logits", "label"], ["prob", "loss"])])
     values = {"data": randn(2, 2, 4, 4), "cw": randn(3, 2, 3, 3), "cb": randn(3), "s": pos(3), "bb": randn(3),
