@@ -245,9 +245,20 @@ class Session:
         """Breadcrumb of a net: ``main › op#7 While › loop_net``."""
         parts, view = [self.name], self.view(())
         for index, arg in path:
-            parts.append(f"op#{index} {view.net.op[index].type} › {arg}")
+            op = view.net.op[index]
+            step = f" {op.name}" if self.plan_def is not None else ""  # a plan's step ops: the step's name
+            parts.append(f"op#{index} {op.type}{step} › {arg}")
             view = self.view(path[: len(parts) - 1])
-        return " › ".join(parts)
+        return " › ".join(parts) + self._plan_run_label(path)
+
+    def _plan_run_label(self, path: NetPath) -> str:
+        """In a plan, the run of the net at `path` the pc is in: `` (train iteration 3 · net mlp_train)``."""
+        if self.plan_def is None or not path or self.debugger is None:
+            return ""
+        frames = self.debugger.pc.frames
+        prefix = to_oppath(OpRef(path, 0))[:-1]
+        inside = len(frames) > len(path) and frames[len(path)].path[:-1] == prefix
+        return f" ({frames[len(path)].label})" if inside else ""
 
     def all_blobs(self, path: NetPath) -> list[str]:
         net, seen = self.view(path).net, {}

@@ -125,7 +125,8 @@ def test_op_by_op_equals_run_plan_on_the_nested_plan() -> None:
     while d.step_into().reason != "end":
         pass
     assert d.net_runs == ref_runs
-    assert ref_ws.fetch_blob("n").tolist() == [3] and d.ws.fetch_blob("m").tolist() == [4]  # stop checked after each substep
+    # the stop blob is checked after each substep: loop iteration 2 ends after count
+    assert ref_ws.fetch_blob("n").tolist() == [3] and d.ws.fetch_blob("m").tolist() == [4]
     _same_values(ref_ws, d.ws)
 
 

@@ -47,6 +47,8 @@ async def test_plan_steps_across_an_iteration_boundary_and_the_screen_shows_it()
         await _move(pilot, "n", "across the iteration boundary")
         assert s.pc == OpRef(TRAIN, 0) and s.debugger.ws.fetch_blob("ITER").tolist() == [1]
         await wait_for(pilot, lambda: "train iteration 1 · net mlp_train" in text_of(status), "iteration 1 shown")
+        assert s.path_label(TRAIN) == ("mlp_plan › op#1 ExecutionStep train › mlp_train "
+                                       "(train iteration 1 · net mlp_train)")
 
         await _move(pilot, "n", "op 0 of iteration 1")
         await _move(pilot, "f", "finish iteration 1")       # f: over the rest of the iteration
