@@ -600,13 +600,13 @@ class GradientRegistry:
                          op_index: int | None = None) -> tuple[list[caffe2_pb2.OperatorDef], list[Any]]:
         """``(grad_ops, g_input)`` for one forward op; errors name the op type (and index)."""
         maker = GRADIENTS.get(op.type)
-        if maker is not SHOULD_NOT_DO_GRADIENT and maker is not NOT_IMPLEMENTED_YET:
-            _verify_schema(op, op_index)  # those two markers override Get(), so Caffe2 never runs VerifyOp
         try:
             if maker is None:
                 raise NoGradientMakerError(f"Gradient maker for operator {op.type} not implemented.")
             if not is_cc_maker(maker):
                 return _as_list(maker(op, g_output))
+            if maker is not SHOULD_NOT_DO_GRADIENT and maker is not NOT_IMPLEMENTED_YET:
+                _verify_schema(op)  # those two markers override Get(), so Caffe2 never runs VerifyOp
             return maker(op, g_output)
         except GradientMakerError as e:
             fallback = cls.gradient_registry_.get(op.type)
@@ -629,13 +629,13 @@ def as_blob_references(grads: Mapping[str, Any]) -> dict[Any, Any]:
                                else BlobReference(v)) for k, v in grads.items() if v is not None}
 
 
-def _verify_schema(op: caffe2_pb2.OperatorDef, op_index: int | None) -> None:
-    """Caffe2's GradientMakerBase::VerifyOp: an op failing its schema gets no gradient."""
+def _verify_schema(op: caffe2_pb2.OperatorDef) -> None:
+    """Caffe2's GradientMakerBase::VerifyOp: a C++ maker refuses an op failing its schema (a maker error,
+    so a Python registration for the type is tried next, as Caffe2's GetGradientForOp does)."""
     from engine.catalogue.schema import violations
     found = [v for v in violations(op) if "is not a Caffe2 op" not in v]
     if found:
-        where = f"op #{op_index} " if op_index is not None else ""
-        raise GradientError(f"{where}{op.type}: (GradientMaker) Operator def did not pass schema checking: {found[0]}")
+        raise GradientMakerError(f"(GradientMaker) Operator def did not pass schema checking: {found[0]}")
 
 
 def _as_list(result: tuple[Any, list[Any]]) -> tuple[list[caffe2_pb2.OperatorDef], list[Any]]:

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from engine.errors import GradientError
-from engine.grad_makers import (GradientNotImplementedYetError, NoGradientMakerError,
+from engine.grad_makers import (GradientMakerError, GradientNotImplementedYetError, NoGradientMakerError,
                                 ShouldNotDoGradientError, is_cc_maker)
 from engine.gradient_ir import GradientRegistry, GradientSlice
 from engine.opdef import create_operator, device_option
@@ -365,6 +365,26 @@ def test_maker_matches_caffe2(case):
 def test_error_classes_and_op_index(op_type, cls):
     with pytest.raises(cls, match=re.escape(f"'{op_type}' (op #12)") + "|" + re.escape(f"[{op_type}] (op #12)")):
         GradientRegistry.GetGradientForOp(create_operator(op_type, "X", "Y"), ["Y_grad"], op_index=12)
+
+
+def test_schema_check_runs_in_the_cpp_maker_only():
+    """Caffe2's VerifyOp runs inside a C++ maker's Get(): an op failing its schema (SpatialBN without the
+    required is_test) is refused there, a Python registration for the type is then used (checked against
+    real Caffe2 1.10.2), and the throwing markers, which override Get(), report their own text first."""
+    bad_bn = create_operator("SpatialBN", "X s b m v".split(), "Y m v sm sv".split())
+    with pytest.raises(GradientMakerError, match=re.escape("[SpatialBN] (op #3): (GradientMaker) Operator def did "
+                                                           "not pass schema checking: Argument 'is_test'")):
+        GradientRegistry.GetGradientForOp(bad_bn, ["Y_grad"], op_index=3)
+    GradientRegistry.RegisterGradient("SpatialBN")(
+        lambda op, g: (create_operator("Copy", [g[0]], ["X_grad"]), ["X_grad"]))
+    try:
+        ops, g_input = GradientRegistry.GetGradientForOp(bad_bn, ["Y_grad"])
+        assert [o.type for o in ops] == ["Copy"] and g_input == ["X_grad"]
+    finally:
+        GradientRegistry.gradient_registry_.pop("SpatialBN")
+    free = create_operator("Free", ["X"], ["Y"])  # not in place as its schema requires
+    with pytest.raises(ShouldNotDoGradientError, match=re.escape("One should not call gradient for operator Free.")):
+        GradientRegistry.GetGradientForOp(free, ["Y_grad"])
 
 
 def test_unregistered_message_names_type_and_index():
