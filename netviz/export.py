@@ -1,14 +1,21 @@
 """Write a :class:`~netviz.drawing.Drawing` as graphviz (DOT, SVG, PNG, PDF) or net_drawer JSON.
 
-Layout runs graphviz in a subprocess with a time limit; when it runs out, the DOT file is written
-instead and the returned :class:`ExportResult` says how to lay it out elsewhere.  Existing files
-are never overwritten without ``force``.
+Layout runs graphviz in a subprocess under one time budget.  :func:`plan_layout` picks what will
+finish and stay viewable: with ``rankdir="auto"`` a deep net is drawn top-to-bottom and wrapped into
+side-by-side columns (edges between columns do not constrain ranks), a wide shallow one left-to-right;
+a big drawing gives ``dot`` half the budget and then falls back to ``sfdp`` (graphviz 2.43's ``dot``
+crashes or stalls on some 300+-op training nets).  When everything runs out the DOT file is written
+instead and the returned :class:`ExportResult` says how to lay it out elsewhere; a crash is reported
+as a crash.  Existing files are never overwritten without ``force``.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +25,10 @@ import pygraphviz as pgv
 from engine.errors import BlobNotFoundError, NetvizError
 from netviz import style as S
 from netviz.drawing import DrawOptions, Drawing, draw_net, focus
-from netviz.layout import DEFAULT_TIMEOUT, LayoutTimeout, run_graphviz
+from netviz.layout import DEFAULT_TIMEOUT, LayoutCrash, LayoutError, LayoutTimeout, run_graphviz
 from proto import caffe2_pb2
 
-__all__ = ["ExportError", "ExportResult", "FORMATS", "build_agraph", "drawing_json", "export_drawing",
+__all__ = ["ExportError", "ExportResult", "FORMATS", "LayoutPlan", "plan_layout", "build_agraph", "drawing_json", "export_drawing",
            "export_net", "backward_drawing_net", "default_loss", "count_summary", "output_format"]
 
 FORMATS = ("dot", "svg", "png", "pdf", "json")
@@ -38,12 +45,72 @@ class ExportResult:
     path: Path
     timed_out: bool = False
     note: str = ""
+    layout: str = ""  # how it was laid out, e.g. "dot, TB in 6 columns"; empty for DOT/JSON
 
 
-def build_agraph(d: Drawing) -> pgv.AGraph:
-    """A pygraphviz graph of `d`: clusters as ``cluster_*`` subgraphs, styles from :mod:`netviz.style`."""
+#: Drawings with more nodes than this give ``dot`` half the budget and keep the rest for ``sfdp``.
+BIG_DRAWING = 1200
+#: Points per node across (with the weights beside it) and per rank down, measured on ResNet-50 at fontsize 10.
+_NODE_W, _NODE_H = 300.0, 76.0
+#: Wrapped columns aim at this width:height ratio (a screen), never more than _MAX_COLUMNS columns.
+_TARGET_RATIO, _MAX_COLUMNS = 1.5, 16
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutPlan:
+    """Flow direction and column count for a drawing, with the depth/width estimate behind them."""
+
+    rankdir: str
+    columns: int
+    ranks: int
+    width: int
+
+    def describe(self) -> str:
+        wrap = f" in {self.columns} columns" if self.columns > 1 else ""
+        return f"{self.rankdir}{wrap} ({self.ranks} ranks deep, up to {self.width} nodes wide)"
+
+
+def plan_layout(d: Drawing, rankdir: str = "auto") -> LayoutPlan:
+    """Direction and wrapping that keep `d`'s picture near a screen's shape.
+
+    The depth is the longest chain of data edges, the width the most nodes sharing a depth.  An
+    explicit `rankdir` ("TB"/"LR") is kept as it is, one column.  With ``"auto"``, a net wider than
+    deep flows LR; a deep one flows TB, wrapped into ``sqrt(depth·h / (width·w·ratio))`` columns.
+    """
+    level: dict[str, int] = {}
+    preds: dict[str, list[str]] = {}
+    for e in d.edges:
+        if e.kind == "data":
+            preds.setdefault(e.target, []).append(e.source)
+    # NOTE: nodes are in execution order (an op, then the blob versions it writes): one pass ranks them.
+    for nid in d.nodes:
+        level[nid] = 1 + max((level.get(p, 0) for p in preds.get(nid, ())), default=0)
+    ranks = max(level.values(), default=1)
+    # NOTE: inputs (weights) have no writer and would all count at depth 1; they sit beside their reader.
+    width = max(_counts(v for k, v in level.items() if k in preds or d.nodes[k].kind == "op"), default=1)
+    if rankdir != "auto":
+        return LayoutPlan(rankdir, 1, ranks, width)
+    tall, wide = ranks * _NODE_H, width * _NODE_W
+    if wide >= tall:
+        return LayoutPlan("LR" if ranks * _NODE_W < 3 * width * _NODE_H * _TARGET_RATIO else "TB", 1, ranks, width)
+    cols = max(1, min(_MAX_COLUMNS, round(math.sqrt(tall / (wide * _TARGET_RATIO)))))
+    return LayoutPlan("TB", cols, ranks, width)
+
+
+def _counts(values: Any) -> list[int]:
+    out: dict[int, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return list(out.values())
+
+
+def build_agraph(d: Drawing, plan: LayoutPlan | None = None) -> pgv.AGraph:
+    """A pygraphviz graph of `d`: clusters as ``cluster_*`` subgraphs, styles from :mod:`netviz.style`.
+
+    `plan` overrides the direction and wraps the drawing into columns (:func:`_wrap`).
+    """
     g = pgv.AGraph(directed=True, strict=False, name=d.name)
-    g.graph_attr.update(S.GRAPH_ATTRS, rankdir=d.options.rankdir, compound="true")
+    g.graph_attr.update(S.GRAPH_ATTRS, rankdir=plan.rankdir if plan else d.options.rankdir, compound="true")
     g.node_attr.update(S.NODE_DEFAULTS)
     subs: dict[str | None, pgv.AGraph] = {None: g}
 
@@ -57,12 +124,45 @@ def build_agraph(d: Drawing) -> pgv.AGraph:
 
     for n in d.nodes.values():
         sub(n.cluster).add_node(n.id, label=n.label, **n.style.attrs())
+    col = _columns(d, plan.columns) if plan is not None and plan.columns > 1 and d.ops() else {}
     for e in d.edges:
         attrs = e.style.attrs()
         if e.kind == "subnet" and d.nodes[e.target].cluster:
             attrs["lhead"] = sub(d.nodes[e.target].cluster).name
+        if col and col.get(e.source) != col.get(e.target):
+            attrs["constraint"] = "false"
         g.add_edge(e.source, e.target, **attrs)
+    if col:
+        heads: dict[int, str] = {}
+        for nid in d.nodes:
+            heads.setdefault(col.get(nid, 0), nid)
+        order = [heads[c] for c in sorted(heads)]
+        g.add_subgraph(order, name="columns", rank="same")
+        for a, b in zip(order, order[1:]):
+            g.add_edge(a, b, style="invis")
     return g
+
+
+def _columns(d: Drawing, columns: int) -> dict[str, int]:
+    """Node id → column when `d` is wrapped into `columns` runs of consecutive ops, side by side.
+
+    Each op goes to column ``index·columns // n_ops`` (subnet ops with their top-level op), each
+    blob with its writer (an input with its first reader).  :func:`build_agraph` keeps edges between
+    columns but drops their rank constraint, so every column starts at the top, and chains the
+    columns' first nodes invisibly in one rank so they stand in order, left to right.
+    """
+    n_ops = 1 + max((n.path[0][0] if n.path else n.op_index or 0) for n in d.ops())
+    col: dict[str, int] = {}
+    for n in d.nodes.values():
+        if n.kind == "op":
+            col[n.id] = (n.path[0][0] if n.path else n.op_index or 0) * columns // n_ops
+    for e in d.edges:  # writers first: a blob version has one
+        if e.kind == "data" and e.source in col and e.target not in col:
+            col[e.target] = col[e.source]
+    for e in d.edges:
+        if e.kind == "data" and e.target in col and e.source not in col:
+            col[e.source] = col[e.target]
+    return col
 
 
 def _safe(cid: str) -> str:
@@ -122,7 +222,8 @@ def backward_drawing_net(net: caffe2_pb2.NetDef, loss: str | None
 
 def export_net(net: caffe2_pb2.NetDef, out: str | Path | None, options: DrawOptions = DrawOptions(), *,
                backward: bool = False, loss: str | None = None, focus_on: str | None = None, depth: int = 2,
-               fmt: str | None = None, timeout: float = DEFAULT_TIMEOUT, force: bool = False) -> ExportResult:
+               fmt: str | None = None, timeout: float = DEFAULT_TIMEOUT, force: bool = False,
+               rankdir: str | None = None, progress: Callable[[str], None] | None = None) -> ExportResult:
     """Draw `net` and write it to `out` (format from `fmt` or the suffix). See :func:`export_drawing`."""
     n_fwd, origin = None, []
     if backward:
@@ -130,7 +231,7 @@ def export_net(net: caffe2_pb2.NetDef, out: str | Path | None, options: DrawOpti
     d = draw_net(net, options, n_fwd, origin)
     if focus_on is not None:
         d = focus(d, focus_on, depth)
-    return export_drawing(d, out, fmt=fmt, timeout=timeout, force=force)
+    return export_drawing(d, out, fmt=fmt, timeout=timeout, force=force, rankdir=rankdir, progress=progress)
 
 
 def output_format(out: str | Path | None, fmt: str | None) -> str:
@@ -145,8 +246,13 @@ def output_format(out: str | Path | None, fmt: str | None) -> str:
 
 
 def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None,
-                   timeout: float = DEFAULT_TIMEOUT, force: bool = False) -> ExportResult:
+                   timeout: float = DEFAULT_TIMEOUT, force: bool = False, rankdir: str | None = None,
+                   progress: Callable[[str], None] | None = None) -> ExportResult:
     """Write `d` to `out` (``None`` with JSON: returned in the note, for stdout).
+
+    `rankdir` ("TB", "LR" or "auto", see :func:`plan_layout`) overrides the drawing's direction;
+    `timeout` is the budget of the whole layout (:func:`_lay_out`); `progress` gets one line per
+    layout step (what runs, what it gave).
 
     Raises
     ------
@@ -165,12 +271,13 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
     if f == "json":
         _atomic_write(path, json.dumps(drawing_json(d), indent=1).encode())
         return ExportResult(path)
-    dot = build_agraph(d).string()
+    plan = plan_layout(d, rankdir) if rankdir else None
+    dot = build_agraph(d, plan).string()
     if f == "dot":
         _atomic_write(path, dot.encode())
         return ExportResult(path)
     try:
-        data = run_graphviz(dot, f, timeout)
+        data, how = _lay_out(dot, f, timeout, len(d.nodes), plan, progress or (lambda _: None))
     except LayoutTimeout:
         fallback = path.with_suffix(".dot")
         _check_writable(fallback, force)
@@ -178,7 +285,46 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
         return ExportResult(fallback, True, f"layout took longer than {timeout:g} s; wrote {fallback} instead. "
                             f"Lay it out elsewhere: `dot -T{f} {fallback} -o {path}` (or raise --timeout)")
     _atomic_write(path, data)
-    return ExportResult(path)
+    return ExportResult(path, layout=how)
+
+
+def _lay_out(dot: str, fmt: str, budget: float, n_nodes: int, plan: LayoutPlan | None,
+             say: Callable[[str], None]) -> tuple[bytes, str]:
+    """Render DOT source with ``dot``, falling back to ``sfdp`` on a big drawing; (bytes, how).
+
+    A drawing of more than :data:`BIG_DRAWING` nodes gives ``dot`` half of `budget` and ``sfdp``
+    (force-directed, near-linear, no ranks; straight edges) what is left.  Ctrl-C kills the running
+    program (:func:`subprocess.run` does) and nothing is written.
+
+    Raises
+    ------
+    LayoutTimeout
+        If every program ran out of time.
+    LayoutCrash
+        If ``dot`` crashed and the fallback failed too (or there is none): one line naming both.
+    """
+    shape = plan.describe() if plan else ""
+    steps = [("dot", budget * (0.5 if n_nodes > BIG_DRAWING else 1.0), shape)]
+    if n_nodes > BIG_DRAWING:
+        steps.append(("sfdp", 0.0, "force-directed, straight edges"))
+    start, failures = time.monotonic(), []
+    for prog, share, what in steps:
+        limit = share or budget - (time.monotonic() - start)
+        say(f"layout: {prog}{', ' + what if what else ''}, {n_nodes} nodes, up to {limit:.0f} s …")
+        t0 = time.monotonic()
+        try:
+            extra = ["-Goverlap=prism", "-Gsplines=false"] if prog == "sfdp" else []
+            data = run_graphviz(dot, fmt, max(limit, 0.01), prog, extra=extra)
+        except LayoutError as e:
+            failures.append(e)
+            say(f"layout: {e} after {time.monotonic() - t0:.1f} s")
+            continue
+        say(f"layout: {prog} finished in {time.monotonic() - t0:.1f} s")
+        return data, f"{prog}, {what}" if what else prog
+    crashes = [e for e in failures if not isinstance(e, LayoutTimeout)]
+    if crashes:
+        raise type(crashes[0])("; ".join(str(e) for e in failures))
+    raise failures[-1]
 
 
 def _check_writable(path: Path, force: bool) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import signal
 import subprocess
 import threading
 from collections import OrderedDict
@@ -22,7 +23,7 @@ import pygraphviz as pgv
 
 from engine.errors import NetvizError
 
-__all__ = ["NodeBox", "EdgePath", "ClusterBox", "Layout", "LayoutError", "LayoutTimeout",
+__all__ = ["NodeBox", "EdgePath", "ClusterBox", "Layout", "LayoutError", "LayoutTimeout", "LayoutCrash",
            "layout_agraph", "layout_dot", "layout_net", "clear_cache", "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = 60.0
@@ -37,6 +38,10 @@ class LayoutError(NetvizError):
 
 class LayoutTimeout(LayoutError):
     """The layout ran past its time limit."""
+
+
+class LayoutCrash(LayoutError):
+    """The graphviz program died of a signal (graphviz 2.43's ``dot`` segfaults on some big nets)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +140,11 @@ def clear_cache() -> None:
 
 
 def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot",
-                 output: str | None = None) -> bytes:
+                 output: str | None = None, extra: Sequence[str] = ()) -> bytes:
     """Run graphviz `prog` on DOT source and return its `fmt` output (or write it to `output`).
+
+    `extra` are more command-line flags (``-Gsplines=false``).  A program killed by a signal is a
+    :class:`LayoutCrash`, one past `timeout` a :class:`LayoutTimeout`.
 
     Raises
     ------
@@ -146,15 +154,30 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
     exe = shutil.which(prog)
     if exe is None:
         raise LayoutError(f"graphviz program '{prog}' not found on PATH (install graphviz)")
-    cmd = [exe, f"-T{fmt}"] + ([f"-o{output}"] if output else [])
+    cmd = [exe, f"-T{fmt}", *extra] + ([f"-o{output}"] if output else [])
     try:
         r = subprocess.run(cmd, input=dot.encode(), capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise LayoutTimeout(f"graphviz '{prog}' took longer than {timeout:g} s") from None
+    if r.returncode < 0 or r.returncode in _SIGNAL_EXITS:  # NOTE: 128+n is a wrapper shell's report of signal n
+        raise LayoutCrash(f"graphviz '{prog}' crashed ({_signal_name(r.returncode)})")
     if r.returncode != 0:
         err = r.stderr.decode(errors="replace").strip().splitlines()
         raise LayoutError(f"graphviz '{prog}' failed: {err[-1] if err else f'exit {r.returncode}'}")
     return r.stdout
+
+
+_SIGNAL_EXITS = frozenset(128 + s for s in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE,
+                                             signal.SIGILL, signal.SIGKILL))
+
+
+def _signal_name(code: int) -> str:
+    """``"SIGSEGV"`` for exit status -11 (or 139 from a shell); the number when Python does not know it."""
+    n = -code if code < 0 else code - 128
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def _points(text: str) -> tuple[tuple[float, float], ...]:

@@ -13,8 +13,13 @@ modes:
             edges implied by others, as net_drawer's minimal_dependency)
   ssa       like full, blob nodes labelled name@version
 
-Layout runs `dot` with a time limit (--timeout, 60 s); past it the DOT file is written beside
-OUT and netviz prints the `dot` command to finish elsewhere.  An existing OUT is kept unless --force.
+The default direction (--rankdir auto) keeps a deep net viewable: top to bottom, wrapped into
+side-by-side columns whose count follows the net's depth and width; a wide shallow net flows left
+to right.  Layout runs `dot` within one time budget (--timeout, 60 s); a drawing of over 1200 nodes
+gives `dot` half of it and then falls back to `sfdp` (force-directed, straight edges).  Each step
+prints a progress line on stderr; Ctrl-C stops it and writes nothing.  A graphviz program killed by
+a signal is reported as a crash.  Past the budget the DOT file is written beside OUT and netviz
+prints the `dot` command to finish elsewhere.  An existing OUT is kept unless --force.
 
 examples:
   netviz export resnet50/predict_net.pbtxt -o resnet.svg
@@ -52,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--focus", metavar="OP_OR_BLOB",
                         help="draw only around an op (index `12` / `#12`, or name) or a blob name")
     parser.add_argument("--depth", type=int, default=2, metavar="N", help="ops around --focus (default: 2)")
-    parser.add_argument("--rankdir", choices=("TB", "LR"), default="LR", help="flow direction (default: LR)")
+    parser.add_argument("--rankdir", choices=("auto", "TB", "LR"), default="auto",
+                        help="flow direction (default: auto: TB wrapped into columns for a deep net, "
+                             "LR for a wide one; the choice is printed on stderr)")
     parser.add_argument("--json", action="store_true",
                         help="net_drawer-style {nodes, edges} JSON, to OUT or stdout")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
@@ -74,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backward:
         net, n_fwd, origin = backward_drawing_net(net, args.loss)
     options = DrawOptions(args.mode, args.minimal_dependency, args.subnets, args.group_scopes,
-                          args.append_output, args.rankdir)
+                          args.append_output, "TB" if args.rankdir == "auto" else args.rankdir)
     shapes = None
     if args.shapes:
         from engine.modelio import load_model
@@ -85,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     d = draw_net(net, options, n_fwd, origin, shapes)
     if args.focus is not None:
         d = focus(d, args.focus, args.depth)
-    result = export_drawing(d, args.output, fmt=fmt, timeout=args.timeout, force=args.force)
+    result = export_drawing(d, args.output, fmt=fmt, timeout=args.timeout, force=args.force, rankdir=args.rankdir,
+                            progress=lambda line: print(f"netviz: {line}", file=sys.stderr, flush=True))
     if args.output is None:
         print(result.note)
         return 0

@@ -1,0 +1,100 @@
+"""Headless export of big nets: a 600-op training net yields a complete SVG, a deep net's default SVG
+keeps a sane aspect ratio, and a crashed ``dot`` is reported as a crash (or survived by ``sfdp``)."""
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from engine.opdef import create_operator as op
+from netviz import export
+from netviz.cli import main
+from netviz.drawing import DrawOptions, draw_net
+from netviz.export import backward_drawing_net, export_drawing
+from proto import caffe2_pb2
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def training_net(layers: int) -> tuple[caffe2_pb2.NetDef, int, list[int | None]]:
+    """FC+Relu stack with an averaged loss, its generated backward pass and one SGD update per parameter."""
+    ops, x = [], "data"
+    for i in range(layers):
+        ops += [op("FC", [x, f"fc{i}_w", f"fc{i}_b"], f"fc{i}"), op("Relu", f"fc{i}", f"relu{i}")]
+        x = f"relu{i}"
+    ops.append(op("AveragedLoss", x, "loss"))
+    net, n_fwd, origin = backward_drawing_net(caffe2_pb2.NetDef(name="deep_mlp", op=ops), "loss")
+    for i in range(layers):
+        for p in (f"fc{i}_w", f"fc{i}_b"):
+            net.op.append(op("WeightedSum", [p, "ONE", f"{p}_grad", "LR"], p))
+    return net, n_fwd, origin
+
+
+def svg_node_titles(path: Path) -> list[str]:
+    root = ET.parse(path).getroot()
+    return [g.findtext(f"{SVG}title") or "" for g in root.iter(f"{SVG}g") if g.get("class") == "node"]
+
+
+def test_600_op_training_net_exports_every_op(tmp_path: Path) -> None:
+    net, n_fwd, origin = training_net(100)
+    assert 580 <= len(net.op) <= 700
+    d = draw_net(net, DrawOptions(), n_fwd, origin)
+    lines: list[str] = []
+    r = export_drawing(d, tmp_path / "train.svg", rankdir="auto", progress=lines.append)
+    assert not r.timed_out and r.path == tmp_path / "train.svg" and r.layout
+    titles = set(svg_node_titles(r.path))
+    assert {f"op{i}" for i in range(len(net.op))} <= titles and len(titles) == len(d.nodes)
+    assert lines[0].startswith("layout: dot") and "finished" in lines[-1]
+
+
+def svg_size(path: Path) -> tuple[float, float]:
+    head = path.read_text()[:2000]
+    w, h = (float(re.search(rf'{k}="([\d.]+)pt"', head).group(1)) for k in ("width", "height"))  # type: ignore[union-attr]
+    return w, h
+
+
+def test_resnet50_default_svg_has_a_sane_aspect(zoo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r50.svg"
+    assert main(["export", str(zoo / "resnet50" / "predict_net.pbtxt"), "-o", str(out)]) == 0
+    w, h = svg_size(out)
+    assert max(w, h) / min(w, h) <= 3, (w, h)  # LR, as before auto: 60,343 x 1,248 pt
+    err = capsys.readouterr().err
+    assert re.search(r"layout: dot, TB in \d+ columns", err)
+    assert len(svg_node_titles(out)) == 618
+
+
+@pytest.fixture
+def crashing_graphviz(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``dot`` (and ``sfdp``) first on PATH that kill themselves with SIGSEGV, as graphviz 2.43 does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for prog in ("dot", "sfdp"):
+        (bin_dir / prog).write_text("#!/bin/sh\ncat > /dev/null\nkill -SEGV $$\n")
+        (bin_dir / prog).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def test_crashed_dot_is_reported_as_a_crash(crashing_graphviz: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    net = tmp_path / "n.pbtxt"
+    net.write_text('name: "n" op { type: "Relu" input: "X" output: "Y" }\n')
+    out = tmp_path / "n.svg"
+    assert main(["export", str(net), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "netviz: graphviz 'dot' crashed (SIGSEGV)" and not out.exists()
+    assert not any("Traceback" in line or "longer than" in line for line in err)
+
+
+def test_big_drawing_survives_a_crashed_dot_with_sfdp(crashing_graphviz: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (crashing_graphviz / "sfdp").unlink()  # the real sfdp again
+    monkeypatch.setattr(export, "BIG_DRAWING", 0)
+    d = draw_net(caffe2_pb2.NetDef(name="n", op=[op("Relu", "X", "Y"), op("Relu", "Y", "Z")]))
+    lines: list[str] = []
+    r = export_drawing(d, tmp_path / "n.svg", progress=lines.append)
+    assert r.layout.startswith("sfdp") and set(svg_node_titles(r.path)) == set(d.nodes)
+    assert any("graphviz 'dot' crashed (SIGSEGV)" in line for line in lines)
