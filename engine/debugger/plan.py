@@ -101,6 +101,7 @@ class PlanDebugger(Debugger):
         self._runner = _StepRunner(self.plan)
         #: every net run entered so far: (step path, iteration, net, is a report net), RunPlan's order
         self.net_runs: list[tuple[tuple[str, ...], int, str, bool]] = []
+        self._run_marks: list[tuple[int, str]] = []  # per net run: (records before it, its frame label)
         # the frames' nets that hold step ops: id → (net, [(step, workspace proxy or None, path)])
         self._steps: dict[int, tuple[caffe2_pb2.NetDef, list[tuple[Any, Any, tuple[str, ...]]]]] = {}
         stop = super().restart()
@@ -136,10 +137,22 @@ class PlanDebugger(Debugger):
                 yield SubnetRun(net, ev.ws.real, f"{kind}step {ev.step.name}{note}", ev.step.name)
             else:
                 assert isinstance(ev, PlanEvent)
-                self.net_runs.append((ev.step_path, ev.iteration, ev.net, ev.report))
                 what = "report net" if ev.report else f"{ev.step_path[-1]} iteration {ev.iteration} · net"
+                self.net_runs.append((ev.step_path, ev.iteration, ev.net, ev.report))
+                self._run_marks.append((len(self.records), f"{what} {ev.net}"))
                 yield SubnetRun(self._runner.net_defs[ev.net], ev.workspace.real, f"{what} {ev.net}", ev.net)
         return None
+
+    def step_back(self) -> Stopped:
+        """Undo the last op (or, at the start of a net run, its whole step: a RunPlan step cannot
+        be rewound part-way); :attr:`net_runs` forgets the runs undone."""
+        stop = super().step_back()
+        n, here = len(self.records), self.frames[-1].label if len(self.frames) > 1 else None
+        keep = len(self._run_marks)
+        while keep and not (self._run_marks[keep - 1][0] < n or self._run_marks[keep - 1] == (n, here)):
+            keep -= 1
+        del self.net_runs[keep:], self._run_marks[keep:]
+        return stop
 
     def _in_net_run(self) -> bool:
         """Whether the innermost frame is a net run (or substep) that a step op pushed."""

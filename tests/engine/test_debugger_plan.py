@@ -149,8 +149,16 @@ def test_into_a_step_an_iteration_and_over_it() -> None:
     assert d.pc.frames[-1].op_type == ""        # end of iteration 1's net
     d.step()
     assert d.pc.frames[-1].label == "train iteration 2 · net mlp_train" and d.pc.path[-1] == 0
+    d.step()
+    d.step_back()                              # one op back: still in iteration 2
+    assert d.pc.frames[-1].label == "train iteration 2 · net mlp_train" and d.pc.path[-1] == 0
+    assert d.net_runs[-1] == (("train",), 2, "mlp_train", False) and len(d.net_runs) == 4
     d.step_back()                              # a plan step cannot be rewound part-way: whole step undone
     assert d.pc.path == ("op", 1) and d.ws.fetch_blob("ITER").tolist() == [0]
+    assert d.net_runs == [(("init",), 0, "mlp_init", False)]
+    d.continue_()                              # and it runs again to the same end
+    ref_ws, ref_runs = _reference(d.plan)
+    assert d.net_runs == ref_runs and d.ws.fetch_blob("ITER").tolist() == [20]
 
 
 def test_substeps_are_frames_and_concurrent_ones_are_labelled() -> None:
