@@ -14,13 +14,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.errors import ModelError
 from engine.modelio import Model
 from engine.plandef import events, load_plan
 from proto import caffe2_pb2
 
-__all__ = ["is_plan_file", "plan_lines", "plan_model", "plan_program", "step_op", "STEP_OP", "PlanRun",
+__all__ = ["is_plan_file", "plan_lines", "plan_model", "plan_program", "plan_shapes", "step_op", "STEP_OP", "PlanRun",
            "run_plan_steps"]
 
 STEP_OP = "ExecutionStep"
@@ -143,6 +144,38 @@ def plan_program(plan: caffe2_pb2.PlanDef) -> caffe2_pb2.NetDef:
     plan debugger (:mod:`engine.debugger.plan`) steps through and the TUI shows as the step tree."""
     nets = {n.name: n for n in plan.network}
     return caffe2_pb2.NetDef(name=plan.name or "plan", op=[step_op(s, nets) for s in plan.execution_step])
+
+
+def plan_shapes(plan: caffe2_pb2.PlanDef, inputs: dict[str, Any] | None = None) -> dict[tuple[Any, ...], dict]:
+    """Shape infos of every net of `plan` (:func:`engine.shapes.infer_net_shapes`), keyed by its net
+    path in :func:`plan_program` (``("op", 1, "mlp_train")``); each net sees the last versions the
+    nets before it (in step order, each once) made.  A net whose inference fails is left out."""
+    from engine.errors import NetvizError
+    from engine.shapes import infer_net_shapes
+
+    nets = {n.name: n for n in plan.network}
+    env: dict[str, Any] = dict(inputs or {})
+    table: dict[tuple[Any, ...], dict] = {}
+
+    def visit(step: caffe2_pb2.ExecutionStep, prefix: tuple[Any, ...], index: int) -> None:
+        held = [*step.network, *([step.report_net] if step.HasField("report_net") else [])]
+        for name in dict.fromkeys(held):
+            key = (*prefix, index, name)
+            if name not in nets or key in table:
+                continue
+            try:
+                found = infer_net_shapes(nets[name], env)
+            except NetvizError:
+                continue
+            for sub, infos in found.items():
+                table[(*key, *sub[1:]) if sub else key] = infos
+            env.update({blob: info for (blob, _), info in sorted(found.get((), {}).items(), key=lambda kv: kv[0][1])})
+        for sub in step.substep:
+            visit(sub, (*prefix, index, sub.name), 0)
+
+    for i, step in enumerate(plan.execution_step):
+        visit(step, ("op",), i)
+    return table
 
 
 @dataclass(frozen=True, slots=True)

@@ -344,6 +344,9 @@ class Session:
             return {}
         inputs = {**self.model.value_info,
                   **{k: tuple(v.shape) for k, v in self.values.items() if hasattr(v, "shape")}}
+        if self.plan_def is not None:  # a plan: each net of its steps, in step order
+            from engine.plan_view import plan_shapes
+            return plan_shapes(self.plan_def, inputs)
         try:
             return shapes.infer_net_shapes(net, inputs, self.model.init)
         except NetvizError:

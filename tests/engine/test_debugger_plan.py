@@ -205,3 +205,15 @@ def test_cli_run_break_on_nan_steps_the_plan_to_the_iteration_that_overflows(tmp
     out = capsys.readouterr().out
     assert "3 net runs" in out and "grow iteration 1 · net grow" in out
     assert main(["run", str(MLP_PLAN), "--break-on-nan"]) == 0
+
+
+def test_plan_shapes_infer_each_net_after_the_nets_before_it() -> None:
+    """The TUI's shapes of a plan's nets: the train net sees what the init step's fills make."""
+    from engine.plan_view import plan_shapes
+
+    table = plan_shapes(plandef.load_plan(MLP_PLAN))
+    assert set(table) == {("op", 0, "mlp_init"), ("op", 1, "mlp_train")}
+    train = table[("op", 1, "mlp_train")]
+    assert train[("fc1", 1)].shape == (16, 16) and train[("fc2_w_grad", 1)].shape == (4, 16)
+    nested = plan_shapes(_nested_plan())
+    assert nested[("op", 1, "count", 0, "count")][("stop", 1)].shape == (1,)
