@@ -15,9 +15,10 @@ from engine.shapes import UNKNOWN, TensorInfo, dim_op, dims, join_layout, spatia
 
 # ---- kernels ----
 
-GEOMETRY = dict(kernel=0, kernels=None, kernel_h=0, kernel_w=0, stride=1, strides=None, stride_h=0, stride_w=0,
-                pad=0, pads=None, pad_t=0, pad_l=0, pad_b=0, pad_r=0, dilation=1, dilations=None,
-                dilation_h=0, dilation_w=0, order="NCHW", global_pooling=0, legacy_pad=0)
+# NOTE: the per-side spellings default to None (absent): Caffe2 uses them only as complete sets.
+GEOMETRY = dict(kernel=0, kernels=None, kernel_h=None, kernel_w=None, stride=1, strides=None, stride_h=None,
+                stride_w=None, pad=0, pads=None, pad_t=None, pad_l=None, pad_b=None, pad_r=None, dilation=1,
+                dilations=None, dilation_h=None, dilation_w=None, order="NCHW", global_pooling=0, legacy_pad=0)
 
 
 def geometry_args(fn):
@@ -56,11 +57,14 @@ def legacy_pads(mode, size, k, s, pad, d):
 
 
 def _geometry(nd, g, kshape):
+    def given(names):  # NOTE: Caffe2 reads _h/_w (and pad_t/l/b/r) only when the whole set is given
+        return nd == 2 and all(g[k] is not None for k in names)
+
     def pick(one, many, hw, default):
         if g[many]:
             return [int(v) for v in g[many]]
-        if nd == 2 and any(g[k] for k in hw):
-            return [int(g[k] or default) for k in hw]
+        if given(hw):
+            return [int(g[k]) for k in hw]
         return [int(g[one] or default)] * nd
     k = pick("kernel", "kernels", ("kernel_h", "kernel_w"), 0)
     if not any(k):
@@ -69,8 +73,8 @@ def _geometry(nd, g, kshape):
     d = pick("dilation", "dilations", ("dilation_h", "dilation_w"), 1)
     if g["pads"]:
         p = [int(v) for v in g["pads"]]
-    elif nd == 2 and any(g[k_] for k_ in ("pad_t", "pad_l", "pad_b", "pad_r")):
-        p = [g["pad_t"], g["pad_l"], g["pad_b"], g["pad_r"]]
+    elif given(("pad_t", "pad_l", "pad_b", "pad_r")):
+        p = [int(g[k_]) for k_ in ("pad_t", "pad_l", "pad_b", "pad_r")]
     else:
         p = [int(g["pad"])] * (2 * nd)
     return k, s, p[:nd], p[nd:], d
@@ -235,6 +239,8 @@ def conv(xp, x, w, b=None, *, group: int = 1, **g):
     x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
     k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:], x.shape[2:])
     m = w.shape[0]
+    if x.shape[0] == 0:  # NOTE: an empty batch (legal in Caffe2): no GEMM to run, only the output shape
+        return from_nchw(xp.zeros((0, m) + spatial_out(x.shape[2:], k, s, pb, pe, d), dtype=x.dtype), g["order"])
     if group == 1 and x.dtype == w.dtype:
         y, out = conv_gemm(xp, x, w, k, s, pb, pe, d), None
     else:
@@ -373,6 +379,10 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
     order = g["order"]
     x, w, dy = to_nchw(x, order), to_nchw(w, order), to_nchw(dy, order)
     k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:], x.shape[2:])
+    if x.shape[0] == 0:  # NOTE: an empty batch: zero dW and db, an empty dX
+        res = [from_nchw(xp.zeros(w.shape, dtype=w.dtype), order)] + ([] if no_bias else [
+            xp.zeros(w.shape[0], dtype=w.dtype)])
+        return tuple(res + [from_nchw(xp.zeros(x.shape, dtype=x.dtype), order)][:len(ctx.op.output) - len(res)])
     if group == 1 and x.dtype == w.dtype == dy.dtype:
         need_dx = len(ctx.op.output) > 2 - bool(no_bias)
         dw, db, dx = conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx)

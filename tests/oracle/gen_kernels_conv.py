@@ -54,6 +54,12 @@ def conv_pool_cases():
         x = f4(r, 0, 3, 4, 4) if order == "NCHW" else f4(r, 0, 4, 4, 3)
         yield Case(name, "ConvTranspose", {"X": x, "W": f4(r, 3, 2, 3, 3) if order == "NCHW" else f4(r, 3, 3, 3, 2),
                                            "b": f4(r, 2)}, ["Y"], dict(kernel=3, stride=2, order=order), grad=True)
+    for tag, ks, xs in (("1x1", 1, (0, 1, 7, 7)), ("3d_1x1", 1, (0, 1, 3, 3, 3)), ("stride_pad", 3, (0, 2, 6, 5))):
+        name = f"Conv_N0_{tag}"  # the 1x1 GEMM path and 3-D, as Caffe2's conv_test draws them
+        r = rng_for(name)
+        w = f4(r, 3, xs[1], *([ks] * (len(xs) - 2)))
+        args = dict(kernels=[ks] * (len(xs) - 2)) if len(xs) == 5 else dict(kernel=ks, stride_h=2, pad_t=1, pad_b=2)
+        yield Case(name, "Conv", {"X": f4(r, *xs), "W": w, "b": f4(r, 3)}, ["Y"], args, grad=True)
     for pool in ("MaxPool", "AveragePool"):
         name = f"{pool}_N0"
         r = rng_for(name)
