@@ -21,8 +21,8 @@ from engine.modelio import Model
 from engine.plandef import events, load_plan
 from proto import caffe2_pb2
 
-__all__ = ["is_plan_file", "plan_lines", "plan_model", "plan_program", "plan_shapes", "step_op", "STEP_OP", "PlanRun",
-           "run_plan_steps"]
+__all__ = ["is_plan_file", "plan_lines", "plan_model", "plan_program", "plan_shapes", "step_op", "step_summary",
+           "STEP_OP", "PlanRun", "run_plan_steps"]
 
 STEP_OP = "ExecutionStep"
 """Type of the ops of :func:`plan_program` (not a Caffe2 op: only the plan debugger runs them)."""
@@ -137,6 +137,20 @@ def step_op(step: caffe2_pb2.ExecutionStep, nets: dict[str, caffe2_pb2.NetDef]) 
     for sub in step.substep:
         op.arg.add(name=sub.name, n=caffe2_pb2.NetDef(name=sub.name, op=[step_op(sub, nets)]))
     return op
+
+
+def step_summary(op: caffe2_pb2.OperatorDef) -> str:
+    """How a step op (:func:`step_op`) repeats, for its row: ``×20``, ``until stop``,
+    ``concurrent: run in order``, ``every 100 ms``; empty for a step run once."""
+    args = {a.name: a for a in op.arg}
+    parts = [f"×{args['num_iter'].i}"] if "num_iter" in args and args["num_iter"].i != 1 else []
+    if "should_stop_blob" in args:
+        parts.append(f"until {args['should_stop_blob'].s.decode()}")
+    if "concurrent_substeps" in args or args.get("num_concurrent_instances", caffe2_pb2.Argument(i=1)).i > 1:
+        parts.append("concurrent: run in order")
+    if "run_every_ms" in args:
+        parts.append(f"every {args['run_every_ms'].i} ms")
+    return " · ".join(parts)
 
 
 def plan_program(plan: caffe2_pb2.PlanDef) -> caffe2_pb2.NetDef:

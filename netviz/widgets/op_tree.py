@@ -20,7 +20,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from engine.optypes import CONTROL_FLOW
-from engine.plan_view import STEP_OP
+from engine.plan_view import STEP_OP, step_summary
 from netviz.messages import DrillRequested, OpSelected
 from netviz.overlays import value_of
 from netviz.widgets.scrolling import SteadyScrollbars
@@ -214,6 +214,8 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         scope = self._scope(ref.path)
         if what:  # the distinguishing tail: the scope every name of the net shares is dropped
             text.append(f" {what[len(scope):] if scope and what.startswith(scope) else what}", "dim")
+        if op.type == STEP_OP and step_summary(op):  # a plan's step: how it repeats
+            text.append(f" ({step_summary(op)})", "dim")
         return text
 
     def _scope(self, path: NetPath) -> str:

@@ -217,3 +217,11 @@ def test_plan_shapes_infer_each_net_after_the_nets_before_it() -> None:
     assert train[("fc1", 1)].shape == (16, 16) and train[("fc2_w_grad", 1)].shape == (4, 16)
     nested = plan_shapes(_nested_plan())
     assert nested[("op", 1, "count", 0, "count")][("stop", 1)].shape == (1,)
+
+
+def test_step_rows_say_how_a_step_repeats() -> None:
+    from engine.plan_view import plan_program, step_summary
+
+    program = plan_program(_nested_plan())
+    assert [step_summary(op) for op in program.op] == ["", "until stop", "concurrent: run in order"]
+    assert step_summary(program.op[1].arg[-1].n.op[0]) == "×2"  # the loop's substep inner

@@ -28,7 +28,7 @@ async def test_plan_steps_across_an_iteration_boundary_and_the_screen_shows_it()
         s, tree = app.session, app.main.op_tree
         await wait_for(pilot, lambda: tree.populated, "the op tree")
         steps = {r: str(n.label) for r, n in tree.nodes_by_ref.items() if not r.path}
-        assert "ExecutionStep init" in steps[OpRef((), 0)] and "ExecutionStep train" in steps[OpRef((), 1)]
+        assert "ExecutionStep init" in steps[OpRef((), 0)] and "ExecutionStep train (×20)" in steps[OpRef((), 1)]
         assert OpRef(TRAIN, 14) in tree.nodes_by_ref  # the train step's net, op by op
 
         await _move(pilot, "n", "the init step")            # runs the init step whole
