@@ -155,16 +155,22 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
     if exe is None:
         raise LayoutError(f"graphviz program '{prog}' not found on PATH (install graphviz)")
     cmd = [exe, f"-T{fmt}", *extra] + ([f"-o{output}"] if output else [])
-    try:
-        r = subprocess.run(cmd, input=dot.encode(), capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise LayoutTimeout(f"graphviz '{prog}' took longer than {timeout:g} s") from None
-    if r.returncode < 0 or r.returncode in _SIGNAL_EXITS:  # NOTE: 128+n is a wrapper shell's report of signal n
-        raise LayoutCrash(f"graphviz '{prog}' crashed ({_signal_name(r.returncode)})")
-    if r.returncode != 0:
-        err = r.stderr.decode(errors="replace").strip().splitlines()
-        raise LayoutError(f"graphviz '{prog}' failed: {err[-1] if err else f'exit {r.returncode}'}")
-    return r.stdout
+    with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            out, err_bytes = proc.communicate(dot.encode(), timeout=timeout)
+        except BaseException as e:  # NOTE: the time limit, Ctrl-C, a cancelled worker: never leave it running
+            proc.kill()
+            proc.wait()
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise LayoutTimeout(f"graphviz '{prog}' took longer than {timeout:g} s") from None
+            raise
+    code = proc.returncode
+    if code < 0 or code in _SIGNAL_EXITS:  # NOTE: 128+n is a wrapper shell's report of signal n
+        raise LayoutCrash(f"graphviz '{prog}' crashed ({_signal_name(code)})")
+    if code != 0:
+        err = err_bytes.decode(errors="replace").strip().splitlines()
+        raise LayoutError(f"graphviz '{prog}' failed: {err[-1] if err else f'exit {code}'}")
+    return out
 
 
 _SIGNAL_EXITS = frozenset(128 + s for s in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE,

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -98,3 +102,27 @@ def test_big_drawing_survives_a_crashed_dot_with_sfdp(crashing_graphviz: Path, t
     r = export_drawing(d, tmp_path / "n.svg", progress=lines.append)
     assert r.layout.startswith("sfdp") and set(svg_node_titles(r.path)) == set(d.nodes)
     assert any("graphviz 'dot' crashed (SIGSEGV)" in line for line in lines)
+
+
+def test_ctrl_c_stops_the_layout_and_writes_nothing(tmp_path: Path) -> None:
+    """SIGINT while ``dot`` runs: exit 130 with one line, the program killed, no output file."""
+    bin_dir, pid_file = tmp_path / "bin", tmp_path / "dot.pid"
+    bin_dir.mkdir()
+    (bin_dir / "dot").write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+    (bin_dir / "dot").chmod(0o755)
+    net, out = tmp_path / "n.pbtxt", tmp_path / "n.svg"
+    net.write_text('name: "n" op { type: "Relu" input: "X" output: "Y" }\n')
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    p = subprocess.Popen([sys.executable, "-m", "netviz.cli", "export", str(net), "-o", str(out)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None and p.stderr.readline().startswith("netviz: layout: dot")
+    for _ in range(100):  # the shell script writes its pid just after starting
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and err.strip() == "netviz: interrupted", err
+    assert not out.exists() and not list(tmp_path.glob(".n.svg.*"))
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
