@@ -91,8 +91,8 @@ class PlanDebugger(Debugger):
         self.program = plan_program(plan)
         self._concurrent = {p + (sub.name,) for p, s in walk_steps(plan)
                             if s.concurrent_substeps and len(s.substep) > 1 for sub in s.substep}
-        model = Model(self.program, caffe2_pb2.NetDef(name=f"{plan.name}_init"), {}, path,
-                      path if path is not None else None)
+        # NOTE: init_path = the plan's path: relative DB paths of Load/Save resolve beside it
+        model = Model(self.program, caffe2_pb2.NetDef(name=f"{plan.name}_init"), {}, path, path)
         super().__init__(model, **kwargs)
 
     def restart(self) -> Stopped:
