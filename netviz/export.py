@@ -306,14 +306,14 @@ def _lay_out(dot: str, fmt: str, budget: float, n_nodes: int, plan: LayoutPlan |
     shape = plan.describe() if plan else ""
     steps = [("dot", budget * (0.5 if n_nodes > BIG_DRAWING else 1.0), shape)]
     if n_nodes > BIG_DRAWING:
-        steps.append(("sfdp", 0.0, "force-directed, straight edges"))
+        steps.append(("sfdp", 0.0, "force-directed, straight edges, overlaps removed"))
     start, failures = time.monotonic(), []
     for prog, share, what in steps:
         limit = share or budget - (time.monotonic() - start)
         say(f"layout: {prog}{', ' + what if what else ''}, {n_nodes} nodes, up to {limit:.0f} s …")
         t0 = time.monotonic()
         try:
-            extra = ["-Gsplines=false"] if prog == "sfdp" else []  # NOTE: overlap removal costs 5x
+            extra = ["-Gsplines=false", "-Goverlap=prism"] if prog == "sfdp" else []  # NOTE: overlaps left: unreadable
             data = run_graphviz(dot, fmt, max(round(limit, 1), 0.01), prog, extra=extra)
         except LayoutError as e:
             failures.append(e)
