@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.debugger.values import ShapeMismatch
+
 from engine import executor
 from engine.core import Net
 from engine.debugger import Debugger
@@ -119,7 +121,11 @@ def test_debugger_stops_keeps_state_and_continues_after_inject(case: str) -> Non
     if fix is None:
         assert dbg.step_back().reason == "step" and dbg.pc.path == ("op", 1)  # can still move
         return
-    dbg.inject(*fix)
+    name, value = fix
+    if name in dbg.frames[-1].ws.values and np.shape(value) != np.shape(dbg.value(name)):  # new shape: confirm
+        with pytest.raises(ShapeMismatch):
+            dbg.inject(name, value)
+    dbg.inject(name, value, reshape=True)
     assert dbg.continue_().reason == "end"
     assert dbg.value("a").shape in {(2, 3), (2, 4)}
 

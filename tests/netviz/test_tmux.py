@@ -32,7 +32,7 @@ def test_open_step_backward_quit(zoo, tmp_path):
         tmux("send-keys", "-t", session, "gpu_0/softmax", "Enter")
         wait_screen(tmux, session, "·  backward")  # the breadcrumb of the backward view
         tmux("send-keys", "-t", session, "/")
-        wait_screen(tmux, session, "search ops and blobs")
+        wait_screen(tmux, session, "search ops (type, cat:conv, name) and blobs")
         tmux("send-keys", "-t", session, "FCGradient", "Enter")
         wait_screen(tmux, session, "FCGradient  op #177")  # the cursor is on it: the inspector shows the gradient op
         wait_screen(tmux, session, "gradient op for forward op #173")
