@@ -277,7 +277,8 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
         _atomic_write(path, dot.encode())
         return ExportResult(path)
     try:
-        data, how = _lay_out(dot, f, timeout, len(d.nodes), plan, progress or (lambda _: None))
+        backward = any(n.backward for n in d.nodes.values())
+        data, how = _lay_out(dot, f, timeout, len(d.nodes), backward, plan, progress or (lambda _: None))
     except LayoutTimeout:
         fallback = path.with_suffix(".dot")
         _check_writable(fallback, force)
@@ -288,13 +289,14 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
     return ExportResult(path, layout=how)
 
 
-def _lay_out(dot: str, fmt: str, budget: float, n_nodes: int, plan: LayoutPlan | None,
+def _lay_out(dot: str, fmt: str, budget: float, n_nodes: int, backward: bool, plan: LayoutPlan | None,
              say: Callable[[str], None]) -> tuple[bytes, str]:
     """Render DOT source with ``dot``, falling back to ``sfdp`` on a big drawing; (bytes, how).
 
-    A drawing of more than :data:`BIG_DRAWING` nodes gives ``dot`` half of `budget` and ``sfdp``
+    A drawing of more than :data:`BIG_DRAWING` nodes gives ``dot`` half of `budget` (a quarter with
+    `backward` ops: their long edges to forward blobs defeat it) and ``sfdp``
     (force-directed, near-linear, no ranks; straight edges) what is left.  Ctrl-C kills the running
-    program (:func:`subprocess.run` does) and nothing is written.
+    program (:func:`netviz.layout.run_graphviz` kills and reaps it) and nothing is written.
 
     Raises
     ------
@@ -304,8 +306,10 @@ def _lay_out(dot: str, fmt: str, budget: float, n_nodes: int, plan: LayoutPlan |
         If ``dot`` crashed and the fallback failed too (or there is none): one line naming both.
     """
     shape = plan.describe() if plan else ""
-    steps = [("dot", budget * (0.5 if n_nodes > BIG_DRAWING else 1.0), shape)]
-    if n_nodes > BIG_DRAWING:
+    big = n_nodes > BIG_DRAWING
+    # NOTE: dot never finished a big drawing with backward ops in 30-40 s (benchmarks/README.md): a quarter.
+    steps = [("dot", budget * ((0.25 if backward else 0.5) if big else 1.0), shape)]
+    if big:
         steps.append(("sfdp", 0.0, "force-directed, straight edges, overlaps removed"))
     start, failures = time.monotonic(), []
     for prog, share, what in steps:
