@@ -28,7 +28,8 @@ from netviz.drawing import DrawOptions, Drawing, draw_net, focus
 from netviz.layout import DEFAULT_TIMEOUT, LayoutCrash, LayoutError, LayoutTimeout, run_graphviz
 from proto import caffe2_pb2
 
-__all__ = ["ExportError", "ExportResult", "FORMATS", "LayoutPlan", "plan_layout", "build_agraph", "drawing_json", "export_drawing",
+__all__ = ["ExportError", "ExportResult", "FORMATS", "LayoutPlan", "plan_layout", "build_agraph", "drawing_json",
+           "export_drawing",
            "export_net", "backward_drawing_net", "default_loss", "count_summary", "output_format"]
 
 FORMATS = ("dot", "svg", "png", "pdf", "json")

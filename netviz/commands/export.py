@@ -16,10 +16,11 @@ modes:
 The default direction (--rankdir auto) keeps a deep net viewable: top to bottom, wrapped into
 side-by-side columns whose count follows the net's depth and width; a wide shallow net flows left
 to right.  Layout runs `dot` within one time budget (--timeout, 60 s); a drawing of over 500 nodes
-gives `dot` half of it (a quarter with --backward) and then falls back to `sfdp` (force-directed, straight edges).  Each step
-prints a progress line on stderr; Ctrl-C stops it and writes nothing.  A graphviz program killed by
-a signal is reported as a crash.  Past the budget the DOT file is written beside OUT and netviz
-prints the `dot` command to finish elsewhere.  An existing OUT is kept unless --force.
+gives `dot` half of it (a quarter with --backward) and then falls back to `sfdp` (force-directed,
+straight edges).  Each step prints a progress line on stderr; Ctrl-C stops it and writes nothing.
+A graphviz program killed by a signal is reported as a crash.  Past the budget the DOT file is
+written beside OUT and netviz prints the `dot` command to finish elsewhere.  An existing OUT is
+kept unless --force.
 
 examples:
   netviz export resnet50/predict_net.pbtxt -o resnet.svg

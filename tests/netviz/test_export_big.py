@@ -56,7 +56,9 @@ def test_600_op_training_net_exports_every_op(tmp_path: Path) -> None:
 
 def svg_size(path: Path) -> tuple[float, float]:
     head = path.read_text()[:2000]
-    w, h = (float(re.search(rf'{k}="([\d.]+)pt"', head).group(1)) for k in ("width", "height"))  # type: ignore[union-attr]
+    found = {k: re.search(rf'{k}="([\d.]+)pt"', head) for k in ("width", "height")}
+    assert all(found.values()), head[:300]
+    w, h = (float(m.group(1)) for m in found.values() if m is not None)
     return w, h
 
 
