@@ -175,7 +175,7 @@ def sum_int(xp, *xs):
 def sum_elements_int(xp, x):
     if x.dtype != np.int32:
         raise TypeError(f"SumElementsInt takes int32, got {x.dtype}")
-    return xp.asarray(x.sum(), dtype=np.int32).reshape(1)  # NOTE: shape (1,), unlike SumElements' ()
+    return xp.asarray(x.sum(), dtype=np.int32)  # a 0-d sum, as Caffe2 (checked on the oracle)
 
 
 @kernel("Moments")
@@ -350,7 +350,7 @@ shape("MomentsGradient", "BatchMomentsGradient")(same_as(2))  # [dmean, dvar, X,
 shape("ColwiseMax")(lambda x: TensorInfo((d := dims(x))[:1] + d[2:], x.dtype))
 shape("RowwiseMax")(lambda x: TensorInfo(dims(x)[:2], x.dtype))
 shape("SumInt", "Normalize", "NormalizeL1")(same_as(0))
-shape("SumElementsInt")(lambda x: TensorInfo((1,), x.dtype))
+shape("SumElementsInt")(lambda x: TensorInfo((), x.dtype))
 shape("LpNorm")(lambda x: TensorInfo((1,), x.dtype))
 shape("Summarize")(lambda x: TensorInfo((4,), x.dtype))
 
