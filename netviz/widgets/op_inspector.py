@@ -73,7 +73,8 @@ def _doc_rows(facts: Table, doc: OpDoc, warnings: list[str]) -> None:
             facts.add_row(f"·{a.name}", Text("required, not set", style="bold #DB4437"))
         else:
             facts.add_row(Text(f"·{a.name}", style="dim"),
-                          Text(f"{_arg(a.value)} (default)" if a.known_default else "not set", style="dim"))
+                          Text(f"{_arg(a.value)} (default)" if a.known_default and a.value is not None
+                               else "not set", style="dim"))
     for line in doc.inplace:
         facts.add_row("in-place", line)
     for w in warnings:
