@@ -141,17 +141,6 @@ def _rw8(t, x, w, idx, L):
         ("Copy", ["_sb"], ["SB"], {})], rtol=1e-4, atol=1e-4)
 
 
-def _seeded_ops(create):
-    """CreateOperator with a fixed ``random_seed`` for random ops, so their goldens are reproducible
-    (Caffe2 otherwise draws a fresh seed per op; the seed is recorded in the op's device option)."""
-    def make(op_type, *a, **kw):
-        op = create(op_type, *a, **kw)
-        if op_type in RANDOM_OPS:
-            op.device_option.random_seed = 1234
-        return op
-    return make
-
-
 if __name__ == "__main__":
-    kernel_oracle.core.CreateOperator = _seeded_ops(kernel_oracle.core.CreateOperator)
+    kernel_oracle.seed_random_ops(RANDOM_OPS)
     print(record("rowwise_quant", cases()), "cases")

@@ -77,17 +77,6 @@ def cases():
     yield Case("StringJoin_int", "StringJoin", {"X": np.array([7, -3], I64)}, ["Y"], args={"delimiter": " "})
 
 
-def _seeded_ops(create):
-    """CreateOperator with a fixed ``random_seed`` for random ops, so their goldens are reproducible
-    (Caffe2 otherwise draws a fresh seed per op; the seed is recorded in the op's device option)."""
-    def make(op_type, *a, **kw):
-        op = create(op_type, *a, **kw)
-        if op_type in RANDOM_OPS:
-            op.device_option.random_seed = 1234
-        return op
-    return make
-
-
 if __name__ == "__main__":
-    kernel_oracle.core.CreateOperator = _seeded_ops(kernel_oracle.core.CreateOperator)
+    kernel_oracle.seed_random_ops(RANDOM_OPS)
     print(record("sampling", cases()), "cases")

@@ -25,12 +25,25 @@ import numpy as np
 
 from _common import OUT, caffe2_pb2, core, err_info, pbtxt, save_npz, workspace, write_json
 
-__all__ = ["Case", "record", "rng_for"]
+__all__ = ["Case", "record", "rng_for", "seed_random_ops"]
 
 
 def rng_for(name: str) -> np.random.RandomState:
     """A RandomState seeded by the case name (deterministic across runs and machines)."""
     return np.random.RandomState(zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
+def seed_random_ops(random_ops, seed: int = 1234) -> None:
+    """Give every op of `random_ops` that a case creates a fixed ``random_seed``, so its golden is
+    reproducible (Caffe2 otherwise draws a fresh seed per op; the seed lands in the op's device option)."""
+    create = core.CreateOperator
+
+    def make(op_type, *a, **kw):
+        op = create(op_type, *a, **kw)
+        if op_type in random_ops:
+            op.device_option.random_seed = seed
+        return op
+    core.CreateOperator = make
 
 
 @dataclass
