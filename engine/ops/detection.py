@@ -475,6 +475,21 @@ def _bilinear_weights(y: np.ndarray, x: np.ndarray, height: int, width: int):
     return pos, w
 
 
+def _bin_grid(rw, rh, pooled_h: int, pooled_w: int, sampling_ratio: int, aligned: bool):
+    """An RoI's bin sizes, sample grid per bin and the samples' offsets inside a bin (float32, as Caffe2).
+
+    Returns (rw, rh, bin_h, bin_w, grid_h, grid_w, offsets_y, offsets_x); a legacy (not aligned)
+    RoI is at least 1x1."""
+    if not aligned:
+        rw, rh = max(rw, F32(1)), max(rh, F32(1))
+    bin_h, bin_w = F32(rh / F32(pooled_h)), F32(rw / F32(pooled_w))
+    gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / F32(pooled_h)))
+    gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / F32(pooled_w)))
+    iy = (np.arange(gh, dtype=F32) + F32(0.5)) * bin_h / F32(gh)
+    ix = (np.arange(gw, dtype=F32) + F32(0.5)) * bin_w / F32(gw)
+    return rw, rh, bin_h, bin_w, gh, gw, iy, ix
+
+
 def _rotated_samples(rois: np.ndarray, height: int, width: int, spatial_scale: float, pooled_h: int,
                      pooled_w: int, sampling_ratio: int, aligned: bool):
     """_roi_samples for rotated RoIs [batch, ctr_x, ctr_y, w, h, angle°]: the grid turned about the centre."""
@@ -484,13 +499,7 @@ def _rotated_samples(rois: np.ndarray, height: int, width: int, spatial_scale: f
         cx, cy, rw, rh = (roi[-5:-1] * F32(spatial_scale)).astype(F32)
         cx, cy = cx - offset, cy - offset
         theta = F32(roi[-1] * F32(np.pi / 180.0))
-        if not aligned:
-            rw, rh = max(rw, F32(1)), max(rh, F32(1))
-        bin_h, bin_w = F32(rh / F32(pooled_h)), F32(rw / F32(pooled_w))
-        gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / F32(pooled_h)))
-        gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / F32(pooled_w)))
-        iy = (np.arange(gh, dtype=F32) + F32(0.5)) * bin_h / F32(gh)
-        ix = (np.arange(gw, dtype=F32) + F32(0.5)) * bin_w / F32(gw)
+        rw, rh, bin_h, bin_w, gh, gw, iy, ix = _bin_grid(rw, rh, pooled_h, pooled_w, sampling_ratio, aligned)
         ys = (-rh / F32(2) + np.arange(pooled_h, dtype=F32)[:, None] * bin_h + iy[None, :]).astype(F32)
         xs = (-rw / F32(2) + np.arange(pooled_w, dtype=F32)[:, None] * bin_w + ix[None, :]).astype(F32)
         yy = np.broadcast_to(ys[:, None, :, None], (pooled_h, pooled_w, gh, gw))
@@ -512,13 +521,7 @@ def _roi_samples(rois: np.ndarray, height: int, width: int, spatial_scale: float
         b = int(roi[0]) if rois.shape[1] == 5 else 0
         x1, y1, x2, y2 = (roi[-4:] * F32(spatial_scale) - offset).astype(F32)
         rw, rh = x2 - x1, y2 - y1
-        if not aligned:
-            rw, rh = max(rw, F32(1)), max(rh, F32(1))
-        bin_h, bin_w = F32(rh / F32(pooled_h)), F32(rw / F32(pooled_w))
-        gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / F32(pooled_h)))
-        gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / F32(pooled_w)))
-        iy = (np.arange(gh, dtype=F32) + F32(0.5)) * bin_h / F32(gh)
-        ix = (np.arange(gw, dtype=F32) + F32(0.5)) * bin_w / F32(gw)
+        rw, rh, bin_h, bin_w, gh, gw, iy, ix = _bin_grid(rw, rh, pooled_h, pooled_w, sampling_ratio, aligned)
         ys = (y1 + np.arange(pooled_h, dtype=F32)[:, None] * bin_h + iy[None, :]).astype(F32)  # (ph, gh)
         xs = (x1 + np.arange(pooled_w, dtype=F32)[:, None] * bin_w + ix[None, :]).astype(F32)  # (pw, gw)
         yy = np.broadcast_to(ys[:, None, :, None], (pooled_h, pooled_w, gh, gw))
