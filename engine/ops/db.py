@@ -15,6 +15,7 @@ import numpy as np
 from engine import blobio
 from engine.errors import ExecutionError
 from engine.grad_makers import no_gradient, should_not_do_gradient
+from engine.ops.runtime import CppObject
 from engine.registry import kernel
 from engine.registry import shape
 from engine.shapes import BOOL, INT64, TensorInfo
@@ -136,13 +137,14 @@ def estimate_all_blob_sizes(xp, *, ctx, include_shared: bool = True, options=Non
 
 
 @dataclass(eq=False)
-class DBReader:
+class DBReader(CppObject):
     """An open DB (Caffe2's ``DBReader``): its records and a cursor that wraps at the end."""
 
     source: str
     db_type: str
     records: list[tuple[str, bytes]] = field(default_factory=list)
     pos: int = 0
+    cpp_type = "caffe2::db::DBReader"
 
     def read(self) -> tuple[str, bytes]:
         if not self.records:
@@ -151,8 +153,6 @@ class DBReader:
         self.pos = (self.pos + 1) % len(self.records)
         return rec
 
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type caffe2::db::DBReader.".encode()
 
 
 @kernel("CreateDB", needs_context=True)
@@ -163,7 +163,7 @@ def create_db(xp, *, ctx, db: str = "", db_type: str = "", num_shards: int = 1, 
 
 
 @dataclass(eq=False)
-class QueueDBReader:
+class QueueDBReader(CppObject):
     """Caffe2's BlobsQueueDB: a DB whose next record is dequeued from a blobs queue."""
 
     queue: object
@@ -180,8 +180,6 @@ class QueueDBReader:
         value = value if isinstance(value, bytes) else bytes(np.asarray(value).reshape(-1)[0])
         return (key.decode() if isinstance(key, bytes) else str(key)), value
 
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 @kernel("CreateBlobsQueueDB", needs_context=True)

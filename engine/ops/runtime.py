@@ -20,12 +20,10 @@ from engine.registry import shape
 from engine.shapes import BOOL, INT64, TensorInfo, same_as
 
 
-@dataclass(eq=False)
-class NativeBlob:
-    """A blob holding one of Caffe2's C++ objects; `cpp_type` is what Caffe2's FetchBlob names."""
+class CppObject:
+    """A blob value standing for one of Caffe2's C++ objects; `cpp_type` is what FetchBlob names."""
 
     cpp_type: str
-    value: object = None
 
     def describe(self, name: str) -> bytes:
         """Caffe2's FetchBlob text for a blob that is not a tensor."""
@@ -33,7 +31,15 @@ class NativeBlob:
 
 
 @dataclass(eq=False)
-class StatRegistry:
+class NativeBlob(CppObject):
+    """A blob holding a C++ object of a type given per blob (mutexes, atomics, ...)."""
+
+    cpp_type: str
+    value: object = None
+
+
+@dataclass(eq=False)
+class StatRegistry(CppObject):
     """Named int64 stats (Caffe2's StatRegistry); ``export`` returns keys, values, timestamps."""
 
     stats: dict[str, int] = field(default_factory=dict)
@@ -49,9 +55,6 @@ class StatRegistry:
             self.stats = dict.fromkeys(self.stats, 0)
         stamp = time.time_ns()
         return keys, values, np.full(len(keys), stamp, dtype=np.int64)
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 GLOBAL_STATS = StatRegistry()
@@ -167,7 +170,7 @@ def stat_registry_export(xp, handle=None, *, reset: bool = True):
 
 
 @dataclass(eq=False)
-class Timer:
+class Timer(CppObject):
     """A started timer (``TimerInstance``); its elapsed nanoseconds go to ``<name>/time_ns``."""
 
     name: str
@@ -182,9 +185,6 @@ class Timer:
         GLOBAL_STATS.add(f"{self.name}/time_ns/sum", ns)
         GLOBAL_STATS.add(f"{self.name}/time_ns/count", 1)
         return ns
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 @kernel("TimerBegin", needs_context=True)
@@ -286,7 +286,7 @@ def throw(xp, *xs, ctx, message: str = ""):
 
 # -- queues (one process: an op that would block forever stops with an error instead) ------
 @dataclass(eq=False)
-class BlobsQueue:
+class BlobsQueue(CppObject):
     """Caffe2's BlobsQueue: records of `num_blobs` values, at most `capacity` of them."""
 
     capacity: int
@@ -294,9 +294,6 @@ class BlobsQueue:
     records: list = field(default_factory=list)
     closed: bool = False
     cpp_type = "std::shared_ptr<caffe2::BlobsQueue>"
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 def _queue(ctx, q, k: int = 0):
@@ -399,7 +396,7 @@ def close_blobs_queue(xp, q, *rest, ctx):
 
 
 @dataclass(eq=False)
-class RebatchingQueue:
+class RebatchingQueue(CppObject):
     """Caffe2's RebatchingQueue: rows of `num_blobs` tensors, re-batched on dequeue."""
 
     capacity: int
@@ -407,9 +404,6 @@ class RebatchingQueue:
     records: list = field(default_factory=list)
     closed: bool = False
     cpp_type = "std::unique_ptr<caffe2::RebatchingQueue>"
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 @kernel("CreateRebatchingQueue")
@@ -442,7 +436,7 @@ def dequeue_rebatching_queue(xp, q, *, ctx, num_elements: int = 1):
 
 # -- index ops ---------------------------------------------------------------------------
 @dataclass(eq=False)
-class Index:
+class Index(CppObject):
     """Caffe2's Index: keys get ids 1, 2, … in order of arrival; 0 is 'unknown' (frozen or full)."""
 
     dtype: object
@@ -460,9 +454,6 @@ class Index:
             raise ExecutionError("Dict max size reached")
         self.ids[key] = len(self.ids) + 1
         return self.ids[key]
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 kernel("IntIndexCreate")(lambda xp, *, max_elements=0: Index(np.int32, int(max_elements)))
@@ -517,13 +508,10 @@ def index_size(xp, h, *, ctx):
 
 # -- communicators (gloo/MPI) for a world of one process ----------------------------------
 @dataclass(eq=False)
-class CommonWorld:
+class CommonWorld(CppObject):
     size: int = 1
     rank: int = 0
     cpp_type = "std::shared_ptr<::gloo::Context>"
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 @kernel("CreateCommonWorld", needs_context=True)
@@ -562,7 +550,7 @@ _STORES: dict[str, dict] = {}
 
 
 @dataclass(eq=False)
-class StoreHandler:
+class StoreHandler(CppObject):
     path: str
     prefix: str = ""
     cpp_type = "std::unique_ptr<caffe2::StoreHandler>"
@@ -570,9 +558,6 @@ class StoreHandler:
     @property
     def data(self) -> dict:
         return _STORES.setdefault(f"{self.path}/{self.prefix}", {})
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 @kernel("FileStoreHandlerCreate")
@@ -632,15 +617,12 @@ def _domains(fields: list[str]) -> tuple[list[int], list[int]]:
 
 
 @dataclass(eq=False)
-class TreeCursor:
+class TreeCursor(CppObject):
     """Caffe2's TreeCursor: the offset reached in each domain of a dataset's fields."""
 
     fields: list
     offsets: list = field(default_factory=list)
     cpp_type = "std::unique_ptr<caffe2::dataset_ops::TreeCursor>"
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 @kernel("CreateTreeCursor")
@@ -839,7 +821,7 @@ def collect_tensor(xp, *ins, ctx, num_to_collect: int = 1):
 
 # -- text file reader ---------------------------------------------------------------------
 @dataclass(eq=False)
-class TextFileReader:
+class TextFileReader(CppObject):
     filename: str
     num_passes: int
     field_types: list
@@ -847,9 +829,6 @@ class TextFileReader:
     pos: int = 0
     passes: int = 0
     cpp_type = "std::unique_ptr<caffe2::TextFileReaderInstance>"
-
-    def describe(self, name: str) -> bytes:
-        return f"{name}, a C++ native class of type {self.cpp_type}.".encode()
 
 
 @kernel("CreateTextFileReader", needs_context=True)
