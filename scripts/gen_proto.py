@@ -1,4 +1,4 @@
-"""Regenerate proto/caffe2_pb2.py and .pyi from proto/caffe2.proto with grpcio-tools' protoc.
+"""Regenerate proto/<name>_pb2.py and .pyi from every proto/*.proto with grpcio-tools' protoc.
 
 Run ``python scripts/gen_proto.py`` after editing the .proto; ``--check`` exits 1 when the
 committed modules differ from what protoc would write (the test suite runs it).
@@ -11,17 +11,19 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTPUTS = ("caffe2_pb2.py", "caffe2_pb2.pyi")
+PROTOS = ("caffe2.proto", "hsm.proto")
+OUTPUTS = tuple(f"{p[:-len('.proto')]}_pb2{ext}" for p in PROTOS for ext in (".py", ".pyi"))
 
 
 def generate(out_dir: Path) -> None:
-    """Run protoc on proto/caffe2.proto, writing the Python module and stub into `out_dir`."""
+    """Run protoc on each of PROTOS, writing its Python module and stub into `out_dir`."""
     from grpc_tools import protoc
 
-    args = ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={out_dir}", f"--pyi_out={out_dir}",
-            str(ROOT / "proto" / "caffe2.proto")]
-    if protoc.main(args) != 0:
-        raise SystemExit("protoc failed on proto/caffe2.proto")
+    for name in PROTOS:
+        args = ["protoc", f"-I{ROOT / 'proto'}", f"--python_out={out_dir}", f"--pyi_out={out_dir}",
+                str(ROOT / "proto" / name)]
+        if protoc.main(args) != 0:
+            raise SystemExit(f"protoc failed on proto/{name}")
 
 
 def main() -> int:
@@ -35,7 +37,7 @@ def main() -> int:
         generate(Path(tmp))
         stale = [n for n in OUTPUTS if (Path(tmp) / n).read_bytes() != (ROOT / "proto" / n).read_bytes()]
     if stale:
-        print(f"out of date with proto/caffe2.proto: {', '.join(stale)} (run scripts/gen_proto.py)")
+        print(f"out of date with proto/*.proto: {', '.join(stale)} (run scripts/gen_proto.py)")
         return 1
     return 0
 

@@ -1,62 +1,29 @@
 """Hierarchical softmax: HSoftmax and its gradient, HSoftmaxSearch, HuffmanTreeHierarchy.
 
 The hierarchy comes as a serialized ``caffe2.HierarchyProto`` (``hierarchy`` arg) or
-``caffe2.TreeProto`` (``tree`` arg); their messages are built here from the field facts of
-Caffe2's ``hsm.proto`` (netviz ships no generated module for it).
+``caffe2.TreeProto`` (``tree`` arg), the messages of ``proto/hsm.proto``.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from engine import device as dev
 from engine.errors import ExecutionError
 from engine.grad_makers import cc_maker, should_not_do_gradient
 from engine.registry import gradient, kernel, shape
 from engine.shapes import FLOAT, TensorInfo, dims, same_as
-from proto import caffe2_pb2
+from proto import caffe2_pb2, hsm_pb2
 
 STRING = caffe2_pb2.TensorProto.STRING
 
 # ---- kernels ----
 
-_F = descriptor_pb2.FieldDescriptorProto
-_MESSAGES = {  # name -> [(field, number, label, type, message type)]
-    "NodeProto": [("children", 1, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, ".caffe2.NodeProto"),
-                  ("word_ids", 2, _F.LABEL_REPEATED, _F.TYPE_INT32, None),
-                  ("offset", 3, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
-                  ("name", 4, _F.LABEL_OPTIONAL, _F.TYPE_STRING, None),
-                  ("scores", 5, _F.LABEL_REPEATED, _F.TYPE_FLOAT, None)],
-    "TreeProto": [("root_node", 1, _F.LABEL_OPTIONAL, _F.TYPE_MESSAGE, ".caffe2.NodeProto")],
-    "HierarchyProto": [("size", 1, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
-                       ("paths", 2, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, ".caffe2.PathProto")],
-    "PathProto": [("word_id", 1, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
-                  ("path_nodes", 2, _F.LABEL_REPEATED, _F.TYPE_MESSAGE, ".caffe2.PathNodeProto")],
-    "PathNodeProto": [("index", 1, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
-                      ("length", 2, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None),
-                      ("target", 3, _F.LABEL_OPTIONAL, _F.TYPE_INT32, None)],
-}
-
-
-@lru_cache(maxsize=None)
-def _pool() -> descriptor_pool.DescriptorPool:
-    """A private descriptor pool holding hsm.proto's messages (built once)."""
-    fd = descriptor_pb2.FileDescriptorProto(name="netviz_hsm.proto", package="caffe2", syntax="proto2")
-    for msg, fields in _MESSAGES.items():
-        m = fd.message_type.add(name=msg)
-        for fname, num, label, ftype, tname in fields:
-            m.field.add(name=fname, number=num, label=label, type=ftype, **({"type_name": tname} if tname else {}))
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fd)
-    return pool
-
-
-@lru_cache(maxsize=None)
 def hsm_message(name: str):
-    """The message class ``caffe2.<name>`` of hsm.proto."""
-    return message_factory.GetMessageClass(_pool().FindMessageTypeByName("caffe2." + name))
+    """The message class ``caffe2.<name>`` of hsm.proto (``proto/hsm_pb2``, as Caffe2's
+    ``caffe2.proto.hsm_pb2``)."""
+    return getattr(hsm_pb2, name)
 
 
 def _as_bytes(v) -> bytes:

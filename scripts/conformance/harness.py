@@ -54,6 +54,7 @@ NETVIZ_MODULES = {
     "caffe2/python/scope.py": "engine.scope",
     "caffe2/python/_import_c_extension.py": "engine.capi",
     "caffe2/proto/caffe2_pb2.py": "proto.caffe2_pb2",
+    "caffe2/proto/hsm_pb2.py": "proto.hsm_pb2",
 }
 
 #: Why a whole file cannot run on the netviz side, by what its source needs.
