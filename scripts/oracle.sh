@@ -33,8 +33,9 @@ fi
 # numpy<1.24: caffe2.python.schema uses np.str (removed in 1.24); future + six: imported by
 # caffe2.python.core but not declared by the wheel; networkx<3.2 + scipy<1.11: Caffe2's memonger /
 # data_parallel_model and its tests (the last releases for Python 3.9 that Caffe2's code runs on);
-# mock: Caffe2's unit tests.  Installed again whenever this list changes (a stamp holds it).
-REQS='torch==1.10.2 numpy<1.24 protobuf<4 future six networkx<3.2 scipy<1.11 mock'
+# mock: Caffe2's unit tests; onnx: Caffe2's ONNX backend (gen_builders_onnx.py).  Installed again
+# whenever this list changes (a stamp holds it).
+REQS='torch==1.10.2 numpy<1.24 protobuf<4 future six networkx<3.2 scipy<1.11 mock onnx==1.10.2'
 if [ "$(cat "$VENV/.netviz-reqs" 2>/dev/null)" != "$REQS" ]; then
     # shellcheck disable=SC2086  # one word per requirement
     "$VENV/bin/pip" install -q $REQS
