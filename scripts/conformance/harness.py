@@ -211,7 +211,7 @@ CLASSES = [  # (class, pattern on the failure message), first match wins
     ("error class", r"DID NOT RAISE|not raised|Exception not raised"),
     ("API missing", r"^(AttributeError|ImportError|ModuleNotFoundError|NameError)|"
                     r"unexpected keyword argument|positional argument|not supported between|"
-                    r"Descriptors cannot be created directly|no cost inference|"
+                    r"Descriptors cannot be created directly|Cost inference function not defined|"
                     r"object is not (callable|iterable|subscriptable)"),
     ("kernel error", r"ExecutionError: .*op #\d+ \w+ '[^']*': (?!Encountered)"),
     ("value mismatch", r"Not equal to tolerance|Arrays are not|Mismatch|assert_allclose|Gradient check failed|"
