@@ -1,7 +1,7 @@
 """Training nets built by Caffe2's own Python builders (kind "builder"): rnn_cell cells (LSTM,
 GRU, MILSTM, LayerNormLSTM, multi-layer, every attention type, forward_only), brew MLPs with
-the optimizer.py optimizers, models/resnet (train and test).  (ShuffleNet is left out: its
-frozen parameters alone are 4.6 MB.)
+the optimizer.py optimizers, models/resnet (train and test), ResNeXt (create_resnext), ShuffleNet
+(models/shufflenet, train and test), models/seq2seq (training, and translate.py's beam search).
 
 Each case: the builder's net (forward ops, then AddGradientOperators' ops, then the
 optimizer's), frozen parameters and inputs, and what Caffe2 computes running it once: forward
@@ -9,6 +9,12 @@ values, every gradient of a parameter, and the parameters after the update.  Wri
 OUT/builders/<case>.json + .npz; the net as OUT/builders/<case>.pb, its param init net as
 <case>_init.pb.  Read by
 tests/differential/test_builders.py.
+
+Big cases (ResNeXt, ShuffleNet, ResNet) store no large arrays: their parameters and inputs are
+drawn per blob from NumPy's legacy RandomState (bit-stable across NumPy versions), so the JSON's
+"drawn" entry (seed, shape, bounds) lets the test draw the same values; an output or updated
+parameter above SAMPLE_ABOVE elements is stored as SAMPLE values at drawn indices plus its
+largest magnitude and norm ("sampled").
 
 Run: cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 ../../.venv-caffe2/bin/python gen_builders.py ../golden
 """
@@ -20,14 +26,14 @@ import numpy as np
 
 from _common import OUT, core, err_info, seed_for, save_npz, workspace, write_case
 from caffe2.python import attention, brew, gru_cell, model_helper, optimizer, rnn_cell
-from caffe2.python.models import resnet
+from caffe2.python.models import resnet, shufflenet
 
 CASES = []
 
 
-def case(name, note, rtol=1e-3):
+def case(name, note, rtol=1e-3, big=False):
     def register(fn):
-        CASES.append((name, note, rtol, fn))
+        CASES.append((name, note, rtol, big, fn))
         return fn
     return register
 
@@ -142,21 +148,69 @@ for _opt in OPTIMIZERS:
 
 
 # ---- models ------------------------------------------------------------------------------
+class Drawn(tuple):
+    """A feed drawn by the rule (shape, low, high) instead of stored: see _draw."""
+
+
+def drawn(shape, low=-1.0, high=1.0):
+    return Drawn((tuple(shape), low, high))
+
+
+def _vision_case(create, data_shape, num_labels, is_test, train=True):
+    """A vision builder's net: SoftmaxWithLoss + gradients + momentum SGD (train) or its
+    inference net (test, forward only; ResNeXt's ends in Softmax, ShuffleNet's in its FC)."""
+    def build(rng):
+        m = model_helper.ModelHelper(name="vision", arg_scope={"order": "NCHW"})
+        label = "label" if train else None
+        create(m, "data", label=label, is_test=is_test)
+        feeds = {"data": drawn(data_shape)}
+        made = {o for op in m.net.Proto().op for o in op.output}
+        fetch = [b for b in ("last_out_L%d" % num_labels, "softmax") if b in made]
+        if not train:
+            return m, feeds, fetch, []
+        m.AddGradientOperators(["loss"])
+        optimizer.build_sgd(m, base_learning_rate=0.1, momentum=0.9)
+        feeds["label"] = rng.randint(0, num_labels, size=data_shape[0]).astype(np.int32)
+        return m, feeds, fetch + ["loss"], ["loss"]
+    return build
+
+
 def _resnet_case(is_test):
     def build(rng):
         m = model_helper.ModelHelper(name="resnet32x32", arg_scope={"order": "NCHW"})
         resnet.create_resnet_32x32(m, "data", num_input_channels=3, num_groups=1, num_labels=4, is_test=is_test)
         _, loss = m.net.SoftmaxWithLoss(["last_out", "label"], ["softmax", "loss"])
         m.AddGradientOperators([loss])
-        feeds = {"data": rng.randn(2, 3, 32, 32).astype(np.float32), "label": np.array([1, 3], np.int32)}
+        feeds = {"data": drawn((2, 3, 32, 32)), "label": np.array([1, 3], np.int32)}
         return m, feeds, ["last_out", "loss"], ["loss"]
     return build
 
 
 case("resnet32x32_train", "models/resnet.create_resnet_32x32 (1 group) training, SpatialBN is_test=0",
-     rtol=2e-3)(_resnet_case(False))
+     rtol=2e-3, big=True)(_resnet_case(False))
 case("resnet32x32_test", "models/resnet.create_resnet_32x32 is_test=1: SpatialBN gradient of an is_test op "
-     "(Caffe2 reads running stats as saved mean/inv-std)", rtol=2e-3)(_resnet_case(True))
+     "(Caffe2 reads running stats as saved mean/inv-std)", rtol=2e-3, big=True)(_resnet_case(True))
+
+
+def _resnext(m, data, label, is_test):
+    # NOTE: ResNeXt-18 (blocks 2,2,2,2; filters 64..512), cardinality 4 x width 2: the grouped 3x3
+    # convs of ResNeXt at a size netviz runs in a second; global average pooling takes any input size.
+    return resnet.create_resnext(m, data, num_input_channels=3, num_labels=5, num_layers=18, num_groups=4,
+                                 num_width_per_group=2, label=label, is_test=is_test)
+
+
+def _shufflenet(m, data, label, is_test):
+    return shufflenet.create_shufflenet(m, data, num_input_channels=3, num_labels=5, label=label,
+                                        is_test=is_test)
+
+
+# NOTE: ShuffleNet's AveragePool has kernel=7 (not global): 199x199 is the smallest input it takes.
+for _name, _create, _shape in (("resnext18_4x2d", _resnext, (2, 3, 64, 64)),
+                               ("shufflenet_v2", _shufflenet, (1, 3, 200, 200))):
+    case(_name + "_train", "models %s training (SpatialBN is_test=0), SoftmaxWithLoss, build_sgd momentum 0.9"
+         % _create.__name__.lstrip("_"), rtol=2e-3, big=True)(_vision_case(_create, _shape, 5, False))
+    case(_name + "_test", "models %s inference (is_test=1, random running statistics), Softmax"
+         % _create.__name__.lstrip("_"), rtol=2e-3, big=True)(_vision_case(_create, _shape, 5, True, train=False))
 
 
 @case("char_rnn", "caffe2/python/examples/char_rnn.py's model: rnn_cell.LSTM, FC axis=2, Softmax, Reshape, "
@@ -228,25 +282,88 @@ def _fetch_all():
 
 
 RANDOM_FILLS = ("XavierFill", "MSRAFill", "GaussianFill", "UniformFill")
+#: outputs and updated parameters of a big case above this many elements are stored as SAMPLE values
+SAMPLE_ABOVE, SAMPLE = 256, 64
+#: SpatialBN inputs 1-4 (scale, bias, running mean, running var) of a big case: drawn in these
+#: bounds, so an is_test net's normalisation is not the identity
+BN_BOUNDS = ((0.5, 1.5), (-0.5, 0.5), (-0.5, 0.5), (0.5, 1.5))
 
 
-def _freeze_random_fills(init, rng):
-    """Seeded values (uniform, Xavier's scale) in place of the init net's random fills, which
-    Caffe2 seeds from the clock."""
-    for op in init.Proto().op:
-        if op.type in RANDOM_FILLS:
-            for o in op.output:
-                shape = workspace.FetchBlob(o).shape
-                a = np.sqrt(3.0 / max(1, int(np.prod(shape[1:])) if len(shape) > 1 else 1))
-                workspace.FeedBlob(o, rng.uniform(-a, a, size=shape).astype(np.float32))
+class Frozen(object):
+    """How a case's parameters and inputs get their values.  A big case draws each blob from its
+    own legacy RandomState(seed_for("builders/<case>/<blob>")) as uniform(low, high), recorded in
+    `rules` instead of stored; a small case draws from the case's one stream and stores values."""
+
+    def __init__(self, name, rng, big):
+        self.name, self.rng, self.big, self.rules = name, rng, big, {}
+
+    def draw(self, blob, shape, low, high):
+        if not self.big:
+            return self.rng.uniform(low, high, size=shape).astype(np.float32)
+        seed = seed_for("builders/%s/%s" % (self.name, blob))
+        self.rules[blob] = {"seed": seed, "shape": list(shape), "low": low, "high": high}
+        return np.random.RandomState(seed).uniform(low, high, size=shape).astype(np.float32)
+
+    def freeze(self, init, net):
+        """Seeded values (uniform, Xavier's scale) in place of the init net's random fills, which
+        Caffe2 seeds from the clock; a big case's SpatialBN parameters and statistics too."""
+        for op in init.Proto().op:
+            if op.type in RANDOM_FILLS:
+                for o in op.output:
+                    shape = workspace.FetchBlob(o).shape
+                    a = np.sqrt(3.0 / max(1, int(np.prod(shape[1:])) if len(shape) > 1 else 1))
+                    workspace.FeedBlob(o, self.draw(o, shape, -a, a))
+        if self.big:
+            for op in net.op:
+                if op.type == "SpatialBN":
+                    for blob, (low, high) in zip(op.input[1:5], BN_BOUNDS):
+                        workspace.FeedBlob(blob, self.draw(blob, workspace.FetchBlob(blob).shape, low, high))
+
+    def feed(self, feeds):
+        for k, v in feeds.items():
+            workspace.FeedBlob(k, self.draw(k, *v) if isinstance(v, Drawn) else v)
+
+    def stored(self, key, v, data):
+        """The array kept for `key` ("out/<blob>"): a big case's large one as SAMPLE values at
+        indices RandomState(seed).randint(0, size, SAMPLE), with its largest magnitude and norm."""
+        if not self.big or v.size <= SAMPLE_ABOVE:
+            return v
+        seed = seed_for("builders/%s/%s" % (self.name, key))
+        idx = np.random.RandomState(seed).randint(0, v.size, SAMPLE)
+        w = v.astype(np.float64)
+        data.setdefault("sampled", {})[key] = {"seed": seed, "count": SAMPLE, "absmax": float(np.abs(w).max()),
+                                               "norm": float(np.sqrt((w * w).sum()))}
+        return v.reshape(-1)[idx]
 
 
-def record_case(name, note, rtol, build):
+def _seeds(net):
+    """Indices of the backward pass's seeds: an <y>_autogen_grad fill, or a builder's own
+    ConstantFill(y) -> y_grad (data_parallel_model); the losses are those seeds' inputs."""
+    return [i for i, op in enumerate(net.op) if any(o.endswith("_autogen_grad") for o in op.output)
+            or (op.type == "ConstantFill" and op.input and list(op.output) == [op.input[0] + "_grad"]
+                and any(a.name == "value" and a.f == 1.0 for a in op.arg))]
+
+
+def _write_nets(name, m):
+    os.makedirs(os.path.join(OUT, "builders"), exist_ok=True)
+    # NOTE: the init net makes the blobs that are not tensors (the AtomicIter mutex); its fills are
+    # overwritten by the frozen values.
+    for suffix, net in (("", m.net), ("_init", m.param_init_net)):
+        with open(os.path.join(OUT, "builders", name + suffix + ".pb"), "wb") as f:
+            f.write(net.Proto().SerializeToString())
+
+
+def record_case(name, note, rtol, big, build):
     workspace.ResetWorkspace()
     rng = np.random.RandomState(seed_for("builders/" + name))
     # NOTE: some builders draw initial values from NumPy's global RNG into the init net
     # (seq2seq's embeddings): seed it per case so every case is reproducible on its own.
     np.random.seed(seed_for("builders/global/" + name))
+    # NOTE: optimizers number their blobs (SgdOptimizer_<k>_lr_cpu) and nets their names
+    # (RecurrentBackwardStep_<k>) by process-wide counts: reset both so that a case's names do not
+    # depend on which cases ran before it.
+    optimizer.reset_optimizer_instance_count()
+    core.Net._net_names_used.clear()
     data = {"note": note, "rtol": rtol, "net": "builders/%s.pb" % name, "init": "builders/%s_init.pb" % name}
     arrays = {}
     try:
@@ -258,33 +375,33 @@ def record_case(name, note, rtol, build):
         write_case("builders/" + name, "builder", data)
         return
     net = m.net.Proto()
-    # NOTE: the backward pass starts at its seed: an <y>_autogen_grad fill, or a builder's own
-    # ConstantFill(y) -> y_grad (data_parallel_model); the losses are those seeds' inputs.
-    seeds = [i for i, op in enumerate(net.op) if any(o.endswith("_autogen_grad") for o in op.output)
-             or (op.type == "ConstantFill" and op.input and list(op.output) == [op.input[0] + "_grad"]
-                 and any(a.name == "value" and a.f == 1.0 for a in op.arg))]
+    seeds = _seeds(net)
     n_forward = seeds[0] if seeds else len(net.op)
     losses = [net.op[i].input[0] for i in seeds]
-    os.makedirs(os.path.join(OUT, "builders"), exist_ok=True)
-    with open(os.path.join(OUT, "builders", name + ".pb"), "wb") as f:
-        f.write(net.SerializeToString())
-    # NOTE: the init net makes the blobs that are not tensors (the AtomicIter mutex); its fills are
-    # overwritten by the frozen values.
-    with open(os.path.join(OUT, "builders", name + "_init.pb"), "wb") as f:
-        f.write(m.param_init_net.Proto().SerializeToString())
+    _write_nets(name, m)
+    frozen = Frozen(name, rng, big)
     workspace.RunNetOnce(m.param_init_net)
-    _freeze_random_fills(m.param_init_net, rng)
-    for k, v in feeds.items():
-        workspace.FeedBlob(k, v)
+    frozen.freeze(m.param_init_net, net)
+    frozen.feed(feeds)
     start = _fetch_all()
-    # NOTE: parameters are frozen as values (no fill ops): netviz runs from exactly these.
-    arrays.update({"in/" + k: v for k, v in start.items()})
+    # NOTE: parameters are frozen as values (no fill ops): netviz runs from exactly these; a big
+    # case leaves out the drawn ones and the large constants its init net's ConstantFill makes.
+    arrays.update({"in/" + k: v for k, v in start.items() if k not in frozen.rules})
+    if big:
+        made = {o for op in m.param_init_net.Proto().op if op.type == "ConstantFill" for o in op.output}
+        data["from_init"] = sorted(k for k, v in start.items() if k in made and k not in frozen.rules
+                                   and v.size > SAMPLE and np.all(v == v.flat[0]))
+        for k in data["from_init"]:
+            del arrays["in/" + k]
     params = [str(p) for p in m.params]
     grads = {p: str(m.param_to_grad[p]) for p in m.params if p in m.param_to_grad
              and isinstance(m.param_to_grad[p], (str, core.BlobReference))}
     data.update(losses=losses, fetch=fetch, params=params, grad_map={str(k): v for k, v in grads.items()},
                 num_forward_ops=n_forward, num_ops=len(net.op),
                 num_gradient_ops=sum(1 for op in net.op[n_forward:] if op.is_gradient_op) + len(seeds))
+    if frozen.rules:
+        data["drawn"] = frozen.rules
+    shapes = {}
     try:
         workspace.RunNetOnce(net)
     except BaseException as e:  # noqa: B902
@@ -292,12 +409,14 @@ def record_case(name, note, rtol, build):
     else:
         end = _fetch_all()
         for b in fetch + list(grads.values()):
-            arrays["out/" + b] = end[b]
+            shapes["out/" + b] = end[b].shape
+            arrays["out/" + b] = frozen.stored("out/" + b, end[b], data)
         for p in params:
-            if p in end and not np.array_equal(end[p], start.get(p)):
-                arrays["after/" + p] = end[p]  # updated by the optimizer
+            if p in end and not np.array_equal(end[p], start.get(p)):  # updated by the optimizer
+                shapes["after/" + p] = end[p].shape
+                arrays["after/" + p] = frozen.stored("after/" + p, end[p], data)
     # NOTE: save_npz stores 0-d arrays as 1-d; the true shapes go in the JSON.
-    data["shapes"] = {k: list(np.shape(v)) for k, v in sorted(arrays.items())}
+    data["shapes"] = {k: list(shapes.get(k, np.shape(v))) for k, v in sorted(arrays.items())}
     write_case("builders/" + name, "builder", data)
     save_npz(os.path.join(OUT, "builders", name + ".npz"), arrays)
 
@@ -305,7 +424,7 @@ def record_case(name, note, rtol, build):
 if __name__ == "__main__":
     import sys
     only = set(sys.argv[2:])
-    for name, note, rtol, build in CASES:
+    for name, note, rtol, big, build in CASES:
         if not only or name in only:
-            record_case(name, note, rtol, build)
+            record_case(name, note, rtol, big, build)
             print(name)
