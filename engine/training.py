@@ -45,10 +45,19 @@ def is_gradient_name(name: str) -> bool:
     return bool(_GRAD_NAME.search(name))
 
 
+FORWARD_GRADIENT_TYPES = frozenset({"StopGradient", "ZeroGradient", "NegateGradient"})
+"""Forward ops whose type ends in ``Gradient`` (they shape the backward pass, no maker emits them:
+layer_model_helper's BatchLRLoss puts ``StopGradient`` on its example weights)."""
+
+
+def _maker_type(op_type: str) -> bool:
+    """Whether an op type is named like a gradient maker's op (``FCGradient``, not ``StopGradient``)."""
+    return op_type.endswith("Gradient") and op_type not in FORWARD_GRADIENT_TYPES
+
+
 def is_gradient_op(op: caffe2_pb2.OperatorDef) -> bool:
     """Whether `op` is recognisably part of a backward pass on its own (flag, type or output names)."""
-    return (op.is_gradient_op or op.type.endswith("Gradient")
-            or any(is_gradient_name(o) for o in op.output))
+    return op.is_gradient_op or _maker_type(op.type) or any(is_gradient_name(o) for o in op.output)
 
 
 @dataclass
@@ -97,7 +106,7 @@ def _classify(ops: Sequence[caffe2_pb2.OperatorDef]) -> list[str]:
     opt_blobs: set[str] = set()
     for op in ops:
         ins = set(op.input)
-        made_by_maker = op.is_gradient_op or op.type.endswith("Gradient")
+        made_by_maker = op.is_gradient_op or _maker_type(op.type)
         if op.type in ITERATION_OPS or op.type in UPDATE_OPS or ins & opt_blobs:
             kind = OPTIMIZER
         elif is_gradient_op(op) or ins & grad_blobs:

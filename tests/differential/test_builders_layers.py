@@ -1,0 +1,36 @@
+"""Sparse gradients of the layer_model_helper nets (goldens from tests/oracle/gen_builders_layers.py).
+
+test_builders.py checks every builders* case (sections, generated backward ops, values); this
+adds what only these nets have: embedding tables whose gradient is a GradientSlice (the ids
+that were looked up and one gradient row per id), which netviz's backward pass must name as
+Caffe2 does, because the sparse optimizers (SparseAdagrad, RowWiseSparseAdagrad) read exactly
+those two blobs.
+"""
+from __future__ import annotations
+
+import pytest
+
+from engine.gradient_ir import IR, GradientSlice
+from engine.training import FORWARD, split_training_net
+from tests.differential.test_builders import CASES, _load
+
+SPARSE = [c for c in CASES if c.startswith("builders_layers/") and _load(c)[0].get("grad_slices")]
+
+
+def test_the_corpus_has_sparse_training_nets():
+    assert len(SPARSE) >= 2
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_embedding_gradients_are_caffe2s_gradient_slices(name):
+    meta, net, arrays = _load(name)
+    forward = [net.op[i] for i in split_training_net(net).indices(FORWARD)]
+    _, grads = IR(forward).GetBackwardPass(meta["losses"])
+    for param, want in meta["grad_slices"].items():
+        got = grads[param]
+        assert isinstance(got, GradientSlice), f"{param}: {got!r}"
+        assert {"indices": str(got.indices), "values": str(got.values)} == want
+        # one gradient row per looked-up id (duplicates included): the sparse update's contract
+        if "in/" + want["indices"] in arrays:
+            ids = arrays["in/" + want["indices"]]
+            assert arrays["out/" + want["values"]].shape[0] == ids.size
