@@ -35,8 +35,17 @@ def _binary(fn):
     return run
 
 
+def _div(xp, a, b):
+    """A / B in A's type: integers divide as C++ does, truncating toward zero (beam search's
+    hypothesis index, best_index / beam_size, relies on it), not as NumPy's true division."""
+    if a.dtype.kind not in "iu":
+        return a / b
+    q = a // b
+    return q + ((q < 0) & (q * b != a)).astype(q.dtype)
+
+
 for _t, _f in {"Add": lambda xp, a, b: a + b, "Sub": lambda xp, a, b: a - b,
-               "Mul": lambda xp, a, b: a * b, "Div": lambda xp, a, b: a / b,
+               "Mul": lambda xp, a, b: a * b, "Div": _div,
                "EQ": lambda xp, a, b: a == b, "NE": lambda xp, a, b: a != b, "LT": lambda xp, a, b: a < b,
                "LE": lambda xp, a, b: a <= b, "GT": lambda xp, a, b: a > b, "GE": lambda xp, a, b: a >= b,
                "And": lambda xp, a, b: a & b, "Or": lambda xp, a, b: a | b, "Xor": lambda xp, a, b: a ^ b,

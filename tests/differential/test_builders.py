@@ -25,7 +25,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 #: "<folder>/<case>" of every builders* folder (gen_builders.py, gen_builders_layers.py, gen_builders_onnx.py)
 CASES = sorted(p.relative_to(GOLDEN).with_suffix("").as_posix() for p in GOLDEN.glob("builders*/*.json"))
 
-#: case → why netviz differs from Caffe2 there (each one a documented gap, xfail strict)
+#: "<folder>/<case>:<ops|values>" → why netviz differs from Caffe2 there (a documented gap, xfail strict)
 KNOWN: dict[str, str] = {
 }
 #: below this fraction of a case's largest gradient (updated parameter) a gradient (updated
@@ -137,6 +137,38 @@ def _mismatches(meta: dict, arrays: dict[str, np.ndarray], values) -> list[str]:
         if err > meta["rtol"]:
             bad.append(f"{k}: rel err {err:.2e}")
     return bad
+
+
+EOS = 2  # seq2seq_util.EOS_ID
+
+
+def _best_hypothesis(tokens: np.ndarray, prev: np.ndarray, scores: np.ndarray) -> tuple[list[int], float]:
+    """translate.py's decode() on beam lists [step, hypothesis, 1]: of the hypotheses that end in
+    EOS or at the last step, the best-scoring one (a tie keeps the one found first, starting from
+    the last step's first), backtracked to step 0 through the predecessor indices."""
+    last = len(tokens) - 1
+    ends = [(i, h) for i in range(last + 1) for h in range(tokens.shape[1]) if tokens[i, h, 0] == EOS or i == last]
+    best = (last, 0)
+    for i, h in ends:
+        if scores[i, h, 0] > scores[best][0]:
+            best = (i, h)
+    (i, h), out = best, []
+    while i > 0:
+        out.append(int(tokens[i, h, 0]))
+        h, i = int(prev[i, h, 0]), i - 1
+    return out[::-1], -float(scores[best][0])
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if "decoded" in json.loads((GOLDEN / f"{n}.json")
+                                                                              .read_text())])
+def test_beam_search_decodes_caffe2s_translation(name):
+    meta, net, arrays = _load(name)
+    values = _run(meta, net, arrays).values
+    want = meta["decoded"]
+    tokens, score = _best_hypothesis(*(np.asarray(values[f"output_{b}_beam_list"]) for b in ("token", "prev_index",
+                                                                                              "score")))
+    assert tokens == want["tokens"]
+    assert score == pytest.approx(want["score"], rel=meta["rtol"])
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -28,6 +28,16 @@ def test_binary_legacy_broadcast_axis(op):
                                BINARY[op](a, c[None, :, None, None]), rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_div_truncates_toward_zero_like_caffe2(dtype):
+    # NOTE: values from Caffe2 1.10.2's Div on int32/int64 ([-3 -3 3 3 2 0 -2]); beam_search.py's
+    # hypothesis index (best_index / beam_size) depends on it.
+    a, b = np.array([-7, 7, -7, 7, 6, 0, -6], dtype), np.array([2, -2, -2, 2, 3, 5, 3], dtype)
+    got = eval_op("Div", a, b)[0]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, [-3, -3, 3, 3, 2, 0, -2])
+
+
 def test_binary_shape_mismatch_is_execution_error():
     with pytest.raises(ExecutionError, match=r"op #0 Add .*I0\(2, 3\).*I1\(4,\)"):
         eval_op("Add", randn(2, 3), randn(4))

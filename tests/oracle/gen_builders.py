@@ -268,6 +268,38 @@ def _seq2seq(rng):
     return obj.model, feeds, ["total_loss_scalar"], ["total_loss_scalar"]
 
 
+@case("seq2seq_beam_search", "models/seq2seq/translate.py Seq2SeqModelCaffe2EnsembleDecoder (beam_search.py "
+      "BeamSearchForwardOnly, beam 3): bidirectional embedding encoder, LSTM decoder with regular attention, "
+      "word/UNK rewards; every blob the net writes, and translate's decode() of them")
+def _beam_search(rng):
+    from caffe2.python.models.seq2seq import translate
+    V = 8  # vocabulary of both sides (ids 0-3: PAD, GO, EOS, UNK)
+    params = dict(attention="regular", decoder_layer_configs=[dict(num_units=4)],
+                  encoder_type=dict(encoder_layer_configs=[dict(num_units=4)], use_bidirectional_encoder=True),
+                  encoder_embedding_size=3, decoder_embedding_size=3, decoder_softmax_size=None)
+    vocab = {i: str(i) for i in range(V)}
+    # NOTE: a word reward above a token's negative log-probability (~log V) makes the best
+    # hypothesis run to max_output_seq_len instead of stopping at EOS at once
+    rewards = dict(word_reward=2.0, unk_reward=-1.0)
+    dec = translate.Seq2SeqModelCaffe2EnsembleDecoder(dict(
+        ensemble_models=[dict(source_vocab=vocab, target_vocab=vocab, model_params=params, model_file=None)],
+        decoding_params=dict(beam_size=3, **rewards)))
+    source, max_len = [4, 6, 5, 7], 5
+    # NOTE: decode()'s feeds: the source reversed, one column per sentence
+    feeds = {"encoder_inputs": np.array([[t] for t in reversed(source)], np.int32),
+             "encoder_lengths": np.array([len(source)], np.int32),
+             "max_output_seq_len": np.array([max_len], np.int64),
+             "word_rewards": dec.build_word_rewards(V, **rewards)}
+    fetch = sorted({str(o) for op in dec.model.net.Proto().op for o in op.output})
+
+    def decoded():
+        """translate's own decode() on the frozen parameters: the best hypothesis by backtracking."""
+        tokens, attention_weights, score = dec.decode(source, max_len)
+        return {"decoded": {"source": source, "max_output_seq_len": max_len, "tokens": [int(t) for t in tokens],
+                            "score": float(score)}}
+    return dec.model, feeds, fetch, [], decoded
+
+
 # ---- recording ---------------------------------------------------------------------------
 def _fetch_all():
     out = {}
@@ -369,7 +401,9 @@ def record_case(name, note, rtol, big, build):
     try:
         # NOTE: seq2seq bakes time.time() into a ConstantFill of its init net: freeze the clock.
         with mock.patch("time.time", return_value=1.6e9):
-            m, feeds, fetch, losses = build(rng)
+            built = build(rng)
+        m, feeds, fetch, losses = built[:4]
+        after_run = built[4] if len(built) > 4 else None  # more to record once the net has run
     except BaseException as e:  # noqa: B902
         data.update(build_error=err_info(e))
         write_case("builders/" + name, "builder", data)
@@ -408,7 +442,11 @@ def record_case(name, note, rtol, big, build):
         data.update(run_error=err_info(e))
     else:
         end = _fetch_all()
+        if after_run:
+            data.update(after_run())
         for b in fetch + list(grads.values()):
+            if b not in end:  # NOTE: a net's non-tensor outputs (a step workspace) are not compared
+                continue
             shapes["out/" + b] = end[b].shape
             arrays["out/" + b] = frozen.stored("out/" + b, end[b], data)
         for p in params:
