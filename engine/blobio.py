@@ -10,7 +10,7 @@ of the tensor it holds.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,8 @@ def blob_protos(name: str, value: Any, chunk_size: int = DEFAULT_CHUNK_SIZE) -> 
         q.data.extend(data.reshape(-1).astype(np.int64).tolist())
         q.name, q.data_type = name, data_type_of(data)
         return [b]
+    if hasattr(value, "blob_proto"):  # a C++ object with its own serializer (counter, index, map)
+        return [value.blob_proto(name)]
     if not hasattr(value, "shape") and not isinstance(value, (int, float, bool, list)):
         raise ExecutionError(f"blob '{name}' holds a {type(value).__name__}, which Caffe2 cannot serialize")
     a = np.asarray(dev.to_host(value))
@@ -153,6 +155,36 @@ def blob_protos(name: str, value: Any, chunk_size: int = DEFAULT_CHUNK_SIZE) -> 
         b.tensor.CopyFrom(tensor_proto(name, a, begin, min(a.size, begin + step)))
         out.append(b)
     return out
+
+
+DESERIALIZERS: dict[str, Callable[[caffe2_pb2.BlobProto], Any]] = {}
+"""BlobProto ``type`` -> value, for C++ objects that serialize themselves (filled by engine.ops.runtime)."""
+
+NO_CHUNKING = -1
+"""``BlobSerializationOptions.chunk_size``: -1 is one chunk, 0 the default (``caffe2_tensor_chunk_size``)."""
+
+#: Caffe2's estimate of serialized bytes per element, by data type (varint fields: a typical width).
+_EST_BYTES = {TP.FLOAT: 4, TP.INT32: 4, TP.INT64: 8, TP.STRING: 50, TP.BOOL: 1, TP.UINT8: 2, TP.INT8: 2,
+              TP.UINT16: 3, TP.INT16: 3, TP.FLOAT16: 3, TP.DOUBLE: 8}
+
+
+def chunk_elements(option_chunk: int, numel: int) -> int:
+    """Elements per chunk for a ``BlobSerializationOptions.chunk_size`` (see :data:`NO_CHUNKING`)."""
+    if option_chunk == NO_CHUNKING:
+        return numel + 1  # NOTE: +1 so an empty tensor still makes one chunk
+    return DEFAULT_CHUNK_SIZE if option_chunk == 0 else int(option_chunk)
+
+
+def estimate_size(name: str, value: Any, option_chunk: int = 0) -> int:
+    """Caffe2's ``EstimateSerializedBlobSize``: per chunk ``len(name) + 50``, plus a typical width per
+    element; a string is ``len(name) + len + 20``; blobs without an estimator (C++ objects) are 0."""
+    if isinstance(value, (bytes, str)):
+        return len(name) + len(value) + 20
+    if isinstance(value, Int8Tensor) or not hasattr(value, "shape"):
+        return 0
+    a = np.asarray(dev.to_host(value))
+    chunk = chunk_elements(option_chunk, a.size)
+    return (a.size + chunk - 1) // chunk * (len(name) + 50) + a.size * _EST_BYTES[data_type_of(a)]
 
 
 def serialize_blob(name: str, value: Any) -> bytes:
@@ -174,6 +206,8 @@ def blob_value(b: caffe2_pb2.BlobProto, whole: np.ndarray | None = None) -> Any:
         q = b.qtensor
         dtype = np.uint8 if q.data_type == TP.UINT8 else np.int32
         return Int8Tensor(np.array(q.data, dtype=dtype).reshape(tuple(q.dims)), q.scale, int(q.bias))
+    if b.type in DESERIALIZERS:
+        return DESERIALIZERS[b.type](b)
     if b.type != "Tensor":
         raise ExecutionError(f"blob '{b.name}': netviz cannot deserialize Caffe2 type {b.type!r}")
     t = b.tensor

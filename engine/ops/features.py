@@ -13,6 +13,7 @@ import numpy as np
 from engine import device as dev
 from engine.grad_makers import cc_maker, no_gradient, should_not_do_gradient, simple
 from engine.ops.lengths import host_lengths, offsets_of
+from engine.ops.runtime import UnorderedMap
 from engine.registry import gradient, kernel, shape
 from engine.shapes import BOOL, FLOAT, INT32, INT64, TensorInfo, dims
 
@@ -352,11 +353,17 @@ def merge_multi_list_feature_tensors_gradient(xp, *ins):
     return tuple(xp.asarray(x) for x in parts)
 
 
-# -- maps (Caffe2's std::unordered_map blobs are Python dicts here) --
+# -- maps (Caffe2's std::unordered_map blobs: engine.ops.runtime.UnorderedMap, with its order) --
 
 @kernel("CreateMap")
 def create_map(xp, *, key_dtype: int = 2, value_dtype: int = 2):
-    return {}
+    return UnorderedMap(_map_dtype(key_dtype), _map_dtype(value_dtype))
+
+
+def _map_dtype(data_type: int) -> np.dtype:
+    if data_type not in (2, 10):  # NOTE: TensorProto INT32 / INT64, the types Caffe2 builds maps of
+        raise TypeError(f"maps hold int32 or int64, not TensorProto data type {data_type}")
+    return np.dtype(np.int32 if data_type == 2 else np.int64)
 
 
 @kernel("KeyValueToMap")
@@ -364,20 +371,17 @@ def key_value_to_map(xp, keys, values):
     k, v = _h(keys).reshape(-1), _h(values).reshape(-1)
     if k.size != v.size:
         raise ValueError(f"{k.size} keys for {v.size} values")
-    m: dict = {}
+    m = UnorderedMap(_map_dtype(10 if k.dtype == np.int64 else 2), _map_dtype(10 if v.dtype == np.int64 else 2))
     for key, val in zip(k.tolist(), v.tolist()):
-        m.setdefault(key, val)    # NOTE: a repeated key keeps its first value (map emplace)
+        m.emplace(key, val)    # NOTE: a repeated key keeps its first value (map emplace)
     return m
 
 
 @kernel("MapToKeyValue")
 def map_to_key_value(xp, m):
-    if not isinstance(m, dict):
+    if not isinstance(m, UnorderedMap):
         raise TypeError("MapToKeyValue needs a map blob")
-    # NOTE: Caffe2 lists its unordered_map, where small maps come out newest key first.
-    keys = np.fromiter(reversed(m.keys()), np.int64, len(m))
-    vals = np.fromiter((m[k] for k in reversed(m.keys())), np.int64, len(m))
-    return xp.asarray(keys), xp.asarray(vals)
+    return tuple(xp.asarray(a) for a in m.arrays())
 
 
 @kernel("KeySplit", needs_context=True)

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine import blobio
 from engine.device import to_host as dev_host
 from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient
 from engine.registry import kernel
 from engine.registry import shape
 from engine.shapes import BOOL, INT64, TensorInfo, same_as
+from proto import caffe2_pb2
 
 
 class CppObject:
@@ -109,9 +111,26 @@ def check_atomic_bool(xp, flag, *, ctx):
 _COUNTER = "std::unique_ptr<caffe2::Counter<long>>"
 
 
+@dataclass(eq=False)
+class Counter(NativeBlob):
+    """Caffe2's ``Counter<int64_t>``; it serializes as a one-element int64 tensor of its count."""
+
+    blob_type = "std::unique_ptr<Counter<int64_t>>"
+
+    def blob_proto(self, name: str) -> caffe2_pb2.BlobProto:
+        b = caffe2_pb2.BlobProto(name=name, type=self.blob_type)
+        b.tensor.dims.append(1)
+        b.tensor.data_type, b.tensor.name = caffe2_pb2.TensorProto.INT64, name
+        b.tensor.int64_data.append(int(self.value))
+        return b
+
+
+blobio.DESERIALIZERS[Counter.blob_type] = lambda b: Counter(_COUNTER, int(b.tensor.int64_data[0]))
+
+
 @kernel("CreateCounter")
 def create_counter(xp, *, init_count: int = 0):
-    return NativeBlob(_COUNTER, int(init_count))
+    return Counter(_COUNTER, int(init_count))
 
 
 @kernel("CountDown", needs_context=True)
@@ -456,6 +475,23 @@ class Index(CppObject):
         return self.ids[key]
 
 
+    def blob_proto(self, name: str) -> caffe2_pb2.BlobProto:
+        """Its keys in id order as an unnamed tensor; content ``"<max_elements> <frozen>"``."""
+        b = caffe2_pb2.BlobProto(name=name, type=self.cpp_type, content=f"{self.max_elements} {int(self.frozen)}".encode())
+        b.tensor.CopyFrom(blobio.tensor_proto("", np.array(sorted(self.ids, key=self.ids.get), dtype=self.dtype)))
+        b.tensor.ClearField("name")
+        return b
+
+
+def _load_index(b: caffe2_pb2.BlobProto) -> Index:
+    max_elements, frozen = (int(v) for v in b.content.split())
+    keys = blobio.tensor_from_proto(b.tensor)
+    dtype = keys.dtype.type if keys.dtype != object else object
+    return Index(dtype, max_elements, {_key(k): i + 1 for i, k in enumerate(keys)}, bool(frozen))
+
+
+blobio.DESERIALIZERS[Index.cpp_type] = _load_index
+
 kernel("IntIndexCreate")(lambda xp, *, max_elements=0: Index(np.int32, int(max_elements)))
 kernel("LongIndexCreate")(lambda xp, *, max_elements=0: Index(np.int64, int(max_elements)))
 kernel("StringIndexCreate")(lambda xp, *, max_elements=0: Index(object, int(max_elements)))
@@ -468,7 +504,9 @@ def _index(ctx, h) -> Index:
 
 
 def _key(v):
-    return v if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v
+    """A hashable key: numpy scalars as Python values, text as UTF-8 bytes (Caffe2 keeps std::string)."""
+    v = v.item() if hasattr(v, "item") else v
+    return v.encode() if isinstance(v, str) else v
 
 
 @kernel("IndexGet", needs_context=True)
@@ -504,6 +542,138 @@ def index_store(xp, h, *, ctx):
 @kernel("IndexSize", needs_context=True)
 def index_size(xp, h, *, ctx):
     return np.array(len(_index(ctx, h).ids) + 1, np.int64)  # NOTE: counts the reserved id 0
+
+
+# -- maps: std::unordered_map, with libstdc++'s iteration order ------------------------------
+#: libstdc++'s bucket counts (``__prime_list``): a table grows to the first one >= what it needs.
+_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 103,
+           109, 113, 127, 137, 139, 149, 157, 167, 179, 193, 199, 211, 227, 241, 257, 277, 293, 313, 337, 359, 383,
+           409, 439, 467, 503, 541, 577, 619, 661, 709, 761, 823, 887, 953, 1031, 1109, 1193, 1289, 1381, 1493,
+           1613, 1741, 1879, 2029, 2179, 2357, 2549, 2753, 2971, 3209, 3469, 3739, 4027, 4349)
+_FAST_BUCKETS = (2, 2, 2, 3, 5, 5, 7, 7, 11, 11, 11, 11, 13, 13)
+_CPP_INT = {np.dtype(np.int32): "int", np.dtype(np.int64): "long int"}
+_C2_INT = {np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t"}
+_HEAD = object()
+
+
+@dataclass(eq=False)
+class UnorderedMap(CppObject):
+    """Caffe2's map blob (``std::unordered_map<K, V>`` of int32/int64), iterated in libstdc++'s order.
+
+    Why simulate the hash table: MapToKeyValue and the map's serialized bytes list the entries in
+    the container's order, which is neither insertion nor key order (e.g. small maps come out newest
+    key first).  The table here is libstdc++'s: one singly linked list grouped by bucket (a new
+    bucket's node goes to the front, a node joins the front of its bucket's group), buckets from its
+    prime list (11 on the first insert, then at least doubling when the load factor passes 1).
+    Beyond the primes listed (maps over ~4000 keys) the order is a best effort.
+    """
+
+    key_dtype: np.dtype
+    value_dtype: np.dtype
+    values: dict = field(default_factory=dict)
+    _next: dict = field(default_factory=dict)
+    _before: dict = field(default_factory=dict)  # bucket -> the node before its first node (_HEAD: the list head)
+    _buckets: int = 1
+    _next_resize: int = 0
+
+    @property
+    def cpp_type(self) -> str:
+        k, v = _CPP_INT[self.key_dtype], _CPP_INT[self.value_dtype]
+        return f"std::unordered_map<{k}, {v}, std::hash<{k}>, std::equal_to<{k}>, " \
+               f"std::allocator<std::pair<const {k}, {v}> > >"
+
+    @property
+    def blob_type(self) -> str:
+        return f"(std::unordered_map<{_C2_INT[self.key_dtype]}, {_C2_INT[self.value_dtype]}>)"
+
+    def _bucket(self, key: int, n: int) -> int:
+        return (key % 2**64) % n  # NOTE: std::hash of an integer is the value as size_t
+
+    def _link(self, node, after) -> None:
+        self._next[node] = self._next.get(after)
+        self._next[after] = node
+
+    def _grow_to(self, need: int) -> None:
+        """libstdc++'s _Prime_rehash_policy: rehash once `need` elements pass the resize mark."""
+        if need <= self._next_resize:
+            return
+        min_buckets = max(need, 0 if self._next_resize else 11)  # NOTE: the first insert asks for 11
+        if min_buckets < self._buckets:
+            self._next_resize = self._buckets
+            return
+        want = max(min_buckets + 1, self._buckets * 2)
+        n = _FAST_BUCKETS[want] if want < len(_FAST_BUCKETS) else \
+            next((p for p in _PRIMES[6:] if p >= want), 0) or _next_prime(want)
+        order, self._next, self._before = self.keys(), {}, {}
+        self._buckets = self._next_resize = n
+        head_bucket = None
+        for node in order:  # relinked in list order: as libstdc++'s rehash walks it
+            b = self._bucket(node, n)
+            if b in self._before:
+                self._link(node, self._before[b])
+                continue
+            self._link(node, _HEAD)
+            self._before[b] = _HEAD
+            if self._next[node] is not None:
+                self._before[head_bucket] = node
+            head_bucket = b
+
+    def emplace(self, key, value) -> None:
+        """Insert `key` unless present (std::unordered_map::emplace)."""
+        key = int(key)
+        if key in self.values:
+            return
+        self._grow_to(len(self.values) + 1)
+        self.values[key] = value
+        b = self._bucket(key, self._buckets)
+        if b in self._before:
+            self._link(key, self._before[b])
+            return
+        first = self._next.get(_HEAD)
+        self._link(key, _HEAD)
+        if first is not None:
+            self._before[self._bucket(first, self._buckets)] = key
+        self._before[b] = _HEAD
+
+    def keys(self) -> list[int]:
+        """The keys in the container's iteration order."""
+        out, node = [], self._next.get(_HEAD)
+        while node is not None:
+            out.append(node)
+            node = self._next[node]
+        return out
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        keys = self.keys()
+        return np.array(keys, self.key_dtype), np.array([self.values[k] for k in keys], self.value_dtype)
+
+    def blob_proto(self, name: str) -> caffe2_pb2.BlobProto:
+        """Keys and values as two unnamed tensors of a TensorProtos in the content."""
+        protos = caffe2_pb2.TensorProtos()
+        for a in self.arrays():
+            t = protos.protos.add()
+            t.CopyFrom(blobio.tensor_proto("", a))
+            t.ClearField("name")
+        return caffe2_pb2.BlobProto(name=name, type=self.blob_type, content=protos.SerializeToString())
+
+
+def _next_prime(n: int) -> int:
+    while any(n % d == 0 for d in range(2, int(n**0.5) + 1)):
+        n += 1
+    return n
+
+
+def _load_map(b: caffe2_pb2.BlobProto) -> UnorderedMap:
+    keys, values = (blobio.tensor_from_proto(t) for t in caffe2_pb2.TensorProtos.FromString(b.content).protos)
+    m = UnorderedMap(keys.dtype, values.dtype)
+    for k, v in zip(keys.tolist(), values.tolist()):
+        m.emplace(k, v)
+    return m
+
+
+for _k in (np.int32, np.int64):
+    for _v in (np.int32, np.int64):
+        blobio.DESERIALIZERS[UnorderedMap(np.dtype(_k), np.dtype(_v)).blob_type] = _load_map
 
 
 # -- communicators (gloo/MPI) for a world of one process ----------------------------------
