@@ -238,7 +238,8 @@ class MainScreen(Screen[None]):
         if busy is not None:
             flags.insert(0, f"⏳ {busy.rstrip('_').replace('_', ' ')}" + (f" +{queued} queued" if queued else "")
                          + " (Esc cancels)")
-        status.show(s.pc_label(), cursor, flags + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
+        overlay = [f"overlay:{OVERLAYS[self.overlay]}"] if self.overlay else []  # a narrow legend drops its name
+        status.show(s.pc_label(), cursor, flags + overlay + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
 
     @guarded
     def after_step(self, stop: Any = None) -> None:

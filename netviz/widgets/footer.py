@@ -1,6 +1,11 @@
-"""KeyFooter: Textual's Footer, rebuilt only when the keys it shows change.
+"""KeyFooter: Textual's Footer showing only the keys that fit whole, in order, rebuilt only when they change.
 
-Textual's Footer recomposes (a widget and a style pass per key) on every bindings update: each
+Textual's Footer lays every key out in one row and cuts the last visible one mid-word (``c Cont``)
+at 80 columns.  Here a key either shows whole or not at all: keys are kept in their binding order
+(:data:`netviz.actions.FOOTER_FIRST` first) up to the first that does not fit, the rest are hidden
+(``?`` lists every key).
+
+Textual's Footer also recomposes (a widget and a style pass per key) on every bindings update: each
 focus change, and several times while the screen starts.  The shown keys of the main screen
 rarely change, so most of those rebuilds redraw the same footer.
 """
@@ -10,6 +15,12 @@ from typing import Any
 
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+
+def key_width(key: FooterKey) -> int:
+    """Cells a footer key takes: its text (key and label with their padding), gutter and margin."""
+    return key.render().cell_len + key.styles.gutter.width + key.styles.margin.width
 
 
 class KeyFooter(Footer):
@@ -23,3 +34,27 @@ class KeyFooter(Footer):
         if self.is_attached and screen is self.screen and screen.app.app_focus:
             self._shown = shown
         super().bindings_changed(screen)
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self.fit()
+
+    def on_resize(self) -> None:
+        self.fit()
+
+    def fit(self) -> None:
+        """Show the keys, in order, up to the first that would be cut; hide it and the rest."""
+        keys = list(self.query_children(FooterKey))
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        room = self.size.width - sum(key_width(k) for k in palette)
+        used, fits = 0, True
+        for key in keys:
+            if key in palette:
+                continue
+            used += key_width(key)
+            fits = fits and used <= room
+            key.display = fits
+
+    def shown_keys(self) -> list[str]:
+        """The keys the footer shows now (``q``, ``?`` …), palette key last."""
+        return [k.key_display for k in self.query_children(FooterKey) if k.display]

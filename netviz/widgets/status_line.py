@@ -1,31 +1,47 @@
-"""StatusLine: program counter, where the cursor is, and which views are on."""
+"""StatusLine: program counter, where the cursor is, and which views are on.
+
+Fitted to its width on every draw: the flags (views on, a running move, the overlay) stay whole;
+a long pc or cursor path (deep subnets) is cut from the left, so its innermost part shows.
+"""
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widget import Widget
 
+from netviz.widgets.breadcrumb import cut_left
+
+BAR = "  │  "
+
+
+def fit_status(pc: str, cursor: str, flags: list[str], width: int | None) -> Text:
+    """``pc … │ cursor … │ flags`` in `width` cells: the flags whole, pc and cursor sharing the rest
+    (each cut from the left only as far as needed)."""
+    tail = " ".join(flags)
+    if width is not None:
+        room = width - len("pc ") - 2 * len(BAR) - len(tail)
+        if len(pc) + len(cursor) > room:
+            pc_room = max(room - len(cursor), (room + 1) // 2)
+            pc = cut_left(pc, pc_room)
+            cursor = cut_left(cursor, room - len(pc))
+    return Text.assemble(("pc ", "dim"), (pc, "bold"), (BAR, "dim"), cursor, (BAR, "dim"), (tail, "italic"))
+
 
 class StatusLine(Widget):
     """One line: ``pc: main › While op#7 iter 3 › op 2 │ cursor … │ SSA backward zoom``."""
 
-    _shown: tuple = ()
-    _text = Text()
+    _shown: tuple = ("", "", [])
 
     def render(self) -> Text:
-        return self._text
+        width = self.content_size.width
+        return fit_status(*self._shown, width if width > 0 else None)
 
     @property
     def content(self) -> Text:
-        return self._text
+        return self.render()
 
     def show(self, pc: str, cursor: str, flags: list[str]) -> None:
         if (pc, cursor, flags) == self._shown:
             return  # a step asks twice
         self._shown = (pc, cursor, flags)
-        self._set_text(Text.assemble(("pc ", "dim"), (pc, "bold"), ("  │  ", "dim"), cursor,
-                                  ("  │  ", "dim"), (" ".join(flags), "italic")))
-
-    def _set_text(self, text: Text) -> None:
         # NOTE: one line of fixed height: a repaint, not Static.update()'s re-layout of the screen
-        self._text = text
         self.refresh()

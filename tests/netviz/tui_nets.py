@@ -56,3 +56,38 @@ def chain(n: int = 1000) -> caffe2_pb2.NetDef:
 
 def write(tmp: Path, name: str, net: caffe2_pb2.NetDef) -> Path:
     return save_net(net, tmp / f"{name}.pbtxt")
+
+
+def nested_net() -> caffe2_pb2.NetDef:
+    """An If holding a While holding a While (``x`` doubled 3 × 2 times): a breadcrumb three subnets deep.
+
+    ``nested › op#3 If › then_net › op#3 While › loop_net › op#2 While › loop_net``.
+    """
+    inner = caffe2_pb2.NetDef(name="inner", op=[
+        op("Mul", ["x", "two"], "x", name="double"),
+        op("Add", ["j", "one"], "j", name="inc_j"),
+        op("LT", ["j", "two"], "cond_j", name="check_j"),
+    ])
+    outer = caffe2_pb2.NetDef(name="outer", op=[
+        op("ConstantFill", [], "j", shape=[1], value=0.0),
+        op("LT", ["j", "two"], "cond_j"),
+        op("While", ["cond_j"], [], loop_net=inner, name="inner_loop"),
+        op("Add", ["i", "one"], "i", name="inc_i"),
+        op("LT", ["i", "three"], "cond_i", name="check_i"),
+    ])
+    branch = caffe2_pb2.NetDef(name="branch", op=[
+        op("ConstantFill", [], "i", shape=[1], value=0.0),
+        op("ConstantFill", [], "three", shape=[1], value=3.0),
+        op("LT", ["i", "three"], "cond_i"),
+        op("While", ["cond_i"], [], loop_net=outer, name="outer_loop"),
+    ])
+    net = caffe2_pb2.NetDef(name="nested", op=[
+        op("ConstantFill", [], "one", shape=[1], value=1.0),
+        op("ConstantFill", [], "two", shape=[1], value=2.0),
+        op("GT", ["two", "one"], "flag"),
+        op("If", ["flag"], [], then_net=branch, name="branch"),
+        op("Relu", "x", "y", name="out"),
+    ])
+    net.external_input.append("x")
+    net.external_output.append("y")
+    return net

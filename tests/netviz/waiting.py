@@ -49,3 +49,8 @@ def text_of(widget) -> str:
     console = Console(width=100, record=True, file=io.StringIO())
     console.print(widget.content)
     return console.export_text()
+
+
+def screen_text(app) -> list[str]:
+    """The lines the terminal shows now (every layer composed: panes, footer, toasts), as plain text."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
