@@ -17,6 +17,10 @@ from typing import Any
 
 from engine import device as _dev
 from engine.errors import ExecutionError
+from engine.nomnigraph import (  # noqa: F401  (Caffe2's nomnigraph bindings, C.NNModule & co.)
+    Annotation, Edge, Graph, MatchPredicateRef, NeuralNetData, NeuralNetOperator, NNGraph, NNMatchGraph,
+    NNModule, NNModuleFromProtobuf, NNModuleFromProtobufDistributed, NNSubgraph, Node, NodeRef,
+    matchSubgraph, replaceAllUsesWith, replaceAsConsumer, replaceProducer)
 from proto import caffe2_pb2
 
 has_mkldnn = False
