@@ -132,10 +132,20 @@ def mean_gradient(xp, dy, *, ctx):
     return tuple(dy / dy.dtype.type(n) for _ in range(n))
 
 
+def _like_x0(xs):
+    """The X inputs read in X0's shape: Caffe2 adds them as flat buffers (equal sizes, any shapes;
+    beam search averages [beam, L, 1] attention with [beam, L] zeros), never broadcasting."""
+    for i, x in enumerate(xs[1:], 1):
+        if x.size != xs[0].size:
+            raise ValueError(f"X{i} has {x.size} elements but X0 has {xs[0].size}; WeightedSum needs equal sizes")
+    return [x.reshape(xs[0].shape) for x in xs]
+
+
 @kernel("WeightedSum")
 def weighted_sum(xp, *xw):
-    out = xw[0] * xw[1].reshape(())
-    for x, w in zip(xw[2::2], xw[3::2]):
+    xs = _like_x0(xw[0::2])
+    out = xs[0] * xw[1].reshape(())
+    for x, w in zip(xs[1:], xw[3::2]):
         out = out + x * w.reshape(())
     return out.astype(xw[0].dtype, copy=False)
 
@@ -143,8 +153,8 @@ def weighted_sum(xp, *xw):
 @kernel("WeightedSumGradient", needs_context=True)
 def weighted_sum_gradient(xp, dy, *xw, ctx, grad_on_w: int = 0):
     xs, ws = xw[0::2], xw[1::2]
-    dxs = tuple(dy * w.reshape(()) for w in ws)
-    return dxs + (tuple((dy * x).sum().reshape(1) for x in xs) if grad_on_w else ())
+    dxs = tuple((dy * w.reshape(())).reshape(x.shape) for x, w in zip(xs, ws))
+    return dxs + (tuple((dy * x.reshape(dy.shape)).sum().reshape(1) for x in xs) if grad_on_w else ())
 
 
 @kernel("Scale")

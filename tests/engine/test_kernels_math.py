@@ -77,6 +77,19 @@ def test_nary_sum_mean_weighted_sum():
     assert all(np.allclose(v, xs[0] / 3) for v in g)
 
 
+def test_weighted_sum_adds_equal_sizes_in_x0s_shape():
+    # NOTE: Caffe2 1.10.2: (3, 2, 1) and (3, 2) (or (2, 3)) give X0's shape, no broadcasting
+    # (beam search's attention average); 7 vs 6 elements fails "X1.numel() == size".
+    a, w = np.arange(6, dtype=np.float32).reshape(3, 2, 1), np.array([0.5], np.float32)
+    for b in (np.ones((3, 2), np.float32), np.ones((2, 3), np.float32)):
+        got = eval_op("WeightedSum", a, w, b, w)[0]
+        np.testing.assert_array_equal(got, 0.5 * a + 0.5)
+        dx0, dx1 = eval_op("WeightedSumGradient", got, a, w, b, w, n_out=2)
+        assert dx0.shape == a.shape and dx1.shape == b.shape
+    with pytest.raises(ExecutionError, match="X1 has 7 elements but X0 has 6"):
+        eval_op("WeightedSum", a, w, np.ones(7, np.float32), w)
+
+
 def test_reductions():
     x = randn(2, 3, 4)
     np.testing.assert_allclose(eval_op("ReduceSum", x, axes=[1], keepdims=0)[0], x.sum(1), rtol=1e-5)

@@ -268,36 +268,52 @@ def _seq2seq(rng):
     return obj.model, feeds, ["total_loss_scalar"], ["total_loss_scalar"]
 
 
-@case("seq2seq_beam_search", "models/seq2seq/translate.py Seq2SeqModelCaffe2EnsembleDecoder (beam_search.py "
-      "BeamSearchForwardOnly, beam 3): bidirectional embedding encoder, LSTM decoder with regular attention, "
-      "word/UNK rewards; every blob the net writes, and translate's decode() of them")
-def _beam_search(rng):
-    from caffe2.python.models.seq2seq import translate
-    V = 8  # vocabulary of both sides (ids 0-3: PAD, GO, EOS, UNK)
-    params = dict(attention="regular", decoder_layer_configs=[dict(num_units=4)],
-                  encoder_type=dict(encoder_layer_configs=[dict(num_units=4)], use_bidirectional_encoder=True),
-                  encoder_embedding_size=3, decoder_embedding_size=3, decoder_softmax_size=None)
-    vocab = {i: str(i) for i in range(V)}
-    # NOTE: a word reward above a token's negative log-probability (~log V) makes the best
-    # hypothesis run to max_output_seq_len instead of stopping at EOS at once
-    rewards = dict(word_reward=2.0, unk_reward=-1.0)
-    dec = translate.Seq2SeqModelCaffe2EnsembleDecoder(dict(
-        ensemble_models=[dict(source_vocab=vocab, target_vocab=vocab, model_params=params, model_file=None)],
-        decoding_params=dict(beam_size=3, **rewards)))
-    source, max_len = [4, 6, 5, 7], 5
-    # NOTE: decode()'s feeds: the source reversed, one column per sentence
-    feeds = {"encoder_inputs": np.array([[t] for t in reversed(source)], np.int32),
-             "encoder_lengths": np.array([len(source)], np.int32),
-             "max_output_seq_len": np.array([max_len], np.int64),
-             "word_rewards": dec.build_word_rewards(V, **rewards)}
-    fetch = sorted({str(o) for op in dec.model.net.Proto().op for o in op.output})
+def _s2s_params(attention, encoder_units, decoder_units, bidirectional):
+    return dict(attention=attention, decoder_layer_configs=[dict(num_units=u) for u in decoder_units],
+                encoder_type=dict(encoder_layer_configs=[dict(num_units=u) for u in encoder_units],
+                                  use_bidirectional_encoder=bidirectional),
+                encoder_embedding_size=3, decoder_embedding_size=3, decoder_softmax_size=None)
 
-    def decoded():
-        """translate's own decode() on the frozen parameters: the best hypothesis by backtracking."""
-        tokens, attention_weights, score = dec.decode(source, max_len)
-        return {"decoded": {"source": source, "max_output_seq_len": max_len, "tokens": [int(t) for t in tokens],
-                            "score": float(score)}}
-    return dec.model, feeds, fetch, [], decoded
+
+def _beam_search_case(models, word_reward, source, max_len):
+    """translate.py's Seq2SeqModelCaffe2EnsembleDecoder over `models` (model_params each), beam 3,
+    vocabulary 8 (ids 0-3: PAD, GO, EOS, UNK); fetches every blob its net writes, and records
+    translate's own decode() of the frozen parameters (the best hypothesis, backtracked)."""
+    def build(rng):
+        from caffe2.python.models.seq2seq import translate
+        V = 8
+        vocab = {i: str(i) for i in range(V)}
+        rewards = dict(word_reward=word_reward, unk_reward=-1.0)
+        dec = translate.Seq2SeqModelCaffe2EnsembleDecoder(dict(
+            ensemble_models=[dict(source_vocab=vocab, target_vocab=vocab, model_params=p, model_file=None)
+                             for p in models],
+            decoding_params=dict(beam_size=3, **rewards)))
+        # NOTE: decode()'s feeds: the source reversed, one column per sentence
+        feeds = {"encoder_inputs": np.array([[t] for t in reversed(source)], np.int32),
+                 "encoder_lengths": np.array([len(source)], np.int32),
+                 "max_output_seq_len": np.array([max_len], np.int64),
+                 "word_rewards": dec.build_word_rewards(V, **rewards)}
+        fetch = sorted({str(o) for op in dec.model.net.Proto().op for o in op.output})
+
+        def decoded():
+            tokens, _, score = dec.decode(source, max_len)
+            return {"decoded": {"source": source, "max_output_seq_len": max_len,
+                                "tokens": [int(t) for t in tokens], "score": float(score)}}
+        return dec.model, feeds, fetch, [], decoded
+    return build
+
+
+# NOTE: a word reward above a token's negative log-probability (~log 8) makes the best hypothesis
+# run to max_output_seq_len; a smaller one lets a hypothesis ending in EOS win.
+case("seq2seq_beam_search", "models/seq2seq/translate.py Seq2SeqModelCaffe2EnsembleDecoder (beam_search.py "
+     "BeamSearchForwardOnly, beam 3): bidirectional embedding encoder, LSTM decoder with regular attention, "
+     "word/UNK rewards; every blob the net writes, and translate's decode() of them")(
+    _beam_search_case([_s2s_params("regular", [4], [4], True)], 2.0, [4, 6, 5, 7], 5))
+case("seq2seq_beam_search_ensemble", "translate.py's decoder over an ensemble of two models (2-layer encoder and "
+     "decoder with regular attention; 1-layer without attention): log-probabilities and attention averaged by "
+     "WeightedSum in the beam search step net")(
+    _beam_search_case([_s2s_params("regular", [4, 4], [4, 4], False), _s2s_params("none", [5], [3], False)],
+                      1.6, [5, 4, 6], 6))
 
 
 # ---- recording ---------------------------------------------------------------------------
