@@ -4,6 +4,9 @@ Per case: the net's sections as engine.training sees them match where Caffe2's b
 ops; the backward pass netviz generates for the forward section is the one Caffe2 generated
 (same ops, names and arguments); running the whole net from the frozen parameters gives Caffe2's
 forward values, gradients and updated parameters (relative error ≤ the case's rtol, 1e-3).
+Big cases (ResNeXt, ShuffleNet, ResNet) store the rules their parameters and inputs were drawn by
+("drawn") and samples of their large outputs ("sampled"); beam-search cases also record the
+translation translate.py decodes, which netviz's beam lists must give.
 """
 from __future__ import annotations
 
