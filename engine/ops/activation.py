@@ -55,9 +55,16 @@ def tanh_gradient(xp, y, dy):
     return dy * (1 - y * y)
 
 
+def _rows(x, axis):
+    """`x` as Caffe2's 2-D view at `axis` (products of both sides, so an empty N or D stays empty)."""
+    return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+
+
 def _softmax(xp, x, axis):
     # NOTE: Caffe2 flattens to 2-D at `axis` (canonical axis), not a single-axis softmax.
-    x2 = x.reshape(int(np.prod(x.shape[:axis])), -1)
+    if x.size == 0:
+        return x.copy()
+    x2 = _rows(x, axis)
     e = xp.exp(x2 - x2.max(axis=1, keepdims=True))
     return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape)
 
@@ -70,7 +77,7 @@ def softmax(xp, x, *, axis: int = 1):
 @kernel("SoftmaxGradient")
 def softmax_gradient(xp, y, dy, *, axis: int = 1):
     axis = axis % max(y.ndim, 1)
-    y2, dy2 = y.reshape(int(np.prod(y.shape[:axis])), -1), dy.reshape(int(np.prod(y.shape[:axis])), -1)
+    y2, dy2 = _rows(y, axis), _rows(dy, axis)
     return ((dy2 - (dy2 * y2).sum(axis=1, keepdims=True)) * y2).reshape(y.shape)
 
 

@@ -862,6 +862,13 @@ def roi_align_shape(x, rois, *, pooled_h: int = 1, pooled_w: int = 1, order: str
     return TensorInfo(join_layout(r, c, (pooled_h, pooled_w), order), x.dtype)
 
 
+@shape("RoIPool", "RoIPoolF")
+def roi_pool_shape(x, rois, *, pooled_h: int = 1, pooled_w: int = 1, order: str = "NCHW"):
+    # NOTE: Y and the optional argmaxes (int32) are num_rois × C × pooled_h × pooled_w.
+    y = roi_align_shape(x, rois, pooled_h=pooled_h, pooled_w=pooled_w, order=order)
+    return y, TensorInfo(y.shape, INT32)
+
+
 shape("RoIAlignGradient")(same_as(0))
 @shape("GenerateProposals", "GenerateProposalsCPP")
 def generate_proposals_shape(scores, deltas, im_info, anchors):

@@ -7,12 +7,16 @@ so a repeated index is updated again from its new value: :func:`_sparse_rounds` 
 while each round is one vectorised update of distinct rows."""
 from __future__ import annotations
 
+import math
+from typing import Any, Callable
+
 import numpy as np
 
 from engine import device as dev
 from engine.grad_makers import no_gradient, should_not_do_gradient
 from engine.errors import ExecutionError
 from engine.lint import fixes_enabled
+from engine.opdef import arg_value
 from engine.registry import gradient, kernel
 from engine.registry import shape
 from engine.shapes import FLOAT, INT64, TensorInfo, dims, same_as
@@ -33,15 +37,107 @@ def atomic_iter(xp, _mutex, it):
     return (it + 1).astype(np.int64)
 
 
-@kernel("LearningRate")
-def learning_rate(xp, it, *, base_lr: float = 0.01, policy: str = "fixed", gamma: float = 0.0,
-                  stepsize: int = 1, power: float = 1.0, max_iter: int = 1, stepsizes: list = ()):
-    # NOTE: lr = base_lr * multiplier(iter); training nets pass a NEGATIVE base_lr for descent.
-    i = float(dev.to_host(it).reshape(-1)[0])
-    mult = {"fixed": lambda: 1.0, "step": lambda: gamma ** (i // stepsize), "exp": lambda: gamma ** i,
-            "inv": lambda: (1 + gamma * i) ** -power, "poly": lambda: (1 - i / max_iter) ** power,
-            "multistep": lambda: gamma ** sum(i >= s for s in stepsizes)}[policy]()
-    return xp.asarray(np.array(base_lr * mult, dtype=np.float32))  # NOTE: a 0-d tensor, as in Caffe2 1.10
+def _warmup_linear(i: int, start: float, n: int) -> float:
+    """linearWarmup: from `start` up to 1 over `n` iterations, then 1."""
+    return 1.0 if i >= n else start + (1.0 - start) * i / n
+
+
+def _inv(i: int, gamma: float, power: float) -> float:
+    return (1.0 + gamma * i) ** -power
+
+
+def _cyclical(i: int, base_lr: float, max_lr: float, stepsize: int, decay: float) -> float:
+    """cyclical (arXiv 1506.01186): a triangle of period 2*stepsize between 1 and max_lr/base_lr."""
+    x = abs(i / stepsize - 2 * (i // (2 * stepsize) + 1) + 1)
+    return 1 + (abs(max_lr) / abs(base_lr) - 1) * max(0.0, 1 - x) * decay ** (i // (2 * stepsize))
+
+
+def _cosine(i: int, min_lr: float, max_lr: float, period: int, t_mult: float, shrink: float) -> float:
+    """cosine (arXiv 1608.03983): restarts every period (growing by t_mult), both bounds shrunk per restart."""
+    if t_mult != 1.0:
+        k = math.floor(math.log(1 - i / period * (1.0 - t_mult)) / math.log(t_mult))
+        t_i, t_cur = t_mult ** k * period, i - (1.0 - t_mult ** k) / (1.0 - t_mult) * period
+    else:
+        k = i // period
+        t_i, t_cur = period, i - period * k
+    lo, hi = min_lr * shrink ** k, max_lr * shrink ** k
+    return lo + 0.5 * (hi - lo) * (1 + math.cos(math.pi * t_cur / t_i))
+
+
+def _then_warmup(i: int, a: Callable[[str, Any], Any], after: Callable[[int], float]) -> float:
+    """constantThenLinearWarmup's two warm-up stages, then `after(i - both stages)`."""
+    m, nc, nl = a("start_warmup_multiplier", 0.1), a("constant_warmup_num_iter", 10_000_000), \
+        a("linear_warmup_num_iter", 10_000_000)
+    if i < nc:
+        return m
+    return _warmup_linear(i - nc, m, nl) if i < nc + nl else after(i - nc - nl)
+
+
+#: LearningRate's policies: multiplier of base_lr at iteration i, reading args through a(name, default)
+#: (a sub-policy of "composite" reads its own ``sub_policy_<k>_`` args); names and defaults are Caffe2's.
+LR_POLICIES: dict[str, Callable[[int, Callable[[str, Any], Any], float], float]] = {
+    "fixed": lambda i, a, b: 1.0,
+    "alter": lambda i, a, b: float((i % (a("active_period", -1) + a("inactive_period", -1))
+                                    < (a("active_period", -1) if a("active_first", 1) else a("inactive_period", -1)))
+                                   == bool(a("active_first", 1))),
+    "hill": lambda i, a, b: (_warmup_linear(i, a("start_multiplier", 0.0), a("num_iter", 0)) if i < a("num_iter", 0)
+                             else max(a("end_multiplier", 0.0),
+                                      _inv(i - a("num_iter", 0), a("gamma", 0.0), a("power", 0.0)))),
+    "slope": lambda i, a, b: (a("multiplier_1", 0.0) if i < a("num_iter_1", 0) else max(
+        a("multiplier_1", 0.0) + (i - a("num_iter_1", 0)) * (a("multiplier_2", 0.0) - a("multiplier_1", 0.0))
+        / (a("num_iter_2", 0) - a("num_iter_1", 0)), a("multiplier_2", 0.0))),
+    "step": lambda i, a, b: a("gamma", 0.0) ** (i // a("stepsize", 0)),
+    "exp": lambda i, a, b: a("gamma", 0.0) ** i,
+    "gate": lambda i, a, b: a("multiplier_2", 1.0) if i >= a("num_iter", 0) else a("multiplier_1", 1.0),
+    "inv": lambda i, a, b: _inv(i, a("gamma", 0.0), a("power", 0.0)),
+    "poly": lambda i, a, b: np.float64(1 - i / a("max_iter", -1)) ** a("power", 0.0),  # NaN past max_iter
+    "linearWarmup": lambda i, a, b: _warmup_linear(i, a("start_multiplier", 0.0), a("num_iter", 0)),
+    "constantWarmup": lambda i, a, b: 1.0 if i >= a("num_iter", 0) else a("multiplier", 0.5),
+    "pieceWarmup": lambda i, a, b: (a("m1", 0.5) if i < a("n1", 0) else a("m2", 0.5) if i < a("n2", 0)
+                                    else a("m3", 0.5)),
+    "cyclical": lambda i, a, b: _cyclical(i, b, a("max_lr", 0.005), a("stepsize", 0), a("decay", 1.0)),
+    "constantThenLinearWarmup": lambda i, a, b: _then_warmup(i, a, lambda _: 1.0),
+    "compositeCyclical": lambda i, a, b: _then_warmup(i, a, lambda j: _cyclical(
+        j, b, a("cyclical_max_lr", 0.05), a("cyclical_step_size", 1_000_000), a("cyclical_decay", 1.0))),
+    "cosine": lambda i, a, b: _cosine(i, a("min_lr", 0.1), a("max_lr", 0.5), a("period", 50), a("t_mult", 1.0),
+                                      a("lr_shrink", 0.99)),
+    "compositeCosine": lambda i, a, b: _then_warmup(i, a, lambda j: _cosine(
+        j, a("cosine_min_lr", 0.1), a("cosine_max_lr", 0.5), a("cosine_period", 50), a("cosine_t_mult", 1.0),
+        a("cosine_lr_shrink", 0.99))),
+}
+
+
+def _composite(i: int, op: Any, base_lr: float) -> float:
+    """composite: sub-policy k (args ``sub_policy_<k>_*``, scaled by its ``lr_scale``) runs for
+    ``sub_policy_num_iters[k]`` iterations, the first from iteration 1; each sees the global iteration."""
+    counts = list(arg_value(op, "sub_policy_num_iters", []))
+    if not counts or min(counts) <= 0:
+        raise ValueError("composite LearningRate needs sub_policy_num_iters, each positive")
+    k = min(max(int(np.searchsorted(np.cumsum([1] + counts), i, side="right")) - 1, 0), len(counts) - 1)
+    pre = f"sub_policy_{k}_"
+    sub = arg_value(op, pre + "policy", "")
+    if sub not in LR_POLICIES:
+        raise ValueError(f"Unknown learning rate policy: {sub} (composite sub-policy {k})")
+    return LR_POLICIES[sub](i, lambda n, d: arg_value(op, pre + n, d), base_lr) * arg_value(op, pre + "lr_scale", 1.0)
+
+
+@kernel("LearningRate", needs_context=True)
+def learning_rate(xp, it, *, ctx, base_lr: float = float(np.finfo(np.float32).max), policy: str = ""):
+    # NOTE: lr = base_lr * multiplier(iter), in float32; training nets pass a NEGATIVE base_lr for descent.
+    # A 0-d tensor, as Caffe2 1.10's kernel writes (its shape inference says the iteration's shape).
+    if base_lr == float(np.finfo(np.float32).max) or not policy:
+        raise ValueError("LearningRate needs base_lr and policy")
+    i = int(dev.to_host(it).reshape(-1)[0])
+    with np.errstate(all="ignore"):
+        return xp.asarray(np.float32(base_lr) * np.float32(_lr_multiplier(i, ctx.op, policy, base_lr)))
+
+
+def _lr_multiplier(i: int, op: Any, policy: str, base_lr: float) -> float:
+    if policy == "composite":
+        return _composite(i, op, base_lr)
+    if policy not in LR_POLICIES:
+        raise ValueError(f"Unknown learning rate policy: {policy}")
+    return LR_POLICIES[policy](i, lambda n, d: arg_value(op, n, d), base_lr)
 
 
 def _lr(lr):
@@ -584,7 +680,7 @@ no_gradient("LearningRateAdaption")
 # ---- shapes ----
 
 shape("Iter", "AtomicIter")(lambda *_: TensorInfo((1,), INT64))
-shape("LearningRate")(lambda it: TensorInfo((), FLOAT))  # NOTE: a 0-d tensor, as in Caffe2 1.10
+shape("LearningRate")(lambda it: TensorInfo(it.shape, FLOAT))  # NOTE: Caffe2's inference: the iteration's shape
 shape("MomentumSGD")(same_as(0, 1))  # [g, m, lr] -> adjusted g, m
 shape("MomentumSGDUpdate")(same_as(0, 1, 3))  # [g, m, lr, param] -> g, m, param
 shape("Adagrad")(same_as(0, 1, 2, 2))  # [param, h, g, lr] -> param, h, (effective lr, update)

@@ -34,29 +34,39 @@ def np_dtype(to):
 
 
 def _concat_axis(axis, order):
-    return axis if axis is not None else (1 if order == "NCHW" else -1)
+    """Concat/Split's axis: `axis` when given, else the channel dim of `order` (NHWC: 3, whatever the rank)."""
+    return axis if axis is not None else (1 if order == "NCHW" else 3)
+
+
+def _in_range(axis: int, ndim: int) -> int:
+    """`axis` made non-negative; out of range is an error (Caffe2: axis_index < ndims), not a wrap."""
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for {ndim} dims")
+    return axis % ndim
 
 
 @kernel("Concat")
 def concat(xp, *xs, axis: int | None = None, order: str = "NCHW", add_axis: int = 0):
     # NOTE: 2nd output split_info holds each input's size along `axis` (int32), for the Split gradient.
-    axis = _concat_axis(axis, order)
+    # NOTE: with no `axis` (order only) Caffe2's kernel ignores add_axis; its shape inference does not.
+    add_axis, axis = add_axis and axis is not None, _concat_axis(axis, order)
     if add_axis:
-        axis %= xs[0].ndim + 1
+        axis = _in_range(axis, xs[0].ndim + 1)
         return xp.stack(xs, axis=axis), np.ones(len(xs), dtype=np.int32)
-    axis %= xs[0].ndim
+    axis = _in_range(axis, xs[0].ndim)
     return xp.concatenate(xs, axis=axis), np.array([x.shape[axis] for x in xs], dtype=np.int32)
 
 
 @kernel("Split", "DepthSplit", needs_context=True)
 def split(xp, x, sizes=None, *, ctx, axis: int | None = None, split: list | None = None, order: str = "NCHW",
           add_axis: int = 0):
-    axis = _concat_axis(axis, order) % x.ndim
-    n = len(ctx.op.output)
+    add_axis, axis = add_axis and axis is not None, _in_range(_concat_axis(axis, order), x.ndim)  # NOTE: order only
+    n, given = len(ctx.op.output), bool(split) or sizes is not None
     sizes = [int(v) for v in (np.asarray(sizes.get() if hasattr(sizes, "get") else sizes)
                               if sizes is not None else split or [x.shape[axis] // n] * n)]
-    if sum(sizes) != x.shape[axis] or len(sizes) != n:
-        raise ValueError(f"split sizes {sizes} do not cover dim {x.shape[axis]} in {n} outputs")
+    if sum(sizes) != x.shape[axis] or len(sizes) != n:  # NOTE: "enforce fail", as Caffe2's text (core_test)
+        raise ValueError(f"enforce fail: split sizes {sizes} do not cover dim {x.shape[axis]} in {n} outputs"
+                         + ("" if given else f" ({x.shape[axis]} is not divisible by {n})"))
     parts = xp.split(x, np.cumsum(sizes)[:-1].tolist(), axis=axis)
     return tuple(xp.squeeze(p, axis=axis) if add_axis else p.copy() for p in parts)
 
@@ -79,7 +89,8 @@ def transpose(xp, x, *, axes: list | None = None):
 
 @kernel("Flatten")
 def flatten(xp, x, *, axis: int = 1):
-    return x.reshape(int(np.prod(x.shape[:axis])), -1)
+    # NOTE: both sides as products (not -1): an empty input (N = 0) flattens to 0×rest.
+    return x.reshape(prod(x.shape[:axis]), prod(x.shape[axis:]))
 
 
 @kernel("FlattenToVec")
@@ -502,6 +513,7 @@ def concat_shape(*xs, axis: int | None = None, order: str = "NCHW", add_axis: in
 def split_shape(x, sizes=None, *, axis: int | None = None, split: list | None = None, order: str = "NCHW",
                 add_axis: int = 0, n_out):
     xd = dims_of(x)
+    add_axis = add_axis and axis is not None  # NOTE: order only: Caffe2 ignores add_axis
     axis = norm_axis(_concat_axis(axis, order), len(xd))
     if sizes is not None:
         raise Unknown  # NOTE: sizes given as a tensor are values, not shapes.
@@ -632,7 +644,11 @@ shape("ExpandGradient")(same_as(1))
 shape("TopKGradient")(same_as(2))
 shape("FlexibleTopKGradient")(same_as(0))
 shape("CopyRowsToTensor", "Scatter")(same_as(0))
-shape("Unique")(lambda x: (TensorInfo((None,), x.dtype), TensorInfo((dim_op(lambda *v: prod(v), *dims_of(x)),), INT32)))
+@shape("Unique")
+def unique_shape(x):
+    # NOTE: how many values are unique is data-dependent, except for 0 or 1 elements (Caffe2's inference).
+    n = dim_op(lambda *v: prod(v), *dims_of(x))
+    return TensorInfo((n if n is not None and n <= 1 else None,), x.dtype), TensorInfo((n,), INT32)
 shape("IsMemberOf")(lambda x, **_: TensorInfo(x.shape, caffe2_pb2.TensorProto.BOOL))
 shape("Find")(lambda index, query, **_: TensorInfo(query.shape, index.dtype))
 shape("MergeDim")(lambda x: TensorInfo((dim_op(lambda a, b: a * b, *dims_of(x)[:2]), *dims_of(x)[2:]), x.dtype))

