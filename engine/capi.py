@@ -420,3 +420,67 @@ class OpSchema:
         if num_input in computed:
             return computed[num_input]
         return self.min_output if self.min_output == self.max_output else -1
+
+
+# ---- C++ transforms and memonger (caffe2.python.transformations / memonger) ----
+
+def _str(b: bytes | str) -> str:
+    return b.decode() if isinstance(b, bytes) else str(b)
+
+
+def transform_exists(name: str) -> bool:
+    """Whether ``name`` is a graph pass (Caffe2's OptimizationPassRegistry; engine.transforms)."""
+    from engine.transforms import OPT_PASSES
+    return name in OPT_PASSES
+
+
+def workspace_transform_exists(name: str) -> bool:
+    """Whether ``name`` is a pass that also rewrites workspace blobs (``FuseConvBN``)."""
+    from engine.transforms import WORKSPACE_OPT_PASSES
+    return name in WORKSPACE_OPT_PASSES
+
+
+def run_transform(name: str, net_def: bytes) -> bytes:
+    from engine.transforms import run_opt_pass
+    return run_opt_pass(name, _netdef(net_def)).SerializeToString()
+
+
+run_workspace_transform = run_transform  # engine.transforms.run_opt_pass finds the current workspace
+
+
+def transform_addNNPACK(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
+    return run_transform("AddNNPACK", net_def)
+
+
+def transform_fuseNNPACKConvRelu(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
+    return run_transform("FuseNNPACKConvRelu", net_def)
+
+
+def transform_fuseConvBN(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
+    return run_transform("FuseConvBN", net_def)
+
+
+def transform_optimizeForMKLDNN(net_def: bytes, training_mode: bool = False) -> bytes:  # noqa: N802
+    """Without MKL-DNN (``has_mkldnn`` is False) Caffe2 only round-trips the net through its graph."""
+    from engine.transforms import convert_roundtrip
+    return convert_roundtrip(_netdef(net_def)).SerializeToString()
+
+
+def apply_transform(transform_key: str, net_def: bytes) -> bytes:
+    from engine import workspace
+    return workspace.ApplyTransform(transform_key, _netdef(net_def)).SerializeToString()
+
+
+def memonger_compute_blob_recycling_for_dag(net_def: bytes, input_blobs: list, op_indices: list,
+                                            shareable_blob_names: Any, namescope: bytes | str,
+                                            dont_share_blob_names: Any, blob_shapes: Mapping) -> bytes:
+    from engine import memonger
+    return memonger.compute_blob_recycling_for_dag(
+        _netdef(net_def), [_str(b) for b in input_blobs], [int(i) for i in op_indices],
+        {_str(b) for b in shareable_blob_names}, _str(namescope), {_str(b) for b in dont_share_blob_names},
+        {_str(k): list(v) for k, v in blob_shapes.items()}).SerializeToString()
+
+
+def memonger_optimize_inference_net(net_def: bytes, static_blobs: list) -> bytes:
+    from engine import memonger
+    return memonger.optimize_inference_net(_netdef(net_def), [_str(b) for b in static_blobs]).SerializeToString()
