@@ -8,6 +8,7 @@ one-line error naming the type.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,10 +16,11 @@ import numpy as np
 from engine import blobio
 from engine.errors import ExecutionError
 from engine.grad_makers import no_gradient, should_not_do_gradient
-from engine.ops.runtime import CppObject
+from engine.ops.runtime import CppObject, _empty
 from engine.registry import kernel
 from engine.registry import shape
 from engine.shapes import BOOL, INT64, TensorInfo
+from proto import caffe2_pb2
 
 DB_TYPES = ("minidb", "lmdb")  # NOTE: lmdb through the `lmdb` package when installed; leveldb/rocksdb: none
 
@@ -56,23 +58,65 @@ def _write(ctx, path: str, db_type: str, records) -> None:
 
 
 def _strip(name: str, prefix: str) -> str:
-    return name[len(prefix):] if prefix and name.startswith(prefix) else name
+    """Caffe2's strip_prefix: drop everything up to and including its first occurrence."""
+    at = name.find(prefix) if prefix else -1
+    return name[at + len(prefix):] if at >= 0 else name
+
+
+def _texts(xs) -> list[str]:
+    return [x.decode() if isinstance(x, bytes) else str(x) for x in xs]
+
+
+def _options(ctx, options, chunk_size) -> list:
+    """Save's BlobSerializationOptions, in order; a ``chunk_size`` argument is a last catch-all
+    (its old meanings swapped into the options': -1 the default size, 0 no chunking)."""
+    opts = caffe2_pb2.SerializationOptions()
+    if options:
+        try:
+            opts.ParseFromString(options.encode("utf-8", "surrogateescape") if isinstance(options, str) else options)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError
+            raise ExecutionError(f"{_where(ctx)}: unable to parse serialization options") from None
+    if chunk_size is not None:
+        size = {-1: 0, 0: blobio.NO_CHUNKING}.get(int(chunk_size), int(chunk_size))
+        opts.options.add(chunk_size=size)
+    return list(opts.options)
+
+
+def _chunk_option(name: str, options: list) -> int:
+    """The chunk_size of the first option whose blob_name_regex is empty or matches all of `name`."""
+    return next((o.chunk_size for o in options if not o.blob_name_regex or re.fullmatch(o.blob_name_regex, name)), 0)
 
 
 # ---- kernels ----
 
 @kernel("Save", needs_context=True)
 def save(xp, *xs, ctx, db: str = "", db_type: str = "", absolute_path: bool = False, strip_prefix: str = "",
-         blob_name_overrides: list = (), chunk_size: int = blobio.DEFAULT_CHUNK_SIZE):
+         blob_name_overrides: list = (), chunk_size: int | None = None, options: str = "", db_options: str = ""):
+    where = _where(ctx)
+    if not db_type:
+        raise ExecutionError(f"{where}: Must specify a db type.")
     _check_type(ctx, db_type)
-    names = [b.decode() if isinstance(b, bytes) else b for b in blob_name_overrides] or \
-        [_strip(n, strip_prefix) for n in ctx.op.input]
-    if len(names) != len(xs):
-        raise ExecutionError(f"{_where(ctx)}: blob_name_overrides has {len(names)} names for {len(xs)} inputs")
+    names = _texts(blob_name_overrides)
+    if names and len(names) != len(xs):
+        raise ExecutionError(f"{where}: Number of blobs and blob_name_overrides mismatch.")
+    if names and strip_prefix:
+        raise ExecutionError(f"{where}: strip_prefix and blob_name_overrides are mutually exclusive.")
+    if not db:
+        raise ExecutionError(f"{where}: Must specify a db name.")
+    opts = _options(ctx, options, chunk_size)
+    if not names:
+        names = [_strip(n, strip_prefix) for n in ctx.op.input]
+        dup = next((n for k, n in enumerate(names) if n in names[:k]), None)
+        if dup is not None:
+            raise ExecutionError(f"{where}: Duplicated input: {dup}")
+    records = []
     try:
-        records = list(blobio.save_records(zip(names, xs), chunk_size))
+        for name, x in zip(names, xs):
+            size = np.asarray(x).size if hasattr(x, "shape") else 0
+            per = blobio.chunk_elements(_chunk_option(name, opts), size)
+            records.extend(blobio.save_records([(name, x)], per))
     except ExecutionError as e:
-        raise ExecutionError(f"{_where(ctx)}: {e}") from None
+        raise ExecutionError(f"{where}: {e}") from None
     _write(ctx, _path(ctx, db, absolute_path), db_type, records)
     return ()
 
@@ -90,33 +134,110 @@ def checkpoint(xp, it, *xs, ctx, db: str = "", db_type: str = "", absolute_path:
     return ()
 
 
+@dataclass
+class _Loaded:
+    """What Load has read of one blob: its value and how many of its elements (Caffe2's BlobState)."""
+
+    value: object
+    total: int
+    got: int
+    tensor: bool
+
+
+def _take(where: str, state: dict[str, _Loaded], key: str, proto) -> bool:
+    """Merge one record (a BlobProto) into `state`; True when it completes blob `key`."""
+    old = state.get(key)
+    if not proto.HasField("tensor"):
+        if old is not None:
+            raise ExecutionError(f"{where}: Blob duplicated: {key}")
+        state[key] = _Loaded(blobio.blob_value(proto), 1, 1, False)
+        return True
+    t = proto.tensor
+    part = t.segment.end - t.segment.begin if t.HasField("segment") else None
+    if old is None:
+        total = int(np.prod(t.dims, dtype=np.int64))
+        state[key] = _Loaded(blobio.blob_value(proto), total, total if part is None else part, True)
+    else:
+        if not old.tensor:
+            raise ExecutionError(f"{where}: Must be tensor {key}")
+        if old.got >= old.total:
+            raise ExecutionError(f"{where}: Found an extra part for an already filled tensor: {key}")
+        if part is None:
+            raise ExecutionError(f"{where}: Partial tensor must have a segment: {key}")
+        old.got += part
+        if old.got > old.total:
+            raise ExecutionError(f"{where}: Tensor parts are bigger than target size for tensor: {key}")
+        whole = old.value if isinstance(old.value, np.ndarray) else None
+        old.value = blobio.blob_value(proto, whole)
+    return state[key].got == state[key].total
+
+
 @kernel("Load", needs_context=True)
-def load(xp, *xs, ctx, db: str = "", dbs: list = (), db_type: str = "", absolute_path: bool = False,
+def load(xp, *readers, ctx, db: str = "", dbs: list = (), db_type: str = "", absolute_path: bool = False,
          add_prefix: str = "", strip_prefix: str = "", keep_device: bool = False, load_all: bool = False,
-         allow_incomplete: bool = False, source_blob_names: list = ()):
-    """Blobs from one or more DBs: every blob (``load_all``) or the op's outputs, by name."""
-    _check_type(ctx, db_type)
-    files = [d.decode() if isinstance(d, bytes) else d for d in dbs] or [db]
-    found: dict[str, object] = {}
-    for f in files:
-        for name, value in blobio.load_blobs(_read(ctx, _path(ctx, f, absolute_path), db_type)).items():
-            found[add_prefix + _strip(name, strip_prefix)] = value
-    if load_all:
-        ws = ctx.workspace
-        for name, value in found.items():
-            ws.values[name], ws.devices[name] = value, 0
-        return tuple(found[o] for o in ctx.op.output)
-    sources = [s.decode() if isinstance(s, bytes) else s for s in source_blob_names] or list(ctx.op.output)
-    out = []
-    for o, s in zip(ctx.op.output, sources):
-        key = add_prefix + _strip(s, strip_prefix) if source_blob_names else o
-        if key not in found:
-            if allow_incomplete:
-                out.append(ctx.workspace.values.get(o))
+         allow_incomplete: bool = False, source_blob_names: list = (), db_options: str = ""):
+    """Blobs from DB readers (inputs) or from DB files: every blob (``load_all``) or the op's
+    outputs, matched by key (``source_blob_names`` renames); chunks are reassembled."""
+    where, outputs = _where(ctx), list(ctx.op.output)
+    files = _texts(dbs)
+    if not readers:
+        if not db_type:
+            raise ExecutionError(f"{where}: Must specify a db type.")
+        _check_type(ctx, db_type)
+        if not files and not db:
+            raise ExecutionError(f"{where}: Must specify a db name.")
+        dup = next((f for k, f in enumerate(files) if f in files[:k]), None)
+        if dup is not None or "" in files:
+            raise ExecutionError(f"{where}: " + (f"Duplicated db name: {dup}" if dup is not None
+                                                 else "Db name should not be empty."))
+        files = files or [db]
+    sources = _texts(source_blob_names)
+    if sources and len(sources) != len(outputs):
+        raise ExecutionError(f"{where}: Number of output blobs and source_blob_names mismatch.")
+    if sources and strip_prefix:
+        raise ExecutionError(f"{where}: strip_prefix and source_blob_names are mutually exclusive.")
+    if sources and load_all:
+        raise ExecutionError(f"{where}: cannot load_all_ while using source_blob_names.")
+    index: dict[str, int] = {}
+    if not load_all:
+        for k, name in enumerate(sources or outputs):
+            if name in index:
+                raise ExecutionError(f"{where}: Duplicated source blob name: {name}")
+            index[name] = k
+    state: dict[str, _Loaded] = {}
+    db_of: dict[str, int] = {}
+    done = 0
+    for d in range(len(readers) or len(files)):
+        records = readers[d].records if readers else _read(ctx, _path(ctx, files[d], absolute_path), db_type)
+        for db_key, value in records:
+            key = add_prefix + _strip(db_key.split(blobio.CHUNK_SEPARATOR, 1)[0], strip_prefix)
+            if not load_all and key not in index:
                 continue
-            raise ExecutionError(f"{_where(ctx)}: blob '{key}' not found in db {', '.join(files)}")
-        out.append(found[key])
-    return tuple(out)
+            if db_of.setdefault(key, d) != d:
+                raise ExecutionError(f"{where}: Duplicate Key {key} is found!")
+            try:
+                proto = caffe2_pb2.BlobProto.FromString(value)
+            except Exception:  # noqa: BLE001 - protobuf's DecodeError
+                raise ExecutionError(f"{where}: Couldn't parse Proto of key {db_key}") from None
+            done += _take(where, state, key, proto)
+            if not load_all and done == len(outputs):
+                break
+    bad = next((k for k, s in state.items() if s.got != s.total), None)
+    if bad is not None:
+        raise ExecutionError(f"{where}: Data size mismatch for blob {bad}. Expected: {state[bad].total} "
+                             f"Read: {state[bad].got}")
+    ws = ctx.workspace
+    if load_all:
+        missing = next((o for o in outputs if o not in state), None)
+        if missing is not None:
+            raise ExecutionError(f"{where}: Output blob name {missing} does not exist in the db(s).")
+        for name, s in state.items():
+            ws.values[name], ws.devices[name] = s.value, 0
+        return tuple(state[o].value for o in outputs)
+    if done != len(outputs) and not allow_incomplete:
+        raise ExecutionError(f"{where}: Expected to load {len(outputs)} blobs, got {done} only.")
+    names = sources or outputs
+    return tuple(state[n].value if n in state else ws.values.get(o, _empty()) for n, o in zip(names, outputs))
 
 
 @kernel("DBExists", needs_context=True)
@@ -125,15 +246,19 @@ def db_exists(xp, *, ctx, db_name: str = "", db_type: str = "", absolute_path: b
 
 
 @kernel("EstimateAllBlobSizes", needs_context=True)
-def estimate_all_blob_sizes(xp, *, ctx, include_shared: bool = True, options=None):
-    """Names and serialized sizes (bytes) of every tensor blob of the workspace."""
-    names, sizes = [], []
-    for n in ctx.workspace.blobs():
-        v = ctx.workspace.values[n]
-        if hasattr(v, "shape") or isinstance(v, bytes):
-            names.append(n.encode())
-            sizes.append(len(blobio.serialize_blob(n, v)))
-    return np.array(names, dtype=object), np.array(sizes, dtype=np.int64)
+def estimate_all_blob_sizes(xp, *, ctx, include_shared: bool = True, options: str = ""):
+    """Names and Caffe2's estimated serialized sizes (bytes) of every blob of the workspace.
+
+    NOTE: the two outputs count themselves, already sized to the blob count (as Caffe2 resizes
+    them before estimating); C++ objects without a size estimate are 0.
+    """
+    ws = ctx.workspace
+    names = ws.blobs() if include_shared or ws.parent is None else sorted(ws.values.local)
+    names += [o for o in ctx.op.output if o not in names]
+    opts, n = _options(ctx, options, None), len(names)
+    outs = dict(zip(ctx.op.output, (np.zeros(n, object), np.zeros(n, np.int64))))
+    sizes = [blobio.estimate_size(b, outs[b] if b in outs else ws.values[b], _chunk_option(b, opts)) for b in names]
+    return np.array([b.encode() for b in names], dtype=object), np.array(sizes, dtype=np.int64)
 
 
 @dataclass(eq=False)
@@ -195,8 +320,6 @@ def tensor_protos_db_input(xp, reader, *, ctx, batch_size: int = 0):
     """One TensorProtos record per item; output k stacks the k-th protos of `batch_size` records."""
     if not isinstance(reader, (DBReader, QueueDBReader)):
         raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not a DB reader")
-    from proto import caffe2_pb2  # noqa: PLC0415
-
     items = []
     for _ in range(max(batch_size, 1)):
         protos = caffe2_pb2.TensorProtos.FromString(reader.read()[1]).protos

@@ -492,9 +492,9 @@ def _load_index(b: caffe2_pb2.BlobProto) -> Index:
 
 blobio.DESERIALIZERS[Index.cpp_type] = _load_index
 
-kernel("IntIndexCreate")(lambda xp, *, max_elements=0: Index(np.int32, int(max_elements)))
-kernel("LongIndexCreate")(lambda xp, *, max_elements=0: Index(np.int64, int(max_elements)))
-kernel("StringIndexCreate")(lambda xp, *, max_elements=0: Index(object, int(max_elements)))
+kernel("IntIndexCreate")(lambda xp, *, max_elements=2**31 - 1: Index(np.int32, int(max_elements)))
+kernel("LongIndexCreate")(lambda xp, *, max_elements=2**31 - 1: Index(np.int64, int(max_elements)))
+kernel("StringIndexCreate")(lambda xp, *, max_elements=2**31 - 1: Index(object, int(max_elements)))
 
 
 def _index(ctx, h) -> Index:

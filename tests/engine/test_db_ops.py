@@ -114,10 +114,14 @@ def test_load_names_prefixes_and_missing_blob(tmp_path):
     ws.root_folder = str(tmp_path)
     ws.feed_blob("model/w", np.ones(3, np.float32))
     run_op(create_operator("Save", ["model/w"], [], db="m.db", db_type="minidb", strip_prefix="model/"), ws)
+    # NOTE: add_prefix applies to the db's keys, so source_blob_names name prefixed keys (as in Caffe2)
     run_op(create_operator("Load", [], ["x/w"], db="m.db", db_type="minidb", add_prefix="x/",
-                           source_blob_names=["w"]), ws)
+                           source_blob_names=["x/w"]), ws)
     assert ws.values["x/w"].tolist() == [1.0, 1.0, 1.0]
-    with pytest.raises(ExecutionError, match="blob 'nope' not found in db m.db"):
+    with pytest.raises(ExecutionError, match="Expected to load 1 blobs, got 0 only"):
+        run_op(create_operator("Load", [], ["x/w"], db="m.db", db_type="minidb", add_prefix="x/",
+                               source_blob_names=["w"]), ws)
+    with pytest.raises(ExecutionError, match="Expected to load 1 blobs, got 0 only"):
         run_op(create_operator("Load", [], ["nope"], db="m.db", db_type="minidb"), ws)
     with pytest.raises(ExecutionError, match="DB type 'leveldb' is not supported"):
         run_op(create_operator("Load", [], ["w"], db="m.db", db_type="leveldb"), ws)
