@@ -187,9 +187,9 @@ def _resnet_case(is_test):
 
 
 case("resnet32x32_train", "models/resnet.create_resnet_32x32 (1 group) training, SpatialBN is_test=0",
-     rtol=2e-3, big=True)(_resnet_case(False))
+     big=True)(_resnet_case(False))
 case("resnet32x32_test", "models/resnet.create_resnet_32x32 is_test=1: SpatialBN gradient of an is_test op "
-     "(Caffe2 reads running stats as saved mean/inv-std)", rtol=2e-3, big=True)(_resnet_case(True))
+     "(Caffe2 reads running stats as saved mean/inv-std)", big=True)(_resnet_case(True))
 
 
 def _resnext(m, data, label, is_test):
@@ -208,9 +208,9 @@ def _shufflenet(m, data, label, is_test):
 for _name, _create, _shape in (("resnext18_4x2d", _resnext, (2, 3, 64, 64)),
                                ("shufflenet_v2", _shufflenet, (1, 3, 200, 200))):
     case(_name + "_train", "models %s training (SpatialBN is_test=0), SoftmaxWithLoss, build_sgd momentum 0.9"
-         % _create.__name__.lstrip("_"), rtol=2e-3, big=True)(_vision_case(_create, _shape, 5, False))
+         % _create.__name__.lstrip("_"), big=True)(_vision_case(_create, _shape, 5, False))
     case(_name + "_test", "models %s inference (is_test=1, random running statistics), Softmax"
-         % _create.__name__.lstrip("_"), rtol=2e-3, big=True)(_vision_case(_create, _shape, 5, True, train=False))
+         % _create.__name__.lstrip("_"), big=True)(_vision_case(_create, _shape, 5, True, train=False))
 
 
 @case("char_rnn", "caffe2/python/examples/char_rnn.py's model: rnn_cell.LSTM, FC axis=2, Softmax, Reshape, "
