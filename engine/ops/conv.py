@@ -233,9 +233,12 @@ def conv_gemm(xp, x, w, k, s, pb, pe, d):
     return y
 
 
-@kernel("Conv", "Conv1D", "Conv2D", "Conv3D")
+@kernel("Conv", "Conv1D", "Conv2D", "Conv3D", needs_context=True)
 @geometry_args
-def conv(xp, x, w, b=None, *, group: int = 1, **g):
+def conv(xp, x, w, b=None, *, group: int = 1, activation: str = "identity", ctx=None, **g):
+    # NOTE: only the NNPACK engine reads `activation` (FuseNNPACKConvRelu writes it); others ignore it.
+    if activation == "Relu" and ctx is not None and ctx.op.engine == "NNPACK":
+        return xp.maximum(conv(xp, x, w, b, group=group, **g), 0)
     x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
     k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:], x.shape[2:])
     m = w.shape[0]
