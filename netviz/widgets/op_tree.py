@@ -1,7 +1,10 @@
 """OpTree: every op of the model, nested by subnet, split into forward and backward sections.
 
-Markers: ``▶`` next op (program counter), ``●`` breakpoint, ``✓`` executed.  With name-scope
-grouping, consecutive ops sharing a scope (``a/b/conv1`` → ``a/b``) fold under one node.
+Markers: ``→`` next op (program counter), ``●`` breakpoint, ``✓`` executed.  With name-scope
+grouping (``N``) the ops nest by scope (:func:`scope_tree`): ``inception_3a/`` is one collapsed block
+holding ``inception_3a/1x1/`` (shown as ``1x1/`` under it) and so on, as deep as the names go; a
+block with one child is shown as that child (``a/b/`` once), and each block counts its ops.  Stepping, search and breakpoints select
+ops inside collapsed blocks: the blocks holding the op open.
 
 Big sections (more than :data:`SECTION_MAX` ops) are split into collapsed blocks of
 :data:`BLOCK` ops whose nodes are made when a block is first expanded (or the cursor goes
@@ -10,8 +13,10 @@ marker changed (:meth:`OpTree.update_markers`), never every node.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import chain, islice
+from os.path import commonprefix
 from typing import Any
 
 from rich.text import Text
@@ -28,6 +33,8 @@ from netviz.session import NetPath, OpRef, Session, from_oppath
 
 CHUNK = 120
 SECTION_MAX, BLOCK = 300, 200
+#: with scope grouping, sections up to this size are grouped whole (scope blocks start collapsed)
+SCOPED_SECTION_MAX = 3000
 PC_MARK = "→"  # NOTE: not ▶, which the tree uses for a collapsed node
 MARK_STYLE = {PC_MARK: "bold yellow", "✓": "green", "!": "bold magenta", "✗": "bold red"}
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
@@ -45,9 +52,59 @@ def _overlay_tag(mode: str, rec: Any, stale: bool) -> tuple[str, str] | None:
     return ("#616161" if stale else "#F4B400", text)
 
 
-def scope_of(op: Any) -> str:
-    name = op.name or (op.output[0] if op.output else "")
-    return name.rpartition("/")[0]
+def name_of(op: Any) -> str:
+    """What names an op in the tree: its name, else its first output."""
+    return op.name or (op.output[0] if op.output else "")
+
+
+@dataclass(slots=True)
+class ScopeBlock:
+    """A name scope in the tree: its full name with the separator (``gpu_0/res2_0_``, the shared scope
+    included), what it holds in execution order (op indices and nested blocks), and how many ops."""
+
+    name: str
+    items: list[ScopeBlock | int] = field(default_factory=list)
+    count: int = 0
+
+
+def scope_tree(names: Sequence[tuple[int, str]]) -> list[ScopeBlock | int]:
+    """Ops (``(index, name)`` in execution order) nested by name scope, as the tree shows them.
+
+    The scope every name shares (``gpu_0/``) is dropped.  Scopes are the ``/``-separated parts before
+    a name's last; when no name has one (ResNet-50's ``gpu_0/res2_0_branch2a``), the ``_``-separated
+    parts are used instead (``res2_`` › ``res2_0_`` › ``res2_0_branch2a_``).  Consecutive ops of a
+    scope share its block; a block holding one thing is replaced by it (an op, or its only block:
+    ``a/`` › ``a/b/`` is shown as ``a/b/``).
+    """
+    common = commonprefix([n for _, n in names])
+    common = common[:common.rfind("/") + 1]
+    rest = [(i, n[len(common):]) for i, n in names]
+    sep = "/" if any("/" in n for _, n in rest) else "_"
+    root = ScopeBlock(common)
+    stack: list[tuple[str, ScopeBlock]] = [("", root)]
+    for i, n in rest:
+        parts = n.split(sep)[:-1]
+        keep = 0
+        while keep < len(parts) and keep + 1 < len(stack) and stack[keep + 1][0] == parts[keep]:
+            keep += 1
+        del stack[keep + 1:]
+        for part in parts[keep:]:
+            block = ScopeBlock(stack[-1][1].name + part + sep)
+            stack[-1][1].items.append(block)
+            stack.append((part, block))
+        stack[-1][1].items.append(i)
+    return [_fold(item) for item in root.items]
+
+
+def _fold(item: ScopeBlock | int) -> ScopeBlock | int:
+    """Count a block's ops and replace every block that holds one thing by that thing."""
+    if isinstance(item, int):
+        return item
+    item.items = [_fold(x) for x in item.items]
+    if len(item.items) == 1:
+        return item.items[0]
+    item.count = sum(1 if isinstance(x, int) else x.count for x in item.items)
+    return item
 
 
 class OpTree(SteadyScrollbars, Tree[Any]):
@@ -58,6 +115,8 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         self.session = session
         self.group_scopes = False
         self.nodes_by_ref: dict[OpRef, TreeNode[Any]] = {}
+        self._block_of: dict[OpRef, str] = {}
+        self._opened: list[TreeNode[Any]] = []  # scope blocks select_ref opened (it closes them again)
         self.guide_depth = 2
         self._generation = 0
         self.populated = False
@@ -76,6 +135,8 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         self.populated = False
         self.clear()
         self.nodes_by_ref.clear()
+        self._block_of: dict[OpRef, str] = {}  # op → the scope block it is shown in (scope grouping)
+        self._opened = []
         self._blocks: list[tuple[range, TreeNode[Any]]] = []
         self._marks = self._mark_state()
         self.root.expand()
@@ -110,7 +171,7 @@ class OpTree(SteadyScrollbars, Tree[Any]):
 
     def _add_section(self, parent: TreeNode[Any], indices: range) -> Iterator[None]:
         """A section's ops, or for a big one collapsed blocks filled on first expand."""
-        if len(indices) <= SECTION_MAX:
+        if len(indices) <= (SCOPED_SECTION_MAX if self.group_scopes else SECTION_MAX):
             return self._add_ops(parent, (), indices)
         for start in range(indices.start, indices.stop, BLOCK):
             block = range(start, min(start + BLOCK, indices.stop))
@@ -165,19 +226,31 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         self.post_message(self.Populated())
 
     def _add_ops(self, parent: TreeNode[Any], path: NetPath, indices: range) -> Iterator[None]:
-        net = self.session.view(path).net
-        groups: list[tuple[str, list[int]]] = []
-        for i in indices:
-            scope = scope_of(net.op[i]) if self.group_scopes else ""
-            if groups and groups[-1][0] == scope:
-                groups[-1][1].append(i)
-            else:
-                groups.append((scope, [i]))
-        for scope, members in groups:
-            holder = parent.add(f"{scope}/ · {len(members)} ops", data=None) if scope else parent
-            for i in members:
-                self._add_op(holder, OpRef(path, i))
+        """The ops `indices` of the net at `path` under `parent` (nested by scope when grouping); one
+        yield per op, so :meth:`_pump` can add them in batches."""
+        if not self.group_scopes:
+            for i in indices:
+                self._add_op(parent, OpRef(path, i))
                 yield
+            return
+        net = self.session.view(path).net
+        yield from self._add_items(parent, path, scope_tree([(i, name_of(net.op[i])) for i in indices]))
+
+    def _add_items(self, parent: TreeNode[Any], path: NetPath, items: list[ScopeBlock | int],
+                   block: str = "") -> Iterator[None]:
+        """Scope blocks (collapsed) and ops; an op's label drops the name of the `block` it is in."""
+        shared = block or self._scope(path)  # NOTE: a nested block reads `1x1/` under `inception_3a/`
+        for item in items:
+            if isinstance(item, int):
+                if block:
+                    self._block_of[OpRef(path, item)] = block
+                self._add_op(parent, OpRef(path, item))
+                yield
+            else:
+                shown = item.name[len(shared):] if item.name.startswith(shared) else item.name
+                node = parent.add(Text.assemble((shown, "bold"), (f" · {item.count} ops", "dim")),
+                                  data=("scope", item.name))
+                yield from self._add_items(node, path, item.items, item.name)
 
     def _add_op(self, parent: TreeNode[Any], ref: OpRef) -> None:
         subnets = self.session.subnets(ref)
@@ -210,9 +283,9 @@ class OpTree(SteadyScrollbars, Tree[Any]):
             tag = _overlay_tag(self.overlay, rec, s.stale(ref))
             if tag:
                 text.append(f" {tag[1]}", f"bold {tag[0]}")
-        what = op.name or (op.output[0] if op.output else "")
-        scope = self._scope(ref.path)
-        if what:  # the distinguishing tail: the scope every name of the net shares is dropped
+        what = name_of(op)
+        scope = self._block_of.get(ref) or self._scope(ref.path)
+        if what:  # the distinguishing tail: the scope every name of the net (or its block) shares is dropped
             text.append(f" {what[len(scope):] if scope and what.startswith(scope) else what}", "dim")
         if op.type == STEP_OP and step_summary(op):  # a plan's step: how it repeats
             text.append(f" ({step_summary(op)})", "dim")
@@ -274,11 +347,18 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         if not self.size.height:  # not laid out yet: scrolling now would hide the top lines
             self.call_after_refresh(self.select_ref, ref)
             return
-        parent = node.parent
+        holders, parent = [], node.parent
         while parent is not None:
+            holders.append(parent)
             if not parent.is_expanded:  # NOTE: expand() rebuilds and repaints the whole tree, even when open
                 parent.expand()
+                if isinstance(parent.data, tuple) and parent.data[0] == "scope":
+                    self._opened.append(parent)
             parent = parent.parent
+        # scope blocks opened only to show an earlier cursor close again: stepping keeps the tree folded
+        for block in [b for b in self._opened if b not in holders]:
+            self._opened.remove(block)
+            block.collapse()
         _ = self._tree_lines  # NOTE: rebuilds the lines now, so node._line is right for move_cursor
         self.cursor_line = node._line
         # keep the cursor a few lines off the edges, and jump a third of a page when it gets there
