@@ -113,6 +113,11 @@ def _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum):
 @kernel("SpatialBNGradient")
 def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0, epsilon: float = 1e-5,
                         order: str = "NCHW", num_batches: int = 1):
+    if x.ndim < 3 and not fixes_enabled():
+        # NOTE: the forward op takes N x C (BatchNorm1d through ONNX), Caffe2's gradient kernel
+        # enforces ndim >= 3 (docs/fidelity.md, SpatialBNGradient in test mode)
+        raise ValueError(f"SpatialBNGradient: X has {x.ndim} dimensions; Caffe2 needs >= 3 "
+                         "(--fix-caffe2 computes the gradient)")
     axes, bshape = _channel_view(x, order)
     if x.size == 0:  # NOTE: an empty batch: no gradient for scale and bias
         return xp.zeros_like(x), xp.zeros_like(scale), xp.zeros_like(scale)

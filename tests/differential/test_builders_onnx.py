@@ -1,0 +1,55 @@
+"""Nets Caffe2 refuses to run in the builders corpus (goldens from gen_builders_layers.py and
+gen_builders_onnx.py), and netviz's --fix-caffe2 gradient for the one the ONNX corpus found.
+
+test_builders.py skips a case whose run Caffe2 refused ("run_error"); here netviz must refuse it
+too in its default, Caffe2-exact mode.  The ONNX-exported MLP's BatchNorm1d is such a case:
+Caffe2's SpatialBNGradient enforces a 3-D input (docs/fidelity.md, SpatialBNGradient in test
+mode); with --fix-caffe2 netviz computes the gradient, checked here against central differences.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import executor
+from engine.errors import NetvizError
+from engine.lint import fix_caffe2
+from engine.training import FORWARD, split_training_net
+from proto import caffe2_pb2
+from tests.differential.test_builders import CASES, _load, _run
+
+REFUSED = [c for c in CASES if not c.startswith("builders/") and "run_error" in _load(c)[0]]
+
+
+def test_the_onnx_corpus_holds_a_refused_batchnorm1d_gradient():
+    assert "builders_onnx/onnx_mlp_grad" in REFUSED
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_netviz_refuses_what_caffe2_refused(name):
+    meta, net, arrays = _load(name)
+    with pytest.raises(NetvizError, match="SpatialBNGradient"):
+        _run(meta, net, arrays)
+
+
+def test_fix_caffe2_gives_the_batchnorm1d_gradient_central_differences_give():
+    meta, net, arrays = _load("builders_onnx/onnx_mlp_grad")
+    with fix_caffe2():
+        ws = _run(meta, net, arrays)
+    got = {p: np.asarray(ws.values[p + "_grad"], np.float64) for p in ("bn.weight", "bn.bias")}
+    forward = caffe2_pb2.NetDef()
+    forward.op.extend(net.op[i] for i in split_training_net(net).indices(FORWARD))
+    loss, eps = meta["losses"][0], 1e-2  # NOTE: float32 net; a ReLU kink within eps costs ~1e-3 of the largest
+
+    def loss_at(param: str, j: int, step: float) -> float:
+        arr = np.array(ws.values[param], np.float32)
+        arr[j] += step
+        ws.feed_blob(param, arr)
+        executor.run_net(forward, ws)
+        arr[j] -= step
+        ws.feed_blob(param, arr)
+        return float(np.asarray(ws.values[loss]).reshape(()))
+
+    for param, g in got.items():
+        fd = np.array([(loss_at(param, j, eps) - loss_at(param, j, -eps)) / (2 * eps) for j in range(g.size)])
+        np.testing.assert_allclose(g, fd, rtol=2e-2, atol=1e-2 * np.abs(fd).max(), err_msg=param)
