@@ -113,6 +113,12 @@ class NeuralNetData:
         return f"NeuralNetData({self._name!r})"
 
 
+def _annotated(value: Any, what: str) -> Any:
+    if value is None:
+        raise NomnigraphError(f"nomnigraph annotation: no {what} has been set")
+    return value
+
+
 class Annotation:
     """Caffe2's ``Caffe2Annotation`` of an operator: the OperatorDef it came from, a device name
     and type, and the distributed-execution facts (key/length nodes, component levels).
@@ -152,17 +158,13 @@ class Annotation:
         self._key_node = node
 
     def getKeyNode(self) -> "NodeRef":  # noqa: N802
-        if self._key_node is None:
-            raise NomnigraphError("nomnigraph annotation: no key node has been annotated")
-        return self._key_node
+        return _annotated(self._key_node, "key node")
 
     def setLengthNode(self, node: "NodeRef") -> None:  # noqa: N802
         self._length_node = node
 
     def getLengthNode(self) -> "NodeRef":  # noqa: N802
-        if self._length_node is None:
-            raise NomnigraphError("nomnigraph annotation: no length node has been annotated")
-        return self._length_node
+        return _annotated(self._length_node, "length node")
 
     def setComponentLevels(self, levels: Iterable[str]) -> None:  # noqa: N802
         self._component_levels = [str(s) for s in levels]
