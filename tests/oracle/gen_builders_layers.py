@@ -193,12 +193,44 @@ def _xent_model(rng):
     return model, feeds, [prediction()]
 
 
+def _softmax_model(rng):
+    """Dense features through the BatchNormalization layer (a SpatialBN on an ExpandDims'd 4-D
+    view: training statistics in the training net, running ones in eval/predict), an FC, the
+    LayerNormalization layer and FCWithoutBias; an id list pooled by LogSumExp and an id-score list
+    by Mean; BatchSoftmaxLoss over 3 classes.  Adagrad with weight decay for the dense
+    parameters, Adam (SparseAdam) and FTRL (SparseFtrl) for the embedding tables."""
+    feat = schema.Struct(("dense", schema.Scalar((np.float32, (5,)))),
+                         ("ids", _id_list(11)), ("scored", _id_score_list(7)))
+    extra = schema.Struct(("label", schema.Scalar(np.int32)))
+    model = layer_model_helper.LayerModelHelper("softmax", input_feature_schema=feat, trainer_extra_schema=extra)
+    model.default_optimizer = optimizer.AdagradOptimizer(alpha=0.1, weight_decay=1e-2)
+    # NOTE: float lambdas: FtrlOptimizer's integer defaults (0) fail SparseFtrl's float arguments
+    ftrl = optimizer.FtrlOptimizer(alpha=0.5, beta=1.0, lambda1=0.01, lambda2=0.001)
+    f = model.input_feature_schema
+    dense = model.LayerNormalization(model.FC(model.BatchNormalization(f.dense), 4))
+    pooled = [model.Relu(dense, 1),
+              model.SparseLookup(f.ids, [3], "LogSumExp", weight_optim=optimizer.AdamOptimizer(alpha=0.05)),
+              model.SparseLookup(f.scored, [3], "Mean", weight_optim=ftrl)]
+    joined = model.Concat(schema.Struct(*[("f%d" % i, p) for i, p in enumerate(pooled)]))
+    logits = model.FCWithoutBias(joined, 3)
+    loss = model.BatchSoftmaxLoss(schema.Struct(("label", model.trainer_extra_schema.label), ("prediction", logits)))
+    model.output_schema = schema.Struct(("softmax", loss.softmax))
+    model.add_loss(loss.loss)
+    feeds = {"dense": rng.randn(B, 5).astype(np.float32), "label": rng.randint(0, 3, size=B).astype(np.int32)}
+    feeds.update(_sparse_feeds(rng, f.ids.field_blobs(), 11, [2, 1, 3, 2]))
+    feeds.update(_sparse_feeds(rng, f.scored.field_blobs(), 7, [1, 0, 2, 3], scored=True))
+    return model, feeds, [loss.softmax()]
+
+
 MODELS = {"lr_sgd_adagrad": (_lr_model, "LayerModelHelper: dense FC + id list (SparseLookup Sum) + id-score "
                              "list (WeightedSum), ReLU FC tower, logit * add_global_constant, BatchLRLoss; "
                              "SGD dense, SparseAdagrad embeddings"),
           "xent_adam_rowwise": (_xent_model, "LayerModelHelper: id lists pooled by Mean / Sqrt / Max / "
                                 "PositionWeighted, dense FC+Tanh, ReLU FC tower, BatchSigmoidCrossEntropyLoss; "
-                                "Adam dense, RowWiseSparseAdagrad + SparseAdagrad embeddings")}
+                                "Adam dense, RowWiseSparseAdagrad + SparseAdagrad embeddings"),
+          "softmax_bn_ftrl": (_softmax_model, "LayerModelHelper: BatchNormalization, FC, LayerNormalization, "
+                              "id list LogSumExp, id-score list Mean, FCWithoutBias, BatchSoftmaxLoss; Adagrad "
+                              "with weight decay dense, SparseAdam + SparseFtrl embeddings")}
 
 
 def record_model(name, build, note):
