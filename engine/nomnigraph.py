@@ -21,8 +21,9 @@ The model, as in Caffe2:
   graph's edges, so rewiring the graph rewires the NetDef.
 
 Caffe2 facts kept (checked against Caffe2 1.10.2): ``SpatialBN`` operators are named
-``BatchNormalization`` in the graph; ops Caffe2 has a converter for (:data:`CONVERTER_TYPES`) go
-back to their stored OperatorDef unchanged, every other annotated op gets an explicit
+``BatchNormalization`` in the graph; operator nodes named as an op type Caffe2 has a converter
+for (:data:`CONVERTER_TYPES`) go back to their stored OperatorDef unchanged, every other annotated
+operator (SpatialBN's ``BatchNormalization`` included) gets an explicit
 ``device_option.device_type`` (the annotation's); an ``order`` argument is normalised to
 ``NCHW``/``NHWC``; external inputs no op reads are dropped, and external names keep the old
 NetDef's order.

@@ -88,6 +88,22 @@ def test_round_trip_keeps_ops_args_devices_and_externals() -> None:
     assert back.op[2].arg == net.op[2].arg
 
 
+def test_zoo_nets_round_trip_unchanged_but_for_caffe2s_two_edits(zoo: Path) -> None:
+    """NetDef -> NNModule -> NetDef gives every zoo net back, ops in order, with Caffe2's two edits:
+    ops without a converter carry an explicit device_type, and external inputs no op reads go."""
+    for path in sorted(zoo.glob("*/predict_net.pbtxt")):
+        net = load_net(path)
+        back = to_netdef(from_netdef(net)[0], net)
+        assert len(back.op) == len(net.op), path
+        for i, (a, b) in enumerate(zip(net.op, back.op)):
+            if b.type not in CONVERTER_TYPES or b.type == "SpatialBN":
+                a.device_option.device_type = a.device_option.device_type  # now explicitly set
+            assert a == b, f"{path.parent.name} op #{i} {a.type}"
+        read = {x for op in net.op for x in op.input}
+        assert list(back.external_input) == [x for x in net.external_input if x in read], path
+        assert list(back.external_output) == list(net.external_output), path
+
+
 def test_unread_external_inputs_are_dropped_and_strict_refuses_them() -> None:
     net = _fc_relu_net().Proto()
     net.external_input.append("unused")
