@@ -241,7 +241,8 @@ def _sccs(nodes: Sequence[Node], edges: Iterable[Edge]) -> list[list[Node]]:
     topological).  Iterative, so deep nets do not hit the recursion limit."""
     succ: dict[Node, list[Node]] = {n: [] for n in nodes}
     for e in edges:
-        succ[e.tail].append(e.head)
+        if e.tail in succ and e.head in succ:
+            succ[e.tail].append(e.head)
     index: dict[Node, int] = {}
     low: dict[Node, int] = {}
     stack: list[Node] = []
@@ -306,6 +307,8 @@ class Graph:
         return e
 
     def _delete_edge(self, e: Edge) -> None:
+        if e not in self._edges:
+            raise NomnigraphError("nomnigraph deleteEdge: the edge is not in this graph")
         e.tail._out.remove(e)
         e.head._in.remove(e)
         self._edges.pop(e, None)
@@ -453,6 +456,8 @@ class NNGraph(Graph):
     def deleteEdge(self, a: NodeRef | Edge, b: NodeRef | None = None) -> None:  # noqa: N802
         """Delete an edge, or the edge ``a -> b`` when there is one."""
         if b is None:
+            if not isinstance(a, Edge):
+                raise NomnigraphError(f"nomnigraph deleteEdge: takes an edge or two nodes, got {type(a).__name__}")
             self._delete_edge(a)
             return
         edge = next((e for e in b._in if e.tail is a), None)
