@@ -239,11 +239,26 @@ def _matmul(net, diff, losses):
             if i in diff and (arg_value(op, "axis_a", 1) != 1 or arg_value(op, "axis_b", 1) != 1)]
 
 
+#: ops whose output is always 2-D (FC / FCTransposed with the default axis=1, Flatten)
+_TWO_D = {"FC": 1, "FCTransposed": 1, "Flatten": None}
+
+
 @rule("spatialbn-is-test-gradient", "SpatialBNGradient in test mode (`is_test=1`)")
 def _spatial_bn(net, diff, losses):
-    return [_f("spatialbn-is-test-gradient", i, op, "is_test=1: Caffe2's gradient reads the running variance as a "
-               "saved inverse std (exact mode does too); --fix-caffe2 differentiates the inference formula",
-               values_differ=True) for i, op in _ops(net, "SpatialBN") if arg_value(op, "is_test", 0) and i in diff]
+    two_d = {op.output[0] for op in net.op if op.type in _TWO_D and op.output
+             and (_TWO_D[op.type] is None or arg_value(op, "axis", 1) == 1)}
+    found = []
+    for i, op in _ops(net, "SpatialBN"):
+        if i not in diff:
+            continue
+        if op.input and op.input[0] in two_d:  # NOTE: known without shapes: the producer's output is 2-D
+            found.append(_f("spatialbn-is-test-gradient", i, op, f"{op.input[0]} is 2-D (N x C): Caffe2's gradient "
+                            "kernel needs >= 3 dimensions; --fix-caffe2 computes the gradient", refused=True))
+        if arg_value(op, "is_test", 0):
+            found.append(_f("spatialbn-is-test-gradient", i, op, "is_test=1: Caffe2's gradient reads the running "
+                            "variance as a saved inverse std (exact mode does too); --fix-caffe2 differentiates the "
+                            "inference formula", values_differ=True))
+    return found
 
 
 @rule("cpu-only-build", "Ops a CPU-only Caffe2 build lacks")

@@ -13,7 +13,7 @@ import pytest
 
 from engine import executor
 from engine.errors import NetvizError
-from engine.lint import fix_caffe2
+from engine.lint import fix_caffe2, lint_net
 from engine.training import FORWARD, split_training_net
 from proto import caffe2_pb2
 from tests.differential.test_builders import CASES, _load, _run
@@ -30,6 +30,14 @@ def test_netviz_refuses_what_caffe2_refused(name):
     meta, net, arrays = _load(name)
     with pytest.raises(NetvizError, match="SpatialBNGradient"):
         _run(meta, net, arrays)
+
+
+@pytest.mark.parametrize("name, refused", [("onnx_mlp_grad", True), ("onnx_cnn_grad", False)])
+def test_lint_says_caffe2_refuses_the_gradient_of_a_2d_batchnorm(name, refused):
+    _, net, _ = _load(f"builders_onnx/{name}")
+    found = [f for f in lint_net(net) if f.rule == "spatialbn-is-test-gradient"]
+    assert any(f.values_differ for f in found)  # both are is_test=1 (eval-mode export)
+    assert any(f.refused for f in found) == refused
 
 
 def test_fix_caffe2_gives_the_batchnorm1d_gradient_central_differences_give():
