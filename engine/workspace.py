@@ -143,6 +143,17 @@ def bind_view(ws: Workspace, name: str, base: str, rows: slice) -> Any:
     return view
 
 
+def _caffe2_strings(arr: np.ndarray) -> np.ndarray:
+    """A fed text array as Caffe2 stores it: an object array of ``bytes`` (``str`` is UTF-8 encoded), so
+    ``FetchBlob`` gives bytes back whatever was fed; other objects in an object array are kept as they are."""
+    out = arr.astype(object, order="C")
+    flat = out.reshape(-1)  # a view: C order
+    text = [i for i, v in enumerate(flat) if isinstance(v, str)]
+    if text:
+        flat[text] = [flat[i].encode("utf-8") for i in text]
+    return out
+
+
 class Workspace:
     """Blobs by name with their devices, and the nets created in it.
 
@@ -249,8 +260,8 @@ class Workspace:
             arr = arr.copy()
         elif not isinstance(arr, bytes):
             arr = np.array(dev.to_host(arr) if not isinstance(arr, (list, tuple, int, float)) else arr)
-            if arr.dtype.kind in "SU":
-                arr = arr.astype(object)
+            if arr.dtype.kind in "SUO":
+                arr = _caffe2_strings(arr)
             if device_type in dev.GPU_TYPES:
                 arr = dev.to_device(arr, dev.namespace(device_type))
         self.values[name], self.devices[name] = arr, device_type
@@ -273,7 +284,8 @@ class Workspace:
             return f"{name}, a C++ native class of type nullptr (uninitialized).".encode()
         if isinstance(v, bytes) or not hasattr(v, "shape"):
             return v
-        return np.array(dev.to_host(v), copy=True)
+        host = np.array(dev.to_host(v), copy=True)
+        return _caffe2_strings(host) if host.dtype.kind in "OSU" else host  # NOTE: text comes back as bytes
 
     def device_of(self, name: str) -> int:
         return self.devices[name]

@@ -166,14 +166,14 @@ def h_softmax_search(xp, x, w, b, *, tree: str = "", beam: float = 0.01, topN: i
     t.ParseFromString(_as_bytes(tree))
     m = x.shape[0] if x.ndim > 1 else 1
     xh, wh, bh = dev.to_host(x).reshape(m, -1), dev.to_host(w), dev.to_host(b)
-    names = np.full((m, topN), "", dtype=object)
+    names = np.full((m, topN), b"", dtype=object)  # NOTE: a string tensor: bytes, as Caffe2
     scores = np.zeros((m, topN), dtype=np.float32)
     for s in range(m):  # NOTE: a tree walk per sample (what stays in the beam depends on the sample)
         info = _search_order(t.root_node, xh[s], wh, bh, np.float32(0), np.float32(beam))
         if info:
             partial_sort(info, topN if topN < len(info) else len(info) - 1, lambda p, q: p[1] < q[1])
         for i, (name, sc) in enumerate(info[:topN]):
-            names[s, i], scores[s, i] = name, sc
+            names[s, i], scores[s, i] = _as_bytes(name), sc
     return names, xp.asarray(scores)
 
 

@@ -452,7 +452,7 @@ def recurrent_network_blob_fetcher(xp, scratch, *, ctx, prefix: str = "rnn"):
             if hasattr(v, "shape"):
                 names.append(f"{prefix}_{b}{i}")
                 _put(ctx, names[-1], dev.to_host(v).copy())
-    return np.array(names, dtype=object)
+    return np.array([n.encode() for n in names], dtype=object)  # NOTE: a string tensor: bytes, as Caffe2
 
 
 # ---- gradients ----

@@ -13,7 +13,7 @@ from engine import device as dev
 from engine.grad_makers import no_gradient, should_not_do_gradient, simple
 from engine.ops.lengths import host_lengths
 from engine.registry import gradient, kernel, shape
-from engine.shapes import INT32, TensorInfo, dims
+from engine.shapes import INT32, INT64, TensorInfo, dims
 from proto import caffe2_pb2
 
 # ---- kernels ----
@@ -88,8 +88,10 @@ def reservoir_sampling(xp, reservoir, num_visited, data, _mutex, *rest, num_to_c
             else:
                 obj_at.append(ids[k])
         seen += 1
-    out = np.stack(rows) if rows else np.zeros((0,) + d.shape[1:], d.dtype)
-    outs = [xp.asarray(out.astype(d.dtype)), xp.asarray(np.array([seen], np.int64))]
+    out = np.empty((len(rows),) + d.shape[1:], d.dtype)
+    for i, row in enumerate(rows):  # NOTE: not np.stack: an object row (PackRecords' record) is one element
+        out[i] = row
+    outs = [xp.asarray(out), xp.asarray(np.array([seen], np.int64))]
     if ids is not None:
         outs += [pos_of, xp.asarray(np.array(obj_at, np.int64))]
     return tuple(outs)
@@ -104,7 +106,8 @@ def last_n_window_collector(xp, buffer, cursor, data, *rest, num_to_collect: int
     if cursor.ndim != 0:
         raise ValueError(f"the cursor must be a scalar, got shape {tuple(cursor.shape)}")
     d = dev.to_host(data)
-    buf = dev.to_host(buffer)
+    # NOTE: the buffer may be a created, never written blob (workspace.CreateBlob): an empty window.
+    buf = dev.to_host(buffer) if hasattr(buffer, "shape") else np.zeros((0,) + d.shape[1:], d.dtype)
     cur = int(dev.to_host(cursor))
     rows = buf.reshape((buf.shape[0],) + d.shape[1:]) if buf.size else np.zeros((0,) + d.shape[1:], d.dtype)
     n = d.shape[0]
@@ -227,3 +230,9 @@ shape("WeightedMultiSampling")(lambda cdf, like=None, *, num_samples=0:
                                TensorInfo(dims(like) if like is not None else (num_samples,), INT32))
 shape("SparseItemwiseDropoutWithReplacement")(lambda x, lengths: (x, lengths))
 shape("SparseDropoutWithReplacement")(lambda x, lengths: (TensorInfo((None,), x.dtype), lengths))
+
+
+@shape("LastNWindowCollector")
+def last_n_window_collector_shape(buffer, cursor, data, *rest, num_to_collect: int = -1):
+    # NOTE: Caffe2's inference: a full window (num_to_collect rows) even before it has filled up.
+    return TensorInfo((num_to_collect, *dims(data)[1:]), data.dtype), cursor, TensorInfo((1,), INT64)

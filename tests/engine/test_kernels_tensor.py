@@ -17,8 +17,10 @@ def test_concat_split_info_and_split():
     y, info = eval_op("Concat", a, b, n_out=2)
     np.testing.assert_array_equal(y, np.concatenate([a, b], 1))
     assert info.dtype == np.int32 and info.tolist() == [3, 5]
-    y, _ = eval_op("Concat", a, a, n_out=2, order="NHWC")
-    assert y.shape == (2, 3, 8)
+    y, _ = eval_op("Concat", a[None], a[None], n_out=2, order="NHWC")  # NHWC: axis 3 at any rank, as Caffe2
+    assert y.shape == (1, 2, 3, 8)
+    with pytest.raises(ExecutionError, match="axis 3 is out of range for 3 dims"):
+        eval_op("Concat", a, a, n_out=2, order="NHWC")
     y, info = eval_op("Concat", a, a, n_out=2, axis=0, add_axis=1)
     assert y.shape == (2, 2, 3, 4)
     s0, s1 = eval_op("Split", np.concatenate([a, b], 1), info_ := np.array([3, 5], np.int32), n_out=2)
