@@ -462,8 +462,8 @@ def transform_fuseConvBN(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
 
 def transform_optimizeForMKLDNN(net_def: bytes, training_mode: bool = False) -> bytes:  # noqa: N802
     """Without MKL-DNN (``has_mkldnn`` is False) Caffe2 only round-trips the net through its graph."""
-    from engine.transforms import convert_roundtrip
-    return convert_roundtrip(_netdef(net_def)).SerializeToString()
+    from engine.transforms import run_opt_pass
+    return run_opt_pass(None, _netdef(net_def)).SerializeToString()
 
 
 def apply_transform(transform_key: str, net_def: bytes) -> bytes:

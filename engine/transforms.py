@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExecutionError, GraphError, IllegalGraphTransformError
-from engine.opdef import arg_value, args_of, create_operator
+from engine.opdef import args_of, create_operator
 from engine.optypes import CONTROL_FLOW
 from engine.ssa import VersionedBlob, get_consumer_map, get_producer_map, get_ssa
 from proto import caffe2_pb2
@@ -24,8 +24,7 @@ from proto import caffe2_pb2
 __all__ = ["rename_op_input", "rename_op_output", "remove_dead_end_ops", "fuse_copy_gpu_cpu",
            "identify_reshape_sub_graph", "remove_reshape_for_fc", "get_sub_graph_external_input_output",
            "propagate_status", "infer_device_type", "get_params_from_init_net", "Export", "ssa_rewrite",
-           "add_nnpack", "fuse_nnpack_conv_relu", "fuse_conv_bn", "dead_code_elim", "run_opt_pass",
-           "convert_roundtrip"]
+           "add_nnpack", "fuse_nnpack_conv_relu", "fuse_conv_bn", "dead_code_elim", "run_opt_pass"]
 
 COPY_OPS = ("CopyCPUToGPU", "CopyGPUToCPU")
 
@@ -415,243 +414,225 @@ def ssa_rewrite(net: caffe2_pb2.NetDef, init_net: caffe2_pb2.NetDef | None, valu
     net.external_output[:] = [ssa_name(n, versions.get(n, 0)) for n in net.external_output]
 
 
-# ---- nomnigraph passes (Caffe2's caffe2/opt, reached through workspace.C) ----
-#
-# Caffe2 runs these on its nomnigraph data-flow graph and prints the graph back to a NetDef.
-# Here they work on SSA versions of the NetDef (a version is a graph tensor node) and
-# :func:`_as_converted` applies what the round trip through the graph does to a net.
 
-#: Op types Caffe2's converter turns into typed graph nodes (printed back without a device option).
-_TYPED_NODES = frozenset({"Conv", "Relu", "MaxPool", "AveragePool", "Sum", "Concat", "FC", "Flatten", "Clip",
-                          "ConvTranspose", "Declare", "Export"})
-_LAYOUTS = {"NCHW": "NCHW", "nchw": "NCHW", "NHWC": "NHWC", "nhwc": "NHWC"}
+# ---- graph passes (Caffe2's caffe2/opt, reached through workspace.C) ----
+#
+# Caffe2 runs these on the nomnigraph dataflow graph of a net (engine.nomnigraph: every write of
+# a blob is its own tensor node) and prints the graph back to a NetDef; so do we, with the same
+# graph edits, so names, op order and external lists come out as Caffe2's.
+
 #: NNPACK algorithms for which a fused Conv+Relu is worth it (besides AUTO, judged by geometry).
 _NNPACK_FAST_ALGOS = ("WINOGRAD", "WINOGRAD_FP16", "FT8x8", "FT16x16")
 #: BatchNormalization's epsilon in Caffe2's graph: the converter does not read SpatialBN's arg.
 _GRAPH_BN_EPSILON = 1e-5
 
 
+def _op_def(node: Any) -> caffe2_pb2.OperatorDef | None:
+    """The OperatorDef an operator node was made from (a copy), None for a bare node."""
+    from engine.nomnigraph import NomnigraphError  # noqa: PLC0415
+
+    try:
+        return node.data.annotation.operator_def if node.data.annotation is not None else None
+    except NomnigraphError:  # an annotation without an OperatorDef
+        return None
+
+
+def _conv_geometry(op: caffe2_pb2.OperatorDef) -> tuple[list[int], list[int]]:
+    """(kernel shape, strides) as Caffe2's graph Conv holds them: the kernel from ``kernel``
+    (square), else ``kernels``, else ``kernel_h``/``kernel_w``; strides only from ``stride``."""
+    args = args_of(op)
+    if "kernel" in args:
+        kernel = [int(args["kernel"])] * 2
+    elif "kernels" in args:
+        kernel = [int(k) for k in args["kernels"]]
+    elif "kernel_h" in args and "kernel_w" in args:
+        kernel = [int(args["kernel_h"]), int(args["kernel_w"])]
+    else:
+        kernel = []
+    return kernel, [int(args["stride"])] * 2 if "stride" in args else []
+
+
+def _convs(m: Any) -> list[Any]:
+    return [n for n in m.dataFlow().getMutableNodes() if n.isOperator() and n.getName() == "Conv"]
+
+
+def add_nnpack(m: Any) -> None:
+    """``AddNNPACK``: NCHW 2-D stride-1 Convs with a bias get engine NNPACK (precomputed transform).
+
+    Only an explicit ``order`` NCHW counts; Kx1 and 1xK kernels are left alone.
+    """
+    for node in _convs(m):
+        op = _op_def(node)
+        if op is None or len(node.getInputs()) < 3 or node.data.layout != "NCHW":
+            continue
+        kernel, strides = _conv_geometry(op)
+        if any(s != 1 for s in strides) or len(kernel) != 2 or (kernel[0] != kernel[1] and 1 in kernel):
+            continue
+        op.engine = "NNPACK"
+        op.arg.add(name="convolution_transform_strategy", s=b"PRECOMPUTE")
+        node.data.annotation.operator_def = op
+
+
+def _nnpack_relu_fast(op: caffe2_pb2.OperatorDef) -> bool:
+    """Whether Caffe2 judges an NNPACK Conv+Relu fusion worth it (its ``algo``, else geometry)."""
+    algo = _text(args_of(op).get("algo", "AUTO"))
+    if algo in ("AUTO", ""):
+        kernel, strides = _conv_geometry(op)
+        return all(s <= 1 for s in strides) and all(k >= 2 for k in kernel)
+    return algo in _NNPACK_FAST_ALGOS
+
+
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _graph_inputs(net: caffe2_pb2.NetDef) -> list[str]:
-    """External inputs the converter keeps: those read before any op writes them, in order."""
-    written: set[str] = set()
-    read_first: set[str] = set()
-    for op in net.op:
-        read_first.update(b for b in op.input if b not in written)
-        written.update(op.output)
-    return list(dict.fromkeys(n for n in net.external_input if n in read_first))
-
-
-def _as_converted(net: caffe2_pb2.NetDef, original: caffe2_pb2.NetDef, new_inputs: Sequence[str] = ()) -> None:
-    """What the round trip through Caffe2's graph does to `net` (in place), `original` being the
-    net the graph was built from: external inputs as the converter kept them plus inputs a pass
-    added, external outputs that name a blob of the graph (others are dropped, as Caffe2 logs),
-    upper-case ``order``, and a device option on every op without a typed node."""
-    known = {b for op in original.op for b in [*op.input, *op.output]} | set(original.external_input)
-    net.external_input[:] = list(dict.fromkeys([*_graph_inputs(original), *new_inputs]))
-    net.external_output[:] = list(dict.fromkeys(n for n in net.external_output if n in known))
-    for op in net.op:
-        for a in op.arg:
-            if a.name == "order" and _text(a.s) in _LAYOUTS:
-                a.s = _LAYOUTS[_text(a.s)].encode()
-        if op.type not in _TYPED_NODES:
-            op.device_option.device_type = op.device_option.device_type  # NOTE: marks the field present
-
-
-def _kernel_shape(args: Mapping[str, Any]) -> list[int]:
-    """Caffe2's graph Conv kernel: ``kernel`` (square), else ``kernels``, else ``kernel_h``/``kernel_w``."""
-    if "kernel" in args:
-        return [int(args["kernel"])] * 2
-    if "kernels" in args:
-        return [int(k) for k in args["kernels"]]
-    if "kernel_h" in args and "kernel_w" in args:
-        return [int(args["kernel_h"]), int(args["kernel_w"])]
-    return []
-
-
-def _strides(args: Mapping[str, Any]) -> list[int]:
-    """Caffe2's graph Conv strides: only the ``stride`` argument is read."""
-    return [int(args["stride"])] * 2 if "stride" in args else []
-
-
-def add_nnpack(net: caffe2_pb2.NetDef) -> None:
-    """``AddNNPACK``: NCHW 2-D stride-1 Convs with a bias get engine NNPACK (precomputed transform).
-
-    A Conv needs an explicit ``order`` NCHW argument; Kx1 and 1xK kernels are left alone.
-    """
-    for op in net.op:
-        args = args_of(op)
-        k = _kernel_shape(args)
-        if (op.type != "Conv" or len(op.input) < 3 or _LAYOUTS.get(_text(args.get("order", ""))) != "NCHW"
-                or any(s != 1 for s in _strides(args)) or len(k) != 2 or (k[0] != k[1] and 1 in k)):
-            continue
-        op.engine = "NNPACK"
-        op.arg.add(name="convolution_transform_strategy", s=b"PRECOMPUTE")
-
-
-def _nnpack_relu_fast(op: caffe2_pb2.OperatorDef) -> bool:
-    args = args_of(op)
-    algo = _text(args.get("algo", "AUTO"))
-    if algo in ("AUTO", ""):
-        return all(s <= 1 for s in _strides(args)) and all(k >= 2 for k in _kernel_shape(args))
-    return algo in _NNPACK_FAST_ALGOS
-
-
-def _refuse_external(net: caffe2_pb2.NetDef, blob: VersionedBlob, versions: Mapping[str, int], what: str) -> None:
-    if blob[0] in net.external_output and versions.get(blob[0], 0) == blob[1]:
-        raise ExecutionError(f"{net.name or '<net>'}: {what} removes blob '{blob[0]}', an external output "
-                             "(Caffe2: a non-tensor node among the module's external outputs)")
-
-
-def fuse_nnpack_conv_relu(net: caffe2_pb2.NetDef) -> None:
+def fuse_nnpack_conv_relu(m: Any) -> None:
     """``FuseNNPACKConvRelu``: an NNPACK Conv whose output only a Relu reads becomes one Conv with
     ``activation="Relu"`` writing the Relu's output.
 
     Conv cannot run in place: when the Relu writes the Conv's input, the Conv keeps its own
-    output name and the Relu's readers read that.  When a reader of the fused output then
-    writes the same name, the fused output is renamed ``<name>_fusion_fix``.
+    output and the Relu's readers read that.  When a reader of the fused output writes the same
+    name, the fused output becomes ``<name>_fusion_fix``.
     """
-    for nth in range(sum(op.type == "Conv" for op in net.op)):  # NOTE: fusing removes Relus only
-        i = [k for k, op in enumerate(net.op) if op.type == "Conv"][nth]
-        conv = net.op[i]
-        ssa, versions = get_ssa(net)
-        consumers = get_consumer_map(ssa)
-        if len(conv.output) != 1 or conv.engine != "NNPACK" or not _nnpack_relu_fast(conv):
+    from engine.nomnigraph import NeuralNetData  # noqa: PLC0415
+
+    df = m.dataFlow()
+    for conv in _convs(m):
+        outs = conv.getOutputs()
+        if len(outs) != 1 or len(outs[0].getConsumers()) != 1:
             continue
-        readers = consumers.get(ssa[i][1][0], [])
-        if len(readers) != 1 or net.op[readers[0][0]].type != "Relu" or len(net.op[readers[0][0]].output) != 1:
+        out, relu = outs[0], outs[0].getConsumers()[0]
+        op = _op_def(conv)
+        if (relu.getName() != "Relu" or len(relu.getOutputs()) != 1 or op is None or op.engine != "NNPACK"
+                or not _nnpack_relu_fast(op)):
             continue
-        r = readers[0][0]
-        relu_out = ssa[r][1][0]
-        if relu_out[0] != conv.input[0]:
-            _refuse_external(net, ssa[i][1][0], versions, "FuseNNPACKConvRelu")
-            conv.output[0] = relu_out[0]
-            out_readers = consumers.get(relu_out, [])
-        else:  # NOTE: Conv cannot be in place; the Relu's readers read the Conv's output instead
-            _refuse_external(net, relu_out, versions, "FuseNNPACKConvRelu")
-            out_readers = consumers.get(relu_out, [])
-            for j, k in out_readers:
-                net.op[j].input[k] = conv.output[0]
-        name = conv.output[0]
-        if any(name in net.op[j].output for j, _ in out_readers):
-            conv.output[0] = f"{name}_fusion_fix"
-            for j, k in out_readers:
-                net.op[j].input[k] = conv.output[0]
-        conv.arg.add(name="activation", s=b"Relu")
-        _keep_ops(net, lambda n, r=r: n != r)
+        relu_out = relu.getOutputs()[0]
+        if relu_out.getName() != conv.getInputs()[0].getName():
+            df.replaceNode(out, relu_out)
+            dead, fused = out, relu_out
+        else:  # NOTE: Conv cannot be in place: keep its output, the Relu's readers read it
+            df.replaceNode(relu_out, out)
+            dead, fused = relu_out, out
+        df.deleteNode(relu)
+        df.deleteNode(dead)
+        name = fused.getName()
+        if any(o.getName() == name for c in fused.getConsumers() for o in c.getOutputs()):
+            df.replaceNode(fused, df.createNode(NeuralNetData(f"{name}_fusion_fix")))
+        op.arg.add(name="activation", s=b"Relu")
+        conv.data.annotation.operator_def = op
 
 
-def fuse_conv_bn(net: caffe2_pb2.NetDef, workspace: Any) -> list[str]:
-    """``FuseConvBN``: fold a test-mode SpatialBN that alone reads a Conv's output into the Conv.
+def fuse_conv_bn(m: Any, workspace: Any) -> None:
+    """``FuseConvBN``: fold a SpatialBN that alone reads a Conv's output into the Conv.
 
-    The Conv's filter and bias blobs in `workspace` are rewritten in place
+    The Conv's filter and bias blobs in `workspace` are rewritten
     (``W' = W s / sqrt(var + eps)``, ``b' = (b - mean) s / sqrt(var + eps) + bias``, float32);
-    a Conv without bias gets a zero one, ``<conv name>_bias<k>`` (the first free k).  Returns
-    the names of the bias blobs it created.
+    a Conv without bias gets a zero one, ``<conv name>_bias<k>`` (the first k not in the
+    workspace), which becomes an external input.
 
-    NOTE: Caffe2 folds with epsilon 1e-5 whatever the SpatialBN's ``epsilon`` is (its graph
-    node never reads the argument), so the fused net differs from the original when it is
-    not 1e-5; netviz does the same, and uses the op's epsilon under ``engine.lint.fix_caffe2()``.
+    NOTE: Caffe2 folds with epsilon 1e-5 whatever the SpatialBN's ``epsilon`` (its graph node
+    never reads the argument), so the fused net differs from the original when it is not 1e-5.
+    netviz does the same, and uses the op's epsilon under ``engine.lint.fix_caffe2()``.
     """
     from engine.lint import fixes_enabled  # noqa: PLC0415
 
-    created: list[str] = []
-    while (bias := _fuse_one_conv_bn(net, workspace, fixes_enabled())) is not None:
-        created += [bias] if bias else []
-    return created
+    while _fuse_one_conv_bn(m, workspace, fixes_enabled()):
+        pass
 
 
-def _fuse_one_conv_bn(net: caffe2_pb2.NetDef, ws: Any, own_epsilon: bool) -> str | None:
-    """Fuse the first fusable Conv+SpatialBN; None when there is none, else the new bias name or ""."""
-    ssa, versions = get_ssa(net)
-    consumers = get_consumer_map(ssa)
-    for i, conv in enumerate(net.op):
-        if conv.type != "Conv" or not conv.output:
+def _fuse_one_conv_bn(m: Any, ws: Any, own_epsilon: bool) -> bool:
+    from engine.nomnigraph import NeuralNetData  # noqa: PLC0415
+
+    df = m.dataFlow()
+    for conv in _convs(m):
+        out = conv.getOutputs()[:1]
+        if not out or len(out[0].getConsumers()) != 1 or out[0].getConsumers()[0].getName() != "BatchNormalization":
             continue
-        readers = consumers.get(ssa[i][1][0], [])
-        if len(readers) != 1 or net.op[readers[0][0]].type != "SpatialBN":
+        bn = out[0].getConsumers()[0]
+        if len(bn.getOutputs()) != 1 or len(conv.getInputs()) < 2:
             continue
-        j = readers[0][0]
-        bn = net.op[j]
-        if len(bn.output) != 1 or len(conv.input) < 2:
-            continue
-        if len(bn.input) < 5:
-            raise ExecutionError(f"{net.name or '<net>'}: op #{j} SpatialBN '{bn.name}': FuseConvBN needs 5 inputs, "
-                                 f"got {len(bn.input)} (Invalid batch normalization input size)")
-        w = np.asarray(ws.fetch_blob(conv.input[1]), dtype=np.float32)
-        scale, bias_bn, mean, var = (np.asarray(ws.fetch_blob(b), dtype=np.float32) for b in bn.input[1:5])
-        created = ""
-        if len(conv.input) == 2:
+        bn_in = [t.getName() for t in bn.getInputs()]
+        if len(bn_in) < 5:
+            raise ExecutionError(f"FuseConvBN: SpatialBN reading '{out[0].getName()}' has {len(bn_in)} inputs, "
+                                 "needs 5 (Invalid batch normalization input size)")
+        w = np.asarray(ws.fetch_blob(conv.getInputs()[1].getName()), dtype=np.float32)
+        scale, bias_bn, mean, var = (np.asarray(ws.fetch_blob(b), dtype=np.float32) for b in bn_in[1:5])
+        if len(conv.getInputs()) == 2:
+            op = _op_def(conv)
+            if op is None:
+                continue
             k = 0
-            while ws.has_blob(f"{conv.name}_bias{k}"):
+            while ws.has_blob(f"{op.name}_bias{k}"):
                 k += 1
-            created = f"{conv.name}_bias{k}"
-            ws.feed_blob(created, np.zeros(w.shape[0], dtype=np.float32))
-            conv.input.append(created)
-        b = np.asarray(ws.fetch_blob(conv.input[2]), dtype=np.float32)
-        eps = np.float32(arg_value(bn, "epsilon", _GRAPH_BN_EPSILON) if own_epsilon else _GRAPH_BN_EPSILON)
+            ws.feed_blob(f"{op.name}_bias{k}", np.zeros(w.shape[0], dtype=np.float32))
+            bias_node = df.createNode(NeuralNetData(f"{op.name}_bias{k}"))
+            m.inputs[bias_node] = None
+            df.createEdge(bias_node, conv)
+        w_name, b_name = (t.getName() for t in conv.getInputs()[1:3])
+        b = np.asarray(ws.fetch_blob(b_name), dtype=np.float32)
+        eps = np.float32(args_of(_op_def(bn) or caffe2_pb2.OperatorDef()).get("epsilon", _GRAPH_BN_EPSILON)
+                         if own_epsilon else _GRAPH_BN_EPSILON)
         coeff = scale / np.sqrt(var + eps)
-        ws.feed_blob(conv.input[1], (w.reshape(w.shape[0], -1) * coeff[:, None]).reshape(w.shape))
-        ws.feed_blob(conv.input[2], (b - mean) * coeff + bias_bn)
-        _refuse_external(net, ssa[i][1][0], versions, "FuseConvBN")
-        conv.output[0] = bn.output[0]
-        _keep_ops(net, lambda n, j=j: n != j)
-        return created
-    return None
+        ws.feed_blob(w_name, (w.reshape(w.shape[0], -1) * coeff[:, None]).reshape(w.shape))
+        ws.feed_blob(b_name, (b - mean) * coeff + bias_bn)
+        bn_out = bn.getOutputs()[0]
+        df.deleteNode(out[0])
+        df.createEdge(conv, bn_out)
+        df.deleteNode(bn)
+        return True
+    return False
 
 
-def dead_code_elim(net: caffe2_pb2.NetDef) -> None:
-    """``DeadCodeElim``: remove ops none of whose outputs is read (by a kept op) or is an external
-    output, until none is left; ops without outputs go too (unlike :func:`remove_dead_end_ops`)."""
-    ssa, versions = get_ssa(net)
-    ext = {(n, versions.get(n, 0)) for n in net.external_output}
-    consumers = get_consumer_map(ssa)
-    live: set[int] = set()
-    for i in reversed(range(len(net.op))):
-        if any(b in ext or any(c in live for c, _ in consumers.get(b, [])) for b in ssa[i][1]):
-            live.add(i)
-    _keep_ops(net, lambda i: i in live)
+def dead_code_elim(m: Any) -> None:
+    """``DeadCodeElim``: remove, one at a time until none is left, an op none of whose outputs is
+    read or external (ops without outputs go too, unlike :func:`remove_dead_end_ops`)."""
+    df = m.dataFlow()
+    changed = True
+    while changed:
+        changed = False
+        for node in df.getMutableNodes():
+            if node.isOperator() and not any(t.getConsumers() or t in m.outputs for t in node.getOutputs()):
+                for t in node.getOutputs():
+                    df.deleteNode(t)
+                df.deleteNode(node)
+                changed = True
+                break
 
 
-def convert_roundtrip(net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
-    """`net` after a round trip through Caffe2's graph and no pass (what Caffe2's
-    ``transform_optimizeForMKLDNN`` gives on a build without MKL-DNN)."""
-    out = caffe2_pb2.NetDef()
-    out.CopyFrom(net)
-    _as_converted(out, net)
-    return out
-
-
-#: Caffe2's ``OptimizationPassRegistry`` as netviz has it: name -> pass over a NetDef, in place.
-OPT_PASSES: dict[str, Callable[[caffe2_pb2.NetDef], None]] = {
+#: Caffe2's ``OptimizationPassRegistry`` as netviz has it: name -> pass over an NNModule.
+OPT_PASSES: dict[str, Callable[[Any], None]] = {
     "AddNNPACK": add_nnpack, "FuseNNPACKConvRelu": fuse_nnpack_conv_relu, "DeadCodeElim": dead_code_elim}
 #: Caffe2's ``WorkspaceOptimizationPassRegistry``: passes that also rewrite workspace blobs.
-WORKSPACE_OPT_PASSES: dict[str, Callable[[caffe2_pb2.NetDef, Any], list[str]]] = {"FuseConvBN": fuse_conv_bn}
+WORKSPACE_OPT_PASSES: dict[str, Callable[[Any, Any], None]] = {"FuseConvBN": fuse_conv_bn}
 
 
-def run_opt_pass(name: str, net: caffe2_pb2.NetDef, workspace: Any = None) -> caffe2_pb2.NetDef:
+def run_opt_pass(name: str | None, net: caffe2_pb2.NetDef, workspace: Any = None) -> caffe2_pb2.NetDef:
     """The NetDef Caffe2's ``run_transform`` / ``run_workspace_transform`` gives for pass `name`
-    (a new NetDef; `workspace`, default the current one, is changed by workspace passes).
+    (None: the graph round trip alone, what ``transform_optimizeForMKLDNN`` does without
+    MKL-DNN).  `workspace` (default: the current one) is changed by workspace passes.
 
     Raises
     ------
     ExecutionError
-        An unknown pass (a RuntimeError, as Caffe2's "Pass doesn't exist").
+        An unknown pass ("Pass doesn't exist"), or a pass removed a blob that is an external
+        output (Caffe2: "A non-tensor node was added to external inputs/outputs"); both are
+        RuntimeErrors, as in Caffe2.
     """
-    out = caffe2_pb2.NetDef()
-    out.CopyFrom(net)
-    added: list[str] = []
+    from engine.nomnigraph import from_netdef, to_netdef  # noqa: PLC0415
+
+    if name is not None and name not in OPT_PASSES and name not in WORKSPACE_OPT_PASSES:
+        raise ExecutionError(f"Pass doesn't exist: {name} (netviz has {sorted({**OPT_PASSES, **WORKSPACE_OPT_PASSES})})")
+    m, _ = from_netdef(net)
     if name in OPT_PASSES:
-        OPT_PASSES[name](out)
-    elif name in WORKSPACE_OPT_PASSES:
+        OPT_PASSES[name](m)
+    elif name is not None:
         if workspace is None:
             from engine.workspace import current  # noqa: PLC0415
             workspace = current()
-        added = WORKSPACE_OPT_PASSES[name](out, workspace)
-    else:
-        raise ExecutionError(f"Pass doesn't exist: {name} (netviz has {sorted(OPT_PASSES) + sorted(WORKSPACE_OPT_PASSES)})")
-    _as_converted(out, net, added)
-    return out
+        WORKSPACE_OPT_PASSES[name](m, workspace)
+    alive = set(m.dataFlow().getMutableNodes())
+    gone = [t.getName() for t in [*m.inputs, *m.outputs] if t not in alive]
+    if gone:
+        raise ExecutionError(f"{net.name or '<net>'}: pass {name} removed '{gone[0]}', an external input/output "
+                             "(Caffe2: A non-tensor node was added to external inputs/outputs of the NNModule)")
+    return to_netdef(m, net)

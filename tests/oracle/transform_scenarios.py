@@ -1,0 +1,238 @@
+"""Graph passes and memonger through the C bindings: run by gen_transforms.py against Caffe2 (the
+oracle) and by tests/engine/test_capi_transforms.py against netviz's engine.capi; same calls,
+results compared as JSON.
+
+Python 3.9 compatible; imports neither caffe2 nor netviz: `run(C, pb2, ws, zoo)` is given the
+binding module, the proto module and the workspace module of its side.  Zoo nets are read from
+the zoo folder, never copied; results hold texts of small nets, fused weights, and sha256 digests
+of serialized zoo nets.  Memonger's shared-blob numbers follow Caffe2's hash order, so memongered
+nets are compared with ``__m<k>_shared`` renumbered by first appearance (`canonical_shared`).
+"""
+import glob
+import hashlib
+import os
+import re
+
+import numpy as np
+from google.protobuf import text_format
+
+#: Pass names asked of transform_exists / workspace_transform_exists.
+NAMES = ["AddNNPACK", "FuseNNPACKConvRelu", "DeadCodeElim", "FuseConvBN", "SinkMaxPool", "ConvToNNPack",
+         "OptimizeForMkldnn", "NoSuchPass"]
+
+
+def _op(pb2, op_type, ins, outs, name="", engine="", device=None, **args):
+    op = pb2.OperatorDef(type=op_type, name=name, engine=engine)
+    op.input.extend(ins)
+    op.output.extend(outs)
+    for k, v in args.items():
+        a = op.arg.add(name=k)
+        if isinstance(v, float):
+            a.f = v
+        elif isinstance(v, int):
+            a.i = v
+        elif isinstance(v, str):
+            a.s = v.encode()
+        else:
+            a.ints.extend(v)
+    if device is not None:
+        op.device_option.device_type, op.device_option.device_id = device
+    return op
+
+
+def _net(pb2, name, ops, ext_in=(), ext_out=()):
+    net = pb2.NetDef(name=name)
+    net.op.extend(ops)
+    net.external_input.extend(ext_in)
+    net.external_output.extend(ext_out)
+    return net
+
+
+def _conv(pb2, x, y, **kw):
+    args = dict(stride=1, pad=0, kernel=3, order="NCHW")
+    args.update(kw)
+    return _op(pb2, "Conv", [x, "w", "b"], [y], **args)
+
+
+def _relu(pb2, x, y):
+    return _op(pb2, "Relu", [x], [y])
+
+
+def small_nets(pb2):
+    """Name -> NetDef of hand-made nets (transformations_test's shapes and edge cases)."""
+    c, r = (lambda x, y, **kw: _conv(pb2, x, y, **kw)), (lambda x, y: _relu(pb2, x, y))
+    ext = ["X", "w", "b"]
+    nets = {
+        "relu": [c("X", "Y"), r("Y", "Y2")],
+        "relu_twice": [c("X", "Y"), r("Y", "Y2"), r("Y", "Y3")],
+        "relu_writes_input": [c("X", "Y"), r("Y", "X")],
+        "relu_in_place": [c("X", "Y"), r("Y", "Y")],
+        "ping_pong": [c("X", "Y"), r("Y", "X"), c("X", "Y")],
+        "followed_by_conv": [c("X", "Y"), r("Y", "Y2"), c("Y2", "Y"), r("Y", "Y2")],
+        "in_place_followed_by_conv": [c("X", "Y"), r("Y", "Y"), c("Y", "Y2"), r("Y2", "Y2")],
+        "stride2_kernel1": [c("X", "Y", stride=2), r("Y", "Y2"), c("Y2", "Z", kernel=1), r("Z", "Z2")],
+        "algos": [c("X", "Y", algo="WINOGRAD"), r("Y", "Y2"), c("Y2", "Z", algo="IMPLICIT_GEMM"), r("Z", "Z2")],
+        "nhwc_lowercase": [c("X", "Y", order="nhwc"), r("Y", "Y2"), c("Y2", "Z", order="nchw"), r("Z", "Z2"),
+                           _op(pb2, "MaxPool", ["Z2"], ["P"], kernel=2, order="nchw")],
+        "kernel_forms": [c("X", "A", kernel_h=3, kernel_w=1), c("X", "B", kernels=[3, 3]),
+                         c("X", "C", strides=[2, 2]), c("X", "D", kernel_h=2, kernel_w=3),
+                         _op(pb2, "Conv", ["X", "w"], ["E"], kernel=3, order="NCHW"),
+                         _op(pb2, "Conv", ["X", "w", "b"], ["F"], kernel=3)],
+        "mixed_types": [_op(pb2, "Conv", ["X", "w", "b"], ["Y"], name="c", engine="X", device=(1, 0),
+                            kernel=3, order="NCHW"),
+                        _op(pb2, "Sigmoid", ["Y"], ["Z"], device=(1, 1)),
+                        _op(pb2, "ConvFusion", ["Z", "w", "b"], ["Q"], kernel=3, order="NCHW", fusion_type=1),
+                        _op(pb2, "SpatialBN", ["Q", "s", "bb", "m", "v"], ["R"], is_test=1),
+                        _op(pb2, "FC", ["R", "w", "b"], ["S"]), _op(pb2, "Add", ["S", "S"], ["T"])],
+        "dead_code": [r("X", "Y"), r("X", "Z"), _op(pb2, "Sigmoid", ["Y"], ["W"]), _op(pb2, "Print", ["Z"], []),
+                      _op(pb2, "Relu", ["W"], ["W2"]), _op(pb2, "Tanh", ["Z"], ["Z"])],
+    }
+    out = {k: _net(pb2, k, v, ext) for k, v in nets.items()}
+    out["dead_code"].external_output.extend(["W", "fake"])
+    out["unused_inputs"] = _net(pb2, "u", [r("X", "Y")], ["fake", "X", "Y2"], ["fake2", "Y"])
+    out["written_before_read"] = _net(pb2, "wbr", [r("A", "Y"), r("Y", "Z")], ["Y", "A", "A"], ["Z", "Z"])
+    out["fused_away_output"] = _net(pb2, "fo", [c("X", "Y"), r("Y", "Y2")], ext, ["Y"])
+    return out
+
+
+def _text(pb2, data):
+    return text_format.MessageToString(pb2.NetDef.FromString(data), as_one_line=True)
+
+
+def _digest(pb2, data):
+    """Digest of a serialized NetDef, re-serialized by Python protobuf (same bytes on both sides)."""
+    return hashlib.sha256(pb2.NetDef.FromString(data).SerializeToString()).hexdigest()
+
+
+def _try(fn):
+    try:
+        return fn()
+    except RuntimeError:
+        return "RuntimeError"
+
+
+def _passes(C, pb2):
+    """Each small net through each pass, and AddNNPACK then FuseNNPACKConvRelu."""
+    r = {}
+    for name, net in sorted(small_nets(pb2).items()):
+        data = net.SerializeToString()
+        res = {p: _try(lambda p=p: _text(pb2, C.run_transform(p, data)))
+               for p in ("AddNNPACK", "FuseNNPACKConvRelu", "DeadCodeElim")}
+        res["AddNNPACK+Fuse"] = _try(lambda: _text(pb2, C.transform_fuseNNPACKConvRelu(C.transform_addNNPACK(data))))
+        res["roundtrip"] = _try(lambda: _text(pb2, C.transform_optimizeForMKLDNN(data, False)))
+        r[name] = res
+    return r
+
+
+CONV_BN_CASES = [  # name, order, with conv bias, epsilon, spatial rank, conv name, blobs already there
+    ("nchw_bias", "NCHW", True, 1e-5, 2, "c1", []),
+    ("nhwc_bias", "NHWC", True, 1e-5, 2, "c1", []),
+    ("nchw_nobias_eps1e-3", "NCHW", False, 1e-3, 2, "c1", []),
+    ("nhwc_nobias_taken", "NHWC", False, 1e-2, 2, "", ["_bias0"]),
+    ("conv3d", "NCHW", True, 1e-4, 3, "c3", []),
+]
+
+
+def _feed(ws, rng, name, shape, offset=0.0):
+    ws.FeedBlob(name, (rng.rand(*shape) + offset).astype(np.float32))
+
+
+def _conv_bn(C, pb2, ws, case):
+    """Conv+SpatialBN (twice, so two biases get made) folded by FuseConvBN: the net, the folded
+    weights and the outputs before and after."""
+    name, order, bias, eps, rank, conv_name, taken = case
+    ws.ResetWorkspace()
+    rng = np.random.RandomState(len(name))
+    c, k, size = 3, 3, 6
+    ops = []
+    for i, (x, y, z) in enumerate([("X", "Y", "Z"), ("Z", "Y1", "Z1")]):
+        w_ins = [x, "w%d" % i] + (["b%d" % i] if bias else [])
+        kw = dict(kernels=[k] * rank) if rank != 2 else dict(kernel=k, order=order)
+        ops.append(_op(pb2, "Conv", w_ins, [y], name=conv_name, **kw))
+        bn_ins = [y] + ["%s%d" % (p, i) for p in ("scale", "bias", "mean", "var")]
+        ops.append(_op(pb2, "SpatialBN", bn_ins, [z], is_test=1, epsilon=eps, **({} if rank != 2 else dict(order=order))))
+        w_shape = (c, c) + (k,) * rank if order == "NCHW" else (c,) + (k,) * rank + (c,)
+        _feed(ws, rng, "w%d" % i, w_shape, -0.5)
+        for p in ["b", "scale", "bias", "mean"][0 if bias else 1:]:
+            _feed(ws, rng, "%s%d" % (p, i), (c,), -0.5)
+        _feed(ws, rng, "var%d" % i, (c,), 0.5)
+    for t in taken:
+        ws.FeedBlob(t, np.ones(2, dtype=np.float32))
+    x_shape = (1, c) + (size + 2 * k,) * rank if order == "NCHW" else (1,) + (size + 2 * k,) * rank + (c,)
+    _feed(ws, rng, "X", x_shape, -0.5)
+    reads = [b for op in ops for b in op.input if b not in ("Y", "Z", "Y1")]
+    net = _net(pb2, "bn_" + name, ops, sorted(set(reads)), ["Z1"])
+    ws.RunNetOnce(net)
+    before = ws.FetchBlob("Z1")
+    fused = pb2.NetDef.FromString(C.run_workspace_transform("FuseConvBN", net.SerializeToString()))
+    params = {b: ws.FetchBlob(b).ravel().tolist() for op in fused.op for b in op.input[1:]}
+    ws.RunNetOnce(fused)
+    ext_in = sorted(fused.external_input)  # NOTE: Caffe2 appends the new biases in pointer-hash order
+    del fused.external_input[:]
+    return {"net": text_format.MessageToString(fused, as_one_line=True), "external_input": ext_in, "params": params,
+            "before": before.ravel().tolist(), "after": ws.FetchBlob("Z1").ravel().tolist()}
+
+
+def canonical_shared(net):
+    """`net` (a NetDef, changed in place) with ``[scope]__m<k>_shared`` renumbered by first appearance."""
+    seen = {}
+    pat = re.compile(r"^(.*)__m\d+_shared$")
+
+    def fix(b):
+        m = pat.match(b)
+        if not m:
+            return b
+        return seen.setdefault(b, "%s__s%d" % (m.group(1), len(seen)))
+    for op in net.op:
+        op.input[:] = [fix(b) for b in op.input]
+        op.output[:] = [fix(b) for b in op.output]
+    return net
+
+
+def _distinct(net):
+    return len({b for op in net.op for b in list(op.input) + list(op.output)})
+
+
+def _memonger(C, pb2, net):
+    """Both memonger entry points on a predict net: distinct blob counts and canonical digests."""
+    data = net.SerializeToString()
+    ext = set(net.external_input) | set(net.external_output)
+    acts = sorted({b for op in net.op for b in list(op.input) + list(op.output) if b not in ext})
+    fast = pb2.NetDef.FromString(C.memonger_optimize_inference_net(data, [s.encode() for s in sorted(ext)]))
+    dag = pb2.NetDef.FromString(C.memonger_compute_blob_recycling_for_dag(
+        data, [net.external_input[0].encode()], list(range(len(net.op))), {a.encode() for a in acts}, b"",
+        set(), {}))
+    renamed = sorted({a for o, n in zip(net.op, fast.op) for a, b in zip(list(o.input) + list(o.output),
+                                                                           list(n.input) + list(n.output)) if a != b})
+    # NOTE: the linear scan hands blobs freed by one op back in hash order, so only which blobs
+    # were recycled is comparable there; the DAG version's choices are ordered (a heap).
+    return {"before": _distinct(net),
+            "fast": [_distinct(fast), hashlib.sha256(repr(renamed).encode()).hexdigest()],
+            "dag": [_distinct(dag), hashlib.sha256(canonical_shared(dag).SerializeToString()).hexdigest()]}
+
+
+def _zoo_net(C, pb2, path):
+    net = pb2.NetDef()
+    with open(path) as f:
+        text_format.Merge(f.read(), net)
+    data = net.SerializeToString()
+    r = {}
+    for p in ("AddNNPACK", "FuseNNPACKConvRelu", "DeadCodeElim"):
+        r[p] = _try(lambda p=p: _digest(pb2, C.run_transform(p, data)))
+    fused = _try(lambda: C.run_transform("FuseNNPACKConvRelu", C.run_transform("AddNNPACK", data)))
+    r["AddNNPACK+Fuse"] = fused if fused == "RuntimeError" else [_digest(pb2, fused), len(pb2.NetDef.FromString(fused).op)]
+    r["roundtrip"] = _try(lambda: _digest(pb2, C.transform_optimizeForMKLDNN(data, False)))
+    if not any(op.type.startswith("Int8") or op.type in ("If", "While", "RecurrentNetwork") for op in net.op):
+        r["memonger"] = _try(lambda: _memonger(C, pb2, net))
+    return r
+
+
+def run(C, pb2, ws, zoo):
+    """Every scenario's result (JSON-able); zoo nets only when `zoo` is a folder."""
+    out = {"exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
+           "passes": _passes(C, pb2), "conv_bn": {c[0]: _conv_bn(C, pb2, ws, c) for c in CONV_BN_CASES},
+           "zoo": {}}
+    for path in sorted(glob.glob(os.path.join(zoo, "*", "*.pbtxt"))):
+        if os.path.basename(path) in ("predict_net.pbtxt", "model.pbtxt"):
+            out["zoo"][os.path.basename(os.path.dirname(path))] = _zoo_net(C, pb2, path)
+    return out
