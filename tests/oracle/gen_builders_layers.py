@@ -23,7 +23,7 @@ from unittest import mock
 import numpy as np
 
 from _common import OUT, core, err_info, save_npz, seed_for, workspace, write_case
-from caffe2.python import layer_model_helper, layer_model_instantiator, optimizer, schema
+from caffe2.python import layer_model_helper, layer_model_instantiator, optimizer, regularizer, schema
 
 FOLDER = "builders_layers"
 #: fills Caffe2 seeds from the clock; their outputs are replaced by seeded values
@@ -222,6 +222,35 @@ def _softmax_model(rng):
     return model, feeds, [loss.softmax()]
 
 
+def _multitask_model(rng):
+    """Two regression tasks on a shared tower: ids hashed by SparseFeatureHash (IndexHash + Mod)
+    into a table with a SparseL2Norm regularizer (SparseLpRegularizer after the update), an FC
+    with an L1Norm weight regularizer (added to the loss); a BatchMSELoss and a BatchHuberLoss
+    head, both model losses; momentum SGD for the dense parameters, Adagrad for the table."""
+    feat = schema.Struct(("dense", schema.Scalar((np.float32, (4,)))), ("ids", _id_list(1000)))
+    extra = schema.Struct(("y1", schema.Scalar(np.float32)), ("y2", schema.Scalar(np.float32)))
+    model = layer_model_helper.LayerModelHelper("mtl", input_feature_schema=feat, trainer_extra_schema=extra)
+    model.default_optimizer = optimizer.SgdOptimizer(base_learning_rate=0.05, momentum=0.9)
+    f, y = model.input_feature_schema, model.trainer_extra_schema
+    hashed = model.SparseFeatureHash(f.ids, modulo=13, seed=7)
+    emb = model.SparseLookup(hashed, [3], "Sum", weight_optim=optimizer.AdagradOptimizer(alpha=0.1),
+                             regularizer=regularizer.SparseL2Norm(0.05))
+    shared = model.Relu(model.FC(model.Concat(schema.Struct(("emb", emb), ("dense", f.dense))), 4,
+                                 weight_reg=regularizer.L1Norm(0.01)), 1)
+    p1, p2 = model.FC(shared, 1), model.FC(shared, 1)
+    losses = [model.BatchMSELoss(schema.Struct(("label", y.y1), ("prediction", p1))),
+              model.BatchHuberLoss(schema.Struct(("label", y.y2), ("prediction", p2)), delta=0.5)]
+    model.output_schema = schema.Struct(("p1", p1), ("p2", p2))
+    # NOTE: two losses, two <loss>_autogen_grad seeds.  (AdaptiveWeight over them cannot be trained
+    # in Caffe2 1.10.2: its Reshape of a 0-d loss has an empty shape in the gradient, "shape.numel() > 0")
+    for name, loss in zip(("mse", "huber"), losses):
+        model.add_loss(loss, name)
+    feeds = {"dense": rng.randn(B, 4).astype(np.float32), "y1": rng.randn(B).astype(np.float32),
+             "y2": rng.randn(B).astype(np.float32)}
+    feeds.update(_sparse_feeds(rng, f.ids.field_blobs(), 1000, [2, 3, 1, 2]))
+    return model, feeds, [p1(), p2()]
+
+
 MODELS = {"lr_sgd_adagrad": (_lr_model, "LayerModelHelper: dense FC + id list (SparseLookup Sum) + id-score "
                              "list (WeightedSum), ReLU FC tower, logit * add_global_constant, BatchLRLoss; "
                              "SGD dense, SparseAdagrad embeddings"),
@@ -230,7 +259,10 @@ MODELS = {"lr_sgd_adagrad": (_lr_model, "LayerModelHelper: dense FC + id list (S
                                 "Adam dense, RowWiseSparseAdagrad + SparseAdagrad embeddings"),
           "softmax_bn_ftrl": (_softmax_model, "LayerModelHelper: BatchNormalization, FC, LayerNormalization, "
                               "id list LogSumExp, id-score list Mean, FCWithoutBias, BatchSoftmaxLoss; Adagrad "
-                              "with weight decay dense, SparseAdam + SparseFtrl embeddings")}
+                              "with weight decay dense, SparseAdam + SparseFtrl embeddings"),
+          "multitask_reg": (_multitask_model, "LayerModelHelper: SparseFeatureHash + SparseLookup with a SparseL2Norm "
+                            "regularizer, FC with an L1Norm regularizer, BatchMSELoss + BatchHuberLoss heads (two "
+                            "losses); momentum SGD dense, Adagrad embeddings")}
 
 
 def record_model(name, build, note):
