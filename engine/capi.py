@@ -461,7 +461,8 @@ def transform_fuseConvBN(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
 
 
 def transform_optimizeForMKLDNN(net_def: bytes, training_mode: bool = False) -> bytes:  # noqa: N802
-    """Without MKL-DNN (``has_mkldnn`` is False) Caffe2 only round-trips the net through its graph."""
+    """The net round-tripped through the graph (netviz has no MKL-DNN).  NOTE: Caffe2 1.10's pass
+    also folds NCHW2NHWC/NHWC2NCHW into Int8Quantize/Int8Dequantize; netviz does not."""
     from engine.transforms import run_opt_pass
     return run_opt_pass(None, _netdef(net_def)).SerializeToString()
 

@@ -202,13 +202,18 @@ def _memonger(C, pb2, net):
     dag = pb2.NetDef.FromString(C.memonger_compute_blob_recycling_for_dag(
         data, [net.external_input[0].encode()], list(range(len(net.op))), {a.encode() for a in acts}, b"",
         set(), {}))
+    shapes = {a: [1 + (len(a) * 7 + i) % 13, 3] for i, a in enumerate(acts)}
+    sized = pb2.NetDef.FromString(C.memonger_compute_blob_recycling_for_dag(
+        data, [net.external_input[0].encode()], list(range(len(net.op))), {a.encode() for a in acts}, b"ns/",
+        set(acts[::5]), shapes))
     renamed = sorted({a for o, n in zip(net.op, fast.op) for a, b in zip(list(o.input) + list(o.output),
                                                                            list(n.input) + list(n.output)) if a != b})
     # NOTE: the linear scan hands blobs freed by one op back in hash order, so only which blobs
     # were recycled is comparable there; the DAG version's choices are ordered (a heap).
     return {"before": _distinct(net),
             "fast": [_distinct(fast), hashlib.sha256(repr(renamed).encode()).hexdigest()],
-            "dag": [_distinct(dag), hashlib.sha256(canonical_shared(dag).SerializeToString()).hexdigest()]}
+            "dag": [_distinct(dag), hashlib.sha256(canonical_shared(dag).SerializeToString()).hexdigest()],
+            "dag_sized": [_distinct(sized), hashlib.sha256(canonical_shared(sized).SerializeToString()).hexdigest()]}
 
 
 def _zoo_net(C, pb2, path):
