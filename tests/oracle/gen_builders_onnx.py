@@ -1,6 +1,7 @@
 """Nets exported from PyTorch through Caffe2's ONNX backend (kind "builder", folder builders_onnx/):
 small torch 1.10.2 models (a conv/BatchNorm/ReLU/max-pool/linear CNN, an MLP with BatchNorm1d,
-a residual block with concatenated branches, average pooling and a sigmoid gate), exported with
+a residual block with concatenated branches, average pooling and a sigmoid gate, an embedding +
+Conv1d text classifier, a transposed-conv / instance-norm / upsampling decoder), exported with
 torch.onnx.export (eval mode, TrainingMode.PRESERVE so BatchNorm stays a SpatialBN instead of
 being folded into the conv, keep_initializers_as_inputs=True so the parameters are inputs of the
 predict net) and converted by Caffe2Backend.onnx_graph_to_caffe2_net.
@@ -79,6 +80,37 @@ class ResBlock(nn.Module):
         return self.fc(torch.flatten(y * g.reshape(-1, 4, 1, 1), 1))
 
 
+class SeqConv(nn.Module):
+    """Token ids -> Embedding (Gather: a sparse gradient) -> Conv1d over time -> PReLU -> max and
+    mean over time -> Linear -> LogSoftmax."""
+    VOCAB = 12  # the input is int64 ids below this
+
+    def __init__(self):
+        super().__init__()
+        self.emb, self.conv = nn.Embedding(self.VOCAB, 4), nn.Conv1d(4, 5, 3, padding=1)
+        self.act, self.fc = nn.PReLU(5), nn.Linear(5, 3)
+
+    def forward(self, ids):
+        h = self.act(self.conv(self.emb(ids).permute(0, 2, 1)))
+        return torch.log_softmax(self.fc(h.max(2)[0] + h.mean(2)), 1)
+
+
+class Decoder(nn.Module):
+    """ConvTranspose2d (stride 2) -> depthwise conv -> InstanceNorm2d -> ELU -> max pool (ceil_mode)
+    -> nearest upsampling -> LeakyReLU -> ReLU6 -> Linear -> Dropout (eval: a Copy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.dw = nn.ConvTranspose2d(2, 3, 3, stride=2), nn.Conv2d(3, 3, 3, groups=3, padding=1)
+        self.norm, self.fc, self.drop = nn.InstanceNorm2d(3, affine=True), nn.Linear(3 * 6 * 6, 4), nn.Dropout(0.5)
+
+    def forward(self, x):
+        y = nn.functional.max_pool2d(nn.functional.elu(self.norm(self.dw(self.up(x)))), 3, 3, ceil_mode=True)
+        # NOTE: upsampling after the pool: torch cannot export a ceil_mode pool of an interpolated size
+        y = nn.functional.interpolate(y, scale_factor=2, mode="nearest")
+        return self.drop(self.fc(torch.flatten(nn.functional.relu6(nn.functional.leaky_relu(y, 0.1) * 3), 1)))
+
+
 #: name -> (module, input shape, number of classes, note)
 MODELS = {
     "cnn": (CNN, (2, 3, 8, 8), 5, "conv 3x3 / BatchNorm2d / ReLU / MaxPool2d / Linear"),
@@ -86,6 +118,9 @@ MODELS = {
     "resblock": (ResBlock, (2, 4, 6, 6), 2, "conv branches + cat / BatchNorm2d / residual add / AvgPool2d "
                  "(count_include_pad=False: with True torch emits a Pad Caffe2 cannot run) / "
                  "spatial-mean sigmoid gate / Linear"),
+    "seqconv": (SeqConv, (2, 6), 3, "Embedding / Conv1d / PReLU / max + mean over time / Linear / LogSoftmax"),
+    "decoder": (Decoder, (2, 2, 3, 3), 4, "ConvTranspose2d / depthwise Conv2d / InstanceNorm2d / ELU / MaxPool2d "
+                "ceil_mode / nearest upsampling / LeakyReLU / ReLU6 / Linear / Dropout"),
 }
 
 
@@ -106,7 +141,9 @@ def convert(name, cls, shape):
     module = cls()
     _randomize(module, torch.Generator().manual_seed(seed_for("%s/%s/bn" % (FOLDER, name))))
     module.eval()
-    x = np.random.RandomState(seed_for("%s/%s/x" % (FOLDER, name))).randn(*shape).astype(np.float32)
+    rs = np.random.RandomState(seed_for("%s/%s/x" % (FOLDER, name)))
+    vocab = getattr(cls, "VOCAB", None)
+    x = rs.randint(0, vocab, size=shape).astype(np.int64) if vocab else rs.randn(*shape).astype(np.float32)
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
