@@ -18,7 +18,11 @@ own prepare() feeds zeros first); the fills alone set every parameter.
 Left out: LSTM / GRU.  Caffe2 1.10.2's backend with onnx 1.10.2 refuses torch 1.10.2's export of
 nn.LSTM and nn.GRU: with initializers as graph inputs the weight reform ops run twice (the init
 net's op copy: "Can not reshape a non-zero size (48) tensor to zero size"); without, "best-effort
-shape inference for RNN/GRU/LSTM failed" (the weights have no value_info).
+shape inference for RNN/GRU/LSTM failed" (the weights have no value_info).  Also refused by
+Caffe2 (conversion or first run): nn.LayerNorm (opset 9 spells it with a Pow whose scalar exponent
+Caffe2's Pow rejects without broadcast=1), nn.LocalResponseNorm (conversion fails), AvgPool2d with
+count_include_pad=True (a PadImage without kernel), adaptive_avg_pool2d(x, 1) (AveragePool
+global_pooling=1 without kernel).
 
 Run: cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 ../../.venv-caffe2/bin/python gen_builders_onnx.py ../golden
 """
