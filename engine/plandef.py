@@ -10,10 +10,13 @@ One semantics, two drivers: :func:`events` is a generator that yields a :class:`
 every net it runs (the debugger and ``netviz info`` walk it), :func:`run_plan` drives it to the end
 (``workspace.RunPlan``).
 
-Where netviz differs (docs/fidelity.md): Caffe2 runs ``concurrent_substeps`` (and
-``num_concurrent_instances`` copies) on threads and reporters on timer threads; netviz runs them
-in order on one thread, each reporter when its interval has passed between iterations and once
-when its step ends (Caffe2 also runs it at least once), so results are deterministic.
+``run_plan`` runs ``concurrent_substeps`` (and ``num_concurrent_instances`` copies) on threads,
+as Caffe2 does: producers and consumers of a blobs queue meet there (queue ops block, see
+:mod:`engine.blocking`); the first failure stops the other substeps at their next iteration and
+is raised once all have ended.  :func:`events` (the debugger, ``netviz info``/``run``) runs them in
+order on one thread, labelled so, so its steps are deterministic.  Where netviz differs
+(docs/fidelity.md): reporters run on the plan's thread, each when its interval has passed between
+iterations and once when its step ends (Caffe2 runs them on timer threads, at least once).
 
 Example::
 
@@ -33,6 +36,7 @@ from typing import Any
 import numpy as np
 from google.protobuf import text_format
 
+from engine import blocking
 from engine.errors import ExecutionError, ModelError
 from proto import caffe2_pb2
 
@@ -122,8 +126,9 @@ def _should_stop(ws: Any, name: str | None) -> bool:
 class _Runner:
     """The state of one RunPlan: the plan's nets and which existing nets must be recreated once."""
 
-    def __init__(self, plan: caffe2_pb2.PlanDef) -> None:
-        self.plan = plan
+    def __init__(self, plan: caffe2_pb2.PlanDef, threads: bool = False) -> None:
+        self.plan, self.threads = plan, threads
+        self.failed = threading.Event()  # a concurrent substep failed: the others stop
         self.net_defs: dict[str, caffe2_pb2.NetDef] = {}
         for n in plan.network:
             if n.name in self.net_defs:
@@ -191,7 +196,7 @@ class _Runner:
                 yield from self.step(sub, ws, path)
 
         it = 0
-        while iterations is None or it < iterations:
+        while (iterations is None or it < iterations) and not self.failed.is_set():
             if nets:
                 for name in nets:
                     yield PlanEvent(path, it, name, ws)
@@ -199,6 +204,11 @@ class _Runner:
                     if _should_stop(ws, stop):
                         yield from reports(True)
                         return
+            elif concurrent and self.threads:
+                self.concurrently(substeps * copies, ws, path)
+                if _should_stop(ws, stop):
+                    yield from reports(True)
+                    return
             else:
                 for _ in range(copies):
                     for sub in substeps:
@@ -214,23 +224,46 @@ class _Runner:
         yield from reports(True)
 
 
-def events(plan: caffe2_pb2.PlanDef, ws: Any) -> Generator[PlanEvent, None, None]:
-    """Run `plan` in workspace `ws`, yielding a :class:`PlanEvent` before each net runs.
+    def concurrently(self, steps: list[caffe2_pb2.ExecutionStep], ws: Any, path: tuple[str, ...]) -> None:
+        """Run `steps` on one thread each and wait for all; re-raise the first failure."""
+        errors: list[BaseException] = []
+
+        def work(sub: caffe2_pb2.ExecutionStep) -> None:
+            try:
+                for _ in self.step(sub, ws, path):
+                    pass
+            except BaseException as e:  # noqa: BLE001 - handed to the plan's thread
+                errors.append(e)
+                self.failed.set()
+
+        threads = [threading.Thread(target=work, args=(sub,), name=f"plan step {sub.name}", daemon=True)
+                   for sub in steps]
+        for t in threads:
+            t.start()
+        blocking.join_all(threads)
+        if errors:
+            raise errors[0]
+
+
+def events(plan: caffe2_pb2.PlanDef, ws: Any, *, threads: bool = False) -> Generator[PlanEvent, None, None]:
+    """Run `plan` in workspace `ws`, yielding a :class:`PlanEvent` before each net runs (with
+    `threads`, concurrent substeps run on threads and their nets yield no events).
 
     Raises
     ------
     ExecutionError
         A malformed step (undefined net, missing stop blob, both nets and substeps, …) or a failing op.
     """
-    runner = _Runner(plan)
+    runner = _Runner(plan, threads)
     runner.override = {n for n in runner.net_defs if n in ws.nets}
     for step in plan.execution_step:
         yield from runner.step(step, ws, ())
 
 
 def run_plan(plan: caffe2_pb2.PlanDef, ws: Any) -> bool:
-    """Caffe2's ``RunPlan``: run every step of `plan` in `ws`; True, or raises on a failing op."""
-    for _ in events(plan, ws):
+    """Caffe2's ``RunPlan``: run every step of `plan` in `ws` (concurrent substeps on threads);
+    True, or raises on a failing op."""
+    for _ in events(plan, ws, threads=True):
         pass
     return True
 
@@ -254,5 +287,5 @@ class BackgroundPlan:
         return not self._thread.is_alive()
 
     def is_succeeded(self) -> bool:
-        self._thread.join()
+        blocking.join_all([self._thread])
         return bool(self._ok)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import blocking
 from engine import device as dev
 from engine import executor
 from engine.debugger.records import BlobSummary, FrameInfo, OpExecuted, OpPath, OpRecord, ProgramCounter, Stopped
@@ -167,6 +168,7 @@ class Machine:
             b = f.bound[f.pc] = executor.bind(op, f.pc, f.net.name, workspace=f.ws, device=self._bind_device)
         return b
 
+    @blocking.never_wait  # one thread, ops in order: a queue op that would block stops with an error
     def _advance(self) -> tuple[str, dict[str, Any]]:
         """Run one unit: a plain op ("op"), entering a plan op ("enter"), its next subnet run
         ("next"), its completion ("complete"); "end" when nothing is left.  Returns the event

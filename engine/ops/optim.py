@@ -32,9 +32,11 @@ def iter_(xp, it=None, *, ctx):
     return (it + 1).astype(np.int64)
 
 
-@kernel("AtomicIter")
-def atomic_iter(xp, _mutex, it):
-    return (it + 1).astype(np.int64)
+@kernel("AtomicIter", needs_context=True)
+def atomic_iter(xp, mutex, it, *, ctx):
+    """Iter under the mutex (runtime.atomic_increment): concurrent substeps never lose a count."""
+    from engine.ops.runtime import atomic_increment  # noqa: PLC0415  (runtime imports no optimizer)
+    return atomic_increment(ctx, mutex, it)
 
 
 def _warmup_linear(i: int, start: float, n: int) -> float:

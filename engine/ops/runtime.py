@@ -1,18 +1,22 @@
-"""Caffe2's runtime ops for one process: mutexes, atomics, counters, stats and timers, workspace ops.
+"""Caffe2's runtime ops for one process: mutexes, atomics, counters, stats and timers, workspace ops,
+blob queues, indexes, maps.
 
 Every Caffe2-built training net has some (``optimizer.build_sgd`` puts ``CreateMutex`` in the init
 net and ``AtomicIter`` in the train net).  The non-tensor blobs they make (a mutex, a counter, a
-stat registry) are small Python objects; netviz runs one op at a time, so the "atomic" ones need
-no lock, only Caffe2's values and dtypes.
+stat registry, a queue) are small Python objects.  Threads share them as in Caffe2: a plan's
+concurrent substeps and Python feeder threads meet at blob queues, whose reads and writes block
+(:mod:`engine.blocking`, which turns a wait nobody can end into a one-line error), and AtomicIter
+holds its mutex.  Counters, indexes and maps serialize as Caffe2's C++ serializers do.
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine import blobio
+from engine import blobio, blocking
 from engine.device import to_host as dev_host
 from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient
@@ -79,9 +83,30 @@ def _native(ctx, blob, cpp_type: str) -> NativeBlob:
 
 # ---- kernels ----
 
+_MUTEX = "std::unique_ptr<std::mutex>"
+
+
 @kernel("CreateMutex")
 def create_mutex(xp):
-    return NativeBlob("std::unique_ptr<std::mutex>")
+    return NativeBlob(_MUTEX, threading.Lock())
+
+
+def atomic_increment(ctx, mutex, it) -> np.ndarray:
+    """AtomicIter: the int64 counter + 1, counted in the ``atomic_iter/stats/<blob>/num_iter`` stat.
+
+    NOTE: the blob's own array is incremented in place while the mutex is held: another thread
+    running the same op must see this count before its own (the executor stores outputs only after
+    the kernel returns, too late for a lock).  A single-threaded run (the debugger, whose undo keeps
+    the old array) gets a new array instead.
+    """
+    lock = _native(ctx, mutex, _MUTEX).value
+    with lock:
+        cur = ctx.workspace.values.get(ctx.op.input[1], it)
+        GLOBAL_STATS.add(f"atomic_iter/stats/{ctx.op.input[1]}/num_iter", 1)
+        if blocking.is_single_threaded() or not isinstance(cur, np.ndarray) or cur.dtype != np.int64:
+            return (np.asarray(cur) + 1).astype(np.int64)
+        cur += 1
+        return cur
 
 
 @kernel("AtomicFetchAdd", "AtomicFetchAdd64")
@@ -303,26 +328,75 @@ def throw(xp, *xs, ctx, message: str = ""):
                          f"{': ' + message if message else ''}")
 
 
-# -- queues (one process: an op that would block forever stops with an error instead) ------
+# -- queues: blocking as in Caffe2 (engine.blocking: threads fill and drain them) ------------
+class _Queue(CppObject):
+    """What both queue kinds share: records under a condition variable, and a close that wakes all."""
+
+    capacity: int
+    num_blobs: int
+    records: list
+    closed: bool
+    cond: threading.Condition
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            blocking.notify_all(self.cond)
+
+    def wait(self, ctx, ready, what: str, timeout: float | None = None) -> bool:
+        """Wait (holding ``cond``) until `ready()`; False once closed first or timed out."""
+        return blocking.wait_until(self.cond, ready, stop=lambda: self.closed, timeout=timeout,
+                                   deadlock=lambda: _would_block(ctx, what))
+
+    def put(self, rows: list) -> None:
+        self.records.extend(rows)
+        blocking.notify_all(self.cond)
+
+    def take(self, n: int) -> list:
+        rows, self.records[:n] = self.records[:n], []
+        blocking.notify_all(self.cond)
+        return rows
+
+
 @dataclass(eq=False)
-class BlobsQueue(CppObject):
+class BlobsQueue(_Queue):
     """Caffe2's BlobsQueue: records of `num_blobs` values, at most `capacity` of them."""
 
     capacity: int
     num_blobs: int
     records: list = field(default_factory=list)
     closed: bool = False
+    cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
     cpp_type = "std::shared_ptr<caffe2::BlobsQueue>"
+
+    def write(self, ctx, xs) -> bool:
+        """Caffe2's blockingWrite: waits for room; False when closed and full."""
+        with self.cond:
+            # NOTE: Caffe2 still writes to a closed queue that has room; only a full closed queue refuses.
+            if not self.wait(ctx, lambda: len(self.records) < self.capacity,
+                             f"queue '{ctx.op.input[0]}' is full ({self.capacity} records)"):
+                return False
+            self.put([tuple(xs)])
+            return True
+
+    def read(self, ctx, timeout: float | None = None) -> tuple | None:
+        """Caffe2's blockingRead: the oldest record, waiting for one; None once closed and empty
+        (or after `timeout` seconds)."""
+        with self.cond:
+            if not self.wait(ctx, lambda: bool(self.records), f"queue '{ctx.op.input[0]}' is empty and open",
+                             timeout):
+                return None
+            return self.take(1)[0]
 
 
 def _queue(ctx, q, k: int = 0):
-    if not isinstance(q, (BlobsQueue, RebatchingQueue)):
+    if not isinstance(q, _Queue):
         raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[k]}' is not a queue")
     return q
 
 
 def _would_block(ctx, what: str) -> ExecutionError:
-    return ExecutionError(f"{_where(ctx)}: {what}: in one process this would wait forever")
+    return ExecutionError(f"{_where(ctx)}: {what}, and no other thread can change that: it would wait forever")
 
 
 @kernel("CreateBlobsQueue")
@@ -336,20 +410,15 @@ def _empty():
     return _EMPTY
 
 
-def _enqueue(ctx, q: BlobsQueue, xs) -> bool:
-    # NOTE: Caffe2 still writes to a closed queue that has room; only a full closed queue refuses.
-    if len(q.records) >= q.capacity:
-        if q.closed:
-            return False
-        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' is full ({q.capacity} records)")
-    q.records.append(tuple(xs))
-    return True
+def _kept(ctx, names) -> list:
+    """The current values of output blobs a refused dequeue leaves as they were."""
+    return [ctx.workspace.values.get(o, _empty()) for o in names]
 
 
 @kernel("EnqueueBlobs", needs_context=True)
 def enqueue_blobs(xp, q, *xs, ctx):
     """The blobs move into the queue (Caffe2 swaps them): the inputs are left uninitialized."""
-    if not _enqueue(ctx, _queue(ctx, q), xs):
+    if not _queue(ctx, q).write(ctx, xs):
         raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed and full")
     return tuple(_empty() for _ in xs)
 
@@ -357,71 +426,69 @@ def enqueue_blobs(xp, q, *xs, ctx):
 @kernel("SafeEnqueueBlobs", needs_context=True)
 def safe_enqueue_blobs(xp, q, *xs, ctx):
     # NOTE: the last output is a 0-d bool status: true when nothing could be enqueued.
-    ok = _enqueue(ctx, _queue(ctx, q), xs)
+    ok = _queue(ctx, q).write(ctx, xs)
     return (*(_empty() for _ in xs), np.array(not ok))  # NOTE: swapped out even when refused (measured)
-
-
-def _dequeue(ctx, q: BlobsQueue):
-    if not q.records:
-        if q.closed:
-            return None
-        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' is empty and open")
-    return q.records.pop(0)
 
 
 @kernel("DequeueBlobs", needs_context=True)
 def dequeue_blobs(xp, q, *, ctx, timeout_secs: float = 0.0):
-    rec = _dequeue(ctx, _queue(ctx, q))
+    """The oldest record; waits for one (at most `timeout_secs` when > 0); fails once closed and empty."""
+    rec = _queue(ctx, q).read(ctx, float(timeout_secs) if timeout_secs > 0 else None)
     if rec is None:
-        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed and empty")
+        why = "is closed and empty" if q.closed else f"gave no record in {timeout_secs} secs (timed out)"
+        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' {why}")
     return rec
 
 
 @kernel("SafeDequeueBlobs", needs_context=True)
 def safe_dequeue_blobs(xp, q, *, ctx, num_records: int = 1):
-    """Up to `num_records` records, each blob concatenated along dim 0; status true once closed and empty."""
+    """Up to `num_records` records (each read waits), each blob concatenated along dim 0; the status
+    (last output) is true when not even one record came (closed and empty: the outputs keep theirs)."""
+    if num_records < 1:
+        raise ExecutionError(f"{_where(ctx)}: num_records must be > 0, got {num_records}")
     q, got = _queue(ctx, q), []
-    for _ in range(max(num_records, 1)):
-        rec = _dequeue(ctx, q) if (q.records or not got) else None
-        if rec is None:
-            break
+    while len(got) < num_records and (rec := q.read(ctx)) is not None:
         got.append(rec)
     n_out = len(ctx.op.output) - 1
-    if not got:  # NOTE: closed and empty: the outputs keep what they held
-        old = [ctx.workspace.values.get(o, _empty()) for o in ctx.op.output[:n_out]]
-        return (*old, np.array(True))
+    if not got:
+        return (*_kept(ctx, ctx.op.output[:n_out]), np.array(True))
     cols = [np.concatenate([np.asarray(r[k]) for r in got]) if len(got) > 1 else got[0][k] for k in range(n_out)]
     return (*cols, np.array(False))
 
 
 @kernel("WeightedSampleDequeueBlobs", needs_context=True)
 def weighted_sample_dequeue_blobs(xp, *queues, ctx, weights: list = (), table_idx_blob: int = -1):
-    """Dequeue from one queue picked with probability proportional to `weights`."""
-    w = np.asarray(weights or [1.0] * len(queues), np.float64)
-    k = int(ctx.rng.choice(len(queues), p=w / w.sum()))
-    rec = _dequeue(ctx, _queue(ctx, queues[k], k))
-    if rec is None:
-        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[k]}' is closed and empty")
-    outs = list(rec)
+    """Dequeue from one queue picked with probability proportional to `weights`; the last output is
+    the status, and output `table_idx_blob` (when >= 0) is overwritten with the picked queue's index."""
+    w = np.asarray(weights or [1.0] * len(queues), np.float32)
+    if len(w) != len(queues) or not w.sum() > 0:
+        raise ExecutionError(f"{_where(ctx)}: {len(w)} weights for {len(queues)} queues, summing to {w.sum()}")
+    cum = np.cumsum(w / w.sum(), dtype=np.float32)
+    cum[-1] = np.float32(1.0001)  # NOTE: as Caffe2, so r = 1.0 still finds a queue
+    k = int(np.searchsorted(cum, np.float32(ctx.rng.random()), side="left"))
+    rec = _queue(ctx, queues[k], k).read(ctx)
+    n_out = len(ctx.op.output) - 1
+    outs = list(rec) if rec is not None else _kept(ctx, ctx.op.output[:n_out])
     if table_idx_blob >= 0:
-        outs.insert(table_idx_blob, np.array([k], np.int32))
-    return tuple(outs)
+        outs[table_idx_blob] = np.array([k], np.int32)
+    return (*outs, np.array(rec is None))
 
 
 @kernel("CloseBlobsQueue", "CloseRebatchingQueue", needs_context=True)
 def close_blobs_queue(xp, q, *rest, ctx):
-    _queue(ctx, q).closed = True
+    _queue(ctx, q).close()
     return ()
 
 
 @dataclass(eq=False)
-class RebatchingQueue(CppObject):
+class RebatchingQueue(_Queue):
     """Caffe2's RebatchingQueue: rows of `num_blobs` tensors, re-batched on dequeue."""
 
     capacity: int
     num_blobs: int
     records: list = field(default_factory=list)
     closed: bool = False
+    cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
     cpp_type = "std::unique_ptr<caffe2::RebatchingQueue>"
 
 
@@ -432,24 +499,32 @@ def create_rebatching_queue(xp, *, capacity: int = 1, num_blobs: int = 1):
 
 @kernel("EnqueueRebatchingQueue", needs_context=True)
 def enqueue_rebatching_queue(xp, q, *xs, ctx, enqueue_batch: bool = False):
+    """Rows go in as room appears (a batch may be split between waits); closing meanwhile fails the op."""
     q = _queue(ctx, q)
-    if q.closed:
-        raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed")
     rows = list(zip(*[np.asarray(x) for x in xs])) if enqueue_batch else [tuple(np.asarray(x) for x in xs)]
-    if len(q.records) + len(rows) > q.capacity:
-        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' holds {q.capacity} rows")
-    q.records.extend(tuple(np.array(v) for v in r) for r in rows)
+    rows = [tuple(np.array(v) for v in r) for r in rows]
+    with q.cond:
+        while rows:
+            if q.closed or not q.wait(ctx, lambda: len(q.records) < q.capacity,
+                                      f"queue '{ctx.op.input[0]}' holds {q.capacity} rows"):
+                raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed")
+            room = q.capacity - len(q.records)
+            q.put(rows[:room])
+            rows = rows[room:]
     return ()
 
 
 @kernel("DequeueRebatchingQueue", needs_context=True)
 def dequeue_rebatching_queue(xp, q, *, ctx, num_elements: int = 1):
-    q = _queue(ctx, q)
-    if len(q.records) < num_elements and not q.closed:
-        raise _would_block(ctx, f"queue '{ctx.op.input[0]}' has {len(q.records)} of {num_elements} rows")
-    if not q.records:
+    """`num_elements` rows stacked on a new first dim, taken as they arrive; fewer once it is closed."""
+    q, rows = _queue(ctx, q), []
+    with q.cond:
+        while len(rows) < num_elements and q.wait(ctx, lambda: bool(q.records),
+                                                  f"queue '{ctx.op.input[0]}' has {len(rows)} of "
+                                                  f"{num_elements} rows"):
+            rows += q.take(num_elements - len(rows))
+    if not rows:
         raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed and empty")
-    rows, q.records = q.records[:num_elements], q.records[num_elements:]
     return tuple(np.stack([r[k] for r in rows]) for k in range(q.num_blobs))
 
 
