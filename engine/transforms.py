@@ -24,7 +24,8 @@ from proto import caffe2_pb2
 __all__ = ["rename_op_input", "rename_op_output", "remove_dead_end_ops", "fuse_copy_gpu_cpu",
            "identify_reshape_sub_graph", "remove_reshape_for_fc", "get_sub_graph_external_input_output",
            "propagate_status", "infer_device_type", "get_params_from_init_net", "Export", "ssa_rewrite",
-           "add_nnpack", "fuse_nnpack_conv_relu", "fuse_conv_bn", "dead_code_elim", "run_opt_pass"]
+           "add_nnpack", "fuse_nnpack_conv_relu", "fuse_conv_bn", "dead_code_elim", "run_opt_pass",
+           "conv_to_nnpack"]
 
 COPY_OPS = ("CopyCPUToGPU", "CopyGPUToCPU")
 
@@ -597,6 +598,14 @@ def dead_code_elim(m: Any) -> None:
                 df.deleteNode(node)
                 changed = True
                 break
+
+
+def conv_to_nnpack(net: caffe2_pb2.NetDef) -> None:
+    """``ConvToNNPack`` (Caffe2's older transform registry, ``workspace.ApplyTransform``): every
+    CPU Conv gets engine NNPACK, in place; Convs with another device type are left alone."""
+    for op in net.op:
+        if op.type == "Conv" and op.device_option.device_type == caffe2_pb2.CPU:
+            op.engine = "NNPACK"
 
 
 #: Caffe2's ``OptimizationPassRegistry`` as netviz has it: name -> pass over an NNModule.

@@ -884,8 +884,13 @@ def GetOperatorCost(operator: Any, blobs: Iterable[str]) -> tuple[int, int, int]
     return Cost(*operator_cost(op, shapes)[:3])
 
 
+def _conv_to_nnpack(net: caffe2_pb2.NetDef) -> None:
+    from engine.transforms import conv_to_nnpack
+    conv_to_nnpack(net)
+
+
 #: Caffe2's registered net transforms netviz knows: key -> rewrite of a NetDef in place.
-_TRANSFORMS = {"ConvToNNPack": lambda net: [setattr(op, "engine", "NNPACK") for op in net.op if op.type == "Conv"]}
+_TRANSFORMS = {"ConvToNNPack": _conv_to_nnpack}
 
 
 def ApplyTransform(transform_key: str, net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
