@@ -64,6 +64,9 @@ class OpContext:
     index: int
     net_name: str
     force_cpu: bool = False
+    #: What a Caffe2 op object keeps between its runs (a counter): one dict per bound op, so it lasts
+    #: over the runs of a created net or of RunOperatorMultiple, and RunOperatorOnce starts afresh.
+    state: dict = field(default_factory=dict)
 
     def run_net(self, net: caffe2_pb2.NetDef, workspace: Any = None) -> None:
         run_net(net, workspace or self.workspace, device="cpu" if self.force_cpu else None)
@@ -185,7 +188,7 @@ def call_kernel(b: BoundOp, ws: Any) -> Any:
     if b.checked and (b.device or ws.gpu_used):
         _check_devices(b, ws)
     if b.ctx is not None and b.ctx.workspace is not ws:
-        b.ctx = b.kwargs["ctx"] = OpContext(b.op, ws, b.index, b.net_name, b.ctx.force_cpu)
+        b.ctx = b.kwargs["ctx"] = OpContext(b.op, ws, b.index, b.net_name, b.ctx.force_cpu, b.ctx.state)
     try:
         return b.fn(b.xp, *map(values.__getitem__, b.ins), **b.kwargs)
     except Exception as e:

@@ -665,8 +665,14 @@ def StringifyNetName(name: Any) -> str:
 
 
 def RunOperatorMultiple(op: Any, num_runs: int) -> bool:
+    """Run one instance of `op` `num_runs` times (as Caffe2: what the op keeps between runs lasts)."""
+    from engine import executor
+    if isinstance(op, bytes):
+        op = caffe2_pb2.OperatorDef.FromString(op)
+    ws = current()
+    bound = executor.bind(op, workspace=ws)
     for _ in range(num_runs):
-        RunOperatorOnce(op)
+        executor.run_bound(bound, ws)
     return True
 
 

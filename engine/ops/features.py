@@ -84,7 +84,18 @@ def sparse_to_dense_mask(xp, indices, values, default, lengths=None, *, mask=(),
     else:
         seg, n = _example_rows(lengths, ids)
         rows = n.size
-    col = _mask_positions(mask, ids)   # NOTE: Caffe2 only logs when over max_skipped_indices are skipped
+    col = _mask_positions(mask, ids)
+    # NOTE: an index < 0 or >= its type's max is skipped; the op instance counts the rows holding one over
+    # its runs (ctx.state) and fails when that count reaches max_skipped_indices.
+    invalid = (ids < 0) | (ids >= np.iinfo(_h(indices).dtype).max)
+    if invalid.any():
+        bad_rows = int(np.unique(seg[invalid]).size)
+        skipped = ctx.state.get("skipped_rows", 0) + bad_rows if ctx is not None else bad_rows
+        if ctx is not None:
+            ctx.state["skipped_rows"] = skipped
+        if skipped >= max_skipped_indices:
+            raise ValueError(f"enforce fail: Too many rows with invalid sparse indices skipped ({skipped} vs "
+                             f"max_skipped_indices {max_skipped_indices})")
     keep = np.flatnonzero(col >= 0)
     out = xp.broadcast_to(default.astype(values.dtype), (rows, len(mask)) + tail).copy()
     out[xp.asarray(seg[keep]), xp.asarray(col[keep])] = values[xp.asarray(keep)]

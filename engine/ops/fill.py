@@ -73,11 +73,14 @@ def _uniform(draw, lo_default, hi_default):
             input_as_shape: int = 0, min=lo_default, max=hi_default):  # noqa: A002
         if (lo is None) != (hi is None):
             raise ValueError("min and max come both as inputs or both as arguments")
-        if lo is not None:
+        dims_ = _shape(x, shape, extra_shape, input_as_shape)
+        if lo is not None:  # NOTE: bounds as inputs: min == max is allowed, min > max gives dim 0 = 0
             min, max = (dev.to_host(v).reshape(-1)[0].item() for v in (lo, hi))  # noqa: A001
-        if not min < max:
+            if min > max:
+                return xp.asarray(draw(ctx.rng, (0, *tuple(dims_)[1:]), min, min))
+        elif not min < max:
             raise ValueError(f"max ({max}) must be bigger than min ({min})")
-        return xp.asarray(draw(ctx.rng, _shape(x, shape, extra_shape, input_as_shape), min, max))
+        return xp.asarray(draw(ctx.rng, dims_, min, max))
     return run
 
 
@@ -111,7 +114,7 @@ def range_(xp, *bounds):
         raise TypeError("Range: start, stop and step must have one type")
     start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (vals[0], vals[1], 1) if len(vals) == 2 else vals
     if step == 0:
-        raise ValueError("Range: step must not be 0")
+        raise ValueError("Range: enforce fail: Step size cannot be 0")  # NOTE: Caffe2's words (utility_ops_test)
     n = max(int(np.ceil((stop - start) / step)), 0)
     return xp.asarray(start + np.arange(n, dtype=bounds[0].dtype) * np.asarray(step, bounds[0].dtype))
 

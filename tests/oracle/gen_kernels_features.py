@@ -40,6 +40,17 @@ def cases():
                args={"mask": [9, 3], "return_presence_mask": 1})
     yield Case("SparseToDenseMask_skipped", "SparseToDenseMask", {"I": ids, "V": vals, "D": np.zeros(2, F32)},
                ["Y"], args={"mask": [3], "max_skipped_indices": 2})
+    bad = np.array([1, -1, 3, -2, -5, 7, 2**31 - 1, 3], I32)  # negative and type-max indices are invalid
+    for rows in (2, 3):  # rows holding an invalid index: under max_skipped_indices=3 skipped, at it an error
+        lens = np.array([2, 2, 1, 3] if rows == 3 else [2, 3, 3], I32)
+        yield Case(f"SparseToDenseMask_invalid_rows{rows}", "SparseToDenseMask",
+                   {"I": bad if rows == 3 else np.where(np.isin(np.arange(8), [4, 6]), 3, bad).astype(I32),
+                    "V": _f("sdmi", 8),
+                    "D": np.array(0.5, F32), "L": lens}, ["Y", "P"],
+                   args={"mask": [3, 1, 7], "return_presence_mask": 1, "max_skipped_indices": 3})
+    yield Case("SparseToDenseMask_invalid_i64", "SparseToDenseMask",
+               {"I": np.array([1, 3_000_000_000, -4, 7], I64), "V": _f("sdm64", 4), "D": np.array(0.0, F32)},
+               ["Y"], args={"mask": [7, 1]})
     data = np.array([[1, 4], [3, 4], [2, 0]], I32)
     yield Case("BatchOneHot", "BatchOneHot", {"X": data, "L": np.array([2, 3], I32),
                                               "V": np.array([1, 3, 4, 0, 7], I32)}, ["Y"])

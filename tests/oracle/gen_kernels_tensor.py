@@ -158,6 +158,11 @@ def _tensor():
     yield Case("UniformFill_inputs", "UniformFill", {"S": np.zeros((2, 3), "f4"), "lo": np.array(1, "f4"),
                                                      "hi": np.array(5, "f4")}, ["Y"], values=False)
     yield Case("UniformIntFill_bad_bounds", "UniformIntFill", {}, ["Y"], {"shape": [2], "min": 5, "max": 1})
+    for op, dt in (("UniformIntFill", "i4"), ("UniformFill", "f4")):  # bound inputs: min == max, min > max
+        for lo, hi in ((3, 3), (5, 2)):
+            yield Case(f"{op}_inputs_min{lo}_max{hi}", op, {"S": np.array([3, 2], "i8"), "lo": np.array([lo], dt),
+                                                             "hi": np.array([hi], dt)}, ["Y"], {"input_as_shape": 1})
+    yield Case("UniformIntFill_args_min_eq_max", "UniformIntFill", {}, ["Y"], {"shape": [2], "min": 3, "max": 3})
 
 
 def _layout_and_empty():
