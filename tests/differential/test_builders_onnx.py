@@ -1,5 +1,6 @@
 """Nets Caffe2 refuses to run in the builders corpus (goldens from gen_builders_layers.py and
-gen_builders_onnx.py), and netviz's --fix-caffe2 gradient for the one the ONNX corpus found.
+gen_builders_onnx.py), netviz's --fix-caffe2 gradient for the one the ONNX corpus found, and the
+ONNX backend's whole init nets.
 
 test_builders.py skips a case whose run Caffe2 refused ("run_error"); here netviz must refuse it
 too in its default, Caffe2-exact mode.  The ONNX-exported MLP's BatchNorm1d is such a case:
@@ -14,11 +15,14 @@ import pytest
 from engine import executor
 from engine.errors import NetvizError
 from engine.lint import fix_caffe2, lint_net
+from engine.modelio import load_net
 from engine.training import FORWARD, split_training_net
+from engine.workspace import Workspace
 from proto import caffe2_pb2
-from tests.differential.test_builders import CASES, _load, _run
+from tests.differential.test_builders import CASES, GOLDEN, _load, _run
 
 REFUSED = [c for c in CASES if not c.startswith("builders/") and "run_error" in _load(c)[0]]
+BACKEND_INIT = [c for c in CASES if "backend_init" in _load(c)[0]]
 
 
 def test_the_onnx_corpus_holds_a_refused_batchnorm1d_gradient():
@@ -38,6 +42,24 @@ def test_lint_says_caffe2_refuses_the_gradient_of_a_2d_batchnorm(name, refused):
     found = [f for f in lint_net(net) if f.rule == "spatialbn-is-test-gradient"]
     assert any(f.values_differ for f in found)  # both are is_test=1 (eval-mode export)
     assert any(f.refused for f in found) == refused
+
+
+@pytest.mark.parametrize("name", BACKEND_INIT)
+def test_the_backends_whole_init_net_fails_alone_and_runs_after_the_input(name):
+    """onnx_graph_to_caffe2_net's init net (onnx >= 1.9) holds the fills and a copy of the graph
+    ops, which read the input: Caffe2 refuses to run it alone, and so does netviz; fed the input
+    as Caffe2's prepare() feeds it (zeros), it runs and leaves the parameters the fills made."""
+    meta, _, arrays = _load(name)
+    init = load_net(GOLDEN / meta["backend_init"])
+    assert "non-existing input blob: x" in meta["backend_init_error"]["error"]
+    with pytest.raises(NetvizError, match="input blob 'x' not found"):
+        executor.run_net(init, Workspace("alone"))
+    ws = Workspace("prepared")
+    ws.feed_blob("x", np.zeros(meta["shapes"]["in/x"], arrays["in/x"].dtype))
+    executor.run_net(init, ws)
+    params = {o for op in load_net(GOLDEN / meta["init"]).op for o in op.output}
+    for p in params:
+        np.testing.assert_array_equal(ws.values[p], arrays["in/" + p].reshape(meta["shapes"]["in/" + p]), err_msg=p)
 
 
 def test_fix_caffe2_gives_the_batchnorm1d_gradient_central_differences_give():

@@ -66,11 +66,12 @@ def _split_grads(grad_map, params):
     return dense, sparse
 
 
-def record_net(folder, name, note, net, init_net, feeds, fetch, params=(), grad_map=None, rtol=1e-3):
+def record_net(folder, name, note, net, init_net, feeds, fetch, params=(), grad_map=None, rtol=1e-3, extra=None):
     """Write one case: run init_net, freeze its random fills, feed `feeds`, store every blob as
     in/, run `net` once and store `fetch`, the gradients of `params` and the updated params.
 
-    net / init_net are NetDef protos; grad_map maps param -> gradient (str or GradientSlice)."""
+    net / init_net are NetDef protos; grad_map maps param -> gradient (str or GradientSlice);
+    extra: more JSON fields."""
     workspace.ResetWorkspace()
     rng = np.random.RandomState(seed_for("%s/%s" % (folder, name)))
     case = "%s/%s" % (folder, name)
@@ -86,7 +87,8 @@ def record_net(folder, name, note, net, init_net, feeds, fetch, params=(), grad_
     data = {"note": note, "rtol": rtol, "net": case + ".pb", "init": case + "_init.pb",
             "losses": [net.op[i].input[0] for i in seeds], "fetch": list(fetch), "params": params,
             "grad_map": dense, "grad_slices": sparse, "num_forward_ops": n_forward, "num_ops": len(net.op),
-            "num_gradient_ops": sum(1 for op in net.op[n_forward:] if op.is_gradient_op) + len(seeds)}
+            "num_gradient_ops": sum(1 for op in net.op[n_forward:] if op.is_gradient_op) + len(seeds),
+            **(extra or {})}
     workspace.RunNetOnce(init_net)
     _freeze_random_fills(init_net, rng)
     for k, v in feeds.items():

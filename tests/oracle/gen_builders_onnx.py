@@ -7,7 +7,9 @@ being folded into the conv, keep_initializers_as_inputs=True so the parameters a
 predict net) and converted by Caffe2Backend.onnx_graph_to_caffe2_net.
 
 Per model two cases, in gen_builders.py's format (see gen_builders_layers.record_net):
-  onnx_<model>       the predict net exactly as the backend made it; forward values.
+  onnx_<model>       the predict net exactly as the backend made it; forward values; its
+                     "backend_init" is the backend's whole init net (<case>_backend_init.pb),
+                     "backend_init_error" Caffe2's error running that alone.
   onnx_<model>_grad  the predict net + a loss, differentiated by Caffe2 (AddGradientOperators):
                      forward values and the gradient of every parameter.
 The case's init net is the backend's initializer fills.  NOTE: with onnx >= 1.9 (no
@@ -27,6 +29,7 @@ global_pooling=1 without kernel).
 Run: cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 ../../.venv-caffe2/bin/python gen_builders_onnx.py ../golden
 """
 import io
+import os
 import warnings
 
 import numpy as np
@@ -34,7 +37,7 @@ import onnx
 import torch
 from torch import nn
 
-from _common import core, seed_for
+from _common import OUT, core, err_info, seed_for, workspace
 from caffe2.proto import caffe2_pb2
 from caffe2.python.onnx.backend import Caffe2Backend
 from gen_builders_layers import record_net
@@ -140,7 +143,8 @@ def _randomize(module, gen):
 
 
 def convert(name, cls, shape):
-    """The model exported by torch and converted by Caffe2's backend: (init, predict, x, params)."""
+    """The model exported by torch and converted by Caffe2's backend: (fills, init, predict, x,
+    params); fills are the first ops of the backend's init net."""
     torch.manual_seed(seed_for("%s/%s/torch" % (FOLDER, name)))
     module = cls()
     _randomize(module, torch.Generator().manual_seed(seed_for("%s/%s/bn" % (FOLDER, name))))
@@ -159,13 +163,28 @@ def convert(name, cls, shape):
     fills = caffe2_pb2.NetDef()
     fills.name = init.name
     fills.op.extend(init.op[:len(params)])  # the initializer fills (see the module doc)
-    return fills, predict, x, params
+    return fills, init, predict, x, params
+
+
+def _backend_init(name, init):
+    """Write the backend's whole init net; JSON fields naming it and Caffe2's error running it alone."""
+    path = "%s/onnx_%s_backend_init.pb" % (FOLDER, name)
+    os.makedirs(os.path.join(OUT, FOLDER), exist_ok=True)
+    with open(os.path.join(OUT, path), "wb") as f:
+        f.write(init.SerializeToString())
+    workspace.ResetWorkspace()
+    try:
+        workspace.RunNetOnce(init)
+    except BaseException as e:  # noqa: B902
+        return {"backend_init": path, "backend_init_error": err_info(e)}
+    return {"backend_init": path}
 
 
 def record_model(name, cls, shape, classes, note):
-    init, predict, x, params = convert(name, cls, shape)
+    fills, init, predict, x, params = convert(name, cls, shape)
+    init, extra = fills, _backend_init(name, init)
     note = "torch.onnx.export + Caffe2Backend.onnx_graph_to_caffe2_net: " + note
-    record_net(FOLDER, "onnx_" + name, note, predict, init, {"x": x}, list(predict.external_output))
+    record_net(FOLDER, "onnx_" + name, note, predict, init, {"x": x}, list(predict.external_output), extra=extra)
     # training it on: a loss on the output, differentiated by Caffe2
     net = core.Net(caffe2_pb2.NetDef())
     net.Proto().CopyFrom(predict)
