@@ -10,6 +10,7 @@ As in those tools the rewrites work **in place** on the NetDefs they are given, 
 from __future__ import annotations
 
 import copy
+import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ __all__ = ["rename_op_input", "rename_op_output", "remove_dead_end_ops", "fuse_c
            "identify_reshape_sub_graph", "remove_reshape_for_fc", "get_sub_graph_external_input_output",
            "propagate_status", "infer_device_type", "get_params_from_init_net", "Export", "ssa_rewrite",
            "add_nnpack", "fuse_nnpack_conv_relu", "fuse_conv_bn", "dead_code_elim", "run_opt_pass",
-           "conv_to_nnpack"]
+           "conv_to_nnpack", "common_subexpression_elimination"]
 
 COPY_OPS = ("CopyCPUToGPU", "CopyGPUToCPU")
 
@@ -606,6 +607,132 @@ def conv_to_nnpack(net: caffe2_pb2.NetDef) -> None:
     for op in net.op:
         if op.type == "Conv" and op.device_option.device_type == caffe2_pb2.CPU:
             op.engine = "NNPACK"
+
+
+#: Op types ``CommonSubexpressionElimination`` merges (Caffe2's allowed list).
+_CSE_OPS = frozenset({"LearningRate", "FC"})
+
+
+def _args_match(pattern: caffe2_pb2.OperatorDef, op: caffe2_pb2.OperatorDef) -> bool:
+    """Caffe2's ``MatchArguments``: every argument of `pattern` is on `op` with the same values
+    (one way only: `op` may have more; a string may list ``a|b`` alternatives or be ``*``)."""
+    def strings_match(p: bytes, s: bytes) -> bool:
+        return p == b"*" or s in p.split(b"|")
+
+    for p in pattern.arg:
+        found = [a for a in op.arg if a.name == p.name]
+        if not found:
+            return False
+        for a in found:
+            if ((p.HasField("f") and (not a.HasField("f") or p.f != a.f))
+                    or (p.HasField("i") and (not a.HasField("i") or p.i != a.i))
+                    or (p.HasField("s") and (not a.HasField("s") or not strings_match(p.s, a.s)))
+                    or list(p.floats) != list(a.floats) or list(p.ints) != list(a.ints)
+                    or len(p.strings) != len(a.strings)
+                    or not all(strings_match(x, y) for x, y in zip(p.strings, a.strings))):
+                return False
+    return True
+
+
+class _OpGraph:
+    """Caffe2's ``transform::Graph``: ops as nodes, an edge from the last writer of each blob to
+    its readers (per edge, the blobs in read order), and nodes switched off by a rewrite."""
+
+    def __init__(self, net: caffe2_pb2.NetDef) -> None:
+        self.net = net
+        self.ops = [copy.deepcopy(op) for op in net.op]
+        self.active = [True] * len(self.ops)
+        self.parents: list[dict[int, list[str]]] = [{} for _ in self.ops]
+        self.children: list[dict[int, list[str]]] = [{} for _ in self.ops]
+        writer: dict[str, int] = {}
+        for i, op in enumerate(self.ops):
+            for b in op.input:
+                if b in writer:
+                    self.parents[i].setdefault(writer[b], []).append(b)
+                    self.children[writer[b]].setdefault(i, []).append(b)
+            writer.update((b, i) for b in op.output)
+
+    def add(self, op: caffe2_pb2.OperatorDef, parents: dict[int, list[str]]) -> int:
+        self.ops.append(op)
+        self.active.append(True)
+        self.parents.append(dict(parents))
+        self.children.append({})
+        return len(self.ops) - 1
+
+    def deactivate(self, nodes: Iterable[int]) -> None:
+        for i in nodes:
+            for p in self.parents[i]:
+                self.children[p].pop(i, None)
+            for c in self.children[i]:
+                self.parents[c].pop(i, None)
+            self.active[i] = False
+
+    def netdef(self) -> caffe2_pb2.NetDef:
+        """The net with the active ops in the smallest topological order by node index (the
+        original order when nothing was added; a node a rewrite added goes as late as it can)."""
+        out = caffe2_pb2.NetDef()
+        out.CopyFrom(self.net)
+        del out.op[:]
+        waiting = [len(p) for p in self.parents]
+        seen = [not p and a for p, a in zip(self.parents, self.active)]
+        ready = [i for i, s in enumerate(seen) if s]
+        heapq.heapify(ready)
+        while ready:
+            i = heapq.heappop(ready)
+            out.op.append(self.ops[i])
+            for c in self.children[i]:
+                if not seen[c] and self.active[c]:
+                    waiting[c] -= 1
+                    if not waiting[c]:
+                        seen[c] = True
+                        heapq.heappush(ready, c)
+        return out
+
+
+def _cse_common(g: _OpGraph, a: int, b: int) -> bool:
+    x, y = g.ops[a], g.ops[b]
+    return (x.type == y.type and _args_match(x, y) and list(x.input) == list(y.input)
+            and g.parents[a] == g.parents[b] and len(x.output) == len(y.output))
+
+
+def common_subexpression_elimination(net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
+    """``CommonSubexpressionElimination`` (``workspace.ApplyTransform``): FC and LearningRate ops
+    that compute the same thing (type, arguments, inputs and their writers) become one op writing
+    ``transform/<output>``; their readers read that.  Returns a new NetDef.
+
+    NOTE: as in Caffe2, external outputs are not renamed (an eliminated op's external output is
+    then no longer written).
+    """
+    g = _OpGraph(net)
+    matched = [False] * len(g.ops)
+    matches = []
+    for i in range(len(g.ops)):
+        if matched[i] or g.ops[i].type not in _CSE_OPS:
+            continue
+        group = [i] + [j for j in range(i + 1, len(g.ops)) if not matched[j] and _cse_common(g, i, j)]
+        if len(group) >= 2:
+            matches.append(group)
+            for j in group:
+                matched[j] = True
+    for group in matches:
+        first = g.ops[group[0]]
+        merged = copy.deepcopy(first)
+        merged.output[:] = [f"transform/{b}" for b in first.output]
+        parents = g.parents[group[0]]
+        new = g.add(merged, parents)
+        for p, blobs in parents.items():
+            for j in group:
+                g.children[p].pop(j, None)
+            g.children[p][new] = blobs
+        for j in group:
+            renamed = dict(zip(g.ops[j].output, merged.output))
+            for c, blobs in g.children[j].items():
+                g.children[new][c] = [renamed[b] for b in blobs]
+                g.parents[c][new] = g.children[new][c]
+                g.parents[c].pop(j, None)
+                g.ops[c].input[:] = [renamed.get(b, b) for b in g.ops[c].input]
+        g.deactivate(group)
+    return g.netdef()
 
 
 #: Caffe2's ``OptimizationPassRegistry`` as netviz has it: name -> pass over an NNModule.

@@ -895,8 +895,13 @@ def _conv_to_nnpack(net: caffe2_pb2.NetDef) -> None:
     conv_to_nnpack(net)
 
 
+def _common_subexpression_elimination(net: caffe2_pb2.NetDef) -> None:
+    from engine.transforms import common_subexpression_elimination
+    net.CopyFrom(common_subexpression_elimination(net))
+
+
 #: Caffe2's registered net transforms netviz knows: key -> rewrite of a NetDef in place.
-_TRANSFORMS = {"ConvToNNPack": _conv_to_nnpack}
+_TRANSFORMS = {"ConvToNNPack": _conv_to_nnpack, "CommonSubexpressionElimination": _common_subexpression_elimination}
 
 
 def ApplyTransform(transform_key: str, net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:

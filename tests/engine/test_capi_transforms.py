@@ -66,6 +66,16 @@ def test_small_net_passes_match_caffe2(name: str) -> None:
     assert S._text(caffe2_pb2, capi.transform_optimizeForMKLDNN(data, False)) == want["roundtrip"]
 
 
+@pytest.mark.parametrize("name", sorted(GOLDEN["apply_transform"]))
+def test_apply_transform_matches_caffe2(name: str) -> None:
+    """Caffe2's older registry (``workspace.ApplyTransform``): ConvToNNPack and common
+    subexpression elimination give Caffe2's net (op order included); unknown keys raise."""
+    net = {**S.small_nets(caffe2_pb2), **S.cse_nets(caffe2_pb2)}[name]
+    got = {k: S._try(lambda k=k: S._text(caffe2_pb2, capi.apply_transform(k, net.SerializeToString())))
+           for k in GOLDEN["apply_transform"][name]}
+    assert got == GOLDEN["apply_transform"][name]
+
+
 @pytest.mark.parametrize("case", S.CONV_BN_CASES, ids=[c[0] for c in S.CONV_BN_CASES])
 def test_fuse_conv_bn_folds_as_caffe2(case: tuple) -> None:
     """The fused net is Caffe2's; the folded weights are bit for bit Caffe2's (float32, epsilon

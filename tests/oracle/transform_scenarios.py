@@ -95,6 +95,38 @@ def small_nets(pb2):
     return out
 
 
+def cse_nets(pb2):
+    """Name -> NetDef for Caffe2's older transform registry (ApplyTransform): common
+    subexpressions of FC/LearningRate ops, and ops that only look alike."""
+    fc = lambda x, y, w="W", **kw: _op(pb2, "FC", [x, w, "b"], [y], **kw)  # noqa: E731
+    lr = lambda y, **kw: _op(pb2, "LearningRate", ["ITER"], [y], **kw)  # noqa: E731
+    nets = {
+        "fc_twice": [fc("X", "A"), _op(pb2, "Relu", ["X"], ["R"]), fc("X", "B"), _op(pb2, "Sum", ["A", "B"], ["S"]),
+                     _op(pb2, "Relu", ["A"], ["T"])],
+        "fc_args": [fc("X", "A", axis=1), fc("X", "B", axis=2), fc("X", "C"), fc("X", "D", axis=1, extra=3),
+                    fc("X", "E", axis=1), _op(pb2, "Sum", ["A", "B", "C", "D", "E"], ["S"])],
+        "fc_rewritten_input": [_op(pb2, "Relu", ["X"], ["H"]), fc("H", "A"), _op(pb2, "Tanh", ["X"], ["H"]),
+                               fc("H", "B"), _op(pb2, "Sum", ["A", "B"], ["S"])],
+        "learning_rates": [_op(pb2, "Iter", ["ITER"], ["ITER"]), lr("lr1", policy="step", base_lr=-0.1, stepsize=5),
+                           lr("lr2", policy="step", base_lr=-0.1, stepsize=5), lr("lr3", policy="fixed", base_lr=-0.1),
+                           _op(pb2, "Mul", ["lr1", "g1"], ["u1"]), _op(pb2, "Mul", ["lr2", "g2"], ["u2"]),
+                           lr("lr4", policy="step", base_lr=-0.1, stepsize=5), _op(pb2, "Mul", ["lr4", "g3"], ["u3"])],
+        "late_readers": [fc("X", "A"), fc("A", "A2"), fc("X", "B"), _op(pb2, "Relu", ["Y"], ["Y2"]),
+                         _op(pb2, "Relu", ["B"], ["B2"]), _op(pb2, "Sigmoid", ["Y2"], ["Y3"])],
+        "sums_stay": [_op(pb2, "Sum", ["X", "Y"], ["A"]), _op(pb2, "Sum", ["X", "Y"], ["B"])],
+    }
+    out = {k: _net(pb2, k, v, ["X", "W", "b", "ITER", "Y"]) for k, v in nets.items()}
+    out["fc_twice"].external_output.extend(["B", "S"])
+    return out
+
+
+def _apply_transforms(C, pb2):
+    nets = dict(small_nets(pb2), **cse_nets(pb2))
+    return {name: {k: _try(lambda k=k: _text(pb2, C.apply_transform(k, net.SerializeToString())))
+                   for k in ("ConvToNNPack", "CommonSubexpressionElimination", "NoSuchTransform")}
+            for name, net in sorted(nets.items())}
+
+
 def _text(pb2, data):
     return text_format.MessageToString(pb2.NetDef.FromString(data), as_one_line=True)
 
@@ -227,6 +259,8 @@ def _zoo_net(C, pb2, path):
     fused = _try(lambda: C.run_transform("FuseNNPACKConvRelu", C.run_transform("AddNNPACK", data)))
     r["AddNNPACK+Fuse"] = fused if fused == "RuntimeError" else [_digest(pb2, fused), len(pb2.NetDef.FromString(fused).op)]
     r["roundtrip"] = _try(lambda: _digest(pb2, C.transform_optimizeForMKLDNN(data, False)))
+    for k in ("ConvToNNPack", "CommonSubexpressionElimination"):
+        r[k] = _try(lambda k=k: _digest(pb2, C.apply_transform(k, data)))
     if not any(op.type.startswith("Int8") or op.type in ("If", "While", "RecurrentNetwork") for op in net.op):
         r["memonger"] = _try(lambda: _memonger(C, pb2, net))
     return r
@@ -235,7 +269,7 @@ def _zoo_net(C, pb2, path):
 def run(C, pb2, ws, zoo):
     """Every scenario's result (JSON-able); zoo nets only when `zoo` is a folder."""
     out = {"exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
-           "passes": _passes(C, pb2), "conv_bn": {c[0]: _conv_bn(C, pb2, ws, c) for c in CONV_BN_CASES},
+           "passes": _passes(C, pb2), "apply_transform": _apply_transforms(C, pb2), "conv_bn": {c[0]: _conv_bn(C, pb2, ws, c) for c in CONV_BN_CASES},
            "zoo": {}}
     for path in sorted(glob.glob(os.path.join(zoo, "*", "*.pbtxt"))):
         if os.path.basename(path) in ("predict_net.pbtxt", "model.pbtxt"):
