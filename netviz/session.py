@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import re
 import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -70,6 +72,26 @@ class GlobalBreakpoint:
     condition: str | None
     ignore: int = 0
     dbg_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DebugState:
+    """What the UI shows of the debugger, copied by the move worker when a move ends.
+
+    The worker is the only thread that runs the debugger; the UI reads this copy (pc, records,
+    stale and injected marks), so a screen never mixes the pc of one moment with the records of
+    another, and never iterates a dict the worker is filling."""
+
+    pc: Any = None                                   # engine.debugger ProgramCounter
+    records: Mapping[tuple[Any, ...], Any] = field(default_factory=dict)
+    history: tuple[Any, ...] = ()                    # OpRecords in execution order
+    stale: frozenset[tuple[Any, ...]] = frozenset()
+    injected: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, dbg: Any) -> DebugState:
+        return cls(dbg.pc, dict(dbg.records_by_path), tuple(dbg.records), frozenset(getattr(dbg, "stale", ())),
+                   frozenset(dbg.injected))
 
 
 def to_oppath(ref: OpRef) -> tuple[Any, ...]:
@@ -184,6 +206,12 @@ class Session:
         self.global_breakpoints: list[GlobalBreakpoint] = []
         self.watches: list[str] = []
         self.debugger: Any = None
+        self.state = DebugState()  # the debugger as of the last move's end (the UI reads this)
+        # NOTE: a move holds _move while it runs the debugger (in the worker); debugger changes asked
+        # for meanwhile (breakpoints, watches, backward) wait in _deferred until it ends.
+        self._move = threading.Lock()
+        self._defer_lock = threading.Lock()
+        self._deferred: list[Callable[[Any], None]] = []
         self.last_stop: Any = None
         self._views: dict[tuple[NetPath, bool], NetView] = {}
         self.params = {out: param_info(op) for op in model.init.op for out in op.output}
@@ -253,9 +281,9 @@ class Session:
 
     def _plan_run_label(self, path: NetPath) -> str:
         """In a plan, the run of the net at `path` the pc is in: `` (train iteration 3 · net mlp_train)``."""
-        if self.plan_def is None or not path or self.debugger is None:
+        if self.plan_def is None or not path or self.state.pc is None:
             return ""
-        frames = self.debugger.pc.frames
+        frames = self.state.pc.frames
         prefix = to_oppath(OpRef(path, 0))[:-1]
         inside = len(frames) > len(path) and frames[len(path)].path[:-1] == prefix
         return f" ({frames[len(path)].label})" if inside else ""
@@ -304,8 +332,8 @@ class Session:
         if on and self.backward is None and self.forward.sections is not None:
             # NOTE: a training net already holds its backward pass: `g` shows it, paired.
             self.backward, self.loss = self.forward, self.loss or (self.training_losses() or [None])[0]
-            if self.debugger is not None:
-                self.debugger.backward(self.training_losses() or None)
+            losses = self.training_losses() or None
+            self._on_debugger(lambda dbg: dbg.backward(losses))
         if on and self.backward is None:
             loss = loss or self.guess_loss()
             if loss is None:
@@ -317,8 +345,7 @@ class Session:
                 raise Unavailable("gradient generation is not available yet")
             net, origin = gir.backward_net(self.model.predict, [loss])
             self.backward, self.loss = NetView(net, len(net.op) - len(origin), origin), loss
-            if self.debugger is not None:
-                self.debugger.backward(loss)
+            self._on_debugger(lambda dbg: dbg.backward(loss))
         self.show_backward = on
         self._views.clear()
         self._lint = None  # the loss may be known now
@@ -394,7 +421,7 @@ class Session:
 
     def injected(self, name: str) -> bool:
         """`name` was injected and no op has written it since."""
-        return self.debugger is not None and name in self.debugger.injected
+        return name in self.state.injected
 
     def runtime_shape(self, ref: BlobRef) -> str | None:
         """``1×64×112×112 float32`` of a blob version once it exists at run time, else None."""
@@ -465,17 +492,22 @@ class Session:
         shape, dtype = self._blob_type(name)
         arr = fit_value(parse_value(text, shape=shape, dtype=dtype, name=name), name=name, shape=shape,
                         dtype=dtype, reshape=reshape)
-        dbg = self._debugger()
-        dbg.inject(name, arr, reshape=reshape)
+        with self.moving():
+            self._debugger().inject(name, arr, reshape=reshape)
         self.values[name] = arr
         return arr
 
     def skip(self, text: str = "") -> list[str]:
         """Step past the op at the pc without running it; its outputs from ``NAME=VALUE; …``
         (each VALUE as for :meth:`inject`), the rest shape-inferred zeros.  Returns the outputs."""
+        with self.moving():
+            return self._skip(text)
+
+    def _skip(self, text: str) -> list[str]:
         from engine.debugger.values import fit_value, parse_value
 
-        dbg, pc = self._debugger(), self.pc
+        dbg = self._debugger()
+        pc = from_oppath(dbg.pc.path)
         if pc is None or pc.index >= len(self.view(pc.path).net.op):
             raise NetvizError("nothing to skip: the program has ended")
         op = self.op(pc)
@@ -518,21 +550,66 @@ class Session:
         if condition and conditions is not None:
             conditions.parse_condition(condition)  # refuse a bad condition now, not at the next step
         old = self.breakpoints.pop(ref, None)
-        if old is not None and self.debugger is not None and old.dbg_id is not None:
-            self.debugger.remove(old.dbg_id)
+        if old is not None:
+            self._on_debugger(lambda dbg: self._drop(dbg, old))
         if old is not None and not condition:
             return False
-        bp = Breakpoint(ref, condition)
-        if self.debugger is not None:
-            bp.dbg_id = self.debugger.add_breakpoint("path", to_oppath(ref), condition or None).id
-        self.breakpoints[ref] = bp
+        bp = self.breakpoints[ref] = Breakpoint(ref, condition)
+        self._on_debugger(lambda dbg: self._sync(dbg, bp, lambda: dbg.add_breakpoint(
+            "path", to_oppath(ref), condition or None)))
         return True
+
+    @staticmethod
+    def _sync(dbg: Any, bp: Any, add: Callable[[], Any]) -> None:
+        """Give the debugger breakpoint `bp` unless it has it (one made with the debugger has)."""
+        if bp.dbg_id is None or bp.dbg_id not in dbg.breakpoints:
+            bp.dbg_id = add().id
+
+    @staticmethod
+    def _drop(dbg: Any, bp: Any) -> None:
+        if bp.dbg_id is not None and bp.dbg_id in dbg.breakpoints:
+            dbg.remove(bp.dbg_id)
+
+    def _on_debugger(self, change: Callable[[Any], None]) -> None:
+        """Apply `change` to the debugger now, or, while a move runs it in the worker, when that move
+        ends (the worker applies it): never beside a running move.  Nothing before the debugger exists
+        (it is made with the session's breakpoints and watches)."""
+        with self._defer_lock:
+            if not self._move.acquire(blocking=False):
+                self._deferred.append(change)
+                return
+        try:
+            if self.debugger is not None:
+                change(self.debugger)
+        finally:
+            self._move.release()
+
+    @contextmanager
+    def moving(self) -> Iterator[None]:
+        """Hold the debugger for one move (the worker's); at its end apply the changes asked for
+        meanwhile and copy the state the UI shows (:class:`DebugState`)."""
+        self._move.acquire()
+        try:
+            yield
+        finally:
+            with self._defer_lock:
+                try:
+                    for change in self._deferred:
+                        if self.debugger is not None:
+                            try:
+                                change(self.debugger)
+                            except NetvizError as e:  # e.g. a condition the debugger refuses
+                                self.notices.append(str(e))
+                    if self.debugger is not None:
+                        self.state = DebugState.of(self.debugger)
+                finally:
+                    self._deferred.clear()
+                    self._move.release()
 
     def watch(self, name: str) -> None:
         if name not in self.watches:
-            if self.debugger is not None:
-                self.debugger.add_watchpoint(name)
             self.watches.append(name)
+            self._on_debugger(lambda dbg: dbg.add_watchpoint(name))
 
     # -- stepping: forwarded to engine.debugger when it exists -----------------------------
     def _debugger(self) -> Any:
@@ -554,11 +631,12 @@ class Session:
                 dbg.backward(self.loss)
             elif self.forward.sections is not None:  # a training net: its own backward ops are known
                 dbg.backward(self.training_losses() or None)
-            for bp in self.breakpoints.values():
+            # NOTE: copies (the UI may add a breakpoint meanwhile: its change waits for this move's end)
+            for bp in list(self.breakpoints.values()):
                 bp.dbg_id = dbg.add_breakpoint("path", to_oppath(bp.op), bp.condition or None).id
-            for name in self.watches:
+            for name in list(self.watches):
                 dbg.add_watchpoint(name)
-            for g in self.global_breakpoints:
+            for g in list(self.global_breakpoints):
                 g.dbg_id = dbg.add_breakpoint(g.kind, g.spec, g.condition, ignore=g.ignore).id
             self.debugger = dbg
         return self.debugger
@@ -595,9 +673,8 @@ class Session:
                     raise NetvizError(f"condition {cond!r}: no blob {name!r} in {self.name}"
                                       + (f" (did you mean {near[0]}?)" if near else ""))
         g = GlobalBreakpoint(kind, spec, cond, ignore)
-        if self.debugger is not None:
-            g.dbg_id = self.debugger.add_breakpoint(kind, spec, cond, ignore=ignore).id
         self.global_breakpoints.append(g)
+        self._on_debugger(lambda dbg: self._sync(dbg, g, lambda: dbg.add_breakpoint(kind, spec, cond, ignore=ignore)))
         return self.describe_global(g)
 
     def describe_global(self, g: GlobalBreakpoint) -> str:
@@ -610,8 +687,7 @@ class Session:
 
     def remove_global(self, g: GlobalBreakpoint) -> None:
         self.global_breakpoints.remove(g)
-        if self.debugger is not None and g.dbg_id in self.debugger.breakpoints:
-            self.debugger.remove(g.dbg_id)
+        self._on_debugger(lambda dbg: self._drop(dbg, g))
 
     def _every_op(self) -> list[caffe2_pb2.OperatorDef]:
         """Ops of the net, its subnets and (once generated) the backward pass."""
@@ -628,16 +704,17 @@ class Session:
 
     def alerts(self) -> list[Any]:
         """OpRecords that wrote NaN/Inf, in execution order (with iteration/timestep labels)."""
-        return self.debugger.alerts() if self.debugger is not None else []
+        return [r for r in self.state.history if r.has_inf_or_nan]
 
     def step(self, how: str, target: OpRef | None = None) -> Any:
         """``step``, ``step_into``, ``step_out``, ``continue_``, ``run_to`` (`target`), ``restart``,
         ``step_back``, ``run_to_nan``: one debugger move; returns its Stopped event (reason, pc, detail)."""
-        dbg = self._debugger()
-        try:
-            self.last_stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
-        finally:
-            dbg.clear_cancel()  # a cancel meant for this move never reaches the next one
+        with self.moving():
+            dbg = self._debugger()
+            try:
+                self.last_stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
+            finally:
+                dbg.clear_cancel()  # a cancel meant for this move never reaches the next one
         return self.last_stop
 
     def cancel(self) -> None:
@@ -647,35 +724,30 @@ class Session:
     @property
     def pc(self) -> OpRef | None:
         """The next op to run, as the debugger reports it; None when nothing runs."""
-        if self.debugger is None:
-            return None
-        return from_oppath(self.debugger.pc.path)
+        pc = self.state.pc
+        return None if pc is None else from_oppath(pc.path)
 
     def pc_label(self) -> str:
         """``main › While op#7 iteration 3 › op#2 Relu`` from the debugger, or why there is none."""
-        if self.debugger is None:
+        if self.state.pc is None:
             return "not running"
         stop = getattr(self, "last_stop", None)
         reason = f"  [{stop.reason}: {stop.detail}]" if stop is not None and stop.reason != "step" else ""
-        return self.debugger.pc.text() + reason
+        return self.state.pc.text() + reason
 
     def record(self, ref: OpRef) -> Any:
         """The debugger's OpRecord of an op's last run (time, outputs, NaN), or None."""
-        if self.debugger is None:
-            return None
-        return self.debugger.records_by_path.get(to_oppath(ref))
+        return self.state.records.get(to_oppath(ref))
 
     def records_in(self, path: NetPath) -> dict[int, Any]:
         """Op index → the debugger's OpRecord, for the ops of the net at `path` that have run."""
-        if self.debugger is None:
-            return {}
         prefix = to_oppath(OpRef(path, 0))[:-1]
         n = len(prefix) + 1
-        return {p[-1]: r for p, r in self.debugger.records_by_path.items() if len(p) == n and p[:-1] == prefix}
+        return {p[-1]: r for p, r in self.state.records.items() if len(p) == n and p[:-1] == prefix}
 
     def stale(self, ref: OpRef) -> bool:
         """The op's record predates an inject upstream of it (its values may no longer hold)."""
-        return self.debugger is not None and to_oppath(ref) in getattr(self.debugger, "stale", ())
+        return to_oppath(ref) in self.state.stale
 
     def linked(self, ref: OpRef) -> set[int]:
         """Backward ↔ forward: a gradient op's forward op, or a forward op's gradient ops (main net)."""
@@ -710,6 +782,22 @@ class Session:
         backward = self.show_backward and not path
         net = self.model.predict if backward or not path else self.view(path).net
         result = export.export_net(net, target, options, backward=backward, loss=self.loss, force=force)
+        return f"{result.path}" + (f" ({result.note})" if result.note else "")
+
+    def export_view(self, spec: Any, target: str, force: bool = False) -> str:
+        """Write what the graph canvas shows (a :class:`netviz.view_export.ViewSpec`) to `target`:
+        the net at ``spec.path`` as shown (backward ops included when on), cut to the ops on screen and
+        marked (pc, breakpoints, executed, NaN, overlay colours).  Returns what was written."""
+        from netviz.drawing import DrawOptions, draw_net
+        from netviz.export import export_drawing
+        from netviz.view_export import view_drawing
+
+        view = self.view(spec.path)
+        mode = ("ssa" if spec.ssa else "full") if spec.blobs else "minimal"
+        backward = view.n_forward < len(view.net.op)
+        d = draw_net(view.net, DrawOptions(mode=mode, rankdir="TB"), view.n_forward if backward else None,
+                     view.origin if backward else ())
+        result = export_drawing(view_drawing(d, spec), target, force=force)
         return f"{result.path}" + (f" ({result.note})" if result.note else "")
 
     # -- lint: where Caffe2 computes other values or refuses (engine.lint) --------------------

@@ -33,6 +33,7 @@ from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.screens.search import SearchScreen
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath
+from netviz.view_export import ViewSpec
 from netviz.widgets.blob_inspector import BlobInspector
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
@@ -514,8 +515,22 @@ class MainScreen(Screen[None]):
         default = f"{ref.label().replace('/', '_')}.npy"
 
         def save(target: str) -> None:
-            self.notify(f"wrote {self.session.save(ref, target)}", title="Saved")
+            self.notify(f"saving {ref.label()} to {target}…", title="Save")
+            self._save(ref, target)
         self._ask(f"save {ref.label()} to (.npy: this version · .npz: every version)", default, save)
+
+    @work(thread=True, group="save")
+    def _save(self, ref: BlobRef, target: str) -> None:
+        """Write a blob's value off the UI thread (a big tensor, a device copy); a notice when done or failed."""
+        try:
+            out = self.session.save(ref, target)
+        except NetvizError as e:
+            self._to_ui(self.notify, str(e), title=type(e).__name__, severity="error")
+        except Exception as e:  # noqa: BLE001 - an unwritable file is a notice, never the end of the app
+            self._to_ui(self.notify, f"save {ref.label()}: {type(e).__name__}: {e}", title="Not saved",
+                        severity="error")
+        else:
+            self._to_ui(self.notify, f"wrote {out}", title="Saved")
 
     @guarded
     def action_rerun_to_blob(self) -> None:
@@ -611,6 +626,13 @@ class MainScreen(Screen[None]):
         self.follow = not self.follow
         self.refresh_all()
 
+    def action_cycle_direction(self) -> None:
+        """The graph's flow: auto (the direction that uses the pane best, re-chosen on resize) → TB → LR."""
+        order = ("auto", "TB", "LR")
+        self.canvas.set_direction(order[(order.index(self.canvas.direction) + 1) % len(order)])
+        self.show_graph()
+        self.notify(f"graph flow: {self.canvas.direction}", title="Graph")
+
     def action_toggle_focus(self) -> None:
         self.focus_mode = not self.focus_mode
         self.set_focus_set()
@@ -651,28 +673,75 @@ class MainScreen(Screen[None]):
         self.app.copy_to_clipboard(text)
         self.notify(f"copied {text!r}", title="Copy")
 
+    def view_spec(self) -> ViewSpec:
+        """What the graph canvas shows now, as plain data for the "current view" export: the net,
+        the ops in its window (and focus set), zoom, SSA, overlay colours, pc and marks."""
+        s, c = self.session, self.canvas
+        n = len(s.view(self.path).net.op)
+        zoom = self.effective_zoom()
+        window = window_of(n, self._cursor_op())
+        ops = set(window) if len(window) < n else None
+        if self.focus_mode and c.focus_nodes is not None:
+            ops = (set(range(n)) if ops is None else ops) & set(c.focus_nodes[0])
+        colors: dict[int, tuple[str, str]] = {}
+        if self.overlay:
+            stale = [s.stale(OpRef(self.path, i)) for i in range(n)]
+            colors = overlay_colors(OVERLAYS[self.overlay], self._records(), stale)
+        focused = self.focus_mode and c.focus_nodes is not None
+        shown = (f"{len(ops or ())} of {n} ops (focus)" if focused else
+                 f"ops {window.start}–{window.stop - 1} of {n}" if ops is not None else f"{n} ops")
+        title = " · ".join([s.path_label(self.path), shown, f"zoom {ZOOMS[zoom][0]}"]
+                           + ([f"overlay {OVERLAYS[self.overlay]}"] if self.overlay else [])
+                           + [f"pc {s.pc_label()}"])
+        return ViewSpec(self.path, title, self.ssa, ZOOMS[zoom][1], None if ops is None else frozenset(ops),
+                        c.pc_op, frozenset(c.breakpoints), frozenset(c.executed), frozenset(c.nan_ops),
+                        OVERLAYS[self.overlay], colors)
+
     @guarded
     def action_export(self) -> None:
-        default = f"{Path(self.session.name.replace('/', '_')).name}.svg"
-        self._ask("export the shown net to (.svg/.png/.pdf/.dot)", default, self.export_to)
+        """Export: first what (the current view as shown, or the whole net), then where to."""
+        spec = self.view_spec()  # NOTE: taken now: the view may change while the user types a name
+        view = self.session.view(self.path)
+        n, base = len(view.net.op), Path(self.session.name.replace("/", "_")).name
+        shown = n if spec.ops is None else len(spec.ops)
+        backward = " with backward" if view.n_forward < n else ""
+        rows = [f"current view: {shown} of {n} ops as shown (zoom, overlay, pc, marks)",
+                f"whole net: all {n} ops{backward}, unmarked"]
 
-    def export_to(self, target: str, force: bool = False) -> None:
-        """Export in a worker (``dot`` on a big net takes seconds); an existing file is asked about."""
+        def chosen(what: str | None) -> None:
+            if what is None:
+                return
+            label = "current view" if what == "view" else "whole net"
+            default = f"{base}{'_view' if what == 'view' else ''}.svg"
+            self._ask(f"export the {label} to (.svg/.png/.pdf/.dot/.json)", default,
+                      lambda target: self.export_to(target, what=what, spec=spec))
+        self.app.push_screen(PickScreen("export what?  (Enter chooses · Esc cancels)", rows, ["view", "net"]), chosen)
+
+    def export_to(self, target: str, force: bool = False, what: str = "net", spec: ViewSpec | None = None) -> None:
+        """Export in a worker (``dot`` on a big net takes seconds); an existing file is asked about.
+
+        `what`: ``"view"`` writes `spec` (what the canvas showed when chosen), ``"net"`` the whole net."""
         if Path(target).expanduser().exists() and not force:
             self._ask(f"{target} exists — type yes to overwrite it", "",
-                      lambda yes: self.export_to(target, True) if yes.strip().lower() in ("y", "yes") else None)
+                      lambda yes: self.export_to(target, True, what, spec) if yes.strip().lower() in ("y", "yes")
+                      else None)
             return
         self.exporting = target
-        self.notify(f"exporting to {target}… (Esc cancels)", title="Export")
-        self._export(target, self.path, self.ssa)
+        self.notify(f"exporting the {'current view' if what == 'view' else 'whole net'} to {target}… (Esc cancels)",
+                    title="Export")
+        self._export(target, self.path, self.ssa, (spec or self.view_spec()) if what == "view" else None)
 
     @work(thread=True, group="export")
-    def _export(self, target: str, path: NetPath, ssa: bool) -> None:
+    def _export(self, target: str, path: NetPath, ssa: bool, spec: ViewSpec | None = None) -> None:
         call = self._to_ui
         try:
-            out = self.session.export(path, target, ssa=ssa, force=True)
+            out = (self.session.export_view(spec, target, force=True) if spec is not None
+                   else self.session.export(path, target, ssa=ssa, force=True))
         except NetvizError as e:
             call(self.notify, str(e), title=type(e).__name__, severity="error")
+            out = None
+        except Exception as e:  # noqa: BLE001 - a failed export is a notice, never the end of the app
+            call(self.notify, f"{type(e).__name__}: {e}", title="Internal error", severity="error")
             out = None
         cancelled, self.exporting = self.exporting != target, None
         if cancelled and out is not None:

@@ -312,11 +312,10 @@ class OpTree(SteadyScrollbars, Tree[Any]):
             node.set_label(self.label_of(ref))
 
     def _mark_state(self) -> tuple[OpRef | None, OpRef | None, dict[Any, Any]]:
-        """What the markers depend on: pc, failed op, the debugger's records (by identity)."""
+        """What the markers depend on: pc, failed op, the debugger's records (by identity), as of
+        the last move's end (the session's copy: never the dict a running move is filling)."""
         s = self.session
-        dbg = s.debugger
-        records = dict(dbg.records_by_path) if dbg is not None else {}
-        return s.pc, s.pc if s.failed(s.pc) else None, records
+        return s.pc, s.pc if s.failed(s.pc) else None, s.state.records
 
     def refresh_after_step(self) -> None:
         """Relabel only the ops whose marker changed since the last call: old and new pc, ops

@@ -11,11 +11,12 @@ from netviz.actions import ACTIONS
 from netviz.app import NetvizApp
 from netviz.screens.breakpoints import BreakpointsScreen
 from netviz.screens.help import HelpScreen
+from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.screens.search import SearchScreen
 from netviz.session import OpRef, Session
 from tests.netviz.tui_nets import mlp, while_net, write
-from tests.netviz.waiting import asynctest, notified, ready, text_of, wait_for
+from tests.netviz.waiting import asynctest, notified, pick_export, ready, text_of, wait_for
 
 HAS_DEBUGGER = importlib.util.find_spec("engine.debugger") is not None
 
@@ -305,6 +306,7 @@ async def test_copy_export_help_quit(mlp_path, tmp_path):
         await pilot.press("y")
         assert app.clipboard == "fc1"
         await pilot.press("e")
+        await pick_export(pilot, "net")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "export prompt")
         out = tmp_path / "drawn.dot"
         app.screen.query_one("Input").value = str(out)
@@ -366,7 +368,7 @@ async def test_every_palette_command_runs(mlp_path, aid):
                   "bp.list": lambda: isinstance(app.screen, BreakpointsScreen),
                   "blob.watch": lambda: isinstance(app.screen, PromptScreen),
                   "blob.inject": lambda: isinstance(app.screen, PromptScreen),
-                  "export": lambda: isinstance(app.screen, PromptScreen)}
+                  "export": lambda: isinstance(app.screen, PickScreen)}
         if aid in checks:
             await wait_for(pilot, checks[aid], f"the effect of {aid}")
         elif ACTIONS[aid][1].startswith("step") or aid == "run.to-cursor":

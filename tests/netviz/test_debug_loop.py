@@ -24,7 +24,7 @@ from netviz.session import BlobRef, OpRef, Session
 from proto import caffe2_pb2
 from tests.engine.test_debugger_hunt import bn_relu_model
 from tests.netviz.tui_nets import while_net, write
-from tests.netviz.waiting import asynctest, notified, ready, text_of, wait_for
+from tests.netviz.waiting import asynctest, notified, pick_export, ready, text_of, wait_for
 
 #: move keys → the Session.step move they ask for.  NOTE: not t: it runs to the cursor as it is
 #: when pressed, and the cursor follows the pc as queued moves finish, so its target is the
@@ -222,10 +222,12 @@ async def test_typed_inject_save_and_copy(bn_path, tmp_path):
         app.main.select_blob(BlobRef((), "conv1", 1))
         await pilot.press("S")
         await answer(pilot, app, str(tmp_path / "conv1.npy"))
+        await wait_for(pilot, lambda: notified(app, f"wrote {tmp_path / 'conv1.npy'}"), "the save (a worker)")
         saved = np.load(tmp_path / "conv1.npy")
         assert np.array_equal(saved, app.session.debugger.written_value(("op", 0), "conv1"))
         await pilot.press("S")
         await answer(pilot, app, str(tmp_path / "all.npz"))
+        await wait_for(pilot, lambda: notified(app, f"wrote {tmp_path / 'all.npz'}"), "the .npz save")
         assert set(np.load(tmp_path / "all.npz").files) == {"conv1@1"}
         await pilot.press("Y")
         await wait_for(pilot, lambda: notified(app, "copied conv1@1"), "the copy")
@@ -295,6 +297,7 @@ async def test_export_runs_in_a_worker_and_asks_before_overwriting(bn_path, tmp_
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await ready(pilot)
         await pilot.press("e")
+        await pick_export(pilot, "net")
         await answer(pilot, app, str(target))
         assert app.main.exporting == str(target)
         await pilot.press("down")  # the UI answers while the export runs
@@ -302,11 +305,13 @@ async def test_export_runs_in_a_worker_and_asks_before_overwriting(bn_path, tmp_
         release.set()
         await wait_for(pilot, lambda: notified(app, f"wrote {target}"), "the export to finish")
         await pilot.press("e")
+        await pick_export(pilot, "net")
         await answer(pilot, app, str(target), then="exists — type yes")
         await answer(pilot, app, "no")
         assert app.main.exporting is None  # not overwritten
         release.clear()
         await pilot.press("e")
+        await pick_export(pilot, "net")
         await answer(pilot, app, str(target), then="exists — type yes")
         await answer(pilot, app, "yes")
         await pilot.press("escape")  # cancel: the file dot writes is removed

@@ -54,3 +54,15 @@ def text_of(widget) -> str:
 def screen_text(app) -> list[str]:
     """The lines the terminal shows now (every layer composed: panes, footer, toasts), as plain text."""
     return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def pick_export(pilot: Pilot, what: str) -> None:
+    """After ``e``: choose the current view (``"view"``) or the whole net (``"net"``) in the export dialog."""
+    from netviz.screens.pick import PickScreen
+
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the export choice")
+    await pilot.pause()
+    if what == "net":
+        await pilot.press("down")
+    await pilot.press("enter")

@@ -1,0 +1,102 @@
+"""`e` offers the current view (what the canvas shows: its window of a big net, overlay, pc and
+marks) or the whole net; both run in a worker and ask before overwriting.  The written DOT files
+are read back: their op sets and marks are what the screen showed."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pygraphviz as pgv
+
+from netviz.app import NetvizApp
+from netviz.screens.prompt import PromptScreen
+from netviz.session import OpRef, Session
+from netviz.widgets.graph_scene import window_of
+from tests.netviz.tui_nets import chain, write
+from tests.netviz.waiting import asynctest, notified, pick_export, ready, wait_for
+
+N = 1000
+
+
+async def _answer(pilot, text: str, then: str = "") -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "a prompt")
+    app.screen.query_one("#prompt-input").value = ""
+    await pilot.press(*text, "enter")
+    if then:
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and then in app.screen.title_text, then)
+    else:
+        await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
+
+
+def _ops(path: Path) -> dict[int, dict[str, str]]:
+    """Op index → graphviz attributes of each op node in a written DOT file."""
+    g = pgv.AGraph(str(path))
+    return {int(n[2:]): dict(n.attr) for n in g.nodes() if n.startswith("op") and n[2:].isdigit()}
+
+
+@asynctest
+async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
+    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(N)), inputs=["x0=2,3"]))
+    view_file, net_file = tmp_path / "view.dot", tmp_path / "net.dot"
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        app.main.select(OpRef((), 500))
+        await pilot.press("b")                      # a breakpoint at op 500 …
+        await pilot.press("c")                      # … where the run stops
+        await wait_for(pilot, lambda: app.main.idle and app.session.pc == OpRef((), 500), "the breakpoint")
+        await pilot.press("m")                      # overlay: time
+        await wait_for(pilot, lambda: app.main.canvas.scene is not None, "the layout")
+
+        # the current view, in a worker that we hold until the UI has answered a key
+        release, export_view = threading.Event(), app.session.export_view
+
+        def held(*args, **kw):
+            release.wait(30)
+            return export_view(*args, **kw)
+        app.session.export_view = held
+        await pilot.press("e")
+        await pick_export(pilot, "view")
+        await _answer(pilot, str(view_file))
+        assert app.main.exporting == str(view_file)
+        await pilot.press("up")                     # the UI answers while the export runs
+        await wait_for(pilot, lambda: app.main.selected == OpRef((), 499), "the cursor to move during the export")
+        release.set()
+        await wait_for(pilot, lambda: notified(app, f"wrote {view_file}"), "the view export")
+
+        window = window_of(N, 500)
+        assert len(window) < N
+        ops = _ops(view_file)
+        assert set(ops) == set(window)              # the ops the canvas showed, not the net
+        assert ops[500]["label"].startswith("→ ● ") and ops[500]["penwidth"] == "4"  # pc on a breakpoint
+        labels = [ops[i]["label"] for i in range(window.start, 500)]
+        assert all(lab.endswith(" ✓") and ("ms" in lab or "µs" in lab) for lab in labels)  # ran, timed …
+        assert all("fillcolor" in ops[i] for i in range(window.start, 500))  # … and colour
+        assert not any("✓" in ops[i]["label"] for i in range(501, window.stop))
+        drawn = pgv.AGraph(str(view_file))  # NOTE: kept in a name: a node's attributes die with its graph
+        title = drawn.get_node("view:title").attr["label"]
+        assert f"ops {window.start}–{window.stop - 1} of {N}" in title and "overlay time" in title
+
+        # the whole net: every op, no marks
+        await pilot.press("e")
+        await pick_export(pilot, "net")
+        await _answer(pilot, str(net_file))
+        await wait_for(pilot, lambda: notified(app, f"wrote {net_file}"), "the whole-net export")
+        ops = _ops(net_file)
+        assert set(ops) == set(range(N)) and not any(a["label"].startswith("→") for a in ops.values())
+
+        # the view again to the same file: asked first; "no" keeps it, "yes" overwrites
+        before = view_file.read_text()
+        app.main.select(OpRef((), 300))             # another window now
+        await wait_for(pilot, lambda: app.main.canvas.scene is not None, "the layout")
+        await pilot.press("e")
+        await pick_export(pilot, "view")
+        await _answer(pilot, str(view_file), then="exists — type yes")
+        await _answer(pilot, "no")
+        assert view_file.read_text() == before and app.main.exporting is None
+        await pilot.press("e")
+        await pick_export(pilot, "view")
+        await _answer(pilot, str(view_file), then="exists — type yes")
+        await _answer(pilot, "yes")
+        await wait_for(pilot, lambda: view_file.read_text() != before, "the overwritten view")
+        assert set(_ops(view_file)) == set(window_of(N, 300))
