@@ -18,42 +18,20 @@ The recorder (record_net) is shared with gen_builders_onnx.py.
 Run: cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 ../../.venv-caffe2/bin/python gen_builders_layers.py ../golden
 """
 import os
+from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
 
 from _common import OUT, core, err_info, save_npz, seed_for, workspace, write_case
+from gen_builders import Frozen, _fetch_all
 from caffe2.python import layer_model_helper, layer_model_instantiator, optimizer, regularizer, schema
 
 FOLDER = "builders_layers"
-#: fills Caffe2 seeds from the clock; their outputs are replaced by seeded values
-RANDOM_FILLS = ("XavierFill", "MSRAFill", "GaussianFill", "UniformFill")
 B = 4  # batch size
 
 
 # ---- recording (shared with gen_builders_onnx.py) -----------------------------------------
-def _fetch_all():
-    out = {}
-    for b in workspace.Blobs():
-        try:
-            v = workspace.FetchBlob(b)
-        except BaseException:  # noqa: B902 - non-tensor blobs (mutexes)
-            continue
-        if isinstance(v, np.ndarray) and v.dtype != object:
-            out[str(b)] = v
-    return out
-
-
-def _freeze_random_fills(init_net, rng):
-    """Seeded uniform values (Xavier's scale) in place of the init net's random fills."""
-    for op in init_net.op:
-        if op.type in RANDOM_FILLS:
-            for o in op.output:
-                shape = workspace.FetchBlob(o).shape
-                a = np.sqrt(3.0 / max(1, int(np.prod(shape[1:])) if len(shape) > 1 else 1))
-                workspace.FeedBlob(o, rng.uniform(-a, a, size=shape).astype(np.float32))
-
-
 def _split_grads(grad_map, params):
     """Dense gradients (param -> blob) and sparse ones (param -> {indices, values})."""
     dense, sparse = {}, {}
@@ -67,8 +45,9 @@ def _split_grads(grad_map, params):
 
 
 def record_net(folder, name, note, net, init_net, feeds, fetch, params=(), grad_map=None, rtol=1e-3, extra=None):
-    """Write one case: run init_net, freeze its random fills, feed `feeds`, store every blob as
-    in/, run `net` once and store `fetch`, the gradients of `params` and the updated params.
+    """Write one case: run init_net, freeze its random fills (as gen_builders.py does), feed
+    `feeds`, store every blob as in/, run `net` once and store `fetch`, the gradients of `params`
+    and the updated params.
 
     net / init_net are NetDef protos; grad_map maps param -> gradient (str or GradientSlice);
     extra: more JSON fields."""
@@ -90,9 +69,10 @@ def record_net(folder, name, note, net, init_net, feeds, fetch, params=(), grad_
             "num_gradient_ops": sum(1 for op in net.op[n_forward:] if op.is_gradient_op) + len(seeds),
             **(extra or {})}
     workspace.RunNetOnce(init_net)
-    _freeze_random_fills(init_net, rng)
-    for k, v in feeds.items():
-        workspace.FeedBlob(k, v)
+    frozen = Frozen(name, rng, big=False)  # gen_builders.py's: seeded values for the random fills
+    # NOTE: freeze reads init.Proto(); a core.Net would take a name from the process-wide count
+    frozen.freeze(SimpleNamespace(Proto=lambda: init_net), net)
+    frozen.feed(feeds)
     start = _fetch_all()
     arrays = {"in/" + k: v for k, v in start.items()}
     try:
@@ -271,6 +251,10 @@ def record_model(name, build, note):
     """The training net (with its backward pass and optimizers), the eval net and the predict
     net of one model, each a case."""
     workspace.ResetWorkspace()
+    # NOTE: net and optimizer names come from process-wide counts: reset them (as gen_builders.py
+    # does per case) so that a model's names do not depend on the models built before it
+    optimizer.reset_optimizer_instance_count()
+    core.Net._net_names_used.clear()
     model, feeds, outputs = build(np.random.RandomState(seed_for("%s/%s/feeds" % (FOLDER, name))))
     captured = {}
     add_gradients = core.Net.AddGradientOperators
