@@ -472,6 +472,13 @@ def apply_transform(transform_key: str, net_def: bytes) -> bytes:
     return workspace.ApplyTransform(transform_key, _netdef(net_def)).SerializeToString()
 
 
+def apply_transform_if_faster(transform_key: str, net_def: bytes, init_def: bytes, warmup_runs: int,
+                              main_runs: int, improvement_threshold: float) -> bytes:
+    from engine import workspace
+    return workspace.ApplyTransformIfFaster(transform_key, _netdef(net_def), _netdef(init_def), warmup_runs,
+                                            main_runs, improvement_threshold).SerializeToString()
+
+
 def memonger_compute_blob_recycling_for_dag(net_def: bytes, input_blobs: list, op_indices: list,
                                             shareable_blob_names: Any, namescope: bytes | str,
                                             dont_share_blob_names: Any, blob_shapes: Mapping) -> bytes:

@@ -905,7 +905,7 @@ _TRANSFORMS = {"ConvToNNPack": _conv_to_nnpack, "CommonSubexpressionElimination"
 
 
 def ApplyTransform(transform_key: str, net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
-    """A transformed copy of `net` (``ConvToNNPack``: Conv ops get engine NNPACK).
+    """A transformed copy of `net` (``ConvToNNPack``, ``CommonSubexpressionElimination``: engine.transforms).
 
     Raises
     ------
@@ -923,18 +923,28 @@ def ApplyTransform(transform_key: str, net: caffe2_pb2.NetDef) -> caffe2_pb2.Net
 def ApplyTransformIfFaster(transform_key: str, net: caffe2_pb2.NetDef, init_net: caffe2_pb2.NetDef,
                            warmup_runs: int = 5, main_runs: int = 10, improvement_threshold: float = 1.01
                            ) -> caffe2_pb2.NetDef:
-    """The transformed net when it runs faster by `improvement_threshold` on the current
-    workspace (after `init_net`), else `net` unchanged."""
+    """The transformed net when it runs faster by `improvement_threshold`, else `net` unchanged.
+
+    As in Caffe2 each net is timed in a private workspace (the current one is untouched) after
+    `init_net`, or, when `init_net` has no ops, with its external inputs created empty.
+    """
     import time
+    if warmup_runs < 0 or main_runs <= 0:
+        raise ExecutionError(f"ApplyTransformIfFaster: warmup_runs must be >= 0 and main_runs > 0, "
+                             f"got {warmup_runs} and {main_runs}")
     candidate = ApplyTransform(transform_key, net)
 
     def timed(n: caffe2_pb2.NetDef) -> float:
-        RunNetOnce(init_net)
+        ws = Workspace("ApplyTransformIfFaster")
+        if len(init_net.op):
+            ws.run_net_once(init_net)
+        for name in ([] if len(init_net.op) else n.external_input):
+            ws.create_blob(name)
         for _ in range(warmup_runs):
-            RunNetOnce(n)
+            ws.run_net_once(n)
         t0 = time.perf_counter()
         for _ in range(main_runs):
-            RunNetOnce(n)
+            ws.run_net_once(n)
         return time.perf_counter() - t0
     return candidate if timed(net) > timed(candidate) * improvement_threshold else net
 

@@ -9,7 +9,6 @@ and after each rewrite.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -25,20 +24,12 @@ from engine.params import synthesize_params
 from engine.transforms import run_opt_pass
 from proto import caffe2_pb2
 from tests.conftest import zoo_nets
+from tests.oracle import transform_scenarios as S
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "transforms" / "scenarios.json").read_text())
 
 
-def _scenarios():
-    spec = importlib.util.spec_from_file_location("transform_scenarios",
-                                                  ROOT / "tests" / "oracle" / "transform_scenarios.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-S = _scenarios()
 
 
 @pytest.fixture(autouse=True)
@@ -180,3 +171,17 @@ def test_fusion_removing_an_external_output_is_refused() -> None:
     net = S.small_nets(caffe2_pb2)["fused_away_output"]
     with pytest.raises(ExecutionError, match="external input/output"):
         run_opt_pass("FuseNNPACKConvRelu", run_opt_pass("AddNNPACK", net))
+
+
+def test_apply_transform_if_faster_times_in_private_workspaces() -> None:
+    """Both nets run in workspaces of their own (Caffe2): the current workspace gains nothing;
+    a threshold no net can beat keeps the original."""
+    init = S._net(caffe2_pb2, "init", [S._op(caffe2_pb2, "ConstantFill", [], [b], shape=s, value=0.5)
+                                       for b, s in (("X", [1, 2, 5, 5]), ("w", [2, 2, 3, 3]), ("b", [2]))])
+    net = S.small_nets(caffe2_pb2)["relu"]
+    kept = caffe2_pb2.NetDef.FromString(capi.apply_transform_if_faster(
+        "ConvToNNPack", net.SerializeToString(), init.SerializeToString(), 1, 2, 1e9))
+    assert kept == net
+    assert workspace.Blobs() == []
+    with pytest.raises(RuntimeError, match="main_runs"):
+        workspace.ApplyTransformIfFaster("ConvToNNPack", net, init, 1, 0)
