@@ -30,6 +30,9 @@ from proto import caffe2_pb2
 CROSS_DEVICE = frozenset({"Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike",
                           "EnsureCPUOutput", "Shape", "Size", "Print"})
 CPU_OUTPUT = frozenset({"CopyGPUToCPU", "EnsureCPUOutput", "Shape", "Size"})
+# Ops that run under the mutex blob of their input 0 (Caffe2 holds it across the op's writes, so
+# threads running them never lose an update): the lock covers the kernel and the output store.
+MUTEX_OPS = frozenset({"AtomicIter", "AtomicAppend", "AtomicFetchAdd", "AtomicFetchAdd64"})
 # Small int metadata that Caffe2 keeps on the CPU even for CUDA ops: {type: (input idx, output idx)}.
 CPU_SIDE = {"Concat": ((), (1,)), "Split": ((1,), ()), "Reshape": ((1,), (1,)), "Slice": ((1, 2), ()),
             "SliceGradient": ((1, 2), ()), "ResizeNearest": ((1,), ()), "ResizeNearestGradient": ((2,), ()),
@@ -99,6 +102,7 @@ class BoundOp:
     gpu_out: bool
     ctx: OpContext | None = field(default=None)
     plan: bool = False  # the kernel is a generator of SubnetRun (engine.plans)
+    mutex: bool = False  # runs under the mutex of input 0 (MUTEX_OPS)
 
 
 def _arity(fn: Any) -> tuple[int, float]:
@@ -158,14 +162,23 @@ def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
     checked = () if cross else tuple(n for i, n in enumerate(op.input) if i not in cpu_in)
     return BoundOp(index, op, net_name, spec.fn, xp, kwargs, tuple(op.input), tuple(op.output),
                    device_type, out_devices, checked, any(out_devices), ctx,
-                   inspect.isgeneratorfunction(spec.fn))
+                   inspect.isgeneratorfunction(spec.fn), op.type in MUTEX_OPS)
 
 
 def run_bound(b: BoundOp, ws: Any) -> None:
     """Run one bound op against workspace `ws`; outputs are stored only on success.
 
-    A plan kernel (a generator, see :mod:`engine.plans`) has each subnet it asks for run whole.
+    A plan kernel (a generator, see :mod:`engine.plans`) has each subnet it asks for run whole; a
+    :data:`MUTEX_OPS` op runs and stores while holding its mutex blob's lock.
     """
+    lock = getattr(ws.values.get(b.ins[0]), "value", None) if b.mutex else None
+    if hasattr(lock, "acquire"):
+        with lock:
+            return _run_bound(b, ws)
+    return _run_bound(b, ws)
+
+
+def _run_bound(b: BoundOp, ws: Any) -> None:
     out = call_kernel(b, ws)
     if b.plan:
         device = "cpu" if b.ctx is not None and b.ctx.force_cpu else None

@@ -34,9 +34,9 @@ def iter_(xp, it=None, *, ctx):
 
 @kernel("AtomicIter", needs_context=True)
 def atomic_iter(xp, mutex, it, *, ctx):
-    """Iter under the mutex (runtime.atomic_increment): concurrent substeps never lose a count."""
+    """Iter under the mutex (engine.executor.MUTEX_OPS), with Caffe2's num_iter stat."""
     from engine.ops.runtime import atomic_increment  # noqa: PLC0415  (runtime imports no optimizer)
-    return atomic_increment(ctx, mutex, it)
+    return atomic_increment(ctx, it)
 
 
 def _warmup_linear(i: int, start: float, n: int) -> float:

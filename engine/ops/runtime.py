@@ -91,22 +91,11 @@ def create_mutex(xp):
     return NativeBlob(_MUTEX, threading.Lock())
 
 
-def atomic_increment(ctx, mutex, it) -> np.ndarray:
-    """AtomicIter: the int64 counter + 1, counted in the ``atomic_iter/stats/<blob>/num_iter`` stat.
-
-    NOTE: the blob's own array is incremented in place while the mutex is held: another thread
-    running the same op must see this count before its own (the executor stores outputs only after
-    the kernel returns, too late for a lock).  A single-threaded run (the debugger, whose undo keeps
-    the old array) gets a new array instead.
-    """
-    lock = _native(ctx, mutex, _MUTEX).value
-    with lock:
-        cur = ctx.workspace.values.get(ctx.op.input[1], it)
-        GLOBAL_STATS.add(f"atomic_iter/stats/{ctx.op.input[1]}/num_iter", 1)
-        if blocking.is_single_threaded() or not isinstance(cur, np.ndarray) or cur.dtype != np.int64:
-            return (np.asarray(cur) + 1).astype(np.int64)
-        cur += 1
-        return cur
+def atomic_increment(ctx, it) -> np.ndarray:
+    """AtomicIter: the int64 counter + 1, counted in the ``atomic_iter/stats/<blob>/num_iter`` stat
+    (the executor holds the op's mutex around it and the store: engine.executor.MUTEX_OPS)."""
+    GLOBAL_STATS.add(f"atomic_iter/stats/{ctx.op.input[1]}/num_iter", 1)
+    return (np.asarray(it) + 1).astype(np.int64)
 
 
 @kernel("AtomicFetchAdd", "AtomicFetchAdd64")
