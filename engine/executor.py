@@ -285,8 +285,13 @@ def compile_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -
     return CompiledNet(net, ops)
 
 
+OPS_RUN = [0]
+"""Ops started so far by :func:`run_compiled` (subnets included): net observers count from it."""
+
+
 def run_compiled(c: CompiledNet, ws: Any) -> None:
     """Run the ops of a compiled net in order, stopping at the first failure."""
+    OPS_RUN[0] += len(c.ops)
     for b in c.ops:
         run_bound(b, ws)
 

@@ -332,10 +332,10 @@ class Workspace:
         watchers = C.observers.get(name)
         try:
             for _ in range(num_iter):
-                t0 = time.perf_counter()
+                t0, ops0 = time.perf_counter(), executor.OPS_RUN[0]
                 executor.run_compiled(compiled, self)
-                for ob in watchers or ():
-                    ob.record((time.perf_counter() - t0) * 1e3, len(compiled.ops))
+                for ob in watchers or ():  # NOTE: ops of subnets (RNN timesteps, If/While bodies) count too
+                    ob.record((time.perf_counter() - t0) * 1e3, executor.OPS_RUN[0] - ops0)
         except ExecutionError:
             if allow_fail:
                 return False
