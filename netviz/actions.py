@@ -37,6 +37,7 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "graph.zoom-in": ("Z,plus", "zoom(-1)", "Zoom in", ""),
     "graph.follow": ("full_stop", "toggle_follow", "Follow cursor", ""),
     "graph.focus": ("o", "toggle_focus", "Focus neighbourhood", ""),
+    "graph.direction": ("L", "cycle_direction", "Graph flow: auto / top-down / left-right", ""),
     "net.drill": ("d", "drill", "Drill into subnet", ""),
     "net.up": ("backspace", "drill_up", "Up one net", ""),
     "search": ("slash", "search", "Search ops and blobs", "Search"),

@@ -1,7 +1,11 @@
 """GraphCanvas: one net drawn with box-drawing characters; pan, zoom, follow, neighbourhood focus.
 
 Layout runs in a worker thread (``dot`` can take seconds on big nets); scenes are cached per
-(net, backward shown, SSA, zoom), so switching back is instant.  Only visible rows are drawn.
+(net, backward shown, SSA, zoom, window, direction), so switching back is instant.  Only visible
+rows are drawn.  The flow direction (TB/LR, or ``auto``: the one that uses the pane best) and the
+columns a deep TB drawing is wrapped into follow the pane's size (see
+:func:`~netviz.widgets.graph_scene.plan_view`): a resize re-plans, without a new ``dot`` run
+unless the direction changes.
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from netviz import style as looks
 from netviz.messages import BlobSelected, OpSelected
 from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import BlobRef, NetPath, OpRef
-from netviz.widgets.graph_scene import ZOOMS, Scene, SceneNode, build_scene, window_of
+from netviz.widgets.graph_scene import (ZOOMS, Scene, SceneNode, bands_for, build_scene, plan_view, window_of,
+                                        wrap_scene)
 
 FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks.BACKWARD_OP.fill}
 S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
@@ -72,8 +77,13 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self._hot: dict[int, set[int]] = {}
         self._hot_for: tuple | None = None
         self.focus_nodes: tuple[set[int], set[str]] | None = None
-        self._cache: dict[tuple, Scene] = {}
+        self._cache: dict[tuple, Scene] = {}   # (view key, direction) → scene as laid out
+        self._extents: dict[tuple, dict] = {}  # view key → estimate_extents, to re-plan on resize
+        self._base: Scene | None = None        # the laid-out scene shown, before wrapping
         self._pending_center: int | None = None
+        self._args: tuple = ()                 # what the last show() laid out, for a re-plan
+        #: "auto", "TB" or "LR" (the main screen's toggle); the key of the view includes it
+        self.direction = "auto"
 
     # -- what to show ----------------------------------------------------------------------
     def show(self, session: Any, path: NetPath, ssa: bool, zoom: int, op: int | None = None) -> None:
@@ -81,45 +91,83 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         worker unless cached.  A new window of the same view keeps the old drawing until it is ready."""
         view = session.view(path)
         window = window_of(len(view.net.op), op)
-        key = (path, session.show_backward, ssa, zoom, window.start if len(window) < len(view.net.op) else None)
+        key = (path, session.show_backward, ssa, zoom, window.start if len(window) < len(view.net.op) else None,
+               self.direction)
         if key == self.key:
             return
         same_view = self.key is not None and self.key[:4] == key[:4] and self.scene is not None
         self.key, self.path = key, path
-        if key in self._cache:
-            self._set_scene(self._cache[key])
+        self._args = (session, view.net, view.ssa, view.n_forward, ssa, zoom, None if key[4] is None else window)
+        direction = self._planned(key)
+        if (key, direction) in self._cache:
+            self._set_scene(self._cache[key, direction])
             return
         if not same_view:
-            self.scene, self.placeholder = None, f"laying out {session.path_label(path)} …"
+            self.scene, self._base, self.placeholder = None, None, f"laying out {session.path_label(path)} …"
             self.virtual_size = Size(self.size.width, self.size.height)
             self.refresh()
-        self._layout(key, session, view.net, view.ssa, view.n_forward, ssa, zoom,
-                     None if key[4] is None else window)
+        self._layout(key, direction or "auto", self._pane(), *self._args)
+
+    def _pane(self) -> tuple[int, int]:
+        region = self.scrollable_content_region
+        return region.width, region.height
+
+    def _planned(self, key: tuple) -> str | None:
+        """The direction of view `key` in the pane now; None while auto and its extents are unknown."""
+        if key[5] != "auto":
+            return key[5]
+        ext = self._extents.get(key)
+        return plan_view(ext, *self._pane())[0] if ext else None
+
+    def set_direction(self, direction: str) -> None:
+        """Flow "TB", "LR" or "auto"; takes effect at the next :meth:`show`."""
+        self.direction = direction
+
+    def on_resize(self) -> None:
+        """Re-plan the shown view for the new size: other columns now, another direction in a worker."""
+        if self._base is not None:
+            self._replan()
+
+    def _replan(self) -> None:
+        """Show the current view as planned for the pane now: a cached scene, else lay it out."""
+        if self.key is None or not self._args:
+            return
+        direction = self._planned(self.key)
+        if (self.key, direction) in self._cache:
+            self._set_scene(self._cache[self.key, direction])
+        else:
+            self._layout(self.key, direction or "auto", self._pane(), *self._args)
 
     @work(thread=True, exclusive=True, group="layout")
-    def _layout(self, key: tuple, session: Any, net: Any, ssa_list: list, n_forward: int, ssa: bool,
-                zoom: int, window: range | None) -> None:
+    def _layout(self, key: tuple, direction: str, pane: tuple[int, int], session: Any, net: Any, ssa_list: list,
+                n_forward: int, ssa: bool, zoom: int, window: range | None) -> None:
         try:
             shapes = session.shapes(key[0]) if ZOOMS[zoom][1] else None
             scene = build_scene(net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=session.param_names(),
-                                ops=window)
+                                ops=window, direction=direction, pane=pane)
         except NetvizError as e:
             self.app.call_from_thread(self._failed, key, e)
             return
         self.app.call_from_thread(self._ready, key, scene)
 
     def _ready(self, key: tuple, scene: Scene) -> None:
-        self._cache[key] = scene
-        if key == self.key:
-            self._set_scene(scene)
+        self._cache[key, scene.direction] = scene
+        self._extents[key] = scene.extents
+        if key == self.key:  # NOTE: the pane may have changed while it was laid out
+            self._replan()
 
     def _failed(self, key: tuple, error: NetvizError) -> None:
         if key == self.key:
             self.placeholder = f"no drawing: {error}"
             self.app.notify(str(error), title="Layout", severity="error")
 
-    def _set_scene(self, scene: Scene) -> None:
-        self.scene = scene
+    def _set_scene(self, base: Scene) -> None:
+        """Show a laid-out scene, wrapped into the columns the pane takes (unchanged: no repaint)."""
+        columns = bands_for(base, *self._pane())
+        if self._base is base and self.scene is not None and self.scene.columns == columns:
+            return
+        self._base = base
+        scene = self.scene = wrap_scene(base, columns)
         self.virtual_size = Size(scene.width, scene.height)
         self.refresh()
         if self._pending_center is not None:

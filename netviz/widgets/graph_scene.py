@@ -9,12 +9,17 @@ One transform maps graphviz points to cells for nodes and edges alike (:class:`_
 put it.  Edges are routed orthogonally through the spline ``dot`` drew: they leave the tail's
 bottom border (``┬``), run down the columns the spline takes through the rank bands it crosses,
 jog sideways only in the free rows between ranks, and end in a ``▼`` just above the head.
+
+A view flows top-to-bottom (``TB``) or left-to-right (``LR``); :func:`estimate_extents` sizes both
+from the ranks alone (no ``dot`` run) and :func:`choose_direction` picks the one that shows more
+of the drawing in the pane.  An LR scene is routed by the same code on the transposed grid.
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,13 +31,15 @@ BIG_NET = 150
 #: nets with more ops than this are laid out a window at a time: WINDOW ops around the cursor,
 #: windows starting at multiples of WINDOW_STEP (so a cursor moving along reuses cached layouts)
 WINDOW_OPS, WINDOW, WINDOW_STEP = 300, 200, 50
-U, D, L, R, ARROW_DOWN, ARROW_UP = 1, 2, 4, 8, 16, 32
+U, D, L, R, ARROW_DOWN, ARROW_UP, ARROW_RIGHT, ARROW_LEFT = 1, 2, 4, 8, 16, 32, 64, 128
+DIRECTIONS = ("TB", "LR")
 
 #: zoom level → (name, blob nodes drawn, op box height).  Each level is its own ``dot`` layout
 #: with node sizes in cells, never a scaled copy of another, so boxes cannot overlap.
 ZOOMS = (("detail", True, 3), ("ops", False, 3), ("overview", False, 1), ("map", False, 1))
-#: zoom level → (free rows between ranks, free columns between nodes)
-SPACING = ((2, 2), (2, 2), (2, 2), (1, 1))
+#: direction → zoom level → (free cells between ranks, free cells between the nodes of a rank):
+#: TB ranks are rows apart, LR ranks columns apart (an LR edge needs columns to jog and end in ▸).
+SPACING = {"TB": ((2, 2), (2, 2), (2, 2), (1, 1)), "LR": ((4, 1), (4, 1), (4, 1), (3, 1))}
 #: inputs ≥ 1 of these ops are weights: in the blob view they are folded into the op (the
 #: inspector lists them), so the graph shows the activations that flow.
 PARAM_OPS = frozenset({"Conv", "ConvTranspose", "FC", "FCTransposed", "SpatialBN", "LayerNorm", "GroupNorm",
@@ -41,9 +48,11 @@ PARAM_OPS = frozenset({"Conv", "ConvTranspose", "FC", "FCTransposed", "SpatialBN
 _BOX = {0: " ", U: "│", D: "│", U | D: "│", L: "─", R: "─", L | R: "─", U | L: "╯", U | R: "╰",
         D | L: "╮", D | R: "╭", U | D | L: "┤", U | D | R: "├", U | L | R: "┴", D | L | R: "┬",
         U | D | L | R: "┼"}
-LUT = np.array([_BOX[m & 15] for m in range(64)], dtype="<U1")
+LUT = np.array([_BOX[m & 15] for m in range(256)], dtype="<U1")
 LUT[ARROW_DOWN:ARROW_UP] = "▼"
-LUT[ARROW_UP:] = "▲"
+LUT[ARROW_UP:ARROW_RIGHT] = "▲"
+LUT[ARROW_RIGHT:ARROW_LEFT] = "▸"  # NOTE: not ▶, which marks the pc
+LUT[ARROW_LEFT:] = "◂"
 
 
 @dataclass(slots=True)
@@ -96,6 +105,9 @@ class Scene:
     rows: dict[int, list[int]] = field(default_factory=dict)
     by_op: dict[int, int] = field(default_factory=dict)
     window: range | None = None    # the ops laid out, when not the whole net
+    direction: str = "TB"          # "TB" or "LR"
+    extents: dict[str, tuple[int, int]] = field(default_factory=dict)  # estimate_extents of the view
+    columns: int = 1               # bands of a wrapped drawing (wrap_scene)
 
     def index(self) -> Scene:
         for k, n in enumerate(self.nodes):
@@ -168,28 +180,29 @@ def window_of(n_ops: int, op: int | None) -> range:
     return range(start, min(n_ops, start + WINDOW))
 
 
-def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapping | None = None,
-              params: set[str] = frozenset(), ops: range | None = None) -> tuple[str, dict[str, dict], str]:
-    """DOT text for a net (or the `ops` window of it) with node sizes in cells, node metadata,
-    and the dropped name scope.  Edges from ops before the window are left out."""
+@dataclass
+class ViewGraph:
+    """The nodes (DOT id → metadata with size ``w``×``h`` in cells) and edges of a view, before layout."""
+
+    meta: dict[str, dict]
+    edges: list[tuple[str, str]]
+    prefix: str
+    zoom: int
+    big: bool
+
+
+def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapping | None = None,
+               params: set[str] = frozenset(), ops: range | None = None) -> ViewGraph:
+    """The nodes and edges drawn for a net (or the `ops` window of it) at a zoom level, and the
+    dropped name scope.  Edges from ops before the window are left out."""
     meta: dict[str, dict] = {}
+    edges: list[tuple[str, str]] = []
     _, blobs, op_h = ZOOMS[zoom]
-    ranksep, nodesep = SPACING[zoom]
-    # NOTE: dot's network-simplex and crossing passes are superlinear; big nets get capped effort.
     ops = range(len(net.op)) if ops is None else ops
-    effort = ", nslimit=1, mclimit=0.3, splines=line" if len(ops) > BIG_NET else ""
-    lines = ["digraph G {",
-             f"graph [rankdir=TB, nodesep={nodesep * CW / 72:.4f}, ranksep={ranksep * CH / 72:.4f}, "
-             f"margin=0, pad=0{effort}];",
-             'node [shape=box, fixedsize=true, label=""];', "edge [arrowhead=none];"]
     prefix = common_scope(net) if blobs else ""
     folded = param_blobs(net, ssa_list, params) if blobs else set()
     blob_ids: dict[tuple[str, int], str] = {}
     last_writer: dict[str, str] = {}
-
-    def node(nid: str, w: int, h: int, **m) -> None:
-        meta[nid] = {"w": w, "h": h, **m}
-        lines.append(f"{nid} [width={w * CW / 72:.4f}, height={h * CH / 72:.4f}];")
 
     def blob(name: str, v: int) -> str:
         key = (name, v)
@@ -198,8 +211,9 @@ def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mappi
             short = name[len(prefix):] if prefix and name.startswith(prefix) else name
             label = _clip_left(short, 24) + (f"@{v}" if ssa else "")
             sub = shape_text(shapes.get(key)) if shapes else ""
-            node(nid, max(len(label), len(sub)) + 2, 2 if sub else 1, kind="blob", label=label, sub=sub,
-                 blob=(name, v if ssa else None), style="grad" if name.endswith("_grad") else "blob")
+            meta[nid] = {"w": max(len(label), len(sub)) + 2, "h": 2 if sub else 1, "kind": "blob", "label": label,
+                         "sub": sub, "blob": (name, v if ssa else None),
+                         "style": "grad" if name.endswith("_grad") else "blob"}
         return blob_ids[key]
 
     for i in ops:
@@ -207,16 +221,186 @@ def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mappi
         oid, bwd = f"o{i}", i >= n_forward
         label = f"{op.type} #{i}" if zoom < 3 else op.type[:8]
         style = "backward" if bwd else "control" if op.type in CONTROL_FLOW else category(op.type)
-        node(oid, len(label) + (4 if op_h == 3 else 2), op_h, kind="op", label=label, op=i, style=style)
+        meta[oid] = {"w": len(label) + (4 if op_h == 3 else 2), "h": op_h, "kind": "op", "label": label, "op": i,
+                     "style": style}
         if blobs:
-            lines.extend(f"{blob(b, v)} -> {oid};" for b, v in dict.fromkeys(ins) if (b, v) not in folded)
-            lines.extend(f"{oid} -> {blob(b, v)};" for b, v in outs)
+            edges.extend((blob(b, v), oid) for b, v in dict.fromkeys(ins) if (b, v) not in folded)
+            edges.extend((oid, blob(b, v)) for b, v in outs)
         else:
             srcs = dict.fromkeys(last_writer[b] for b, _ in ins if b in last_writer)
-            lines.extend(f"{s} -> {oid};" for s in srcs if s != oid)
+            edges.extend((s, oid) for s in srcs if s != oid)
             last_writer.update({b: oid for b, _ in outs})
+    return ViewGraph(meta, edges, prefix, zoom, len(ops) > BIG_NET)
+
+
+def dot_text(g: ViewGraph, direction: str = "TB") -> str:
+    """DOT for a view graph flowing `direction`; node sizes are cells in points (see :class:`_Grid`)."""
+    ranksep, nodesep = SPACING[direction][g.zoom]
+    rank_pt, node_pt = (CH, CW) if direction == "TB" else (CW, CH)
+    # NOTE: dot's network-simplex and crossing passes are superlinear; big nets get capped effort.
+    effort = ", nslimit=1, mclimit=0.3, splines=line" if g.big else ""
+    lines = ["digraph G {",
+             f"graph [rankdir={direction}, nodesep={nodesep * node_pt / 72:.4f}, "
+             f"ranksep={ranksep * rank_pt / 72:.4f}, margin=0, pad=0{effort}];",
+             'node [shape=box, fixedsize=true, label=""];', "edge [arrowhead=none];"]
+    lines.extend(f"{nid} [width={m['w'] * CW / 72:.4f}, height={m['h'] * CH / 72:.4f}];" for nid, m in g.meta.items())
+    lines.extend(f"{a} -> {b};" for a, b in g.edges)
     lines.append("}")
-    return "\n".join(lines), meta, prefix
+    return "\n".join(lines)
+
+
+def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapping | None = None,
+              params: set[str] = frozenset(), ops: range | None = None,
+              direction: str = "TB") -> tuple[str, dict[str, dict], str]:
+    """DOT text, node metadata and dropped name scope of a view (:func:`view_graph` + :func:`dot_text`)."""
+    g = view_graph(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops)
+    return dot_text(g, direction), g.meta, g.prefix
+
+
+def estimate_extents(g: ViewGraph) -> dict[str, tuple[int, int]]:
+    """Direction → estimated (width, height) in cells of the laid-out view, without running ``dot``.
+
+    Ranks are longest paths from the sources; a source (an input, a weight) sits one rank before
+    its first reader, where ``dot``'s shortest-edge ranking puts it.  TB stacks the ranks
+    downwards, each as wide as its nodes side by side; LR stacks them rightwards.
+    """
+    preds: dict[str, list[str]] = {}
+    succs: dict[str, list[str]] = {}
+    for a, b in g.edges:
+        preds.setdefault(b, []).append(a)
+        succs.setdefault(a, []).append(b)
+    level: dict[str, int] = {}
+    # NOTE: meta is in execution order, so every predecessor that has predecessors of its own
+    # is ranked before its reader; sources not yet ranked count as rank 0 here.
+    for nid in g.meta:
+        level[nid] = 1 + max((level.get(p, 0) for p in preds.get(nid, ())), default=-1)
+    for nid in g.meta:
+        if nid not in preds and nid in succs:
+            level[nid] = max(0, min(level[s] for s in succs[nid]) - 1)
+    ranks: dict[int, list[dict]] = {}
+    for nid, m in g.meta.items():
+        ranks.setdefault(level[nid], []).append(m)
+    # NOTE: an edge over several ranks takes a slot (a virtual node) in every rank it passes
+    passing = np.zeros(max(level.values(), default=0) + 2, np.int64)
+    for a, b in g.edges:
+        if level[b] - level[a] > 1:
+            passing[level[a] + 1] += 1
+            passing[level[b]] -= 1
+    passing = np.cumsum(passing)
+    out = {}
+    for d in DIRECTIONS:
+        ranksep, nodesep = SPACING[d][g.zoom]
+        along, across = ("h", "w") if d == "TB" else ("w", "h")
+        depth = sum(max(m[along] for m in r) for r in ranks.values()) + ranksep * (len(ranks) - 1)
+        breadth = max((sum(m[across] + nodesep for m in r) - nodesep + int(passing[k]) * (nodesep + 1)
+                       for k, r in ranks.items()), default=0)
+        out[d] = (breadth, depth) if d == "TB" else (depth, breadth)
+    return {d: (w + 2, h + 2) for d, (w, h) in out.items()}
+
+
+def choose_direction(extents: Mapping[str, tuple[int, int]], pane_w: int, pane_h: int) -> str:
+    """The direction whose drawing uses a `pane_w`×`pane_h` pane best.
+
+    When both fit whole, the one whose aspect is nearer the pane's; otherwise the one that shows
+    more of the drawing at once (the share of its bounding box in view); TB unless LR shows a quarter more.
+    """
+    if pane_w <= 0 or pane_h <= 0 or not extents:
+        return "TB"
+    (tw, th), (lw, lh) = extents["TB"], extents["LR"]
+    if max(tw, lw) <= pane_w and max(th, lh) <= pane_h:
+        aspect = math.log(pane_w / pane_h)
+        return "LR" if abs(math.log(lw / lh) - aspect) < abs(math.log(tw / th) - aspect) - 0.1 else "TB"
+    seen_tb = min(tw, pane_w) * min(th, pane_h) / (tw * th)
+    seen_lr = min(lw, pane_w) * min(lh, pane_h) / (lw * lh)
+    return "LR" if seen_lr > 1.25 * seen_tb else "TB"
+
+
+#: blank cells between the bands of a wrapped drawing: columns between TB columns, rows between LR rows
+WRAP_GAP = {"TB": 4, "LR": 2}
+
+
+def wrap_bands(depth: int, breadth: int, pane_along: int, pane_across: int, gap: int) -> int:
+    """Into how many bands a drawing `depth` cells deep (along its flow) and `breadth` across is cut:
+    as many as fit across the pane, but no more than it takes to fit the depth."""
+    if pane_along <= 0 or pane_across <= 0 or depth <= pane_along:
+        return 1
+    return max(1, min((pane_across + gap) // (breadth + gap), math.ceil(depth / pane_along)))
+
+
+def plan_view(extents: Mapping[str, tuple[int, int]], pane_w: int, pane_h: int,
+              direction: str = "auto") -> tuple[str, int]:
+    """(direction, bands) for a view of `extents` (:func:`estimate_extents`) in a pane.
+
+    A deep drawing narrower than the pane is wrapped into bands (:func:`wrap_scene`): a TB one
+    into columns side by side, an LR one into rows read like lines of text; it is as wrapped
+    that the two directions compete in :func:`choose_direction` (for ``"auto"``).
+    """
+    if not extents:
+        return ("TB" if direction == "auto" else direction), 1
+    (tw, th), (lw, lh) = extents["TB"], extents["LR"]
+    g_tb, g_lr = WRAP_GAP["TB"], WRAP_GAP["LR"]
+    bands = {"TB": wrap_bands(th, tw, pane_h, pane_w, g_tb), "LR": wrap_bands(lw, lh, pane_w, pane_h, g_lr)}
+    if direction == "auto":
+        k, j = bands["TB"], bands["LR"]
+        wrapped = {"TB": (k * (tw + g_tb) - g_tb, math.ceil(th / k)), "LR": (math.ceil(lw / j), j * (lh + g_lr) - g_lr)}
+        direction = choose_direction(wrapped, pane_w, pane_h)
+    return direction, bands[direction]
+
+
+def bands_for(sc: Scene, pane_w: int, pane_h: int) -> int:
+    """:func:`wrap_bands` for a laid-out scene (its real size, not the estimate) in a pane."""
+    if sc.direction == "LR":
+        return wrap_bands(sc.width, sc.height, pane_w, pane_h, WRAP_GAP["LR"])
+    return wrap_bands(sc.height, sc.width, pane_h, pane_w, WRAP_GAP["TB"])
+
+
+def wrap_scene(sc: Scene, bands: int) -> Scene:
+    """A scene cut across its flow, at free rows (TB) or columns (LR), into `bands` parts of about
+    equal depth set side by side (TB: newspaper columns) or one under another (LR: lines of text);
+    an edge leaving one band's end enters the next band's start."""
+    if bands <= 1 or not sc.nodes:
+        return sc
+    lr = sc.direction == "LR"
+    # NOTE: the cut is done on the TB frame; LR scenes are transposed in and out.
+    mask, bwd = (sc.mask.T, sc.backward.T) if lr else (sc.mask, sc.backward)
+    depth, breadth = mask.shape
+    nodes = [replace(n, x=n.y, y=n.x, w=n.h, h=n.w) if lr else n for n in sc.nodes]
+    occupied = np.zeros(depth, np.bool_)
+    for n in nodes:
+        occupied[n.y:n.y + n.h] = True
+    free = np.flatnonzero(~occupied)
+    cuts = [0]
+    for j in range(1, bands):
+        after = free[free > cuts[-1]]
+        if not after.size:
+            break
+        cuts.append(int(after[np.argmin(np.abs(after - round(j * depth / bands)))]))
+    cuts.append(depth)
+    starts = np.array(cuts[:-1])
+    new_depth = max(b - a for a, b in zip(cuts, cuts[1:]))
+    step = breadth + WRAP_GAP[sc.direction]
+    new_breadth = step * len(starts) - WRAP_GAP[sc.direction]
+    mask2 = np.zeros((new_depth, new_breadth), mask.dtype)
+    bwd2 = np.zeros((new_depth, new_breadth), np.bool_)
+    for j, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        mask2[:b - a, j * step:j * step + breadth] = mask[a:b]
+        bwd2[:b - a, j * step:j * step + breadth] = bwd[a:b]
+    band = np.searchsorted(starts, [n.y for n in nodes], side="right") - 1
+    nodes = [replace(n, x=n.x + j * step, y=n.y - cuts[j]) for n, j in zip(nodes, band.tolist())]
+    edges = []
+    for e in sc.edges:
+        y, x = np.divmod(e.cells, sc.width)
+        if lr:
+            y, x = x, y
+        j = np.searchsorted(starts, y, side="right") - 1
+        y, x = y - starts[j], x + j * step
+        edges.append(SceneEdge(e.tail, e.head, x * new_depth + y if lr else y * new_breadth + x))
+    if lr:
+        mask2, bwd2 = np.ascontiguousarray(mask2.T), np.ascontiguousarray(bwd2.T)
+        nodes = [replace(n, x=n.y, y=n.x, w=n.h, h=n.w) for n in nodes]
+    height, width = mask2.shape
+    return Scene(width, height, nodes, mask2, bwd2, edges, sc.prefix, window=sc.window, direction=sc.direction,
+                 extents=sc.extents, columns=len(starts)).index()
 
 
 class _Grid:
@@ -230,14 +414,35 @@ class _Grid:
         return (px - self.x0) / CW + 1, (self.y1 - py) / CH + 1
 
 
+@dataclass(frozen=True, slots=True)
+class _Bits:
+    """Mask bits as the router sees them: TB's own, or LR's on the transposed grid (down → right)."""
+
+    up: int
+    down: int
+    left: int
+    right: int
+    arrow_fwd: int
+    arrow_back: int
+
+
+_FRAME = {"TB": _Bits(U, D, L, R, ARROW_DOWN, ARROW_UP), "LR": _Bits(L, R, U, D, ARROW_RIGHT, ARROW_LEFT)}
+
+
 def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: float = 30.0,
-                shapes: Mapping | None = None, params: set[str] = frozenset(), ops: range | None = None) -> Scene:
-    """Lay out a net (or the `ops` window of it) at a zoom level (see :data:`ZOOMS`); blocks,
-    call from a worker."""
+                shapes: Mapping | None = None, params: set[str] = frozenset(), ops: range | None = None,
+                direction: str = "TB", pane: tuple[int, int] = (0, 0)) -> Scene:
+    """Lay out a net (or the `ops` window of it) at a zoom level (see :data:`ZOOMS`) flowing
+    `direction` ("TB", "LR", or "auto": :func:`choose_direction` for a `pane` of (width, height)
+    cells); blocks, call from a worker."""
     from netviz.layout import layout_dot  # NOTE: here, not at the top: pygraphviz is not needed for a first frame
 
-    dot, meta, prefix = build_dot(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops)
-    lay = layout_dot(dot, timeout)
+    g = view_graph(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops)
+    extents = estimate_extents(g)
+    if direction not in DIRECTIONS:
+        direction = plan_view(extents, *pane)[0]
+    meta = g.meta
+    lay = layout_dot(dot_text(g, direction), timeout)
     grid = _Grid(lay)
     nodes: list[SceneNode] = []
     ids: dict[str, int] = {}
@@ -249,24 +454,32 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
         ids[nid] = len(nodes) - 1
     width = max((n.x + n.w for n in nodes), default=0) + 2
     height = max((n.y + n.h for n in nodes), default=0) + 2
-    occupied = np.zeros(height, np.bool_)
-    for n in nodes:
-        occupied[n.y:n.y + n.h] = True
     mask = np.zeros((height, width), np.uint8)
     bwd = np.zeros((height, width), np.bool_)
+    # NOTE: LR is routed as TB on the transposed grid: frame rows are columns, nodes are mirrored.
+    lr = direction == "LR"
+    frame = mask.T if lr else mask
+    framed = [SceneNode(n.kind, n.label, n.y, n.x, n.h, n.w, n.style) for n in nodes] if lr else nodes
+    occupied = np.zeros(frame.shape[0], np.bool_)
+    for n in framed:
+        occupied[n.y:n.y + n.h] = True
     edges: list[SceneEdge] = []
-    arrows = SPACING[zoom][0] >= 2
+    arrows = SPACING[direction][zoom][0] >= 2
     for e in lay.edges:
         t, h = ids.get(e.tail), ids.get(e.head)
         if t is None or h is None or t == h:
             continue
         pts = np.array([grid(*p) for p in _sample(e.points)]) if e.points else np.zeros((0, 2))
-        cells = _route(mask, occupied, nodes[t], nodes[h], pts, arrows)
+        if lr and len(pts):
+            pts = pts[:, ::-1]
+        rc = _route(frame, occupied, framed[t], framed[h], pts, arrows, _FRAME[direction])
+        cells = np.unique(rc[:, 1] * width + rc[:, 0] if lr else rc[:, 0] * width + rc[:, 1])
         if cells.size:
             bwd.flat[cells] |= "backward" in (nodes[t].style, nodes[h].style)
             edges.append(SceneEdge(t, h, cells))
     window = None if ops is None or len(ops) == len(net.op) else ops
-    return Scene(width, height, nodes, mask, bwd, edges, prefix, window=window).index()
+    return Scene(width, height, nodes, mask, bwd, edges, g.prefix, window=window, direction=direction,
+                 extents=extents).index()
 
 
 def _cell(v: float) -> int:
@@ -288,8 +501,9 @@ def _sample(points: tuple[tuple[float, float], ...], steps: int = 6) -> list[tup
 
 
 def _route(mask: np.ndarray, occupied: np.ndarray, t: SceneNode, h: SceneNode, pts: np.ndarray,
-           arrows: bool) -> np.ndarray:
-    """Draw one edge tail → head; returns its cells (flat indices)."""
+           arrows: bool, bits: _Bits = _FRAME["TB"]) -> np.ndarray:
+    """Draw one edge tail → head down the rows of `mask` (a TB grid, or an LR grid transposed,
+    with `bits` naming the directions); returns its cells as (row, column) pairs of `mask`."""
     height, width = mask.shape
     cells: list[tuple[int, int]] = []
 
@@ -301,26 +515,26 @@ def _route(mask: np.ndarray, occupied: np.ndarray, t: SceneNode, h: SceneNode, p
         if y0 == y1:
             return
         a, b = min(y0, y1), max(y0, y1)
-        mask[a, x] |= D
-        mask[a + 1:b, x] |= U | D
-        mask[b, x] |= U
+        mask[a, x] |= bits.down
+        mask[a + 1:b, x] |= bits.up | bits.down
+        mask[b, x] |= bits.up
         cells.extend((y, x) for y in range(a, b + 1))
 
     def hline(y: int, x0: int, x1: int) -> None:
         if x0 == x1:
             return
         a, b = min(x0, x1), max(x0, x1)
-        mask[y, a] |= R
-        mask[y, a + 1:b] |= L | R
-        mask[y, b] |= L
+        mask[y, a] |= bits.right
+        mask[y, a + 1:b] |= bits.left | bits.right
+        mask[y, b] |= bits.left
         cells.extend((y, x) for x in range(a, b + 1))
 
     if h.y < t.y + t.h + 1:  # not below the tail (only for a cycle dot had to turn round)
         y = min(t.y + t.h, height - 1)
         x0, x1 = t.center[0], h.center[0]
         hline(y, x0, x1)
-        mask[y, x1] |= ARROW_UP
-        return np.array([yy * width + xx for yy, xx in cells], dtype=np.int64)
+        mask[y, x1] |= bits.arrow_back
+        return np.array(cells, dtype=np.int64).reshape(-1, 2)
     if len(pts) and pts[0, 1] > pts[-1, 1]:
         pts = pts[::-1]
     sx = clamp(pts[0, 0] if len(pts) else t.center[0], t)
@@ -353,7 +567,7 @@ def _route(mask: np.ndarray, occupied: np.ndarray, t: SceneNode, h: SceneNode, p
     x, y = sx, y0
     if t.h >= 3:
         t.ports.add(sx - t.x)
-    mask[y0, sx] |= U
+    mask[y0, sx] |= bits.up
     for k, (a, b, free) in enumerate(runs):
         if not free:
             vline(x, y, b)
@@ -370,7 +584,7 @@ def _route(mask: np.ndarray, occupied: np.ndarray, t: SceneNode, h: SceneNode, p
         hline(y, x, ex)
         x = ex
     vline(x, y, y_end)
-    mask[y_end, x] |= ARROW_DOWN if arrows else D
+    mask[y_end, x] |= bits.arrow_fwd if arrows else bits.down
     cells.append((y_end, x))
     cells.append((y0, sx))
-    return np.array(sorted({yy * width + xx for yy, xx in cells}), dtype=np.int64)
+    return np.array(cells, dtype=np.int64).reshape(-1, 2)
