@@ -7,13 +7,15 @@ on the host with NumPy and gather the data with ``xp`` (so data may live on a GP
 """
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
 from engine import device as dev
 from engine.grad_makers import (cc_maker, gradient_not_implemented_yet, no_gradient,
                                 should_not_do_gradient, simple)
 from engine.registry import gradient, kernel, shape
-from engine.shapes import FLOAT, INT32, TensorInfo, dims
+from engine.shapes import FLOAT, INT32, TensorInfo, dim_op, dims
 
 # ---- kernels ----
 
@@ -387,7 +389,10 @@ def lengths_top_k_shape(data, lengths, *, k: int = -1):
 shape("GatherByKey")(lambda keys, *shards: TensorInfo((*dims(keys), *dims(shards[0])[1:]), shards[0].dtype))
 shape("SegmentIdsToLengths")(lambda ids, data=None: TensorInfo((dims(data)[0] if data else None,), INT32))
 shape("LengthsGather")(lambda items, lengths, indices: TensorInfo((None, *dims(items)[1:]), items.dtype))
-shape("GatherRanges")(lambda data, ranges: (TensorInfo((None,), data.dtype), TensorInfo(dims(ranges)[:1], INT32)))
+# NOTE: Caffe2's inference gives the values output DATA's element count (an upper bound; the run gives the
+# summed range lengths).
+shape("GatherRanges")(lambda data, ranges: (TensorInfo((dim_op(lambda *v: prod(v), *dims(data)),), data.dtype),
+                                            TensorInfo(dims(ranges)[:1], INT32)))
 
 shape("LengthsToWeights")(lambda lengths: TensorInfo((None,), FLOAT))
 

@@ -32,8 +32,9 @@ def gather(xp, data, indices, *, axis: int = 0, match_outer: int = 0):
 
 
 @kernel("BatchGather")
-def batch_gather(xp, data, indices):
-    return xp.take(data, indices.astype(np.int64), axis=1)
+def batch_gather(xp, data, indices, *, match_outer: int = 0):
+    # NOTE: Gather along axis 1 (match_outer: INDICES' first dim is DATA's batch, gathered per row).
+    return gather(xp, data, indices, axis=1, match_outer=match_outer)
 
 
 @kernel("BatchGatherGradient")
@@ -223,7 +224,8 @@ def gather_shape(data, indices, *, axis: int = 0, match_outer: int = 0):
     return TensorInfo((*dd[:axis], *dims(indices)[axis if match_outer else 0:], *dd[axis + 1:]), data.dtype)
 
 
-shape("BatchGather")(lambda data, idx: TensorInfo((*dims(data)[:1], *dims(idx), *dims(data)[2:]), data.dtype))
+shape("BatchGather")(lambda data, idx, *, match_outer=0: TensorInfo(
+    (*dims(data)[:1], *dims(idx)[1 if match_outer else 0:], *dims(data)[2:]), data.dtype))
 shape("BatchGatherGradient", "ScatterWeightedSum", "ScatterAssign")(same_as(0))
 
 

@@ -100,7 +100,7 @@ def flatten_to_vec(xp, x):
 
 @kernel("ExpandDims")
 def expand_dims(xp, x, *, dims: list = ()):
-    for d in sorted(dims):
+    for d in sorted(set(dims)):  # NOTE: a repeated dim counts once (Caffe2 warns and dedups)
         x = xp.expand_dims(x, d)
     return x
 
@@ -151,7 +151,13 @@ def alias(xp, x):
 
 
 def _nearest(n_in, n_out, scale):
-    return np.minimum((np.arange(n_out) / scale).astype(np.int64), n_in - 1)
+    # NOTE: in float32, as Caffe2 (out / scale in double can land just under an integer float32 reaches).
+    return np.minimum((np.arange(n_out, dtype=np.float32) / np.float32(scale)).astype(np.int64), n_in - 1)
+
+
+def _scaled(n: int, scale: float) -> int:
+    """Caffe2's output size int(n * scale), the product in float32."""
+    return int(np.float32(n) * np.float32(scale))
 
 
 @kernel("ResizeNearest")
@@ -161,8 +167,8 @@ def resize_nearest(xp, x, scales=None, *, width_scale: float = 1.0, height_scale
         height_scale, width_scale = (float(v) for v in dev.to_host(scales).reshape(-1)[:2])
     h_axis = 2 if order == "NCHW" else 1
     h, w = x.shape[h_axis], x.shape[h_axis + 1]
-    iy = xp.asarray(_nearest(h, int(h * height_scale), height_scale))
-    ix = xp.asarray(_nearest(w, int(w * width_scale), width_scale))
+    iy = xp.asarray(_nearest(h, _scaled(h, height_scale), height_scale))
+    ix = xp.asarray(_nearest(w, _scaled(w, width_scale), width_scale))
     return xp.take(xp.take(x, iy, axis=h_axis), ix, axis=h_axis + 1)
 
 
@@ -569,7 +575,7 @@ shape("FlattenToVec")(lambda x: TensorInfo((dim_op(lambda *v: prod(v), *dims_of(
 @shape("ExpandDims")
 def expand_dims_shape(x, *, dims: list = ()):
     out = list(dims_of(x))
-    for d in sorted(dims):
+    for d in sorted(set(dims)):
         out.insert(d, 1)
     return TensorInfo(tuple(out), x.dtype)
 
@@ -611,8 +617,8 @@ def resize_nearest_shape(x, scales=None, *, width_scale: float = 1.0, height_sca
     n, c, (h, w) = split_layout(dims_of(x), order)
     if scales is not None:
         raise Unknown  # NOTE: scales given as a tensor are values.
-    return TensorInfo(join_layout(n, c, (dim_op(lambda v: int(v * height_scale), h),
-                                         dim_op(lambda v: int(v * width_scale), w)), order), x.dtype)
+    return TensorInfo(join_layout(n, c, (dim_op(lambda v: _scaled(v, height_scale), h),
+                                         dim_op(lambda v: _scaled(v, width_scale), w)), order), x.dtype)
 
 
 shape("ResizeNearestGradient")(same_as(1))  # [dY, X] -> dX
@@ -671,5 +677,7 @@ def top_k_shape(x, k_in=None, *, k: int = -1, axis: int = -1):
         raise Unknown
     xd = list(dims_of(x))
     xd[norm_axis(axis, len(xd))] = k
-    return (TensorInfo(tuple(xd), x.dtype), TensorInfo(tuple(xd), INT64),
-            TensorInfo((dim_op(lambda *v: prod(v), *xd),), INT64))
+    # NOTE: Caffe2's inference types the indices INT32 (its kernel writes int64; docs/fidelity.md), and
+    # layer builders take their record types from it.
+    return (TensorInfo(tuple(xd), x.dtype), TensorInfo(tuple(xd), INT32),
+            TensorInfo((dim_op(lambda *v: prod(v), *xd),), INT32))

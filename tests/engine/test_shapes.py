@@ -153,8 +153,9 @@ def synth_params(net, inputs, width=4, classes=1000):
 
 
 #: Ops whose rule gives Caffe2's shape inference, which differs from what Caffe2's own kernel writes
-#: (docs/fidelity.md): LearningRate infers the iteration's shape, its kernel writes a 0-d tensor.
-CAFFE2_INFERENCE_IS_NOT_ITS_RUN = {"LearningRate"}
+#: (docs/fidelity.md): LearningRate infers the iteration's shape, its kernel writes a 0-d tensor; TopK
+#: infers int32 indices, its kernel writes int64; GatherRanges infers DATA's size for the gathered values.
+CAFFE2_INFERENCE_IS_NOT_ITS_RUN = {"LearningRate", "TopK", "GatherRanges"}
 
 
 def check_against_run(net, feeds):

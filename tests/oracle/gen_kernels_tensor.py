@@ -138,6 +138,7 @@ def _tensor():
                                                                            "i8")}, ["Y"],
                {"axis": 2, "match_outer": 1}, grad=True)
     yield Case("BatchGather", "BatchGather", {"D": g, "I": gi}, ["Y"], grad=True)
+    yield Case("BatchGather_match_outer", "BatchGather", {"D": g, "I": gi}, ["Y"], {"match_outer": 1}, grad=True)
     # Cast to string, Reshape with an empty batch
     yield Case("Cast_string", "Cast", {"X": np.array([1.5, -2.0, 3.25], "f4")}, ["Y"], {"to": 4})
     yield Case("Cast_string_int", "Cast", {"X": np.array([1, -20, 3], "i4")}, ["Y"], {"to": 4})
@@ -181,6 +182,9 @@ def _layout_and_empty():
     yield Case("Split_uneven", "Split", {"X": a[0, 0, 0, :3].copy()}, ["Y", "Z"], {"axis": 0})
     for axis in (0, 1, 2):
         yield Case(f"Flatten_empty_axis{axis}", "Flatten", {"X": np.zeros((0, 2, 3), "f4")}, ["Y"], {"axis": axis})
+    for dims in ([0, 0], [0, 0, 2], [2, 0]):  # a repeated dim counts once
+        yield Case("ExpandDims_" + "_".join(map(str, dims)), "ExpandDims", {"X": _x("ed", (2, 3))}, ["Y"],
+                   {"dims": dims}, grad=True)
     for shape in ((0, 4), (3, 0), (0, 0)):
         name = "Softmax_empty_{}x{}".format(*shape)
         yield Case(name, "Softmax", {"X": np.zeros(shape, "f4")}, ["Y"], grad=True)
