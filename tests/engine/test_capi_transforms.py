@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import capi, workspace
+from engine import capi, core, workspace
 from engine.errors import ExecutionError
 from engine.executor import run_net
 from engine.lint import fix_caffe2
@@ -98,6 +98,12 @@ def test_zoo_net_passes_and_memonger_match_caffe2(zoo: Path, path: Path) -> None
             assert got[key] != want[key], f"{key} now matches Caffe2: remove it from KNOWN_GAPS"
         else:
             assert got[key] == want[key], key
+
+
+def test_gradient_blob_sharing_matches_caffe2() -> None:
+    """share_grad_blobs' call on a two-branch training net (gradients, then gradients and
+    activations): Caffe2's sharing exactly, up to shared-name numbering."""
+    assert S._grad_memonger(capi, caffe2_pb2, core) == GOLDEN["grad_memonger"]
 
 
 def test_unknown_pass_is_a_runtime_error() -> None:

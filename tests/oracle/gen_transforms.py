@@ -7,7 +7,7 @@ import json
 import os
 
 import caffe2.python._import_c_extension as C
-from caffe2.python import workspace
+from caffe2.python import core, workspace
 
 from _common import OUT, ZOO, caffe2_pb2
 import transform_scenarios
@@ -15,7 +15,7 @@ import transform_scenarios
 if __name__ == "__main__":
     folder = os.path.join(OUT, "transforms")
     os.makedirs(folder, exist_ok=True)
-    result = transform_scenarios.run(C, caffe2_pb2, workspace, ZOO)
+    result = transform_scenarios.run(C, caffe2_pb2, workspace, core, ZOO)
     with open(os.path.join(folder, "scenarios.json"), "w") as f:
         json.dump(result, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -2,8 +2,8 @@
 oracle) and by tests/engine/test_capi_transforms.py against netviz's engine.capi; same calls,
 results compared as JSON.
 
-Python 3.9 compatible; imports neither caffe2 nor netviz: `run(C, pb2, ws, zoo)` is given the
-binding module, the proto module and the workspace module of its side.  Zoo nets are read from
+Python 3.9 compatible; imports neither caffe2 nor netviz: `run(C, pb2, ws, core, zoo)` is given
+the binding, proto, workspace and core modules of its side.  Zoo nets are read from
 the zoo folder, never copied; results hold texts of small nets, fused weights, and sha256 digests
 of serialized zoo nets.  Memonger's shared-blob numbers follow Caffe2's hash order, so memongered
 nets are compared with ``__m<k>_shared`` renumbered by first appearance (`canonical_shared`).
@@ -248,6 +248,34 @@ def _memonger(C, pb2, net):
             "dag_sized": [_distinct(sized), hashlib.sha256(canonical_shared(sized).SerializeToString()).hexdigest()]}
 
 
+def _grad_memonger(C, pb2, core):
+    """Gradient blob sharing as memonger.share_grad_blobs asks for it, on a small two-branch
+    training net built by each side's core (gradient ops included): with and without activations."""
+    net = core.Net("train")
+    h = net.FC(["X", "W1", "b1"], "h")
+    r = net.Relu(h, "r")
+    a = net.FC([r, "W2", "b2"], "a")
+    b = net.Sigmoid(net.FC([r, "W3", "b3"], "bf"), "b")
+    s = net.Sum([a, b], "s")
+    c = net.Concat([s, r], ["c", "c_dims"], axis=1)
+    p = net.Softmax(net.FC([c[0], "W4", "b4"], "logits"), "p")
+    loss = net.AveragedLoss(net.LabelCrossEntropy([p, "label"], "xent"), "loss")
+    grads = net.AddGradientOperators([loss])
+    proto = net.Proto()
+    params = {str(grads[w]) for w in ("W1", "b1", "W2", "b2", "W3", "b3", "W4", "b4")}
+    grad_ops = [i for i, op in enumerate(proto.op)
+                if any(str(x).endswith("_grad") for x in list(op.input) + list(op.output))]
+    blobs = {x for op in proto.op for x in list(op.input) + list(op.output)}
+    shared = {x for x in blobs if x.endswith("_grad") and x not in params}
+    acts = {"h", "r", "a", "bf", "b", "s", "c"}
+    r = {"ops": len(proto.op)}
+    for k, share, idx in (("grads", shared, grad_ops), ("with_activations", shared | acts, grad_ops)):
+        out = pb2.NetDef.FromString(C.memonger_compute_blob_recycling_for_dag(
+            proto.SerializeToString(), [b"loss"], idx, {x.encode() for x in share}, b"", set(), {}))
+        r[k] = [_distinct(out), text_format.MessageToString(canonical_shared(out), as_one_line=True)]
+    return r
+
+
 def _zoo_net(C, pb2, path):
     net = pb2.NetDef()
     with open(path) as f:
@@ -266,9 +294,9 @@ def _zoo_net(C, pb2, path):
     return r
 
 
-def run(C, pb2, ws, zoo):
+def run(C, pb2, ws, core, zoo):
     """Every scenario's result (JSON-able); zoo nets only when `zoo` is a folder."""
-    out = {"exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
+    out = {"grad_memonger": _grad_memonger(C, pb2, core), "exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
            "passes": _passes(C, pb2), "apply_transform": _apply_transforms(C, pb2), "conv_bn": {c[0]: _conv_bn(C, pb2, ws, c) for c in CONV_BN_CASES},
            "zoo": {}}
     for path in sorted(glob.glob(os.path.join(zoo, "*", "*.pbtxt"))):
