@@ -24,7 +24,8 @@ shape inference for RNN/GRU/LSTM failed" (the weights have no value_info).  Also
 Caffe2 (conversion or first run): nn.LayerNorm (opset 9 spells it with a Pow whose scalar exponent
 Caffe2's Pow rejects without broadcast=1), nn.LocalResponseNorm (conversion fails), AvgPool2d with
 count_include_pad=True (a PadImage without kernel), adaptive_avg_pool2d(x, 1) (AveragePool
-global_pooling=1 without kernel).
+global_pooling=1 without kernel), a scripted for-loop over a Linear (ONNX Loop -> ONNXWhile whose
+body net reads the weights without declaring them: "Source for input fc.weight is unknown").
 
 Run: cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 ../../.venv-caffe2/bin/python gen_builders_onnx.py ../golden
 """
