@@ -1,10 +1,12 @@
 """Recommendation nets built with Caffe2's layer_model_helper (kind "builder", folder
-builders_layers/): a LayerModelHelper over a schema of dense float features and sparse id-list /
-id-score-list features, SparseLookup embeddings (Sum, Mean, Sqrt, Max, WeightedSum,
-PositionWeighted), an FC tower, BatchLRLoss or BatchSigmoidCrossEntropyLoss, per-parameter
-optimizers (sparse Adagrad / row-wise Adagrad for embeddings, SGD or Adam for the dense part), a
-global constant; nets made by layer_model_instantiator: the training net (forward, the generated
-backward pass, the optimizers), the eval net and the predict net.
+builders_layers/): LayerModelHelpers over schemas of dense float features and sparse id-list /
+id-score-list features, SparseLookup embeddings (Sum, Mean, Sqrt, Max, LogSumExp, WeightedSum,
+PositionWeighted; SparseFeatureHash), FC towers with BatchNormalization / LayerNormalization,
+BatchLRLoss / BatchSigmoidCrossEntropyLoss / BatchSoftmaxLoss / BatchMSELoss + BatchHuberLoss,
+regularizers, a global constant, and per-parameter optimizers (SparseAdagrad, RowWiseSparseAdagrad,
+SparseAdam, SparseFtrl for embeddings; SGD, momentum SGD, Adam, Adagrad with weight decay for the
+dense part); per model the nets layer_model_instantiator makes: the training net (forward, the
+generated backward pass, the optimizers), the eval net and the predict net.
 
 Each case is written in gen_builders.py's format, so tests/differential/test_builders.py reads
 it: OUT/builders_layers/<case>.pb (the net), <case>_init.pb (train_init_net), <case>.json + .npz
@@ -113,8 +115,9 @@ def _sparse_feeds(rng, blobs, limit, lengths, scored=False):
 
 def _lr_model(rng):
     """Dense FC + an id list (Sum) + an id-score list (WeightedSum), concatenated into a 2-layer
-    ReLU tower whose logit is scaled by a global constant; BatchLRLoss with example weights; SGD for the dense
-    parameters (the model's default optimizer), Adagrad (SparseAdagrad) for the embeddings."""
+    ReLU tower whose logit is scaled by a global constant; BatchLRLoss with example weights; SGD
+    for the dense parameters (the model's default optimizer), Adagrad (SparseAdagrad) for the
+    embeddings."""
     feat = schema.Struct(("float_features", schema.Scalar((np.float32, (4,)))),
                          ("sparse", schema.Struct(("ids", _id_list(20)), ("scored", _id_score_list(15)))))
     extra = schema.Struct(("label", schema.Scalar(np.float32)), ("weight", schema.Scalar(np.float32)))
