@@ -1,11 +1,17 @@
 """SSA-based rewrites of NetDefs: renames, dead-op removal, copy fusion, Reshape-for-FC removal,
-device-type propagation, parameter export and the ONNX frontend's SSA renaming.
+device-type propagation, parameter export and the ONNX frontend's SSA renaming; and Caffe2's
+own C++ rewrites that scripts reach through ``workspace.C``.
 
 Behaviours follow Detectron2's Caffe2 export helpers and Caffe2's ``mobile_exporter`` /
 ONNX frontend; every function works on the top net only (subnets are left as they are).
 As in those tools the rewrites work **in place** on the NetDefs they are given, except
 :func:`remove_reshape_for_fc`, which returns new ones.  Versions are those of
 :func:`engine.ssa.get_ssa`.
+
+Caffe2's graph passes (``run_transform``: AddNNPACK, FuseNNPACKConvRelu, DeadCodeElim;
+``run_workspace_transform``: FuseConvBN) edit an :class:`engine.nomnigraph.NNModule` as Caffe2
+edits its graph, and :func:`run_opt_pass` prints it back; ``workspace.ApplyTransform``'s older
+registry (ConvToNNPack, CommonSubexpressionElimination) works on NetDefs.
 """
 from __future__ import annotations
 
