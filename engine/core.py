@@ -254,7 +254,15 @@ class Net:
     _net_names_used_counters: dict[str, int] = {}
 
     @staticmethod
+    def current_prefix() -> str:
+        """The name of the innermost active NetBuilder (a Task's, in caffe2.python.net_builder), else ''."""
+        builders = sys.modules.get("caffe2.python.net_builder")
+        builder = builders.NetBuilder.current(required=False) if builders is not None else None
+        return builder.name if builder else ""
+
+    @staticmethod
     def _get_next_net_name(basename: str) -> str:
+        basename = "/".join(x for x in (Net.current_prefix(), basename) if x)
         k = Net._net_names_used_counters.get(basename, 0)
         Net._net_names_used_counters[basename] = k + 1
         return basename if k == 0 else f"{basename}_{k}"
@@ -274,7 +282,9 @@ class Net:
             self._next_name_index = max(indices) + 1 if indices else 0
             name = self._net.name
         else:
-            self._net, self._next_name_index, name = caffe2_pb2.NetDef(), 0, str(name_or_proto)
+            # NOTE: Net(None) is named "" (Caffe2 assigns None to the proto field, which clears it)
+            name = "" if name_or_proto is None else str(name_or_proto)
+            self._net, self._next_name_index = caffe2_pb2.NetDef(), 0
         self._net.name = Net._get_next_net_name(name)
         self._defined: set[str] | None = None  # op outputs + external inputs; None = stale
         self._attr_dict: defaultdict[str, list] = defaultdict(list)

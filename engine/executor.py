@@ -208,8 +208,14 @@ def call_kernel(b: BoundOp, ws: Any) -> Any:
         raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
 
 
+UNCHANGED = type("Unchanged", (), {"__repr__": lambda self: "UNCHANGED", "__slots__": ()})()
+"""An output a kernel leaves as it is (a Load that did not find it, a dequeue from a closed queue):
+nothing is stored, so another thread's write to that blob meanwhile is not undone."""
+
+
 def store_outputs(b: BoundOp, ws: Any, out: Any) -> None:
-    """Write a kernel's result into `ws`; None (a plan whose subnets wrote them) stores nothing."""
+    """Write a kernel's result into `ws`; None (a plan whose subnets wrote them) stores nothing,
+    nor does an :data:`UNCHANGED` output."""
     if out is None and b.plan:
         return
     if type(out) is not tuple:
@@ -220,6 +226,8 @@ def store_outputs(b: BoundOp, ws: Any, out: Any) -> None:
                              f"for {len(outs)} declared")
     values, devices = ws.values, ws.devices
     for n, v, d in zip(outs, out, b.out_devices):
+        if v is UNCHANGED:
+            continue
         values[n] = v
         devices[n] = d
     if b.gpu_out:

@@ -16,7 +16,7 @@ import numpy as np
 from engine import blobio
 from engine.errors import ExecutionError
 from engine.grad_makers import no_gradient, should_not_do_gradient
-from engine.ops.runtime import CppObject, _empty
+from engine.ops.runtime import CppObject, _kept
 from engine.registry import kernel
 from engine.registry import shape
 from engine.shapes import BOOL, INT64, TensorInfo
@@ -236,8 +236,8 @@ def load(xp, *readers, ctx, db: str = "", dbs: list = (), db_type: str = "", abs
         return tuple(state[o].value for o in outputs)
     if done != len(outputs) and not allow_incomplete:
         raise ExecutionError(f"{where}: Expected to load {len(outputs)} blobs, got {done} only.")
-    names = sources or outputs
-    return tuple(state[n].value if n in state else ws.values.get(o, _empty()) for n, o in zip(names, outputs))
+    kept = iter(_kept(ctx, [o for n, o in zip(sources or outputs, outputs) if n not in state]))
+    return tuple(state[n].value if n in state else next(kept) for n in sources or outputs)
 
 
 @kernel("DBExists", needs_context=True)

@@ -400,8 +400,11 @@ def _empty():
 
 
 def _kept(ctx, names) -> list:
-    """The current values of output blobs a refused dequeue leaves as they were."""
-    return [ctx.workspace.values.get(o, _empty()) for o in names]
+    """Outputs an op leaves as they were (a refused dequeue, a blob Load did not find): not stored
+    again, so a write by another thread meanwhile stays; a blob that does not exist yet is created empty."""
+    from engine.executor import UNCHANGED  # noqa: PLC0415  (the executor imports every op family)
+    values = ctx.workspace.values
+    return [UNCHANGED if o in values else _empty() for o in names]
 
 
 @kernel("EnqueueBlobs", needs_context=True)
@@ -857,6 +860,22 @@ class TreeCursor(CppObject):
     fields: list
     offsets: list = field(default_factory=list)
     cpp_type = "std::unique_ptr<caffe2::dataset_ops::TreeCursor>"
+
+
+    blob_type = "std::unique_ptr<TreeCursor>"
+
+    def blob_proto(self, name: str) -> caffe2_pb2.BlobProto:
+        """Its fields space-terminated in the content; its offsets (once it has read) as an int64 tensor."""
+        b = caffe2_pb2.BlobProto(name=name, type=self.blob_type, content="".join(f + " " for f in self.fields).encode())
+        if self.offsets:
+            b.tensor.CopyFrom(blobio.tensor_proto("", np.array(self.offsets, np.int64)))
+            b.tensor.ClearField("name")
+        return b
+
+
+blobio.DESERIALIZERS[TreeCursor.blob_type] = lambda b: TreeCursor(
+    [f.decode() for f in b.content.split()],
+    blobio.tensor_from_proto(b.tensor).tolist() if b.HasField("tensor") else [])
 
 
 @kernel("CreateTreeCursor")
