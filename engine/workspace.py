@@ -264,6 +264,10 @@ class Workspace:
                 arr = _caffe2_strings(arr)
             if device_type in dev.GPU_TYPES:
                 arr = dev.to_device(arr, dev.namespace(device_type))
+            old = self.values.get(name)
+            if getattr(old, "shared_buffer", False) and old.shape == arr.shape and old.dtype == arr.dtype:
+                old[...] = arr  # NOTE: memory other blobs view (UnsafeCoalesce): written in place, as Caffe2
+                return True
         self.values[name], self.devices[name] = arr, device_type
         self.gpu_used = self.gpu_used or device_type != dev.CPU
         return True

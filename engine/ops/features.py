@@ -487,13 +487,26 @@ def remove_data_blocks(xp, data, indices):
     return xp.take(data, xp.asarray(keep), axis=0)
 
 
+class SharedBuffer(np.ndarray):
+    """UnsafeCoalesce's flat buffer: the other outputs are views of it, and FeedBlob of the same shape
+    and type writes into it (``shared_buffer``), so those blobs see the new values as in Caffe2."""
+
+    shared_buffer = True
+
+
 @kernel("UnsafeCoalesce")
 def unsafe_coalesce(xp, *ins):
-    # NOTE: outputs 0..n-1 are the inputs; the last is one flat buffer of them all (bytes when
-    # the inputs differ in type).
+    # NOTE: the last output is one flat buffer of all inputs (bytes when they differ in type); outputs
+    # 0..n-1 are the inputs again, as views into it (on the host), so they share its memory.
     dtypes = {x.dtype for x in ins}
     flat = [x.reshape(-1) for x in ins] if len(dtypes) == 1 else [x.reshape(-1).view(np.uint8) for x in ins]
-    return (*ins, xp.concatenate(flat) if flat else xp.zeros(0, np.uint8))
+    buf = xp.concatenate(flat) if flat else xp.zeros(0, np.uint8)
+    if xp is not np:
+        return (*ins, buf)
+    buf = buf.view(SharedBuffer)
+    ends = np.cumsum([f.size for f in flat])
+    views = [buf[e - f.size:e].view(np.ndarray).view(x.dtype).reshape(x.shape) for f, e, x in zip(flat, ends, ins)]
+    return (*views, buf)
 
 
 @kernel("ViterbiPath")

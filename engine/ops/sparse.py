@@ -149,10 +149,11 @@ def lengths_max_gradient(xp, y, dy, lengths, data):
 
 @kernel("ScatterWeightedSum")
 def scatter_weighted_sum(xp, x, w0, indices, *slices_weights):
-    # NOTE: X[idx] = w0 * X[idx] + sum_k w_k * slice_k  (output is X itself in Caffe2).
+    # NOTE: X[idx] = w0 * X[idx] + sum_k w_k * slice_k  (output is X itself in Caffe2); a row indexed
+    # n times is scaled by w0 n times, before any slice is added (as Caffe2's CPU kernel).
     idx = indices.reshape(-1).astype(np.int64)
-    out = x.copy()
-    out[idx] *= w0.reshape(())
+    times = xp.bincount(idx, minlength=x.shape[0])
+    out = x * (w0.reshape(()) ** times).astype(x.dtype).reshape((-1,) + (1,) * (x.ndim - 1))
     for s, w in zip(slices_weights[0::2], slices_weights[1::2]):
         xp.add.at(out, idx, s.reshape((idx.size,) + x.shape[1:]) * w.reshape(()))
     return out

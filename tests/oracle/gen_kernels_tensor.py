@@ -139,6 +139,10 @@ def _tensor():
                {"axis": 2, "match_outer": 1}, grad=True)
     yield Case("BatchGather", "BatchGather", {"D": g, "I": gi}, ["Y"], grad=True)
     yield Case("BatchGather_match_outer", "BatchGather", {"D": g, "I": gi}, ["Y"], {"match_outer": 1}, grad=True)
+    # ScatterWeightedSum: a repeated index scales its row by w0 once per occurrence, then adds every slice
+    sw = {"X": _x("sws", (4, 3)), "w0": np.array([0.5], "f4"), "I": np.array([1, 3, 1, 1], "i8"),
+          "S1": _x("sws1", (4, 3)), "w1": np.array([2.0], "f4"), "S2": _x("sws2", (4, 3)), "w2": np.array([-1.5], "f4")}
+    yield Case("ScatterWeightedSum_repeated", "ScatterWeightedSum", sw, ["X"])
     # Cast to string, Reshape with an empty batch
     yield Case("Cast_string", "Cast", {"X": np.array([1.5, -2.0, 3.25], "f4")}, ["Y"], {"to": 4})
     yield Case("Cast_string_int", "Cast", {"X": np.array([1, -20, 3], "i4")}, ["Y"], {"to": 4})
