@@ -461,10 +461,9 @@ def transform_fuseConvBN(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
 
 
 def transform_optimizeForMKLDNN(net_def: bytes, training_mode: bool = False) -> bytes:  # noqa: N802
-    """The net round-tripped through the graph (netviz has no MKL-DNN).  NOTE: Caffe2 1.10's pass
-    also folds NCHW2NHWC/NHWC2NCHW into Int8Quantize/Int8Dequantize; netviz does not."""
-    from engine.transforms import run_opt_pass
-    return run_opt_pass(None, _netdef(net_def)).SerializeToString()
+    """Caffe2's MKL-DNN graph optimisation for ops off the IDEEP device (engine.transforms)."""
+    from engine.transforms import optimize_for_mkldnn
+    return optimize_for_mkldnn(_netdef(net_def), bool(training_mode)).SerializeToString()
 
 
 def apply_transform(transform_key: str, net_def: bytes) -> bytes:

@@ -32,7 +32,7 @@ __all__ = ["rename_op_input", "rename_op_output", "remove_dead_end_ops", "fuse_c
            "identify_reshape_sub_graph", "remove_reshape_for_fc", "get_sub_graph_external_input_output",
            "propagate_status", "infer_device_type", "get_params_from_init_net", "Export", "ssa_rewrite",
            "add_nnpack", "fuse_nnpack_conv_relu", "fuse_conv_bn", "dead_code_elim", "run_opt_pass",
-           "conv_to_nnpack", "common_subexpression_elimination"]
+           "conv_to_nnpack", "common_subexpression_elimination", "optimize_for_mkldnn"]
 
 COPY_OPS = ("CopyCPUToGPU", "CopyGPUToCPU")
 
@@ -748,33 +748,117 @@ OPT_PASSES: dict[str, Callable[[Any], None]] = {
 WORKSPACE_OPT_PASSES: dict[str, Callable[[Any, Any], None]] = {"FuseConvBN": fuse_conv_bn}
 
 
-def run_opt_pass(name: str | None, net: caffe2_pb2.NetDef, workspace: Any = None) -> caffe2_pb2.NetDef:
-    """The NetDef Caffe2's ``run_transform`` / ``run_workspace_transform`` gives for pass `name`
-    (None: the graph round trip alone, what ``transform_optimizeForMKLDNN`` does without
-    MKL-DNN).  `workspace` (default: the current one) is changed by workspace passes.
+def _on_graph(net: caffe2_pb2.NetDef, edit: Callable[[Any], None], what: str) -> caffe2_pb2.NetDef:
+    """`net` turned into Caffe2's graph, changed by `edit`, and printed back (a new NetDef).
 
     Raises
     ------
     ExecutionError
-        An unknown pass ("Pass doesn't exist"), or a pass removed a blob that is an external
-        output (Caffe2: "A non-tensor node was added to external inputs/outputs"); both are
-        RuntimeErrors, as in Caffe2.
+        `edit` removed a blob that is an external input or output (Caffe2: "A non-tensor node
+        was added to external inputs/outputs"; a RuntimeError, as there).
     """
     from engine.nomnigraph import from_netdef, to_netdef  # noqa: PLC0415
 
-    if name is not None and name not in OPT_PASSES and name not in WORKSPACE_OPT_PASSES:
-        raise ExecutionError(f"Pass doesn't exist: {name} (netviz has {sorted({**OPT_PASSES, **WORKSPACE_OPT_PASSES})})")
     m, _ = from_netdef(net)
-    if name in OPT_PASSES:
-        OPT_PASSES[name](m)
-    elif name is not None:
-        if workspace is None:
-            from engine.workspace import current  # noqa: PLC0415
-            workspace = current()
-        WORKSPACE_OPT_PASSES[name](m, workspace)
+    edit(m)
     alive = set(m.dataFlow().getMutableNodes())
     gone = [t.getName() for t in [*m.inputs, *m.outputs] if t not in alive]
     if gone:
-        raise ExecutionError(f"{net.name or '<net>'}: pass {name} removed '{gone[0]}', an external input/output "
+        raise ExecutionError(f"{net.name or '<net>'}: {what} removed '{gone[0]}', an external input/output "
                              "(Caffe2: A non-tensor node was added to external inputs/outputs of the NNModule)")
     return to_netdef(m, net)
+
+
+def run_opt_pass(name: str, net: caffe2_pb2.NetDef, workspace: Any = None) -> caffe2_pb2.NetDef:
+    """The NetDef Caffe2's ``run_transform`` / ``run_workspace_transform`` gives for pass `name`
+    (`workspace`, default the current one, is changed by workspace passes).
+
+    Raises
+    ------
+    ExecutionError
+        An unknown pass ("Pass doesn't exist"), or see :func:`_on_graph`.
+    """
+    if name in OPT_PASSES:
+        return _on_graph(net, OPT_PASSES[name], f"pass {name}")
+    if name not in WORKSPACE_OPT_PASSES:
+        raise ExecutionError(f"Pass doesn't exist: {name} (netviz has {sorted({**OPT_PASSES, **WORKSPACE_OPT_PASSES})})")
+    if workspace is None:
+        from engine.workspace import current  # noqa: PLC0415
+        workspace = current()
+    return _on_graph(net, lambda m: WORKSPACE_OPT_PASSES[name](m, workspace), f"pass {name}")
+
+
+#: ``output_order`` values (MKL-DNN memory formats) Int8Quantize/Int8Dequantize get when an order
+#: switch is folded into them.
+_MKLDNN_NHWC, _MKLDNN_NCHW = 20, 5
+
+
+def _set_arg_last(node: Any, name: str, value: int) -> None:
+    """Replace every `name` argument of operator `node` by one at the end (Caffe2's removeArg + add)."""
+    op = _op_def(node)
+    kept = [a for a in op.arg if a.name != name]
+    del op.arg[:]
+    op.arg.extend(kept)
+    op.arg.add(name=name, i=value)
+    node.data.annotation.operator_def = op
+
+
+def _drop_in_place_stop_gradient(m: Any) -> bool:
+    """An in-place StopGradient does nothing at inference: its readers read its input."""
+    df = m.dataFlow()
+    for node in df.getMutableNodes():
+        op = _op_def(node) if node.isOperator() else None
+        if op is None or op.type != "StopGradient":
+            continue
+        x, y = node.getInputs()[0], node.getOutputs()[0]
+        if x.getName() == y.getName():
+            df.replaceNode(y, x)
+            df.deleteNode(node)
+            return True
+    return False
+
+
+def _fold_order_switch(m: Any) -> bool:
+    """NCHW2NHWC -> Int8Quantize and Int8Dequantize -> NHWC2NCHW become the quantize op alone,
+    with an ``output_order`` argument."""
+    df = m.dataFlow()
+    for node in df.getMutableNodes():
+        op = _op_def(node) if node.isOperator() else None
+        if op is None:
+            continue
+        if op.type == "NCHW2NHWC":
+            out = node.getOutputs()[0]
+            readers = out.getConsumers()
+            if len(readers) != 1 or getattr(_op_def(readers[0]), "type", None) != "Int8Quantize":
+                continue
+            _set_arg_last(readers[0], "output_order", _MKLDNN_NHWC)
+            df.replaceNode(out, node.getInputs()[0])
+            df.deleteNode(node)
+            df.deleteNode(out)
+            return True
+        if op.type == "NHWC2NCHW":
+            x = node.getInputs()[0]
+            if not x.hasProducer() or getattr(_op_def(x.getProducer()), "type", None) != "Int8Dequantize":
+                continue
+            _set_arg_last(x.getProducer(), "output_order", _MKLDNN_NCHW)
+            df.replaceNode(x, node.getOutputs()[0])
+            df.deleteNode(node)
+            df.deleteNode(x)
+            return True
+    return False
+
+
+def optimize_for_mkldnn(net: caffe2_pb2.NetDef, training_mode: bool = False) -> caffe2_pb2.NetDef:
+    """``transform_optimizeForMKLDNN`` on a net without IDEEP ops: at inference, in-place
+    StopGradients go and order switches fold into Int8Quantize/Int8Dequantize; in training mode
+    the net only makes the round trip through the graph.
+
+    NOTE: Caffe2's other MKL-DNN fusions (Conv+BN/AffineChannel, Conv+Sum, Conv+Relu, filter
+    pre-conversion) apply to ops on the IDEEP device only, which netviz does not have.
+    """
+    def edit(m: Any) -> None:
+        if not training_mode:
+            for fuser in (_drop_in_place_stop_gradient, _fold_order_switch):
+                while fuser(m):
+                    pass
+    return _on_graph(net, edit, "optimizeForMKLDNN")

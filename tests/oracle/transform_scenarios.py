@@ -87,11 +87,18 @@ def small_nets(pb2):
         "dead_code": [r("X", "Y"), r("X", "Z"), _op(pb2, "Sigmoid", ["Y"], ["W"]), _op(pb2, "Print", ["Z"], []),
                       _op(pb2, "Relu", ["W"], ["W2"]), _op(pb2, "Tanh", ["Z"], ["Z"])],
     }
+    nets["stop_gradient"] = [r("X", "A"), _op(pb2, "StopGradient", ["A"], ["A"]), _op(pb2, "Sigmoid", ["A"], ["B"]),
+                             _op(pb2, "StopGradient", ["B"], ["C"]), _op(pb2, "Tanh", ["C"], ["D"])]
+    nets["order_switch"] = [
+        _op(pb2, "NCHW2NHWC", ["X"], ["Xh"]), _op(pb2, "Int8Quantize", ["Xh"], ["Q"], output_order=3, Y_scale=0.5),
+        _op(pb2, "Int8Relu", ["Q"], ["R"]), _op(pb2, "Int8Dequantize", ["R"], ["Dh"]),
+        _op(pb2, "NHWC2NCHW", ["Dh"], ["Y"]), _op(pb2, "Relu", ["Dh"], ["Z"]),
+        _op(pb2, "NCHW2NHWC", ["Y"], ["Yh"]), _op(pb2, "Int8Quantize", ["Yh"], ["Q2"]), _op(pb2, "Relu", ["Yh"], ["Z2"]),
+        _op(pb2, "NHWC2NCHW", ["X"], ["W"])]
     out = {k: _net(pb2, k, v, ext) for k, v in nets.items()}
     out["dead_code"].external_output.extend(["W", "fake"])
     out["unused_inputs"] = _net(pb2, "u", [r("X", "Y")], ["fake", "X", "Y2"], ["fake2", "Y"])
     out["written_before_read"] = _net(pb2, "wbr", [r("A", "Y"), r("Y", "Z")], ["Y", "A", "A"], ["Z", "Z"])
-    out["fused_away_output"] = _net(pb2, "fo", [c("X", "Y"), r("Y", "Y2")], ext, ["Y"])
     return out
 
 
@@ -152,6 +159,7 @@ def _passes(C, pb2):
                for p in ("AddNNPACK", "FuseNNPACKConvRelu", "DeadCodeElim")}
         res["AddNNPACK+Fuse"] = _try(lambda: _text(pb2, C.transform_fuseNNPACKConvRelu(C.transform_addNNPACK(data))))
         res["roundtrip"] = _try(lambda: _text(pb2, C.transform_optimizeForMKLDNN(data, False)))
+        res["mkldnn_training"] = _try(lambda: _text(pb2, C.transform_optimizeForMKLDNN(data, True)))
         r[name] = res
     return r
 
