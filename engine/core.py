@@ -742,7 +742,7 @@ def SetOpEnginePref(op_type: str, op_engine_pref: dict) -> None:
 
 
 def GlobalInit(args: list[str]) -> None:
-    from engine.capi import global_init
+    from engine.workspace import GlobalInit as global_init
     global_init(args)
 
 

@@ -195,6 +195,19 @@ def _run_bound(b: BoundOp, ws: Any) -> None:
     store_outputs(b, ws, out)
 
 
+#: Caffe2's ``--caffe2_operator_throw_if_fp_exceptions`` (GlobalInit): an op whose float arithmetic
+#: divides by zero, overflows or makes a NaN fails instead of going on (NumPy's errstate "raise").
+THROW_IF_FP_EXCEPTIONS = [False]
+
+
+def set_global_flags(args: list[str]) -> None:
+    """Apply the GlobalInit arguments netviz honours (the others are ignored, as unknown gflags)."""
+    for a in args:
+        name, _, value = a.lstrip("-").partition("=")
+        if name == "caffe2_operator_throw_if_fp_exceptions":
+            THROW_IF_FP_EXCEPTIONS[0] = value.lower() not in ("0", "false", "")
+
+
 def call_kernel(b: BoundOp, ws: Any) -> Any:
     """Call the kernel of `b` on its inputs from `ws`; a plan kernel returns its generator."""
     values = ws.values
@@ -203,6 +216,9 @@ def call_kernel(b: BoundOp, ws: Any) -> Any:
     if b.ctx is not None and b.ctx.workspace is not ws:
         b.ctx = b.kwargs["ctx"] = OpContext(b.op, ws, b.index, b.net_name, b.ctx.force_cpu, b.ctx.state)
     try:
+        if THROW_IF_FP_EXCEPTIONS[0]:
+            with np.errstate(divide="raise", over="raise", invalid="raise"):
+                return b.fn(b.xp, *map(values.__getitem__, b.ins), **b.kwargs)
         return b.fn(b.xp, *map(values.__getitem__, b.ins), **b.kwargs)
     except Exception as e:
         raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)

@@ -585,8 +585,14 @@ GpuDeviceType = caffe2_pb2.CUDA
 NumCudaDevices = NumGpuDevices = C.num_cuda_devices
 GetCUDAVersion, GetCuDNNVersion = C.get_cuda_version, C.get_cudnn_version
 RegisteredOperators = C.registered_operators
-GlobalInit = C.global_init
 operator_tracebacks: dict[str, dict] = {}
+
+
+def GlobalInit(args: list[str]) -> None:
+    """Caffe2's GlobalInit: remembered (engine.capi); the flags netviz honours take effect (engine.executor)."""
+    from engine import executor
+    C.global_init(args)
+    executor.set_global_flags(args)
 
 
 def GetDeviceProperties(device_id: int) -> dict | None:
