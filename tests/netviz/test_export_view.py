@@ -7,13 +7,15 @@ import threading
 from pathlib import Path
 
 import pygraphviz as pgv
+import pytest
 
 from netviz.app import NetvizApp
+from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.session import OpRef, Session
 from netviz.widgets.graph_scene import window_of
 from tests.netviz.tui_nets import chain, write
-from tests.netviz.waiting import asynctest, notified, pick_export, ready, wait_for
+from tests.netviz.waiting import asynctest, notified, pick_export, ready, screen_text, wait_for
 
 N = 1000
 
@@ -100,3 +102,20 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
         await _answer(pilot, "yes")
         await wait_for(pilot, lambda: view_file.read_text() != before, "the overwritten view")
         assert set(_ops(view_file)) == set(window_of(N, 300))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_export_choice_snapshot(snap_compare, tmp_path, size):
+    async def run_before(pilot) -> None:
+        app = pilot.app
+        await ready(pilot)
+        app.main.select(OpRef((), 500))
+        await wait_for(pilot, lambda: app.main.canvas.scene is not None, "the layout")
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the export choice")
+        app.clear_notifications()
+        await pilot.pause()
+        shown = "\n".join(screen_text(app))
+        assert "current view: 200 of 1000 ops as shown" in shown and "whole net: all 1000 ops" in shown, shown
+    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(N))))
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
