@@ -43,6 +43,13 @@ class NativeBlob(CppObject):
     cpp_type: str
     value: object = None
 
+    def blob_proto(self, name: str) -> caffe2_pb2.BlobProto:
+        """Of these Caffe2 serializes only a mutex: its type and no content (layer models'
+        checkpoints hold one per AtomicIter / ReservoirSampling); loading makes a new mutex."""
+        if self.cpp_type != _MUTEX:
+            raise ExecutionError(f"blob '{name}': Caffe2 has no serializer for {self.cpp_type}")
+        return caffe2_pb2.BlobProto(name=name, type=_MUTEX, content=b"")
+
 
 @dataclass(eq=False)
 class StatRegistry(CppObject):
@@ -89,6 +96,9 @@ _MUTEX = "std::unique_ptr<std::mutex>"
 @kernel("CreateMutex")
 def create_mutex(xp):
     return NativeBlob(_MUTEX, threading.Lock())
+
+
+blobio.DESERIALIZERS[_MUTEX] = lambda b: create_mutex(None)
 
 
 def atomic_increment(ctx, it) -> np.ndarray:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
+from engine import blobio
 from engine.gradient_ir import IR, GradientSlice
 from engine.training import FORWARD, split_training_net
-from tests.differential.test_builders import CASES, GOLDEN, _load
+from proto import caffe2_pb2
+from tests.differential.test_builders import CASES, GOLDEN, _load, _run
 
 SPARSE = [c for c in CASES if json.loads((GOLDEN / f"{c}.json").read_text()).get("grad_slices")]
 
@@ -37,3 +40,18 @@ def test_embedding_gradients_are_caffe2s_gradient_slices(name):
         if "in/" + want["indices"] in arrays:
             ids = arrays["in/" + want["indices"]]
             assert arrays["out/" + want["values"]].shape[:ids.ndim] == ids.shape
+
+
+def test_a_trained_layer_model_checkpoints_every_blob():
+    """Save after a training step, as a trainer's checkpoint does: every blob of the workspace
+    serializes (the AtomicIter's mutex as Caffe2 writes one: its type, no content) and loads back."""
+    meta, net, arrays = _load("builders_layers/lr_sgd_adagrad")
+    ws = _run(meta, net, arrays)
+    for name, value in ws.values.items():
+        proto = caffe2_pb2.BlobProto.FromString(blobio.serialize_blob(name, value))
+        back = blobio.deserialize_blob(proto.SerializeToString())[1]
+        if name == "iteration_mutex":
+            assert (proto.type, proto.content) == ("std::unique_ptr<std::mutex>", b"")
+            assert type(back) is type(value) and back.cpp_type == value.cpp_type
+        else:
+            np.testing.assert_array_equal(back, value, err_msg=name)
