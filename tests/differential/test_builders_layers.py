@@ -5,7 +5,7 @@ test_builders.py checks every builders* case (sections, generated backward ops, 
 adds what only these nets have: embedding tables whose gradient is a GradientSlice (the ids
 that were looked up and one gradient row per id), which netviz's backward pass must name as
 Caffe2 does, because the sparse optimizers (SparseAdagrad, RowWiseSparseAdagrad) read exactly
-those two blobs.
+those two blobs; and a trained layer model's workspace (mutex included) checkpoints.
 """
 from __future__ import annotations
 
