@@ -441,23 +441,36 @@ def workspace_transform_exists(name: str) -> bool:
 
 
 def run_transform(name: str, net_def: bytes) -> bytes:
+    """The serialized net after graph pass `name` (RuntimeError for a name that is not one)."""
     from engine.transforms import run_opt_pass
+    if not transform_exists(name):
+        raise ExecutionError(f"Pass doesn't exist: {name}")
     return run_opt_pass(name, _netdef(net_def)).SerializeToString()
 
 
-run_workspace_transform = run_transform  # engine.transforms.run_opt_pass finds the current workspace
+def run_workspace_transform(name: str, net_def: bytes) -> bytes:
+    """The serialized net after workspace pass `name`, which also rewrites current-workspace blobs."""
+    from engine.transforms import run_opt_pass
+    if not workspace_transform_exists(name):
+        raise ExecutionError(f"Pass doesn't exist: {name}")
+    return run_opt_pass(name, _netdef(net_def)).SerializeToString()
 
 
 def transform_addNNPACK(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
+    """``transformations.addNNPACK``: as ``run_transform("AddNNPACK", ...)``."""
     return run_transform("AddNNPACK", net_def)
 
 
 def transform_fuseNNPACKConvRelu(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
+    """``transformations.fuseNNPACKConvRelu``: as ``run_transform("FuseNNPACKConvRelu", ...)``."""
     return run_transform("FuseNNPACKConvRelu", net_def)
 
 
 def transform_fuseConvBN(net_def: bytes) -> bytes:  # noqa: N802 (Caffe2's name)
-    return run_transform("FuseConvBN", net_def)
+    """``transformations.fuseConvBN``: FuseConvBN, the net printed back bare as Caffe2 does here
+    (no name or arguments; external names in graph order, Caffe2's in hash order)."""
+    from engine.transforms import run_opt_pass
+    return run_opt_pass("FuseConvBN", _netdef(net_def), keep_net=False).SerializeToString()
 
 
 def transform_optimizeForMKLDNN(net_def: bytes, training_mode: bool = False) -> bytes:  # noqa: N802
@@ -467,12 +480,14 @@ def transform_optimizeForMKLDNN(net_def: bytes, training_mode: bool = False) -> 
 
 
 def apply_transform(transform_key: str, net_def: bytes) -> bytes:
+    """``workspace.ApplyTransform`` on a serialized net (Caffe2's older transform registry)."""
     from engine import workspace
     return workspace.ApplyTransform(transform_key, _netdef(net_def)).SerializeToString()
 
 
 def apply_transform_if_faster(transform_key: str, net_def: bytes, init_def: bytes, warmup_runs: int,
                               main_runs: int, improvement_threshold: float) -> bytes:
+    """``workspace.ApplyTransformIfFaster`` on serialized nets."""
     from engine import workspace
     return workspace.ApplyTransformIfFaster(transform_key, _netdef(net_def), _netdef(init_def), warmup_runs,
                                             main_runs, improvement_threshold).SerializeToString()
@@ -481,6 +496,7 @@ def apply_transform_if_faster(transform_key: str, net_def: bytes, init_def: byte
 def memonger_compute_blob_recycling_for_dag(net_def: bytes, input_blobs: list, op_indices: list,
                                             shareable_blob_names: Any, namescope: bytes | str,
                                             dont_share_blob_names: Any, blob_shapes: Mapping) -> bytes:
+    """engine.memonger.compute_blob_recycling_for_dag with Caffe2's arguments (bytes names, sets)."""
     from engine import memonger
     return memonger.compute_blob_recycling_for_dag(
         _netdef(net_def), [_str(b) for b in input_blobs], [int(i) for i in op_indices],
@@ -489,5 +505,6 @@ def memonger_compute_blob_recycling_for_dag(net_def: bytes, input_blobs: list, o
 
 
 def memonger_optimize_inference_net(net_def: bytes, static_blobs: list) -> bytes:
+    """engine.memonger.optimize_inference_net with Caffe2's arguments (serialized net, bytes names)."""
     from engine import memonger
     return memonger.optimize_inference_net(_netdef(net_def), [_str(b) for b in static_blobs]).SerializeToString()

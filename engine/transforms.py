@@ -748,8 +748,10 @@ OPT_PASSES: dict[str, Callable[[Any], None]] = {
 WORKSPACE_OPT_PASSES: dict[str, Callable[[Any, Any], None]] = {"FuseConvBN": fuse_conv_bn}
 
 
-def _on_graph(net: caffe2_pb2.NetDef, edit: Callable[[Any], None], what: str) -> caffe2_pb2.NetDef:
-    """`net` turned into Caffe2's graph, changed by `edit`, and printed back (a new NetDef).
+def _on_graph(net: caffe2_pb2.NetDef, edit: Callable[[Any], None], what: str, keep_net: bool = True
+              ) -> caffe2_pb2.NetDef:
+    """`net` turned into Caffe2's graph, changed by `edit`, and printed back (a new NetDef; without
+    `keep_net` a bare one: no name, type or arguments, external names in graph order).
 
     Raises
     ------
@@ -766,12 +768,14 @@ def _on_graph(net: caffe2_pb2.NetDef, edit: Callable[[Any], None], what: str) ->
     if gone:
         raise ExecutionError(f"{net.name or '<net>'}: {what} removed '{gone[0]}', an external input/output "
                              "(Caffe2: A non-tensor node was added to external inputs/outputs of the NNModule)")
-    return to_netdef(m, net)
+    return to_netdef(m, net if keep_net else None)
 
 
-def run_opt_pass(name: str, net: caffe2_pb2.NetDef, workspace: Any = None) -> caffe2_pb2.NetDef:
+def run_opt_pass(name: str, net: caffe2_pb2.NetDef, workspace: Any = None, keep_net: bool = True
+                 ) -> caffe2_pb2.NetDef:
     """The NetDef Caffe2's ``run_transform`` / ``run_workspace_transform`` gives for pass `name`
-    (`workspace`, default the current one, is changed by workspace passes).
+    (`workspace`, default the current one, is changed by workspace passes).  ``keep_net=False``
+    prints a bare NetDef, as Caffe2's ``transform_fuseConvBN`` does (see :func:`_on_graph`).
 
     Raises
     ------
@@ -779,13 +783,13 @@ def run_opt_pass(name: str, net: caffe2_pb2.NetDef, workspace: Any = None) -> ca
         An unknown pass ("Pass doesn't exist"), or see :func:`_on_graph`.
     """
     if name in OPT_PASSES:
-        return _on_graph(net, OPT_PASSES[name], f"pass {name}")
+        return _on_graph(net, OPT_PASSES[name], f"pass {name}", keep_net)
     if name not in WORKSPACE_OPT_PASSES:
         raise ExecutionError(f"Pass doesn't exist: {name} (netviz has {sorted({**OPT_PASSES, **WORKSPACE_OPT_PASSES})})")
     if workspace is None:
         from engine.workspace import current  # noqa: PLC0415
         workspace = current()
-    return _on_graph(net, lambda m: WORKSPACE_OPT_PASSES[name](m, workspace), f"pass {name}")
+    return _on_graph(net, lambda m: WORKSPACE_OPT_PASSES[name](m, workspace), f"pass {name}", keep_net)
 
 
 #: ``output_order`` values (MKL-DNN memory formats) Int8Quantize/Int8Dequantize get when an order

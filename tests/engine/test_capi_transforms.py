@@ -105,6 +105,12 @@ def test_gradient_blob_sharing_matches_caffe2() -> None:
     assert S._grad_memonger(capi, caffe2_pb2, core) == GOLDEN["grad_memonger"]
 
 
+def test_bindings_read_their_own_registry() -> None:
+    """run_transform knows only graph passes, run_workspace_transform only workspace passes;
+    transform_fuseConvBN prints a bare NetDef (no name, no net arguments)."""
+    assert S._bindings(capi, caffe2_pb2, workspace) == GOLDEN["bindings"]
+
+
 def test_unknown_pass_is_a_runtime_error() -> None:
     with pytest.raises(RuntimeError, match="Pass doesn't exist: SinkMaxPool"):
         capi.run_transform("SinkMaxPool", caffe2_pb2.NetDef().SerializeToString())

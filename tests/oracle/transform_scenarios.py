@@ -213,6 +213,30 @@ def _conv_bn(C, pb2, ws, case):
             "before": before.ravel().tolist(), "after": ws.FetchBlob("Z1").ravel().tolist()}
 
 
+def _bindings(C, pb2, ws):
+    """Which registry each binding reads, and ``transform_fuseConvBN``'s bare NetDef (its external
+    names sorted: Caffe2 prints them in pointer-hash order)."""
+    net = _net(pb2, "bn", [_conv(pb2, "X", "Y"), _op(pb2, "SpatialBN", ["Y", "s", "o", "m", "v"], ["Z"], is_test=1),
+                           _relu(pb2, "Z", "R")], ["X", "w", "b", "s", "o", "m", "v"], ["R"])
+    net.arg.add(name="keep", i=1)
+    data = net.SerializeToString()
+    ws.ResetWorkspace()
+    for b, shape in (("X", (1, 2, 5, 5)), ("w", (2, 2, 3, 3)), ("b", (2,)), ("s", (2,)), ("o", (2,)), ("m", (2,)),
+                     ("v", (2,))):
+        ws.FeedBlob(b, np.ones(shape, dtype=np.float32))
+    r = {"%s(%s)" % (f, p): _try(lambda f=f, p=p: len(pb2.NetDef.FromString(getattr(C, f)(p, data)).op))
+         for f in ("run_transform", "run_workspace_transform") for p in ("AddNNPACK", "FuseConvBN")}
+    ws.ResetWorkspace()
+    for b, shape in (("w", (2, 2, 3, 3)), ("b", (2,)), ("s", (2,)), ("o", (2,)), ("m", (2,)), ("v", (2,))):
+        ws.FeedBlob(b, np.ones(shape, dtype=np.float32))
+    bare = pb2.NetDef.FromString(C.transform_fuseConvBN(data))
+    r["fuseConvBN_externals"] = [sorted(bare.external_input), sorted(bare.external_output)]
+    del bare.external_input[:]
+    del bare.external_output[:]
+    r["fuseConvBN"] = text_format.MessageToString(bare, as_one_line=True)
+    return r
+
+
 def canonical_shared(net):
     """`net` (a NetDef, changed in place) with ``[scope]__m<k>_shared`` renumbered by first appearance."""
     seen = {}
@@ -304,7 +328,7 @@ def _zoo_net(C, pb2, path):
 
 def run(C, pb2, ws, core, zoo):
     """Every scenario's result (JSON-able); zoo nets only when `zoo` is a folder."""
-    out = {"grad_memonger": _grad_memonger(C, pb2, core), "exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
+    out = {"grad_memonger": _grad_memonger(C, pb2, core), "bindings": _bindings(C, pb2, ws), "exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
            "passes": _passes(C, pb2), "apply_transform": _apply_transforms(C, pb2), "conv_bn": {c[0]: _conv_bn(C, pb2, ws, c) for c in CONV_BN_CASES},
            "zoo": {}}
     for path in sorted(glob.glob(os.path.join(zoo, "*", "*.pbtxt"))):
