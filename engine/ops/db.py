@@ -271,7 +271,7 @@ class DBReader(CppObject):
     pos: int = 0
     cpp_type = "caffe2::db::DBReader"
 
-    def read(self) -> tuple[str, bytes]:
+    def read(self, ctx=None) -> tuple[str, bytes]:
         if not self.records:
             raise ExecutionError(f"db {self.source} is empty")
         rec = self.records[self.pos]
@@ -289,30 +289,36 @@ def create_db(xp, *, ctx, db: str = "", db_type: str = "", num_shards: int = 1, 
 
 @dataclass(eq=False)
 class QueueDBReader(CppObject):
-    """Caffe2's BlobsQueueDB: a DB whose next record is dequeued from a blobs queue."""
+    """Caffe2's BlobsQueueDB: a DB whose next record is dequeued from a blobs queue (waiting for
+    one, at most `timeout_secs` when > 0)."""
 
     queue: object
     key_index: int = -1
     value_index: int = 0
+    timeout_secs: float = 0.0
     cpp_type = "std::unique_ptr<caffe2::db::DBReader>"
 
-    def read(self) -> tuple[str, bytes]:
-        if not self.queue.records:
-            raise ExecutionError("the queue behind the DB is empty: in one process this would wait forever")
-        rec = self.queue.records.pop(0)
+    def read(self, ctx=None) -> tuple[str, bytes]:
+        rec = self.queue.read(ctx, self.timeout_secs if self.timeout_secs > 0 else None)
+        if rec is None:
+            raise ExecutionError(f"{_where(ctx)}: the blobs queue behind the DB is closed and empty (or timed out)")
         key = rec[self.key_index] if self.key_index >= 0 else b""
-        value = rec[self.value_index]
-        value = value if isinstance(value, bytes) else bytes(np.asarray(value).reshape(-1)[0])
+        value = _bytes(rec[self.value_index])
         return (key.decode() if isinstance(key, bytes) else str(key)), value
 
+
+def _bytes(value) -> bytes:
+    """A record's value: a string blob, or the first element of a string tensor."""
+    value = value if isinstance(value, (bytes, str)) else np.asarray(value).reshape(-1)[0]
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
 
 
 @kernel("CreateBlobsQueueDB", needs_context=True)
 def create_blobs_queue_db(xp, queue, *, ctx, key_blob_index: int = -1, value_blob_index: int = 0,
                           timeout_secs: float = 0.0):
-    if not hasattr(queue, "records"):
+    if not hasattr(queue, "read"):
         raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not a blobs queue")
-    return QueueDBReader(queue, int(key_blob_index), int(value_blob_index))
+    return QueueDBReader(queue, int(key_blob_index), int(value_blob_index), float(timeout_secs))
 
 
 @kernel("TensorProtosDBInput", needs_context=True)
@@ -322,7 +328,7 @@ def tensor_protos_db_input(xp, reader, *, ctx, batch_size: int = 0):
         raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not a DB reader")
     items = []
     for _ in range(max(batch_size, 1)):
-        protos = caffe2_pb2.TensorProtos.FromString(reader.read()[1]).protos
+        protos = caffe2_pb2.TensorProtos.FromString(reader.read(ctx)[1]).protos
         if len(protos) != len(ctx.op.output):
             raise ExecutionError(f"{_where(ctx)}: a record holds {len(protos)} tensors for "
                                  f"{len(ctx.op.output)} outputs")
