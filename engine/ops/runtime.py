@@ -10,6 +10,7 @@ holds its mutex.  Counters, indexes and maps serialize as Caffe2's C++ serialize
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -59,13 +60,15 @@ class StatRegistry(CppObject):
     cpp_type = "std::unique_ptr<caffe2::StatRegistry>"
 
     def add(self, key: str, value: int) -> None:
-        self.stats[key] = self.stats.get(key, 0) + int(value)
+        with _STATE_LOCK:
+            self.stats[key] = self.stats.get(key, 0) + int(value)
 
     def export(self, reset: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        keys = np.array([k.encode() for k in self.stats], dtype=object)
-        values = np.array(list(self.stats.values()), dtype=np.int64)
-        if reset:
-            self.stats = dict.fromkeys(self.stats, 0)
+        with _STATE_LOCK:
+            keys = np.array([k.encode() for k in self.stats], dtype=object)
+            values = np.array(list(self.stats.values()), dtype=np.int64)
+            if reset:
+                self.stats = dict.fromkeys(self.stats, 0)
         stamp = time.time_ns()
         return keys, values, np.full(len(keys), stamp, dtype=np.int64)
 
@@ -86,6 +89,19 @@ def _native(ctx, blob, cpp_type: str) -> NativeBlob:
     if not isinstance(blob, NativeBlob) or blob.cpp_type != cpp_type:
         raise ExecutionError(f"{_where(ctx)}: input blob '{ctx.op.input[0]}' is not a {cpp_type}")
     return blob
+
+
+_STATE_LOCK = threading.RLock()
+
+
+def _serialized(fn):
+    """A kernel that read-modify-writes a shared C++ object (counter, cursor, stats) runs under one
+    lock: Caffe2 guards each with a mutex, so threads never interleave their updates."""
+    @functools.wraps(fn)
+    def locked(*args, **kwargs):
+        with _STATE_LOCK:
+            return fn(*args, **kwargs)
+    return locked
 
 
 # ---- kernels ----
@@ -158,6 +174,7 @@ def create_counter(xp, *, init_count: int = 0):
 
 
 @kernel("CountDown", needs_context=True)
+@_serialized
 def count_down(xp, counter, *, ctx):
     # NOTE: done once the count was already <= 0 before this decrement (it keeps going negative).
     c = _native(ctx, counter, _COUNTER)
@@ -166,6 +183,7 @@ def count_down(xp, counter, *, ctx):
 
 
 @kernel("CountUp", needs_context=True)
+@_serialized
 def count_up(xp, counter, *, ctx):
     c = _native(ctx, counter, _COUNTER)
     c.value += 1
@@ -183,6 +201,7 @@ def retrieve_count(xp, counter, *, ctx):
 
 
 @kernel("ResetCounter", needs_context=True)
+@_serialized
 def reset_counter(xp, counter, *, ctx, init_count: int = 0):
     c = _native(ctx, counter, _COUNTER)
     old, c.value = c.value, int(init_count)
@@ -919,6 +938,7 @@ def _slices(data, dom, start, sizes):
 
 
 @kernel("ReadNextBatch", needs_context=True)
+@_serialized
 def read_next_batch(xp, cursor, *data, ctx, batch_size: int = 1, enforce_batch_size: bool = False):
     """The next `batch_size` top-level records of every field (empty slices once the data ends)."""
     dom, _ = _domains(cursor.fields)
@@ -931,6 +951,7 @@ def read_next_batch(xp, cursor, *data, ctx, batch_size: int = 1, enforce_batch_s
 
 
 @kernel("ResetCursor")
+@_serialized
 def reset_cursor(xp, cursor):
     cursor.offsets = []
     return ()
@@ -1030,6 +1051,7 @@ def sort_and_shuffle(xp, cursor, *data, ctx, sort_by_field_idx: int = 1, batch_s
 
 
 @kernel("ReadRandomBatch", needs_context=True)
+@_serialized
 def read_random_batch(xp, cursor, idx, offsets, *data, ctx, batch_size: int = 1, enforce_batch_size: bool = False,
                       loop_over: bool = False):
     """The records named by `idx[cursor: cursor + batch_size]` (offsets from ComputeOffset), concatenated."""
