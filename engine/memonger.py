@@ -264,7 +264,7 @@ class _DagRecycler:
                 arg.n.CopyFrom(self.rename(arg.n))
             else:
                 step = text_format.Parse(arg.s.decode() if isinstance(arg.s, bytes) else arg.s, caffe2_pb2.NetDef())
-                arg.s = text_format.MessageToString(self.rename(step)).encode()
+                arg.s = text_format.MessageToString(self.rename(step), as_one_line=True).encode()  # Caffe2's text
         for b in [*op.input, *op.output]:
             if self.actual(b) != b:
                 op.arg.add(name=f"{b}.rename", s=self.actual(b).encode())

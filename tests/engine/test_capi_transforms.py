@@ -105,6 +105,11 @@ def test_gradient_blob_sharing_matches_caffe2() -> None:
     assert S._grad_memonger(capi, caffe2_pb2, core) == GOLDEN["grad_memonger"]
 
 
+def test_memonger_renames_inside_rnn_and_async_if_as_caffe2() -> None:
+    """Step nets (text and NetDef), ``<blob>.rename`` links and AsyncIf branches: Caffe2's text."""
+    assert S._subnet_memonger(capi, caffe2_pb2) == GOLDEN["subnet_memonger"]
+
+
 def test_bindings_read_their_own_registry() -> None:
     """run_transform knows only graph passes, run_workspace_transform only workspace passes;
     transform_fuseConvBN prints a bare NetDef (no name, no net arguments)."""

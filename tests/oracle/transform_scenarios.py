@@ -308,6 +308,25 @@ def _grad_memonger(C, pb2, core):
     return r
 
 
+def _subnet_memonger(C, pb2):
+    """DAG memonger over ops holding nets: a RecurrentNetwork (step net as text and as a NetDef)
+    and an AsyncIf get their inner nets renamed and ``<blob>.rename`` links."""
+    step = _net(pb2, "step", [_relu(pb2, "A", "R"), _relu(pb2, "Z", "q")], ["A", "Z"], ["R"])
+    rnn = _op(pb2, "RecurrentNetwork", ["A", "Z"], ["R", "R_last"], step_net=text_format.MessageToString(step))
+    rnn.arg.add(name="backward_step_net").n.CopyFrom(step)
+    branch = _net(pb2, "then", [_relu(pb2, "B", "C")], ["B"], ["C"])
+    async_if = _op(pb2, "AsyncIf", ["cond", "B"], ["C"])
+    async_if.arg.add(name="then_net").n.CopyFrom(branch)
+    async_if.arg.add(name="else_net").n.CopyFrom(branch)
+    ops = [_relu(pb2, "X", "Z"), _relu(pb2, "Z", "A"), rnn, _relu(pb2, "R", "B"), async_if, _relu(pb2, "C", "Y")]
+    net = _net(pb2, "sub", ops, ["X", "cond"], ["Y"])
+    out = C.memonger_compute_blob_recycling_for_dag(net.SerializeToString(), [b"X"], list(range(len(ops))),
+                                                    {b"Z", b"A", b"R", b"B", b"C"}, b"", set(), {})
+    text = text_format.MessageToString(pb2.NetDef.FromString(out), as_one_line=True)
+    seen = {}
+    return re.sub(r"__m\d+_shared", lambda m: seen.setdefault(m.group(0), "__s%d" % len(seen)), text)
+
+
 def _zoo_net(C, pb2, path):
     net = pb2.NetDef()
     with open(path) as f:
@@ -328,7 +347,7 @@ def _zoo_net(C, pb2, path):
 
 def run(C, pb2, ws, core, zoo):
     """Every scenario's result (JSON-able); zoo nets only when `zoo` is a folder."""
-    out = {"grad_memonger": _grad_memonger(C, pb2, core), "bindings": _bindings(C, pb2, ws), "exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
+    out = {"grad_memonger": _grad_memonger(C, pb2, core), "subnet_memonger": _subnet_memonger(C, pb2), "bindings": _bindings(C, pb2, ws), "exists": {n: [bool(C.transform_exists(n)), bool(C.workspace_transform_exists(n))] for n in NAMES},
            "passes": _passes(C, pb2), "apply_transform": _apply_transforms(C, pb2), "conv_bn": {c[0]: _conv_bn(C, pb2, ws, c) for c in CONV_BN_CASES},
            "zoo": {}}
     for path in sorted(glob.glob(os.path.join(zoo, "*", "*.pbtxt"))):
