@@ -11,7 +11,7 @@ from engine.errors import ExecutionError
 from engine.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import FLOAT, INT32, TensorInfo, dims, same_as
+from engine.shapes import FLOAT, INT32, TensorInfo, dim_op, dims, same_as
 
 # ---- kernels ----
 
@@ -560,9 +560,9 @@ def lambda_rank_ndcg_gradient(xp, y, session_lengths, dy_cache, dloss):
     return (dy_cache * dloss.reshape(-1)[xp.asarray(session)]).astype(np.float32)
 
 
-def _ctc_beam(probs, beam_width, prune):
+def _ctc_beam(probs, beam_width, prune, num_candidates=1):
     """Prefix beam search over (T, C) step probabilities (blank = 0), float32 like Caffe2; returns the
-    best prefix and its probability. Prefix sets iterate in sorted order and equal scores keep that
+    best `num_candidates` (prefix, probability) pairs of the last step's ranking (fewer if it has fewer). Prefix sets iterate in sorted order and equal scores keep that
     order, as Caffe2's std::set / std::multimap do."""
     f = np.float32
     pb, pnb = {(): f(1)}, {(): f(0)}
@@ -591,12 +591,14 @@ def _ctc_beam(probs, beam_width, prune):
         ranked = sorted(sorted(total.items()), key=lambda kv: -kv[1])  # NOTE: stable: ties by prefix order
         prev = sorted(k for k, _ in ranked[:beam_width])
         pb, pnb = nb, nnb
-    return (ranked[0] if ranked else ((), f(0)))
+    return ranked[:num_candidates] if ranked else [((), f(0))]  # NOTE: may reach past the beam, as Caffe2
 
 
 @kernel("CTCBeamSearchDecoder", needs_context=True)
-def ctc_beam_search_decoder(xp, inputs, seq_len=None, *, ctx, beam_width: int = 10, prune_threshold: float = 0.001):
-    # NOTE: outputs (lengths (N,), decoded classes concatenated, probability of each best sequence);
+def ctc_beam_search_decoder(xp, inputs, seq_len=None, *, ctx, beam_width: int = 10, prune_threshold: float = 0.001,
+                            num_candidates: int = 1):
+    # NOTE: outputs (lengths (N * num_candidates,), decoded classes concatenated, probability of each
+    # candidate); a sample with fewer candidates leaves length 0 and probability 0 in its other slots.
     # Caffe2 1.10 writes the third output unconditionally, so an op declaring two fails there too.
     if len(ctx.op.output) < 3:
         raise ExecutionError("CTCBeamSearchDecoder: Caffe2 1.10 writes a third output (the probabilities); "
@@ -604,10 +606,14 @@ def ctc_beam_search_decoder(xp, inputs, seq_len=None, *, ctx, beam_width: int = 
     x = dev.to_host(inputs)
     t_max, n = x.shape[:2]
     lens = np.full(n, t_max) if seq_len is None else dev.to_host(seq_len).reshape(-1)
-    best = [_ctc_beam(x[:int(lens[i]), i], int(beam_width), np.float32(prune_threshold)) for i in range(n)]
-    values = np.array([c for seq, _ in best for c in seq], dtype=np.int32)
-    return (xp.asarray(np.array([len(seq) for seq, _ in best], np.int32)), xp.asarray(values),
-            xp.asarray(np.array([p for _, p in best], np.float32)))
+    k = int(num_candidates)
+    found = [_ctc_beam(x[:int(lens[i]), i], int(beam_width), np.float32(prune_threshold), k) for i in range(n)]
+    lengths, probs = np.zeros((n, k), np.int32), np.zeros((n, k), np.float32)
+    for i, cands in enumerate(found):
+        lengths[i, :len(cands)] = [len(seq) for seq, _ in cands]
+        probs[i, :len(cands)] = [p for _, p in cands]
+    values = np.array([c for cands in found for seq, _ in cands for c in seq], dtype=np.int32)
+    return xp.asarray(lengths.reshape(-1)), xp.asarray(values), xp.asarray(probs.reshape(-1))
 
 
 # ---- gradients ----
@@ -712,5 +718,6 @@ shape("SoftmaxFocalLoss")(lambda x, *_: (TensorInfo((), FLOAT), TensorInfo(
 shape("CTCGreedyDecoder")(lambda x, *_: (TensorInfo(dims(x)[1:2], INT32), TensorInfo((None,), INT32)))
 shape("LambdaRankNdcg")(lambda y, r, lens, **_: (TensorInfo(dims(lens)[:1], FLOAT), TensorInfo(dims(y)[:1], FLOAT)))
 shape("LambdaRankNdcgGradient")(same_as(2))
-shape("CTCBeamSearchDecoder")(lambda x, *_, beam_width=10, prune_threshold=0.001: (
-    TensorInfo(dims(x)[1:2], INT32), TensorInfo((None,), INT32), TensorInfo(dims(x)[1:2], FLOAT)))
+shape("CTCBeamSearchDecoder")(lambda x, *_, num_candidates=1: (
+    TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), INT32), TensorInfo((None,), INT32),
+    TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), FLOAT)))

@@ -94,7 +94,9 @@ def cases():
                                             "S": np.array([4, 3, 2], "i4")}, ["loss", "dY"], args, grad=True)
 
     for tag, ins, args, outs in (("", {}, {}, 3), ("lengths", {"L": np.array([5, 2, 0], "i4")}, dict(beam_width=3), 3),
-                                 ("prune", {}, dict(beam_width=2, prune_threshold=0.2), 3), ("two_outputs", {}, {}, 2)):
+                                 ("prune", {}, dict(beam_width=2, prune_threshold=0.2), 3), ("two_outputs", {}, {}, 2),
+                                 ("candidates", {"L": np.array([5, 1, 0], "i4")}, dict(beam_width=3, num_candidates=3), 3),
+                                 ("candidates_over_beam", {}, dict(beam_width=2, num_candidates=3), 3)):
         name = "CTCBeamSearchDecoder" + ("_" + tag if tag else "")
         r = rng_for(name)
         e = np.exp(r.randn(5, 3, 4) * 2)
