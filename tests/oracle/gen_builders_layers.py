@@ -236,6 +236,37 @@ def _multitask_model(rng):
     return model, feeds, [p1(), p2()]
 
 
+def _sampled_model(rng):
+    """Candidate retrieval trained with a sampled softmax: two id lists merged by MergeIdLists and
+    pooled, an id-score list pooled by RecencyWeighted, dense features; SamplingTrain's FC over
+    the sampled classes (Gather of its weight rows: a GradientSlice, updated by SparseAdam as the
+    embedding table by SparseAdagrad) with the log sampling probability subtracted;
+    BatchSoftmaxLoss on the position of the true class among the samples."""
+    feat = schema.Struct(("dense", schema.Scalar((np.float32, (3,)))), ("a", _id_list(9)), ("b", _id_list(14)),
+                         ("recent", _id_score_list(6)))
+    extra = schema.Struct(("label", schema.Scalar(np.int32)), ("sampled", schema.Scalar((np.int32, (5,)))),
+                          ("sampled_prob", schema.Scalar((np.float32, (5,)))))
+    model = layer_model_helper.LayerModelHelper("sampled", input_feature_schema=feat, trainer_extra_schema=extra)
+    model.default_optimizer = optimizer.AdamOptimizer(alpha=0.05)
+    f, y = model.input_feature_schema, model.trainer_extra_schema
+    merged = model.MergeIdLists(schema.Tuple(f.a, f.b))
+    pooled = [model.SparseLookup(merged, [3], "Sum", weight_optim=optimizer.AdagradOptimizer(alpha=0.1)),
+              model.SparseLookup(f.recent, [3], "RecencyWeighted"), f.dense]
+    user = model.Relu(model.FC(model.Concat(schema.Struct(*[("f%d" % i, p) for i, p in enumerate(pooled)])), 4), 1)
+    logits = model.SamplingTrain(schema.Struct(("input", user), ("indices", y.sampled),
+                                               ("sampling_prob", y.sampled_prob)), "FC", 20)
+    loss = model.BatchSoftmaxLoss(schema.Struct(("label", y.label), ("prediction", logits)))
+    model.output_schema = schema.Struct(("logits", logits))
+    model.add_loss(loss.loss)
+    feeds = {"dense": rng.randn(B, 3).astype(np.float32), "label": rng.randint(0, 5, size=B).astype(np.int32),
+             "sampled": np.array([3, 17, 8, 0, 11], np.int32),
+             "sampled_prob": rng.uniform(0.05, 0.3, size=5).astype(np.float32)}
+    feeds.update(_sparse_feeds(rng, f.a.field_blobs(), 9, [1, 2, 0, 2]))
+    feeds.update(_sparse_feeds(rng, f.b.field_blobs(), 14, [2, 1, 1, 3]))
+    feeds.update(_sparse_feeds(rng, f.recent.field_blobs(), 6, [2, 1, 3, 1], scored=True))
+    return model, feeds, [logits()]
+
+
 MODELS = {"lr_sgd_adagrad": (_lr_model, "LayerModelHelper: dense FC + id list (SparseLookup Sum) + id-score "
                              "list (WeightedSum), ReLU FC tower, logit * add_global_constant, BatchLRLoss; "
                              "SGD dense, SparseAdagrad embeddings"),
@@ -247,7 +278,10 @@ MODELS = {"lr_sgd_adagrad": (_lr_model, "LayerModelHelper: dense FC + id list (S
                               "with weight decay dense, SparseAdam + SparseFtrl embeddings"),
           "multitask_reg": (_multitask_model, "LayerModelHelper: SparseFeatureHash + SparseLookup with a SparseL2Norm "
                             "regularizer, FC with an L1Norm regularizer, BatchMSELoss + BatchHuberLoss heads (two "
-                            "losses); momentum SGD dense, Adagrad embeddings")}
+                            "losses); momentum SGD dense, Adagrad embeddings"),
+          "sampled_softmax": (_sampled_model, "LayerModelHelper: MergeIdLists + SparseLookup Sum, RecencyWeighted "
+                              "pooling, SamplingTrain FC over sampled classes, BatchSoftmaxLoss; Adam dense, "
+                              "SparseAdam for the sampled FC's rows, SparseAdagrad embeddings")}
 
 
 def record_model(name, build, note):
