@@ -811,8 +811,10 @@ def send_receive(xp, *xs, ctx, **_):
     raise ExecutionError(f"{_where(ctx)}: {ctx.op.type} needs a peer process; netviz runs a world of one")
 
 
-# -- stores (a key-value store shared by the processes of a job; here, by the nets of this one) --
+# -- stores (a key-value store shared by the processes of a job; here, by the threads of this one) --
 _STORES: dict[str, dict] = {}
+_STORE_CHANGED = threading.Condition()
+"""Notified on every StoreSet/StoreAdd: StoreGet/StoreWait block until their keys are there."""
 
 
 @dataclass(eq=False)
@@ -825,6 +827,12 @@ class StoreHandler(CppObject):
     def data(self) -> dict:
         return _STORES.setdefault(f"{self.path}/{self.prefix}", {})
 
+    def wait_for(self, ctx, keys: list[str]) -> None:
+        """Block (holding _STORE_CHANGED) until every key is set by another thread."""
+        blocking.wait_until(_STORE_CHANGED, lambda: all(k in self.data for k in keys), stop=lambda: False,
+                            timeout=None, deadlock=lambda: _would_block(
+                                ctx, f"keys {[k for k in keys if k not in self.data]} are not in the store"))
+
 
 @kernel("FileStoreHandlerCreate")
 def file_store_handler_create(xp, *, path: str = "", prefix: str = ""):
@@ -833,31 +841,34 @@ def file_store_handler_create(xp, *, path: str = "", prefix: str = ""):
 
 @kernel("StoreSet", needs_context=True)
 def store_set(xp, h, value, *, ctx, blob_name: str = ""):
-    h.data[blob_name or ctx.op.input[1]] = value.copy() if hasattr(value, "copy") else value
+    with _STORE_CHANGED:
+        h.data[blob_name or ctx.op.input[1]] = value.copy() if hasattr(value, "copy") else value
+        blocking.notify_all(_STORE_CHANGED)
     return ()
 
 
 @kernel("StoreGet", needs_context=True)
 def store_get(xp, h, *, ctx, blob_name: str = ""):
     key = blob_name or ctx.op.output[0]
-    if key not in h.data:
-        raise _would_block(ctx, f"key '{key}' is not in the store")
-    return h.data[key]
+    with _STORE_CHANGED:
+        h.wait_for(ctx, [key])
+        return h.data[key]
 
 
 @kernel("StoreAdd", needs_context=True)
 def store_add(xp, h, *, ctx, blob_name: str = "", add_value: int = 1):
-    h.data[blob_name] = int(h.data.get(blob_name, 0)) + int(add_value)
-    return np.array(h.data[blob_name], np.int64)
+    with _STORE_CHANGED:
+        h.data[blob_name] = int(h.data.get(blob_name, 0)) + int(add_value)
+        blocking.notify_all(_STORE_CHANGED)
+        return np.array(h.data[blob_name], np.int64)
 
 
 @kernel("StoreWait", needs_context=True)
 def store_wait(xp, h, *names, ctx, blob_names: list = ()):
     want = [n.decode() if isinstance(n, bytes) else str(n) for n in (np.asarray(names[0]).reshape(-1) if names
                                                                      else blob_names)]
-    missing = [n for n in want if n not in h.data]
-    if missing:
-        raise _would_block(ctx, f"keys {missing} are not in the store")
+    with _STORE_CHANGED:
+        h.wait_for(ctx, want)
     return ()
 
 

@@ -228,3 +228,16 @@ def test_rebatching_queue_splits_a_batch_bigger_than_its_capacity_across_a_consu
     assert box == [None] and rows + ws.values["y"].tolist() == np.arange(10).reshape(5, 2).tolist()
     with pytest.raises(ExecutionError, match="closed and empty"):
         _op(ws, "DequeueRebatchingQueue", ["q"], ["y"], num_elements=2)
+
+
+def test_store_get_waits_for_another_thread_to_set_the_key():
+    ws = Workspace("t")
+    _op(ws, "FileStoreHandlerCreate", [], ["h"], path="/tmp/netviz-test-store", prefix="threads")
+    with pytest.raises(ExecutionError, match=r"keys \['never'\] are not in the store.*would wait forever"):
+        _op(ws, "StoreGet", ["h"], ["v"], blob_name="never")
+    t, box = _in_thread(lambda: _op(ws, "StoreGet", ["h"], ["v"], blob_name="late"))
+    time.sleep(0.1)
+    ws.feed_blob("x", np.array([3], np.int32))
+    _op(ws, "StoreSet", ["h", "x"], [], blob_name="late")
+    _joined(t)
+    assert box == [None] and ws.values["v"].tolist() == [3]
