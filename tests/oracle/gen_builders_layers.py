@@ -1,7 +1,8 @@
 """Recommendation nets built with Caffe2's layer_model_helper (kind "builder", folder
 builders_layers/): LayerModelHelpers over schemas of dense float features and sparse id-list /
 id-score-list features, SparseLookup embeddings (Sum, Mean, Sqrt, Max, LogSumExp, WeightedSum,
-PositionWeighted; SparseFeatureHash), FC towers with BatchNormalization / LayerNormalization,
+PositionWeighted, RecencyWeighted; SparseFeatureHash, MergeIdLists), FC towers with
+BatchNormalization / LayerNormalization, a sampled softmax (SamplingTrain),
 BatchLRLoss / BatchSigmoidCrossEntropyLoss / BatchSoftmaxLoss / BatchMSELoss + BatchHuberLoss,
 regularizers, a global constant, and per-parameter optimizers (SparseAdagrad, RowWiseSparseAdagrad,
 SparseAdam, SparseFtrl for embeddings; SGD, momentum SGD, Adam, Adagrad with weight decay for the
