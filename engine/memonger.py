@@ -14,10 +14,11 @@ as plain functions over NetDefs (``engine.capi`` wraps them in Caffe2's byte-lev
 Both check every op against Caffe2's schema first (``SchemaError``, a RuntimeError, as
 Caffe2's ``run_schema_check``).
 
-NOTE: where Caffe2 iterates a hash container the result depends on the C++ library's hashing;
-netviz uses first-appearance order there (which recycled blob gets which ``__m<k>_shared``
-number, and in the linear scan which of several blobs freed by one op is reused first).  The
-sharing structure follows the same rules; values computed by the net are the same.
+Where Caffe2 iterates a C++ hash container of blob names (which recycled blob gets which
+``__m<k>_shared`` number; in the linear scan, which of the blobs one op frees is reused first)
+the order is libstdc++'s, which :func:`std_unordered_order` reproduces (``std::hash`` of a
+string and the prime rehash policy of the GCC that built the torch 1.10.2 wheel), so the nets
+come out byte for byte as Caffe2's.
 """
 from __future__ import annotations
 
@@ -31,7 +32,109 @@ from engine.catalogue.schema import NOT_CAFFE2, violations
 from engine.errors import ExecutionError, SchemaError
 from proto import caffe2_pb2
 
-__all__ = ["optimize_inference_net", "compute_blob_recycling_for_dag", "run_schema_check"]
+__all__ = ["optimize_inference_net", "compute_blob_recycling_for_dag", "run_schema_check", "std_unordered_order"]
+
+
+# ---- libstdc++ hash order ----
+
+_M64 = (1 << 64) - 1
+_MUL = 0xC6A4A7935BD1E995
+_SEED = 0xC70F6907
+#: libstdc++'s bucket counts: small sizes, then its prime list (as far as a net's blob count needs).
+_FAST_BUCKETS = (2, 2, 2, 3, 5, 5, 7, 7, 11, 11, 11, 11, 13, 13)
+_PRIMES = (17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97, 103, 109, 113, 127, 137,
+           139, 149, 157, 167, 179, 193, 199, 211, 227, 241, 257, 277, 293, 313, 337, 359, 383, 409, 439, 467,
+           503, 541, 577, 619, 661, 709, 761, 823, 887, 953, 1031, 1109, 1193, 1289, 1381, 1493, 1613, 1741,
+           1879, 2029, 2179, 2357, 2549, 2753, 2971, 3209, 3469, 3739, 4027, 4349, 4703, 5087, 5503, 5953,
+           6427, 6949, 7517, 8123, 8783, 9497, 10273, 11113, 12011, 12983, 14033, 15173, 16411, 17749, 19183,
+           20753, 22447, 24281, 26267, 28411, 30727, 33223, 35933, 38873, 42043, 45481, 49201, 53201, 57557,
+           62233, 67307, 72817, 78779, 85229, 92203, 99733, 107897, 116731, 126271, 136607, 147793, 159871,
+           172933, 187091, 202409, 218971, 236897, 256279, 277261, 299951, 324503, 351061, 379787, 410857,
+           444487, 480881, 520241, 562841, 608903, 658753, 712697, 771049, 834181, 902483, 976369)
+
+
+def _std_hash(name: str) -> int:
+    """``std::hash<std::string>`` of libstdc++ on 64-bit Linux (``_Hash_bytes``, a MurmurHash2 variant)."""
+    data = name.encode()
+    n, aligned = len(data), len(data) & ~7
+    h = (_SEED ^ (n * _MUL)) & _M64
+    for i in range(0, aligned, 8):
+        d = (int.from_bytes(data[i:i + 8], "little") * _MUL) & _M64
+        h = ((h ^ ((d ^ (d >> 47)) * _MUL & _M64)) * _MUL) & _M64
+    if n & 7:
+        h = ((h ^ int.from_bytes(data[aligned:], "little")) * _MUL) & _M64
+    h = ((h ^ (h >> 47)) * _MUL) & _M64
+    return h ^ (h >> 47)
+
+
+def std_unordered_order(keys: Iterable[str]) -> list[str]:
+    """The iteration order of a libstdc++ ``std::unordered_set<std::string>`` (or map) filled by
+    inserting `keys` in order (repeats ignored) into a default-constructed container.
+
+    The nodes form one list; a new key goes first in its bucket's run, or at the list's head
+    when its bucket is empty; a rehash (at 1 element to 13 buckets, then when the count passes
+    the bucket count, to the next prime at least twice as many) relinks the nodes in list order.
+    """
+    head: list[str | None] = [None]  # the node after "before begin"
+    nxt: dict[str, str | None] = {}
+    codes: dict[str, int] = {}
+    before: list[str | None | bool] = [None]  # per bucket: the node before its run (True: before-begin)
+    limit = 0
+
+    def link_first(key: str, b: int) -> None:
+        """Caffe2's container inserting `key` as the first node of bucket `b` (or of the list)."""
+        if before[b] is not None:
+            prev = before[b]
+            if prev is True:
+                nxt[key], head[0] = head[0], key
+            else:
+                nxt[key], nxt[prev] = nxt[prev], key
+        else:
+            nxt[key], head[0] = head[0], key
+            if nxt[key] is not None:
+                before[codes[nxt[key]] % len(before)] = key
+            before[b] = True
+
+    def rehash(n: int) -> None:
+        node, head[0] = head[0], None
+        before[:] = [None] * n
+        begin_bucket = 0
+        while node is not None:
+            following, b = nxt[node], codes[node] % n
+            if before[b] is None:
+                nxt[node], head[0] = head[0], node
+                before[b] = True
+                if nxt[node] is not None:
+                    before[begin_bucket] = node
+                begin_bucket = b
+            else:
+                prev = before[b]
+                if prev is True:
+                    nxt[node], head[0] = head[0], node
+                else:
+                    nxt[node], nxt[prev] = nxt[prev], node
+            node = following
+
+    for key in keys:
+        if key in codes:
+            continue
+        count = len(codes) + 1
+        if count > limit:  # the prime rehash policy (max load factor 1)
+            want = max(count, 11 if not limit else 0)
+            if want >= len(before):
+                n = max(want + 1, 2 * len(before))
+                n = _FAST_BUCKETS[n] if n < len(_FAST_BUCKETS) else next(p for p in _PRIMES if p >= n)
+                limit = n
+                rehash(n)
+            else:
+                limit = len(before)
+        codes[key] = _std_hash(key)
+        link_first(key, codes[key] % len(before))
+    out, node = [], head[0]
+    while node is not None:
+        out.append(node)
+        node = nxt[node]
+    return out
 
 
 def run_schema_check(net: caffe2_pb2.NetDef) -> None:
@@ -95,7 +198,7 @@ def optimize_inference_net(net: caffe2_pb2.NetDef, static_blobs: Iterable[str]) 
         for b in op.output:
             if free and first.get(b) == i:
                 mapping[b] = free.pop()
-        free.extend(freed)
+        free.extend(std_unordered_order(freed))  # NOTE: Caffe2 collects them in a hash set
     out = caffe2_pb2.NetDef()
     out.CopyFrom(net)
     for op in out.op:
@@ -318,7 +421,7 @@ def compute_blob_recycling_for_dag(net: caffe2_pb2.NetDef, heads: Sequence[str],
                 r.process_op(i, [], tokens)
     shared: dict[str, str] = {}
     k = 0
-    for canonical in r.mapping.values():
+    for canonical in (r.mapping[b] for b in std_unordered_order(r.mapping)):  # NOTE: Caffe2's hash map order
         if canonical not in shared:
             shared[canonical] = canonical
             if canonical in r.optim_op_outputs:

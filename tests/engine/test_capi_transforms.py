@@ -4,7 +4,7 @@ The differential tests run tests/oracle/transform_scenarios.py through netviz an
 what real Caffe2 gave for the same calls (tests/golden/transforms/scenarios.json, written by
 tests/oracle/gen_transforms.py): every small net through AddNNPACK, FuseNNPACKConvRelu,
 DeadCodeElim and the graph round trip, text for text; Conv+SpatialBN folds weight for weight;
-every zoo net byte for byte.  The value tests run a zoo CNN with synthesised parameters before
+every zoo net byte for byte (memongered nets included).  The value tests run a zoo CNN with synthesised parameters before
 and after each rewrite.
 """
 from __future__ import annotations
@@ -87,9 +87,9 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 @pytest.mark.parametrize("path", zoo_nets(), ids=lambda p: p.parent.name)
 def test_zoo_net_passes_and_memonger_match_caffe2(zoo: Path, path: Path) -> None:
-    """Every pass and both memonger entry points give Caffe2's net on every zoo net (memongered
-    nets with shared blobs renumbered by first appearance: Caffe2 numbers them in hash order).
-    A known gap must still differ (when it no longer does, drop it from KNOWN_GAPS)."""
+    """Every pass, both ApplyTransform transforms and both memonger entry points give Caffe2's
+    net byte for byte on every zoo net (memonger: shared-blob names included).  A known gap must
+    still differ (when it no longer does, drop it from KNOWN_GAPS)."""
     got, want = S._zoo_net(capi, caffe2_pb2, str(path)), GOLDEN["zoo"][path.parent.name]
     assert got.keys() == want.keys()
     for key in want:
@@ -101,7 +101,7 @@ def test_zoo_net_passes_and_memonger_match_caffe2(zoo: Path, path: Path) -> None
 
 def test_gradient_blob_sharing_matches_caffe2() -> None:
     """share_grad_blobs' call on a two-branch training net (gradients, then gradients and
-    activations): Caffe2's sharing exactly, up to shared-name numbering."""
+    activations): Caffe2's net text exactly."""
     assert S._grad_memonger(capi, caffe2_pb2, core) == GOLDEN["grad_memonger"]
 
 

@@ -1,7 +1,7 @@
 """engine.memonger: Caffe2's C++ blob recycling (``workspace.C.memonger_*``).
 
-Sharing decisions are checked against real Caffe2 on every zoo net in test_capi_transforms.py
-(golden scenarios); here: memongered ResNet-50 computes the same values with fewer blobs, and
+Memongered nets are checked byte for byte against real Caffe2 on every zoo net in
+test_capi_transforms.py (golden scenarios); here: memongered ResNet-50 computes the same values with fewer blobs, and
 the rules each algorithm keeps (schema check, statics, devices, parallel branches, sizes).
 """
 from __future__ import annotations
@@ -128,6 +128,47 @@ def test_dag_with_shapes_picks_by_size_and_names_in_scope() -> None:
     assert {b for o in out.op for b in o.output if b.startswith("ns/__m")}
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(_run(out, {"X": x}, out.op[-1].output[0]), 2 * x)
+
+
+_CXX_ORDER = r"""
+#include <iostream>
+#include <string>
+#include <unordered_set>
+int main() {
+  std::string line;
+  while (std::getline(std::cin, line)) {  // one test a line: the keys, space-separated
+    std::unordered_set<std::string> s;
+    std::string key;
+    for (char c : line + " ") {
+      if (c != ' ') { key += c; continue; }
+      if (!key.empty()) s.insert(key);
+      key.clear();
+    }
+    for (const auto& k : s) std::cout << k << " " << std::hash<std::string>()(k) << " ";
+    std::cout << "\n";
+  }
+}
+"""
+
+
+def test_std_unordered_order_is_libstdcxx(tmp_path: Path) -> None:
+    """Hash values and iteration orders (small sets, rehashes, repeated keys, long names) as a
+    real libstdc++ gives them; skipped without a C++ compiler."""
+    import shutil
+    import subprocess
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    (tmp_path / "order.cc").write_text(_CXX_ORDER)
+    subprocess.run([cxx, "-O1", "-o", str(tmp_path / "order"), str(tmp_path / "order.cc")], check=True)
+    tests = [[f"blob{i}" for i in range(n)] + ["blob0"] for n in (1, 5, 13, 14, 40, 300)]
+    tests.append([f"gpu_0/res{i}_branch2a_bn_grad_autosplit_{i % 3}" for i in range(60)])
+    run = subprocess.run([str(tmp_path / "order")], input="\n".join(" ".join(t) for t in tests) + "\n",
+                         capture_output=True, text=True, check=True)
+    for keys, line in zip(tests, run.stdout.splitlines(), strict=True):
+        words = line.split()
+        assert memonger.std_unordered_order(keys) == words[0::2]
+        assert [memonger._std_hash(k) for k in words[0::2]] == [int(h) for h in words[1::2]]
 
 
 def test_long_chain_needs_no_deep_recursion() -> None:

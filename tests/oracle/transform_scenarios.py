@@ -5,13 +5,11 @@ results compared as JSON.
 Python 3.9 compatible; imports neither caffe2 nor netviz: `run(C, pb2, ws, core, zoo)` is given
 the binding, proto, workspace and core modules of its side.  Zoo nets are read from
 the zoo folder, never copied; results hold texts of small nets, fused weights, and sha256 digests
-of serialized zoo nets.  Memonger's shared-blob numbers follow Caffe2's hash order, so memongered
-nets are compared with ``__m<k>_shared`` renumbered by first appearance (`canonical_shared`).
+of serialized zoo nets.
 """
 import glob
 import hashlib
 import os
-import re
 
 import numpy as np
 from google.protobuf import text_format
@@ -237,47 +235,27 @@ def _bindings(C, pb2, ws):
     return r
 
 
-def canonical_shared(net):
-    """`net` (a NetDef, changed in place) with ``[scope]__m<k>_shared`` renumbered by first appearance."""
-    seen = {}
-    pat = re.compile(r"^(.*)__m\d+_shared$")
-
-    def fix(b):
-        m = pat.match(b)
-        if not m:
-            return b
-        return seen.setdefault(b, "%s__s%d" % (m.group(1), len(seen)))
-    for op in net.op:
-        op.input[:] = [fix(b) for b in op.input]
-        op.output[:] = [fix(b) for b in op.output]
-    return net
-
-
 def _distinct(net):
     return len({b for op in net.op for b in list(op.input) + list(op.output)})
 
 
 def _memonger(C, pb2, net):
-    """Both memonger entry points on a predict net: distinct blob counts and canonical digests."""
+    """Both memonger entry points (and the size-driven DAG path with a namescope) on a predict
+    net: distinct blob counts and digests of the nets, shared-blob names included."""
     data = net.SerializeToString()
     ext = set(net.external_input) | set(net.external_output)
     acts = sorted({b for op in net.op for b in list(op.input) + list(op.output) if b not in ext})
-    fast = pb2.NetDef.FromString(C.memonger_optimize_inference_net(data, [s.encode() for s in sorted(ext)]))
-    dag = pb2.NetDef.FromString(C.memonger_compute_blob_recycling_for_dag(
-        data, [net.external_input[0].encode()], list(range(len(net.op))), {a.encode() for a in acts}, b"",
-        set(), {}))
+    fast = C.memonger_optimize_inference_net(data, [s.encode() for s in sorted(ext)])
+    dag = C.memonger_compute_blob_recycling_for_dag(
+        data, [net.external_input[0].encode()], list(range(len(net.op))), {a.encode() for a in acts}, b"", set(), {})
     shapes = {a: [1 + (len(a) * 7 + i) % 13, 3] for i, a in enumerate(acts)}
-    sized = pb2.NetDef.FromString(C.memonger_compute_blob_recycling_for_dag(
+    sized = C.memonger_compute_blob_recycling_for_dag(
         data, [net.external_input[0].encode()], list(range(len(net.op))), {a.encode() for a in acts}, b"ns/",
-        set(acts[::5]), shapes))
-    renamed = sorted({a for o, n in zip(net.op, fast.op) for a, b in zip(list(o.input) + list(o.output),
-                                                                           list(n.input) + list(n.output)) if a != b})
-    # NOTE: the linear scan hands blobs freed by one op back in hash order, so only which blobs
-    # were recycled is comparable there; the DAG version's choices are ordered (a heap).
-    return {"before": _distinct(net),
-            "fast": [_distinct(fast), hashlib.sha256(repr(renamed).encode()).hexdigest()],
-            "dag": [_distinct(dag), hashlib.sha256(canonical_shared(dag).SerializeToString()).hexdigest()],
-            "dag_sized": [_distinct(sized), hashlib.sha256(canonical_shared(sized).SerializeToString()).hexdigest()]}
+        set(acts[::5]), shapes)
+    out = {"before": _distinct(net)}
+    for k, m in (("fast", fast), ("dag", dag), ("dag_sized", sized)):
+        out[k] = [_distinct(pb2.NetDef.FromString(m)), _digest(pb2, m)]
+    return out
 
 
 def _grad_memonger(C, pb2, core):
@@ -304,7 +282,7 @@ def _grad_memonger(C, pb2, core):
     for k, share, idx in (("grads", shared, grad_ops), ("with_activations", shared | acts, grad_ops)):
         out = pb2.NetDef.FromString(C.memonger_compute_blob_recycling_for_dag(
             proto.SerializeToString(), [b"loss"], idx, {x.encode() for x in share}, b"", set(), {}))
-        r[k] = [_distinct(out), text_format.MessageToString(canonical_shared(out), as_one_line=True)]
+        r[k] = [_distinct(out), text_format.MessageToString(out, as_one_line=True)]
     return r
 
 
@@ -322,9 +300,7 @@ def _subnet_memonger(C, pb2):
     net = _net(pb2, "sub", ops, ["X", "cond"], ["Y"])
     out = C.memonger_compute_blob_recycling_for_dag(net.SerializeToString(), [b"X"], list(range(len(ops))),
                                                     {b"Z", b"A", b"R", b"B", b"C"}, b"", set(), {})
-    text = text_format.MessageToString(pb2.NetDef.FromString(out), as_one_line=True)
-    seen = {}
-    return re.sub(r"__m\d+_shared", lambda m: seen.setdefault(m.group(0), "__s%d" % len(seen)), text)
+    return _text(pb2, out)
 
 
 def _zoo_net(C, pb2, path):
