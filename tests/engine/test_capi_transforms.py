@@ -204,3 +204,17 @@ def test_apply_transform_if_faster_times_in_private_workspaces() -> None:
     assert workspace.Blobs() == []
     with pytest.raises(RuntimeError, match="main_runs"):
         workspace.ApplyTransformIfFaster("ConvToNNPack", net, init, 1, 0)
+
+
+def test_common_subexpression_elimination_keeps_values() -> None:
+    """The merged FC feeds every former reader: the net's outputs are unchanged."""
+    net = S.cse_nets(caffe2_pb2)["fc_twice"]
+    del net.external_output[:]
+    net.external_output.extend(["S", "T"])
+    rng = np.random.default_rng(2)
+    feeds = {"X": rng.random((2, 3), dtype=np.float32), "W": rng.random((4, 3), dtype=np.float32),
+             "b": rng.random(4, dtype=np.float32)}
+    merged = workspace.ApplyTransform("CommonSubexpressionElimination", net)
+    assert [op.type for op in merged.op].count("FC") == 1
+    for out in ("S", "T"):
+        np.testing.assert_array_equal(_run(merged, feeds, out), _run(net, feeds, out))
