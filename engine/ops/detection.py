@@ -745,7 +745,8 @@ def _collect(rois_probs, top_n: int) -> np.ndarray:
     k = len(rois_probs) // 2
     rois = np.concatenate([np.asarray(r, F32) for r in rois_probs[:k]])
     probs = np.concatenate([np.asarray(p, F32).reshape(-1) for p in rois_probs[k:]])
-    order = cxx_sort_desc(probs, np.arange(probs.size))[:min(top_n, probs.size)]
+    # NOTE: Caffe2's comparator breaks equal scores by index, i.e. a stable order (not std::sort's).
+    order = np.argsort(-probs, kind="stable")[:min(top_n, probs.size)]
     return rois[order]
 
 

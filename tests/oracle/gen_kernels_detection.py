@@ -157,6 +157,10 @@ def cases():
         for lvl in range(2, 7):
             ins["probs%d" % lvl] = r.uniform(0, 1, 4).astype("f4")
         yield Case(op, op, ins, outs, {"rpn_post_nms_topN": 12})
+        # equal scores (a few values for 20 RoIs): Caffe2 keeps them in index order
+        ties = {k: v for k, v in ins.items() if k.startswith("rois")}
+        ties.update({"probs%d" % lvl: r.choice(np.array([0.2, 0.5, 0.9], "f4"), 4) for lvl in range(2, 7)})
+        yield Case(op + "_ties", op, ties, outs, {"rpn_post_nms_topN": 13})
 
     for shape, args in (((2, 3, 9, 13), {}), ((1, 2, 17, 8), {"scales": 4, "overlap": 0.5}), ((1, 1, 7, 7), {})):
         name = "RMACRegions_%dx%d" % shape[2:]
