@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import blocking
 from engine import device as dev
 from engine import executor
 from engine.debugger.conditions import Condition, has_inf_or_nan, parse_condition
@@ -100,7 +101,7 @@ class Debugger(Machine):
         if self.model.init_path is not None:  # NOTE: relative DB paths of Load/Save: beside the init net
             self.ws.root_folder = str(self.model.init_path.parent)
         self._rng = np.random.default_rng(self.seed)
-        with executor.random_source(self._rng):
+        with executor.random_source(self._rng), blocking.single_threaded():  # a blocked queue op: an error
             executor.run_net(self._on_device(self.model.init), self.ws, device=self._bind_device)
         on = caffe2_pb2.DeviceOption(device_type=dev.CUDA) if self.device == "gpu" else None
         for name, arr in resolve_feeds(self.model, self.given_feeds, set(self.ws.values), self.seed).items():
