@@ -731,6 +731,28 @@ class UnorderedMap(CppObject):
             self._before[self._bucket(first, self._buckets)] = key
         self._before[b] = _HEAD
 
+    def erase(self, key) -> None:
+        """Remove `key` if present (std::unordered_map::erase): unlinked from the list; a bucket
+        it began hands its predecessor to the next node's bucket or empties; no rehash."""
+        key = int(key)
+        if key not in self.values:
+            return
+        b = self._bucket(key, self._buckets)
+        prev = self._before[b]
+        while self._next[prev] != key:
+            prev = self._next[prev]
+        nxt = self._next.pop(key)
+        nb = None if nxt is None else self._bucket(nxt, self._buckets)
+        if prev == self._before[b]:  # NOTE: the bucket's first node
+            if nb != b:
+                if nxt is not None:
+                    self._before[nb] = self._before[b]
+                del self._before[b]
+        elif nb is not None and nb != b:
+            self._before[nb] = prev
+        self._next[prev] = nxt
+        del self.values[key]
+
     def keys(self) -> list[int]:
         """The keys in the container's iteration order."""
         out, node = [], self._next.get(_HEAD)

@@ -7,11 +7,14 @@ not (Caffe2 uses its own engine), so oracle cases for them compare shapes and dt
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from engine import device as dev
 from engine.grad_makers import no_gradient, should_not_do_gradient, simple
 from engine.ops.lengths import host_lengths
+from engine.ops.runtime import UnorderedMap
 from engine.registry import gradient, kernel, shape
 from engine.shapes import INT32, INT64, TensorInfo, dims
 from proto import caffe2_pb2
@@ -53,47 +56,52 @@ def weighted_multi_sampling(xp, cdf, like=None, *, num_samples: int = 0, ctx=Non
 
 @kernel("ReservoirSampling", needs_context=True)
 def reservoir_sampling(xp, reservoir, num_visited, data, _mutex, *rest, num_to_collect: int = -1, ctx=None):
-    # NOTE: classic reservoir: the first num_to_collect rows are kept, then row k (0-based count
-    # of rows seen) replaces a random slot with probability num_to_collect / (k + 1).
-    # With OBJECT_ID (and the two maps) a row whose object is already kept only overwrites it.
+    # NOTE: Caffe2's reservoir: an empty reservoir (re)starts the count and the bookkeeping; rows
+    # are appended until num_to_collect, then the row seen as number k replaces slot uniform[0, k]
+    # when that is a slot.  With OBJECT_ID only the first row of an object not in the map is
+    # collected (later rows and kept objects are skipped, uncounted), and writing slot p erases the
+    # map entry of pos_to_object[p], 0 for a fresh slot: Caffe2 then drops object 0 from the map.
     if num_to_collect <= 0:
         raise ValueError("ReservoirSampling needs num_to_collect > 0")
-    res = dev.to_host(reservoir)
-    d = dev.to_host(data)
-    seen = int(dev.to_host(num_visited).reshape(-1)[0]) if num_visited.size else 0
-    rows = list(res.reshape((res.shape[0],) + d.shape[1:])) if res.size else []
+    res, d = dev.to_host(reservoir), dev.to_host(data)
+    fresh = res.size == 0
+    seen = 0 if fresh else int(dev.to_host(num_visited).reshape(-1)[0])
+    rows = [] if fresh else list(res.reshape((res.shape[0],) + d.shape[1:]))
     ids = dev.to_host(rest[0]).reshape(-1).tolist() if rest else None
-    pos_of = dict(rest[1]) if len(rest) > 1 and isinstance(rest[1], dict) else {}
-    obj_at = list(dev.to_host(rest[2]).reshape(-1)) if len(rest) > 2 and np.size(rest[2]) else []
-    rng = ctx.rng
-    for k in range(d.shape[0]):   # NOTE: sequential by definition (each step changes the odds)
-        if ids is not None and ids[k] in pos_of:
-            rows[pos_of[ids[k]]] = d[k]
-            continue
-        if len(rows) < num_to_collect:
-            slot = len(rows)
-            rows.append(d[k])
-        else:
-            slot = int(rng.integers(0, seen + 1))
-            if slot >= num_to_collect:
-                seen += 1
-                continue
-            if ids is not None and slot < len(obj_at):
-                pos_of.pop(obj_at[slot], None)
-            rows[slot] = d[k]
-        if ids is not None:
-            pos_of[ids[k]] = slot
-            if slot < len(obj_at):
-                obj_at[slot] = ids[k]
-            else:
-                obj_at.append(ids[k])
-        seen += 1
-    out = np.empty((len(rows),) + d.shape[1:], d.dtype)
-    for i, row in enumerate(rows):  # NOTE: not np.stack: an object row (PackRecords' record) is one element
-        out[i] = row
-    outs = [xp.asarray(out), xp.asarray(np.array([seen], np.int64))]
+    omap = pos_to_obj = None
     if ids is not None:
-        outs += [pos_of, xp.asarray(np.array(obj_at, np.int64))]
+        kept = rest[1] if isinstance(rest[1], UnorderedMap) and not fresh else None
+        omap = copy.deepcopy(kept) if kept is not None else UnorderedMap(np.dtype(np.int64), np.dtype(np.int32))
+        pos_to_obj = [] if fresh else dev.to_host(rest[2]).reshape(-1).tolist()
+    eligible = {i for i in ids if i not in omap.values} if ids is not None else None
+    new = len(eligible) if ids is not None else d.shape[0]
+    target = min(num_to_collect, len(rows) + min(new, num_to_collect))
+    rows += [np.zeros(d.shape[1:], d.dtype)] * (target - len(rows))
+    if pos_to_obj is not None:
+        pos_to_obj += [0] * (target - len(pos_to_obj))
+    rng = ctx.rng  # NOTE: once: each ctx.rng is a fresh generator of the op's seed
+    for k in range(d.shape[0]):   # NOTE: sequential by definition (each step changes the odds)
+        if eligible is not None:
+            if ids[k] not in eligible:
+                continue
+            eligible.discard(ids[k])
+        pos = seen if seen < num_to_collect else int(rng.integers(0, seen + 1))
+        if pos < num_to_collect:
+            rows[pos] = d[k]
+            if ids is not None:
+                omap.erase(pos_to_obj[pos])
+                omap.emplace(ids[k], pos)
+                pos_to_obj[pos] = ids[k]
+        seen += 1
+    if fresh and d.shape[0] == 0:
+        out = d.copy()  # NOTE: an empty batch into an empty reservoir gives it the batch's shape
+    else:
+        out = np.empty((len(rows),) + d.shape[1:], d.dtype)
+        for i, row in enumerate(rows):  # NOTE: not np.stack: an object row (PackRecords' record) is one element
+            out[i] = row
+    outs = [xp.asarray(out), xp.asarray(np.full(dev.to_host(num_visited).shape, seen, np.int64))]
+    if ids is not None:
+        outs += [omap, xp.asarray(np.array(pos_to_obj, np.int64))]
     return tuple(outs)
 
 

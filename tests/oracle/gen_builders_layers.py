@@ -268,6 +268,26 @@ def _sampled_model(rng):
     return model, feeds, [logits()]
 
 
+def _reservoir_model(rng):
+    """A sample collector (no loss: generate_training_nets makes a forward-only net): dense rows
+    into a ReservoirSampling layer deduplicated by object id (CreateMap bookkeeping); ids repeat
+    within the batch, and the reservoir has room for every new object (no random draw).  NOTE:
+    Caffe2 erases the previous occupant of every position it writes, a zero for a fresh one:
+    object 0, kept at position 0, leaves the map when object 4 takes position 1."""
+    feat = schema.Struct(("dense", schema.Scalar((np.float32, (2,)))), ("object_id", schema.Scalar(np.int64)))
+    model = layer_model_helper.LayerModelHelper("reservoir", input_feature_schema=feat,
+                                                trainer_extra_schema=schema.Struct())
+    f = model.input_feature_schema
+    reservoir = model.ReservoirSampling(schema.Struct(("data", f.dense), ("object_id", f.object_id)), 6)
+    # the object -> position map's entries, in the container's order (MapToKeyValue)
+    keys, positions = model.MapToKeyValue(schema.Scalar(blob=core.BlobReference("reservoir_sampling/object_to_pos")),
+                                          2).field_blobs()
+    model.output_schema = schema.Struct()
+    feeds = {"dense": rng.randn(5, 2).astype(np.float32), "object_id": np.array([0, 4, 0, 7, 4], np.int64)}
+    return model, feeds, [reservoir.reservoir(), reservoir.num_visited(), "reservoir_sampling/pos_to_object", keys,
+                          positions]
+
+
 MODELS = {"lr_sgd_adagrad": (_lr_model, "LayerModelHelper: dense FC + id list (SparseLookup Sum) + id-score "
                              "list (WeightedSum), ReLU FC tower, logit * add_global_constant, BatchLRLoss; "
                              "SGD dense, SparseAdagrad embeddings"),
@@ -282,7 +302,9 @@ MODELS = {"lr_sgd_adagrad": (_lr_model, "LayerModelHelper: dense FC + id list (S
                             "losses); momentum SGD dense, Adagrad embeddings"),
           "sampled_softmax": (_sampled_model, "LayerModelHelper: MergeIdLists + SparseLookup Sum, RecencyWeighted "
                               "pooling, SamplingTrain FC over sampled classes, BatchSoftmaxLoss; Adam dense, "
-                              "SparseAdam for the sampled FC's rows, SparseAdagrad embeddings")}
+                              "SparseAdam for the sampled FC's rows, SparseAdagrad embeddings"),
+          "reservoir_dedup": (_reservoir_model, "LayerModelHelper: ReservoirSampling with object-id deduplication "
+                              "(forward only)")}
 
 
 def record_model(name, build, note):
@@ -304,7 +326,7 @@ def record_model(name, build, note):
     with mock.patch.object(core.Net, "AddGradientOperators", capture):
         train_init, train = layer_model_instantiator.generate_training_nets(model)
     params = [str(p) for p in model.get_parameter_blobs()]
-    fetch = [str(b) for b in outputs] + [str(b) for b in model.loss.field_blobs()]
+    fetch = [str(b) for b in outputs] + ([str(b) for b in model.loss.field_blobs()] if model.has_loss() else [])
     record_net(FOLDER, name, note + "; generate_training_nets", train.Proto(), train_init.Proto(), feeds,
                fetch, params, captured)
     for kind, gen in (("eval", layer_model_instantiator.generate_eval_net),
