@@ -318,6 +318,19 @@ def _range_tile(net, diff, losses):
             if op.type == "Range" or len(op.input) > 1]
 
 
+@rule("inference-not-run", "Shape inference that differs from Caffe2's own kernels")
+def _inference(net, diff, losses):
+    notes = {"TopK": "Caffe2's shape inference types the indices int32; its kernel writes int64",
+             "GatherRanges": "Caffe2's shape inference sizes the gathered values as DATA; the run gives the "
+                             "summed range lengths",
+             "LastNWindowCollector": "Caffe2's shape inference gives num_to_collect rows before the window fills"}
+    out = [_f("inference-not-run", i, op, notes[op.type]) for i, op in _ops(net, tuple(notes))]
+    out += [_f("inference-not-run", i, op, "order without axis: Caffe2's kernel ignores add_axis, its shape "
+               "inference adds the axis") for i, op in _ops(net, "Concat")
+            if arg_value(op, "add_axis", 0) and arg_value(op, "axis", None) is None]
+    return sorted(out, key=lambda f: f.op_index)
+
+
 SPARSE_NOTES = {
     "BooleanMask": ("Caffe2's gradient has the mask's shape for rows of several elements; netviz the data's", True),
     "MergeSingleListFeatureTensors": ("Caffe2's gradient drops absent examples' values; netviz keeps zeros", True),

@@ -74,6 +74,7 @@ FIRES = {
     "adjoint-gradients": lambda: _one("Conv", ["X", "W", "b"], ["Y"], kernels=[2, 2, 2], order="NHWC"),
     "range-tile-args": lambda: _one("Range", ["stop"], ["R"]),
     "sparse-ops": lambda: _one("BooleanMask", ["D", "M"], ["Y"]),
+    "inference-not-run": lambda: _one("TopK", ["X"], ["V", "I"], k=2),
 }
 
 
