@@ -11,6 +11,7 @@ otherwise departs from Caffe2; each :class:`Rule` names its section of ``docs/fi
 """
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -357,6 +358,21 @@ def _sparse(net, diff, losses):
         elif op.type in SPARSE_RANDOM or op.engine == "GREEDY" and "Fused" in op.type:
             out.append(_f("sparse-ops", i, op, "random or engine-specific: netviz's numbers are not Caffe2's"))
     return out
+
+
+#: The epsilon Caffe2's FuseConvBN folds with, whatever the SpatialBN says (engine/transforms.py).
+_FUSE_EPSILON = 1e-5
+
+
+@rule("fuse-conv-bn-epsilon", "FuseConvBN folds with epsilon 1e-5")
+def _fuse_epsilon(net, diff, losses):
+    conv_out = {op.output[0] for op in net.op if op.type == "Conv" and op.output}
+    return [_f("fuse-conv-bn-epsilon", i, op, f"epsilon {arg_value(op, 'epsilon', _FUSE_EPSILON):g}: Caffe2's "
+               "FuseConvBN would fold this into the Conv with 1e-5 and change its values (--fix-caffe2 folds "
+               "with the op's epsilon)")
+            for i, op in _ops(net, "SpatialBN")
+            if op.input and op.input[0] in conv_out
+            and not math.isclose(arg_value(op, "epsilon", _FUSE_EPSILON), _FUSE_EPSILON, rel_tol=1e-6)]
 
 
 # ---- entry point ---------------------------------------------------------------------------

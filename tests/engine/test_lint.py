@@ -75,7 +75,21 @@ FIRES = {
     "range-tile-args": lambda: _one("Range", ["stop"], ["R"]),
     "sparse-ops": lambda: _one("BooleanMask", ["D", "M"], ["Y"]),
     "inference-not-run": lambda: _one("TopK", ["X"], ["V", "I"], k=2),
+    "fuse-conv-bn-epsilon": lambda: _conv_bn(epsilon=1e-3),
 }
+
+
+def _conv_bn(epsilon: float):
+    net = core.Net("conv_bn")
+    net.Conv(["X", "W", "b"], "Y", kernel=1)
+    net.SpatialBN(["Y", "s", "bias", "mean", "var"], "Z", is_test=1, epsilon=epsilon)
+    return net.Proto(), []
+
+
+def test_fuse_epsilon_rule_quiet_at_caffe2s_epsilon():
+    """The default 1e-5 (stored as float32 in the arg) folds to the same values: nothing to report."""
+    net, _ = _conv_bn(epsilon=1e-5)
+    assert [f for f in lint_net(net) if f.rule == "fuse-conv-bn-epsilon"] == []
 
 
 def test_every_fidelity_entry_has_one_rule_and_every_rule_a_test():
