@@ -1064,23 +1064,73 @@ def pack_records(xp, *data, ctx, fields: list = ()):
 @kernel("UnPackRecords", needs_context=True)
 def unpack_records(xp, packed, *protos, ctx, fields: list = ()):
     n = len(ctx.op.output)
+    if any(rec is None for rec in packed):
+        # NOTE: a loaded pack: Caffe2 serializes no record contents (blobio.PACKED_RECORD) and crashes here
+        raise ExecutionError(f"{_where(ctx)}: '{ctx.op.input[0]}' holds null records (loaded from a serialized pack)")
     if len(packed) == 0:
         return tuple(np.asarray(p)[:0] if protos else np.zeros(0, np.float32) for p in (protos or [None] * n))
     return tuple(np.concatenate([rec[k] for rec in packed]) for k in range(n))
 
 
+_MINSTD_M = 2**31 - 1
+_MINSTD_RANGE = _MINSTD_M - 2  # max() - min() of std::minstd_rand0 (1 .. 2^31 - 2)
+
+
+def _minstd_uniform(state: list[int], hi: int) -> int:
+    """libstdc++'s uniform_int_distribution(0, hi) on std::minstd_rand0 (`state` = [x]): scale down,
+    rejecting draws past the last whole bucket."""
+    buckets = hi + 1
+    scaling = _MINSTD_RANGE // buckets
+    while True:
+        state[0] = state[0] * 16807 % _MINSTD_M
+        draw = state[0] - 1
+        if draw < buckets * scaling:
+            return draw // scaling
+
+
+def _cpp_shuffle(v: list) -> list:
+    """``std::shuffle(v, std::default_random_engine())`` as libstdc++ does it (a fresh engine, seed 1;
+    two swap positions from one draw while the range allows), checked on the oracle for 2..33 items."""
+    n, state = len(v), [1]
+    if n < 2:
+        return v
+    i = 1
+    if n % 2 == 0:
+        j = _minstd_uniform(state, 1)
+        v[i], v[j] = v[j], v[i]
+        i += 1
+    while i < n:
+        pair = _minstd_uniform(state, (i + 1) * (i + 2) - 1)
+        for j in divmod(pair, i + 2):
+            v[i], v[j] = v[j], v[i]
+            i += 1
+    return v
+
+
 @kernel("SortAndShuffle", needs_context=True)
 def sort_and_shuffle(xp, cursor, *data, ctx, sort_by_field_idx: int = 1, batch_size: int = 1,
                      shuffle_size: int = 1):
-    """Record order: by the lengths of one field (stable), then batches shuffled (random, seeded)."""
-    dom, _ = _domains(cursor.fields)
-    n = np.asarray(data[dom.index(0)]).shape[0] if 0 in dom else 0
-    order = np.arange(n)
-    if 0 <= sort_by_field_idx < len(data):
-        order = np.argsort(np.asarray(data[sort_by_field_idx]).reshape(-1)[:n], kind="stable")
-    batches = [order[i:i + batch_size] for i in range(0, n, max(batch_size, 1))]
-    ctx.rng.shuffle(batches)
-    return np.concatenate(batches).astype(np.int64) if batches else np.zeros(0, np.int64)
+    """Caffe2's record order: sorted by a top-level field (-1: none), shuffled within windows of
+    batch_size * shuffle_size, then whole batches shuffled; the leftover records stay last.
+
+    NOTE: Caffe2's shuffles use a fresh std::default_random_engine each time, so the order is the
+    same on every run (emulated by :func:`_cpp_shuffle`); its std::sort is stable only up to 16
+    records, here ties keep their order at any size.
+    """
+    if batch_size <= 0 or shuffle_size <= 0:
+        raise ExecutionError(f"{_where(ctx)}: batch_size and shuffle_size must be > 0")
+    key = np.asarray(data[sort_by_field_idx if sort_by_field_idx >= 0 else 0]).reshape(-1)
+    size = key.shape[0]
+    order = np.argsort(key, kind="stable").tolist() if sort_by_field_idx >= 0 else list(range(size))
+    if batch_size * shuffle_size > size:
+        shuffle_size = size // batch_size
+    window = batch_size * shuffle_size
+    if window > 1:
+        for start in range(0, size - window, window):  # NOTE: windows that end before the last record
+            order[start:start + window] = _cpp_shuffle(order[start:start + window])
+    n_batches = size // batch_size
+    picked = [order[b * batch_size:(b + 1) * batch_size] for b in _cpp_shuffle(list(range(n_batches)))]
+    return np.array(sum(picked, []) + order[n_batches * batch_size:], np.int64)
 
 
 @kernel("ReadRandomBatch", needs_context=True)
@@ -1090,13 +1140,15 @@ def read_random_batch(xp, cursor, idx, offsets, *data, ctx, batch_size: int = 1,
     """The records named by `idx[cursor: cursor + batch_size]` (offsets from ComputeOffset), concatenated."""
     dom, _ = _domains(cursor.fields)
     idx, offsets = np.asarray(idx).reshape(-1), np.asarray(offsets)
-    pos = cursor.offsets[0] if cursor.offsets else 0
+    # NOTE: Caffe2 keeps one offset and always moves it by batch_size (an incomplete batch under
+    # enforce_batch_size reads nothing); loop_over restarts once it has passed the end.
+    pos = next_pos = cursor.offsets[0] if cursor.offsets else 0
+    if enforce_batch_size and pos + batch_size > idx.size:
+        pos = idx.size
     if loop_over and pos >= idx.size:
-        pos = 0
+        pos = next_pos = 0
     take = idx[pos:pos + batch_size]
-    if enforce_batch_size and take.size < batch_size:
-        take = take[:0]
-    cursor.offsets = [pos + take.size] + [0] * (offsets.shape[1] - 1)
+    cursor.offsets = [next_pos + batch_size]
     out = []
     for i, d in enumerate(data):
         k, arr = dom[i], np.asarray(d)

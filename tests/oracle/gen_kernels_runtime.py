@@ -76,6 +76,22 @@ def cases():
     yield Case("GetCursorOffset", "GetCursorOffset", {"c": DUMMY}, ["off"],
                extra_ops=cur + [fill(k, v) for k, v in d.items()] +
                [("ReadNextBatch", ["c", "label", "lengths", "ids", "w"], ["a1", "a2", "a3", "a4"], {"batch_size": 3})])
+    # NOTE: SortAndShuffle's shuffles use a fresh std::default_random_engine: the same order every run
+    score = np.array([3, 1, 2, 1, 0, 5, 2], np.int32)
+    flat = [("CreateTreeCursor", [], ["c"], {"fields": ["score", "v"]})]
+    for bs, ss, by in ((1, 2, 0), (2, 2, -1), (1, 5, 0), (3, 1, -1)):
+        yield Case(f"SortAndShuffle_b{bs}_s{ss}_by{by}", "SortAndShuffle",
+                   {"c": DUMMY, "score": score, "v": np.arange(7, dtype=np.float32)}, ["order"],
+                   {"sort_by_field_idx": by, "batch_size": bs, "shuffle_size": ss}, extra_ops=flat)
+    rand = cur + [fill(k, v) for k, v in d.items()] + [fill("idx", np.array([4, 0, 2, 1, 3], np.int64)),
+                                                      ("ComputeOffset", ["c", "label", "lengths", "ids", "w"],
+                                                       ["offsets"], {})]
+    read = ("ReadRandomBatch", ["c", "idx", "offsets", "label", "lengths", "ids", "w"], ["a1", "a2", "a3", "a4"])
+    for name, args, before in (("second", {"batch_size": 2}, 1), ("enforce_full", {"batch_size": 2,
+                               "enforce_batch_size": 1}, 1), ("loop_over", {"batch_size": 2, "loop_over": 1}, 3)):
+        yield Case(f"ReadRandomBatch_{name}", "ReadRandomBatch",
+                   {"c": DUMMY, "idx": DUMMY, "offsets": DUMMY, **{k: v for k, v in data.items() if k != "c"}},
+                   outs, args, extra_ops=rand + [(*read, args)] * before)
     yield Case("Append", "Append", {"a": r.randn(2, 3).astype("f4"), "b": r.randn(3, 3).astype("f4")}, ["a"])
     yield Case("TrimDataset", "TrimDataset", {k: v for k, v in data.items() if k != "c"}, ["label", "lengths", "ids", "w"],
                {"fields": FIELDS, "multiple_of": 2})
