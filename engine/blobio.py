@@ -85,7 +85,21 @@ def data_type_of(a: np.ndarray) -> int:
         raise ExecutionError(f"dtype {a.dtype} has no Caffe2 TensorProto type") from None
 
 
+PACKED_RECORD = caffe2_pb2.BlobProto(name="", type="std::shared_ptr<std::vector<TensorCPU>>", content=b"")
+"""How Caffe2 serializes each record of a PackRecords tensor: its type only, so a loaded pack holds
+null records (netviz: ``None``)."""
+
+
+def is_packed_records(a: np.ndarray) -> bool:
+    """Whether `a` is a non-empty PackRecords tensor (objects that are records or null records)."""
+    return a.dtype == object and a.size > 0 and all(e is None or isinstance(e, tuple) for e in a.reshape(-1))
+
+
 def _fill_tensor(t: caffe2_pb2.TensorProto, a: np.ndarray, begin: int, end: int) -> None:
+    if is_packed_records(a):
+        t.data_type = TP.UNDEFINED
+        t.string_data.extend([PACKED_RECORD.SerializeToString()] * (end - begin))
+        return
     kind = data_type_of(a)
     t.data_type = kind
     flat = a.reshape(-1)[begin:end]
@@ -117,6 +131,9 @@ def tensor_proto(name: str, a: Any, begin: int = 0, end: int | None = None) -> c
 
 def tensor_from_proto(t: caffe2_pb2.TensorProto) -> np.ndarray:
     """The (flat, segment-sized) values of a TensorProto, as numpy."""
+    if t.data_type == TP.UNDEFINED and t.string_data and all(
+            caffe2_pb2.BlobProto.FromString(r) == PACKED_RECORD for r in t.string_data):
+        return np.full(len(t.string_data), None, dtype=object)  # NOTE: null records, as Caffe2 loads them
     np_type, field = _TYPES.get(t.data_type, (None, ""))
     if np_type is None:
         raise ExecutionError(f"TensorProto '{t.name}': data type {t.data_type} is not supported")

@@ -56,7 +56,7 @@ def weighted_multi_sampling(xp, cdf, like=None, *, num_samples: int = 0, ctx=Non
 
 @kernel("ReservoirSampling", needs_context=True)
 def reservoir_sampling(xp, reservoir, num_visited, data, _mutex, *rest, num_to_collect: int = -1, ctx=None):
-    # NOTE: Caffe2's reservoir: an empty reservoir (re)starts the count and the bookkeeping; rows
+    # NOTE: Caffe2's reservoir: an empty (or null) reservoir (re)starts the count and the bookkeeping; rows
     # are appended until num_to_collect, then the row seen as number k replaces slot uniform[0, k]
     # when that is a slot.  With OBJECT_ID only the first row of an object not in the map is
     # collected (later rows and kept objects are skipped, uncounted), and writing slot p erases the
@@ -64,7 +64,7 @@ def reservoir_sampling(xp, reservoir, num_visited, data, _mutex, *rest, num_to_c
     if num_to_collect <= 0:
         raise ValueError("ReservoirSampling needs num_to_collect > 0")
     res, d = dev.to_host(reservoir), dev.to_host(data)
-    fresh = res.size == 0
+    fresh = res.size == 0 or (res.dtype == object and res.reshape(-1)[0] is None)  # NOTE: a loaded pack is null
     seen = 0 if fresh else int(dev.to_host(num_visited).reshape(-1)[0])
     rows = [] if fresh else list(res.reshape((res.shape[0],) + d.shape[1:]))
     ids = dev.to_host(rest[0]).reshape(-1).tolist() if rest else None

@@ -5,7 +5,8 @@ test_builders.py checks every builders* case (sections, generated backward ops, 
 adds what only these nets have: embedding tables whose gradient is a GradientSlice (the ids
 that were looked up and one gradient row per id), which netviz's backward pass must name as
 Caffe2 does, because the sparse optimizers (SparseAdagrad, RowWiseSparseAdagrad) read exactly
-those two blobs; and a trained layer model's workspace (mutex included) checkpoints.
+those two blobs; a trained layer model's workspace (mutex included) checkpoints, and a
+checkpointed PackRecords reservoir loads as Caffe2's does (null records, a restarted count).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import numpy as np
 import pytest
 
 from engine import blobio
+from engine.errors import NetvizError
+from engine.executor import eval_op
 from engine.gradient_ir import IR, GradientSlice
 from engine.training import FORWARD, split_training_net
 from proto import caffe2_pb2
@@ -55,3 +58,23 @@ def test_a_trained_layer_model_checkpoints_every_blob():
             assert type(back) is type(value) and back.cpp_type == value.cpp_type
         else:
             np.testing.assert_array_equal(back, value, err_msg=name)
+
+
+def test_a_checkpointed_packed_reservoir_loads_null_and_restarts():
+    """ReservoirSampling over PackRecords (layers_test's object-id reservoir): Caffe2 serializes a
+    pack's records as their type alone, so after a checkpoint the reservoir holds null records and
+    the next run starts counting again; unpacking null records is an error (Caffe2 crashes)."""
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    (packed,) = eval_op("PackRecords", x, fields=["x"])
+    proto = caffe2_pb2.BlobProto.FromString(blobio.serialize_blob("packed", packed))
+    assert proto.tensor.data_type == caffe2_pb2.TensorProto.UNDEFINED and list(proto.tensor.dims) == [3]
+    assert {caffe2_pb2.BlobProto.FromString(r).type for r in proto.tensor.string_data} == {
+        "std::shared_ptr<std::vector<TensorCPU>>"}
+    loaded = blobio.deserialize_blob(proto.SerializeToString())[1]
+    assert loaded.tolist() == [None, None, None]
+    (mutex,) = eval_op("CreateMutex")
+    res, seen = eval_op("ReservoirSampling", loaded, np.array(5, np.int64), packed[:2], mutex, n_out=2,
+                        num_to_collect=4)
+    assert int(seen) == 2 and all(r is not None for r in res)
+    with pytest.raises(NetvizError, match="null records"):
+        eval_op("UnPackRecords", loaded, fields=["x"])
