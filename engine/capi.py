@@ -268,13 +268,27 @@ class _Blobs(Mapping):
 
 
 class _Net:
-    """A net created in a workspace (``ws.create_net(...)``), runnable by ``.run()``."""
+    """A net created in a workspace (``ws.create_net(...)``), runnable by ``.run()``; ``.cancel()``
+    (from another thread) closes the queues its ops wait on and makes the run it stops fail."""
 
     def __init__(self, ws: Any, name: str) -> None:
         self._ws, self.name = ws, name
+        self._cancelled = False
 
     def run(self) -> bool:
-        return self._ws.run_net(self.name)
+        ok = self._ws.run_net(self.name)
+        if self._cancelled:
+            self._cancelled = False
+            raise ExecutionError(f"{self.name}: the net was cancelled while it ran")
+        return ok
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        compiled = self._ws.nets.get(self.name)
+        for op in compiled.net.op if compiled is not None else ():
+            queue = self._ws.values.get(op.input[0]) if len(op.input) else None
+            if hasattr(queue, "close") and hasattr(queue, "cond"):  # a blobs/rebatching queue
+                queue.close()
 
     def Proto(self) -> caffe2_pb2.NetDef:  # noqa: N802 (Caffe2's name)
         return self._ws.nets[self.name].net if hasattr(self._ws.nets[self.name], "net") else caffe2_pb2.NetDef()

@@ -302,9 +302,12 @@ class Workspace:
 
     # -- nets ---------------------------------------------------------------------------
     def create_net(self, net: caffe2_pb2.NetDef, overwrite: bool = False,
-                   input_blobs: Iterable[str] | None = None, *, device: str | None = None) -> bool:
+                   input_blobs: Iterable[str] | None = None, *, device: str | None = None) -> Any:
+        """Create (compile) `net` (a NetDef or a core.Net); returns the net, runnable and truthy
+        (``workspace.Workspace().create_net(net).run()``, as Caffe2's C.Workspace)."""
         from engine import executor
 
+        net = net.Proto() if hasattr(net, "Proto") else net
         for b in input_blobs or ():
             self.create_blob(b)
         if not net.HasField("name"):  # NOTE: an explicitly empty name is fine, as in Caffe2
@@ -324,7 +327,7 @@ class Workspace:
             for o in op.output:
                 self.create_blob(o)
         self.nets[net.name] = compiled
-        return True
+        return C._Net(self, net.name)
 
     def run_net(self, name: str, num_iter: int = 1, allow_fail: bool = False) -> bool:
         from engine import executor
@@ -529,7 +532,7 @@ def FetchBlobs(names: Iterable[str]) -> list[Any]:
 
 
 def CreateNet(net: Any, overwrite: bool = False, input_blobs: Iterable[str] | None = None) -> bool:
-    return current().create_net(_netdef(net), overwrite, input_blobs)
+    return bool(current().create_net(_netdef(net), overwrite, input_blobs))
 
 
 def RunNet(name: Any, num_iter: int = 1, allow_fail: bool = False) -> bool:

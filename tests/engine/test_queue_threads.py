@@ -241,3 +241,16 @@ def test_store_get_waits_for_another_thread_to_set_the_key():
     _op(ws, "StoreSet", ["h", "x"], [], blob_name="late")
     _joined(t)
     assert box == [None] and ws.values["v"].tolist() == [3]
+
+
+def test_cancel_from_another_thread_stops_a_net_blocked_on_its_queue():
+    ws = Workspace("t")
+    _op(ws, "CreateBlobsQueue", [], ["q"], capacity=2, num_blobs=1)
+    net = core.Net("wait")
+    net.SafeDequeueBlobs(["q"], ["y", "status"])
+    handle = ws.create_net(net)
+    assert handle and handle.name == "wait"
+    canceller, _ = _in_thread(lambda: (time.sleep(0.2), handle.cancel()))
+    with pytest.raises(ExecutionError, match="cancelled"):
+        handle.run()
+    _joined(canceller)
