@@ -34,13 +34,15 @@ BLOBS = {
 }
 
 
-def _oracle(script: str, cwd: Path) -> None:
+def _oracle(script: str, cwd: Path) -> str:
+    """Run `script` on real Caffe2 (the oracle venv) in `cwd`; its stdout.  Skips without the venv."""
     if not ORACLE.exists():
         pytest.skip("no .venv-caffe2 (real Caffe2) to round-trip with")
     env = dict(os.environ, GLOG_minloglevel="2", OMP_NUM_THREADS="1")
     r = subprocess.run([str(ORACLE), "-c", textwrap.dedent(script)], cwd=cwd, env=env,
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
 
 
 def _assert_same(got, want, name):

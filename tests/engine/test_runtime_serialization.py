@@ -5,9 +5,6 @@ Bytes and values are compared with real Caffe2 (the oracle venv, in a subprocess
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +17,9 @@ from engine.opdef import create_operator
 from engine.ops.runtime import UnorderedMap
 from engine.workspace import Workspace
 from proto import caffe2_pb2
+from tests.engine.test_db_ops import _oracle
 
 ROOT = Path(__file__).resolve().parents[2]
-ORACLE = ROOT / ".venv-caffe2" / "bin" / "python"
 
 #: Blobs made by ops on both sides: (name, [(op type, inputs, args)]); inputs fed first.
 FEEDS = {"keys": np.array([7, -3, 40, 7, 12], np.int64), "vals": np.array([1, 2, 3, 4, 5], np.int32),
@@ -34,16 +31,6 @@ MAKERS = [
     ("sidx", [("StringIndexCreate", [], {}), ("IndexGet", ["sidx", "skeys"], {})]),
     ("map", [("KeyValueToMap", ["keys", "vals"], {})]),
 ]
-
-
-def _oracle(script: str, cwd: Path) -> str:
-    if not ORACLE.exists():
-        pytest.skip("no .venv-caffe2 (real Caffe2) to compare with")
-    env = dict(os.environ, GLOG_minloglevel="2", OMP_NUM_THREADS="1")
-    r = subprocess.run([str(ORACLE), "-c", textwrap.dedent(script)], cwd=cwd, env=env,
-                       capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout
 
 
 def _netviz_blobs() -> Workspace:
