@@ -118,7 +118,8 @@ def wait_until(cond: threading.Condition, ready: Callable[[], bool], *, stop: Ca
             return False
         if deadline is None and (is_single_threaded() or not others_can_progress()):
             raise deadlock()  # NOTE: a wait with a timeout ends anyway: it waits it out, as in Caffe2
-        with waiting(cond):
+        # NOTE: a timed waiter goes on by itself, so it does not count as blocked for the others
+        with waiting(cond) if deadline is None else contextlib.nullcontext():
             cond.wait(POLL_S if left is None else min(POLL_S, left))
     return True
 
