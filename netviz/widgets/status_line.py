@@ -15,10 +15,12 @@ BAR = "  │  "
 
 def fit_status(pc: str, cursor: str, flags: list[str], width: int | None) -> Text:
     """``pc … │ cursor … │ flags`` in `width` cells: the flags whole, pc and cursor sharing the rest
-    (each cut from the left only as far as needed)."""
+    (the stop's ``[reason]`` dropped first, then each cut from the left only as far as needed)."""
     tail = " ".join(flags)
     if width is not None:
         room = width - len("pc ") - 2 * len(BAR) - len(tail)
+        if len(pc) + len(cursor) > room and "  [" in pc:
+            pc = pc[:pc.index("  [")]  # the stop's reason goes first: it was a notice too
         if len(pc) + len(cursor) > room:
             pc_room = max(room - len(cursor), (room + 1) // 2)
             pc = cut_left(pc, pc_room)
