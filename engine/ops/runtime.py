@@ -347,14 +347,16 @@ def throw(xp, *xs, ctx, message: str = ""):
 
 
 # -- queues: blocking as in Caffe2 (engine.blocking: threads fill and drain them) ------------
+@dataclass(eq=False)
 class _Queue(CppObject):
-    """What both queue kinds share: records under a condition variable, and a close that wakes all."""
+    """What both queue kinds share: at most `capacity` records (of `num_blobs` values) under a
+    condition variable, and a close that wakes every waiter."""
 
     capacity: int
     num_blobs: int
-    records: list
-    closed: bool
-    cond: threading.Condition
+    records: list = field(default_factory=list)
+    closed: bool = False
+    cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
     def close(self) -> None:
         with self.cond:
@@ -376,15 +378,9 @@ class _Queue(CppObject):
         return rows
 
 
-@dataclass(eq=False)
 class BlobsQueue(_Queue):
-    """Caffe2's BlobsQueue: records of `num_blobs` values, at most `capacity` of them."""
+    """Caffe2's BlobsQueue: whole records go in and out."""
 
-    capacity: int
-    num_blobs: int
-    records: list = field(default_factory=list)
-    closed: bool = False
-    cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
     cpp_type = "std::shared_ptr<caffe2::BlobsQueue>"
 
     def write(self, ctx, xs) -> bool:
@@ -501,15 +497,9 @@ def close_blobs_queue(xp, q, *rest, ctx):
     return ()
 
 
-@dataclass(eq=False)
 class RebatchingQueue(_Queue):
     """Caffe2's RebatchingQueue: rows of `num_blobs` tensors, re-batched on dequeue."""
 
-    capacity: int
-    num_blobs: int
-    records: list = field(default_factory=list)
-    closed: bool = False
-    cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
     cpp_type = "std::unique_ptr<caffe2::RebatchingQueue>"
 
 
