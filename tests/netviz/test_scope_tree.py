@@ -12,6 +12,7 @@ import pytest
 from engine.modelio import load_net
 from engine.opdef import create_operator as op
 from netviz.app import NetvizApp
+from netviz.screens.search import SearchScreen
 from netviz.session import OpRef, Session
 from netviz.widgets.op_tree import ScopeBlock, name_of, scope_tree
 from proto import caffe2_pb2
@@ -117,6 +118,12 @@ async def test_stepping_and_breakpoints_open_the_block_of_the_pc(tmp_path):
         node = tree.nodes_by_ref[OpRef((), 3)]
         assert node.parent.data == ("scope", "enc/layer1/") and node.parent.is_expanded
         assert not tree.nodes_by_ref[OpRef((), 4)].parent.is_expanded
+        await pilot.press("slash")  # search finds an op in a closed block, and opens it
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), "search")
+        await pilot.press(*"scale_b", "enter")
+        await wait_for(pilot, lambda: tree.selected_ref == OpRef((), 5), "the cursor on the found op")
+        assert tree.nodes_by_ref[OpRef((), 5)].parent.is_expanded
+        assert not tree.nodes_by_ref[OpRef((), 3)].parent.is_expanded
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
