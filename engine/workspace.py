@@ -286,6 +286,8 @@ class Workspace:
             raise BlobNotFoundError(f"Can't find blob: {name}") from None
         if v is _EMPTY:
             return f"{name}, a C++ native class of type nullptr (uninitialized).".encode()
+        if hasattr(v, "cpp_type") and hasattr(v, "describe"):  # a C++ object (engine.ops.runtime.CppObject)
+            return v.describe(name)  # NOTE: Caffe2 fetches its description, not the object
         if isinstance(v, bytes) or not hasattr(v, "shape"):
             return v
         host = np.array(dev.to_host(v), copy=True)

@@ -126,6 +126,9 @@ def _run_plan(args: argparse.Namespace) -> int:
     outs = [b for n in plan.network for b in n.external_output if ws.has_blob(b)]
     for b in dict.fromkeys(outs):
         value = ws.fetch_blob(b)
+        if not hasattr(value, "ravel"):  # a C++ object's description, a string
+            print(f"{b} = {value!r}")
+            continue
         print(f"{b} = {value.ravel()[:4].tolist()}" + (" …" if value.size > 4 else ""))
     print(f"plan {plan.name!r}: {len(rows)} net runs")
     return 0

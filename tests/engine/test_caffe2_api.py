@@ -106,3 +106,16 @@ def test_net_editing_helpers() -> None:
     assert net.Proto().device_option.device_id == 1
     with scope.EmptyNameScope(), core.NameScope("s"):
         assert core.ScopedName("x") == "s/x"
+
+
+def test_fetching_a_cpp_object_blob_gives_caffe2s_description() -> None:
+    """Caffe2 1.10.2 (checked on the oracle) fetches a mutex or a counter as the bytes
+    ``b'<name>, a C++ native class of type <type>.'``, not as an object a script could use."""
+    workspace.ResetWorkspace()
+    workspace.RunOperatorOnce(core.CreateOperator("CreateMutex", [], ["m"]))
+    assert workspace.FetchBlob("m") == b"m, a C++ native class of type std::unique_ptr<std::mutex>."
+    workspace.RunOperatorOnce(core.CreateOperator("CreateCounter", [], ["c"], init_count=3))
+    text = workspace.FetchBlob("c")
+    assert isinstance(text, bytes) and text.startswith(b"c, a C++ native class of type std::unique_ptr<caffe2::Counter<")
+    workspace.RunOperatorOnce(core.CreateOperator("RetrieveCount", ["c"], ["n"]))
+    assert int(workspace.FetchBlob("n")) == 3  # the object itself still works for ops
