@@ -8,18 +8,9 @@ import threading
 import numpy as np
 
 from netviz.app import NetvizApp
-from netviz.screens.prompt import PromptScreen
 from netviz.session import BlobRef, OpRef, Session, from_oppath
 from tests.netviz.tui_nets import chain, write
-from tests.netviz.waiting import asynctest, notified, ready, text_of, wait_for
-
-
-async def _answer(pilot, text: str) -> None:
-    app = pilot.app
-    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "a prompt")
-    app.screen.query_one("#prompt-input").value = text
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
+from tests.netviz.waiting import answer, asynctest, notified, ready, text_of, wait_for
 
 
 @asynctest
@@ -37,7 +28,7 @@ async def test_save_runs_in_a_worker_and_says_when_done_or_failed(tmp_path):
         await wait_for(pilot, lambda: app.main.idle and app.session.pc == OpRef((), 1), "one step")
         app.main.select_blob(BlobRef((), "x1", 1))
         await pilot.press("S")
-        await _answer(pilot, str(tmp_path / "x1.npy"))
+        await answer(pilot, app, str(tmp_path / "x1.npy"))
         await pilot.press("down")  # the UI answers while the file is written
         await wait_for(pilot, lambda: app.main.selected == OpRef((), 2), "the cursor during the save")
         assert not (tmp_path / "x1.npy").exists()
@@ -47,7 +38,7 @@ async def test_save_runs_in_a_worker_and_says_when_done_or_failed(tmp_path):
         assert np.array_equal(np.load(tmp_path / "x1.npy"), expected)
         app.main.select_blob(BlobRef((), "x1", 1))
         await pilot.press("S")
-        await _answer(pilot, str(tmp_path / "no" / "such" / "folder" / "x1.npy"))
+        await answer(pilot, app, str(tmp_path / "no" / "such" / "folder" / "x1.npy"))
         await wait_for(pilot, lambda: any(n.severity == "error" and "x1" in n.message for n in app._notifications),
                        "the failed save's notice")
         assert app.is_running

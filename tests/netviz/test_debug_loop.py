@@ -19,12 +19,11 @@ from engine.opdef import create_operator as op
 from netviz.app import NetvizApp
 from netviz.screens.breakpoints import BreakpointsScreen
 from netviz.screens.pick import PickScreen
-from netviz.screens.prompt import PromptScreen
 from netviz.session import BlobRef, OpRef, Session
 from proto import caffe2_pb2
 from tests.engine.test_debugger_hunt import bn_relu_model
 from tests.netviz.tui_nets import while_net, write
-from tests.netviz.waiting import asynctest, notified, pick_export, ready, text_of, wait_for
+from tests.netviz.waiting import answer, asynctest, notified, pick_export, ready, text_of, wait_for
 
 #: move keys → the Session.step move they ask for.  NOTE: not t: it runs to the cursor as it is
 #: when pressed, and the cursor follows the pc as queued moves finish, so its target is the
@@ -126,19 +125,6 @@ def bn_app(bn_path: Path) -> NetvizApp:
 async def run_keys(pilot, app, *keys: str) -> None:
     await pilot.press(*keys)
     await wait_for(pilot, lambda: app.main.idle, "the moves to finish")
-
-
-async def answer(pilot, app, text: str, clear: bool = True, then: str = "") -> None:
-    """Type `text` into the open prompt; wait until it closes (or a prompt asking `then` opens)."""
-    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "a prompt")
-    if clear:
-        app.screen.query_one("#prompt-input").value = ""
-    await pilot.press(*text, "enter")
-    if then:
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and then in app.screen.title_text,
-                       f"a prompt asking {then!r}")
-    else:
-        await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
 
 
 @asynctest

@@ -11,24 +11,12 @@ import pytest
 
 from netviz.app import NetvizApp
 from netviz.screens.pick import PickScreen
-from netviz.screens.prompt import PromptScreen
 from netviz.session import OpRef, Session
 from netviz.widgets.graph_scene import window_of
 from tests.netviz.tui_nets import chain, write
-from tests.netviz.waiting import asynctest, notified, pick_export, ready, screen_text, wait_for
+from tests.netviz.waiting import answer, asynctest, notified, pick_export, ready, screen_text, wait_for
 
 N = 1000
-
-
-async def _answer(pilot, text: str, then: str = "") -> None:
-    app = pilot.app
-    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "a prompt")
-    app.screen.query_one("#prompt-input").value = ""
-    await pilot.press(*text, "enter")
-    if then:
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and then in app.screen.title_text, then)
-    else:
-        await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
 
 
 def _ops(path: Path) -> dict[int, dict[str, str]]:
@@ -59,7 +47,7 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
         app.session.export_view = held
         await pilot.press("e")
         await pick_export(pilot, "view")
-        await _answer(pilot, str(view_file))
+        await answer(pilot, app, str(view_file))
         assert app.main.exporting == str(view_file)
         await pilot.press("up")                     # the UI answers while the export runs
         await wait_for(pilot, lambda: app.main.selected == OpRef((), 499), "the cursor to move during the export")
@@ -82,7 +70,7 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
         # the whole net: every op, no marks
         await pilot.press("e")
         await pick_export(pilot, "net")
-        await _answer(pilot, str(net_file))
+        await answer(pilot, app, str(net_file))
         await wait_for(pilot, lambda: notified(app, f"wrote {net_file}"), "the whole-net export")
         ops = _ops(net_file)
         assert set(ops) == set(range(N)) and not any(a["label"].startswith("→") for a in ops.values())
@@ -93,13 +81,13 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
         await wait_for(pilot, lambda: app.main.canvas.scene is not None, "the layout")
         await pilot.press("e")
         await pick_export(pilot, "view")
-        await _answer(pilot, str(view_file), then="exists — type yes")
-        await _answer(pilot, "no")
+        await answer(pilot, app, str(view_file), then="exists — type yes")
+        await answer(pilot, app, "no")
         assert view_file.read_text() == before and app.main.exporting is None
         await pilot.press("e")
         await pick_export(pilot, "view")
-        await _answer(pilot, str(view_file), then="exists — type yes")
-        await _answer(pilot, "yes")
+        await answer(pilot, app, str(view_file), then="exists — type yes")
+        await answer(pilot, app, "yes")
         await wait_for(pilot, lambda: view_file.read_text() != before, "the overwritten view")
         assert set(_ops(view_file)) == set(window_of(N, 300))
 

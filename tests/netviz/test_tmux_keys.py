@@ -1,16 +1,14 @@
 """End to end in a real terminal: 20 `n` sent at once to ResNet-50 end where 20 slow presses end."""
 from __future__ import annotations
 
-import re
 import shutil
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.netviz.tmux import private_tmux, wait_screen
+from tests.netviz.tmux import private_tmux, wait_screen, wait_settled
 
 ROOT = Path(__file__).resolve().parents[2]
 NETVIZ = Path(sys.executable).parent / "netviz"
@@ -26,13 +24,7 @@ def status_line(screen: str) -> str:
 
 def settled(tmux, session: str, k: int) -> str:
     """Wait until the pc is at op #k and no move is running or queued; the screen then."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        screen = tmux("capture-pane", "-p", "-t", session)
-        if re.search(rf"› op#{k} \w", screen) and "⏳" not in screen:
-            return screen
-        time.sleep(0.2)
-    raise AssertionError(f"pc never settled at op #{k}; screen was:\n{screen}")
+    return wait_settled(tmux, session, rf"› op#{k} \w")
 
 
 def test_twenty_quick_n_presses_end_where_twenty_slow_ones_do(zoo, tmp_path):

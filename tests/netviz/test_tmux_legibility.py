@@ -5,28 +5,16 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.netviz.tmux import private_tmux, wait_screen
+from tests.netviz.tmux import private_tmux, wait_screen, wait_settled
 
 ROOT = Path(__file__).resolve().parents[2]
 NETVIZ = Path(sys.executable).parent / "netviz"
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None or not NETVIZ.exists(), reason="needs tmux")
-
-
-def settled(tmux, session: str, pattern: str, timeout: float = 120) -> str:
-    """The screen once `pattern` shows and no move is running or queued."""
-    deadline, screen = time.monotonic() + timeout, ""
-    while time.monotonic() < deadline:
-        screen = tmux("capture-pane", "-p", "-t", session)
-        if re.search(pattern, screen) and "⏳" not in screen:
-            return screen
-        time.sleep(0.2)
-    raise AssertionError(f"never settled on {pattern!r}; screen was:\n{screen}")
 
 
 def test_googlenet_at_80x24(zoo, tmp_path):
@@ -41,9 +29,9 @@ def test_googlenet_at_80x24(zoo, tmp_path):
         tmux("send-keys", "-t", session, "N")
         wait_screen(tmux, session, "inception_3a/ ·")
         tmux("send-keys", "-t", session, *["n"] * 10)  # one write: ten moves queued at once
-        screen = settled(tmux, session, r"pc main › op#10 Conv")
+        screen = wait_settled(tmux, session, r"pc main › op#10 Conv")
         assert "▼ inception_3a/" in screen and "Internal error" not in screen, screen
         tmux("send-keys", "-t", session, "m")  # overlay: time
-        screen = settled(tmux, session, r"■■■■■ \d")  # the legend, under the breadcrumb in a narrow pane
+        screen = wait_settled(tmux, session, r"■■■■■ \d")  # the legend, under the breadcrumb in a narrow pane
         assert re.search(r"│ (time )?■■■■■ \d[\d.]*[µm]s–", screen), screen
         tmux("send-keys", "-t", session, "q")

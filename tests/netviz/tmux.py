@@ -40,3 +40,16 @@ def wait_screen(tmux: Callable[..., str], session: str, text: str, timeout: floa
             return screen
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {text!r}; screen was:\n{screen}")
+
+
+def wait_settled(tmux: Callable[..., str], session: str, pattern: str, timeout: float = 120.0) -> str:
+    """Poll until regex `pattern` shows and no move runs or waits (no ``⏳``); the screen then."""
+    import re
+
+    deadline, screen = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        screen = tmux("capture-pane", "-p", "-t", session)
+        if re.search(pattern, screen) and "⏳" not in screen:
+            return screen
+        time.sleep(0.2)
+    raise AssertionError(f"never settled on {pattern!r}; screen was:\n{screen}")

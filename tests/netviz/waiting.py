@@ -66,3 +66,18 @@ async def pick_export(pilot: Pilot, what: str) -> None:
     if what == "net":
         await pilot.press("down")
     await pilot.press("enter")
+
+
+async def answer(pilot: Pilot, app, text: str, clear: bool = True, then: str = "") -> None:
+    """Type `text` into the open prompt; wait until it closes (or a prompt asking `then` opens)."""
+    from netviz.screens.prompt import PromptScreen
+
+    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "a prompt")
+    if clear:
+        app.screen.query_one("#prompt-input").value = ""
+    await pilot.press(*text, "enter")
+    if then:
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and then in app.screen.title_text,
+                       f"a prompt asking {then!r}")
+    else:
+        await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
