@@ -97,7 +97,7 @@ def test_serialize_blob_is_byte_identical_and_loads_both_ways(tmp_path):
 
 
 def test_map_iteration_order_matches_libstdcxx_through_rehashes(tmp_path):
-    sizes = (5, 13, 14, 29, 60, 200)
+    sizes = (5, 13, 14, 29, 60, 200, 6000)  # 6000 keys: past 4349 buckets
     out = _oracle(f"""
         import json, numpy as np
         from caffe2.python import core, workspace
