@@ -122,15 +122,19 @@ def save(xp, *xs, ctx, db: str = "", db_type: str = "", absolute_path: bool = Fa
 
 
 @kernel("Checkpoint", "Snapshot", needs_context=True)  # NOTE: Snapshot is Caffe2's old name of Checkpoint
-def checkpoint(xp, it, *xs, ctx, db: str = "", db_type: str = "", absolute_path: bool = False,
-               every: int = 1):
-    """Save inputs 1.. every `every` iterations to `db` formatted with the iteration (``%d``)."""
+def checkpoint(xp, it, *xs, ctx, db: str = "", db_type: str = "", absolute_path: bool = False, every: int = 1,
+               strip_prefix: str = "", blob_name_overrides: list = (), chunk_size: int | None = None,
+               options: str = ""):
+    """Every `every` iterations, a Save of all the inputs (the iteration blob too, as Caffe2) to `db`
+    formatted with the iteration (``%d``)."""
+    if not db or every <= 0:
+        raise ExecutionError(f"{_where(ctx)}: " + ("Must specify a checkpoint file pattern." if not db
+                                                   else "Checkpoint interval should be positive."))
     i = int(np.asarray(it).reshape(-1)[0])
-    if i % max(every, 1) == 0:
-        _check_type(ctx, db_type)
-        name = db % i if "%" in db else db
-        records = blobio.save_records(zip(ctx.op.input[1:], xs))
-        _write(ctx, _path(ctx, name, absolute_path), db_type, records)
+    if i % every == 0:
+        save(xp, it, *xs, ctx=ctx, db=db % i if "%" in db else db, db_type=db_type, absolute_path=absolute_path,
+             strip_prefix=strip_prefix, blob_name_overrides=blob_name_overrides, chunk_size=chunk_size,
+             options=options)
     return ()
 
 

@@ -175,6 +175,8 @@ def test_checkpoint_and_its_old_name_snapshot_save_every_n_iterations(tmp_path):
         for t in ("Checkpoint", "Snapshot"):
             run_op(create_operator(t, ["it", "w"], [], db=f"{t}_%d.minidb", db_type="minidb", every=2), ws)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Checkpoint_4.minidb", "Snapshot_4.minidb"]
+    # NOTE: Caffe2's Checkpoint is a Save of all its inputs: the iteration blob is in the db too
+    assert [blobio.blob_name_of_key(k) for k, _ in blobio.read_minidb(tmp_path / "Checkpoint_4.minidb")] == ["it", "w"]
 
 
 def test_tensor_protos_db_input_reads_a_queue_through_create_blobs_queue_db():
