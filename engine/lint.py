@@ -200,10 +200,14 @@ def _inplace_read(net, diff, losses):
 
 @rule("two-char-gradient-name", "Two-character gradient names", whole_net=True)
 def _two_char(net, diff, losses):
+    # NOTE: only a gradient fed from outside is unpacked: a 2-character forward blob a gradient op
+    # also reads (an RNN's "h0") is what every rnn_cell net has, and Caffe2 differentiates those.
     written = _writes_in(net)
+    forward_reads = {b for op in net.op if not op.is_gradient_op for b in op.input}
     out = []
     for i, op in enumerate(net.op):
-        given = [b for b in op.input if len(b) == 2 and b not in written and op.is_gradient_op]
+        given = [b for b in op.input if len(b) == 2 and b not in written and b not in forward_reads
+                 and op.is_gradient_op]
         if given:
             out.append(_f("two-char-gradient-name", i, op, f"gradient {given[0]!r} has two characters: Caffe2 unpacks "
                           "it as a sparse (indices, values) pair and refuses", refused=True))
@@ -288,12 +292,45 @@ def _zero_grad(net, diff, losses):
             for i, op in _ops(net, ("Conv", "FC")) if len(op.input) > 2 and op.output[0] in bn_inputs and i in diff]
 
 
+def _input_shapes(net: caffe2_pb2.NetDef) -> dict[int, list[tuple | None]]:
+    """Statically inferred shapes of each top-level op's inputs (None: not fully known, or inference failed)."""
+    from engine.shapes import infer_shapes
+
+    try:
+        infos = infer_shapes(net)
+    except Exception:  # noqa: BLE001 - a net shape inference cannot follow proves nothing either way
+        return {}
+    version: dict[str, int] = {}
+    out: dict[int, list[tuple | None]] = {}
+    for i, op in enumerate(net.op):
+        shapes = []
+        for b in op.input:
+            info = infos.get((b, version.get(b, 0)))
+            known = info is not None and info.shape is not None and all(d is not None for d in info.shape)
+            shapes.append(tuple(info.shape) if known else None)
+        out[i] = shapes
+        for b in op.output:
+            version[b] = version.get(b, 0) + 1
+    return out
+
+
 @rule("max-min-accumulate-shapes", "Max / Min with inputs of another shape; Accumulate into a blob of another shape")
 def _max_min(net, diff, losses):
-    return [_f("max-min-accumulate-shapes", i, op, "if the inputs' shapes differ, Caffe2 reads past the end of the "
-               "smaller one (Max/Min) or adds to uninitialised memory (Accumulate); netviz raises / starts from 0",
-               values_differ=True) for i, op in _ops(net, ("Max", "Min", "Accumulate"))
-            if op.type == "Accumulate" or len(op.input) > 1]
+    # NOTE: Max/Min inputs of the same inferred shape are what Caffe2 computes right (Huber losses of
+    # layer models use Min of two equal-shaped blobs); unknown shapes are a note, differing ones differ.
+    shapes = _input_shapes(net) if any(op.type in ("Max", "Min") for op in net.op) else {}
+    out = []
+    for i, op in _ops(net, ("Max", "Min", "Accumulate")):
+        if op.type != "Accumulate" and len(op.input) < 2:
+            continue
+        ins = shapes.get(i, [])
+        known = op.type != "Accumulate" and ins and all(s is not None for s in ins)
+        if known and len(set(ins)) == 1:
+            continue
+        out.append(_f("max-min-accumulate-shapes", i, op, "if the inputs' shapes differ, Caffe2 reads past the end "
+                      "of the smaller one (Max/Min) or adds to uninitialised memory (Accumulate); netviz raises / "
+                      "starts from 0", values_differ=bool(known) or op.type == "Accumulate"))
+    return out
 
 
 @rule("adjoint-gradients", "Conv and image gradients (issue #18)")

@@ -344,8 +344,9 @@ def reduce_back_shape(x, lengths=None, *, num_reduce_dim: int = 1):
 
 
 shape(*(f"Reduce{s}{k}Gradient" for s in ("Front", "Back") for k in ("Sum", "Mean", "Max")), "ReduceL1Gradient",
-      "ReduceL2Gradient", "LpNormGradient", "NormalizeGradient")(same_as(1))
+      "ReduceL2Gradient", "NormalizeGradient")(same_as(1))
 shape("ColwiseMaxGradient", "RowwiseMaxGradient")(same_as(0))  # [X, Y, dY] -> dX
+shape("LpNormGradient")(same_as(0))  # [X, dY (1,)] -> dX of X's shape
 shape("MomentsGradient", "BatchMomentsGradient")(same_as(2))  # [dmean, dvar, X, …] -> dX
 shape("ColwiseMax")(lambda x: TensorInfo((d := dims(x))[:1] + d[2:], x.dtype))
 shape("RowwiseMax")(lambda x: TensorInfo(dims(x)[:2], x.dtype))

@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from engine.errors import GradientError
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,3 +18,35 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fix-caffe2", action="store_true",
                         help="apply netviz's fixes of Caffe2 gradient bugs (default: compute exactly what "
                              "Caffe2 1.10.2 computes; `netviz lint` lists the ops where they differ)")
+
+
+_NOT_FOUND = re.compile(r"input blob '(.+?)' not found")
+
+
+def missing_blob_hint(detail: str, model: Any, synthesized: bool) -> str:
+    """What to give for an external input a run did not find (appended to its one-line error).
+
+    Nets from Caffe2's builders and ``netviz grad -o`` come without ``value_info.json``, so their
+    data inputs have no shape to make random values from: the error must say how to feed them,
+    not only (as for a weightless zoo net) how to make up parameters.
+    """
+    m = _NOT_FOUND.search(detail)
+    if not m or m.group(1) not in model.predict.external_input:
+        return ""
+    blob = m.group(1)
+    if not len(model.init.op) and not synthesized:
+        return ("; the model has no init net: give --init INIT or --random-params for its parameters "
+                "(and --input NAME=FILE.npy or NAME=SHAPE for its inputs)")
+    return (f"; '{blob}' is an input of the net that neither the init net nor --input gives: "
+            f"feed it with --input {blob}=FILE.npy or --input {blob}=SHAPE")
+
+
+@contextmanager
+def naming(where: str) -> Iterator[None]:
+    """Prefix a gradient error with the net (or file) it is about, as `netviz grad` does."""
+    try:
+        yield
+    except GradientError as e:
+        if str(e).startswith(f"{where}:"):
+            raise
+        raise GradientError(f"{where}: {e}") from e

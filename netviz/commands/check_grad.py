@@ -24,7 +24,7 @@ from engine.gradient_checker import check_model_gradients
 from engine.modelio import Model, load_model
 from proto.caffe2_pb2 import NetDef
 from engine.training import forward_net
-from netviz.commands import add_model_arguments
+from netviz.commands import add_model_arguments, missing_blob_hint, naming
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +52,19 @@ def _random_params(model: Model, net: NetDef, feeds: dict[str, np.ndarray], seed
     return synthesize_params(net, {**ws.values, **feeds}, seed=seed)
 
 
+def _explain_exact_mode(net: NetDef, losses: list[str]) -> None:
+    """A failure where netviz computes Caffe2's wrong gradient on purpose (Caffe2-exact mode) says so."""
+    from engine.lint import fixes_enabled, lint_net
+
+    if fixes_enabled():
+        return
+    wrong = [f for f in lint_net(net, losses) if f.values_differ]
+    if wrong:
+        ops = ", ".join(f"#{f.op_index} {f.op_type}" for f in wrong[:4]) + (", …" if len(wrong) > 4 else "")
+        print(f"note: {len(wrong)} ops compute Caffe2 1.10.2's own gradient here, which differs from the true one "
+              f"({ops}; `netviz lint`); --fix-caffe2 checks netviz's corrected gradients")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.elements < 1 or args.step <= 0:
         raise NetvizError("--elements must be ≥ 1 and --step > 0")
@@ -65,8 +78,15 @@ def run(args: argparse.Namespace) -> int:
             raise NetvizError(f"{args.path}: no op writes loss blob '{loss}'")
     if args.random_params:
         feeds.update(_random_params(model, net, feeds, args.seed))
-    results = check_model_gradients(net, model.init, args.loss, feeds, args.only, max_elements=args.elements,
-                                    step=args.step, threshold=args.threshold, seed=args.seed)
+    try:
+        with naming(net.name or args.path):
+            results = check_model_gradients(net, model.init, args.loss, feeds, args.only, max_elements=args.elements,
+                                            step=args.step, threshold=args.threshold, seed=args.seed)
+    except NetvizError as e:
+        hint = missing_blob_hint(str(e), model, args.random_params)
+        if not hint:
+            raise
+        raise NetvizError(f"{e}{hint}") from e
     if not results:
         raise NetvizError(f"{args.path}: no float input gets a gradient from {', '.join(args.loss)}")
     print(f"{'input':<32} {'shape':<18} {'checked':>7} {'max abs':>11} {'max rel':>11}  result")
@@ -75,4 +95,6 @@ def run(args: argparse.Namespace) -> int:
               f"{'ok' if r.passed else 'FAIL'}")
     failed = [r.name for r in results if not r.passed]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    if failed:
+        _explain_exact_mode(net, args.loss)
     return 1 if failed else 0

@@ -37,7 +37,7 @@ import argparse
 import sys
 
 from engine.modelio import load_net
-from netviz.commands import add_model_arguments
+from netviz.commands import add_model_arguments, naming
 from netviz.drawing import MODES, SUBNET_MODES, DrawOptions, draw_net, focus
 from netviz.export import ExportError, backward_drawing_net, count_summary, export_drawing, output_format
 from netviz.layout import DEFAULT_TIMEOUT
@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     net = load_net(args.path)
     n_fwd, origin = None, []
     if args.backward:
-        net, n_fwd, origin = backward_drawing_net(net, args.loss)
+        with naming(net.name or args.path):
+            net, n_fwd, origin = backward_drawing_net(net, args.loss)
     options = DrawOptions(args.mode, args.minimal_dependency, args.subnets, args.group_scopes,
                           args.append_output, "TB" if args.rankdir == "auto" else args.rankdir)
     shapes = None

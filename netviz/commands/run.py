@@ -24,7 +24,7 @@ from engine.debugger import Debugger, OpExecuted, parse_input_spec
 from engine.debugger.inspect import save_blob
 from engine.errors import NetvizError
 from engine.modelio import load_model
-from netviz.commands import add_model_arguments
+from netviz.commands import add_model_arguments, missing_blob_hint
 
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -173,9 +173,7 @@ def run(args: argparse.Namespace) -> int:
     total = sum(r.wall_s for r in dbg.records)
     print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
     if stop.reason == "error":
-        hint = ("; the model has no init net: give --init INIT, or --random-params to make them up"
-                if "not found" in stop.detail and not dbg.model.init.op and not dbg.synthesize else "")
-        raise NetvizError(stop.detail + hint)
+        raise NetvizError(stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize))
     if stop.reason == "condition":
         print(f"netviz: NaN/Inf produced; stopped at {stop.pc.text()}")
         return 1
