@@ -34,7 +34,8 @@ def _fake_namespace() -> types.ModuleType:
     return ns
 
 
-_FAKE = _fake_namespace()
+_FAKE: types.ModuleType | None = None  # NOTE: made on first use: reading every NumPy attribute imports
+# NumPy's lazy submodules (0.1-0.6 s), and every `import engine` (the TUI's start-up) paid for it
 
 
 def cupy_module() -> Any:
@@ -65,6 +66,9 @@ def namespace(device_type: int, *, force_cpu: bool = False) -> Any:
     if force_cpu or device_type not in GPU_TYPES:
         return np
     if _state["fake"]:
+        global _FAKE
+        if _FAKE is None:
+            _FAKE = _fake_namespace()
         return _FAKE
     cp = cupy_module()
     if cp is None:

@@ -8,7 +8,9 @@ message starts with the file name.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,8 +142,63 @@ def _read_bytes(path: Path) -> bytes:
         raise ModelError(f"{path}: cannot read: {e.strerror}") from None
 
 
+#: text files at least this big go through the parse cache (protobuf's text parser takes ~5 ms per 1 kB)
+CACHE_MIN_BYTES = 16 * 1024
+_CACHE_MAGIC = b"netviz-netdef-cache-1\n"
+
+
+def cache_dir() -> Path | None:
+    """Where parsed text nets are kept as binary: ``$NETVIZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/netviz``
+    (``~/.cache/netviz``); None when ``NETVIZ_NO_CACHE`` is set."""
+    if os.environ.get("NETVIZ_NO_CACHE"):
+        return None
+    if os.environ.get("NETVIZ_CACHE_DIR"):
+        return Path(os.environ["NETVIZ_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "netviz"
+
+
+def _cache_file(data: bytes) -> Path | None:
+    """The cache entry of a text net's content (keyed by its SHA-256: an edit, a copy, a touch all
+    do the right thing without mtime checks)."""
+    where = cache_dir()
+    return None if where is None else where / "parse" / f"{hashlib.sha256(data).hexdigest()}.pb"
+
+
+def _cached_parse(data: bytes, path: str) -> caffe2_pb2.NetDef:
+    """:func:`parse_net`, through the binary parse cache for big text files.
+
+    The cache is a speed-up only: an unreadable, corrupt or foreign entry is ignored (and the text
+    parsed), and a cache directory that cannot be written is never an error.  Binary parsing of
+    the entry is ~1000x faster than protobuf's pure-Python text parser (DenseNet-121: 0.2-0.9 s).
+    """
+    entry = _cache_file(data) if len(data) >= CACHE_MIN_BYTES and _looks_like_text(data) else None
+    if entry is not None:
+        try:
+            blob = entry.read_bytes()
+        except OSError:
+            blob = b""
+        if blob.startswith(_CACHE_MAGIC):
+            net = caffe2_pb2.NetDef()
+            try:
+                net.ParseFromString(blob[len(_CACHE_MAGIC):])
+                return net
+            except pb_message.DecodeError:
+                pass
+    net = parse_net(data, path)
+    if entry is not None:
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(_CACHE_MAGIC + net.SerializeToString())
+            os.replace(tmp, entry)  # NOTE: atomic: a concurrent reader sees the old state or the whole entry
+        except OSError:
+            pass
+    return net
+
+
 def load_net(path: str | Path) -> caffe2_pb2.NetDef:
-    """Read one NetDef from a binary or text file.
+    """Read one NetDef from a binary or text file (big text files through :func:`_cached_parse`).
 
     Examples
     --------
@@ -150,7 +207,7 @@ def load_net(path: str | Path) -> caffe2_pb2.NetDef:
     'Conv'
     """
     path = Path(path)
-    return parse_net(_read_bytes(path), str(path))
+    return _cached_parse(_read_bytes(path), str(path))
 
 
 def save_net(net: caffe2_pb2.NetDef, path: str | Path, text: bool | None = None) -> Path:

@@ -76,6 +76,7 @@ class MainScreen(Screen[None]):
         super().__init__()
         self.session = session
         self.selected: OpRef | None = None
+        self.details_ref: OpRef | None = None  # the op the inspector shows (a step updates it a frame after the pc)
         self.blob: BlobRef | None = None
         # NOTE: moves are serialised: keys queue here (type-ahead, shown in the status line, flushed
         # by Escape) and one worker runs them in order — never two moves at once.
@@ -193,6 +194,18 @@ class MainScreen(Screen[None]):
         if self.follow:
             canvas.center_on(ref.index, lazy=stepping)
         self.op_tree.select_ref(ref)
+        if stepping:  # NOTE: the pc's frame first; the inspector's table and re-layout (the costliest part) next frame
+            self.call_after_refresh(self.show_details, ref)
+        else:
+            self.show_details(ref)
+        if self.focus_mode:
+            self.set_focus_set()
+        self.update_status()
+
+    def show_details(self, ref: OpRef) -> None:
+        """The op inspector and blob list of `ref` (skipped when the selection moved on meanwhile)."""
+        if ref != self.selected:
+            return
         self.query_one(OpInspector).show(self.session, ref)
         d = self.session.op_details(ref)
         blobs = self.query_one("#blob-list", OptionList)
@@ -200,9 +213,7 @@ class MainScreen(Screen[None]):
         self.blob_options = [BlobRef(ref.path, n, v) for n, v in (*d["inputs"], *d["outputs"])]
         blobs.add_options([Option(f"{'in ' if k < len(d['inputs']) else 'out'} {b.label()}")
                            for k, b in enumerate(self.blob_options)])
-        if self.focus_mode:
-            self.set_focus_set()
-        self.update_status()
+        self.details_ref = ref
 
     def _window_of(self, ref: OpRef) -> range:
         return window_of(len(self.session.view(ref.path).net.op), ref.index)

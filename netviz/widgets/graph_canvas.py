@@ -84,6 +84,8 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self._args: tuple = ()                 # what the last show() laid out, for a re-plan
         #: "auto", "TB" or "LR" (the main screen's toggle); the key of the view includes it
         self.direction = "auto"
+        self._width_for: tuple | None = None
+        self._width = 0
 
     # -- what to show ----------------------------------------------------------------------
     def show(self, session: Any, path: NetPath, ssa: bool, zoom: int, op: int | None = None) -> None:
@@ -230,17 +232,27 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self.scroll_to(self.scroll_x + dx, self.scroll_y + dy, animate=False)
 
     # -- drawing ---------------------------------------------------------------------------
+    def _content_width(self) -> int:
+        """``scrollable_content_region.width``, cached per size (Textual recomputes it per call: a
+        third of a line's drawing time)."""
+        key = (self.size, self.virtual_size, self.show_vertical_scrollbar)
+        if self._width_for != key:
+            self._width_for, self._width = key, self.scrollable_content_region.width
+        return self._width
+
     def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
+        width = self._content_width()
         sx, sy = int(self.scroll_x), int(self.scroll_y)
         sc, row = self.scene, sy + y
         if sc is None or row >= sc.height:
             text = self.placeholder if sc is None and y == 1 else ""
             return Strip([Segment(f" {text}".ljust(width)[:width], S_EDGE)], width)
         chars = list(sc.edge_chars(row, sx, sx + width).ljust(width))
-        dim = self.focus_nodes is not None
-        styles = [S_DIM if dim else S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, sx:sx + width]]
-        styles += [S_EDGE] * (width - len(styles))
+        if self.focus_nodes is not None:
+            styles = [S_DIM] * width
+        else:
+            styles = [S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, sx:sx + width].tolist()]
+            styles += [S_EDGE] * (width - len(styles))
         for cx in self._hot_edges().get(row, ()):
             if sx <= cx < sx + width:
                 styles[cx - sx] = S_EDGE_SEL
@@ -316,9 +328,13 @@ def _fit(label: str, w: int) -> str:
 
 
 def _runs(chars: list[str], styles: list[Style]) -> list[Segment]:
-    out, start = [], 0
-    for i in range(1, len(chars) + 1):
-        if i == len(chars) or styles[i] is not styles[start]:
-            out.append(Segment("".join(chars[start:i]), styles[start]))
-            start = i
+    """One segment per run of cells sharing a style (by identity)."""
+    if not chars:
+        return []
+    out, start, prev = [], 0, styles[0]
+    for i, st in enumerate(styles):
+        if st is not prev:
+            out.append(Segment("".join(chars[start:i]), prev))
+            start, prev = i, st
+    out.append(Segment("".join(chars[start:]), prev))
     return out

@@ -108,6 +108,7 @@ class Scene:
     direction: str = "TB"          # "TB" or "LR"
     extents: dict[str, tuple[int, int]] = field(default_factory=dict)  # estimate_extents of the view
     columns: int = 1               # bands of a wrapped drawing (wrap_scene)
+    _row_text: dict[int, str] = field(default_factory=dict, repr=False)
 
     def index(self) -> Scene:
         for k, n in enumerate(self.nodes):
@@ -121,7 +122,13 @@ class Scene:
         return next((self.nodes[k] for k in self.rows.get(y, ()) if self.nodes[k].contains(x, y)), None)
 
     def edge_chars(self, row: int, x0: int, x1: int) -> str:
-        return "".join(LUT[self.mask[row, x0:x1]]) if 0 <= row < self.height else ""
+        """The edge characters of cells x0..x1 of a row (each row's text made once, on first use)."""
+        if not 0 <= row < self.height:
+            return ""
+        text = self._row_text.get(row)
+        if text is None:
+            text = self._row_text[row] = "".join(LUT[self.mask[row]].tolist())
+        return text[x0:x1]
 
     def edge_cells_of(self, nodes: set[int]) -> dict[int, set[int]]:
         """Row → columns of every edge touching one of `nodes` (scene node indices)."""
