@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from engine import __version__
-from engine.errors import NetvizError
+from engine.errors import ModelError, NetvizError
 from engine.lint import fix_caffe2
 
 #: subcommand → (module in netviz.commands, one-line help)
@@ -40,7 +40,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors in one line with exit status 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"netviz: {message} (see `{self.prog} --help`)\n")
+        hint = "" if message.endswith("--help`)") else f" (see `{self.prog} --help`)"
+        self.exit(2, f"netviz: {message}{hint}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +59,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: subcommands that take a PlanDef as PATH (the others read one NetDef)
+PLAN_COMMANDS = frozenset({"open", "info", "run"})
+
+
+def _refuse_plan(args: argparse.Namespace) -> None:
+    """A plan given to a NetDef command is named as such, not reported as a NetDef with a bad field."""
+    path = getattr(args, "path", None)
+    if path is None or args.command in PLAN_COMMANDS:
+        return
+    from engine.plan_view import is_plan_file
+    if is_plan_file(path):
+        from engine.plandef import load_plan
+        nets = ", ".join(repr(n.name) for n in load_plan(path).network) or "none"
+        raise ModelError(f"{path}: a PlanDef (nets {nets}); `netviz {args.command}` reads one NetDef: "
+                         "`netviz info`, `netviz run` and the TUI open plans")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netviz`` console script."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -67,8 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args_list:
         parser.print_help()
         return 2
-    args = parser.parse_args(args_list)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:  # NOTE: argparse would point at the top-level help; the subcommand's help lists its options
+        parser.error(f"unrecognized arguments: {' '.join(extra)}"
+                     + (f" (see `netviz {args.command} --help`)" if args.command else ""))
     try:
+        _refuse_plan(args)
         with fix_caffe2(getattr(args, "fix_caffe2", False)):
             return int(args.handler(args) or 0)
     except NetvizError as e:

@@ -213,10 +213,10 @@ def backward_drawing_net(net: caffe2_pb2.NetDef, loss: str | None
     if split.has_backward and (loss is None or loss in split.losses):
         full, origin, _ = backward_program(net)
         return full, len(full.op) - len(origin), origin
-    fwd = [op for op, s in zip(net.op, split.sections) if s == "forward"]
+    from netviz.commands import loss_error
     loss = loss or default_loss(net)
-    if not any(loss in op.output for op in fwd):
-        raise BlobNotFoundError(f"{net.name or 'net'}: no op writes loss blob '{loss}'")
+    if (why := loss_error(net, split, loss)) is not None:
+        raise BlobNotFoundError(why)
     full, origin, _ = backward_program(net, [loss], regenerate=True)
     return full, len(full.op) - len(origin), origin  # forward ops: may include saving Copies
 

@@ -50,3 +50,20 @@ def naming(where: str) -> Iterator[None]:
         if str(e).startswith(f"{where}:"):
             raise
         raise GradientError(f"{where}: {e}") from e
+
+
+def loss_error(net: Any, split: Any, loss: str) -> str | None:
+    """Why `loss` cannot be differentiated in `net` (a training net: its forward section), or None.
+
+    A training net's backward and optimizer ops write blobs too (``X_grad``, updated ``fc_w``);
+    saying "no op writes" one of those would be wrong, so the message names the section that does.
+    """
+    sections = {s for op, s in zip(net.op, split.sections) if loss in op.output}
+    if "forward" in sections:
+        return None
+    where = net.name or "net"
+    if not sections:
+        return f"{where}: no op writes loss blob '{loss}'"
+    made_by = " and ".join(sorted(sections))
+    return (f"{where}: loss blob '{loss}' is written only by the net's {made_by} ops; give a blob of its forward "
+            f"section (its backward pass is for {', '.join(split.losses) or '?'})")

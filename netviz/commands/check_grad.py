@@ -19,12 +19,12 @@ import numpy as np
 
 from engine.debugger import parse_input_spec
 from engine.debugger.feeds import resolve_feeds
-from engine.errors import NetvizError
+from engine.errors import BlobNotFoundError, NetvizError
 from engine.gradient_checker import check_model_gradients
 from engine.modelio import Model, load_model
 from proto.caffe2_pb2 import NetDef
-from engine.training import forward_net
-from netviz.commands import add_model_arguments, missing_blob_hint, naming
+from engine.training import forward_net, split_training_net
+from netviz.commands import add_model_arguments, loss_error, missing_blob_hint, naming
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,10 +72,11 @@ def run(args: argparse.Namespace) -> int:
     given = dict(parse_input_spec(s) for s in args.input)
     made_by_init = {o for op in model.init.op for o in op.output}
     feeds = resolve_feeds(model, given, made_by_init, args.seed)
-    net = forward_net(model.predict)
+    split = split_training_net(model.predict)
+    net = forward_net(model.predict, split)
     for loss in args.loss:
-        if not any(loss in op.output for op in net.op):
-            raise NetvizError(f"{args.path}: no op writes loss blob '{loss}'")
+        if (why := loss_error(model.predict, split, loss)) is not None:
+            raise BlobNotFoundError(why)
     if args.random_params:
         feeds.update(_random_params(model, net, feeds, args.seed))
     try:

@@ -23,7 +23,7 @@ from engine.errors import BlobNotFoundError, GradientError, ModelError
 from engine.gradient_ir import IR, GradientSlice
 from engine.modelio import load_net, save_net
 from engine.training import forward_net, split_training_net
-from netviz.commands import add_model_arguments
+from netviz.commands import add_model_arguments, loss_error
 from proto import caffe2_pb2
 
 
@@ -45,10 +45,9 @@ def run(args: argparse.Namespace) -> int:
     split = split_training_net(whole)
     net = forward_net(whole, split)
     where = net.name or args.path
-    written = {b for op in net.op for b in op.output}
     for loss in args.loss:
-        if loss not in written:
-            raise BlobNotFoundError(f"{where}: no op writes loss blob '{loss}'")
+        if (why := loss_error(whole, split, loss)) is not None:
+            raise BlobNotFoundError(why)
     if args.output and not args.force:
         if Path(args.output).exists():
             raise ModelError(f"{args.output}: already exists; pass --force to overwrite")
