@@ -21,6 +21,22 @@ def _probs(xp, x, axis):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _int_labels(xp, label, classes: int, *, check_range: bool):
+    """Class labels as Caffe2 reads them (``data<int>()``): int32 only, each in [0, classes).
+
+    NOTE: refusing matters: a float label would be truncated and -1 would index the last class,
+    a silent loss of a net Caffe2 refuses to run (e.g. `netviz run --input label=5` feeds floats).
+    """
+    if label.dtype != np.int32:
+        raise TypeError(f"labels must be int32 (Caffe2 reads them as int), got {label.dtype}; "
+                        "feed them from a .npy file of int32")
+    lab = label.reshape(-1).astype(np.int64)
+    if check_range and lab.size and (int(lab.min()) < 0 or int(lab.max()) >= classes):
+        bad = int(lab.min()) if int(lab.min()) < 0 else int(lab.max())
+        raise ValueError(f"label {bad} is not a class index in [0, {classes})")
+    return lab
+
+
 @kernel("SoftmaxWithLoss")
 def softmax_with_loss(xp, x, label, weight=None, *, label_prob: int = 0, scale: float = 1.0,
                       axis: int = 1, spatial: int = 0, order: str = "NCHW"):
@@ -37,7 +53,7 @@ def softmax_with_loss(xp, x, label, weight=None, *, label_prob: int = 0, scale: 
     if label_prob:
         nll = -(label.reshape(p.shape) * xp.log(xp.maximum(p, 1e-20))).sum(axis=1)
     else:
-        lab = label.reshape(-1).astype(np.int64)
+        lab = _int_labels(xp, label, p.shape[1], check_range=not spatial)
         nll = -xp.log(xp.maximum(p[xp.arange(p.shape[0]), lab], 1e-20))
     loss = (nll * w).sum() / xp.maximum(w.sum(), 1e-20) * scale if not spatial else \
         (nll * w * (lab >= 0)).sum() / xp.maximum((w * (lab >= 0)).sum(), 1e-20) * scale
@@ -58,7 +74,7 @@ def softmax_with_loss_gradient(xp, x, label, *rest, label_prob: int = 0, scale: 
         d = p - label.reshape(p.shape)
     else:
         d = p.copy()
-        d[xp.arange(p.shape[0]), label.reshape(-1).astype(np.int64)] -= 1
+        d[xp.arange(p.shape[0]), _int_labels(xp, label, p.shape[1], check_range=False)] -= 1
     d = d * (w / xp.maximum(w.sum(), 1e-20) * scale * dloss.reshape(())).reshape(-1, 1)
     if spatial:
         return xp.moveaxis(d.reshape((x.shape[0],) + x.shape[2:] + (c,)), -1, 1).astype(x.dtype)
