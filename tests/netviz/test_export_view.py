@@ -107,3 +107,21 @@ def test_export_choice_snapshot(snap_compare, tmp_path, size):
         assert "current view: 200 of 1000 ops as shown" in shown and "whole net: all 1000 ops" in shown, shown
     app = NetvizApp(Session.open(write(tmp_path, "chain", chain(N))))
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_view_of_a_subnet_and_of_a_net_holding_one(tmp_path):
+    """The view of a While's loop_net is its three ops; a window over the main net keeps the While's
+    subnet cluster with it (its ops belong to the op holding them)."""
+    from netviz.view_export import ViewSpec
+    from tests.netviz.tui_nets import while_net
+
+    s = Session.open(write(tmp_path, "loop", while_net()))
+    inner = ((5, "loop_net"),)
+    s.export_view(ViewSpec(inner, "loop_net", pc=1, breakpoints=frozenset({2})), str(tmp_path / "inner.dot"))
+    ops = _ops(tmp_path / "inner.dot")
+    assert set(ops) == {0, 1, 2} and ops[1]["label"].startswith("→ ") and ops[2]["label"].startswith("● ")
+    s.export_view(ViewSpec((), "main", blobs=False, ops=frozenset({4, 5})), str(tmp_path / "main.dot"))
+    drawn = pgv.AGraph(str(tmp_path / "main.dot"))
+    assert set(_ops(tmp_path / "main.dot")) == {4, 5}
+    assert [g.name for g in drawn.subgraphs() if g.name.startswith("cluster")]  # the While's loop_net/cond_net
+    assert any(n.startswith("op5:loop_net/") for n in drawn.nodes())
