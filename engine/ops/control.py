@@ -1,9 +1,11 @@
-"""Control flow: CreateScope, HasScope, Do, If, While (kernels that yield their subnet runs).
+"""Control flow: CreateScope, HasScope, Do, If, While, ONNXWhile (kernels that yield their subnet runs).
 
 Every subnet execution is a ``yield SubnetRun(...)`` (:mod:`engine.plans`): the executor runs
 each whole, the debugger steps into it.  Gradients are :mod:`engine.control_ops_grad`.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +14,7 @@ from engine.control_ops_grad import (carried_names, do_bindings, gen_do_gradient
 from engine.errors import ExecutionError
 from engine.plans import SubnetRun
 from engine.registry import gradient, kernel
-from engine.workspace import WorkspaceStack
+from engine.workspace import Workspace, WorkspaceStack
 
 MAX_WHILE_ITERATIONS = 1_000_000
 """A While stops with an ExecutionError after this many iterations (op arg ``max_iterations`` overrides)."""
@@ -109,6 +111,70 @@ def while_(xp, cond, *rest, ctx, loop_net=None, cond_net=None, max_iterations: i
                                  "(op arg max_iterations or engine.ops.control.MAX_WHILE_ITERATIONS)")
         yield SubnetRun(loop_net, ws, f"iteration {k}", "loop_net")
         k += 1
+
+
+@kernel("ONNXWhile", needs_context=True)
+def onnx_while(xp, max_trip_count, first_condition, *carried_in, ctx, body=None, has_trip_count: int = 0,
+               has_cond: int = 0, save_scopes: int = 0, disable_scopes: int = 0, num_loop_carried_deps: int = -1):
+    """ONNX Loop: `body` runs while the trip count and the condition allow.
+
+    Body inputs are [iteration (0-d int64), condition (1 element), carried...], its outputs
+    [condition, carried..., scan...]; the op gives the last carried values, then each scan output
+    over the iterations (:func:`_scan_output`).  The body runs in a child
+    workspace that sees no outer blob (``disable_scopes``: the op's own; ``save_scopes``: a new one
+    per iteration, as Caffe2 keeps them)."""
+    if body is None:
+        raise ExecutionError(f"{_where(ctx)}: body net must be specified in ONNXWhile operator")
+    if disable_scopes and save_scopes:
+        raise ExecutionError(f"{_where(ctx)}: Cannot save scopes when disable_scopes=True")
+    n = len(carried_in) if num_loop_carried_deps == -1 else num_loop_carried_deps
+    ins, outs = list(body.external_input), list(body.external_output)
+    n_scan = len(outs) - n - 1
+    if n_scan < 0 or len(ins) < n + 2:
+        raise ExecutionError(f"{_where(ctx)}: body needs inputs [iteration, condition, {n} carried] and outputs "
+                             f"[condition, {n} carried, scan...]; it has {len(ins)} and {len(outs)}")
+    parent = ctx.workspace
+    trips = int(np.asarray(max_trip_count).reshape(-1)[0])
+    cond_dtype = np.asarray(first_condition).dtype
+    cond = bool(np.asarray(first_condition).reshape(-1)[0])
+
+    def scope():
+        return parent if disable_scopes else Workspace(f"{parent.name}/onnx_while", parent, {})
+
+    ws, carried, scans, i = scope(), [x.copy() for x in carried_in[:n]], [[] for _ in range(n_scan)], 0
+    while (not has_trip_count or i < trips) and (not has_cond or cond):
+        if i >= MAX_WHILE_ITERATIONS:
+            raise ExecutionError(f"{_where(ctx)}: ONNXWhile exceeded {MAX_WHILE_ITERATIONS} iterations")
+        for name, v in zip(ins[2:], carried):
+            ws.values[name] = v
+        ws.values[ins[0]], ws.values[ins[1]] = np.array(i, np.int64), np.array([cond], cond_dtype)
+        yield SubnetRun(body, ws, f"iteration {i}", "body")
+        cond = bool(np.asarray(ws.values[outs[0]]).reshape(-1)[0])
+        carried = [ws.values[o].copy() for o in outs[1:1 + n]]
+        for k, o in enumerate(outs[1 + n:]):
+            step = ws.values[o].copy()
+            if scans[k] and step.shape != scans[k][0].shape:
+                raise ExecutionError(f"{_where(ctx)}: Size of scan output changed across iterations")
+            scans[k].append(step)
+        if save_scopes:
+            ws = scope()
+        i += 1
+    return (*carried, *(_scan_output(ctx, xp, steps) for steps in scans))
+
+
+def _scan_output(ctx, xp, steps: list) -> Any:
+    """A scan output as Caffe2 1.10 builds it: the first step's tensor, its dim 0 grown by one per
+    later step while the steps' data are laid end to end (so (1,) steps stack to (n,), but (2,) steps
+    give (n + 1,) holding the first n + 1 values); no step gives an int32 (0,) tensor."""
+    if not steps:
+        return xp.zeros(0, np.int32)
+    if len(steps) == 1:
+        return steps[0]
+    first = steps[0]
+    if first.ndim == 0:
+        raise ExecutionError(f"{_where(ctx)}: a scan output of rank 0 cannot grow (Caffe2's Extend needs a dim)")
+    shape = (first.shape[0] + len(steps) - 1, *first.shape[1:])
+    return xp.concatenate([t.reshape(-1) for t in steps])[:int(np.prod(shape))].reshape(shape)
 
 
 # ---- gradients ----

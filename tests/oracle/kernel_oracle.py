@@ -83,7 +83,9 @@ def record(family: str, cases) -> int:
 def _record_one(outdir: str, c: Case) -> None:
     workspace.ResetWorkspace()
     arrays = {}
-    data = {"case": c.name, "kind": "kernel", "op_type": c.op_type, "args": c.args,
+    # NOTE: a proto argument (a subnet such as ONNXWhile's body) is recorded as its text; the op is in "op".
+    args = {k: (pbtxt(v) if hasattr(v, "SerializeToString") else v) for k, v in c.args.items()}
+    data = {"case": c.name, "kind": "kernel", "op_type": c.op_type, "args": args,
             "inputs": list(c.inputs), "outputs": list(c.outputs), "values": c.values,
             "rtol": c.rtol, "atol": c.atol, "note": c.note, "format_version": 1}
     for i, (name, arr) in enumerate(c.inputs.items()):
