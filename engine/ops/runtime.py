@@ -276,10 +276,12 @@ def wall_clock_time(xp):
     return np.array(time.time_ns(), dtype=np.int64)
 
 
-def _put(ctx, x, stat_name: str, magnitude_expand: int, bound: bool) -> tuple[str, int]:
+def _put(ctx, x, stat_name: str, magnitude_expand: int, bound: bool, default_value: float = 0.0) -> tuple[str, int]:
     """(key, value): the stat is named `stat_name` (default: input 0) + "/stat_value"; the value is
-    the input times magnitude_expand truncated to int64 (clamped to int64's range when `bound`)."""
-    v = float(np.asarray(dev_host(x), np.float64).reshape(-1)[0]) * magnitude_expand
+    the input (`default_value` for an empty one) times magnitude_expand truncated to int64 (clamped
+    to int64's range when `bound`)."""
+    flat = np.asarray(dev_host(x), np.float64).reshape(-1)
+    v = float(flat[0] if flat.size else default_value) * magnitude_expand
     if bound or not np.isfinite(v):
         v = min(max(v, -2.0**63), 2.0**63 - 1024)
         if v >= 2.0**63 - 1024:
@@ -290,7 +292,7 @@ def _put(ctx, x, stat_name: str, magnitude_expand: int, bound: bool) -> tuple[st
 @kernel("AveragePut", needs_context=True)
 def average_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1, bound: bool = False,
                 default_value: float = 0.0):
-    key, v = _put(ctx, x, stat_name, magnitude_expand, bound)
+    key, v = _put(ctx, x, stat_name, magnitude_expand, bound, default_value)
     GLOBAL_STATS.add(key + "/sum", v)
     GLOBAL_STATS.add(key + "/count", 1)
     return ()
@@ -299,7 +301,7 @@ def average_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1, b
 @kernel("IncrementPut", needs_context=True)
 def increment_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1, bound: bool = False,
                   default_value: float = 0.0):
-    key, v = _put(ctx, x, stat_name, magnitude_expand, bound)
+    key, v = _put(ctx, x, stat_name, magnitude_expand, bound, default_value)
     GLOBAL_STATS.add(key, v)
     return ()
 
@@ -308,7 +310,7 @@ def increment_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1,
 def std_dev_put(xp, x, *, ctx, stat_name: str = "", magnitude_expand: int = 1, bound: bool = False,
                 default_value: float = 0.0):
     # NOTE: Caffe2 1.10 exports sumoffset and sumsqoffset but leaves both at 0 (measured).
-    key, v = _put(ctx, x, stat_name, magnitude_expand, bound)
+    key, v = _put(ctx, x, stat_name, magnitude_expand, bound, default_value)
     for part, add in (("/sum", v), ("/count", 1), ("/sumoffset", 0), ("/sumsqoffset", 0)):
         GLOBAL_STATS.add(key + part, add)
     return ()
