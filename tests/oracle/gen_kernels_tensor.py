@@ -189,6 +189,12 @@ def _layout_and_empty():
     for dims in ([0, 0], [0, 0, 2], [2, 0]):  # a repeated dim counts once
         yield Case("ExpandDims_" + "_".join(map(str, dims)), "ExpandDims", {"X": _x("ed", (2, 3))}, ["Y"],
                    {"dims": dims}, grad=True)
+    # ResizeNearest: index and size in float32 (6 rows x 1/3: rows 0 and 3, where float64 gives 2)
+    rx = _x("rn", (1, 2, 6, 4))
+    yield Case("ResizeNearest_third", "ResizeNearest", {"X": rx}, ["Y"], {"height_scale": 1 / 3, "width_scale": 2.0},
+               grad=True)
+    yield Case("ResizeNearest_scales_input", "ResizeNearest",
+               {"X": rx, "S": np.array([1 / 3, 0.6], "f4")}, ["Y"], grad=True)
     for shape in ((0, 4), (3, 0), (0, 0)):
         name = "Softmax_empty_{}x{}".format(*shape)
         yield Case(name, "Softmax", {"X": np.zeros(shape, "f4")}, ["Y"], grad=True)
