@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.device import to_host
 from engine.control_ops_grad import (carried_names, do_bindings, gen_do_gradient, gen_if_gradient,
                                      gen_while_gradient, snapshot_name)
 from engine.errors import ExecutionError
@@ -134,9 +135,9 @@ def onnx_while(xp, max_trip_count, first_condition, *carried_in, ctx, body=None,
         raise ExecutionError(f"{_where(ctx)}: body needs inputs [iteration, condition, {n} carried] and outputs "
                              f"[condition, {n} carried, scan...]; it has {len(ins)} and {len(outs)}")
     parent = ctx.workspace
-    trips = int(np.asarray(max_trip_count).reshape(-1)[0])
-    cond_dtype = np.asarray(first_condition).dtype
-    cond = bool(np.asarray(first_condition).reshape(-1)[0])
+    trips = int(to_host(max_trip_count).reshape(-1)[0])  # NOTE: host scalars (the inputs may be on a GPU)
+    cond_dtype = to_host(first_condition).dtype
+    cond = bool(to_host(first_condition).reshape(-1)[0])
 
     def scope():
         return parent if disable_scopes else Workspace(f"{parent.name}/onnx_while", parent, {})
@@ -147,9 +148,9 @@ def onnx_while(xp, max_trip_count, first_condition, *carried_in, ctx, body=None,
             raise ExecutionError(f"{_where(ctx)}: ONNXWhile exceeded {MAX_WHILE_ITERATIONS} iterations")
         for name, v in zip(ins[2:], carried):
             ws.values[name] = v
-        ws.values[ins[0]], ws.values[ins[1]] = np.array(i, np.int64), np.array([cond], cond_dtype)
+        ws.values[ins[0]], ws.values[ins[1]] = xp.asarray(np.array(i, np.int64)), xp.asarray(np.array([cond], cond_dtype))
         yield SubnetRun(body, ws, f"iteration {i}", "body")
-        cond = bool(np.asarray(ws.values[outs[0]]).reshape(-1)[0])
+        cond = bool(to_host(ws.values[outs[0]]).reshape(-1)[0])
         carried = [ws.values[o].copy() for o in outs[1:1 + n]]
         for k, o in enumerate(outs[1 + n:]):
             step = ws.values[o].copy()
