@@ -38,7 +38,12 @@ CPU_SIDE = {"Concat": ((), (1,)), "Split": ((1,), ()), "Reshape": ((1,), (1,)), 
             "SliceGradient": ((1, 2), ()), "ResizeNearest": ((1,), ()), "ResizeNearestGradient": ((2,), ()),
             "LearningRate": ((0,), ()), "Adam": ((5,), ()),
             "SparseAdam": ((6,), ()), "RowWiseSparseAdam": ((6,), ()), "SmartDecaySparseAdam": ((7,), ()),
-            "DecayAdagrad": ((5,), ()), "YellowFin": ((9,), ()), "Iter": ((0,), (0,)), "AtomicIter": ((1,), (0,))}
+            "DecayAdagrad": ((5,), ()), "YellowFin": ((9,), ()), "Iter": ((0,), (0,)), "AtomicIter": ((1,), (0,)),
+            # NOTE: RNN link ops read the step's timestep as a CPU tensor (Input<Tensor>(0, CPU))
+            "rnn_internal_apply_link": ((0,), ()), "rnn_internal_accumulate_gradient_input": ((0,), ())}
+#: RNN unit ops read the step's timestep as a CPU tensor (``Input<Tensor>(TIMESTEP, CPU)``): its input
+#: index without the optional sequence-lengths input
+TIMESTEP_INPUT = {"LSTMUnit": 3, "LSTMUnitGradient": 3, "GRUUnit": 2, "GRUUnitGradient": 2}
 _arity_cache: dict[Any, tuple[int, float]] = {}
 MAX_SUBNET_DEPTH = 100
 """Subnets (Do/If/While/RNN) nested deeper than this stop with an ExecutionError, not a RecursionError."""
@@ -156,6 +161,8 @@ def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
     if ctx is not None:
         kwargs["ctx"] = ctx
     cpu_in, cpu_out = CPU_SIDE.get(op.type, ((), ()))
+    if op.type in TIMESTEP_INPUT:  # its index moves by one when the op reads sequence lengths
+        cpu_in = (TIMESTEP_INPUT[op.type] + (1 if values.get("sequence_lengths", 1) else 0),)
     out_devices = tuple(dev.CPU if op.type in CPU_OUTPUT or i in cpu_out else device_type
                         for i in range(len(op.output)))
     cross = op.type in CROSS_DEVICE or force_cpu

@@ -143,6 +143,17 @@ def test_every_command_on_the_examples(name, tmp_path, capsys):
     assert rc == 0 and out.splitlines()[-1].endswith("stopped: end"), err
     rc, out, _ = _cli(capsys, "export", path, "-o", tmp_path / "net.svg", "--backward")
     assert rc == 0 and (tmp_path / "net.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    # every op on the GPU (the stand-in without one) includes subnet and backward ops
+    rc, out, err = _cli(capsys, "diff", path, "--loss", "loss")
+    assert rc == 0 and "none differs by more than" in out.splitlines()[-1], err
+
+
+@pytest.mark.parametrize("case", ["builders/rnn_lstm", "builders/rnn_gru"])
+def test_device_diff_of_rnn_nets_keeps_the_timestep_on_the_cpu(case, tmp_path, capsys):
+    """LSTMUnit/GRUUnit and the RNN link ops read the step's timestep as a CPU tensor, as in Caffe2;
+    the GPU run used to stop on 'input blob timestep is on device 0, op runs on device 1'."""
+    rc, out, err = _cli(capsys, "diff", GOLDEN / f"{case}.pb", *_inputs(case, tmp_path), "--loss", "loss")
+    assert rc == 0 and "none differs by more than" in out.splitlines()[-1], err
 
 
 def test_lp_norm_gradient_has_the_shape_of_its_input(capsys):

@@ -25,6 +25,7 @@ from engine.debugger.values import fit_value
 from engine.debugger.records import Breakpoint, OpPath, OpRecord, Stopped, Watchpoint
 from engine.errors import NetvizError
 from engine.opdef import subnets_of
+from engine.opdef import subnets_of
 from engine.modelio import Model
 from engine.workspace import Workspace
 from proto import caffe2_pb2
@@ -88,9 +89,14 @@ class Debugger(Machine):
             return net
         moved = caffe2_pb2.NetDef()
         moved.CopyFrom(net)
-        for op in moved.op:
-            if op.type not in ("CopyGPUToCPU", "EnsureCPUOutput"):
-                op.device_option.device_type, op.device_option.device_id = dev.CUDA, 0
+
+        def move(n: caffe2_pb2.NetDef) -> None:  # NOTE: subnets too: an If/While/Do body left on the
+            for op in n.op:                          # CPU would read the GPU blobs of its parent op
+                if op.type not in ("CopyGPUToCPU", "EnsureCPUOutput"):
+                    op.device_option.device_type, op.device_option.device_id = dev.CUDA, 0
+                for _, sub in subnets_of(op):
+                    move(sub)
+        move(moved)
         return moved
 
     def restart(self) -> Stopped:
@@ -226,6 +232,7 @@ class Debugger(Machine):
             losses = [self.guess_loss()]
         # NOTE: a training net (backward and optimizer already in it) is its own program.
         net, fwd_index, losses = backward_program(self._predict, losses)
+        net = self._on_device(net)  # NOTE: the generated ops (the loss's ConstantFill) have no device option
         self.loss, self._backward_program, self.fwd_index = losses, net, list(fwd_index)
         main = self.frames[0]
         # NOTE: backward_net may insert Copy ops (saves of in-place inputs) into the forward part;
