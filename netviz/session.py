@@ -210,6 +210,7 @@ class Session:
         # NOTE: a move holds _move while it runs the debugger (in the worker); debugger changes asked
         # for meanwhile (breakpoints, watches, backward) wait in _deferred until it ends.
         self._move = threading.Lock()
+        self._mover: int | None = None  # the thread running a move (see running_elsewhere)
         self._defer_lock = threading.Lock()
         self._deferred: list[Callable[[Any], None]] = []
         self.last_stop: Any = None
@@ -391,8 +392,9 @@ class Session:
         return [(i, v) for i, (ins, _) in enumerate(self.view(path).ssa) for b, v in ins if b == name]
 
     def value(self, name: str) -> Any:
-        """The blob's current value: the debugger's workspace, else fed/injected values, else None."""
-        if self.debugger is not None:
+        """The blob's current value: the debugger's workspace, else fed/injected values, else None.
+        While a move runs in another thread its workspace is not read (fed/injected values only)."""
+        if self.debugger is not None and not self.running_elsewhere():
             try:
                 return self.debugger.value(name)
             except NetvizError:
@@ -404,8 +406,11 @@ class Session:
 
         The version is the SSA one of the net at ``ref.path``: the op that wrote it is looked up
         and the debugger's kept value of that run returned.  Version None: the current value.
-        Returns ``(value, "")`` or ``(None, why)`` (not run yet, or dropped from the budget).
+        Returns ``(value, "")`` or ``(None, why)`` (not run yet, dropped from the budget, or a move
+        running in another thread: its values show when it stops, never half-written).
         """
+        if self.running_elsewhere():
+            return None, "a move is running: values show when it stops (Esc cancels it)"
         if ref.version is None or self.debugger is None:
             v = self.value(ref.name)
             return v, "" if v is not None else "no value yet (run or inject it)"
@@ -584,14 +589,21 @@ class Session:
         finally:
             self._move.release()
 
+    def running_elsewhere(self) -> bool:
+        """A move runs the debugger in another thread now (the UI must not read its workspace)."""
+        mover = self._mover
+        return mover is not None and mover != threading.get_ident()
+
     @contextmanager
     def moving(self) -> Iterator[None]:
         """Hold the debugger for one move (the worker's); at its end apply the changes asked for
         meanwhile and copy the state the UI shows (:class:`DebugState`)."""
         self._move.acquire()
+        self._mover = threading.get_ident()
         try:
             yield
         finally:
+            self._mover = None
             with self._defer_lock:
                 try:
                     for change in self._deferred:

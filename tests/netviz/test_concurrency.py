@@ -72,6 +72,8 @@ async def test_rapid_keys_during_a_held_move_see_one_state_and_breakpoints_wait(
         assert s.breakpoints      # … though the session has them
         assert s.pc == OpRef((), 2) == from_oppath(s.state.pc.path)  # the state of the last move's end
         assert "op#2" in text_of(app.main.query_one("#status"))
+        value, why = s.version_value(BlobRef((), "x2", 1))  # the workspace is the move's until it ends
+        assert value is None and "move is running" in why
         gate.set()
         await wait_for(pilot, lambda: app.main.idle, "the moves")
         ids = {bp.dbg_id for bp in s.breakpoints.values()}
@@ -79,3 +81,4 @@ async def test_rapid_keys_during_a_held_move_see_one_state_and_breakpoints_wait(
         first = min(r.index for r in s.breakpoints)
         assert s.pc == OpRef((), first) == from_oppath(dbg.pc.path)  # continue stopped at the first of them
         assert not [n for n in app._notifications if n.title == "Internal error"]
+        assert s.version_value(BlobRef((), "x2", 1))[0] is not None
