@@ -148,7 +148,8 @@ def onnx_while(xp, max_trip_count, first_condition, *carried_in, ctx, body=None,
             raise ExecutionError(f"{_where(ctx)}: ONNXWhile exceeded {MAX_WHILE_ITERATIONS} iterations")
         for name, v in zip(ins[2:], carried):
             ws.values[name] = v
-        ws.values[ins[0]], ws.values[ins[1]] = xp.asarray(np.array(i, np.int64)), xp.asarray(np.array([cond], cond_dtype))
+        ws.values[ins[0]] = xp.asarray(np.array(i, np.int64))
+        ws.values[ins[1]] = xp.asarray(np.array([cond], cond_dtype))
         yield SubnetRun(body, ws, f"iteration {i}", "body")
         cond = bool(to_host(ws.values[outs[0]]).reshape(-1)[0])
         carried = [ws.values[o].copy() for o in outs[1:1 + n]]

@@ -578,8 +578,9 @@ def lambda_rank_ndcg_gradient(xp, y, session_lengths, dy_cache, dloss):
 
 def _ctc_beam(probs, beam_width, prune, num_candidates=1):
     """Prefix beam search over (T, C) step probabilities (blank = 0), float32 like Caffe2; returns the
-    best `num_candidates` (prefix, probability) pairs of the last step's ranking (fewer if it has fewer). Prefix sets iterate in sorted order and equal scores keep that
-    order, as Caffe2's std::set / std::multimap do."""
+    best `num_candidates` (prefix, probability) pairs of the last step's ranking (fewer if it has fewer).
+    Prefix sets iterate in sorted order and equal scores keep that order, as Caffe2's std::set /
+    std::multimap do."""
     f = np.float32
     pb, pnb = {(): f(1)}, {(): f(0)}
     prev, ranked = [()], []

@@ -198,7 +198,8 @@ LR_CASES = {
         policy="alter", active_period=3, inactive_period=4, active_first=0),
     "hill": dict(num_iter=6, start_multiplier=1e-2, gamma=0.5, power=0.5, end_multiplier=0.3),
     "slope": dict(num_iter_1=4, multiplier_1=1.0, num_iter_2=12, multiplier_2=0.25),
-    "gate": dict(num_iter=5, multiplier_1=-0.5, multiplier_2=0.8), "pieceWarmup": dict(m1=0.1, n1=3, m2=0.4, n2=9, m3=1.0),
+    "gate": dict(num_iter=5, multiplier_1=-0.5, multiplier_2=0.8),
+    "pieceWarmup": dict(m1=0.1, n1=3, m2=0.4, n2=9, m3=1.0),
     "cyclical": dict(max_lr=0.9, stepsize=4, decay=0.8),
     "constantThenLinearWarmup": dict(start_warmup_multiplier=0.2, constant_warmup_num_iter=3, linear_warmup_num_iter=5),
     "compositeCyclical": dict(start_warmup_multiplier=0.2, constant_warmup_num_iter=2, linear_warmup_num_iter=3,
@@ -218,8 +219,8 @@ def learning_rate_cases():
     """LearningRate: every Caffe2 1.10 policy (composite with lr_scale), an unknown one (Caffe2's error)."""
     for key, args in LR_CASES.items():
         for it in (0, 1, 4, 7, 11, 30):
-            if key == "unknown_policy" and it:
-                continue
+            if key == "unknown_policy" and it or key == "composite" and it == 0:
+                continue  # NOTE: composite at iteration 0 reads before its first sub-policy (UB in Caffe2; may crash)
             yield Case(f"LearningRate_{key}_it{it}", "LearningRate", {"it": np.array([it], "i8")}, ["lr"],
                        dict(dict(policy=key), base_lr=-0.5, **args))
 

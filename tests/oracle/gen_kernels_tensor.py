@@ -175,7 +175,8 @@ def _layout_and_empty():
     Flatten and Softmax (with its gradient) of empty batches."""
     a, b = _x("ca", (2, 3, 4, 5)), _x("cb", (2, 3, 4, 2))
     yield Case("Concat_NHWC_order", "Concat", {"A": a, "B": b}, ["C", "S"], {"order": "NHWC"})
-    yield Case("Concat_NHWC_order_add_axis", "Concat", {"A": a, "B": a + 1}, ["C", "S"], {"order": "NHWC", "add_axis": 1})
+    yield Case("Concat_NHWC_order_add_axis", "Concat", {"A": a, "B": a + 1}, ["C", "S"],
+               {"order": "NHWC", "add_axis": 1})
     yield Case("Concat_NHWC_5d", "Concat", {"A": _x("c5", (2, 3, 4, 2, 3)), "B": _x("c6", (2, 3, 4, 1, 3))},
                ["C", "S"], {"order": "NHWC"})
     yield Case("Concat_NHWC_3d", "Concat", {"A": a[0], "B": a[1]}, ["C", "S"], {"order": "NHWC"})
