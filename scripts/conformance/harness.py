@@ -20,6 +20,10 @@ table and failure classes, written to ``docs/conformance.md`` and ``docs/conform
     python scripts/conformance/harness.py --quick --check   # CI: no regression vs expected_pass.txt
     python scripts/conformance/harness.py --quick --write-expected   # refresh that list
     python scripts/conformance/harness.py core_test.py operator_test/relu_op_test.py
+    python scripts/conformance/harness.py --python /tmp/np1/bin/python operator_test/adam_test.py  # NumPy 1.26
+
+Tests whose own Python breaks under NumPy 2 are listed in ``NUMPY2_IN_TEST`` (class "NumPy 2 in test code",
+with the reason and the result under NumPy 1.26, checked with ``--python``).
 """
 from __future__ import annotations
 
