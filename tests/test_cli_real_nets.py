@@ -164,6 +164,18 @@ def test_lp_norm_gradient_has_the_shape_of_its_input(capsys):
     assert rc == 0 and shapes["fc/w_grad@1"]["shape"] == shapes["fc/w@0"]["shape"] == [4, 7]
 
 
+def test_diff_of_a_train_net_and_its_test_net_lists_what_changes(capsys):
+    """`netviz diff train.pb test.pb`: create_resnet_32x32 with is_test=1 changes each SpatialBN's
+    is_test and outputs (no running stats written), nothing else; a net against itself is the same."""
+    train, test = GOLDEN / "builders" / "resnet32x32_train.pb", GOLDEN / "builders" / "resnet32x32_test.pb"
+    rc, out, _ = _cli(capsys, "diff", train, test)
+    bns = sum(op.type in ("SpatialBN", "SpatialBNGradient") for op in load_net(train).op)
+    assert rc == 1 and sum(": is_test 0 → 1" in ln for ln in out.splitlines()) == bns
+    assert out.splitlines()[-1].startswith(f"0 ops only in {train}, 0 only in {test}, ")
+    rc, out, _ = _cli(capsys, "diff", train, train)
+    assert rc == 0 and out.splitlines()[-1].endswith("the nets are the same")
+
+
 def test_a_training_nets_own_gradient_is_not_a_loss(capsys):
     """`X_grad` is written by the net's backward section: the line says so and names the real loss."""
     rc, _, err = _cli(capsys, "grad", EXAMPLES / "do_net" / "predict_net.pb", "--loss", "X_grad")

@@ -1,26 +1,38 @@
-"""Run a model on two devices and list every blob by its largest difference, worst first.
+"""Run a model on two devices and list every blob by its largest difference, worst first; or,
+given a second net, list how its ops differ from the first's (a training net against its test net).
 
 Without CuPy and a GPU the GPU side runs on the stand-in device (NumPy behind CUDA device
 options): the output says so, and every difference should then be 0.  Exit status 1 when a
 blob differs by more than --threshold.
 
+With OTHER, the two nets' ops are aligned by type and first output: ops only in PATH (`-`), only in
+OTHER (`+`), and aligned ops whose inputs or arguments differ (`~`, e.g. SpatialBN `is_test 0 → 1`),
+then external inputs/outputs that differ.  Exit status 1 when the nets differ.
+
 examples:
   netviz diff model.pb --devices cpu,gpu
   netviz diff resnet50/predict_net.pbtxt --devices cpu,gpu --threshold 1e-3 --top 20
+  netviz diff train_net.pb test_net.pb          # what the test net changes
 """
 from __future__ import annotations
 
 import argparse
+import difflib
+from typing import Any
 
 from engine.debugger import parse_input_spec
 from engine.debugger.diff import device_diff
 from engine.errors import NetvizError
-from engine.modelio import load_model
+from engine.modelio import load_model, load_net
+from engine.opdef import args_of
+from proto import caffe2_pb2
 from netviz.commands import add_model_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    parser.add_argument("other", metavar="OTHER", nargs="?", default=None,
+                        help="a second net: compare its ops with PATH's instead of running on two devices")
     parser.add_argument("--devices", default="cpu,gpu", metavar="A,B", help="the two devices (only cpu,gpu)")
     parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE", action="append", default=[],
                         help="feed an input (others get random data from value_info.json)")
@@ -29,7 +41,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=30, metavar="N", help="print the N worst blobs (30)")
 
 
+def _shown(v: Any) -> str:
+    return f"<net {v.name!r}>" if isinstance(v, caffe2_pb2.NetDef) else "(unset)" if v is _UNSET else repr(v)
+
+
+_UNSET = object()
+
+
+def _op_text(i: int, op: caffe2_pb2.OperatorDef) -> str:
+    name = f" {op.name!r}" if op.name else ""
+    return f"#{i} {op.type}{name}: {', '.join(op.input) or '-'} → {', '.join(op.output) or '-'}"
+
+
+def net_diff(a: caffe2_pb2.NetDef, b: caffe2_pb2.NetDef) -> list[str]:
+    """One line per difference between two nets' top-level ops and external blobs (empty: same)."""
+    key = lambda op: (op.type, op.output[0] if op.output else "")  # noqa: E731 - type and first output
+    lines: list[str] = []
+    matcher = difflib.SequenceMatcher(None, [key(op) for op in a.op], [key(op) for op in b.op], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for i, j in zip(range(i1, i2), range(j1, j2)):
+                oa, ob = a.op[i], b.op[j]
+                for what in ("input", "output"):
+                    if list(getattr(oa, what)) != list(getattr(ob, what)):
+                        lines.append(f"~ #{i}/#{j} {oa.type}: {what}s {', '.join(getattr(oa, what))} → "
+                                     f"{', '.join(getattr(ob, what))}")
+                xa, xb = args_of(oa), args_of(ob)
+                for k in sorted(set(xa) | set(xb)):
+                    va, vb = xa.get(k, _UNSET), xb.get(k, _UNSET)
+                    if va != vb:
+                        lines.append(f"~ #{i}/#{j} {oa.type}: {k} {_shown(va)} → {_shown(vb)}")
+                if oa.device_option != ob.device_option:
+                    lines.append(f"~ #{i}/#{j} {oa.type}: device option differs")
+            continue
+        lines += [f"- {_op_text(i, a.op[i])}" for i in range(i1, i2)]
+        lines += [f"+ {_op_text(j, b.op[j])}" for j in range(j1, j2)]
+    for what in ("external_input", "external_output"):
+        ea, eb = list(getattr(a, what)), list(getattr(b, what))
+        gone, new = [x for x in ea if x not in eb], [x for x in eb if x not in ea]
+        if gone or new:
+            lines.append(f"{what.replace('_', ' ')}s: " + ", ".join([f"-{x}" for x in gone] + [f"+{x}" for x in new]))
+    return lines
+
+
+def _run_net_diff(args: argparse.Namespace) -> int:
+    a, b = load_net(args.path), load_net(args.other)
+    lines = net_diff(a, b)
+    print(f"--- {args.path} ({a.name or 'net'}: {len(a.op)} ops)\n+++ {args.other} ({b.name or 'net'}: {len(b.op)} ops)")
+    if lines:
+        print("\n".join(lines))
+    count = {c: sum(ln.startswith(c) for ln in lines) for c in "-+~"}
+    print(f"{count['-']} ops only in {args.path}, {count['+']} only in {args.other}, {count['~']} differences "
+          "in aligned ops" + ("" if lines else "; the nets are the same"))
+    return 1 if lines else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.other is not None:
+        return _run_net_diff(args)
     if sorted(d.strip() for d in args.devices.split(",")) != ["cpu", "gpu"]:
         raise NetvizError(f"--devices {args.devices!r}: only cpu,gpu can be compared")
     model = load_model(args.path, init=args.init)
