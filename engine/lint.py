@@ -375,7 +375,6 @@ SPARSE_NOTES = {
     "MergeSingleMapFeatureTensors": ("Caffe2's gradient drops absent examples' values; netviz keeps zeros", True),
     "APMeter": ("Caffe2 keeps a buffer across runs; netviz scores the current run", False),
     "AccumulateHistogram": ("Caffe2 accumulates over runs; netviz's AccHist equals CurHist", False),
-    "LastNWindowCollector": ("NUM_VISITED counts from a fresh op instance", False),
     "MapToKeyValue": ("Caffe2 lists keys in unordered_map bucket order", False),
     "SampleAs": ("Caffe2's CPU wheel has no kernel for it", False),
 }

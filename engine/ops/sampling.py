@@ -105,33 +105,43 @@ def reservoir_sampling(xp, reservoir, num_visited, data, _mutex, *rest, num_to_c
     return tuple(outs)
 
 
+def _window_started(buf) -> bool:
+    """Whether Caffe2 1.10 counts a LastNWindowCollector buffer as written: non-empty and its first 8
+    bytes, read as a pointer, not null (so a float buffer starting with two zeros counts as unwritten)."""
+    if not hasattr(buf, "shape") or buf.size == 0:
+        return False
+    h = np.ascontiguousarray(dev.to_host(buf))
+    return h.reshape(-1)[0] is not None if h.dtype == object else bool(np.frombuffer(h.tobytes()[:8], np.uint8).any())
+
+
 @kernel("LastNWindowCollector")
 def last_n_window_collector(xp, buffer, cursor, data, *rest, num_to_collect: int = -1):
-    # NOTE: a ring buffer of the last num_to_collect rows; the cursor is the next slot to write.
-    # The optional NUM_VISITED output (its input follows the mutex) counts the rows seen.
+    # NOTE: a ring buffer of the last num_to_collect rows; the cursor is the next slot to write. An unwritten
+    # buffer (_window_started) starts over: empty, cursor 0, NUM_VISITED 0. More rows than the window: the
+    # last num_to_collect fill it from slot 0 and the cursor is 0. The optional NUM_VISITED output (its input
+    # follows the mutex) adds the rows of this run.
     if num_to_collect <= 0:
         raise ValueError("LastNWindowCollector needs num_to_collect > 0")
     if cursor.ndim != 0:
         raise ValueError(f"the cursor must be a scalar, got shape {tuple(cursor.shape)}")
     d = dev.to_host(data)
-    # NOTE: the buffer may be a created, never written blob (workspace.CreateBlob): an empty window.
-    buf = dev.to_host(buffer) if hasattr(buffer, "shape") else np.zeros((0,) + d.shape[1:], d.dtype)
-    cur = int(dev.to_host(cursor))
-    rows = buf.reshape((buf.shape[0],) + d.shape[1:]) if buf.size else np.zeros((0,) + d.shape[1:], d.dtype)
+    started = _window_started(buffer)
+    buf = dev.to_host(buffer) if started else np.zeros((0,) + d.shape[1:], d.dtype)
+    cur = int(dev.to_host(cursor)) if started else 0
+    rows = buf.reshape((buf.shape[0],) + d.shape[1:])
     n = d.shape[0]
     if n > num_to_collect:
-        d = d[n - num_to_collect:]   # NOTE: only the last rows are written, from the cursor on
-    size = min(rows.shape[0] + d.shape[0], num_to_collect) if rows.shape[0] < num_to_collect else num_to_collect
-    out = np.zeros((size,) + d.shape[1:], d.dtype)
-    out[:rows.shape[0]] = rows[:size]
-    slots = (cur + np.arange(d.shape[0])) % num_to_collect
-    out[slots] = d
-    new_cur = int((cur + d.shape[0]) % num_to_collect)
+        out, new_cur = d[n - num_to_collect:].copy(), 0
+    else:
+        size = min(rows.shape[0] + n, num_to_collect) if rows.shape[0] < num_to_collect else num_to_collect
+        out = np.zeros((size,) + d.shape[1:], d.dtype)
+        out[:rows.shape[0]] = rows[:size]
+        out[(cur + np.arange(n)) % num_to_collect] = d
+        new_cur = (cur + n) % num_to_collect
     outs = [xp.asarray(out), xp.asarray(np.array(new_cur, dtype=cursor.dtype))]
     if len(rest) > 1:
-        # NOTE: a fresh Caffe2 op starts counting at 0 whatever NUM_VISITED holds (RunOperatorOnce
-        # gives n); later runs of the same op instance add to its own count.
-        outs.append(xp.asarray(np.array([n], np.int64)))
+        before = int(dev.to_host(rest[1]).reshape(-1)[0]) if started else 0
+        outs.append(xp.asarray(np.array([before + n], np.int64)))
     return tuple(outs)
 
 

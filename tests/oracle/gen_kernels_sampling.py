@@ -50,6 +50,15 @@ def cases():
     yield Case("LastNWindowCollector_visited", "LastNWindowCollector",
                {"B": np.zeros((0, 2), F32), "C": np.array(0, I32), "D": d, "mu": np.zeros(1, I32),
                 "NV": np.array([7], I64)}, ["B", "C", "NV"], args={"num_to_collect": 3}, extra_ops=lw)
+    # a written window adds to NUM_VISITED; one whose first 8 bytes are zero counts as unwritten (Caffe2 reads
+    # them as a pointer) and starts over (cursor 0, NUM_VISITED 0); more rows than the window: slot 0, cursor 0
+    for tag, buf, cur, rows in (("visited_adds", np.arange(6, dtype=F32).reshape(3, 2) + 100, 1, 2),
+                                ("zero_start", np.array([[0, 0], [5, 6], [7, 8]], F32), 1, 2),
+                                ("overflow_cursor1", np.arange(6, dtype=F32).reshape(3, 2) + 100, 1, 5),
+                                ("empty_cursor2", np.zeros((0, 2), F32), 2, 2)):
+        yield Case("LastNWindowCollector_" + tag, "LastNWindowCollector",
+                   {"B": buf, "C": np.array(cur, I32), "D": d[:rows], "mu": np.zeros(1, I32),
+                    "NV": np.array([7], I64)}, ["B", "C", "NV"], args={"num_to_collect": 3}, extra_ops=lw)
     ids = np.array([1, 2, 3, 4, 5, 6], I64)
     L = np.array([2, 0, 3, 1], I32)
     for r in (0.0, 1.0):
