@@ -176,6 +176,19 @@ def test_diff_of_a_train_net_and_its_test_net_lists_what_changes(capsys):
     assert rc == 0 and out.splitlines()[-1].endswith("the nets are the same")
 
 
+@pytest.mark.parametrize("loss", [[], ["--loss", "loss"]])
+def test_run_marks_backward_and_optimizer_rows_by_section(loss, capsys):
+    """A training net's own backward ops read ∇ and its optimizer ops Δ, with or without --loss
+    (with --loss the optimizer rows were marked ∇, without it no row was)."""
+    path = EXAMPLES / "mlp" / "predict_net.pb"
+    rc, out, _ = _cli(capsys, "run", path, *loss)
+    sections = split_training_net(load_net(path)).sections
+    marks = {"forward": "", "backward": "∇", "optimizer": "Δ"}
+    rows = out.splitlines()[1:-1]
+    assert rc == 0 and len(rows) == len(sections)
+    assert [row.split()[1] if row.split()[1] in "∇Δ" else "" for row in rows] == [marks[s] for s in sections]
+
+
 def test_a_training_nets_own_gradient_is_not_a_loss(capsys):
     """`X_grad` is written by the net's backward section: the line says so and names the real loss."""
     rc, _, err = _cli(capsys, "grad", EXAMPLES / "do_net" / "predict_net.pb", "--loss", "X_grad")

@@ -93,15 +93,26 @@ class _Dumper:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n")
 
 
-def _print_records(records: list, max_outputs: int = 4) -> None:
-    """The per-op table: columns as wide as their longest cell, at most `max_outputs` outputs a row."""
+#: how a top-level row is marked by the training section of its op (engine.training)
+SECTION_MARK = {"backward": "∇ ", "optimizer": "Δ "}
+
+
+def _print_records(records: list, sections: list[str] | None = None, max_outputs: int = 4) -> None:
+    """The per-op table: columns as wide as their longest cell, at most `max_outputs` outputs a row.
+
+    NOTE: rows are marked by the section of their top-level op (`sections`), so a training net's
+    own backward ops read ∇ and its optimizer ops Δ, with or without --loss (the debugger's
+    backward flag covers everything after the forward section)."""
     def outs(r) -> str:
         cells = [f"{o.name}{list(o.shape)}" + (f" NaN×{o.nan_count}" if o.nan_count else "")
                  + (f" Inf×{o.inf_count}" if o.inf_count else "") for o in r.outputs]
         more = f", … (+{len(cells) - max_outputs})" if len(cells) > max_outputs else ""
         return ", ".join(cells[:max_outputs]) + more
-    rows = [("/".join(map(str, r.path[1:])), ("∇ " if r.backward else "") + r.op_type, f"{r.wall_s * 1e3:.3f}", outs(r))
-            for r in records]
+    def mark(r) -> str:
+        if sections is None or len(r.path) < 2 or not 0 <= r.path[1] < len(sections):
+            return "∇ " if r.backward else ""
+        return SECTION_MARK.get(sections[r.path[1]], "")
+    rows = [("/".join(map(str, r.path[1:])), mark(r) + r.op_type, f"{r.wall_s * 1e3:.3f}", outs(r)) for r in records]
     w = [max([len(h)] + [len(row[k]) for row in rows]) for k, h in enumerate(("op", "type", "ms"))]
     print(f"{'op':<{w[0]}}  {'type':<{w[1]}}  {'ms':>{w[2]}}  outputs")
     for path, op_type, ms, out in rows:
@@ -166,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
     if args.loss:
         dbg.backward()
     stop = dbg.continue_()
-    _print_records(dbg.records)
+    from engine.training import split_training_net
+    _print_records(dbg.records, split_training_net(dbg.frames[0].net).sections)
     if dumper:
         dumper.finish()
         print(f"dumped {len(dumper.index)} blob versions to {Path(args.dump)}/ (index.json)")
