@@ -44,12 +44,23 @@ class Model:
     init_path: Path | None = None
 
 
+def _has_unknown_fields(msg: pb_message.Message) -> bool:
+    """Whether `msg` holds an unknown field anywhere, checked in protobuf's C code: a copy without
+    them is smaller exactly when there are some (a Python walk of a 10k-op net takes 0.1-0.2 s)."""
+    bare = type(msg)()
+    bare.CopyFrom(msg)
+    bare.DiscardUnknownFields()
+    return bare.ByteSize() != msg.ByteSize()
+
+
 def _unknown_field_path(msg: pb_message.Message, where: str = "") -> str | None:
     """Return the path of the first unknown field in `msg`, or None.
 
     A binary file of another message type usually parses as a NetDef full of unknown
     fields; refusing them is how we tell "not a NetDef" from "a NetDef".
     """
+    if not where and not _has_unknown_fields(msg):
+        return None
     if len(UnknownFieldSet(msg)):
         return where or "<top level>"
     for desc, value in msg.ListFields():
