@@ -72,7 +72,8 @@ def namespace(device_type: int, *, force_cpu: bool = False) -> Any:
         return _FAKE
     cp = cupy_module()
     if cp is None:
-        raise ExecutionError("CUDA op needs CuPy and a GPU, none found (run with device='cpu')")
+        raise ExecutionError("CUDA op needs CuPy and a GPU, none found (run on the CPU: device='cpu', "
+                             "`--device cpu` on the command line)")
     return cp
 
 
