@@ -189,6 +189,18 @@ def test_run_marks_backward_and_optimizer_rows_by_section(loss, capsys):
     assert [row.split()[1] if row.split()[1] in "∇Δ" else "" for row in rows] == [marks[s] for s in sections]
 
 
+def test_check_grad_says_when_it_checks_caffe2s_own_wrong_gradient(tmp_path, capsys):
+    """The ONNX-exported CNN's BatchNorm is SpatialBN is_test=1, whose Caffe2 gradient is wrong: the
+    exact-mode check fails and says why (naming the op as `lint` does); --fix-caffe2 passes."""
+    path, x = GOLDEN / "builders_onnx" / "onnx_cnn.pb", _inputs("builders_onnx/onnx_cnn", tmp_path)
+    args = ["check-grad", path, "--loss", "y", "--elements", "3", *x]
+    rc, out, _ = _cli(capsys, *args)
+    bn = next(i for i, op in enumerate(load_net(path).op) if op.type == "SpatialBN")
+    assert rc == 1 and f"(#{bn} SpatialBN; `netviz lint`); --fix-caffe2 checks" in out.splitlines()[-1]
+    rc, out, _ = _cli(capsys, *args, "--fix-caffe2")
+    assert rc == 0 and out.splitlines()[-1].endswith(" passed, 0 failed")
+
+
 def test_a_training_nets_own_gradient_is_not_a_loss(capsys):
     """`X_grad` is written by the net's backward section: the line says so and names the real loss."""
     rc, _, err = _cli(capsys, "grad", EXAMPLES / "do_net" / "predict_net.pb", "--loss", "X_grad")

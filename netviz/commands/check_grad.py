@@ -97,5 +97,5 @@ def run(args: argparse.Namespace) -> int:
     failed = [r.name for r in results if not r.passed]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     if failed:
-        _explain_exact_mode(net, args.loss)
+        _explain_exact_mode(model.predict, args.loss)  # op numbers as `netviz lint PATH` gives them
     return 1 if failed else 0
