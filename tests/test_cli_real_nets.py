@@ -20,6 +20,7 @@ import pytest
 
 from engine.modelio import load_net
 from engine.opdef import subnets_of
+from engine.plandef import load_plan
 from engine.registry import KERNELS
 from engine.training import split_training_net
 from netviz.cli import main
@@ -218,6 +219,13 @@ def test_a_plan_given_to_a_netdef_command_is_named(capsys):
         assert rc == 2 and "a PlanDef (nets 'mlp_init', 'mlp_train')" in _one_line_error(err)
     rc, out, _ = _cli(capsys, "info", plan)
     assert rc == 0 and "mlp_train" in out
+    rc, out, _ = _cli(capsys, "info", plan, "--json")  # --json printed the text tree
+    info, parsed = json.loads(out), load_plan(plan)
+    assert rc == 0 and [n["op_count"] for n in info["nets"]] == [len(n.op) for n in parsed.network]
+    assert [s.get("num_iter") for s in info["steps"]] == [s.num_iter if s.HasField("num_iter") else None
+                                                        for s in parsed.execution_step]
+    rc, _, err = _cli(capsys, "info", plan, "--shapes")
+    assert rc == 2 and "a PlanDef; --shapes infers one net's blobs" in _one_line_error(err)
 
 
 def test_a_missing_input_says_how_to_feed_it(capsys):

@@ -17,6 +17,7 @@ import argparse
 import json
 from typing import Any
 
+from engine.errors import ModelError
 from engine.modelio import load_model
 from engine.summary import model_summary, shape_summary, total_op_count
 from netviz.commands import add_model_arguments
@@ -52,11 +53,37 @@ def _clip(names: list[str], limit: int = 8) -> str:
     return shown + (f", … (+{len(names) - limit})" if len(names) > limit else "") or "-"
 
 
+def plan_summary(plan: Any) -> dict[str, Any]:
+    """A PlanDef as JSON: each net's name, op count and op-type histogram, and the step tree (the
+    ExecutionStep fields, int64 counts as numbers); `--json` must never print text."""
+    from collections import Counter
+
+    from google.protobuf import json_format
+    return {"plan": plan.name,
+            "nets": [{"name": n.name, "op_count": len(n.op), "op_types": dict(Counter(op.type for op in n.op))}
+                     for n in plan.network],
+            "steps": [_ints(json_format.MessageToDict(s, preserving_proto_field_name=True))
+                      for s in plan.execution_step]}
+
+
+def _ints(step: dict[str, Any]) -> dict[str, Any]:
+    """protobuf's JSON mapping writes int64 fields (num_iter, run_every_ms, …) as strings."""
+    return {k: [_ints(s) for s in v] if k == "substep" else int(v) if k in _INT64_STEP_FIELDS else v
+            for k, v in step.items()}
+
+
+_INT64_STEP_FIELDS = frozenset({"num_iter", "report_interval", "run_every_ms", "num_concurrent_instances"})
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.plan_view import is_plan_file, plan_lines
     if is_plan_file(args.path):
         from engine.plandef import load_plan
-        print("\n".join(plan_lines(load_plan(args.path))))
+        plan = load_plan(args.path)
+        if args.shapes:
+            raise ModelError(f"{args.path}: a PlanDef; --shapes infers one net's blobs: give `netviz info` one of "
+                             f"its nets ({', '.join(repr(n.name) for n in plan.network) or 'none'})")
+        print(json.dumps(plan_summary(plan), indent=2) if args.json else "\n".join(plan_lines(plan)))
         return 0
     model = load_model(args.path, init=args.init)
     summary = model_summary(model)
