@@ -226,6 +226,8 @@ def test_a_plan_given_to_a_netdef_command_is_named(capsys):
                                                         for s in parsed.execution_step]
     rc, _, err = _cli(capsys, "info", plan, "--shapes")
     assert rc == 2 and "a PlanDef; --shapes infers one net's blobs" in _one_line_error(err)
+    rc, _, err = _cli(capsys, "run", plan, "--dump", "out", "--loss", "loss")  # were silently ignored
+    assert rc == 2 and _one_line_error(err).endswith("--loss, --dump cannot apply (give one of its nets instead)")
 
 
 def test_a_missing_input_says_how_to_feed_it(capsys):

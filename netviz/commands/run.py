@@ -125,6 +125,12 @@ def _run_plan(args: argparse.Namespace) -> int:
     from engine.plandef import load_plan
     from engine.workspace import Workspace
 
+    ignored = [flag for flag, given in (("--init", args.init), ("--input", args.input), ("--loss", args.loss),
+                                        ("--random-params", args.random_params), ("--dump", args.dump),
+                                        ("--device " + args.device, args.device != "cpu")) if given]
+    if ignored:  # NOTE: a plan runs its own nets as written; silently dropping these would mislead
+        raise NetvizError(f"{args.path}: a PlanDef runs its own nets as written: {', '.join(ignored)} "
+                          "cannot apply (give one of its nets instead)")
     plan, ws = load_plan(args.path), Workspace("plan")
     if args.break_on_nan:
         return _plan_to_nan(plan, Path(args.path))
