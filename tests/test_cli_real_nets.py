@@ -175,6 +175,8 @@ def test_diff_of_a_train_net_and_its_test_net_lists_what_changes(capsys):
     assert out.splitlines()[-1].startswith(f"0 ops only in {train}, 0 only in {test}, ")
     rc, out, _ = _cli(capsys, "diff", train, train)
     assert rc == 0 and out.splitlines()[-1].endswith("the nets are the same")
+    rc, _, err = _cli(capsys, "diff", train, test, "--loss", "loss")
+    assert rc == 2 and "--loss: diff of two nets compares their ops and runs neither" in _one_line_error(err)
 
 
 @pytest.mark.parametrize("loss", [[], ["--loss", "loss"]])

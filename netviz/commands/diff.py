@@ -85,6 +85,10 @@ def net_diff(a: caffe2_pb2.NetDef, b: caffe2_pb2.NetDef) -> list[str]:
 
 
 def _run_net_diff(args: argparse.Namespace) -> int:
+    runs = [f for f, given in (("--input", args.input), ("--loss", args.loss), ("--init", args.init)) if given]
+    if runs:  # NOTE: comparing two nets runs neither; dropping these silently would mislead
+        raise NetvizError(f"{', '.join(runs)}: diff of two nets compares their ops and runs neither "
+                          "(give one net to compare a cpu and a gpu run)")
     a, b = load_net(args.path), load_net(args.other)
     lines = net_diff(a, b)
     print(f"--- {args.path} ({a.name or 'net'}: {len(a.op)} ops)\n+++ {args.other} ({b.name or 'net'}: {len(b.op)} ops)")
