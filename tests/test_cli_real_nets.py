@@ -247,6 +247,15 @@ def test_float_labels_are_refused_as_caffe2_refuses_them(capsys):
     assert rc == 2 and "op #3 SoftmaxWithLoss" in _one_line_error(err) and "labels must be int32" in err
 
 
+def test_an_in_place_overwrite_names_the_op_that_did_it(zoo, capsys):
+    """AlexNet's Dropout runs in place on fc7 after the Relu whose gradient reads it: Caffe2's own
+    version error, plus which op overwrote the blob and that Caffe2 refuses the net too."""
+    rc, _, err = _cli(capsys, "grad", zoo / "bvlc_alexnet" / "predict_net.pbtxt", "--loss", "prob")
+    assert rc == 2 and _one_line_error(err) == (
+        'netviz: AlexNet: op #19 Relu: Gradient operator needs output "fc7" at version 1, but currently we have '
+        'version 2. (op #20 Dropout overwrote it in place; Caffe2 refuses this net too)')
+
+
 def test_forward_only_rnn_refuses_gradients_in_one_line(capsys):
     """rnn_cell's forward_only=True RecurrentNetwork has no backward step net: Caffe2's maker refuses."""
     rc, _, err = _cli(capsys, "grad", GOLDEN / "builders" / "rnn_lstm_forward_only.pb", "--loss", "loss")

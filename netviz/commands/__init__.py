@@ -47,9 +47,18 @@ def naming(where: str) -> Iterator[None]:
     try:
         yield
     except GradientError as e:
-        if str(e).startswith(f"{where}:"):
-            raise
-        raise GradientError(f"{where}: {e}") from e
+        text = str(e) if str(e).startswith(f"{where}:") else f"{where}: {e}"
+        raise GradientError(text + _overwritten_by(e)) from e
+
+
+def _overwritten_by(e: GradientError) -> str:
+    """For a gradient version conflict, the in-place op that overwrote the blob (the message is
+    Caffe2's own: it refuses such a net too, which a user would otherwise take for a netviz bug)."""
+    from engine.gradient_ir import GradientVersionError
+
+    last = (getattr(e, "help", "") or "").strip().splitlines()[-1:] if isinstance(e, GradientVersionError) else []
+    m = re.search(r"<-- (op #\d+ \S+)", last[0]) if last else None
+    return f" ({m.group(1)} overwrote it in place; Caffe2 refuses this net too)" if m else ""
 
 
 def loss_error(net: Any, split: Any, loss: str) -> str | None:

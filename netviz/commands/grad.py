@@ -19,11 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.errors import BlobNotFoundError, GradientError, ModelError
+from engine.errors import BlobNotFoundError, ModelError
 from engine.gradient_ir import IR, GradientSlice
 from engine.modelio import load_net, save_net
 from engine.training import forward_net, split_training_net
-from netviz.commands import add_model_arguments, loss_error
+from netviz.commands import add_model_arguments, loss_error, naming
 from proto import caffe2_pb2
 
 
@@ -51,11 +51,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output and not args.force:
         if Path(args.output).exists():
             raise ModelError(f"{args.output}: already exists; pass --force to overwrite")
-    try:
+    with naming(where):
         ir = IR(net.op)
         grad_ops, grads = ir.GetBackwardPass(list(args.loss))
-    except GradientError as e:
-        raise GradientError(f"{where}: {e}") from e
     fwd_ops = ir.ForwardWithSaves()[0]  # NOTE: with the saves of in-place inputs, else OUT cannot run
     if args.output:
         out = caffe2_pb2.NetDef()
