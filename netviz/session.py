@@ -137,11 +137,10 @@ def shown_subnets(op: caffe2_pb2.OperatorDef) -> list[tuple[str, caffe2_pb2.NetD
     return [(arg, timestep_program(op, arg)) for arg, _ in subnets_of(op)]
 
 
-def _main_view(net: caffe2_pb2.NetDef) -> NetView:
-    """The main net's view; a training net's (``engine.training``) carries its sections, and its
-    own backward ops (everything from the first) are paired with their forward ops."""
-    from engine.training import backward_program, split_training_net
-    split = split_training_net(net)
+def _main_view(net: caffe2_pb2.NetDef, split: Any) -> NetView:
+    """The main net's view; a training net's (`split`, ``engine.training``) carries its sections, and
+    its own backward ops (everything from the first) are paired with their forward ops."""
+    from engine.training import backward_program
     if not split.has_backward:
         return NetView(net, len(net.op))
     _, origin, _ = backward_program(net, split=split)
@@ -199,7 +198,10 @@ class Session:
                  device: str = "cpu", loss: str | None = None) -> None:
         self.model, self.device, self.loss = model, device, loss
         self.values: dict[str, Any] = dict(inputs or {})
-        self.forward = _main_view(model.predict)
+        from engine.training import split_training_net
+        #: the main net's training sections, made once (the op list, lint and backward view read it)
+        self.split = split_training_net(model.predict)
+        self.forward = _main_view(model.predict, self.split)
         self.backward: NetView | None = None
         self.show_backward = False
         self.breakpoints: dict[OpRef, Breakpoint] = {}
@@ -506,9 +508,11 @@ class Session:
         """Step past the op at the pc without running it; its outputs from ``NAME=VALUE; …``
         (each VALUE as for :meth:`inject`), the rest shape-inferred zeros.  Returns the outputs."""
         with self.moving():
-            return self._skip(text)
+            stop, outputs = self._skip(text)
+        self.last_stop = stop
+        return outputs
 
-    def _skip(self, text: str) -> list[str]:
+    def _skip(self, text: str) -> tuple[Any, list[str]]:
         from engine.debugger.values import fit_value, parse_value
 
         dbg = self._debugger()
@@ -539,8 +543,7 @@ class Session:
                                   f"e.g. {name}=zeros(1,10)")
             values[name] = fit_value(parse_value(text_v, shape=shape, dtype=dtype, name=name), name=name,
                                      shape=shape, dtype=dtype, reshape=name in given)
-        self.last_stop = dbg.skip(values)
-        return list(values)
+        return dbg.skip(values), list(values)
 
     # -- breakpoints and watches (kept here; the debugger gets them when it exists) ----------
     def toggle_breakpoint(self, ref: OpRef, condition: str = "") -> bool:
@@ -724,10 +727,11 @@ class Session:
         with self.moving():
             dbg = self._debugger()
             try:
-                self.last_stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
+                stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
             finally:
                 dbg.clear_cancel()  # a cancel meant for this move never reaches the next one
-        return self.last_stop
+        self.last_stop = stop  # NOTE: after the state is published: a new last_stop means a new state
+        return stop
 
     def cancel(self) -> None:
         if self.debugger is not None:
@@ -814,17 +818,28 @@ class Session:
 
     # -- lint: where Caffe2 computes other values or refuses (engine.lint) --------------------
     def lint_findings(self) -> dict[int, list[Any]]:
-        """Main-net op index → its engine.lint findings (for the loss when known); computed once."""
+        """Main-net op index → its engine.lint findings (for the loss when known); computed once.
+
+        Blocks: over a whole net it takes 0.3-2 s and imports every kernel module, so the TUI calls
+        it in a worker after the first frame and reads :meth:`lint_ready` meanwhile."""
         if self._lint is None:
             from engine.lint import lint_net
+            loss = self.loss
             try:
-                found = lint_net(self.model.predict, [self.loss] if self.loss else [])
+                found = lint_net(self.model.predict, [loss] if loss else [], split=self.split)
             except NetvizError:  # a net netviz cannot differentiate: nothing to compare
                 found = []
-            self._lint = {}
+            lint: dict[int, list[Any]] = {}
             for f in found:
-                self._lint.setdefault(f.op_index, []).append(f)
+                lint.setdefault(f.op_index, []).append(f)
+            if self.loss == loss:  # NOTE: published whole (a reader in another thread sees all or none),
+                self._lint = lint  # and not when `g` chose another loss meanwhile
+            return lint
         return self._lint
+
+    def lint_ready(self) -> dict[int, list[Any]]:
+        """:meth:`lint_findings` when computed, else ``{}`` (never blocks the UI)."""
+        return self._lint or {}
 
     # -- descriptions for the inspector ----------------------------------------------------
     def op_details(self, ref: OpRef) -> dict[str, Any]:
@@ -838,7 +853,7 @@ class Session:
             "subnets": [a for a, _ in subnets_of(op)], "inputs": ins, "outputs": outs,
             "backward": view.is_backward(ref.index), "forward_op": fwd,
             "control": op.type in CONTROL_FLOW, "breakpoint": self.breakpoints.get(ref),
-            "lint": [f.text() for f in self.lint_findings().get(ref.index, [])] if not ref.path else [],
+            "lint": [f.text() for f in self.lint_ready().get(ref.index, [])] if not ref.path else [],
         }
 
 

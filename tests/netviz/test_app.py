@@ -187,8 +187,11 @@ async def test_a_gradient_op_and_its_forward_op_are_linked(mlp_path):
 
 @pytest.mark.skipif(not HAS_DEBUGGER, reason="engine.debugger not there")
 @asynctest
-async def test_weightless_net_steps_on_synthesized_params_and_overlays_cycle(mlp_path):
-    app = app_for(mlp_path, inputs=["X=4,8", "label=4"])
+async def test_weightless_net_steps_on_synthesized_params_and_overlays_cycle(mlp_path, tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "label.npy", np.array([0, 1, 2, 3], dtype=np.int32))  # Caffe2 reads labels as int32
+    app = app_for(mlp_path, inputs=["X=4,8", f"label={tmp_path / 'label.npy'}"])
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await ready(pilot)
         await pilot.press("c")
