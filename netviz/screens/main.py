@@ -83,6 +83,8 @@ class MainScreen(Screen[None]):
         self.pending: deque[tuple[str, OpRef | None]] = deque()
         self.busy: str | None = None     # the move being run; None when the worker is idle
         self.exporting: str | None = None  # target of the export running in its worker
+        self.checked = False  # the lint and schema check of the main net are done (check_net)
+        self._whole_net_started = False
         self.diffing: threading.Event | None = None  # set to cancel the device diff running
         self._moves = threading.Lock()
 
@@ -107,10 +109,40 @@ class MainScreen(Screen[None]):
             self.select(OpRef((), 0))
         self.update_status()
         self.call_after_refresh(self.show_graph)  # op list first, the graph once laid out
-        self.infer_shapes()
-        if bad := check_tree(self.session.model.predict):  # Caffe2 would refuse these ops
+
+    def on_graph_canvas_shown(self) -> None:
+        """After the first frame with the graph, the whole-net work: shape inference (the drawing
+        infers them itself when it shows blobs), the lint and the schema check.  Started earlier
+        they import every kernel module and hold the GIL while the first window is laid out and drawn."""
+        if not self._whole_net_started:
+            self._whole_net_started = True
+            self.call_after_refresh(self.infer_shapes)
+            self.call_after_refresh(self.check_net)
+
+    def relint(self) -> None:
+        """Lint again (the backward view may have chosen the loss): markers come when done."""
+        self.check_net(schema=False)
+
+    @work(thread=True, exclusive=True, group="lint")
+    def check_net(self, schema: bool = True) -> None:
+        """The lint markers (``⚑``) and the schema check, off the UI thread; then relabel the ops
+        that have a finding (every other label is unchanged) and say what Caffe2 would refuse."""
+        try:
+            bad = check_tree(self.session.model.predict) if schema else []  # Caffe2 would refuse these ops
+            found = self.session.lint_findings()
+        except Exception as e:  # noqa: BLE001 - markers are a nicety: a failing check is a notice
+            self._to_ui(self.notify, f"lint: {type(e).__name__}: {e}", title="Internal error", severity="error")
+            bad, found = [], {}
+        self._to_ui(self._checked, bad, set(found))
+
+    def _checked(self, bad: list[str], flagged: set[int]) -> None:
+        self.op_tree.relabel({OpRef((), i) for i in flagged})
+        if self.selected is not None and not self.selected.path and self.selected.index in flagged:
+            self.run_guarded(self.query_one(OpInspector).show, self.session, self.selected)
+        if bad:
             more = f" (+{len(bad) - 1} more: netviz info lists them)" if len(bad) > 1 else ""
             self.notify(bad[0] + more, title="Schema", severity="warning")
+        self.checked = True
 
     @work(thread=True, exclusive=True, group="shapes")
     def infer_shapes(self) -> None:
@@ -616,6 +648,7 @@ class MainScreen(Screen[None]):
         self.path = ()
         self.canvas.key = None
         self.infer_shapes()
+        self.relint()
         self.refresh_all()
         if self.selected:
             self.select(self.selected)

@@ -277,7 +277,7 @@ class OpTree(SteadyScrollbars, Tree[Any]):
                              (op.type, TYPE_STYLE[kind]))
         if ref in self.linked:
             text.append(" ↔", "bold #CE93D8")
-        if not ref.path and ref.index in s.lint_findings():
+        if not ref.path and ref.index in s.lint_ready():  # NOTE: none until the screen's lint worker is done
             text.append(" ⚑", "bold #F4B400")  # NOTE: Caffe2 computes other values or refuses (engine.lint)
         if self.overlay != "none" and rec is not None:
             tag = _overlay_tag(self.overlay, rec, s.stale(ref))
@@ -330,6 +330,13 @@ class OpTree(SteadyScrollbars, Tree[Any]):
         paths.update(old_records.keys() - records.keys())
         changed.update(from_oppath(p) for p in paths)
         self.update_markers(changed)
+
+    def relabel(self, refs: Any) -> None:
+        """Relabel `refs` whose labels may have grown (the lint's ``⚑``, added after the first frame):
+        the list's width is measured again, as if they had had those labels from the start."""
+        self.update_markers(refs)
+        if refs:
+            self._invalidate()  # NOTE: Tree keeps its width when a label changes
 
     def update_markers(self, refs: Any) -> None:
         for ref in refs:

@@ -18,10 +18,11 @@ async def wait_for(pilot: Pilot, predicate: Callable[[], bool], description: str
 
 
 async def ready(pilot: Pilot) -> None:
-    """The op tree is complete and the graph canvas has its layout."""
+    """The op tree is complete, the graph canvas has its layout and the lint markers are in."""
     main = pilot.app.main
     await wait_for(pilot, lambda: main.is_mounted and main.op_tree.populated, "the op tree")
     await wait_for(pilot, lambda: main.canvas.scene is not None, "the graph layout")
+    await wait_for(pilot, lambda: main.checked, "the lint and schema check (MainScreen.check_net)")
     await pilot.pause()
 
 
