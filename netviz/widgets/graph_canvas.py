@@ -17,6 +17,7 @@ from rich.style import Style
 from textual import work
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -61,6 +62,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
     zoom: reactive[int] = reactive(0)
     placeholder: reactive[str] = reactive("")
 
+    class Shown(Message):
+        """A laid-out drawing (or why there is none) replaced the placeholder: the main screen starts
+        its whole-net work after the first one, so it never competes with the first frame."""
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scene: Scene | None = None
@@ -86,6 +91,8 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self.direction = "auto"
         self._width_for: tuple | None = None
         self._width = 0
+        self._strips: dict[int, tuple[tuple[Any, ...], Strip]] = {}  # scene row → (its look, its strip)
+        self._strips_for: tuple | None = None  # (scene, focus on) the strips were drawn for
 
     # -- what to show ----------------------------------------------------------------------
     def show(self, session: Any, path: NetPath, ssa: bool, zoom: int, op: int | None = None) -> None:
@@ -162,6 +169,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         if key == self.key:
             self.placeholder = f"no drawing: {error}"
             self.app.notify(str(error), title="Layout", severity="error")
+            self.post_message(self.Shown())
 
     def _set_scene(self, base: Scene) -> None:
         """Show a laid-out scene, wrapped into the columns the pane takes (unchanged: no repaint)."""
@@ -172,6 +180,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         scene = self.scene = wrap_scene(base, columns)
         self.virtual_size = Size(scene.width, scene.height)
         self.refresh()
+        self.post_message(self.Shown())
         if self._pending_center is not None:
             self.center_on(self._pending_center)  # now, and again once the new size is laid out
             self.call_after_refresh(self.center_on, self._pending_center)
@@ -241,27 +250,63 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         return self._width
 
     def render_line(self, y: int) -> Strip:
+        """Line `y` of the view: the scene row's strip (drawn once per look, :meth:`_scene_row`),
+        cropped to the columns in view, so a scroll (stepping re-centres) crops instead of drawing."""
         width = self._content_width()
         sx, sy = int(self.scroll_x), int(self.scroll_y)
         sc, row = self.scene, sy + y
         if sc is None or row >= sc.height:
             text = self.placeholder if sc is None and y == 1 else ""
             return Strip([Segment(f" {text}".ljust(width)[:width], S_EDGE)], width)
-        chars = list(sc.edge_chars(row, sx, sx + width).ljust(width))
+        return self._scene_row(row).crop_extend(sx, sx + width, S_EDGE)
+
+    def _row_look(self, row: int) -> tuple[Any, ...]:
+        """Everything a scene row's drawing depends on besides the scene: the marks of each box on
+        it and its highlighted edge cells.  Equal looks draw the same row, so no cache invalidation."""
+        sc, focus = self.scene, self.focus_nodes
+        marks: list[tuple[Any, ...]] = []
+        for k in sc.rows.get(row, ()):
+            n = sc.nodes[k]
+            if n.op is not None:
+                op = n.op
+                marks.append((op == self.selected_op, op == self.pc_op, op in self.breakpoints, op in self.executed,
+                               op in self.nan_ops, op in self.linked_ops, self.overlay.get(op),
+                               focus is not None and op in focus[0]))
+            else:
+                marks.append((n.blob == self.selected_blob, focus is not None and n.blob[0] in focus[1]))
+        hot = self._hot_edges().get(row)
+        return tuple(marks), frozenset(hot) if hot else None
+
+    def _scene_row(self, row: int) -> Strip:
+        """A whole scene row as a strip, kept while its look (:meth:`_row_look`) is unchanged."""
+        sc = self.scene
+        state = (id(sc), self.focus_nodes is not None)
+        if self._strips_for != state:
+            self._strips, self._strips_for = {}, state
+        look = self._row_look(row)
+        kept = self._strips.get(row)
+        if kept is not None and kept[0] == look:
+            return kept[1]
+        strip = self._draw_row(row)
+        self._strips[row] = (look, strip)
+        return strip
+
+    def _draw_row(self, row: int) -> Strip:
+        sc = self.scene
+        width = sc.width
+        chars = list(sc.edge_chars(row, 0, width).ljust(width))
         if self.focus_nodes is not None:
             styles = [S_DIM] * width
         else:
-            styles = [S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, sx:sx + width].tolist()]
+            styles = [S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, :width].tolist()]
             styles += [S_EDGE] * (width - len(styles))
         for cx in self._hot_edges().get(row, ()):
-            if sx <= cx < sx + width:
-                styles[cx - sx] = S_EDGE_SEL
+            if 0 <= cx < width:
+                styles[cx] = S_EDGE_SEL
         for k in sc.rows.get(row, ()):
             n = sc.nodes[k]
-            if n.x >= sx + width or n.x + n.w <= sx:
-                continue
             for j, (c, st) in enumerate(self._node_row(n, row - n.y)):
-                cx = n.x + j - sx
+                cx = n.x + j
                 if 0 <= cx < width:
                     chars[cx], styles[cx] = c, st
         return Strip(_runs(chars, styles), width)
