@@ -245,6 +245,8 @@ def test_float_labels_are_refused_as_caffe2_refuses_them(capsys):
     ("Tensor type mismatch"), so a loss from them would be silent wrong output."""
     rc, _, err = _cli(capsys, "run", GOLDEN / "builders" / "mlp_sgd.pb", "--input", "data=5,6", "--input", "label=5")
     assert rc == 2 and "op #3 SoftmaxWithLoss" in _one_line_error(err) and "labels must be int32" in err
+    rc, out, err = _cli(capsys, "run", GOLDEN / "builders" / "mlp_sgd.pb", "--input", "data=5,6", "--input", "label=5:int32")
+    assert rc == 0 and out.splitlines()[-1].endswith("stopped: end"), err
 
 
 def test_an_in_place_overwrite_names_the_op_that_did_it(zoo, capsys):
@@ -260,3 +262,12 @@ def test_forward_only_rnn_refuses_gradients_in_one_line(capsys):
     """rnn_cell's forward_only=True RecurrentNetwork has no backward step net: Caffe2's maker refuses."""
     rc, _, err = _cli(capsys, "grad", GOLDEN / "builders" / "rnn_lstm_forward_only.pb", "--loss", "loss")
     assert rc == 2 and "[RecurrentNetwork] (op #1): outputs_with_grads must not be empty" in _one_line_error(err)
+
+
+def test_input_spec_takes_a_dtype_for_random_integer_inputs():
+    """`NAME=SHAPE:DTYPE` makes 0/1 integers (labels, lengths) where a shape alone makes floats."""
+    from engine.debugger.feeds import FeedError, RandomSpec, parse_input_spec
+    assert parse_input_spec("label=5:int32") == ("label", RandomSpec((5,), "int32"))
+    assert parse_input_spec("data=2x3") == ("data", (2, 3))
+    with pytest.raises(FeedError, match="dtype 'int8' is not one of"):
+        parse_input_spec("label=5:int8")

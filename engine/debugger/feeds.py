@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,17 +23,35 @@ class FeedError(NetvizError):
     """An input given for a session cannot be read or used."""
 
 
+class RandomSpec(NamedTuple):
+    """Random data of a shape and dtype: ``--input label=5:int32`` (integer labels, lengths, ids)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
 def parse_input_spec(spec: str) -> tuple[str, Any]:
-    """``NAME=FILE.npy`` → (name, path); ``NAME=D0,D1,…`` (or ``D0xD1``) → (name, shape tuple)."""
+    """``NAME=FILE.npy`` → (name, path); ``NAME=D0,D1,…`` (or ``D0xD1``) → (name, shape tuple);
+    ``NAME=SHAPE:DTYPE`` (``label=5:int32``) → (name, :class:`RandomSpec`)."""
     name, sep, value = spec.partition("=")
     if not sep or not name.strip() or not value.strip():
         raise FeedError(f"--input {spec!r}: expected NAME=FILE.npy or NAME=SHAPE (e.g. data=1,3,224,224)")
     value = value.strip()
     if value.endswith(".npy"):
         return name.strip(), Path(value)
-    if not re.fullmatch(r"\d+(\s*[,x]\s*\d+)*", value):
+    value, _, dtype = value.partition(":")
+    if not re.fullmatch(r"\d+(\s*[,x]\s*\d+)*", value.strip()):
         raise FeedError(f"--input {spec!r}: {value!r} is neither a .npy file nor a shape (e.g. 1,3,224,224)")
-    return name.strip(), tuple(int(d) for d in re.split(r"[,x]", value))
+    shape = tuple(int(d) for d in re.split(r"[,x]", value))
+    if not dtype:
+        return name.strip(), shape
+    if dtype.strip() not in _DTYPES:
+        raise FeedError(f"--input {spec!r}: dtype {dtype!r} is not one of {', '.join(_DTYPES)}")
+    return name.strip(), RandomSpec(shape, dtype.strip())
+
+
+#: dtypes a random ``--input NAME=SHAPE:DTYPE`` can have (integers are 0/1, as label or id data)
+_DTYPES = ("float32", "float64", "int32", "int64", "bool", "uint8")
 
 
 def load_npy(path: Path, name: str = "") -> np.ndarray:
@@ -48,7 +66,7 @@ def load_npy(path: Path, name: str = "") -> np.ndarray:
 
 def random_array(shape: tuple[int, ...], rng: np.random.Generator, dtype: Any = np.float32) -> np.ndarray:
     """Standard-normal data (integers: 0/1) of `shape` — what an unfed input gets."""
-    if np.dtype(dtype).kind in "iu":
+    if np.dtype(dtype).kind in "iub":
         return rng.integers(0, 2, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
 
@@ -63,6 +81,8 @@ def resolve_feeds(model: Model, given: Mapping[str, Any] | None, present: set[st
     for name, value in (given or {}).items():
         if isinstance(value, (str, Path)):
             feeds[name] = load_npy(Path(value), name)
+        elif isinstance(value, RandomSpec):
+            feeds[name] = random_array(value.shape, rng, value.dtype)
         elif isinstance(value, tuple) and all(isinstance(d, int) for d in value):
             feeds[name] = random_array(value, rng)
         else:

@@ -29,7 +29,7 @@ def _int_labels(xp, label, classes: int, *, check_range: bool):
     """
     if label.dtype != np.int32:
         raise TypeError(f"labels must be int32 (Caffe2 reads them as int), got {label.dtype}; "
-                        "feed them from a .npy file of int32")
+                        "feed them from a .npy file of int32 (or --input NAME=SHAPE:int32)")
     lab = label.reshape(-1).astype(np.int64)
     if check_range and lab.size and (int(lab.min()) < 0 or int(lab.max()) >= classes):
         bad = int(lab.min()) if int(lab.min()) < 0 else int(lab.max())

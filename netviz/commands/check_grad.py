@@ -30,8 +30,8 @@ from netviz.commands import add_model_arguments, loss_error, missing_blob_hint, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--loss", metavar="BLOB", action="append", required=True, help="loss blob (repeatable)")
-    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE", action="append", default=[],
-                        help="feed an input from a .npy file, or random values of a shape")
+    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE[:DTYPE]", action="append", default=[],
+                        help="feed an input from a .npy file, or random values of a shape (label=16:int32: 0/1 ints)")
     parser.add_argument("--only", metavar="BLOB", action="append", default=None, help="check only these inputs")
     parser.add_argument("--elements", type=int, default=20, help="elements sampled per input (default 20)")
     parser.add_argument("--step", type=float, default=1e-3, help="finite-difference step (default 1e-3)")

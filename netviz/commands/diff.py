@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("other", metavar="OTHER", nargs="?", default=None,
                         help="a second net: compare its ops with PATH's instead of running on two devices")
     parser.add_argument("--devices", default="cpu,gpu", metavar="A,B", help="the two devices (only cpu,gpu)")
-    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE", action="append", default=[],
+    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE[:DTYPE]", action="append", default=[],
                         help="feed an input (others get random data from value_info.json)")
     parser.add_argument("--loss", metavar="BLOB", default=None, help="also run and compare the backward pass")
     parser.add_argument("--threshold", type=float, default=1e-4, help="max abs difference allowed (1e-4)")

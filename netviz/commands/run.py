@@ -29,9 +29,9 @@ from netviz.commands import add_model_arguments, missing_blob_hint
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     """--input/--device/--loss, shared by run, check-grad and the TUI."""
-    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE", action="append", default=[],
-                        help="feed an input from a .npy file, or random values of a shape (data=1,3,224,224); "
-                             "inputs not given get random data from value_info.json")
+    parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE[:DTYPE]", action="append", default=[],
+                        help="feed an input from a .npy file, or random values of a shape (data=1,3,224,224; "
+                             "label=16:int32 for 0/1 integers); inputs not given get random data from value_info.json")
     parser.add_argument("--device", choices=("cpu", "gpu", "net"), default="cpu",
                         help="cpu: every op on the CPU (default); gpu: every op on CUDA; net: as the net says")
     parser.add_argument("--loss", metavar="BLOB", action="append", default=None,
