@@ -101,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # NOTE: an output path that cannot be written (a file where a folder goes, no permission)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"netviz: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

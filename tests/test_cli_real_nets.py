@@ -264,6 +264,15 @@ def test_forward_only_rnn_refuses_gradients_in_one_line(capsys):
     assert rc == 2 and "[RecurrentNetwork] (op #1): outputs_with_grads must not be empty" in _one_line_error(err)
 
 
+def test_bad_run_outputs_and_batch_mismatch_are_one_line(tmp_path, capsys):
+    """--dump onto a file was a FileExistsError traceback; 3 data rows with 16 labels an IndexError."""
+    (tmp_path / "afile").write_text("")
+    rc, _, err = _cli(capsys, "run", EXAMPLES / "mlp" / "predict_net.pb", "--dump", tmp_path / "afile")
+    assert rc == 2 and _one_line_error(err).endswith("--dump needs a folder, and this is a file")
+    rc, _, err = _cli(capsys, "run", EXAMPLES / "mlp" / "predict_net.pb", "--input", "data=3,8")
+    assert rc == 2 and "SoftmaxWithLoss '': ValueError: 16 labels for 3 rows of logits" in _one_line_error(err)
+
+
 def test_input_spec_takes_a_dtype_for_random_integer_inputs():
     """`NAME=SHAPE:DTYPE` makes 0/1 integers (labels, lengths) where a shape alone makes floats."""
     from engine.debugger.feeds import FeedError, RandomSpec, parse_input_spec

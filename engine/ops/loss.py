@@ -21,7 +21,7 @@ def _probs(xp, x, axis):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def _int_labels(xp, label, classes: int, *, check_range: bool):
+def _int_labels(xp, label, classes: int, *, check_range: bool, rows: int | None = None):
     """Class labels as Caffe2 reads them (``data<int>()``): int32 only, each in [0, classes).
 
     NOTE: refusing matters: a float label would be truncated and -1 would index the last class,
@@ -31,6 +31,8 @@ def _int_labels(xp, label, classes: int, *, check_range: bool):
         raise TypeError(f"labels must be int32 (Caffe2 reads them as int), got {label.dtype}; "
                         "feed them from a .npy file of int32 (or --input NAME=SHAPE:int32)")
     lab = label.reshape(-1).astype(np.int64)
+    if rows is not None and lab.size != rows:  # Caffe2: CAFFE_ENFORCE_EQ(T.numel(), N)
+        raise ValueError(f"{lab.size} labels for {rows} rows of logits")
     if check_range and lab.size and (int(lab.min()) < 0 or int(lab.max()) >= classes):
         bad = int(lab.min()) if int(lab.min()) < 0 else int(lab.max())
         raise ValueError(f"label {bad} is not a class index in [0, {classes})")
@@ -53,7 +55,7 @@ def softmax_with_loss(xp, x, label, weight=None, *, label_prob: int = 0, scale: 
     if label_prob:
         nll = -(label.reshape(p.shape) * xp.log(xp.maximum(p, 1e-20))).sum(axis=1)
     else:
-        lab = _int_labels(xp, label, p.shape[1], check_range=not spatial)
+        lab = _int_labels(xp, label, p.shape[1], check_range=not spatial, rows=p.shape[0])
         nll = -xp.log(xp.maximum(p[xp.arange(p.shape[0]), lab], 1e-20))
     loss = (nll * w).sum() / xp.maximum(w.sum(), 1e-20) * scale if not spatial else \
         (nll * w * (lab >= 0)).sum() / xp.maximum((w * (lab >= 0)).sum(), 1e-20) * scale
@@ -74,7 +76,7 @@ def softmax_with_loss_gradient(xp, x, label, *rest, label_prob: int = 0, scale: 
         d = p - label.reshape(p.shape)
     else:
         d = p.copy()
-        d[xp.arange(p.shape[0]), _int_labels(xp, label, p.shape[1], check_range=False)] -= 1
+        d[xp.arange(p.shape[0]), _int_labels(xp, label, p.shape[1], check_range=False, rows=p.shape[0])] -= 1
     d = d * (w / xp.maximum(w.sum(), 1e-20) * scale * dloss.reshape(())).reshape(-1, 1)
     if spatial:
         return xp.moveaxis(d.reshape((x.shape[0],) + x.shape[2:] + (c,)), -1, 1).astype(x.dtype)

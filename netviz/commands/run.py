@@ -70,6 +70,8 @@ class _Dumper:
 
     def __init__(self, folder: Path, dbg: Debugger) -> None:
         self.folder, self.dbg, self.index = folder, dbg, []
+        if folder.exists() and not folder.is_dir():
+            raise NetvizError(f"{folder}: --dump needs a folder, and this is a file")
         folder.mkdir(parents=True, exist_ok=True)
         for name in sorted(dbg.ws.values):
             self.write(name, 0, None, "")
