@@ -273,6 +273,15 @@ def test_bad_run_outputs_and_batch_mismatch_are_one_line(tmp_path, capsys):
     assert rc == 2 and "SoftmaxWithLoss '': ValueError: 16 labels for 3 rows of logits" in _one_line_error(err)
 
 
+def test_a_mistyped_name_is_named(capsys):
+    """--only with no such input said 'no float input gets a gradient'; --input of a non-input passed unseen."""
+    path = EXAMPLES / "mlp" / "predict_net.pb"
+    rc, _, err = _cli(capsys, "check-grad", path, "--loss", "loss", "--only", "fc1_wt")
+    assert rc == 2 and _one_line_error(err).startswith("netviz: --only fc1_wt: no such float input of ")
+    rc, out, err = _cli(capsys, "run", path, "--input", "dta=16,8")
+    assert rc == 0 and "--input dta: not an external input of the net (fed anyway)" in err
+
+
 def test_input_spec_takes_a_dtype_for_random_integer_inputs():
     """`NAME=SHAPE:DTYPE` makes 0/1 integers (labels, lengths) where a shape alone makes floats."""
     from engine.debugger.feeds import FeedError, RandomSpec, parse_input_spec

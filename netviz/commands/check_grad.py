@@ -88,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
         if not hint:
             raise
         raise NetvizError(f"{e}{hint}") from e
+    if not results and args.only:
+        raise NetvizError(f"--only {', '.join(args.only)}: no such float input of {args.path} gets a gradient from "
+                          f"{', '.join(args.loss)}")
     if not results:
         raise NetvizError(f"{args.path}: no float input gets a gradient from {', '.join(args.loss)}")
     print(f"{'input':<32} {'shape':<18} {'checked':>7} {'max abs':>11} {'max rel':>11}  result")

@@ -15,6 +15,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 import re
 from pathlib import Path
@@ -47,6 +48,10 @@ def debugger_from_args(args: argparse.Namespace, **kwargs: Any) -> Debugger:
     """Model + feeds + device from the shared arguments."""
     model = load_model(args.path, init=args.init)
     feeds = dict(parse_input_spec(s) for s in args.input)
+    stray = [n for n in feeds if n not in model.predict.external_input]
+    if stray:  # NOTE: fed anyway (Caffe2's FeedBlob takes any name), but a typo should not pass unseen
+        print(f"netviz: note: --input {', '.join(stray)}: not an external input of the net (fed anyway)",
+              file=sys.stderr)
     device = None if args.device == "net" else args.device
     if args.param_width < 1:
         raise NetvizError("--param-width must be at least 1")
