@@ -282,6 +282,16 @@ def test_a_mistyped_name_is_named(capsys):
     assert rc == 0 and "--input dta: not an external input of the net (fed anyway)" in err
 
 
+def test_break_on_nan_names_the_op_that_made_it(tmp_path, capsys):
+    """The stop line named the next op (Relu) as if it had made the NaN; FC #0 made it from the fed data."""
+    data = np.ones((16, 8), np.float32)
+    data[2, 3] = np.nan
+    np.save(tmp_path / "nan.npy", data)
+    rc, out, _ = _cli(capsys, "run", EXAMPLES / "mlp" / "predict_net.pb", "--input", f"data={tmp_path / 'nan.npy'}",
+                      "--break-on-nan")
+    assert rc == 1 and out.splitlines()[-1] == "netviz: NaN/Inf produced by op 0 FC (fc1); stopped before main › op#1 Relu"
+
+
 def test_input_spec_takes_a_dtype_for_random_integer_inputs():
     """`NAME=SHAPE:DTYPE` makes 0/1 integers (labels, lengths) where a shape alone makes floats."""
     from engine.debugger.feeds import FeedError, RandomSpec, parse_input_spec

@@ -199,7 +199,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
     if stop.reason == "error":
         raise NetvizError(stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize))
-    if stop.reason == "condition":
-        print(f"netviz: NaN/Inf produced; stopped at {stop.pc.text()}")
+    if stop.reason == "condition":  # NOTE: the pc is the op after the culprit: name the op that wrote it
+        last = dbg.records[-1] if dbg.records else None
+        made = ", ".join(o.name for o in last.outputs if o.nan_count or o.inf_count) if last else ""
+        by = f" by op {'/'.join(map(str, last.path[1:]))} {last.op_type} ({made})" if last else ""
+        print(f"netviz: NaN/Inf produced{by}; stopped before {stop.pc.text()}")
         return 1
     return 0
