@@ -254,3 +254,22 @@ def test_cancel_from_another_thread_stops_a_net_blocked_on_its_queue():
     with pytest.raises(ExecutionError, match="cancelled"):
         handle.run()
     _joined(canceller)
+
+
+def test_idle_threads_do_not_hide_a_deadlock():
+    """An idle thread-pool worker, a thread in an untimed Event wait and one joining it fill no
+    queue: the dequeue still stops with the error (it used to wait for them forever)."""
+    import concurrent.futures
+    ws = Workspace("t")
+    _op(ws, "CreateBlobsQueue", [], ["q"], capacity=1, num_blobs=1)
+    done = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()
+        sleeper = threading.Thread(target=done.wait, daemon=True)
+        sleeper.start()
+        joiner = threading.Thread(target=sleeper.join, daemon=True)
+        joiner.start()
+        t, box = _in_thread(lambda: _op(ws, "DequeueBlobs", ["q"], ["y"]))
+        _joined(t)
+        done.set()
+    assert isinstance(box[0], ExecutionError) and "would wait forever" in str(box[0])
