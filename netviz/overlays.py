@@ -57,8 +57,18 @@ def overlay_colors(mode: str, records: Sequence[Any | None], stale: Sequence[boo
 
 def _tag(mode: str, v: float) -> str:
     if mode == "time":
-        return f"{v * 1e3:.2g}ms" if v >= 1e-4 else f"{v * 1e6:.2g}µs"
+        return _seconds(v)
     return f"{v:.2g}"
+
+
+def _seconds(v: float) -> str:
+    """A run time as a person writes it, two significant digits and never an exponent:
+    ``850µs``, ``3.2ms``, ``160ms``, ``1.6s``, ``75s``."""
+    for scale, unit in ((1e6, "µs"), (1e3, "ms"), (1.0, "s")):
+        x = float(f"{v * scale:.2g}")  # rounded first, so 999.7µs reads 1ms
+        if x < 1000 or unit == "s":
+            return f"{x:g}{unit}" if x < 1e6 else f"{x:.0f}{unit}"
+    raise AssertionError("unreachable")
 
 
 def legend(mode: str, records: Sequence[Any | None]) -> Text:
