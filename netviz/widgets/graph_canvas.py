@@ -258,7 +258,9 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         if sc is None or row >= sc.height:
             text = self.placeholder if sc is None and y == 1 else ""
             return Strip([Segment(f" {text}".ljust(width)[:width], S_EDGE)], width)
-        return self._scene_row(row).crop_extend(sx, sx + width, S_EDGE)
+        # NOTE: simplify merges the padding and the runs a crop split with their neighbours, so the
+        # segments are those of a line drawn for the view alone (snapshots compare segments)
+        return self._scene_row(row).crop_extend(sx, sx + width, S_EDGE).simplify()
 
     def _row_look(self, row: int) -> tuple[Any, ...]:
         """Everything a scene row's drawing depends on besides the scene: the marks of each box on
@@ -279,10 +281,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
 
     def _scene_row(self, row: int) -> Strip:
         """A whole scene row as a strip, kept while its look (:meth:`_row_look`) is unchanged."""
-        sc = self.scene
-        state = (id(sc), self.focus_nodes is not None)
-        if self._strips_for != state:
-            self._strips, self._strips_for = {}, state
+        sc, focus = self.scene, self.focus_nodes is not None
+        # NOTE: the scene itself, not its id: a new scene may get the id of the one it replaced
+        if self._strips_for is None or self._strips_for[0] is not sc or self._strips_for[1] != focus:
+            self._strips, self._strips_for = {}, (sc, focus)
         look = self._row_look(row)
         kept = self._strips.get(row)
         if kept is not None and kept[0] == look:
@@ -314,8 +316,8 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
     def _hot_edges(self) -> dict[int, set[int]]:
         """Cells of the edges of the selected op (or blob), computed once per selection."""
         sc = self.scene
-        key = (id(sc), self.selected_op, self.selected_blob)
-        if key != self._hot_for and sc is not None:
+        key = (sc, self.selected_op, self.selected_blob)  # NOTE: the scene, not its id (ids are reused)
+        if (self._hot_for is None or self._hot_for[0] is not sc or key[1:] != self._hot_for[1:]) and sc is not None:
             picked = {k for k, n in enumerate(sc.nodes)
                       if (n.op is not None and n.op == self.selected_op)
                       or (n.blob is not None and n.blob == self.selected_blob)}
