@@ -116,8 +116,13 @@ class MainScreen(Screen[None]):
         they import every kernel module and hold the GIL while the first window is laid out and drawn."""
         if not self._whole_net_started:
             self._whole_net_started = True
-            self.call_after_refresh(self.infer_shapes)
-            self.call_after_refresh(self.check_net)
+            # NOTE: a moment after the refresh that draws it, so the frame showing the graph is
+            # composed before a worker importing the kernels competes for the GIL (0.3-1 s)
+            self.call_after_refresh(self.set_timer, 0.1, self._start_whole_net)
+
+    def _start_whole_net(self) -> None:
+        self.infer_shapes()
+        self.check_net()
 
     def relint(self) -> None:
         """Lint again (the backward view may have chosen the loss): markers come when done."""

@@ -91,7 +91,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self.direction = "auto"
         self._width_for: tuple | None = None
         self._width = 0
-        self._strips: dict[int, tuple[tuple[Any, ...], Strip]] = {}  # scene row → (its look, its strip)
+        self._strips: dict[int, tuple[tuple[Any, ...], Strip]] = {}  # scene row → ((sx, width, look), strip)
         self._strips_for: tuple | None = None  # (scene, focus on) the strips were drawn for
 
     # -- what to show ----------------------------------------------------------------------
@@ -250,17 +250,16 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         return self._width
 
     def render_line(self, y: int) -> Strip:
-        """Line `y` of the view: the scene row's strip (drawn once per look, :meth:`_scene_row`),
-        cropped to the columns in view, so a scroll (stepping re-centres) crops instead of drawing."""
+        """Line `y` of the view: the scene row's cells in view, drawn once per look and place
+        (:meth:`_view_row`), so a scroll that brings back rows drawn before (stepping re-centres the
+        view about every third step) reuses them."""
         width = self._content_width()
         sx, sy = int(self.scroll_x), int(self.scroll_y)
         sc, row = self.scene, sy + y
         if sc is None or row >= sc.height:
             text = self.placeholder if sc is None and y == 1 else ""
             return Strip([Segment(f" {text}".ljust(width)[:width], S_EDGE)], width)
-        # NOTE: simplify merges the padding and the runs a crop split with their neighbours, so the
-        # segments are those of a line drawn for the view alone (snapshots compare segments)
-        return self._scene_row(row).crop_extend(sx, sx + width, S_EDGE).simplify()
+        return self._view_row(row, sx, width)
 
     def _row_look(self, row: int) -> tuple[Any, ...]:
         """Everything a scene row's drawing depends on besides the scene: the marks of each box on
@@ -279,36 +278,38 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         hot = self._hot_edges().get(row)
         return tuple(marks), frozenset(hot) if hot else None
 
-    def _scene_row(self, row: int) -> Strip:
-        """A whole scene row as a strip, kept while its look (:meth:`_row_look`) is unchanged."""
+    def _view_row(self, row: int, sx: int, width: int) -> Strip:
+        """Cells sx..sx+width of a scene row, kept while its look (:meth:`_row_look`) and place are
+        unchanged.  Only the cells in view are drawn: a wrapped drawing is several panes wide."""
         sc, focus = self.scene, self.focus_nodes is not None
         # NOTE: the scene itself, not its id: a new scene may get the id of the one it replaced
         if self._strips_for is None or self._strips_for[0] is not sc or self._strips_for[1] != focus:
             self._strips, self._strips_for = {}, (sc, focus)
-        look = self._row_look(row)
+        key = (sx, width, self._row_look(row))
         kept = self._strips.get(row)
-        if kept is not None and kept[0] == look:
+        if kept is not None and kept[0] == key:
             return kept[1]
-        strip = self._draw_row(row)
-        self._strips[row] = (look, strip)
+        strip = self._draw_row(row, sx, width)
+        self._strips[row] = (key, strip)
         return strip
 
-    def _draw_row(self, row: int) -> Strip:
+    def _draw_row(self, row: int, sx: int, width: int) -> Strip:
         sc = self.scene
-        width = sc.width
-        chars = list(sc.edge_chars(row, 0, width).ljust(width))
+        chars = list(sc.edge_chars(row, sx, sx + width).ljust(width))
         if self.focus_nodes is not None:
             styles = [S_DIM] * width
         else:
-            styles = [S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, :width].tolist()]
+            styles = [S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, sx:sx + width].tolist()]
             styles += [S_EDGE] * (width - len(styles))
         for cx in self._hot_edges().get(row, ()):
-            if 0 <= cx < width:
-                styles[cx] = S_EDGE_SEL
+            if sx <= cx < sx + width:
+                styles[cx - sx] = S_EDGE_SEL
         for k in sc.rows.get(row, ()):
             n = sc.nodes[k]
+            if n.x >= sx + width or n.x + n.w <= sx:
+                continue
             for j, (c, st) in enumerate(self._node_row(n, row - n.y)):
-                cx = n.x + j
+                cx = n.x + j - sx
                 if 0 <= cx < width:
                     chars[cx], styles[cx] = c, st
         return Strip(_runs(chars, styles), width)
