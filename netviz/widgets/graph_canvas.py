@@ -242,9 +242,9 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
 
     # -- drawing ---------------------------------------------------------------------------
     def _content_width(self) -> int:
-        """``scrollable_content_region.width``, cached per size (Textual recomputes it per call: a
-        third of a line's drawing time)."""
-        key = (self.size, self.virtual_size, self.show_vertical_scrollbar)
+        """``scrollable_content_region.width``, cached per region and scrollbar gutter (Textual
+        recomputes it per call: a third of a line's drawing time)."""
+        key = (self.region, self.scrollbar_gutter)
         if self._width_for != key:
             self._width_for, self._width = key, self.scrollable_content_region.width
         return self._width
