@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.opdef import arg_value, subnets_of
+from engine.shapes import inference_is_not_run
 from proto import caffe2_pb2
 
 if TYPE_CHECKING:
@@ -368,8 +369,7 @@ def _inference(net, diff, losses):
              "LastNWindowCollector": "Caffe2's shape inference gives num_to_collect rows before the window fills"}
     out = [_f("inference-not-run", i, op, notes[op.type]) for i, op in _ops(net, tuple(notes))]
     out += [_f("inference-not-run", i, op, "order without axis: Caffe2's kernel ignores add_axis, its shape "
-               "inference adds the axis") for i, op in _ops(net, "Concat")
-            if arg_value(op, "add_axis", 0) and arg_value(op, "axis", None) is None]
+               "inference adds the axis") for i, op in _ops(net, "Concat") if inference_is_not_run(op)]
     return sorted(out, key=lambda f: f.op_index)
 
 

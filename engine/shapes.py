@@ -154,6 +154,23 @@ def join_layout(n: Dim, c: Dim, sp: Sequence[Dim], order: str) -> tuple[Dim, ...
 _SIGNATURES: dict[Callable[..., Any], tuple[dict[str, Any], bool]] = {}
 
 
+#: Op types whose rule gives Caffe2's shape inference where Caffe2's own kernel writes something else
+#: (docs/fidelity.md, "Shape inference that differs from Caffe2's own kernels"): LearningRate infers
+#: the iteration's shape (the kernel writes 0-d), TopK int32 indices (the kernel int64), GatherRanges
+#: DATA's size for the values, LastNWindowCollector num_to_collect rows before the window fills.
+INFERENCE_NOT_RUN = frozenset({"LearningRate", "TopK", "GatherRanges", "LastNWindowCollector"})
+
+
+def inference_is_not_run(op: caffe2_pb2.OperatorDef) -> bool:
+    """True where :func:`infer_op` gives Caffe2's inference for `op` rather than what its kernel
+    writes: the types above, and a Concat with ``add_axis`` but no ``axis`` (the kernel ignores
+    add_axis there, the inference adds the axis)."""
+    if op.type in INFERENCE_NOT_RUN:
+        return True
+    args = args_of(op)
+    return op.type == "Concat" and bool(args.get("add_axis", 0)) and "axis" not in args
+
+
 def _declared(rule: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
     if rule not in _SIGNATURES:
         ps = inspect.signature(rule).parameters.values()

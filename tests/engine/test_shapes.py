@@ -13,7 +13,7 @@ from engine.modelio import load_model
 from engine.opdef import create_operator as op
 from engine.params import synthesize_params
 from engine.ops.tensor import DTYPES
-from engine.shapes import (BOOL, FLOAT, INT64, UNKNOWN, TensorInfo, annotate_graph, infer_op,
+from engine.shapes import (BOOL, FLOAT, INT64, UNKNOWN, TensorInfo, annotate_graph, inference_is_not_run, infer_op,
                            infer_model_shapes, infer_net_shapes, infer_shapes)
 from engine.ssa import get_ssa
 from engine.workspace import Workspace
@@ -152,10 +152,6 @@ def synth_params(net, inputs, width=4, classes=1000):
     return {**values, **synthesize_params(net, values, width=width, classes=classes)}
 
 
-#: Ops whose rule gives Caffe2's shape inference, which differs from what Caffe2's own kernel writes
-#: (docs/fidelity.md): LearningRate infers the iteration's shape, its kernel writes a 0-d tensor; TopK
-#: infers int32 indices, its kernel writes int64; GatherRanges infers DATA's size for the gathered values.
-CAFFE2_INFERENCE_IS_NOT_ITS_RUN = {"LearningRate", "TopK", "GatherRanges"}
 
 
 def check_against_run(net, feeds):
@@ -169,7 +165,7 @@ def check_against_run(net, feeds):
         run_op(o, ws, index=i)
         for name, ver in outs:
             got, info = ws.fetch_blob(name), shapes[(name, ver)]
-            if o.type in CAFFE2_INFERENCE_IS_NOT_ITS_RUN:
+            if inference_is_not_run(o):  # the rule is Caffe2's inference, not its kernel's output
                 continue
             assert info.shape == np.shape(got), f"op #{i} {o.type} {name}@{ver}"
             assert info.dtype in (None, dtype_of(got)), f"op #{i} {o.type} {name}@{ver}"
