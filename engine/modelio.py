@@ -86,6 +86,15 @@ def _parse_text(text: str, path: str) -> caffe2_pb2.NetDef:
     return net
 
 
+def _byte_size(net: caffe2_pb2.NetDef) -> int:
+    """The net's encoded size; a net missing a proto2 required field (e.g. in a QTensorProto
+    argument) makes upb's ByteSize raise, and is measured by a partial serialization instead."""
+    try:
+        return net.ByteSize()
+    except pb_message.EncodeError:
+        return len(net.SerializePartialToString())
+
+
 def _parse_binary(data: bytes, path: str) -> caffe2_pb2.NetDef:
     net = caffe2_pb2.NetDef()
     try:
@@ -95,9 +104,9 @@ def _parse_binary(data: bytes, path: str) -> caffe2_pb2.NetDef:
     # NOTE: checked in protobuf's C code (dropping unknown fields makes the net smaller exactly when
     # there are some; no copy of a 100 MB init net); the Python walk, 0.1-0.2 s on a 10k-op net, only
     # names the first one, in a fresh parse
-    size = net.ByteSize()
+    size = _byte_size(net)
     net.DiscardUnknownFields()
-    if net.ByteSize() != size:
+    if _byte_size(net) != size:
         bad = caffe2_pb2.NetDef()
         bad.ParseFromString(data)
         raise ModelError(f"{path}: not a NetDef (unknown field at {_unknown_field_path(bad)}); "
