@@ -145,7 +145,9 @@ def test_cli_error_in_a_fresh_process_has_no_traceback(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "netviz.cli", "run", str(save_net(m.predict, tmp_path / "p.pb")),
                         "--init", str(tmp_path / "init_net.pb")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
-    assert _one_line(p.stderr) == "netviz: undefined_input: op #2 Add '': input blob 'nope' not found"
+    assert _one_line(p.stderr) == ("netviz: undefined_input: op #2 Add '': input blob 'nope' not found; 'nope' is "
+                                   "an input of the net that neither the init net nor --input gives: feed it with "
+                                   "--input nope=FILE.npy or --input nope=SHAPE")
 
 
 # ---- real example nets, edited -----------------------------------------------------------
@@ -320,7 +322,7 @@ def test_cli_break_on_nan_exits_1_on_the_mlp_with_a_nan_input(tmp_path: Path,
     with np.errstate(all="ignore"):
         assert main(["run", mlp, "--input", f"data={tmp_path / 'data.npy'}", "--break-on-nan"]) == 1
     out = capsys.readouterr().out
-    assert "stopped at" in out and "FC" in out
+    assert "NaN/Inf produced by op 0 FC (fc1)" in out  # the op that made it, not the next one
 
 
 # ---- CUDA without a GPU -------------------------------------------------------------------
