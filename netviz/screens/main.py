@@ -260,6 +260,16 @@ class MainScreen(Screen[None]):
         self.canvas.selected_blob = (ref.name, ref.version if self.ssa else None)
         self.canvas.refresh()
         self.query_one(BlobInspector).show(self.session, ref)
+        self.call_after_refresh(self._reveal_blob_inspector)
+
+    def _reveal_blob_inspector(self) -> None:
+        """Scroll the inspector column so the blob just chosen shows: under a long op inspector
+        (ResNet-50's Conv lists 24 arguments) it would start below the screen."""
+        try:
+            blob = self.query_one(BlobInspector)
+            self.query_one("#inspector", VerticalScroll).scroll_to_widget(blob, animate=False, top=True)
+        except NoMatches:  # the screen went away meanwhile
+            pass
 
     def set_focus_set(self) -> None:
         ref = self.selected

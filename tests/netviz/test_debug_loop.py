@@ -322,3 +322,18 @@ async def test_a_dropped_version_says_so_and_r_reruns_to_it(bn_path):
         app.main.select_blob(BlobRef((), "conv1", 1))
         await pilot.pause()
         assert "min/max" in text_of(app.main.query_one("#blob-values"))
+
+
+@asynctest
+async def test_choosing_a_blob_brings_its_inspector_into_view(zoo):
+    """ResNet-50's Conv inspector is taller than the column: the blob chosen must still show
+    (the blob_histogram screenshot showed only the op's arguments)."""
+    app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        column = app.main.query_one("#inspector")
+        app.main.select_blob(BlobRef((), "gpu_0/data", 0))
+        blob = app.main.query_one("#blob-info")
+        await wait_for(pilot, lambda: column.scroll_y > 0 and column.region.contains_point(blob.region.offset),
+                       "the blob inspector to scroll into view")
+        assert blob.display and blob.region.y < column.region.bottom - 2  # its first lines are on screen
