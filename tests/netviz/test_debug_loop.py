@@ -23,7 +23,8 @@ from netviz.session import BlobRef, OpRef, Session
 from proto import caffe2_pb2
 from tests.engine.test_debugger_hunt import bn_relu_model
 from tests.netviz.tui_nets import while_net, write
-from tests.netviz.waiting import answer, asynctest, notified, pick_export, ready, text_of, wait_for
+from tests.netviz.waiting import (answer, asynctest, export_while_moving, notified, pick_export, ready, text_of,
+                                  wait_for)
 
 #: move keys → the Session.step move they ask for.  NOTE: not t: it runs to the cursor as it is
 #: when pressed, and the cursor follows the pc as queued moves finish, so its target is the
@@ -282,14 +283,7 @@ async def test_export_runs_in_a_worker_and_asks_before_overwriting(bn_path, tmp_
     target = tmp_path / "net.svg"
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await ready(pilot)
-        await pilot.press("e")
-        await pick_export(pilot, "net")
-        await answer(pilot, app, str(target))
-        assert app.main.exporting == str(target)
-        await pilot.press("down")  # the UI answers while the export runs
-        await wait_for(pilot, lambda: app.main.selected == OpRef((), 1), "the cursor to move during the export")
-        release.set()
-        await wait_for(pilot, lambda: notified(app, f"wrote {target}"), "the export to finish")
+        await export_while_moving(pilot, app, "net", target, "down", OpRef((), 1), release)
         await pilot.press("e")
         await pick_export(pilot, "net")
         await answer(pilot, app, str(target), then="exists — type yes")

@@ -10,7 +10,7 @@ from netviz.app import NetvizApp
 from netviz.session import OpRef, Session
 from proto import caffe2_pb2
 from tests.netviz.tui_nets import write
-from tests.netviz.waiting import asynctest, ready, text_of, wait_for
+from tests.netviz.waiting import asynctest, continue_to_end, ready, text_of, wait_for
 
 
 def int8_net() -> caffe2_pb2.NetDef:
@@ -71,7 +71,5 @@ async def test_faster_rcnn_runs_to_the_end_in_the_tui(zoo, tmp_path):
     app = NetvizApp(session)
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        await pilot.press("c")
-        await wait_for(pilot, lambda: app.main.idle and session.debugger is not None and session.debugger.finished,
-                       "the end of the net", timeout=120)
+        await continue_to_end(pilot, app, timeout=120)
         assert session.value("score_nms") is not None and session.value("bbox_nms").shape[1] == 4

@@ -14,7 +14,8 @@ from netviz.screens.pick import PickScreen
 from netviz.session import OpRef, Session
 from netviz.widgets.graph_scene import window_of
 from tests.netviz.tui_nets import chain, write
-from tests.netviz.waiting import answer, asynctest, notified, pick_export, ready, screen_text, wait_for
+from tests.netviz.waiting import (answer, asynctest, export_while_moving, notified, pick_export, ready, screen_text,
+                                  wait_for)
 
 N = 1000
 
@@ -45,14 +46,7 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
             release.wait(30)
             return export_view(*args, **kw)
         app.session.export_view = held
-        await pilot.press("e")
-        await pick_export(pilot, "view")
-        await answer(pilot, app, str(view_file))
-        assert app.main.exporting == str(view_file)
-        await pilot.press("up")                     # the UI answers while the export runs
-        await wait_for(pilot, lambda: app.main.selected == OpRef((), 499), "the cursor to move during the export")
-        release.set()
-        await wait_for(pilot, lambda: notified(app, f"wrote {view_file}"), "the view export")
+        await export_while_moving(pilot, app, "view", view_file, "up", OpRef((), 499), release)
 
         window = window_of(N, 500)
         assert len(window) < N

@@ -14,7 +14,7 @@ import pytest
 from netviz.app import NetvizApp
 from netviz.session import Session
 from tests.conftest import zoo_nets
-from tests.netviz.waiting import asynctest, ready, wait_for
+from tests.netviz.waiting import asynctest, continue_to_end, ready
 
 DETECTION = ("detectron", "mask_rcnn")
 
@@ -30,9 +30,7 @@ async def test_zoo_net_runs_to_its_end_in_the_tui(path: Path, tmp_path: Path) ->
     app = NetvizApp(session)
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        await pilot.press("c")
-        await wait_for(pilot, lambda: app.main.idle and session.debugger is not None and session.debugger.finished,
-                       "the end of the net", timeout=300)
+        await continue_to_end(pilot, app, timeout=300)
         errors = [n.message for n in app._notifications if n.severity == "error"]
         assert not errors, errors
         for out in session.model.predict.external_output:

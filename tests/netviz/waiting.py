@@ -26,6 +26,14 @@ async def ready(pilot: Pilot) -> None:
     await pilot.pause()
 
 
+async def continue_to_end(pilot: Pilot, app, timeout: float = TIMEOUT) -> None:
+    """Press ``c`` and wait until the debugger has run the whole net and the UI is idle again."""
+    await pilot.press("c")
+    session = app.session
+    await wait_for(pilot, lambda: app.main.idle and session.debugger is not None and session.debugger.finished,
+                   "the end of the net", timeout=timeout)
+
+
 def notified(app, text: str) -> bool:
     return any(text in n.message for n in app._notifications)
 
@@ -82,3 +90,16 @@ async def answer(pilot: Pilot, app, text: str, clear: bool = True, then: str = "
                        f"a prompt asking {then!r}")
     else:
         await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
+
+
+async def export_while_moving(pilot: Pilot, app, what: str, target, key: str, moved_to, release) -> None:
+    """Export `what` ("view" / "net") to `target` with a layout held until `release` is set, show
+    that `key` moves the cursor to `moved_to` meanwhile, then let the export finish."""
+    await pilot.press("e")
+    await pick_export(pilot, what)
+    await answer(pilot, app, str(target))
+    assert app.main.exporting == str(target)
+    await pilot.press(key)  # the UI answers while the export runs
+    await wait_for(pilot, lambda: app.main.selected == moved_to, "the cursor to move during the export")
+    release.set()
+    await wait_for(pilot, lambda: notified(app, f"wrote {target}"), "the export to finish")
