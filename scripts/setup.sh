@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything netviz needs on a fresh Debian/Ubuntu machine, idempotently:
 # Debian's graphviz + libgraphviz-dev (for pygraphviz) and python3-venv when missing,
-# then .venv with the package and its dev extras.  Used by `make demo` and `make test`.
+# then .venv with the package and its dev and onnx extras.  Used by `make demo` and `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -42,8 +42,8 @@ if [ ! -x .venv/bin/python ]; then
   $PY -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing netviz[dev] into .venv"
+  echo "setup: installing netviz[dev,onnx] into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  .venv/bin/python -m pip install -q -e ".[dev,onnx]"
   touch "$stamp"
 fi
