@@ -253,15 +253,32 @@ def boolean_unmask(xp, *pairs):
     return out
 
 
+def _canonical_axis(value: int, ndim: int, name: str) -> int:
+    """`value` counted from the end when negative, as Caffe2's canonical_axis_index does."""
+    if not -ndim <= value < ndim:
+        raise ValueError(f"SequenceMask {name}={value} is out of range for {ndim} dims")
+    return value % ndim
+
+
 @kernel("SequenceMask")
 def sequence_mask(xp, x, seq=None, *, mode: str | None = None, axis: int = 1, grad: int = 0,
-                  radius: int = 10, batch: int = -1, repeat_from_axis: int = -1, fill_val: float = -np.inf):
+                  radius: int = 10, batch: int | None = None, repeat_from_axis: int | None = None,
+                  fill_val: float = -np.inf):
     # NOTE: X is viewed as [before, between, after] (batch dims | axis): masked entries get
     # fill_val (0 in the gradient). sequence: j >= len[i]; window: |j - center[i]| > radius;
     # upper/lower(diag): j > i, j < i (j >= i, j <= i) on the [left, right] view at `axis`.
     if mode is None:
         raise ValueError("SequenceMask needs the argument 'mode'")
     axis = axis % x.ndim
+    # NOTE: `batch` and `repeat_from_axis` count from the end when negative (Caffe2
+    # canonicalises any given value); only an absent argument means "no batch" / "no repeat".
+    batch = -1 if batch is None else _canonical_axis(batch, x.ndim, "batch")
+    if repeat_from_axis is not None:
+        repeat_from_axis = _canonical_axis(repeat_from_axis, x.ndim, "repeat_from_axis")
+    else:
+        repeat_from_axis = -1
+    if batch >= 0 and batch >= axis:
+        raise ValueError(f"SequenceMask batch axis {batch} must come before axis {axis}")
     fill = 0 if grad else fill_val
     shape = tuple(x.shape)
     if mode in ("sequence", "window"):

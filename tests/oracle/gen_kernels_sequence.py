@@ -92,6 +92,14 @@ def cases():
     yield Case("SequenceMask_repeat", "SequenceMask", {"X": x4, "L": np.array([1, 3, 4, 0, 2, 2], I32)}, ["Y"],
                args={"mode": "sequence", "axis": 2, "repeat_from_axis": 3})
     yield Case("SequenceMask_upper_axis2", "SequenceMask", {"X": x4}, ["Y"], args={"mode": "upper", "axis": 2})
+    # issue 35: a given negative repeat_from_axis / batch is an axis counted from the end, not "absent"
+    xr = np.arange(1, 11, dtype=F32).reshape(1, 5, 2)
+    yield Case("SequenceMask_repeat_negative", "SequenceMask", {"X": xr, "L": np.array([4], I32)}, ["Y"],
+               args={"mode": "sequence", "axis": 1, "repeat_from_axis": -1, "fill_val": -1.0}, grad=True)
+    yield Case("SequenceMask_batch_negative", "SequenceMask", {"X": x4, "L": np.array([3], I32)}, ["Y"],
+               args={"mode": "sequence", "axis": 1, "batch": -4})
+    yield Case("SequenceMask_batch_minus_one", "SequenceMask", {"X": x4, "L": np.array([1, 3], I32)}, ["Y"],
+               args={"mode": "sequence", "axis": 1, "batch": -1})
 
 
 if __name__ == "__main__":
