@@ -17,11 +17,17 @@ from engine.shapes import TensorInfo, dims, join_layout, same_as, spatial_out, s
 
 def _pool_geometry(x, g):
     nd = x.ndim - 2
+    if g["global_pooling"]:
+        # NOTE: the window is the whole image, so legacy_pad has nothing to recompute (its pads came
+        # from a kernel list that global pooling leaves empty); Caffe2 refuses a given stride/pad.
+        _, s, pb, pe, d = geometry(nd, g, tuple(x.shape[2:]))
+        if any(v != 1 for v in s + d) or any(pb) or any(pe):
+            raise ExecutionError(f"global pooling takes no stride, pad or dilation (strides {s}, "
+                                 f"pads {pb + pe}, dilations {d}), as in Caffe2")
+        return list(x.shape[2:]), [1] * nd, [0] * nd, [0] * nd, [1] * nd
     k, s, pb, pe, d = geometry(nd, g, (), x.shape[2:])
     if any(v != 1 for v in d):
         raise ExecutionError(f"pooling does not support dilation (dilations {d}), as in Caffe2")
-    if g["global_pooling"]:
-        k, s, pb, pe, d = list(x.shape[2:]), [1] * nd, [0] * nd, [0] * nd, [1] * nd
     return k, s, pb, pe, d
 
 

@@ -97,6 +97,17 @@ def conv_pool_cases():
             name = f"{pool}_{tag}"
             r = rng_for(name)
             yield Case(name, pool, {"X": f4(r, *xs)}, ["Y"], args, grad=True)
+    # issue 35: global pooling under legacy_pad (Caffe-translated SqueezeNets) is the global mean / max;
+    # a stride or pad beside global_pooling is refused by Caffe2.
+    x33 = np.arange(18, dtype="f4").reshape(1, 2, 3, 3)
+    for pool in ("MaxPool", "AveragePool"):
+        for lp in (1, 2, 3):
+            yield Case(f"{pool}_global_legacy_pad{lp}", pool, {"X": x33}, ["Y"],
+                       dict(global_pooling=1, legacy_pad=lp), grad=True)
+        yield Case(f"{pool}_global_legacy_pad3_kernel", pool, {"X": x33}, ["Y"],
+                   dict(global_pooling=1, legacy_pad=3, kernel=2), grad=True)
+        yield Case(f"{pool}_global_stride2", pool, {"X": x33}, ["Y"], dict(global_pooling=1, stride=2))
+        yield Case(f"{pool}_global_pad1", pool, {"X": x33}, ["Y"], dict(global_pooling=1, pad=1, legacy_pad=3))
 
 
 def image_cases():
