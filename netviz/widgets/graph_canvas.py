@@ -27,8 +27,8 @@ from netviz import style as looks
 from netviz.messages import BlobSelected, OpSelected
 from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import BlobRef, NetPath, OpRef
-from netviz.widgets.graph_scene import (ZOOMS, Scene, SceneNode, bands_for, build_scene, plan_view, window_of,
-                                        wrap_scene)
+from netviz.widgets.graph_scene import (ZOOMS, Scene, SceneNode, bands_for, build_scene, fold_scroll, plan_view,
+                                        shape_text, window_of, wrap_scene)
 
 FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks.BACKWARD_OP.fill}
 S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
@@ -77,6 +77,11 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self.breakpoints: set[int] = set()
         self.executed: set[int] = set()
         self.nan_ops: set[int] = set()
+        #: op index → the debugger's OpRecord of the ops that ran (the main screen sets it with the
+        #: marks): a blob's shape on the canvas is its value's once the op that wrote it has run
+        self.records: dict[int, Any] = {}
+        self._writers: tuple[Any, dict[tuple[str, int], tuple[int, int]]] | None = None
+        self._outs: tuple[Any, dict[int, list[int]]] | None = None
         self.linked_ops: set[int] = set()
         self.overlay: dict[int, Style] = {}
         self._hot: dict[int, set[int]] = {}
@@ -118,8 +123,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self._layout(key, direction or "auto", self._pane(), *self._args)
 
     def _pane(self) -> tuple[int, int]:
-        region = self.scrollable_content_region
-        return region.width, region.height
+        """The cells a drawing may take: the widget less a scrollbar's cell each way, so a drawing
+        folded to the pane's height (or width) still fits once the other scrollbar appears."""
+        size = self.size
+        return max(0, size.width - 1), max(0, size.height - 1)
 
     def _planned(self, key: tuple) -> str | None:
         """The direction of view `key` in the pane now; None while auto and its extents are unknown."""
@@ -173,11 +180,11 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
 
     def _set_scene(self, base: Scene) -> None:
         """Show a laid-out scene, wrapped into the columns the pane takes (unchanged: no repaint)."""
-        columns = bands_for(base, *self._pane())
-        if self._base is base and self.scene is not None and self.scene.columns == columns:
+        band = bands_for(base, *self._pane())
+        if self._base is base and self.scene is not None and self.scene.band == band:
             return
         self._base = base
-        scene = self.scene = wrap_scene(base, columns)
+        scene = self.scene = wrap_scene(base, band)
         self.virtual_size = Size(scene.width, scene.height)
         self.refresh()
         self.post_message(self.Shown())
@@ -200,6 +207,12 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         n = self.scene.nodes[self.scene.by_op[op]]
         x, y = n.center
         region = self.scrollable_content_region
+        folded = fold_scroll(self.scene, n, region.width, region.height, (int(self.scroll_x), int(self.scroll_y)),
+                             lazy)
+        if folded is not None:
+            if folded != (int(self.scroll_x), int(self.scroll_y)):
+                self.scroll_to(*folded, animate=False)
+            return
         if lazy:
             sx, sy, mx, my = self.scroll_x, self.scroll_y, region.width // 4, region.height // 4
             if sx + mx <= n.x and n.x + n.w <= sx + region.width - mx and sy + my <= n.y \
@@ -209,16 +222,39 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
 
     # -- repainting only what changed --------------------------------------------------------
     def rows_of_ops(self, ops: Any) -> set[int]:
-        """Scene rows of the boxes of `ops` (indices; None and ops not drawn are skipped)."""
+        """Scene rows of the boxes of `ops` and of the blobs they write (whose shapes change when
+        they run); None and ops not drawn are skipped."""
         sc, rows = self.scene, set()
         if sc is None:
             return rows
+        if self._outs is None or self._outs[0] is not sc:
+            outs: dict[int, list[int]] = {}
+            for e in sc.edges:
+                if sc.nodes[e.tail].op is not None and sc.nodes[e.head].kind == "blob":
+                    outs.setdefault(sc.nodes[e.tail].op, []).append(e.head)
+            self._outs = (sc, outs)
         for op in ops:
             k = sc.by_op.get(op) if op is not None else None
             if k is not None:
-                n = sc.nodes[k]
-                rows.update(range(n.y, n.y + n.h))
+                for j in (k, *self._outs[1].get(op, ())):
+                    n = sc.nodes[j]
+                    rows.update(range(n.y, n.y + n.h))
         return rows
+
+    def shape_now(self, n: SceneNode) -> str:
+        """The shape a blob node shows: its value's once the op that wrote that version has run,
+        else the static one the layout drew (marked ``~``)."""
+        if not self.records or n.blob is None or n.version is None or len(self._args) < 3:
+            return n.sub
+        ssa_list = self._args[2]
+        if self._writers is None or self._writers[0] is not ssa_list:
+            self._writers = (ssa_list, {b: (i, k) for i, (_, outs) in enumerate(ssa_list)
+                                        for k, b in enumerate(outs)})
+        at = self._writers[1].get((n.blob[0], n.version))
+        rec = self.records.get(at[0]) if at is not None else None
+        if rec is None or at[1] >= len(rec.outputs) or rec.outputs[at[1]].name != n.blob[0]:
+            return n.sub
+        return shape_text(rec.outputs[at[1]]) or n.sub
 
     def hot_rows(self) -> set[int]:
         """Scene rows of the highlighted edges of the selection."""
@@ -274,7 +310,8 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
                                op in self.nan_ops, op in self.linked_ops, self.overlay.get(op),
                                focus is not None and op in focus[0]))
             else:
-                marks.append((n.blob == self.selected_blob, focus is not None and n.blob[0] in focus[1]))
+                marks.append((n.blob == self.selected_blob, focus is not None and n.blob[0] in focus[1],
+                              self.shape_now(n) if n.h > 1 else None))
         hot = self._hot_edges().get(row)
         return tuple(marks), frozenset(hot) if hot else None
 
@@ -331,7 +368,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             dim = self.focus_nodes is not None and n.blob[0] not in self.focus_nodes[1]
             st = S_SEL if sel else S_BLOB_DIM if dim else S_GRAD if n.style == "grad" else S_BLOB
             if r == 1:
-                return [(c, S_SEL_SUB if sel else S_BLOB_DIM if dim else S_SHAPE) for c in _fit(n.sub, n.w)]
+                return [(c, S_SEL_SUB if sel else S_BLOB_DIM if dim else S_SHAPE) for c in _fit(self.shape_now(n), n.w)]
             return [(c, st) for c in _fit(n.label, n.w)]
         border, inner = _op_styles(n.style)
         if n.op in self.overlay:
@@ -355,9 +392,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             return [(c, border) for c in "╭" + "─" * (n.w - 2) + "╮"]
         if r == n.h - 1:
             return [(c, border) for c in "╰" + "".join("┬" if j in n.ports else "─" for j in range(1, n.w - 1)) + "╯"]
-        left = ("▶", S_PC) if n.op == self.pc_op else ("│", border)
-        right = ("●", S_BP) if n.op in self.breakpoints else ("✓", S_DONE) if n.op in self.executed else ("│", border)
-        return [left, *((c, inner) for c in _fit(n.label, n.w - 2)), right]
+        # NOTE: marks take the padding cells inside the borders (a box is its label + 4 wide), never a border
+        left = ("▶", S_PC) if n.op == self.pc_op else (" ", inner)
+        right = ("●", S_BP) if n.op in self.breakpoints else ("✓", S_DONE) if n.op in self.executed else (" ", inner)
+        return [("│", border), left, *((c, inner) for c in _fit(n.label, n.w - 4)), right, ("│", border)]
 
     def on_click(self, event: Any) -> None:
         if self.scene is None:

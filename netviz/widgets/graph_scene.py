@@ -43,7 +43,12 @@ SPACING = {"TB": ((2, 2), (2, 2), (2, 2), (1, 1)), "LR": ((4, 1), (4, 1), (4, 1)
 #: inputs ≥ 1 of these ops are weights: in the blob view they are folded into the op (the
 #: inspector lists them), so the graph shows the activations that flow.
 PARAM_OPS = frozenset({"Conv", "ConvTranspose", "FC", "FCTransposed", "SpatialBN", "LayerNorm", "GroupNorm",
-                       "InstanceNorm", "PRelu", "Conv1D", "Conv2D", "Conv3D"})
+                       "InstanceNorm", "PRelu", "Conv1D", "Conv2D", "Conv3D",
+                       # NOTE: quantized twins take their (Int8GivenTensorFill) weights in the same slots
+                       "Int8Conv", "Int8ConvRelu", "Int8ConvTranspose", "Int8FC"})
+
+#: the mark of a shape from static inference (no value yet): ``~1×?×112×112``
+STATIC_MARK = "~"
 
 _BOX = {0: " ", U: "│", D: "│", U | D: "│", L: "─", R: "─", L | R: "─", U | L: "╯", U | R: "╰",
         D | L: "╮", D | R: "╭", U | D | L: "┤", U | D | R: "├", U | L | R: "┴", D | L | R: "┬",
@@ -73,6 +78,7 @@ class SceneNode:
     blob: tuple[str, int | None] | None = None
     sub: str = ""
     ports: set[int] = field(default_factory=set)
+    version: int | None = None     # a blob's SSA version (also when the labels do not show it)
 
     def contains(self, cx: int, cy: int) -> bool:
         return self.x <= cx < self.x + self.w and self.y <= cy < self.y + self.h
@@ -108,6 +114,7 @@ class Scene:
     direction: str = "TB"          # "TB" or "LR"
     extents: dict[str, tuple[int, int]] = field(default_factory=dict)  # estimate_extents of the view
     columns: int = 1               # bands of a wrapped drawing (wrap_scene)
+    band: int = 0                  # their length along the flow (0: not wrapped)
     _row_text: dict[int, str] = field(default_factory=dict, repr=False)
 
     def index(self) -> Scene:
@@ -138,6 +145,10 @@ class Scene:
                 for y, x in zip(*np.divmod(e.cells, self.width)):
                     out.setdefault(int(y), set()).add(int(x))
         return out
+
+
+def _clip_right(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
 
 
 def _clip_left(text: str, n: int) -> str:
@@ -217,16 +228,21 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
             nid = blob_ids[key] = f"b{len(blob_ids)}"
             short = name[len(prefix):] if prefix and name.startswith(prefix) else name
             label = _clip_left(short, 24) + (f"@{v}" if ssa else "")
-            sub = shape_text(shapes.get(key)) if shapes else ""
-            meta[nid] = {"w": max(len(label), len(sub)) + 2, "h": 2 if sub else 1, "kind": "blob", "label": label,
-                         "sub": sub, "blob": (name, v if ssa else None),
+            # NOTE: a static shape is marked "~" (inferred); the canvas puts the shape of the value
+            # there once the op that writes it has run, so room is kept for unknown dims to grow
+            sub = STATIC_MARK + (shape_text(shapes.get(key)) or "?") if shapes is not None else ""
+            room = len(sub) + 3 * sub.count("?")
+            meta[nid] = {"w": max(len(label), room) + 2, "h": 2 if sub else 1, "kind": "blob", "label": label,
+                         "sub": sub, "blob": (name, v if ssa else None), "version": v,
                          "style": "grad" if name.endswith("_grad") else "blob"}
         return blob_ids[key]
 
     for i in ops:
         op, (ins, outs) = net.op[i], ssa_list[i]
         oid, bwd = f"o{i}", i >= n_forward
-        label = f"{op.type} #{i}" if zoom < 3 else op.type[:8]
+        # NOTE: the map zoom keeps the op number whole and clips the type (a bare 8-letter type
+        # said neither which op it was nor told two Conv boxes apart)
+        label = f"{op.type} #{i}" if zoom < 3 else f"{_clip_right(op.type, 10)} #{i}"
         style = "backward" if bwd else "control" if op.type in CONTROL_FLOW else category(op.type)
         meta[oid] = {"w": len(label) + (4 if op_h == 3 else 2), "h": op_h, "kind": "op", "label": label, "op": i,
                      "style": style}
@@ -314,6 +330,8 @@ def choose_direction(extents: Mapping[str, tuple[int, int]], pane_w: int, pane_h
     if pane_w <= 0 or pane_h <= 0 or not extents:
         return "TB"
     (tw, th), (lw, lh) = extents["TB"], extents["LR"]
+    if min(tw, th, lw, lh) <= 0:  # NOTE: an empty subnet (Mask R-CNN's then_net) draws nothing: no aspect
+        return "TB"
     if max(tw, lw) <= pane_w and max(th, lh) <= pane_h:
         aspect = math.log(pane_w / pane_h)
         return "LR" if abs(math.log(lw / lh) - aspect) < abs(math.log(tw / th) - aspect) - 0.1 else "TB"
@@ -326,63 +344,89 @@ def choose_direction(extents: Mapping[str, tuple[int, int]], pane_w: int, pane_h
 WRAP_GAP = {"TB": 4, "LR": 2}
 
 
-def wrap_bands(depth: int, breadth: int, pane_along: int, pane_across: int, gap: int) -> int:
-    """Into how many bands a drawing `depth` cells deep (along its flow) and `breadth` across is cut:
-    as many as fit across the pane, but no more than it takes to fit the depth."""
-    if pane_along <= 0 or pane_across <= 0 or depth <= pane_along:
+def wrap_bands(depth: int, pane_along: int) -> int:
+    """How many bands a drawing `depth` cells deep (along its flow) is folded into when each band is
+    at most a pane long (`pane_along`): about ``depth / pane_along`` (a cut falls between ranks).
+
+    Every band is one pane long, never the depth shared out over the bands that fit across: a
+    band longer than the pane showed its first ranks beside the first ranks of bands far down the
+    net (ResNet-50's first frame: ops #0, #60 and #118 side by side)."""
+    if pane_along <= 0 or depth <= pane_along:
         return 1
-    return max(1, min((pane_across + gap) // (breadth + gap), math.ceil(depth / pane_along)))
+    return math.ceil(depth / pane_along)
 
 
 def plan_view(extents: Mapping[str, tuple[int, int]], pane_w: int, pane_h: int,
               direction: str = "auto") -> tuple[str, int]:
-    """(direction, bands) for a view of `extents` (:func:`estimate_extents`) in a pane.
+    """(direction, band length) for a view of `extents` (:func:`estimate_extents`) in a pane.
 
-    A deep drawing narrower than the pane is wrapped into bands (:func:`wrap_scene`): a TB one
-    into columns side by side, an LR one into rows read like lines of text; it is as wrapped
-    that the two directions compete in :func:`choose_direction` (for ``"auto"``).
+    A drawing deeper than the pane is folded like a snake into bands one pane long
+    (:func:`wrap_scene`): a TB one into columns side by side (scrolled sideways), an LR one into
+    rows read like lines of text (scrolled down); either way the pane shows consecutive ops.  It
+    is as folded that the two directions compete in :func:`choose_direction` (for ``"auto"``).
+    The band length is 0 when the drawing is not folded.
     """
     if not extents:
-        return ("TB" if direction == "auto" else direction), 1
+        return ("TB" if direction == "auto" else direction), 0
     (tw, th), (lw, lh) = extents["TB"], extents["LR"]
     g_tb, g_lr = WRAP_GAP["TB"], WRAP_GAP["LR"]
-    bands = {"TB": wrap_bands(th, tw, pane_h, pane_w, g_tb), "LR": wrap_bands(lw, lh, pane_w, pane_h, g_lr)}
     if direction == "auto":
-        k, j = bands["TB"], bands["LR"]
-        wrapped = {"TB": (k * (tw + g_tb) - g_tb, math.ceil(th / k)), "LR": (math.ceil(lw / j), j * (lh + g_lr) - g_lr)}
+        k, j = wrap_bands(th, pane_h), wrap_bands(lw, pane_w)
+        wrapped = {"TB": (k * (tw + g_tb) - g_tb, min(th, pane_h)), "LR": (min(lw, pane_w), j * (lh + g_lr) - g_lr)}
         direction = choose_direction(wrapped, pane_w, pane_h)
-    return direction, bands[direction]
+    return direction, band_length(direction, extents[direction], pane_w, pane_h)
+
+
+def band_length(direction: str, size: tuple[int, int], pane_w: int, pane_h: int) -> int:
+    """The length of the bands a drawing of `size` (width, height) flowing `direction` is folded
+    into in a pane: the pane's extent along the flow, or 0 when it fits unfolded."""
+    depth, along = (size[1], pane_h) if direction == "TB" else (size[0], pane_w)
+    return along if wrap_bands(depth, along) > 1 else 0
 
 
 def bands_for(sc: Scene, pane_w: int, pane_h: int) -> int:
-    """:func:`wrap_bands` for a laid-out scene (its real size, not the estimate) in a pane."""
-    if sc.direction == "LR":
-        return wrap_bands(sc.width, sc.height, pane_w, pane_h, WRAP_GAP["LR"])
-    return wrap_bands(sc.height, sc.width, pane_h, pane_w, WRAP_GAP["TB"])
+    """:func:`band_length` for a laid-out scene (its real size, not the estimate) in a pane."""
+    return band_length(sc.direction, (sc.width, sc.height), pane_w, pane_h)
 
 
-def wrap_scene(sc: Scene, bands: int) -> Scene:
-    """A scene cut across its flow, at free rows (TB) or columns (LR), into `bands` parts of about
-    equal depth set side by side (TB: newspaper columns) or one under another (LR: lines of text);
-    an edge leaving one band's end enters the next band's start."""
-    if bands <= 1 or not sc.nodes:
+def fold_cuts(occupied: np.ndarray, band: int) -> list[int]:
+    """Where to cut a drawing whose rows (along its flow) are `occupied` by boxes into bands at most
+    `band` long: each cut is the last free row that keeps its band within the length (the first
+    free row after, when a box is longer than a band).  Returns the band starts and the depth."""
+    depth = len(occupied)
+    free = np.flatnonzero(~occupied)
+    cuts = [0]
+    while depth - cuts[-1] > band:
+        a = cuts[-1]
+        fit = free[(free > a) & (free <= a + band)]
+        after = free[free > a]
+        if fit.size:
+            cuts.append(int(fit[-1]))
+        elif after.size:
+            cuts.append(int(after[0]))
+        else:
+            break
+    cuts.append(depth)
+    return cuts
+
+
+def wrap_scene(sc: Scene, band: int) -> Scene:
+    """A scene folded across its flow, at free rows (TB) or columns (LR), into bands at most `band`
+    cells long, set side by side (TB: newspaper columns) or one under another (LR: lines of text);
+    an edge leaving one band's end enters the next band's start.  `band` 0: the scene as it is."""
+    if band <= 0 or not sc.nodes:
         return sc
     lr = sc.direction == "LR"
     # NOTE: the cut is done on the TB frame; LR scenes are transposed in and out.
     mask, bwd = (sc.mask.T, sc.backward.T) if lr else (sc.mask, sc.backward)
     depth, breadth = mask.shape
+    if depth <= band:
+        return sc
     nodes = [replace(n, x=n.y, y=n.x, w=n.h, h=n.w) if lr else n for n in sc.nodes]
     occupied = np.zeros(depth, np.bool_)
     for n in nodes:
         occupied[n.y:n.y + n.h] = True
-    free = np.flatnonzero(~occupied)
-    cuts = [0]
-    for j in range(1, bands):
-        after = free[free > cuts[-1]]
-        if not after.size:
-            break
-        cuts.append(int(after[np.argmin(np.abs(after - round(j * depth / bands)))]))
-    cuts.append(depth)
+    cuts = fold_cuts(occupied, band)
     starts = np.array(cuts[:-1])
     new_depth = max(b - a for a, b in zip(cuts, cuts[1:]))
     step = breadth + WRAP_GAP[sc.direction]
@@ -392,8 +436,8 @@ def wrap_scene(sc: Scene, bands: int) -> Scene:
     for j, (a, b) in enumerate(zip(cuts, cuts[1:])):
         mask2[:b - a, j * step:j * step + breadth] = mask[a:b]
         bwd2[:b - a, j * step:j * step + breadth] = bwd[a:b]
-    band = np.searchsorted(starts, [n.y for n in nodes], side="right") - 1
-    nodes = [replace(n, x=n.x + j * step, y=n.y - cuts[j]) for n, j in zip(nodes, band.tolist())]
+    band_of = np.searchsorted(starts, [n.y for n in nodes], side="right") - 1
+    nodes = [replace(n, x=n.x + j * step, y=n.y - cuts[j]) for n, j in zip(nodes, band_of.tolist())]
     edges = []
     for e in sc.edges:
         y, x = np.divmod(e.cells, sc.width)
@@ -407,7 +451,45 @@ def wrap_scene(sc: Scene, bands: int) -> Scene:
         nodes = [replace(n, x=n.y, y=n.x, w=n.h, h=n.w) for n in nodes]
     height, width = mask2.shape
     return Scene(width, height, nodes, mask2, bwd2, edges, sc.prefix, window=sc.window, direction=sc.direction,
-                 extents=sc.extents, columns=len(starts)).index()
+                 extents=sc.extents, columns=len(starts), band=band).index()
+
+
+def fold_scroll(sc: Scene, n: SceneNode, pane_w: int, pane_h: int, now: tuple[int, int],
+                lazy: bool) -> tuple[int, int] | None:
+    """Where to scroll a folded scene (:func:`wrap_scene`) so that node `n` and its whole band are in
+    view; None when the scene is not folded or a band is wider than the pane.
+
+    A node in the first half of its band shows its band at the pane's far side, with the end of
+    the band before it; one in the second half at the near side, with the start of the next: the
+    view shows consecutive ops around `n` and, as the pc walks along, moves only forwards.
+    `lazy`: stay at `now` while the band and the node are both wholly in view.
+    """
+    if sc.band <= 0 or sc.columns <= 1:
+        return None
+    lr = sc.direction == "LR"
+    gap = WRAP_GAP[sc.direction]
+    across, pane_across = (sc.height, pane_h) if lr else (sc.width, pane_w)
+    step = (across + gap) // sc.columns
+    size = step - gap
+    if size > pane_across:
+        return None
+    pos, length = (n.y, n.h) if lr else (n.x, n.w)
+    along, along_len, pane_along = (n.x, n.w, pane_w) if lr else (n.y, n.h, pane_h)
+    j = pos // step
+    start = j * step
+    sx, sy = now
+    cur, cur_along = (sy, sx) if lr else (sx, sy)
+    in_band = cur <= start and start + size <= cur + pane_across
+    in_along = cur_along <= along and along + along_len <= cur_along + pane_along
+    if lazy and in_band and in_along:
+        return now
+    first_half = along + along_len / 2 < sc.band / 2
+    target = start + size - pane_across if first_half else start
+    target = max(0, min(target, across - pane_across))
+    target_along = max(0, min(along + along_len // 2 - pane_along // 2, (sc.width if lr else sc.height) - pane_along))
+    if in_along:
+        target_along = cur_along
+    return (target_along, target) if lr else (target, target_along)
 
 
 class _Grid:
@@ -457,7 +539,8 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
         m = meta[nid]
         cx, cy = grid(box.x, box.y)
         nodes.append(SceneNode(m["kind"], m["label"], _cell(cx - m["w"] / 2 + 0.5), _cell(cy - m["h"] / 2 + 0.5), m["w"],
-                               m["h"], m["style"], m.get("op"), m.get("blob"), m.get("sub", "")))
+                               m["h"], m["style"], m.get("op"), m.get("blob"), m.get("sub", ""),
+                               version=m.get("version")))
         ids[nid] = len(nodes) - 1
     width = max((n.x + n.w for n in nodes), default=0) + 2
     height = max((n.y + n.h for n in nodes), default=0) + 2
