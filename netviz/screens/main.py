@@ -26,6 +26,7 @@ from rich.text import Text
 from engine.catalogue.schema import check_tree
 from engine.errors import NetvizError
 from netviz.actions import bindings
+from netviz.errorlog import Guarded, report
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
 from netviz.overlays import OVERLAYS, legend, overlay_colors
 from netviz.screens.breakpoints import BreakpointsScreen
@@ -58,11 +59,13 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except NetvizError as e:
             self.notify(str(e), title=type(e).__name__, severity="error")
         except Exception as e:  # noqa: BLE001 - a bad key must never take the UI down
-            self.notify(f"{type(e).__name__}: {e}", title="Internal error", severity="error")
+            inner = args[0] if fn.__name__ == "run_guarded" and args else fn  # what run_guarded ran
+            self.notify(report(e, getattr(inner, "__name__", fn.__name__).removeprefix("action_")),
+                        title="Internal error", severity="error", timeout=20)
     return wrapper
 
 
-class MainScreen(Screen[None]):
+class MainScreen(Guarded, Screen[None]):
     BINDINGS = bindings()
 
     ssa: reactive[bool] = reactive(False)
@@ -136,7 +139,7 @@ class MainScreen(Screen[None]):
             bad = check_tree(self.session.model.predict) if schema else []  # Caffe2 would refuse these ops
             found = self.session.lint_findings()
         except Exception as e:  # noqa: BLE001 - markers are a nicety: a failing check is a notice
-            self._to_ui(self.notify, f"lint: {type(e).__name__}: {e}", title="Internal error", severity="error")
+            self._to_ui(self.notify, report(e, "lint"), title="Internal error", severity="error")
             bad, found = [], {}
         self._to_ui(self._checked, bad, set(found))
 
@@ -329,6 +332,7 @@ class MainScreen(Screen[None]):
         c.breakpoints = {r.index for r in s.breakpoints if r.path == self.path}
         records = s.records_in(self.path)
         c.executed = set(records)
+        c.records = records  # NOTE: blob shapes on the canvas: the value's once its op ran
         c.nan_ops = {i for i, r in records.items() if r.has_inf_or_nan}
         if self.overlay:
             recs = self._records()
@@ -441,7 +445,7 @@ class MainScreen(Screen[None]):
                 call(self.notify, notice, title="Parameters", severity="warning")
             call(self.notify, str(e), title=type(e).__name__, severity="error")
         except Exception as e:  # noqa: BLE001 - shown, never fatal
-            call(self.notify, f"{type(e).__name__}: {e}", title="Internal error", severity="error")
+            call(self.notify, report(e, how.rstrip("_").replace("_", " ")), title="Internal error", severity="error")
         else:
             call(self.after_step, stop)
 
@@ -800,7 +804,7 @@ class MainScreen(Screen[None]):
             call(self.notify, str(e), title=type(e).__name__, severity="error")
             out = None
         except Exception as e:  # noqa: BLE001 - a failed export is a notice, never the end of the app
-            call(self.notify, f"{type(e).__name__}: {e}", title="Internal error", severity="error")
+            call(self.notify, report(e, "export"), title="Internal error", severity="error")
             out = None
         cancelled, self.exporting = self.exporting != target, None
         if cancelled and out is not None:
