@@ -1,18 +1,32 @@
-"""TUI latency, headless (Textual ``run_test`` + Pilot in a fresh process, benchmarks/probes/tui_probe.py).
+"""TUI latency as ratios to floors measured in the same run (the cores are shared: absolute times
+swing 2-3x with load, ratios much less).  Every probe is a fresh process
+(``benchmarks/probes/tui_probe.py``, Textual's ``run_test`` + Pilot) stamped inside the app by a
+hook on ``App._display``.
 
-Rows: process start -> first interactive frame for DenseNet-121 (zoo) and a 10k-op chain
-(targets <= 0.6 s / <= 1 s; the first screen update showing the op list and the laid-out graph,
-stamped in the app), and key press (``n``, step) -> the first screen update showing the new pc
-while stepping (median <= 50 ms and worst <= 100 ms of 20 presses, measured in the app; the
-inspector-filled time and Pilot's outside view are in the note).  DenseNet-121 in the zoo has no
-init net, so stepping runs on ResNet-50 (Caffe2's builder, tests/golden/models, 229 ops).  When
-the TUI cannot start the rows say ``TUI not ready`` with ``ok=None``.  The machine's load average
-at the start of each row is in its note: the figures are wall-clock times on shared cores.
+Rows:
+- **first frame / bare Textual**: spawn -> the first screen update with the op list and the laid-out
+  graph, for DenseNet-121 (zoo, a second opening), ResNet-50 with its init net (Caffe2's builder,
+  tests/golden/models) and a 10k-op chain, each beside a bare Textual app (a static screen of the
+  same size with a Footer, same Python and Textual, started the same way: ``tui_probe --bare``),
+  the two alternated (bare, netviz, bare, netviz, ...); best of each; targets <= 1.5x (<= 2x for
+  the chain).
+- **key -> complete repaint** while stepping ResNet-50 (pc on the canvas and in the op list, marks,
+  status line and op inspector all on the new op): median and worst of 20 presses, beside Textual's
+  own refresh interval (1/MAX_FPS) and the bare app's key -> repaint; the note has the pc-only
+  frame and 10 queued presses' drain time per step.
+- **``c`` through DenseNet-121**: key -> the update showing the end of the net (after one ``n`` and
+  ``r``, so the debugger exists and the run starts at op 0), beside the ops time ``netviz run
+  --random-params`` prints for the same net (the sum of its ops' own times), alternated; best of each;
+  target <= 1.5x.
+
+When the TUI cannot start the rows say ``TUI not ready`` with ``ok=None``.  The load average at each
+probe is printed beside its figure.  Benchmarks never assert.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,6 +40,9 @@ from benchmarks.common import ROOT
 
 DENSENET = ZOO / "densenet121" / "predict_net.pbtxt"
 RESNET = ROOT / "tests" / "golden" / "models" / "resnet50"
+RESNET_ARGS = [str(RESNET / "predict_net.pb"), "--init", str(RESNET / "init_net.pb"), "--input", "data=1,3,224,224"]
+BARE = ["--bare"]
+CONTINUE_TARGET = 1.5
 
 
 def probe_env() -> dict[str, str]:
@@ -40,75 +57,146 @@ def probe_env() -> dict[str, str]:
     return env
 
 
-def warm_up() -> None:
-    """Compile the modules a probe imports once, so no measured start pays for it, and parse
-    DenseNet-121's text file once (engine.modelio's parse cache): the rows are a second opening;
-    a first one adds the text parse (0.13-0.25 s in a quiet minute)."""
-    code = ("import netviz.app, engine.gradient_ir, benchmarks.probes.tui_probe; from engine.modelio import load_net; "
-            f"load_net({str(DENSENET)!r})")
+def warm_up(quick: bool = False) -> None:
+    """Compile the modules a probe imports once, so no measured start pays for it, and open
+    DenseNet-121 and ResNet-50 once (the parse and drawing caches): the rows are a second opening;
+    a first one adds the text parse (0.13-0.25 s in a quiet minute) and the first window's layout."""
+    code = "import netviz.app, engine.gradient_ir, engine.ops, benchmarks.probes.tui_probe"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=probe_env(), capture_output=True, timeout=300)
+    for args in ([BARE] if quick else [[str(DENSENET)], RESNET_ARGS, BARE]):
+        probe(args)
 
 
-def probe(args: list[str], timeout: int = 300) -> tuple[float | None, dict[str, list[float]], str]:
-    """(spawn -> first frame seconds, step latencies by kind, error text) of one probe process."""
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def probe(args: list[str], timeout: int = 300) -> tuple[float | None, dict[str, Any], str]:
+    """(spawn -> first frame seconds, the probe's other JSON lines merged, error text) of one probe process."""
     t0 = time.perf_counter()
     try:
         out = subprocess.run([sys.executable, "-m", "benchmarks.probes.tui_probe", *args], cwd=ROOT,
                              capture_output=True, text=True, timeout=timeout, env=probe_env())
     except subprocess.TimeoutExpired:
-        return None, [], "timed out"
+        return None, {}, "timed out"
     lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
     ready = next((x["frame"] - t0 for x in lines if "frame" in x), None)
-    steps = next((x for x in lines if "step_s" in x), {})
-    err = (out.stderr.strip().splitlines() or ["no output"])[-1] if ready is None else ""
-    return ready, steps, err
+    got: dict[str, Any] = {k: v for x in lines for k, v in x.items()}
+    err = (out.stderr.strip().splitlines() or ["no output"])[-1] if ready is None or out.returncode else ""
+    return ready, got, err
 
 
-def _load() -> str:
-    return f"load average {os.getloadavg()[0]:.1f}"
+def _figures(pairs: list[tuple[float, float]], unit: str = "s") -> str:
+    """``0.52 s @2.1, 0.55 s @2.3``: each figure with the load average when it was taken."""
+    return ", ".join(f"{t:.2f} {unit} @{la:.1f}" if unit == "s" else f"{t * 1e3:.0f} ms @{la:.1f}" for t, la in pairs)
 
 
-def first_frame(name: str, model: Path, target: float, repeat: int) -> dict[str, Any]:
-    load = _load()
-    results = [probe([str(model), "--timeout", str(max(30.0, 10 * target))])]
-    if results[0][0] is not None:  # NOTE: best of `repeat`: the cores are shared
-        results += [probe([str(model)]) for _ in range(repeat - 1)]
-    times = [r[0] for r in results if r[0] is not None]
-    row = {"name": f"TUI start -> first frame {name}", "reference": {}, "target": f"<= {target} s"}
-    if not times:
-        return {**row, "netviz_s": None, "ok": None, "note": f"TUI not ready ({results[0][2]})"}
-    return {**row, "netviz_s": min(times), "ok": min(times) <= target,
-            "note": f"best of {len(times)} ({', '.join(f'{t:.2f}' for t in times)} s); {load}"}
+def first_frame(name: str, args: list[str], target: float, repeat: int) -> dict[str, Any]:
+    """netviz's first frame beside the bare Textual app's, alternated, best of `repeat` each."""
+    row = {"name": f"TUI first frame {name} / bare Textual", "reference": {}, "target": f"<= {target}x bare"}
+    ours: list[tuple[float, float]] = []
+    floor: list[tuple[float, float]] = []
+    err = ""
+    for _ in range(repeat):
+        la = load()
+        bare, _, _ = probe(BARE)
+        if bare is not None:
+            floor.append((bare, la))
+        la = load()
+        got, _, e = probe([*args, "--timeout", "60"])
+        if got is None:
+            err = e
+            break
+        ours.append((got, la))
+    if not ours or not floor:
+        return {**row, "netviz_s": None, "ok": None, "note": f"TUI not ready ({err or 'bare app failed'})"}
+    best, base = min(t for t, _ in ours), min(t for t, _ in floor)
+    return {**row, "netviz_s": best, "reference": {"bare-textual": base}, "ok": best / base <= target,
+            "note": f"netviz {_figures(ours)}; bare {_figures(floor)} (s @ load average)"}
 
 
 def stepping(presses: int) -> dict[str, Any]:
-    load = _load()
-    _, got, err = probe([str(RESNET / "predict_net.pb"), "--init", str(RESNET / "init_net.pb"),
-                         "--input", "data=1,3,224,224", "--steps", str(presses)])
-    row = {"name": "TUI key -> repaint, stepping ResNet-50", "reference": {},
+    """Key -> complete repaint while stepping ResNet-50, beside Textual's refresh interval."""
+    from textual import constants
+
+    interval = 1 / constants.MAX_FPS
+    la = load()
+    _, bare, _ = probe([*BARE, "--steps", "10"])
+    la2 = load()
+    _, got, err = probe([*RESNET_ARGS, "--steps", str(presses), "--queued", "10"])
+    row = {"name": "TUI key -> complete repaint, stepping ResNet-50", "reference": {"textual-refresh": interval},
            "target": "median <= 0.05 s, max <= 0.1 s"}
-    steps = got.get("step_s", [])
-    if not steps:
+    full = got.get("full_s", [])
+    if not full:
         return {**row, "netviz_s": None, "ok": None, "note": f"TUI not ready ({err})"}
-    med, worst = statistics.median(steps), max(steps)
-    full, outside = got.get("full_s") or [0.0], got.get("pilot_s") or [0.0]
+    med, worst = statistics.median(full), max(full)
+    pc = got.get("step_s") or [0.0]
+    bare_s = bare.get("step_s") or [0.0]
+    queued = got.get("queued_s")
+    drain = f"; 10 queued n: {queued / 10 * 1e3:.0f} ms per step" if queued else ""
     return {**row, "netviz_s": med, "ok": med <= 0.05 and worst <= 0.1, "max_s": worst,
-            "note": f"in-app, median of {len(steps)} presses, max {worst * 1e3:.0f} ms; inspector filled: median "
-                    f"{statistics.median(full) * 1e3:.0f} ms, max {max(full) * 1e3:.0f} ms; Pilot's view: median "
-                    f"{statistics.median(outside) * 1e3:.0f} ms; {load}"}
+            "note": f"median of {len(full)} presses, max {worst * 1e3:.0f} ms (pc, marks, status line, inspector); "
+                    f"pc frame: median {statistics.median(pc) * 1e3:.0f} ms, max {max(pc) * 1e3:.0f} ms; Textual "
+                    f"refresh {interval * 1e3:.1f} ms; bare app key -> repaint median "
+                    f"{statistics.median(bare_s) * 1e3:.1f} ms{drain}; load average {la2:.1f} (bare: {la:.1f})"}
+
+
+RUN_OPS = re.compile(r"^(\d+) ops in ([0-9.]+) ms", re.M)
+
+
+def run_ops_time() -> tuple[float | None, float]:
+    """(the ops time ``netviz run --random-params`` prints for DenseNet-121, the command's wall time)."""
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", "import sys; from netviz.cli import main; sys.exit(main(sys.argv[1:]))",
+                          "run", str(DENSENET), "--random-params"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300, env=probe_env())
+    wall = time.perf_counter() - t
+    m = RUN_OPS.search(out.stdout)
+    return (float(m.group(2)) / 1e3 if m else None), wall
+
+
+def continue_through(repeat: int) -> dict[str, Any]:
+    """``c`` from op 0 to the end of DenseNet-121 in the app beside ``netviz run``'s ops time, alternated."""
+    row = {"name": "TUI c through DenseNet-121 / netviz run ops", "reference": {},
+           "target": f"<= {CONTINUE_TARGET}x run ops"}
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    walls, app_ops, err = [], [], ""
+    for _ in range(repeat):
+        la = load()
+        ops, wall = run_ops_time()
+        if ops is not None:
+            theirs.append((ops, la))
+            walls.append(wall)
+        la = load()
+        _, got, e = probe([str(DENSENET), "--continue"], timeout=600)
+        if "continue_s" not in got:
+            err = e or "no continue figure"
+            break
+        ours.append((got["continue_s"], la))
+        app_ops.append(got["ops_s"])
+    if not ours or not theirs:
+        return {**row, "netviz_s": None, "ok": None, "note": f"not measured ({err or 'netviz run failed'})"}
+    best, base = min(t for t, _ in ours), min(t for t, _ in theirs)
+    return {**row, "netviz_s": best, "reference": {"run-ops": base}, "ok": best / base <= CONTINUE_TARGET,
+            "note": f"app {_figures(ours)} (its ops' own times {min(app_ops):.2f}-{max(app_ops):.2f} s); run ops "
+                    f"{_figures(theirs)}; run's whole command {min(walls):.2f} s"}
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    warm_up()
+    warm_up(quick)
     with tempfile.TemporaryDirectory() as tmp:
         n = 200 if quick else 10_000
         path = Path(tmp) / "predict_net.pb"
         path.write_bytes(chain(n).SerializeToString())
-        rows = [first_frame(f"{n // 1000}k-op chain" if n >= 1000 else f"{n}-op chain", path,
-                            1.0, 1 if quick else 3)]
+        probe([str(path)])  # NOTE: a second opening, as for the zoo nets
+        rows = [first_frame(f"{n // 1000}k-op chain" if n >= 1000 else f"{n}-op chain", [str(path)],
+                            2.0, 1 if quick else 3)]
     if not quick:
-        rows.insert(0, first_frame("DenseNet-121", DENSENET, 0.6, 3))
+        rows.insert(0, first_frame("DenseNet-121", [str(DENSENET)], 1.5, 3))
+        rows.insert(1, first_frame("ResNet-50 + init", RESNET_ARGS, 1.5, 3))
         rows.append(stepping(20))
+        rows.append(continue_through(3))
     return rows
 
 
