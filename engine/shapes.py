@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
@@ -24,7 +24,7 @@ from engine.registry import SHAPES
 from engine.ssa import VersionedBlob, get_ssa
 from proto import caffe2_pb2
 
-__all__ = ["TensorInfo", "UNKNOWN", "Unknown", "same_as", "dims", "known", "dim_op", "broadcast", "merge",
+__all__ = ["TensorInfo", "UNKNOWN", "OPAQUE", "Unknown", "same_as", "opaque", "dims", "known", "dim_op", "broadcast", "merge",
            "norm_axis", "spatial_out", "split_layout", "join_layout",
            "infer_op", "infer_shapes", "infer_net_shapes", "infer_model_shapes", "annotate_graph",
            "FLOAT", "INT32", "BOOL", "INT64", "UINT8"]
@@ -48,6 +48,10 @@ class TensorInfo:
 
     shape: tuple[Dim, ...] | None = None
     dtype: int | None = None
+    #: A declared unknown: the blob is not a tensor (a queue, DB, reader, mutex, map, …) or a tensor
+    #: whose shape only the data decides (what a queue or DB hands out); Caffe2's inference knows
+    #: nothing there either, so it reads ``opaque``, never ``?`` (which means "could be known").
+    opaque: bool = field(default=False, repr=False)
 
     @property
     def rank(self) -> int | None:
@@ -63,11 +67,14 @@ class TensorInfo:
         return self.shape is not None and None not in self.shape
 
     def __str__(self) -> str:
+        if self.opaque:
+            return "opaque"
         s = "?" if self.shape is None else "×".join("?" if d is None else str(d) for d in self.shape) or "scalar"
         return s if self.dtype is None else f"{s} {_DTYPE_NAME.get(self.dtype, self.dtype)}"
 
 
 UNKNOWN = TensorInfo()
+OPAQUE = TensorInfo(opaque=True)
 _DTYPE_NAME = {FLOAT: "float32", INT32: "int32", UINT8: "uint8", BOOL: "bool", INT64: "int64",
                caffe2_pb2.TensorProto.DOUBLE: "float64", caffe2_pb2.TensorProto.FLOAT16: "float16"}
 
@@ -127,6 +134,12 @@ def same_as(*indices: int) -> Callable[..., tuple[TensorInfo, ...]]:
     return rule
 
 
+def opaque(*_: TensorInfo, n_out: int) -> tuple[TensorInfo, ...]:
+    """Rule: every output is :data:`OPAQUE` (queue, DB, reader and communication ops: what they
+    make is an object or whatever the data holds, which no static rule can know)."""
+    return (OPAQUE,) * n_out
+
+
 def with_dtype(x: TensorInfo, dtype: int | None) -> TensorInfo:
     return TensorInfo(x.shape, dtype)
 
@@ -171,6 +184,15 @@ def inference_is_not_run(op: caffe2_pb2.OperatorDef) -> bool:
     return op.type == "Concat" and bool(args.get("add_axis", 0)) and "axis" not in args
 
 
+_BOUND: dict[Callable[..., Any], inspect.Signature] = {}
+
+
+def _bound(rule: Callable[..., Any]) -> inspect.Signature:
+    if rule not in _BOUND:
+        _BOUND[rule] = inspect.signature(rule)
+    return _BOUND[rule]
+
+
 def _declared(rule: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
     if rule not in _SIGNATURES:
         ps = inspect.signature(rule).parameters.values()
@@ -206,11 +228,16 @@ def infer_op(op: caffe2_pb2.OperatorDef, ins: Sequence[TensorInfo], where: str =
     if wants_n:
         kwargs["n_out"] = n
     try:
+        _bound(rule).bind(*ins, **kwargs)
+    except TypeError:  # NOTE: an input count its rule does not take; schema checks report the count
+        return [UNKNOWN] * n
+    try:
         out = rule(*ins, **kwargs)
     except Unknown:
-        return [UNKNOWN] * n
+        return [OPAQUE if any(i.opaque for i in ins) else UNKNOWN] * n
     except Exception as e:  # noqa: BLE001 - every rule failure is reported as one ShapeError line
-        msg = str(e) if isinstance(e, ShapeError) else f"{type(e).__name__}: {e}"
+        # NOTE: a rule indexing a dim the input lacks (rank 2 where it reads 4) must not leak Python's text.
+        msg = str(e) if isinstance(e, ShapeError) else "its inputs' ranks or shapes do not fit what it reads"
         raise ShapeError(f"{where or '<op>'}: op {op.type} '{op.name}': {msg}; inputs "
                          f"{', '.join(map(str, ins))}") from e
     out = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -226,19 +253,26 @@ def _as_info(v: Any) -> TensorInfo:
 
 
 def _run(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], path: NetPath,
-         out: dict[NetPath, dict[VersionedBlob, TensorInfo]]) -> None:
-    """Infer `net` starting from `env` (name → info, updated to the final values)."""
+         out: dict[NetPath, dict[VersionedBlob, TensorInfo]], problems: list[str] | None = None) -> None:
+    """Infer `net` starting from `env` (name → info, updated to the final values); with a
+    `problems` list an op whose inputs do not fit is noted there and its outputs left unknown."""
     ssa, _ = get_ssa(net)
     table = out.setdefault(path, {})
     for name in net.external_input:
         table[(name, 0)] = env.get(name, UNKNOWN)
     for i, (op, (ins, outs)) in enumerate(zip(net.op, ssa)):
         infos = [table.setdefault(b, env.get(b[0], UNKNOWN) if b[1] == 0 else UNKNOWN) for b in ins]
-        results = infer_op(op, infos, f"{net.name or '<net>'}: op #{i}")
+        try:
+            results = infer_op(op, infos, f"{net.name or '<net>'}: op #{i}")
+        except ShapeError as e:
+            if problems is None:
+                raise
+            problems.append(str(e))
+            results = [UNKNOWN] * len(op.output)
         subs = subnets_of(op)
         if subs and op.type in SHARED_WORKSPACE:
             op_path = ("op", i) if not path else (*path, i)
-            results = _shared_subnets(op, subs, env, op_path, out, results)
+            results = _shared_subnets(op, subs, env, op_path, out, results, problems)
         for b, info in zip(outs, results):
             table[b] = info
             env[b[0]] = info
@@ -246,12 +280,13 @@ def _run(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], path: NetPath,
 
 def _shared_subnets(op: caffe2_pb2.OperatorDef, subs: list[tuple[str, caffe2_pb2.NetDef]],
                     env: dict[str, TensorInfo], path: NetPath,
-                    out: dict[NetPath, dict[VersionedBlob, TensorInfo]], results: list[TensorInfo]) -> list[TensorInfo]:
+                    out: dict[NetPath, dict[VersionedBlob, TensorInfo]], results: list[TensorInfo],
+                    problems: list[str] | None = None) -> list[TensorInfo]:
     """If/While: subnets see the outer blobs; an outer blob keeps an info all branches agree on."""
     finals = []
     for arg, sub in subs:
         inner = dict(env)
-        _run(sub, inner, path + (arg,), out)
+        _run(sub, inner, path + (arg,), out, problems)
         finals.append(inner)
     if op.type != "While" and len(finals) == 1:
         finals.append(dict(env))  # NOTE: If without else_net leaves the outer blobs as they were.
@@ -265,7 +300,7 @@ def _shared_subnets(op: caffe2_pb2.OperatorDef, subs: list[tuple[str, caffe2_pb2
 
 
 def infer_net_shapes(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any] | None = None,
-                     init_net: caffe2_pb2.NetDef | None = None
+                     init_net: caffe2_pb2.NetDef | None = None, problems: list[str] | None = None
                      ) -> dict[NetPath, dict[VersionedBlob, TensorInfo]]:
     """Infos of every blob version of `net` and of the subnets of If/While ops, by net path.
 
@@ -276,6 +311,9 @@ def infer_net_shapes(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any] | None = 
         Name → :class:`TensorInfo`, ``modelio.InputInfo`` or a shape (``value_info``, ``--input``).
     init_net : NetDef, optional
         Its fill ops give parameter infos (inferred with the same rules).
+    problems : list, optional
+        When given, an op whose known inputs do not fit is noted here (one line each) and its
+        outputs are left unknown instead of raising: a viewer shows the rest of the net.
 
     Returns
     -------
@@ -291,13 +329,13 @@ def infer_net_shapes(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any] | None = 
     env: dict[str, TensorInfo] = {}
     if init_net is not None and len(init_net.op):
         init_env: dict[str, TensorInfo] = {}
-        _run(init_net, init_env, ("init",), {})
+        _run(init_net, init_env, ("init",), {}, problems)
         env.update(init_env)
     env.update({k: _as_info(v) for k, v in (inputs or {}).items()})
     for name in net.external_input:
         env.setdefault(name, UNKNOWN)
     out: dict[NetPath, dict[VersionedBlob, TensorInfo]] = {}
-    _run(net, env, (), out)
+    _run(net, env, (), out, problems)
     return out
 
 
@@ -315,10 +353,10 @@ def infer_shapes(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any] | None = None
     return infer_net_shapes(net, inputs, init_net)[()]
 
 
-def infer_model_shapes(model: Any, inputs: Mapping[str, Any] | None = None
+def infer_model_shapes(model: Any, inputs: Mapping[str, Any] | None = None, problems: list[str] | None = None
                        ) -> dict[NetPath, dict[VersionedBlob, TensorInfo]]:
     """:func:`infer_net_shapes` of a ``modelio.Model``: init net fills, value_info, then `inputs`."""
-    return infer_net_shapes(model.predict, {**model.value_info, **(inputs or {})}, model.init)
+    return infer_net_shapes(model.predict, {**model.value_info, **(inputs or {})}, model.init, problems)
 
 
 def annotate_graph(G: Any, shapes: Mapping[NetPath, Mapping[VersionedBlob, TensorInfo]]) -> Any:

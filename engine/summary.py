@@ -104,16 +104,19 @@ def training_summary(net: caffe2_pb2.NetDef) -> dict[str, Any] | None:
             "unpaired_backward_ops": sorted(i for i, j in split.partner.items() if j is None)}
 
 
-def shape_summary(model: Model) -> dict[str, dict[str, Any]]:
-    """Inferred ``{"name@version": {"shape", "dtype"}}`` of the predict net's blobs (unknown dims None).
+def shape_summary(model: Model, problems: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Inferred ``{"name@version": {"shape", "dtype"}}`` of the predict net's blobs (unknown dims None;
+    ``"opaque": true`` where no static rule can know: queues, DBs, what they hand out).
 
-    Raises :class:`~engine.errors.ShapeError` when known shapes are incompatible.
+    Raises :class:`~engine.errors.ShapeError` when known shapes are incompatible, unless a
+    `problems` list is given: then each such op is noted there and its outputs stay unknown.
     """
     from engine.shapes import infer_model_shapes  # noqa: PLC0415
 
-    top = infer_model_shapes(model)[()]
+    top = infer_model_shapes(model, problems=problems)[()]
     return {f"{n}@{v}": {"shape": None if i.shape is None else list(i.shape),
-                         "dtype": DTYPE_NAMES.get(i.dtype) if i.dtype is not None else None}
+                         "dtype": DTYPE_NAMES.get(i.dtype) if i.dtype is not None else None,
+                         **({"opaque": True} if i.opaque else {})}
             for (n, v), i in top.items()}
 
 

@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--shapes", action="store_true",
-                        help="also infer the shape and dtype of every blob version (? = unknown)")
+                        help="also infer the shape and dtype of every blob version (? = unknown, opaque = no "
+                             "static rule can know: queues, DBs and what they hand out)")
 
 
 def _lines(s: dict[str, Any], indent: str = "") -> list[str]:
@@ -87,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     model = load_model(args.path, init=args.init)
     summary = model_summary(model)
+    problems: list[str] = []
     if args.shapes:
-        summary["shapes"] = shape_summary(model)
+        summary["shapes"] = shape_summary(model, problems)
+        summary["shape_problems"] = problems
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -111,8 +114,13 @@ def run(args: argparse.Namespace) -> int:
     for name, info in summary["inputs"].items():
         print(f"input {name}: {'×'.join(map(str, info['shape']))}")
     if args.shapes:
-        print(f"shapes ({len(summary['shapes'])} blob versions):")
+        print(f"shapes ({len(summary['shapes'])} blob versions; opaque = not a tensor or only the data decides):")
         for blob, s in summary["shapes"].items():
+            if s.get("opaque"):
+                print(f"  {blob}: opaque")
+                continue
             dims = "?" if s["shape"] is None else "×".join("?" if d is None else str(d) for d in s["shape"])
             print(f"  {blob}: {dims or 'scalar'} {s['dtype'] or '?'}")
+        for p in problems:  # NOTE: one line each; the op's outputs are shown as unknown above
+            print(f"shape warning: {p}")
     return 0
