@@ -22,6 +22,9 @@ from typing import Any
 KERNELS: dict[str, "KernelSpec"] = {}
 GRADIENTS: dict[str, Callable[..., Any]] = {}
 SHAPES: dict[str, Callable[..., Any]] = {}
+#: op type → ``convert(c)`` emitting the op's ONNX nodes through an :mod:`engine.onnx_export`
+#: context (the converters never import onnx themselves, so it stays an optional dependency).
+ONNX: dict[str, Callable[..., Any]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,4 +75,17 @@ def shape(*op_types: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         for t in op_types:
             SHAPES[t] = rule
         return rule
+    return register
+
+
+def onnx_converter(*op_types: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``convert(c)`` as the ONNX converter of every type in `op_types`.
+
+    ``c`` is an :class:`engine.onnx_export.Convert`: the op, its inputs' ONNX names and shapes,
+    and ``c.node(...)`` to emit nodes; a converter that meets a case ONNX cannot express
+    raises ``c.refuse(why)``, so the export stops instead of writing a wrong model."""
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for t in op_types:
+            ONNX[t] = fn
+        return fn
     return register

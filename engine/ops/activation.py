@@ -286,3 +286,77 @@ def glu_shape(x, *, dim: int = -1):
     ax = dim if dim != -1 else len(xd) - 1
     xd[ax] = None if xd[ax] is None else xd[ax] // 2
     return TensorInfo(tuple(xd), x.dtype)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+#: Caffe2 activations that are one ONNX op: ONNX type and the Caffe2 args it takes (name, default).
+_ONNX_SAME = {"Relu": ("Relu", {}), "Sigmoid": ("Sigmoid", {}), "Tanh": ("Tanh", {}), "Softsign": ("Softsign", {}),
+              "Softplus": ("Softplus", {}), "LeakyRelu": ("LeakyRelu", {"alpha": 0.01}),
+              "Elu": ("Elu", {"alpha": 1.0}), "Selu": ("Selu", {"alpha": 1.6732632423543772, "scale": 1.0507009873554805}),
+              "HardSigmoid": ("HardSigmoid", {"alpha": 0.2, "beta": 0.5}),
+              "ThresholdedRelu": ("ThresholdedRelu", {"alpha": 1.0})}
+
+
+@onnx_converter(*_ONNX_SAME)
+def same_activation_onnx(c):
+    """One ONNX op with the same formula and the same float args."""
+    onnx_type, args = _ONNX_SAME[c.op.type]
+    c.emit(onnx_type, [c.x(0)], [c.y(0)], **{k: float(c.arg(k, v)) for k, v in args.items()})
+
+
+@onnx_converter("Softmax")
+def softmax_onnx(c):
+    """Caffe2's Softmax normalises the 2-D view split at `axis`; ONNX's (opset 13+) one axis only: so
+    Flatten at axis, Softmax over axis 1, Reshape back to X's shape."""
+    r = c.rank(0)
+    axis = c.arg("axis", 1) % max(r, 1)
+    if r == 2 and axis == 1 or axis == r - 1:
+        return c.emit("Softmax", [c.x(0)], [c.y(0)], axis=axis)
+    flat = c.emit("Softmax", [c.rows(c.x(0), axis, r)], axis=1)
+    c.emit("Reshape", [flat, c.shape_of(c.x(0))], [c.y(0)])
+
+
+@onnx_converter("PRelu")
+def prelu_onnx(c):
+    """ONNX PRelu broadcasts the slope numpy-style: a per-channel slope is reshaped to (C, 1, ...)."""
+    r = c.rank(0)
+    slope = c.x(1)
+    if c.nchw and r > 2 and c.shape(1) != (1,):
+        slope = c.emit("Reshape", [slope, c.ints([-1] + [1] * (r - 2))])
+    c.emit("PRelu", [c.x(0), slope], [c.y(0)])
+
+
+@onnx_converter("Clip")
+def clip_onnx(c):
+    """Clip's min/max args become ONNX's optional inputs (in X's dtype)."""
+    lo, hi = c.arg("min"), c.arg("max")
+    ins = [c.x(0), c.const(np.array(lo, c.np_dtype(0)), "min") if lo is not None else "",
+           c.const(np.array(hi, c.np_dtype(0)), "max") if hi is not None else ""]
+    c.emit("Clip", ins[:3 if hi is not None else 2 if lo is not None else 1], [c.y(0)])
+
+
+@onnx_converter("Swish")
+def swish_onnx(c):
+    c.emit("Mul", [c.x(0), c.emit("Sigmoid", [c.x(0)])], [c.y(0)])
+
+
+@onnx_converter("Mish")
+def mish_onnx(c):
+    c.emit("Mul", [c.x(0), c.emit("Tanh", [c.emit("Softplus", [c.x(0)])])], [c.y(0)])
+
+
+@onnx_converter("Gelu")
+def gelu_onnx(c):
+    """Exact Gelu: x / 2 * (1 + erf(x / sqrt 2)); fast_gelu's tanh form spelled out."""
+    x = c.x(0)
+    half = c.const(np.float32(0.5), "half")
+    if c.arg("fast_gelu", 0):
+        cube = c.emit("Mul", [c.emit("Mul", [x, x]), x])
+        inner = c.emit("Add", [x, c.emit("Mul", [cube, c.const(np.float32(0.044715), "k")])])
+        t = c.emit("Tanh", [c.emit("Mul", [inner, c.const(np.float32(np.sqrt(2 / np.pi)), "s")])])
+    else:
+        t = c.emit("Erf", [c.emit("Mul", [x, c.const(np.float32(0.7071067811865476), "r")])])
+    one = c.emit("Add", [t, c.const(np.float32(1.0), "one")])
+    c.emit("Mul", [c.emit("Mul", [x, half]), one], [c.y(0)])

@@ -320,3 +320,83 @@ def pow_shape(x, e=None, *, exponent: float | None = None, broadcast: int = 0, a
 @shape("Where")
 def where_shape(c, a, b):
     return TensorInfo(broadcast_dims(broadcast_dims(dims(c), dims(a)), dims(b)), a.dtype)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+#: Caffe2 binary op -> ONNX op (NE is Not(Equal)).
+_ONNX_BINARY = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "EQ": "Equal", "NE": "Equal", "LT": "Less",
+                "LE": "LessOrEqual", "GT": "Greater", "GE": "GreaterOrEqual", "And": "And", "Or": "Or", "Xor": "Xor"}
+
+
+def onnx_legacy_b(c, i=1):
+    """Input `i` as Caffe2's legacy ``broadcast=1`` reads it: its dims aligned with A's from `axis`
+    (trailing ones appended); ONNX's numpy broadcasting then matches.  Without broadcast=1 Caffe2
+    broadcasts numpy-style already."""
+    b = c.x(i)
+    if not c.arg("broadcast", 0):
+        return b
+    ra, rb = c.rank(0), c.rank(i)
+    axis = c.arg("order", "NCHW").index(c.arg("axis_str")) if c.arg("axis_str") else c.arg("axis", -1)
+    axis = ra - rb if axis == -1 else axis
+    trailing = ra - axis - rb
+    return b if trailing <= 0 else c.emit("Reshape", [b, c.ints(list(c.shape(i)) + [1] * trailing)])
+
+
+@onnx_converter(*_ONNX_BINARY)
+def binary_onnx(c):
+    """Elementwise ops; integer Div truncates toward zero in both; NE is Not(Equal)."""
+    b = onnx_legacy_b(c)
+    if c.op.type == "NE":
+        return c.emit("Not", [c.emit("Equal", [c.x(0), b])], [c.y(0)])
+    c.emit(_ONNX_BINARY[c.op.type], [c.x(0), b], [c.y(0)])
+
+
+@onnx_converter("Sum")
+def sum_onnx(c):
+    """ONNX Sum (float types); integer inputs as a chain of Adds (ONNX Sum takes floats only)."""
+    if c.np_dtype(0).kind == "f":
+        return c.emit("Sum", [c.x(i) for i in range(c.n_in)], [c.y(0)])
+    acc = c.x(0)
+    for i in range(1, c.n_in):
+        acc = c.emit("Add", [acc, c.x(i)], [c.y(0)] if i == c.n_in - 1 else 1)
+    if c.n_in == 1:
+        c.emit("Identity", [acc], [c.y(0)])
+
+
+@onnx_converter("Mean")
+def mean_onnx(c):
+    c.emit("Mean", [c.x(i) for i in range(c.n_in)], [c.y(0)])
+
+
+@onnx_converter("Scale")
+def scale_onnx(c):
+    c.emit("Mul", [c.x(0), c.const(np.array(c.arg("scale", 1.0), c.np_dtype(0)), "scale")], [c.y(0)])
+
+
+#: Caffe2 unary op -> ONNX op of the same formula.
+_ONNX_UNARY = {"Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Negative": "Neg", "Abs": "Abs", "Sign": "Sign",
+               "Reciprocal": "Reciprocal", "Ceil": "Ceil", "Floor": "Floor", "Not": "Not"}
+
+
+@onnx_converter(*_ONNX_UNARY)
+def unary_onnx(c):
+    c.emit(_ONNX_UNARY[c.op.type], [c.x(0)], [c.y(0)])
+
+
+@onnx_converter("Sqr")
+def sqr_onnx(c):
+    c.emit("Mul", [c.x(0), c.x(0)], [c.y(0)])
+
+
+@onnx_converter("Pow")
+def pow_onnx(c):
+    """Pow by the `exponent` arg (in X's dtype) or by a (legacy-broadcast) second input."""
+    e = onnx_legacy_b(c) if c.n_in > 1 else c.const(np.array(c.arg("exponent", 1.0), c.np_dtype(0)), "exponent")
+    c.emit("Pow", [c.x(0), e], [c.y(0)])
+
+
+@onnx_converter("Where")
+def where_onnx(c):
+    c.emit("Where", [c.x(0), c.x(1), c.x(2)], [c.y(0)])

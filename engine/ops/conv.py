@@ -521,3 +521,31 @@ def lc_gradient_shape(x, w, dy, *, no_bias: int = 0, n_out):
     nd = len(dims(x)) - 2
     db = TensorInfo(tuple(w.shape[:nd + 1]), w.dtype) if w.shape is not None else UNKNOWN
     return ((w,) if no_bias else (w, db)) + (x,)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+def onnx_geometry(c, nd, spatial, kshape=()):
+    """(kernel, stride, pad_begin, pad_end, dilation) of op `c.op` with every Caffe2 spelling read
+    and ``legacy_pad`` resolved on the known input size, for ONNX's explicit attributes."""
+    g = {k: c.arg(k, v) for k, v in GEOMETRY.items()}
+    return geometry(nd, g, kshape, spatial)
+
+
+@onnx_converter("Conv", "Conv1D", "Conv2D", "Conv3D")
+def conv_onnx(c):
+    """ONNX Conv with explicit pads (legacy_pad resolved); NHWC transposed around it (weights too)."""
+    r = c.rank(0)
+    nd = r - 2
+    x, w = c.x_nchw(0), c.x(1)
+    if not c.nchw:
+        w = c.emit("Transpose", [w], perm=[0, r - 1, *range(1, r - 1)])
+    spatial = c.shape(0)[1:-1] if not c.nchw else c.shape(0)[2:]
+    kshape = c.shape(1)[1:-1] if not c.nchw else c.shape(1)[2:]
+    k, s, pb, pe, d = onnx_geometry(c, nd, spatial, kshape)
+    y = c.y_nchw(0)
+    c.emit("Conv", [x, w] + ([c.x(2)] if c.n_in > 2 else []), [y], kernel_shape=k, strides=s, pads=pb + pe,
+           dilations=d, group=c.arg("group", 1))
+    c.done_nchw(0, y, r)

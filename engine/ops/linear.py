@@ -356,3 +356,48 @@ def tt_shape(x, b, cores, *, inp_sizes: list = (), out_sizes: list = (), tt_rank
 @shape("ConcatBatchMatMulBatchGatherOp")
 def concat_bmm_batch_gather_shape(indices, x0, *xs):
     return TensorInfo((dims(x0)[0], *dims(indices)), x0.dtype)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("FC", "FCTransposed")
+def fc_onnx(c):
+    """Gemm on Caffe2's 2-D views: X flattened at `axis`, W at `axis_w` (N x K; FCTransposed K x N),
+    and the result reshaped to X's leading dims + N when `axis` is not 1."""
+    r = c.rank(0)
+    axis, axis_w = c.arg("axis", 1) % r, c.arg("axis_w", 1) % c.rank(1)
+    w = c.rows(c.x(1), axis_w, c.rank(1))
+    transposed = c.op.type == "FCTransposed"
+    n = int(np.prod(c.shape(1)[axis_w:] if transposed else c.shape(1)[:axis_w]))
+    ins = [c.rows(c.x(0), axis, r), w] + ([c.x(2)] if c.n_in > 2 else [])
+    if axis == 1:
+        return c.emit("Gemm", ins, [c.y(0)], transB=0 if transposed else 1)
+    y2 = c.emit("Gemm", ins, transB=0 if transposed else 1)
+    head = c.emit("Slice", [c.shape_of(c.x(0)), c.ints([0]), c.ints([axis])])
+    c.emit("Reshape", [y2, c.emit("Concat", [head, c.ints([n])], axis=0)], [c.y(0)])
+
+
+@onnx_converter("MatMul")
+def matmul_onnx(c):
+    """Caffe2's MatMul is 2-D on the views split at axis_a / axis_b, optionally transposed."""
+    if c.n_in > 2:
+        raise c.refuse("the shape-like third input (a gradient op's form)")
+    a = c.rows(c.x(0), c.arg("axis_a", 1) % c.rank(0), c.rank(0))
+    b = c.rows(c.x(1), c.arg("axis_b", 1) % c.rank(1), c.rank(1))
+    c.emit("Gemm", [a, b], [c.y(0)], transA=int(c.arg("trans_a", 0)), transB=int(c.arg("trans_b", 0)))
+
+
+@onnx_converter("BatchMatMul")
+def batch_matmul_onnx(c):
+    """numpy matmul, trans_* swapping the last two dims; 1-D x 1-D gives (1,) in Caffe2."""
+    ra, rb = c.rank(0), c.rank(1)
+    if ra < 2 and rb < 2:
+        raise c.refuse("1-D x 1-D (Caffe2 gives shape (1,), ONNX a scalar)")
+    if not c.arg("broadcast", 0) and ra > 2 and rb > 2 and c.shape(0)[:-2] != c.shape(1)[:-2]:
+        raise c.refuse("batch dims differ without broadcast (Caffe2 refuses it)")
+
+    def side(i, r, flag):
+        return c.emit("Transpose", [c.x(i)], perm=[*range(r - 2), r - 1, r - 2]) if c.arg(flag, 0) and r > 1 else c.x(i)
+    c.emit("MatMul", [side(0, ra, "trans_a"), side(1, rb, "trans_b")], [c.y(0)])

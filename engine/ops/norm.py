@@ -546,3 +546,80 @@ shape("ChannelBackpropStats")(same_as(1, 1))  # per-channel, like the mean input
 @shape("AffineChannelGradient")
 def affine_channel_gradient_shape(dy, *rest, is_learnable: int = 0):
     return (dy, rest[-1], rest[-1]) if is_learnable else (dy,)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("SpatialBN")
+def spatial_bn_onnx(c):
+    """Test-mode SpatialBN is ONNX BatchNormalization with Caffe2's epsilon (momentum only moves the
+    running statistics, which test mode leaves); training mode updates them: refused."""
+    if not c.arg("is_test", 0) or c.n_out > 1:
+        raise c.refuse("training mode (is_test 0) updates running statistics; export the test net")
+    r = c.rank(0)
+    y = c.y_nchw(0)
+    c.emit("BatchNormalization", [c.x_nchw(0)] + [c.x(i) for i in range(1, 5)], [y],
+           epsilon=float(c.arg("epsilon", 1e-5)))
+    c.done_nchw(0, y, r)
+
+
+@onnx_converter("LRN")
+def lrn_onnx(c):
+    """ONNX LRN has Caffe2's formula (centred window, alpha / size); Caffe2's second output, the
+    scale, is rebuilt as bias + alpha / size * (window sum of X², a ones-kernel Conv over channels)."""
+    size = int(c.arg("size", 1))
+    r = c.rank(0)
+    x = c.x_nchw(0)
+    args = dict(size=size, alpha=float(c.arg("alpha", 0.0)), beta=float(c.arg("beta", 0.0)), bias=float(c.arg("bias", 1.0)))
+    if size % 2 == 0:
+        raise c.refuse(f"even size {size} (ONNX LRN centres its window differently)")
+    y = c.y_nchw(0)
+    c.emit("LRN", [x], [y], **args)
+    c.done_nchw(0, y, r)
+    if c.n_out > 1:
+        n, ch = c.shape(0)[0], c.shape(0)[1 if c.nchw else -1]
+        sq = c.emit("Mul", [x, x])
+        col = c.emit("Reshape", [sq, c.ints([n, 1, ch, -1])])
+        pre = (size - 1) // 2
+        win = c.emit("Conv", [col, c.const(np.ones((1, 1, size, 1), np.float32), "ones")], kernel_shape=[size, 1],
+                     pads=[pre, 0, size - 1 - pre, 0])
+        s = c.emit("Reshape", [win, c.shape_of(x)])
+        s = c.emit("Mul", [s, c.const(np.float32(args["alpha"] / size), "alpha")])
+        s2 = c.y_nchw(1)
+        c.emit("Add", [s, c.const(np.float32(args["bias"]), "bias")], [s2])
+        c.done_nchw(1, s2, r)
+
+
+@onnx_converter("Dropout")
+def dropout_onnx(c):
+    """Test-mode Dropout passes X through; its mask output is all true (as Caffe2's)."""
+    if not c.arg("is_test", 0) and c.arg("ratio", 0.5) != 0:
+        raise c.refuse("training mode (is_test 0) draws a random mask; export the test net")
+    c.emit("Identity", [c.x(0)], [c.y(0)])
+    if c.n_out > 1:
+        c.emit("ConstantOfShape", [c.shape_of(c.x(0))], [c.y(1)], value=c.tensor(np.array([True])))
+
+
+@onnx_converter("AffineChannel")
+def affine_channel_onnx(c):
+    """Y = X * scale + bias per channel: the vectors reshaped to broadcast over NCHW (or NHWC) dims."""
+    r = c.rank(0)
+    per = [-1] + [1] * (r - 2) if c.nchw else [-1]
+    s = c.emit("Reshape", [c.x(1), c.ints(per)])
+    b = c.emit("Reshape", [c.x(2), c.ints(per)])
+    c.emit("Add", [c.emit("Mul", [c.x(0), s]), b], [c.y(0)])
+
+
+@onnx_converter("ChannelShuffle")
+def channel_shuffle_onnx(c):
+    """Reshape to (N, group, C / group, ...), swap the two, reshape back (NCHW; NHWC transposed)."""
+    g = int(c.arg("group", 1))
+    x = c.x_nchw(0)
+    s = list(c.shape(0)) if c.nchw else [c.shape(0)[0], c.shape(0)[-1], *c.shape(0)[1:-1]]
+    t = c.emit("Reshape", [x, c.ints([s[0], g, s[1] // g, *s[2:]])])
+    t = c.emit("Transpose", [t], perm=[0, 2, 1, *range(3, len(s) + 1)])
+    y = c.y_nchw(0)
+    c.emit("Reshape", [t, c.ints(s)], [y])
+    c.done_nchw(0, y, len(s))

@@ -152,3 +152,30 @@ def pool_shape(x, **g):
 shape("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGradient", "AveragePoolGradient",
       "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient",
       "LpPoolGradient")(same_as(0))  # [X, Y, dY] -> dX
+
+
+# ---- onnx ----
+from engine.ops.conv import onnx_geometry  # noqa: E402
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D",
+                "AveragePool2D", "AveragePool3D")
+def pool_onnx(c):
+    """ONNX Max/AveragePool with explicit pads (floor sizes, as Caffe2); AveragePool keeps Caffe2's
+    count_include_pad; global_pooling becomes GlobalMax/GlobalAveragePool."""
+    kind = "MaxPool" if c.op.type.startswith("MaxPool") else "AveragePool"
+    r = c.rank(0)
+    x, y = c.x_nchw(0), c.y_nchw(0)
+    if c.arg("global_pooling", 0):
+        c.emit(f"Global{kind}", [x], [y])
+        return c.done_nchw(0, y, r)
+    spatial = c.shape(0)[2:] if c.nchw else c.shape(0)[1:-1]
+    k, s, pb, pe, d = onnx_geometry(c, r - 2, spatial)
+    if any(v != 1 for v in d):
+        raise c.refuse(f"dilations {d} (Caffe2 pools refuse them too)")
+    if any(p >= kk for p, kk in zip(pb + pe, k + k)):  # NOTE: ONNX Runtime wants every pad below the kernel
+        raise c.refuse(f"pads {pb + pe} not below kernel {k} (ONNX Runtime refuses such a pool)")
+    extra = {"count_include_pad": int(c.arg("count_include_pad", 0))} if kind == "AveragePool" else {}
+    c.emit(kind, [x], [y], kernel_shape=k, strides=s, pads=pb + pe, **extra)
+    c.done_nchw(0, y, r)

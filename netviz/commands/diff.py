@@ -10,10 +10,16 @@ With OTHER, the two nets' ops are aligned by type and first output: ops only in 
 OTHER (`+`), and aligned ops whose inputs or arguments differ (`~`, e.g. SpatialBN `is_test 0 → 1`),
 then external inputs/outputs that differ.  Exit status 1 when the nets differ.
 
+With OTHER ending in .onnx (from `netviz export NET -o OTHER.onnx`, same --init/--random-params/--input),
+the net runs in the engine and the model in ONNX Runtime on the same inputs; every value both expose
+is compared op by op, and the first op whose output differs beyond --rtol/--atol is printed with its
+values side by side (exit 1).
+
 examples:
   netviz diff model.pb --devices cpu,gpu
   netviz diff resnet50/predict_net.pbtxt --devices cpu,gpu --threshold 1e-3 --top 20
   netviz diff train_net.pb test_net.pb          # what the test net changes
+  netviz diff resnet50/predict_net.pbtxt resnet50.onnx --random-params   # engine vs ONNX Runtime
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ from engine.modelio import load_model, load_net
 from engine.opdef import args_of
 from proto import caffe2_pb2
 from netviz.commands import add_model_arguments
+from netviz.commands.onnx_io import add_source_arguments, is_onnx, run_diff
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss", metavar="BLOB", default=None, help="also run and compare the backward pass")
     parser.add_argument("--threshold", type=float, default=1e-4, help="max abs difference allowed (1e-4)")
     parser.add_argument("--top", type=int, default=30, metavar="N", help="print the N worst blobs (30)")
+    add_source_arguments(parser, with_input=False)
+    parser.add_argument("--rtol", type=float, default=1e-4, help="with an .onnx OTHER: relative tolerance (1e-4)")
+    parser.add_argument("--atol", type=float, default=1e-5,
+                        help="with an .onnx OTHER: absolute tolerance, times the value's largest magnitude (1e-5)")
 
 
 def _shown(v: Any) -> str:
@@ -102,6 +113,8 @@ def _run_net_diff(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if is_onnx(args.other):
+        return run_diff(args)
     if args.other is not None:
         return _run_net_diff(args)
     if sorted(d.strip() for d in args.devices.split(",")) != ["cpu", "gpu"]:

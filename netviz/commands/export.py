@@ -18,7 +18,9 @@ side-by-side columns whose count follows the net's depth and width; a wide shall
 to right.  Layout runs `dot` within one time budget (--timeout, 60 s); a drawing of over 500 nodes
 gives `dot` half of it (a quarter with --backward) and then falls back to `sfdp` (force-directed,
 straight edges).  Each step prints a progress line on stderr; Ctrl-C stops it and writes nothing.
-A graphviz program killed by a signal is reported as a crash.  Past the budget the DOT file is
+A graphviz program killed by a signal is reported as a crash.  An OUT ending in .onnx writes an ONNX
+model instead (onnx.checker-checked; --opset, --input, --random-params; `netviz diff NET OUT.onnx`
+verifies it against ONNX Runtime).  Past the budget the DOT file is
 written beside OUT and netviz prints the `dot` command to finish elsewhere.  An existing OUT is
 kept unless --force.
 
@@ -30,6 +32,7 @@ examples:
   netviz export mask_rcnn_2go_int8/model.pbtxt -o if.svg --subnets cluster --focus 99 --depth 2
   netviz export model.pb --json > graph.json
   netviz export densenet121/predict_net.pbtxt -o dn.svg --timeout 20 --force
+  netviz export resnet50/predict_net.pbtxt -o resnet50.onnx --random-params   # ONNX (docs/onnx.md)
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ import sys
 
 from engine.modelio import load_net
 from netviz.commands import add_model_arguments, naming
+from netviz.commands.onnx_io import add_source_arguments, is_onnx, run_export
 from netviz.drawing import MODES, SUBNET_MODES, DrawOptions, draw_net, focus
 from netviz.export import ExportError, backward_drawing_net, count_summary, export_drawing, output_format
 from netviz.layout import DEFAULT_TIMEOUT
@@ -68,9 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
     parser.add_argument("--shapes", action="store_true",
                         help="label blobs with inferred shapes (value_info.json, init net fills)")
+    parser.add_argument("--opset", type=int, default=None, metavar="N",
+                        help="with an .onnx OUT: the ONNX opset (default 17)")
+    add_source_arguments(parser, with_input=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    if is_onnx(args.output):
+        return run_export(args)
     fmt = "json" if args.json else None
     output_format(args.output, fmt)  # fail on a bad OUT before any work
     if args.loss and not args.backward:
