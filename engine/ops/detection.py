@@ -15,7 +15,7 @@ from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient, simple
 from engine.registry import gradient, kernel
 from engine.registry import shape
-from engine.shapes import FLOAT, INT32, TensorInfo, dims, join_layout, same_as, split_layout
+from engine.shapes import FLOAT, INT32, TensorInfo, dims, join_layout, known, same_as, split_layout
 
 F32 = np.float32
 BBOX_XFORM_CLIP = F32(np.log(1000.0 / 16.0))
@@ -251,15 +251,21 @@ def _vertices(b: np.ndarray) -> np.ndarray:
     return np.stack([p0, p1, 2 * ctr - p0, 2 * ctr - p1])
 
 
+def _cross2(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """z of the cross product of 2-D vectors (broadcasting); np.cross on 2-D vectors is deprecated
+    in NumPy 2 and computes exactly this, in this order."""
+    return u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]
+
+
 def _clip_polygon(subject: np.ndarray, clip: np.ndarray) -> np.ndarray:
     """Sutherland–Hodgman: the part of convex polygon `subject` inside convex `clip` (both CCW or CW)."""
-    orient = np.sign(np.cross(clip[1] - clip[0], clip[2] - clip[1])) or 1.0
+    orient = np.sign(_cross2(clip[1] - clip[0], clip[2] - clip[1])) or 1.0
     out = subject
     for k in range(len(clip)):
         a, b = clip[k], clip[(k + 1) % len(clip)]
         if not len(out):
             break
-        pts, inside = out, orient * np.cross(b - a, out - a) >= 0
+        pts, inside = out, orient * _cross2(b - a, out - a) >= 0
         new = []
         for j in range(len(pts)):
             p, q = pts[j], pts[(j + 1) % len(pts)]
@@ -268,9 +274,9 @@ def _clip_polygon(subject: np.ndarray, clip: np.ndarray) -> np.ndarray:
                 new.append(p)
             if ip != iq:
                 d = q - p
-                den = np.cross(b - a, d)
+                den = _cross2(b - a, d)
                 if den != 0:
-                    new.append(p + d * (np.cross(a - p, b - a) / -den))
+                    new.append(p + d * (_cross2(a - p, b - a) / -den))
         out = np.array(new, np.float64).reshape(-1, 2)
     return out
 
@@ -886,3 +892,57 @@ def box_with_nms_limit_shape(scores, boxes, *splits, rotated: bool = False):
 
 
 shape("BBoxTransform")(lambda rois, deltas, info: (TensorInfo(deltas.shape, FLOAT), TensorInfo((dims(info)[0],), FLOAT)))
+
+
+shape("BatchPermutation")(lambda x, indices: TensorInfo((dims(indices)[0], *dims(x)[1:]), x.dtype))
+
+
+def _collected(rois_probs, top_n: int) -> TensorInfo:
+    """The best `top_n` RoIs of all levels: min(top_n, every level's score count) rows."""
+    k = len(rois_probs) // 2
+    counts = [dims(p) for p in rois_probs[k:]]
+    n = None if any(None in c for c in counts) else min(top_n, sum(int(np.prod(c)) for c in counts))
+    width = dims(rois_probs[0])[1] if rois_probs[0].rank == 2 else None
+    return TensorInfo((n, width), FLOAT)
+
+
+@shape("CollectRpnProposals")
+def collect_rpn_proposals_shape(*rois_probs, rpn_post_nms_topN: int = 2000):
+    return _collected(rois_probs, rpn_post_nms_topN)
+
+
+def _distributed(rois: TensorInfo, n_levels: int) -> tuple[TensorInfo, ...]:
+    # NOTE: how many RoIs fall on each level is data-dependent; the restore index has one per RoI.
+    width = dims(rois)[1] if rois.rank == 2 else None
+    return (*(TensorInfo((None, width), FLOAT) for _ in range(n_levels)), TensorInfo((dims(rois)[0],), INT32))
+
+
+@shape("DistributeFpnProposals")
+def distribute_fpn_proposals_shape(rois, *, roi_max_level: int = 5, roi_min_level: int = 2):
+    return _distributed(rois, roi_max_level - roi_min_level + 1)
+
+
+@shape("CollectAndDistributeFpnRpnProposals")
+def collect_and_distribute_shape(*rois_probs, rpn_post_nms_topN: int = 2000, roi_max_level: int = 5,
+                                 roi_min_level: int = 2):
+    rois = _collected(rois_probs, rpn_post_nms_topN)
+    return (rois, *_distributed(rois, roi_max_level - roi_min_level + 1))
+
+
+shape("HeatmapMaxKeypoint")(lambda heatmaps, boxes: TensorInfo((dims(heatmaps)[0], 4, dims(heatmaps)[1]), FLOAT))
+
+
+@shape("PSRoIPool")
+def ps_roi_pool_shape(x, rois, *, group_size: int = 1, output_dim: int = 1):
+    y = (dims(rois)[0], output_dim, group_size, group_size)
+    return TensorInfo(y, FLOAT), TensorInfo(y, INT32)
+
+
+@shape("RMACRegions")
+def rmac_regions_shape(x, *, scales: int = 3, overlap: float = 0.4):
+    # NOTE: the region count follows from the batch and spatial sizes alone: the kernel on zeros counts it.
+    n, _, h, w = known(x)
+    return TensorInfo((len(rmac_regions(np, np.zeros((n, 1, h, w), F32), scales=scales, overlap=overlap)), 5), FLOAT)
+
+
+shape("RoIAlignRotated")(roi_align_shape)

@@ -1,0 +1,108 @@
+"""The shape rules of issue #35 item 7 against what the kernels really write.
+
+Every recorded oracle case (``tests/golden/kernels_*``) of an op type whose rule this file lists is
+run through netviz's engine (its extra ops too: queues, indexes, readers are made first) and inferred
+statically from the same fed inputs; each output the rule knows must have the kernel's shape and
+dtype.  The kernels themselves are held to Caffe2's recorded outputs by the kernel tests, so this
+ties each rule to Caffe2's numbers on real inputs.  Outputs declared ``opaque`` (queues, DBs and
+what they hand out) must be exactly those no static rule can know, and are never shown as ``?``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+import engine.ops  # noqa: F401  (fills the tables)
+from engine.blobio import data_type_of
+from engine.opdef import create_operator
+from engine.registry import SHAPES
+from engine.shapes import OPAQUE, TensorInfo, infer_net_shapes, infer_op
+from engine.workspace import Workspace
+from proto import caffe2_pb2
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+
+#: op types given a rule for issue #35 item 7 that computes shapes (checked on every golden case)
+COMPUTED = frozenset({
+    "BatchPermutation", "CollectAndDistributeFpnRpnProposals", "CollectRpnProposals", "DistributeFpnProposals",
+    "HeatmapMaxKeypoint", "PSRoIPool", "RMACRegions", "RoIAlignRotated",
+})
+
+
+def _cases() -> list[Path]:
+    out = []
+    for p in sorted(GOLDEN.glob("kernels*/*.json")):
+        data = json.loads(p.read_text())
+        if isinstance(data, dict) and data.get("op_type") in COMPUTED | OPAQUE_TYPES and "error" not in data \
+                and data.get("npz"):
+            out.append(p)
+    return out
+
+
+def _run_case(path: Path) -> tuple[caffe2_pb2.OperatorDef, dict[str, TensorInfo], Workspace]:
+    """The case's net (extra ops, then the op) run in a fresh engine workspace; the fed inputs' infos."""
+    data = json.loads(path.read_text())
+    net = caffe2_pb2.NetDef(name=path.stem)
+    for e in data.get("extra_ops") or []:
+        net.op.append(text_format.Parse(e, caffe2_pb2.OperatorDef()))
+    op = text_format.Parse(data["op"], caffe2_pb2.OperatorDef())
+    net.op.append(op)
+    made = {o for e in net.op[:-1] for o in e.output}
+    ws, fed = Workspace(path.stem), {}
+    with np.load(path.with_name(data["npz"]), allow_pickle=True) as z:
+        for i, b in enumerate(data["inputs"]):
+            if b in made or f"in{i}" not in z.files or z[f"in{i}"].dtype == object:
+                continue
+            ws.feed_blob(b, z[f"in{i}"])
+            fed[b] = TensorInfo(z[f"in{i}"].shape, data_type_of(z[f"in{i}"]))
+    if op.type == "PSRoIPool":  # NOTE: Caffe2 has it on CUDA only; netviz follows the op's device
+        op.device_option.device_type = caffe2_pb2.CUDA
+        net.op[-1].CopyFrom(op)
+    try:
+        ws.run_net_once(net)
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"the engine cannot run this case here: {e}")
+    return op, {**fed}, ws, net
+
+
+#: op types whose every output is opaque (imported from the family modules' declarations)
+OPAQUE_TYPES: frozenset[str] = frozenset()
+
+
+@pytest.mark.parametrize("path", _cases(), ids=lambda p: f"{p.parent.name[8:]}/{p.stem}")
+def test_new_shape_rule_matches_the_kernel(path: Path) -> None:
+    op, fed, ws, net = _run_case(path)
+    inferred = infer_net_shapes(net, fed)[()]
+    last = {}
+    for (name, _v), info in inferred.items():  # NOTE: the op's outputs are the last versions written
+        last[name] = info
+    for k, name in enumerate(op.output):
+        info = last[name]
+        value = ws.fetch_blob(name)
+        if not isinstance(value, np.ndarray):
+            assert info.opaque or info.shape is None, f"output {k} {name}: {info} but the kernel wrote {type(value)}"
+            continue
+        assert info != TensorInfo() or op.type not in COMPUTED, f"output {k} {name} unknown"
+        if info.shape is None:
+            continue
+        assert len(info.shape) == value.ndim, f"output {k}: {info} vs the kernel's {value.shape}"
+        assert all(d is None or d == r for d, r in zip(info.shape, value.shape)), f"output {k}: {info} vs {value.shape}"
+        if info.dtype is not None:
+            assert info.dtype == data_type_of(value), f"output {k}: {info} vs the kernel's {value.dtype}"
+
+
+def test_every_computed_rule_has_a_golden_case() -> None:
+    covered = {json.loads(p.read_text())["op_type"] for p in _cases()}
+    assert COMPUTED <= SHAPES.keys()
+    assert COMPUTED - {"PSRoIPool"} <= covered
+
+
+def test_an_opaque_input_makes_opaque_outputs_not_unknown() -> None:
+    op = create_operator("Relu", ["q_out"], ["y"])
+    assert infer_op(op, [OPAQUE]) == [OPAQUE]
+    assert str(OPAQUE) == "opaque"
