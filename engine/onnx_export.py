@@ -203,6 +203,7 @@ class Graph:
         self.infos: dict[str, TensorInfo] = {}      # ONNX name -> shape/dtype
         self.consts = consts if consts is not None else {}   # initializers (top level; subgraphs see them)
         self.opaque: set[str] = set()               # Caffe2 blobs with no ONNX value (scopes)
+        self.known: dict[str, np.ndarray] = {}      # ONNX name -> value fixed in the model (fills)
 
     def lookup(self, blob: str) -> str | None:
         g: Graph | None = self
@@ -319,8 +320,21 @@ class Convert:
         return np.dtype(numpy_dtype(self.info(i).dtype) or np.float32)
 
     def const_value(self, i: int) -> np.ndarray | None:
-        """Input `i`'s value when it is an initializer (weights), else None."""
-        return self.g.consts.get(self.x(i))
+        """Input `i`'s value when it is fixed in the model (an initializer, or a fill op's Constant)."""
+        name = self.x(i)
+        g: Graph | None = self.g
+        while g is not None:
+            if name in g.known:
+                return g.known[name]
+            g = g.parent
+        return self.g.consts.get(name)
+
+    def constant(self, k: int, value: Any) -> None:
+        """Output `k` is the fixed `value` (a fill op): an ONNX Constant whose value later ops may read."""
+        value = np.asarray(value)
+        self.emit("Constant", [], [self.y(k)], value=self.tensor(value))
+        self.g.known[self.y(k)] = value
+        self.g.infos[self.y(k)] = TensorInfo(value.shape, _np_to_c2(value.dtype))
 
     def out_info(self, i: int) -> TensorInfo:
         return self._out_infos[i] if i < len(self._out_infos) else UNKNOWN

@@ -47,3 +47,13 @@ gradient("CopyCPUToGPU")(_mirror_copy("CopyGPUToCPU"))
 # ---- shapes ----
 
 shape("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike", "EnsureCPUOutput")(same_as(0))
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("Copy", "CopyCPUToGPU", "CopyGPUToCPU", "CopyFromCPUInput", "CopyOnDeviceLike", "EnsureCPUOutput")
+def copy_onnx(c):
+    """A device copy is a value copy: Identity (ONNX models carry no device)."""
+    c.emit("Identity", [c.x(0)], [c.y(0)])

@@ -681,3 +681,172 @@ def top_k_shape(x, k_in=None, *, k: int = -1, axis: int = -1):
     # layer builders take their record types from it.
     return (TensorInfo(tuple(xd), x.dtype), TensorInfo(tuple(xd), INT32),
             TensorInfo((dim_op(lambda *v: prod(v), *xd),), INT32))
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+def _onnx_ints(c, i, what):
+    """A shape-like input's values when the model fixes them (weights, fills), else a refusal."""
+    v = c.const_value(i)
+    if v is None:
+        raise c.refuse(f"{what} come from a computed blob '{c.op.input[i]}' (only fixed values export)")
+    return [int(t) for t in np.asarray(v).reshape(-1)]
+
+
+@onnx_converter("Concat")
+def concat_onnx(c):
+    """ONNX Concat (add_axis: each input unsqueezed first); split_info, the sizes along the axis
+    (int32), from the static shapes or, where unknown, from Shape at run time."""
+    add = c.arg("add_axis", 0) and c.has("axis")
+    r = c.rank(0) + (1 if add else 0)
+    axis = _in_range(_concat_axis(c.arg("axis"), c.arg("order", "NCHW")), r)
+    xs = [c.emit("Unsqueeze", [c.x(i), c.ints([axis])]) if add else c.x(i) for i in range(c.n_in)]
+    c.emit("Concat", xs, [c.y(0)], axis=axis)
+    if c.n_out > 1:
+        if add:
+            return c.constant(1, np.ones(c.n_in, np.int32))
+        try:
+            c.constant(1, np.array([c.shape(i)[axis] for i in range(c.n_in)], np.int32))
+        except Exception:  # NOTE: unknown static sizes: read them at run time
+            dims = [c.emit("Gather", [c.shape_of(c.x(i)), c.ints([axis])]) for i in range(c.n_in)]
+            c.emit("Cast", [c.emit("Concat", dims, axis=0)], [c.y(1)], to=6)
+
+
+@onnx_converter("Split", "DepthSplit")
+def split_onnx(c):
+    """ONNX Split with explicit sizes (the `split` arg, a fixed input, or equal parts); add_axis squeezes."""
+    add = c.arg("add_axis", 0) and c.has("axis")
+    r = c.rank(0)
+    axis = _in_range(_concat_axis(c.arg("axis"), c.arg("order", "NCHW")), r)
+    sizes = _onnx_ints(c, 1, "split sizes") if c.n_in > 1 else c.arg("split")
+    if not sizes:
+        sizes = [c.shape(0)[axis] // c.n_out] * c.n_out
+    outs = [c.y(k) if not add else c.tmp("part") for k in range(c.n_out)]
+    c.emit("Split", [c.x(0), c.ints(sizes)], outs, axis=axis)
+    if add:
+        for k, o in enumerate(outs):
+            c.emit("Squeeze", [o, c.ints([axis])], [c.y(k)])
+
+
+@onnx_converter("Reshape")
+def reshape_onnx(c):
+    """ONNX Reshape reads 0 as "copy the input's dim" and -1 as inferred, as Caffe2 does (allowzero 0);
+    the second output, the old shape, is Shape(X)."""
+    dims = _onnx_ints(c, 1, "the new shape") if c.n_in > 1 else list(c.arg("shape") or [])
+    c.emit("Reshape", [c.x(0), c.ints(dims)], [c.y(0)])
+    if c.n_out > 1:
+        c.emit("Shape", [c.x(0)], [c.y(1)])
+
+
+@onnx_converter("Transpose")
+def transpose_onnx(c):
+    axes = c.arg("axes")
+    c.emit("Transpose", [c.x(0)], [c.y(0)], perm=list(axes) if axes else list(range(c.rank(0)))[::-1])
+
+
+@onnx_converter("Flatten")
+def flatten_onnx(c):
+    c.emit("Flatten", [c.x(0)], [c.y(0)], axis=c.arg("axis", 1))
+
+
+@onnx_converter("FlattenToVec")
+def flatten_to_vec_onnx(c):
+    c.emit("Reshape", [c.x(0), c.ints([-1])], [c.y(0)])
+
+
+@onnx_converter("ExpandDims")
+def expand_dims_onnx(c):
+    """Unsqueeze: both read the dims as positions in the output (sorted, repeats once)."""
+    c.emit("Unsqueeze", [c.x(0), c.ints(sorted(set(c.arg("dims", []))))], [c.y(0)])
+
+
+@onnx_converter("Squeeze")
+def squeeze_onnx(c):
+    c.emit("Squeeze", [c.x(0), c.ints(sorted(set(c.arg("dims", []))))], [c.y(0)])
+
+
+@onnx_converter("Slice")
+def slice_onnx(c):
+    """Caffe2 reads a negative start/end i as dim + 1 + i (end -1 is "to the end"): resolved on the
+    static shape into ONNX's plain indices."""
+    if c.n_in > 1:
+        starts, ends = _onnx_ints(c, 1, "starts"), _onnx_ints(c, 2, "ends")
+    else:
+        starts, ends = list(c.arg("starts", [])), list(c.arg("ends", []))
+    shape = c.shape(0)
+    fix = [(s + n + 1 if s < 0 else s, e + n + 1 if e < 0 else e) for s, e, n in zip(starts, ends, shape)]
+    c.emit("Slice", [c.x(0), c.ints([s for s, _ in fix]), c.ints([e for _, e in fix]), c.ints(range(len(fix)))],
+           [c.y(0)])
+
+
+@onnx_converter("Cast")
+def cast_onnx(c):
+    from engine.onnx_export import onnx_dtype  # noqa: PLC0415
+    t = np_dtype(c.arg("to", 1))
+    if t is object:
+        raise c.refuse("Cast to STRING (C++ to_string text)")
+    c.emit("Cast", [c.x(0)], [c.y(0)], to=onnx_dtype(t))
+
+
+@onnx_converter("Alias", "StopGradient", "EnsureDense")
+def alias_onnx(c):
+    c.emit("Identity", [c.x(0)], [c.y(0)])
+
+
+@onnx_converter("ResizeNearest")
+def resize_nearest_onnx(c):
+    """ONNX Resize, nearest, asymmetric coordinates, floor: source index floor(i / scale) clamped,
+    output size floor(n * scale), as Caffe2 (the scales given, not sizes: ONNX Runtime would map
+    through out/in instead)."""
+    hs, ws = float(c.arg("height_scale", 1.0)), float(c.arg("width_scale", 1.0))
+    if c.n_in > 1:
+        hs, ws = (float(v) for v in _onnx_ints_f(c, 1))
+    r = c.rank(0)
+    y = c.y_nchw(0)
+    scales = c.const(np.array([1.0, 1.0, hs, ws], np.float32), "scales")
+    c.emit("Resize", [c.x_nchw(0), "", scales], [y], mode="nearest",
+           coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    c.done_nchw(0, y, r)
+
+
+def _onnx_ints_f(c, i):
+    v = c.const_value(i)
+    if v is None:
+        raise c.refuse(f"scales come from a computed blob '{c.op.input[i]}'")
+    return np.asarray(v, np.float64).reshape(-1)[:2]
+
+
+@onnx_converter("NCHW2NHWC", "NHWC2NCHW")
+def layout_onnx(c):
+    r = c.rank(0)
+    perm = [0, *range(2, r), 1] if c.op.type == "NCHW2NHWC" else [0, r - 1, *range(1, r - 1)]
+    c.emit("Transpose", [c.x(0)], [c.y(0)], perm=perm)
+
+
+@onnx_converter("Shape")
+def shape_onnx(c):
+    axes = c.arg("axes")
+    if not axes:
+        return c.emit("Shape", [c.x(0)], [c.y(0)])
+    c.emit("Gather", [c.shape_of(c.x(0)), c.ints(axes)], [c.y(0)])
+
+
+@onnx_converter("Size")
+def size_onnx(c):
+    c.emit("Size", [c.x(0)], [c.y(0)])
+
+
+@onnx_converter("Tile")
+def tile_onnx(c):
+    tiles, axis = c.arg("tiles", 1), c.arg("axis")
+    if c.n_in > 1:
+        tiles = _onnx_ints(c, 1, "tiles")[0]
+    if c.n_in > 2:
+        axis = _onnx_ints(c, 2, "axis")[0]
+    if axis is None:
+        raise c.refuse("no axis")
+    reps = [1] * c.rank(0)
+    reps[axis % c.rank(0)] = tiles
+    c.emit("Tile", [c.x(0), c.ints(reps)], [c.y(0)])
