@@ -2,22 +2,34 @@
 
 Global keys are the app's (help, quit, palette); everything else is a main-screen action from
 :data:`netviz.actions.ACTIONS`, each also a command in the palette (Ctrl+P).
+
+Safety net: an exception no handler caught (a key handler, a worker, a widget) becomes a notice
+naming what failed plus a traceback file (:mod:`netviz.errorlog`); the session goes on.  Only an
+error before the main screen is up, or a burst of them (a widget failing on every frame), ends
+the app, with return code 1 and one line naming the log (``netviz`` then exits 1, never 0).
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from functools import partial
 
+from rich.text import Text
 from textual.app import App, SystemCommand
 from textual.screen import Screen
+from textual.worker import WorkerFailed
 
 from netviz.actions import ACTIONS, key_display
+from netviz.errorlog import Guarded, report
 from netviz.screens.help import HelpScreen
 from netviz.screens.main import MainScreen
 from netviz.session import Session
 
+#: this many unexpected errors within BURST_S seconds end the app (a widget failing on every frame)
+BURST, BURST_S = 8, 3.0
 
-class NetvizApp(App[int]):
+
+class NetvizApp(Guarded, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "netviz"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -27,6 +39,32 @@ class NetvizApp(App[int]):
         self.session = session
         self.main = MainScreen(session)
         self.sub_title = str(session.model.path or session.name)
+        self.errors: list[str] = []  # the notices of the unexpected errors so far (tests read them)
+        self._error_times: list[float] = []
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",  # type: ignore[override]
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Notices are always plain text: they quote blob and op names (``_[mask]_pool5_int8``) that
+        Rich markup would swallow (widgets' ``notify`` passes ``markup=True`` by default)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)  # type: ignore[arg-type]
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's end for an uncaught exception (a worker's, a timer's), made a notice and a log file."""
+        worker = isinstance(error, WorkerFailed)
+        self.survive(error.error if worker else error, "a worker" if worker else "the app")
+
+    def survive(self, error: BaseException, context: str) -> None:
+        """The safety net (see the module doc): a notice and a log file, or the end with return code 1."""
+        now = time.monotonic()
+        self._error_times = [t for t in self._error_times if now - t < BURST_S] + [now]
+        line = report(error, context)
+        self.errors.append(line)
+        started = self.main.is_mounted and self.is_running
+        if not started or len(self._error_times) >= BURST:
+            # NOTE: result 1 too: `netviz` returns App.run()'s result as its exit status
+            self.exit(1, return_code=1, message=Text(f"netviz: stopped by an internal error in {line}"))
+            return
+        self.notify(line, title="Internal error", severity="error", timeout=20)
 
     def on_mount(self) -> None:
         self.push_screen(self.main)

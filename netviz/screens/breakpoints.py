@@ -10,11 +10,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 
 from engine.errors import NetvizError
+from netviz.errorlog import Guarded
 from netviz.screens.prompt import PromptScreen
 from netviz.session import GlobalBreakpoint, Session
 
 
-class BreakpointsScreen(ModalScreen[None]):
+class BreakpointsScreen(Guarded, ModalScreen[None]):
     BINDINGS = [Binding("escape,q", "close", "Close", id="bps.close"),
                 Binding("delete,x", "remove", "Remove", id="bps.remove")]
 

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from netviz.actions import ACTIONS, group_of, key_display
+from netviz.errorlog import Guarded
 
 HEADINGS = ("move", "breakpoints", "views", "inspect", "export", "app")
 OTHER_KEYS = {
@@ -43,7 +44,7 @@ def help_table() -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Guarded, ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close", id="help.close")]
 
     def compose(self) -> ComposeResult:

@@ -13,8 +13,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 
+from netviz.errorlog import Guarded
 
-class PickScreen(ModalScreen[Any]):
+
+class PickScreen(Guarded, ModalScreen[Any]):
     BINDINGS = [Binding("escape,q", "close", "Close", id="pick.close")]
 
     def __init__(self, title: str, rows: list[str], values: list[Any], highlight: int = 0,

@@ -7,8 +7,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from netviz.errorlog import Guarded
 
-class PromptScreen(ModalScreen[str | None]):
+
+class PromptScreen(Guarded, ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
 
     def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "") -> None:

@@ -13,13 +13,14 @@ from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
 from engine.catalogue import category
+from netviz.errorlog import Guarded
 from netviz.session import BlobRef, OpRef, Session
 from netviz.style import category_style
 
 LIMIT = 200
 
 
-class SearchScreen(ModalScreen[Any]):
+class SearchScreen(Guarded, ModalScreen[Any]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="search.cancel"),
                 Binding("down", "move(1)", "Next", show=False, id="search.next"),
                 Binding("up", "move(-1)", "Previous", show=False, id="search.previous")]

@@ -26,6 +26,7 @@ from textual.widgets.tree import TreeNode
 
 from engine.optypes import CONTROL_FLOW
 from engine.plan_view import STEP_OP, step_summary
+from netviz.errorlog import Guarded
 from netviz.messages import DrillRequested, OpSelected
 from netviz.overlays import value_of
 from netviz.widgets.scrolling import SteadyScrollbars
@@ -107,7 +108,7 @@ def _fold(item: ScopeBlock | int) -> ScopeBlock | int:
     return item
 
 
-class OpTree(SteadyScrollbars, Tree[Any]):
+class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
     """The op list; highlighting an op posts :class:`OpSelected`, a subnet node DrillRequested."""
 
     def __init__(self, session: Session, **kwargs: Any) -> None:
