@@ -133,8 +133,7 @@ def engine_trace(src: Source, seed: int = 0) -> list[dict[str, Any]]:
     with executor.random_source(np.random.default_rng(seed)), blocking.single_threaded():
         for i, op in enumerate(src.net.op):
             executor.run_op(op, ws, device="cpu", index=i, net_name=src.net.name)
-            trace.append({o: (np.array(ws.values[o]) if isinstance(ws.values.get(o), np.ndarray) else ws.values.get(o))
-                          for o in op.output})
+            trace.append({o: _copy(ws.values.get(o)) for o in op.output})
     return trace
 
 
@@ -244,6 +243,12 @@ class Graph:
         helper = onnx_module().helper
         self.nodes.append(helper.make_node(op_type, list(inputs), list(outputs),
                                            **{k: v for k, v in attrs.items() if v is not None}))
+
+
+def _copy(value: Any) -> Any:
+    """A tensor copied (a later in-place op must not change what was recorded); a NumPy scalar
+    (a 0-d kernel result) as a 0-d array; anything else as it is."""
+    return np.array(value) if isinstance(value, (np.ndarray, np.generic)) else value
 
 
 def _c2_info(value: Any) -> TensorInfo:
@@ -533,7 +538,7 @@ def export(src: Source, *, opset: int = DEFAULT_OPSET, where: str = "net") -> Ex
     inits = []
     for name, v in g.consts.items():
         try:
-            inits.append(onnx.numpy_helper.from_array(np.ascontiguousarray(v), name))
+            inits.append(onnx.numpy_helper.from_array(np.array(v, order="C", copy=None), name))  # NOTE: keeps 0-d
         except Exception as e:  # NOTE: object arrays (strings) have no ONNX tensor here
             raise OnnxExportError(f"{where}: initializer '{name}' ({np.asarray(v).dtype}) has no ONNX form: {e}") from None
     shown = {o.name for o in outputs}
@@ -649,7 +654,7 @@ def diff_against_runtime(src: Source, model: Any, *, rtol: float = 1e-4, atol: f
     rows = []
     for i, blob, onnx_name in pairs:
         ref = src.trace[i].get(blob) if i < len(src.trace) else None
-        if onnx_name not in got or not isinstance(ref, np.ndarray):
+        if onnx_name not in got or not isinstance(ref, np.ndarray) or ref.dtype.kind not in "biuf":
             continue
         mx, rel, ok = compare(ref, got[onnx_name], rtol, atol)
         rows.append(ValueDiff(i, src.net.op[i].type, blob, onnx_name, mx, rel, ok, ref, got[onnx_name]))

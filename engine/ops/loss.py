@@ -740,3 +740,84 @@ shape("LambdaRankNdcgGradient")(same_as(2))
 shape("CTCBeamSearchDecoder")(lambda x, *_, num_candidates=1: (
     TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), INT32), TensorInfo((None,), INT32),
     TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), FLOAT)))
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+def _onnx_nll(c, p2, label):
+    """-log(max(p[row, label[row]], 1e-20)) per row of the 2-D probabilities `p2` (int labels)."""
+    lab = c.emit("Reshape", [c.emit("Cast", [label], to=7), c.ints([-1, 1])])
+    picked = c.emit("GatherElements", [p2, lab], axis=1)
+    floor = c.const(np.array(1e-20, c.np_dtype(0)), "floor")
+    return c.emit("Reshape", [c.emit("Neg", [c.emit("Log", [c.emit("Max", [picked, floor])])]), c.ints([-1])])
+
+
+@onnx_converter("SoftmaxWithLoss")
+def softmax_with_loss_onnx(c):
+    """Softmax over Caffe2's 2-D view (rows split at `axis`), then the weighted mean of
+    -log(max(p[label], 1e-20)) times `scale`, a 0-d loss; label_prob reads labels as distributions.
+    The spatial form is refused."""
+    if c.arg("spatial", 0):
+        raise c.refuse("spatial=1")
+    r = c.rank(0)
+    axis = c.arg("axis", 1) % r
+    p2 = c.emit("Softmax", [c.rows(c.x(0), axis, r)], axis=1)
+    if r == 2 and axis == 1:
+        c.emit("Identity", [p2], [c.y(0)])
+    else:
+        c.emit("Reshape", [p2, c.shape_of(c.x(0))], [c.y(0)])
+    floor = c.const(np.array(1e-20, c.np_dtype(0)), "floor")
+    if c.arg("label_prob", 0):
+        lab2 = c.emit("Reshape", [c.x(1), c.shape_of(p2)])
+        ll = c.emit("ReduceSum", [c.emit("Mul", [lab2, c.emit("Log", [c.emit("Max", [p2, floor])])]), c.ints([1])],
+                    keepdims=0)
+        nll = c.emit("Neg", [ll])
+    else:
+        nll = _onnx_nll(c, p2, c.x(1))
+    scale = c.const(np.array(c.arg("scale", 1.0), c.np_dtype(0)), "scale")
+    if c.n_in > 2:
+        w = c.emit("Reshape", [c.x(2), c.ints([-1])])
+        total = c.emit("ReduceSum", [c.emit("Mul", [nll, w])], keepdims=0)
+        loss = c.emit("Div", [total, c.emit("Max", [c.emit("ReduceSum", [w], keepdims=0), floor])])
+    else:
+        loss = c.emit("ReduceMean", [nll], keepdims=0)
+    c.emit("Mul", [loss, scale], [c.y(1)])
+
+
+@onnx_converter("LabelCrossEntropy")
+def label_cross_entropy_onnx(c):
+    x2 = c.emit("Reshape", [c.x(0), c.ints([c.shape(0)[0] if c.rank(0) > 1 else 1, -1])])
+    c.emit("Identity", [_onnx_nll(c, x2, c.x(1))], [c.y(0)])
+
+
+@onnx_converter("AveragedLoss")
+def averaged_loss_onnx(c):
+    """The mean of every element, a 0-d value."""
+    c.emit("ReduceMean", [c.x(0)], [c.y(0)], keepdims=0)
+
+
+@onnx_converter("SquaredL2Distance")
+def squared_l2_distance_onnx(c):
+    """0.5 * the row sums of (X - Y)², rows split at the first dim."""
+    d = c.emit("Sub", [c.x(0), c.x(1)])
+    rows = c.emit("Reshape", [c.emit("Mul", [d, d]), c.ints([c.shape(0)[0] if c.rank(0) else 1, -1])])
+    half = c.const(np.array(0.5, c.np_dtype(0)), "half")
+    c.emit("Mul", [c.emit("ReduceSum", [rows, c.ints([1])], keepdims=0), half], [c.y(0)])
+
+
+@onnx_converter("SigmoidCrossEntropyWithLogits")
+def sigmoid_xent_onnx(c):
+    """-mean over the last axis of x * (t - [x >= 0]) - log(1 + exp(-|x|)) (the plain form; the
+    log-D trick and unjoined forms are refused)."""
+    if c.arg("log_D_trick", 0) or c.arg("unjoined_lr_loss", 0):
+        raise c.refuse("log_D_trick / unjoined_lr_loss")
+    if c.rank(0) < 1:
+        raise c.refuse("a 0-d input")
+    x, t = c.x(0), c.x(1)
+    pos = c.emit("Cast", [c.emit("GreaterOrEqual", [x, c.const(np.array(0, c.np_dtype(0)), "zero")])], to=1)
+    soft = c.emit("Log", [c.emit("Add", [c.const(np.array(1, c.np_dtype(0)), "one"),
+                                         c.emit("Exp", [c.emit("Neg", [c.emit("Abs", [x])])])])])
+    ll = c.emit("Sub", [c.emit("Mul", [x, c.emit("Sub", [t, pos])]), soft])
+    c.emit("Neg", [c.emit("ReduceMean", [ll, c.ints([-1])], keepdims=0)], [c.y(0)])
