@@ -10,15 +10,20 @@ range.  Layout is NHWC, as Caffe2's Int8 ops require.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from engine.blobio import Int8Tensor
 from engine.errors import ExecutionError
 from engine.ops.conv import conv_shape, geometry, geometry_args, windows
+from engine.ops.conv import conv_transpose_shape
+from engine.ops.detection import roi_align_shape
+from engine.ops.tensor import concat_shape, flatten_shape, reshape_shape, slice_shape, transpose_shape
 from engine.registry import kernel
 from engine.registry import shape
 from engine.ops.pool import pool_shape
-from engine.shapes import FLOAT, UINT8, TensorInfo, dims, same_as
+from engine.shapes import FLOAT, INT32, UINT8, TensorInfo, dims, opaque, same_as
 
 
 def _bits(x: float) -> int:
@@ -479,3 +484,34 @@ def int8_resize_nearest_shape(x, *, width_scale: float = 1.0, height_scale: floa
     n, h, w, c = dims(x)
     scaled = [None if v is None else int(v * np.float32(f)) for v, f in ((h, height_scale), (w, width_scale))]
     return TensorInfo((n, *scaled, c), x.dtype)
+
+
+def _uint8(rule):
+    """The float op's rule with uint8 outputs (an Int8 op keeps the float op's geometry)."""
+    def int8_rule(*ins, **kw):
+        out = rule(*ins, **kw)
+        return tuple(TensorInfo(o.shape, UINT8) for o in out) if isinstance(out, tuple) else TensorInfo(out.shape, UINT8)
+    int8_rule.__signature__ = inspect.signature(rule)
+    return int8_rule
+
+
+def _nhwc(rule):
+    """`rule` with ``order`` defaulting to NHWC, as every Int8 op of Caffe2 does."""
+    sig = inspect.signature(rule)
+    rule.__signature__ = sig.replace(parameters=[p.replace(default="NHWC") if p.name == "order" else p
+                                                 for p in sig.parameters.values()])
+    return rule
+
+
+shape("Int8Sigmoid", "Int8LeakyRelu", "Int8ChannelShuffle")(same_as(0))
+shape("Int8Flatten")(_uint8(flatten_shape))
+shape("Int8Reshape")(lambda x, new_shape=None, *, shape=None: (TensorInfo(reshape_shape(x, new_shape, shape=shape)[0].shape, UINT8),
+                                                          reshape_shape(x, new_shape, shape=shape)[1]))
+shape("Int8Transpose")(_uint8(transpose_shape))
+shape("Int8Slice")(_uint8(slice_shape))
+shape("Int8Concat")(_nhwc(_uint8(concat_shape)))
+shape("Int8RoIAlign")(_nhwc(_uint8(roi_align_shape)))
+shape("Int8ConvTranspose")(_nhwc(_uint8(conv_transpose_shape)))
+shape("Int8GivenTensorFill")(lambda *, shape=(): TensorInfo(tuple(shape), UINT8))
+shape("Int8GivenIntTensorFill")(lambda *, shape=(): TensorInfo(tuple(shape), INT32))
+shape("Int8GenQuantParams")(opaque)  # NOTE: Caffe2's output is a quantisation-parameters object, not a tensor

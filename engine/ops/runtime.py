@@ -23,7 +23,7 @@ from engine.errors import ExecutionError
 from engine.grad_makers import should_not_do_gradient
 from engine.registry import kernel
 from engine.registry import shape
-from engine.shapes import BOOL, INT64, TensorInfo, same_as
+from engine.shapes import BOOL, INT32, INT64, OPAQUE, TensorInfo, dim_op, dims, opaque, same_as
 from proto import caffe2_pb2
 
 
@@ -1244,3 +1244,45 @@ shape("CountDown", "CheckCounterDone")(lambda c: TensorInfo((), BOOL))
 shape("CountUp", "RetrieveCount", "ResetCounter", "TimerGet", "WallClockTime")(lambda *_: TensorInfo((), INT64))
 shape("TimerGetAndEnd")(lambda t: TensorInfo((1,), INT64))
 shape("AliasWithName")(same_as(0))
+
+# NOTE: what these make is an object (queue, DB, reader, mutex, index, timer, common world) or whatever
+# data passes through it at run time: Caffe2's inference knows nothing there either.
+shape("CreateAtomicBool", "CreateBlobsQueue", "CreateCommonWorld", "CloneCommonWorld", "CreateCounter", "CreateMutex",
+      "CreateRebatchingQueue", "CreateTensorVector", "CreateTextFileReader", "CreateTreeCursor",
+      "FileStoreHandlerCreate", "IntIndexCreate", "LongIndexCreate", "StringIndexCreate", "StatRegistryCreate",
+      "TimerBegin", "IndexFreeze", "IndexLoad", "DequeueBlobs", "WeightedSampleDequeueBlobs",
+      "DequeueRebatchingQueue", "ReadNextBatch", "ReadRandomBatch", "ReceiveTensor", "TextFileReaderRead",
+      "UnPackRecords", "PackRecords", "CollectTensor", "ConcatTensorVector", "StoreGet", "FeedBlob", "Free",
+      "Allgather", "ReduceScatter", "EnqueueBlobs", "EnqueueRebatchingQueue",
+      # no outputs at all
+      "Barrier", "CloseBlobsQueue", "CloseRebatchingQueue", "Crash", "DestroyCommonWorld", "IncrementPut",
+      "AveragePut", "StdDevPut", "LogFatal", "SendTensor", "StoreSet", "StoreWait", "ThrowException",
+      "ThrowChildThreadException", "TimerEnd", "StatRegistryUpdate", "ResetCursor", "CheckDatasetConsistency",
+      "ConditionalSetAtomicBool")(opaque)
+
+
+@shape("SafeDequeueBlobs", "SafeEnqueueBlobs")
+def safe_queue_shape(*_, n_out):
+    # NOTE: the records (or the moved-out inputs) are the queue's business; the last output is a 0-d status.
+    return (OPAQUE,) * (n_out - 1) + (TensorInfo((), BOOL),)
+
+
+def _appended(a: TensorInfo, b: TensorInfo) -> TensorInfo:
+    ad, bd = dims(a), dims(b)
+    return TensorInfo((dim_op(lambda x, y: x + y, ad[0], bd[0]), *ad[1:]), a.dtype)
+
+
+shape("Append")(_appended)
+shape("AtomicAppend")(lambda mutex, *ab: tuple(_appended(a, b) for a, b in zip(ab[:len(ab) // 2], ab[len(ab) // 2:])))
+shape("TrimDataset")(lambda *data: tuple(TensorInfo((None, *dims(d)[1:]), d.dtype) for d in data))
+shape("SortAndShuffle")(lambda cursor, *data: TensorInfo((None,), INT64))
+shape("ComputeOffset")(lambda cursor, *data: TensorInfo((None, None), INT64))
+shape("GetCursorOffset")(lambda cursor: TensorInfo((None,), INT32))
+shape("IndexGet")(lambda h, keys: TensorInfo(keys.shape, INT64))  # NOTE: Caffe2's inference says 0-d; its kernel keys' shape
+shape("IndexSize", "StoreAdd")(lambda *_: TensorInfo((), INT64))
+shape("IndexStore")(lambda h: TensorInfo((None,), None))
+shape("TensorVectorSize")(lambda vec: TensorInfo((), INT32))
+shape("GetAllBlobNames")(lambda: TensorInfo((None,), None))
+shape("StatRegistryExport")(lambda *_: (TensorInfo((None,), None), TensorInfo((None,), INT64), TensorInfo((None,), INT64)))
+shape("AsyncNetBarrier", "DataCouple")(lambda *xs: xs)
+shape("Allreduce", "Broadcast", "Reduce")(lambda comm, *xs: xs)  # NOTE: one process: each tensor as it was
