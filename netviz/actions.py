@@ -38,6 +38,8 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "graph.follow": ("full_stop", "toggle_follow", "Follow cursor", ""),
     "graph.focus": ("o", "toggle_focus", "Focus neighbourhood", ""),
     "graph.direction": ("L", "cycle_direction", "Graph flow: auto / top-down / left-right", ""),
+    "graph.wide": ("W", "toggle_wide", "Widen the graph over the side panes (and back)", ""),
+    "graph.minimap": ("J", "focus_minimap", "Minimap: arrows pick a stretch of the net, Enter jumps there", ""),
     "net.drill": ("d", "drill", "Drill into subnet", ""),
     "net.up": ("backspace", "drill_up", "Up one net", ""),
     "search": ("slash", "search", "Search ops and blobs", "Search"),

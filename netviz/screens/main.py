@@ -39,6 +39,7 @@ from netviz.widgets.blob_inspector import BlobInspector
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
 from netviz.widgets.footer import KeyFooter
+from netviz.widgets.minimap import Minimap
 from netviz.widgets.graph_scene import ZOOMS, common_scope, window_of
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
@@ -98,6 +99,7 @@ class MainScreen(Guarded, Screen[None]):
                 yield Breadcrumb(id="crumb")
                 yield GraphCanvas(id="graph")
             with VerticalScroll(id="inspector"):
+                yield Minimap(self, id="minimap")
                 yield OpInspector(id="op-info")
                 yield OptionList(id="blob-list")
                 yield BlobInspector(id="blob-info")
@@ -683,7 +685,17 @@ class MainScreen(Guarded, Screen[None]):
             self.op_tree.select_ref(self.selected)
 
     def action_zoom(self, delta: int) -> None:
-        self.zoom = max(0, min(len(ZOOMS) - 1, self.zoom + delta))
+        # NOTE: from the zoom shown, not the one asked for: a big net shows "ops" while zoom is
+        # "detail", and the first z from there did nothing
+        self.zoom = max(0, min(len(ZOOMS) - 1, self.effective_zoom() + delta))
+
+    def action_toggle_wide(self) -> None:
+        """The graph over the side panes (op tree and inspector hidden) and back; the drawing
+        reflows to the new width (the canvas re-plans on resize)."""
+        self.set_class(not self.has_class("-wide-graph"), "-wide-graph")
+
+    def action_focus_minimap(self) -> None:
+        self.query_one(Minimap).focus()
 
     def action_toggle_follow(self) -> None:
         self.follow = not self.follow

@@ -84,14 +84,15 @@ def test_choice_follows_the_pane():
     assert choose_direction(fan, 78, 45) == "LR"             # a wide fan fits whole flowing right
     assert choose_direction(fan, 200, 30) == "TB"            # … and whole downwards in a wide, low pane
     assert choose_direction(fan, 0, 0) == "TB"               # no pane yet
-    assert plan_view(chain_like, 100, 40) == ("TB", 4)       # 4 columns of 20 fit across 100
+    assert plan_view(chain_like, 100, 40) == ("TB", 40)      # folded into columns one pane (40 rows) deep
     assert plan_view(chain_like, 100, 40, "LR")[0] == "LR"   # the user's choice stands
 
 
 def test_wrapped_scene_keeps_every_node_and_edge(tmp_path):
     base = _scene(tmp_path, chain(80), zoom=1, direction="TB")
-    sc = wrap_scene(base, 3)
-    assert sc.columns == 3 and sc.height < base.height / 2 and sc.width > 2 * base.width
+    band = base.height // 3 + 4
+    sc = wrap_scene(base, band)
+    assert sc.columns == 3 and sc.height <= band and sc.width > 2 * base.width
     assert [n.label for n in sc.nodes] == [n.label for n in base.nodes]
     assert [len(e.cells) for e in sc.edges] == [len(e.cells) for e in base.edges]
     assert int((sc.mask > 0).sum()) == int((base.mask > 0).sum())
@@ -100,15 +101,15 @@ def test_wrapped_scene_keeps_every_node_and_edge(tmp_path):
         cover[n.y:n.y + n.h, n.x:n.x + n.w] += 1
     assert cover.max() == 1
     lr = _scene(tmp_path, chain(80), zoom=1, direction="LR")
-    rows = wrap_scene(lr, 4)
-    assert rows.columns == 4 and rows.width < lr.width / 3 and rows.height > 3 * lr.height
+    rows = wrap_scene(lr, lr.width // 4 + 8)
+    assert rows.columns == 4 and rows.width <= lr.width // 4 + 8 and rows.height > 3 * lr.height
     assert [len(e.cells) for e in rows.edges] == [len(e.cells) for e in lr.edges]
 
 
 @asynctest
 async def test_l_cycles_the_flow_and_a_resize_replans(tmp_path):
     app = NetvizApp(Session.open(save_net(wide(), tmp_path / "wide.pbtxt")))
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(200, 48)) as pilot:
         await ready(pilot)
         canvas = app.main.canvas
         assert canvas.scene.direction == "LR"  # 8 branches fit whole flowing right, not down
@@ -121,10 +122,11 @@ async def test_l_cycles_the_flow_and_a_resize_replans(tmp_path):
         await ready(pilot)
         canvas = chain_app.main.canvas
         wrapped = canvas.scene.columns
-        assert canvas.scene.direction == "TB" and wrapped >= 2
-        await pilot.resize_terminal(90, 40)
+        assert canvas.scene.direction == "TB" and wrapped >= 2 and canvas.scene.height <= canvas.size.height
+        await pilot.resize_terminal(200, 30)
         await wait_for(pilot, lambda: (canvas.scene.direction, canvas.scene.columns) != ("TB", wrapped),
-                       "a new plan for a narrower pane")
+                       "a new plan for a lower pane")
+        assert canvas.scene.height <= canvas.size.height  # folded anew to the lower pane
         pane = canvas.scrollable_content_region
         assert canvas.scene.direction == plan_view(canvas.scene.extents, pane.width, pane.height)[0]
 

@@ -41,7 +41,7 @@ def test_edges_meet_their_nodes_and_boxes_do_not_overlap(tmp_path, net, zoom):
 def test_blob_view_labels_ssa_names_with_shapes_and_folds_weights(tmp_path):
     sc = _scene(tmp_path, mlp(), 0, inputs=["X=4,8"])
     blobs = {n.label: n.sub for n in sc.nodes if n.kind == "blob"}
-    assert blobs["X@0"] == "4×8"
+    assert blobs["X@0"] == "~4×8"  # static: marked until the value exists
     assert "W1@0" not in blobs and "b1@0" not in blobs  # FC weights live in the op's inspector
     ops = [n.label for n in sc.nodes if n.kind == "op"]
     assert ops[0] == "FC #0" and "SoftmaxWithLoss #3" in ops
