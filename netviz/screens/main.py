@@ -98,8 +98,8 @@ class MainScreen(Guarded, Screen[None]):
             with Vertical(id="center"):
                 yield Breadcrumb(id="crumb")
                 yield GraphCanvas(id="graph")
-            with VerticalScroll(id="inspector"):
                 yield Minimap(self, id="minimap")
+            with VerticalScroll(id="inspector"):
                 yield OpInspector(id="op-info")
                 yield OptionList(id="blob-list")
                 yield BlobInspector(id="blob-info")
