@@ -111,7 +111,9 @@ class MainScreen(Guarded, Screen[None]):
         self.query_one(BlobInspector).display = False
         self.op_tree.focus()
         if self.session.view(()).net.op:
-            self.select(OpRef((), 0))
+            # NOTE: the inspector fills after the first drawing (on_graph_canvas_shown): its op
+            # facts (engine.catalogue's tables) and Rich table are no part of the first frame
+            self.select(OpRef((), 0), details=False)
         self.update_status()
         self.call_after_refresh(self.show_graph)  # op list first, the graph once laid out
 
@@ -121,6 +123,8 @@ class MainScreen(Guarded, Screen[None]):
         they import every kernel module and hold the GIL while the first window is laid out and drawn."""
         if not self._whole_net_started:
             self._whole_net_started = True
+            if self.selected is not None and self.details_ref is None:
+                self.call_after_refresh(self.show_details, self.selected)
             # NOTE: a moment after the refresh that draws it, so the frame showing the graph is
             # composed before a worker importing the kernels competes for the GIL (0.3-1 s)
             self.call_after_refresh(self.set_timer, 0.1, self._start_whole_net)
@@ -216,11 +220,12 @@ class MainScreen(Guarded, Screen[None]):
         if self.selected is not None and self.follow:
             self.canvas.center_on(self.selected.index if self.selected.path == self.path else None)
 
-    def select(self, ref: OpRef, stepping: bool = False) -> None:
+    def select(self, ref: OpRef, stepping: bool = False, details: bool = True) -> None:
         """Make `ref` the selected op everywhere: tree, canvas (its net), inspector.
 
         `stepping`: the canvas follows lazily (scrolls only when the op nears an edge), so a
-        step repaints two boxes, not the whole canvas."""
+        step repaints two boxes, not the whole canvas.  `details`: False leaves the inspector to
+        the caller (the first frame fills it after the first drawing)."""
         old, self.selected = self.selected, ref
         if ref.path != self.path:
             self.path = ref.path
@@ -236,7 +241,9 @@ class MainScreen(Guarded, Screen[None]):
         if self.follow:
             canvas.center_on(ref.index, lazy=stepping)
         self.op_tree.select_ref(ref)
-        if stepping:  # NOTE: the pc's frame first; the inspector's table and re-layout (the costliest part) next frame
+        if not details:  # the caller fills the inspector later
+            pass
+        elif stepping:  # NOTE: the pc's frame first; the inspector's table and re-layout (the costliest part) next frame
             self.call_after_refresh(self.show_details, ref)
         else:
             self.show_details(ref)
