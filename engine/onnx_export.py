@@ -75,6 +75,7 @@ class Source:
     params: list[str]
     trace: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    workspace: Any = None
 
 
 def _reads_before_writes(net: caffe2_pb2.NetDef) -> list[str]:
@@ -103,7 +104,7 @@ def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), r
     feeds = dict(parse_input_spec(s) for s in inputs)
     dbg = Debugger(model, feeds, record_stats=False, budget_bytes=0, keep_budget=0,
                    synthesize_params=random_params, param_width=param_width, seed=seed)
-    values = dict(dbg.ws.values)
+    values = {k: _copy(v) for k, v in dbg.ws.values.items()}  # NOTE: before the run changes any of them
     net = model.predict
     made_by_init = {o for op in model.init.op for o in op.output}
     data = set(feeds) | {n for n in model.value_info if n not in made_by_init}
@@ -114,6 +115,7 @@ def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), r
         raise OnnxExportError(f"{path}: no value for {', '.join(missing[:6])}{' …' if len(missing) > 6 else ''}: "
                               f"give --input NAME=SHAPE[:DTYPE] for inputs{hint}")
     src = Source(net, values, [b for b in needed if b in data], [b for b in needed if b not in data], notes=notes)
+    src.workspace = dbg.ws
     if dbg.synthesized:
         notes.append(f"{len(dbg.synthesized)} parameters made up by --random-params (seed {seed})")
     if run:
@@ -122,13 +124,11 @@ def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), r
 
 
 def engine_trace(src: Source, seed: int = 0) -> list[dict[str, Any]]:
-    """Run the net op by op in the engine from `src.values`; a copy of each op's outputs."""
+    """Run the net op by op in the engine, in the workspace :func:`prepare` set up (once: it
+    changes); a copy of each op's outputs."""
     from engine import blocking, executor  # noqa: PLC0415
-    from engine.workspace import Workspace  # noqa: PLC0415
 
-    ws = Workspace("onnx-reference")
-    for k, v in src.values.items():
-        ws.values[k] = v
+    ws = src.workspace
     trace = []
     with executor.random_source(np.random.default_rng(seed)), blocking.single_threaded():
         for i, op in enumerate(src.net.op):
@@ -238,6 +238,12 @@ class Graph:
         self.consts[name] = np.asarray(value)
         self.infos[name] = TensorInfo(tuple(np.shape(value)), None)
         return name
+
+    def node_out(self, op_type: str, inputs: Sequence[str], **attrs: Any) -> str:
+        """Add a node with one fresh output; its name."""
+        out = self.names.temp(op_type.lower())
+        self.node(op_type, inputs, [out], **attrs)
+        return out
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], **attrs: Any) -> None:
         helper = onnx_module().helper
@@ -351,6 +357,15 @@ class Convert:
             self._outs[i] = self.g.define(self.op.output[i], self.out_info(i))
         return self._outs[i]
 
+    def known_info(self, k: int, info: TensorInfo) -> None:
+        """Output `k` has `info` when neither the engine's run nor shape inference said (a value
+        passed through a subnet keeps its type)."""
+        name = self.y(k)
+        have = self.g.infos.get(name, UNKNOWN)
+        if have.dtype is None or have.shape is None:
+            self.g.infos[name] = TensorInfo(have.shape if have.shape is not None else info.shape,
+                                            have.dtype if have.dtype is not None else info.dtype)
+
     def tmp(self, hint: str = "t") -> str:
         return self.g.names.temp(f"{self.op.output[0] if self.op.output else self.op.type}/{hint}")
 
@@ -410,15 +425,22 @@ class Convert:
     def refuse(self, why: str) -> Refused:
         return Refused(why)
 
-    def subgraph(self, net: caffe2_pb2.NetDef, inputs: Sequence[tuple[str, str, TensorInfo]],
-                 outputs: Sequence[str], bindings: Mapping[str, str] | None = None) -> Any:
-        """Convert `net` into an ONNX GraphProto.
+    def subgraph(self, nets: Sequence[caffe2_pb2.NetDef], outputs: Sequence[str],
+                 inputs: Sequence[tuple[str, str, TensorInfo]] = (), out_infos: Sequence[TensorInfo] = (),
+                 cond: str | None = None) -> Any:
+        """An ONNX GraphProto running `nets` one after the other (If's branches, Loop's body).
 
-        `inputs`: (Caffe2 blob inside, ONNX input name, info) the subgraph receives (Loop's
-        iteration count, condition and carried values); other blobs resolve to the enclosing
-        graph's values (through `bindings`: inner name -> outer blob, Do's inner_blobs).
-        `outputs`: the Caffe2 blobs whose final values the subgraph returns, in order."""
-        return self.exporter.subgraph(self.g, net, inputs, outputs, bindings or {})
+        `inputs`: (Caffe2 blob, ONNX input name, info) the graph receives (Loop's iteration
+        count, condition and carried values); other blobs resolve to the enclosing graph's values.
+        `outputs`: the Caffe2 blobs whose final values it returns, typed from `out_infos` where
+        the subnet's own shape inference leaves a value unknown; `cond`, first, a blob returned
+        as a bool scalar (Loop's continue condition)."""
+        return self.exporter.subgraph(self.g, nets, inputs, outputs, out_infos, cond)
+
+    def inline(self, net: caffe2_pb2.NetDef, bindings: Mapping[str, str]) -> Graph:
+        """Convert `net` straight into this graph, its blob names bound to outer blobs (Do's
+        inner_blobs); returns its scope, whose ``current`` holds each inner blob's final value."""
+        return self.exporter.inline(self.g, net, bindings)
 
 
 # ---- the driver -----------------------------------------------------------------------
@@ -465,32 +487,51 @@ class Exporter:
             if g.parent is None:
                 self.top.append([c._outs.get(k) for k in range(len(op.output))])
 
-    def subgraph(self, outer: Graph, net: caffe2_pb2.NetDef, inputs: Sequence[tuple[str, str, TensorInfo]],
-                 outputs: Sequence[str], bindings: Mapping[str, str]) -> Any:
-        onnx = onnx_module()
+    def inline(self, outer: Graph, net: caffe2_pb2.NetDef, bindings: Mapping[str, str]) -> Graph:
         g = Graph(self.names, outer, outer.consts)
+        g.nodes = outer.nodes
         for inner, outer_blob in bindings.items():
             if outer.is_opaque(outer_blob):
                 g.opaque.add(inner)
             elif (n := outer.lookup(outer_blob)) is not None:
                 g.current[inner] = n
+        self.convert_ops(g, net, None, path=f"{net.name or 'subnet'}: ")
+        return g
+
+    def subgraph(self, outer: Graph, nets: Sequence[caffe2_pb2.NetDef], inputs: Sequence[tuple[str, str, TensorInfo]],
+                 outputs: Sequence[str], out_infos: Sequence[TensorInfo], cond: str | None) -> Any:
+        onnx = onnx_module()
+        g = Graph(self.names, outer, outer.consts)
         for blob, name, info in inputs:
             g.current[blob], g.infos[name] = name, info
-        self.convert_ops(g, net, None, path=f"{net.name or 'subnet'}: ")
+        for net in nets:
+            self.convert_ops(g, net, None, path=f"{net.name or 'subnet'}: ")
         ins = [_value_info(onnx, name, info) for _, name, info in inputs]
         outs = []
-        for blob in outputs:
+        if cond is not None:
+            name = g.lookup(cond)
+            if name is None:
+                raise Refused(f"the loop condition '{cond}' is never set")
+            flag = self.names.temp(f"{cond}/continue")
+            g.node("Reshape", [g.node_out("Cast", [name], to=9), g.const(np.zeros(0, np.int64), f"{cond}/scalar")],
+                   [flag])
+            g.infos[flag] = TensorInfo((), caffe2_pb2.TensorProto.BOOL)
+            outs.append(_value_info(onnx, flag, g.infos[flag]))
+        inner_made = set(g.infos) - {n for _, n, _ in inputs}
+        for k, blob in enumerate(outputs):
             name = g.lookup(blob)
             if name is None:
-                raise Refused(f"subnet '{net.name}' leaves '{blob}' undefined")
-            if name not in g.infos or name in {n for _, n, _ in inputs} or any(name == v for v in outer.current.values()):
-                # NOTE: an ONNX graph output must be made inside it: pass outer or input values through
+                raise Refused(f"'{blob}' has no value on every path")
+            info = g.info(name)
+            if (info.shape is None or info.dtype is None) and k < len(out_infos):
+                info = out_infos[k]
+            if name not in inner_made:  # NOTE: a graph output must be made inside it: pass outer values through
                 fresh = self.names.temp(f"{blob}/out")
                 g.node("Identity", [name], [fresh])
-                g.infos[fresh] = g.info(name)
                 name = fresh
-            outs.append(_value_info(onnx, name, g.info(name)))
-        return onnx.helper.make_graph(g.nodes, net.name or "subnet", ins, outs)
+            g.infos[name] = info
+            outs.append(_value_info(onnx, name, info))
+        return onnx.helper.make_graph(g.nodes, self.names.temp("subgraph"), ins, outs)
 
 
 def _value_info(onnx: Any, name: str, info: TensorInfo) -> Any:

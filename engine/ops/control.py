@@ -187,3 +187,96 @@ gradient("If")(gen_if_gradient)
 gradient("While")(gen_while_gradient)
 
 # ---- shapes ----
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+from engine.shapes import TensorInfo  # noqa: E402
+from proto import caffe2_pb2  # noqa: E402
+
+
+@onnx_converter("CreateScope")
+def create_scope_onnx(c):
+    """A workspace stack is no tensor: it has no ONNX value (Do's scoping is inlined)."""
+    c.opaque(0)
+
+
+def _scoped_outputs(c):
+    """Indices of the op's tensor outputs (its workspace-stack outputs are marked opaque)."""
+    keep = []
+    for k, b in enumerate(c.op.output):
+        if c.g.is_opaque(b):
+            c.opaque(k)
+        else:
+            keep.append(k)
+    return keep
+
+
+@onnx_converter("Do")
+def do_onnx(c):
+    """A Do is scoping only: its net is converted inline, inner blob names bound to the outer ones
+    (inner_blobs / outer_blobs_idx); the bound outputs get the inner net's final values."""
+    if c.op.is_gradient_op:
+        raise c.refuse("a gradient Do")
+    try:
+        bindings, _ = do_bindings(c.op)
+    except ValueError as e:
+        raise c.refuse(str(e)) from None
+    scope = c.inline(c.arg("net"), bindings)
+    inner_of = {outer: inner for inner, outer in bindings.items()}
+    for k in _scoped_outputs(c):
+        inner = inner_of.get(c.op.output[k])
+        name = scope.current.get(inner) if inner is not None else None
+        if name is None:
+            raise c.refuse(f"output '{c.op.output[k]}' is not written by the Do's net")
+        c.emit("Identity", [name], [c.y(k)])
+        c.known_info(k, scope.info(name))
+
+
+def _onnx_condition(c, name):
+    """Caffe2 reads any one-element tensor as the condition; ONNX wants a bool scalar."""
+    return c.emit("Reshape", [c.emit("Cast", [name], to=9), c.const(np.zeros(0, np.int64), "scalar")])
+
+
+@onnx_converter("If")
+def if_onnx(c):
+    """ONNX If: each branch returns the final value of every blob the op lists as written (a branch
+    that leaves one alone passes its current value through; no else_net is such a branch)."""
+    keep = _scoped_outputs(c)
+    blobs = [c.op.output[k] for k in keep]
+    infos = [c.out_info(k) for k in keep]
+    then_g = c.subgraph([c.arg("then_net")], blobs, out_infos=infos)
+    else_net = c.arg("else_net")
+    else_g = c.subgraph([else_net] if else_net is not None else [], blobs, out_infos=infos)
+    c.emit("If", [_onnx_condition(c, c.x(0))], [c.y(k) for k in keep], then_branch=then_g, else_branch=else_g)
+
+
+@onnx_converter("While")
+def while_onnx(c):
+    """ONNX Loop: cond_net runs once before it (Caffe2 tests the condition first), then each
+    iteration runs loop_net and cond_net and continues while input 0 holds; every blob the op
+    lists as written is carried (it must have a value before the loop); max_iterations caps it."""
+    keep = _scoped_outputs(c)
+    cond_blob = c.op.input[0]
+    carried = [c.op.output[k] for k in keep]
+    if cond_blob not in carried:
+        carried.append(cond_blob)
+    cond_net, loop_net = c.arg("cond_net"), c.arg("loop_net")
+    first = c.inline(cond_net, {}) if cond_net is not None else c.g
+    starts = {b: first.lookup(b) for b in carried}
+    unset = [b for b, n in starts.items() if n is None]
+    if unset:
+        raise c.refuse(f"loop-carried {', '.join(unset)} has no value before the loop")
+    infos = [first.info(starts[b]) for b in carried]
+    body_in = [("", c.tmp("iteration"), TensorInfo((), caffe2_pb2.TensorProto.INT64)),
+               ("", c.tmp("cond_in"), TensorInfo((), caffe2_pb2.TensorProto.BOOL))]
+    body_in += [(b, c.tmp(f"{b}/in"), i) for b, i in zip(carried, infos)]
+    body = c.subgraph([loop_net] + ([cond_net] if cond_net is not None else []), carried,
+                      inputs=body_in, out_infos=infos, cond=cond_blob)
+    cap = c.arg("max_iterations", 0)
+    trip = c.const(np.array(cap, np.int64), "max_iterations") if cap else ""
+    outs = [c.y(k) for k in keep]
+    for k in keep:
+        c.known_info(k, infos[carried.index(c.op.output[k])])
+    outs += [c.tmp("cond_out")] * (len(carried) - len(keep))
+    c.emit("Loop", [trip, _onnx_condition(c, starts[cond_blob])] + [starts[b] for b in carried], outs, body=body)
