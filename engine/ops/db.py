@@ -19,7 +19,7 @@ from engine.grad_makers import no_gradient, should_not_do_gradient
 from engine.ops.runtime import CppObject, _kept
 from engine.registry import kernel
 from engine.registry import shape
-from engine.shapes import BOOL, INT64, TensorInfo
+from engine.shapes import BOOL, INT64, TensorInfo, opaque
 from proto import caffe2_pb2
 
 DB_TYPES = ("minidb", "lmdb")  # NOTE: lmdb through the `lmdb` package when installed; leveldb/rocksdb: none
@@ -351,3 +351,5 @@ no_gradient("CreateDB", "TensorProtosDBInput")
 
 shape("DBExists")(lambda: TensorInfo((), BOOL))
 shape("EstimateAllBlobSizes")(lambda: (TensorInfo((None,), None), TensorInfo((None,), INT64)))
+# NOTE: a DB handle, or blobs whose shapes only the DB file knows; Save/Checkpoint/Snapshot write nothing.
+shape("CreateDB", "CreateBlobsQueueDB", "Load", "TensorProtosDBInput", "Save", "Checkpoint", "Snapshot")(opaque)

@@ -15,7 +15,7 @@ from engine.grad_makers import cc_maker, no_gradient, should_not_do_gradient, si
 from engine.ops.lengths import host_lengths, offsets_of
 from engine.ops.runtime import UnorderedMap
 from engine.registry import gradient, kernel, shape
-from engine.shapes import BOOL, FLOAT, INT32, INT64, TensorInfo, dims
+from engine.shapes import BOOL, FLOAT, INT32, INT64, TensorInfo, dims, opaque
 
 # ---- kernels ----
 
@@ -641,3 +641,19 @@ shape("MergeSingleScalarFeatureTensorsGradient")(
     lambda *ins: tuple(TensorInfo(dims(p), ins[-1].dtype) for p in ins[:-1]))
 shape("MergeMultiScalarFeatureTensorsGradient")(
     lambda *ins: tuple(TensorInfo((None,), ins[-1].dtype) for _ in ins[:-1]))
+
+shape("CreateMap", "KeyValueToMap")(opaque)  # NOTE: a map object, not a tensor
+shape("MapToKeyValue")(lambda m: (TensorInfo((None,), None), TensorInfo((None,), None)))
+shape("KeySplit")(lambda keys, *, n_out: tuple(TensorInfo((None,), INT32) for _ in range(n_out)))
+
+
+def _merged(ins: tuple[TensorInfo, ...], *dtypes: int | None) -> tuple[TensorInfo, ...]:
+    """Merged feature tensors: one length per example (the first input's rows), the rest data-dependent."""
+    return (TensorInfo((dims(ins[0])[0],), INT32), *(TensorInfo((None,), d) for d in dtypes))
+
+
+shape("MergeMultiScalarFeatureTensors")(lambda *ins: _merged(ins, INT64, ins[2].dtype))
+shape("MergeSingleListFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, ins[1].dtype))
+shape("MergeMultiListFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, ins[3].dtype))
+shape("MergeSingleMapFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, ins[1].dtype, ins[2].dtype))
+shape("MergeMultiMapFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, ins[3].dtype, ins[4].dtype))

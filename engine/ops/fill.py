@@ -220,3 +220,4 @@ for _t, _d in {"GivenTensorFill": FLOAT, "GivenTensorDoubleFill": caffe2_pb2.Ten
                "GivenTensorStringFill": caffe2_pb2.TensorProto.STRING}.items():
     shape(_t)(given_rule(_d, _t == "GivenTensorFill"))
 shape("GivenTensorByteStringToUInt8Fill")(given_rule(UINT8, False))
+shape("LengthsRangeFill")(lambda lengths: TensorInfo((None,), INT32))

@@ -406,3 +406,24 @@ def lengths_split_shape(lengths, n_split_in=None, *, n_split: int = 0):
 @shape("GatherRangesToDense")
 def gather_ranges_to_dense_shape(data, ranges, key=None, *, lengths=()):
     return tuple(TensorInfo((dims(ranges)[0], w), data.dtype) for w in lengths)
+
+
+@shape("Partition")
+def partition_shape(*ins, n_out):
+    # NOTE: outputs go partition by partition, one per input; how many rows each gets is data-dependent.
+    kr = len(dims(ins[0]))
+    per = [TensorInfo((None, *dims(x)[kr:]), x.dtype) for x in ins]
+    return tuple(per[k % len(ins)] for k in range(n_out))
+
+
+@shape("LengthsPartition")
+def lengths_partition_shape(lengths, *ins, n_out):
+    per = [TensorInfo(dims(lengths), INT32), *(TensorInfo((None, *dims(x)[1:]), x.dtype) for x in ins)]
+    return tuple(per[k % len(per)] for k in range(n_out))
+
+
+@shape("SplitByLengths")
+def split_by_lengths_shape(x, lengths, *, axis: int | None = None, order: str = "NCHW", n_out):
+    xd = list(dims(x))
+    xd[(1 if order == "NCHW" else 3) if axis is None else axis] = None
+    return (TensorInfo(tuple(xd), x.dtype),) * n_out

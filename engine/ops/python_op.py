@@ -20,7 +20,8 @@ import numpy as np
 
 from engine.errors import ExecutionError
 from engine.opdef import arg_value
-from engine.registry import kernel
+from engine.registry import kernel, shape
+from engine.shapes import opaque
 from proto import caffe2_pb2
 
 _FUNCS: dict[str, tuple[Any, bool]] = {}  # token -> (function, pass_workspace); gradients at token + "_gradient"
@@ -168,4 +169,5 @@ def python_gradient(xp: Any, *inputs: Any, ctx: Any) -> tuple[np.ndarray, ...]:
 
 
 # ---- shapes ----
-# NOTE: no shape rule: a Python op's outputs are whatever its function makes.
+# NOTE: a Python op's outputs are whatever its function makes: declared opaque.
+shape("Python")(opaque)

@@ -37,6 +37,9 @@ COMPUTED = frozenset({
     "AsyncNetBarrier", "DataCouple", "Allreduce", "Broadcast", "Reduce", "SafeDequeueBlobs", "SafeEnqueueBlobs",
     "Int8Sigmoid", "Int8LeakyRelu", "Int8ChannelShuffle", "Int8Flatten", "Int8Reshape", "Int8Transpose", "Int8Slice",
     "Int8Concat", "Int8RoIAlign", "Int8ConvTranspose", "Int8GivenTensorFill", "Int8GivenIntTensorFill",
+    "MapToKeyValue", "KeySplit", "MergeMultiScalarFeatureTensors", "MergeSingleListFeatureTensors",
+    "MergeMultiListFeatureTensors", "MergeSingleMapFeatureTensors", "MergeMultiMapFeatureTensors",
+    "Partition", "LengthsPartition", "SplitByLengths", "LengthsRangeFill",
 })
 
 
@@ -108,6 +111,7 @@ HAND = {
     "StatRegistryExport": ([create_operator("StatRegistryExport", [], ["k", "v", "ts"])], {}),
     "TensorVectorSize": ([create_operator("CreateTensorVector", [], ["vec"]),
                           create_operator("TensorVectorSize", ["vec"], ["n"])], {}),
+    "LengthsRangeFill": ([create_operator("LengthsRangeFill", ["L"], ["r"])], {"L": np.array([2, 0, 3], np.int32)}),
     "PSRoIPool": ([create_operator("PSRoIPool", ["P", "R"], ["Y", "map"], group_size=2, output_dim=2,
                                    device_option=caffe2_pb2.DeviceOption(device_type=caffe2_pb2.CUDA))],
                   {"P": np.ones((1, 8, 6, 6), np.float32), "R": _ROIS}),
