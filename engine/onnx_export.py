@@ -427,15 +427,16 @@ class Convert:
 
     def subgraph(self, nets: Sequence[caffe2_pb2.NetDef], outputs: Sequence[str],
                  inputs: Sequence[tuple[str, str, TensorInfo]] = (), out_infos: Sequence[TensorInfo] = (),
-                 cond: str | None = None) -> Any:
+                 cond: str | None = None, pre: Any = None, post: Any = None) -> Any:
         """An ONNX GraphProto running `nets` one after the other (If's branches, Loop's body).
 
         `inputs`: (Caffe2 blob, ONNX input name, info) the graph receives (Loop's iteration
         count, condition and carried values); other blobs resolve to the enclosing graph's values.
         `outputs`: the Caffe2 blobs whose final values it returns, typed from `out_infos` where
         the subnet's own shape inference leaves a value unknown; `cond`, first, a blob returned
-        as a bool scalar (Loop's continue condition)."""
-        return self.exporter.subgraph(self.g, nets, inputs, outputs, out_infos, cond)
+        as a bool scalar (Loop's continue condition).  `pre(g)` and `post(g)` may add nodes to the
+        :class:`Graph` before and after the nets (RecurrentNetwork's links)."""
+        return self.exporter.subgraph(self.g, nets, inputs, outputs, out_infos, cond, pre, post)
 
     def inline(self, net: caffe2_pb2.NetDef, bindings: Mapping[str, str]) -> Graph:
         """Convert `net` straight into this graph, its blob names bound to outer blobs (Do's
@@ -499,13 +500,18 @@ class Exporter:
         return g
 
     def subgraph(self, outer: Graph, nets: Sequence[caffe2_pb2.NetDef], inputs: Sequence[tuple[str, str, TensorInfo]],
-                 outputs: Sequence[str], out_infos: Sequence[TensorInfo], cond: str | None) -> Any:
+                 outputs: Sequence[str], out_infos: Sequence[TensorInfo], cond: str | None,
+                 pre: Any = None, post: Any = None) -> Any:
         onnx = onnx_module()
         g = Graph(self.names, outer, outer.consts)
         for blob, name, info in inputs:
             g.current[blob], g.infos[name] = name, info
+        if pre is not None:
+            pre(g)
         for net in nets:
             self.convert_ops(g, net, None, path=f"{net.name or 'subnet'}: ")
+        if post is not None:
+            post(g)
         ins = [_value_info(onnx, name, info) for _, name, info in inputs]
         outs = []
         if cond is not None:

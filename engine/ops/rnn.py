@@ -494,3 +494,113 @@ def inference_lstm_shape(x, hx, cx, *weights, num_layers: int = 1, has_biases: i
     h = dims(hx)[-1] if hx.shape is not None else None
     out = dims(x)[:-1] + ((h * (2 if bidirectional else 1)) if h is not None else None,)
     return TensorInfo(out, x.dtype), hx, cx
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+from engine.shapes import TensorInfo  # noqa: E402
+
+
+@onnx_converter("LSTMUnit")
+def lstm_unit_onnx(c):
+    """Gates [i, f, o, g] per row (forget_bias added to f), c = f c' + i g, h = o tanh(c); rows at or
+    past their sequence length keep the previous state (drop_states: zero)."""
+    d = c.shape(1)[-1]
+    rows = lambda name: c.emit("Reshape", [name, c.ints([-1, d])])  # noqa: E731
+    parts = c.emit("Split", [c.emit("Reshape", [c.x(2), c.ints([-1, 4, d])]), c.ints([1, 1, 1, 1])], 4, axis=1)
+    i, f, o, g = (rows(p) for p in parts)
+    f = c.emit("Add", [f, c.const(np.array(c.arg("forget_bias", 0.0), np.float32), "forget_bias")])
+    i, f, o, g = c.emit("Sigmoid", [i]), c.emit("Sigmoid", [f]), c.emit("Sigmoid", [o]), c.emit("Tanh", [g])
+    cp, hp = rows(c.x(1)), rows(c.x(0))
+    cell = c.emit("Add", [c.emit("Mul", [f, cp]), c.emit("Mul", [i, g])])
+    hid = c.emit("Mul", [o, c.emit("Tanh", [cell])])
+    if c.arg("sequence_lengths", 1):
+        t = c.emit("Reshape", [c.emit("Cast", [c.x(4)], to=7), c.ints([1, 1])])
+        lengths = c.emit("Reshape", [c.emit("Cast", [c.x(3)], to=7), c.ints([-1, 1])])
+        valid = c.emit("Less", [t, lengths])
+        keep_c, keep_h = (c.const(np.zeros((1, 1), np.float32), "zero"),) * 2 if c.arg("drop_states", 0) else (cp, hp)
+        cell, hid = c.emit("Where", [valid, cell, keep_c]), c.emit("Where", [valid, hid, keep_h])
+    c.emit("Reshape", [hid, c.shape_of(c.x(1))], [c.y(0)])
+    c.emit("Reshape", [cell, c.shape_of(c.x(1))], [c.y(1)])
+
+
+@onnx_converter("RecurrentNetwork")
+def recurrent_network_onnx(c):
+    """An ONNX Loop over the T rows of input 0, carrying each recurrent state as its whole
+    (T + L) x N x D buffer: per step the links slice their rows (``timestep`` is the int32 [t]),
+    the step net runs, and internals written back land in their buffer rows (ScatterND); after it
+    the aliases slice the buffers (``_all`` rows from offset on, ``_last`` the final row)."""
+    a = {k: c.arg(k) for k in ("recurrent_states", "initial_recurrent_state_ids", "link_internal", "link_external",
+                               "link_offset", "link_window", "alias_src", "alias_dst", "alias_offset")}
+    dec = lambda v: [s if isinstance(s, str) else s.decode() for s in v or []]  # noqa: E731
+    states = dec(a["recurrent_states"])
+    links = list(zip(dec(a["link_internal"]), dec(a["link_external"]), a["link_offset"] or [],
+                     a["link_window"] or [1] * len(a["link_internal"] or [])))
+    step = _netdef(c.arg("step_net"), "step_net")
+    timestep = c.arg("timestep", "timestep")
+    written = {o for op in step.op for o in op.output}
+    if any(w != 1 for *_, w in links) and any(i in written for i, _, _, w in links if w != 1):
+        raise c.refuse("a link of window > 1 written by the step net")
+    if any(i in written and e not in states for i, e, _, _ in links):
+        raise c.refuse("the step net writes a link into a blob that is not a recurrent state")
+    t_max, n = c.shape(0)[0], c.shape(0)[1]
+    bufs, infos = {}, {}
+    for s, k in zip(states, c.arg("initial_recurrent_state_ids") or []):
+        init = c.x(k)
+        shp = c.shape(k)
+        lead, d = (shp[0] if len(shp) == 3 else 1), shp[-1]
+        first = c.emit("Expand", [c.emit("Reshape", [init, c.ints([lead, -1, d])]), c.ints([lead, n, d])])
+        rest = c.emit("ConstantOfShape", [c.ints([t_max, n, d])], value=c.tensor(np.zeros(1, c.np_dtype(k))))
+        bufs[s] = c.emit("Concat", [first, rest], axis=0)
+        infos[s] = TensorInfo((t_max + lead, n, d), c.info(k).dtype)
+    ins = [("", c.tmp("iteration"), TensorInfo((), caffe2_pb2.TensorProto.INT64)),
+           ("", c.tmp("cond_in"), TensorInfo((), caffe2_pb2.TensorProto.BOOL))]
+    ins += [(s, c.tmp(f"{s}/in"), infos[s]) for s in states]
+    it = ins[0][1]
+
+    def rows_at(g, buf, offset, window):
+        start = g.node_out("Add", [g.node_out("Reshape", [it, g.const(np.array([1], np.int64), "one")]),
+                                   g.const(np.array([offset], np.int64), "offset")])
+        end = g.node_out("Add", [start, g.const(np.array([window], np.int64), "window")])
+        return g.node_out("Slice", [buf, start, end, g.const(np.array([0], np.int64), "axis0")]), start
+
+    def pre(g):
+        g.current[timestep] = g.node_out("Cast", [g.node_out("Reshape", [it, g.const(np.array([1], np.int64), "one")])],
+                                         to=6)
+        g.infos[g.current[timestep]] = TensorInfo((1,), caffe2_pb2.TensorProto.INT32)
+        for internal, external, off, win in links:
+            src = g.lookup(external)
+            if src is None:
+                raise c.refuse(f"link source '{external}' has no value")
+            name, _ = rows_at(g, src, off, win)
+            g.current[internal] = name
+            info = g.info(src)
+            g.infos[name] = TensorInfo((win, *info.shape[1:]) if info.shape else None, info.dtype)
+
+    def post(g):
+        for internal, external, off, _ in links:
+            if internal not in written:
+                continue
+            buf = g.lookup(external)
+            _, start = rows_at(g, buf, off, 1)
+            idx = g.node_out("Reshape", [start, g.const(np.array([1, 1], np.int64), "idx")])
+            g.current[external] = g.node_out("ScatterND", [buf, idx, g.lookup(internal)])
+            g.infos[g.current[external]] = g.info(buf)
+        g.current["__continue__"] = ins[1][1]
+
+    body = c.subgraph([step], states, inputs=ins, out_infos=[infos[s] for s in states], cond="__continue__",
+                      pre=pre, post=post)
+    finals = c.emit("Loop", [c.const(np.array(t_max, np.int64), "T"), c.const(np.array(True), "true")]
+                    + [bufs[s] for s in states], len(states), body=body)
+    finals = dict(zip(states, finals if isinstance(finals, list) else [finals]))
+    alias = {d: (s, o) for s, d, o in zip(dec(a["alias_src"]), dec(a["alias_dst"]), a["alias_offset"] or [])}
+    for k, out in enumerate(c.op.output[:-1]):
+        if out in alias:
+            s, off = alias[out]
+            start = off if off >= 0 else infos[s].shape[0] + off
+            c.emit("Slice", [finals[s], c.ints([start]), c.ints([infos[s].shape[0]]), c.ints([0])], [c.y(k)])
+        elif out in finals:
+            c.emit("Identity", [finals[out]], [c.y(k)])
+        else:
+            raise c.refuse(f"output '{out}' is neither a recurrent state nor an alias of one")
+    c.opaque(c.n_out - 1)
