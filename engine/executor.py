@@ -279,8 +279,26 @@ def _failure(b: BoundOp, ws: Any, e: Exception) -> ExecutionError:
         return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: argument '{bad}' must be a number, "
                               f"got {b.kwargs[bad]!r}")
     args = [values[n] for n in b.ins]
-    return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: {type(e).__name__}: {e}; "
-                          f"inputs {_describe(b.ins, args)}")
+    return ExecutionError(f"{_where(b.net_name, b.index, b.op)}: {_plain(e)}; inputs {_describe(b.ins, args)}")
+
+
+#: What a kernel's Python exception means, in words a user reads (issue #35: no raw exception text).
+_PLAIN = ((KeyError, "no entry {}"), (IndexError, "index out of range ({})"),
+          (ZeroDivisionError, "division by zero ({})"), (FloatingPointError, "float arithmetic failed ({})"),
+          (ArithmeticError, "float arithmetic failed ({})"), (RuntimeWarning, "float arithmetic failed ({})"),
+          (TypeError, "an input or argument of the wrong type: {}"), (MemoryError, "out of memory{}"),
+          (ValueError, "inputs it cannot take: {}"))
+
+
+def _plain(e: Exception) -> str:
+    """`e` as one line without its Python class name: what kind of failure, then its detail."""
+    detail = " ".join(str(e).split()) or type(e).__name__.lower()
+    if isinstance(e, IndexError) and detail.endswith("index out of range"):  # NOTE: Python's, not the kernel's
+        return "a dim or index it reads is out of range: its inputs' ranks or sizes do not fit this op"
+    for cls, text in _PLAIN:
+        if isinstance(e, cls):
+            return text.format(detail)
+    return f"the kernel failed: {detail}"
 
 
 def _describe(names: tuple[str, ...], args: list[Any]) -> str:
