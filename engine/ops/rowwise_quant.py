@@ -446,7 +446,9 @@ def float_to_half(xp, x, *, clip: int = 0):
         raise TypeError(f"FloatToHalf needs float32 input, got {x.dtype}")
     if clip:
         x = xp.clip(x, -65504.0, 65504.0)
-    return x.astype(F16)
+    # NOTE: without clip a value beyond float16's range becomes +-inf, as in Caffe2: no warning.
+    with np.errstate(over="ignore"):
+        return x.astype(F16)
 
 
 @kernel("HalfToFloat")

@@ -6,6 +6,7 @@ import random
 from netviz.actions import ACTIONS
 from netviz.app import NetvizApp
 from netviz.session import Session
+from tests.netviz.test_abuse import fuzz_events
 from tests.netviz.tui_nets import while_net, write
 from tests.netviz.waiting import asynctest, ready
 
@@ -21,7 +22,7 @@ async def test_thousand_random_keys_and_resizes(tmp_path, monkeypatch):
     app = NetvizApp(Session.open(write(tmp_path, "loop", while_net()), inputs=["x=3"]))
     async with app.run_test(size=(100, 30)) as pilot:
         await ready(pilot)
-        for i in range(1000):
+        for i in range(fuzz_events(1000)):  # 1,000 under `make fuzz`
             if i % 50 == 0:
                 await pilot.resize_terminal(rng.randint(40, 200), rng.randint(10, 60))
             await pilot.press(rng.choice(ACTION_KEYS if rng.random() < 0.6 else OTHER_KEYS))
