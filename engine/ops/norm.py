@@ -40,7 +40,8 @@ def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test:
         return _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order,
                                      num_batches)
     if is_test:  # NOTE: y = x * a + c with per-channel a, c: two passes over x, no temporaries.
-        a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
+        with np.errstate(invalid="ignore"):  # NOTE: a negative running variance gives NaN, as in Caffe2
+            a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
         a, c = a.reshape(bshape), (bias - mean * a).astype(x.dtype).reshape(bshape)
         if xp is not np or x.nbytes < parallel.MIN_BYTES:
             y = xp.multiply(x, a, dtype=x.dtype)
