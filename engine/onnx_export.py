@@ -111,7 +111,7 @@ def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), r
     needed = _reads_before_writes(net)
     missing = [b for b in needed if b not in values]
     if missing:
-        hint = "" if random_params else " (a net without weights: --random-params)"
+        hint = "" if random_params or len(model.init.op) else " (a net without weights: --random-params)"
         raise OnnxExportError(f"{path}: no value for {', '.join(missing[:6])}{' …' if len(missing) > 6 else ''}: "
                               f"give --input NAME=SHAPE[:DTYPE] for inputs{hint}")
     src = Source(net, values, [b for b in needed if b in data], [b for b in needed if b not in data], notes=notes)

@@ -1,0 +1,188 @@
+"""`netviz export NET -o OUT.onnx` and `netviz diff NET OUT.onnx` on real nets (issue #34).
+
+Every net here is exported through the CLI, the file is read back and passes ``onnx.checker`` (full
+check), and the diff runs the net in the engine and the model in ONNX Runtime on the same inputs and
+finds every output and intermediate equal within float32 tolerance.  Nets with an op that has no
+faithful ONNX form must stop with one line naming those ops.  Nets: the model zoo (weightless:
+``--random-params``, seeded), the bundled examples (control flow and the LSTM), and the ONNX-exported
+and builder nets of the test corpus (their own init nets, inputs from the goldens).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="netviz[onnx] not installed (pip install 'netviz[onnx]')")
+pytest.importorskip("onnxruntime", reason="netviz[onnx] not installed (pip install 'netviz[onnx]')")
+
+from engine.modelio import load_net  # noqa: E402
+from netviz.cli import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+EXAMPLES = ROOT / "examples"
+
+#: zoo nets whose every op has an ONNX form (weightless: --random-params; one 224x224 image)
+ZOO_CLEAN = ["resnet50", "densenet121", "inception_v1", "inception_v2", "vgg19", "bvlc_alexnet", "zfnet512"]
+#: zoo detection nets and the ops that stop their export (one line names them all)
+ZOO_STOPPED = {
+    "detectron_e2e_faster_rcnn_R-50-C4_1x/predict_net.pbtxt": ["GenerateProposals", "RoIAlign", "BBoxTransform",
+                                                               "BoxWithNMSLimit"],
+    "mask_rcnn_2go_fp32/model.pbtxt": ["GenerateProposals", "RoIAlign", "BBoxTransform", "BoxWithNMSLimit"],
+    "mask_rcnn_2go_int8/model.pbtxt": ["GenerateProposals", "RoIAlign", "BBoxTransform", "BoxWithNMSLimit"],
+}
+#: test-corpus nets (tests/golden/builders*) that export and diff clean: inference nets and the
+#: forward sections of training nets
+CORPUS_CLEAN = ["builders/char_rnn", "builders/data_parallel_cpu", "builders/mlp_adam", "builders/mlp_sgd",
+                "builders/resnet32x32_test", "builders/resnext18_4x2d_test", "builders/rnn_lstm",
+                "builders/rnn_lstm_2layer", "builders/rnn_lstm_forward_only", "builders/shufflenet_v2_test",
+                "builders_onnx/onnx_cnn", "builders_onnx/onnx_cnn_grad", "builders_onnx/onnx_mlp",
+                "builders_onnx/onnx_mlp_grad"]
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return rc, out, err
+
+
+def _export_and_diff(capsys, tmp_path: Path, net: Path, *opts: object) -> str:
+    """Export, check the file, diff; the diff's output (asserted clean)."""
+    out = tmp_path / "net.onnx"
+    rc, text, err = _cli(capsys, "export", net, "-o", out, *opts)
+    assert rc == 0, err
+    assert text.startswith(f"wrote {out}") and "onnx.checker: ok" in text
+    model = onnx.load(str(out))
+    onnx.checker.check_model(model, full_check=True)
+    rc, text, err = _cli(capsys, "diff", net, out, *opts)
+    assert rc == 0, text + err
+    assert "all equal within tolerance" in text, text
+    return text
+
+
+def _golden_args(case: str, tmp: Path) -> list[str]:
+    """--init and --input for a test-corpus case: its init net and the golden's own input arrays."""
+    meta = json.loads((GOLDEN / f"{case}.json").read_text())
+    net = load_net(GOLDEN / meta["net"])
+    made = {o for op in load_net(GOLDEN / meta["init"]).op for o in op.output} if meta.get("init") else set()
+    args = ["--init", str(GOLDEN / meta["init"])] if meta.get("init") else []
+    with np.load(GOLDEN / f"{case}.npz") as z:
+        for b in net.external_input:
+            if b not in made and f"in/{b}" in z.files:
+                path = tmp / f"in{len(args)}.npy"
+                np.save(path, z[f"in/{b}"])
+                args += ["--input", f"{b}={path}"]
+            elif b not in made and b in meta.get("drawn", {}):
+                args += ["--input", f"{b}={','.join(map(str, meta['drawn'][b]['shape']))}"]
+    return args
+
+
+@pytest.mark.parametrize("name", ZOO_CLEAN)
+def test_zoo_net_exports_and_matches_onnxruntime(name, zoo, tmp_path, capsys):
+    text = _export_and_diff(capsys, tmp_path, zoo / name / "predict_net.pbtxt", "--random-params")
+    n_ops = len(load_net(zoo / name / "predict_net.pbtxt").op)
+    assert f"of {n_ops} ops compared" in text  # every op's outputs, intermediates included
+
+
+@pytest.mark.parametrize("rel", sorted(ZOO_STOPPED))
+def test_detection_nets_name_the_ops_that_stop_them(rel, zoo, tmp_path, capsys):
+    info = tmp_path / "im_info.npy"
+    np.save(info, np.array([[192, 192, 1.0]], np.float32))
+    out = tmp_path / "det.onnx"
+    rc, text, err = _cli(capsys, "export", zoo / rel, "-o", out, "--random-params", "--input", "data=1,3,192,192",
+                         "--input", f"im_info={info}")
+    lines = [ln for ln in err.splitlines() if not ln.startswith("netviz: note")]
+    assert rc == 2 and len(lines) == 1 and "no faithful ONNX form" in lines[0], err
+    for op_type in ZOO_STOPPED[rel]:
+        assert f"{op_type} (op #" in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in EXAMPLES.glob("*/predict_net.pb")))
+def test_bundled_example_exports_and_matches_onnxruntime(name, tmp_path, capsys):
+    _export_and_diff(capsys, tmp_path, EXAMPLES / name / "predict_net.pb")
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_example_both_branches(cond, tmp_path, capsys):
+    """The If becomes an ONNX If: the diff agrees whichever branch the condition picks."""
+    path = tmp_path / "cond.npy"
+    np.save(path, np.array([cond]))
+    _export_and_diff(capsys, tmp_path, EXAMPLES / "if_net" / "predict_net.pb", "--input", f"cond={path}")
+
+
+def test_while_loop_runs_inside_onnx(tmp_path, capsys):
+    """The While is an ONNX Loop (not unrolled): the model holds one Loop node."""
+    _export_and_diff(capsys, tmp_path, EXAMPLES / "while_net" / "predict_net.pb")
+    assert [n.op_type for n in onnx.load(str(tmp_path / "net.onnx")).graph.node].count("Loop") == 1
+
+
+@pytest.mark.parametrize("case", CORPUS_CLEAN)
+def test_corpus_net_exports_and_matches_onnxruntime(case, tmp_path, capsys):
+    meta = json.loads((GOLDEN / f"{case}.json").read_text())
+    _export_and_diff(capsys, tmp_path, GOLDEN / meta["net"], *_golden_args(case, tmp_path))
+
+
+def test_blob_names_and_ssa_versions(zoo, tmp_path, capsys):
+    """Caffe2 blob names are the ONNX value names; an in-place write (Relu on a SpatialBN output)
+    is the blob's next version `name@1`; the init net's values are initializers."""
+    net = zoo / "resnet50" / "predict_net.pbtxt"
+    out = tmp_path / "r.onnx"
+    assert _cli(capsys, "export", net, "-o", out, "--random-params")[0] == 0
+    g = onnx.load(str(out)).graph
+    names = {o for n in g.node for o in n.output}
+    assert [i.name for i in g.input] == ["gpu_0/data"] and [o.name for o in g.output] == ["gpu_0/softmax"]
+    assert {"gpu_0/conv1", "gpu_0/res_conv1_bn", "gpu_0/res_conv1_bn@1", "gpu_0/pool5"} <= names
+    assert "gpu_0/conv1_w" in {t.name for t in g.initializer}
+
+
+def test_diff_finds_a_wrong_model(zoo, tmp_path, capsys):
+    """A model changed after export (one Relu made a Sigmoid) is caught at that op, values side by side."""
+    net = zoo / "bvlc_alexnet" / "predict_net.pbtxt"
+    out = tmp_path / "a.onnx"
+    assert _cli(capsys, "export", net, "-o", out, "--random-params")[0] == 0
+    model = onnx.load(str(out))
+    relu = next(n for n in model.graph.node if n.op_type == "Relu" and n.output[0].startswith("conv2"))
+    relu.op_type = "Sigmoid"
+    onnx.save(model, str(out))
+    rc, text, _ = _cli(capsys, "diff", net, out, "--random-params")
+    assert rc == 1
+    first = next(ln for ln in text.splitlines() if ln.startswith("first difference"))
+    assert "Relu" in first and f"output '{relu.output[0].split('@')[0]}'" in first
+    assert "engine" in text and "onnxruntime" in text
+
+
+def test_random_params_are_repeatable(zoo, tmp_path, capsys):
+    net = zoo / "zfnet512" / "predict_net.pbtxt"
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    for out in (a, b):
+        assert _cli(capsys, "export", net, "-o", out, "--random-params")[0] == 0
+    ia = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(a)).graph.initializer}
+    ib = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(b)).graph.initializer}
+    assert ia.keys() == ib.keys() and all(np.array_equal(ia[k], ib[k]) for k in ia)
+
+
+def test_weightless_net_without_random_params_says_how(zoo, tmp_path, capsys):
+    rc, _, err = _cli(capsys, "export", zoo / "vgg19" / "predict_net.pbtxt", "-o", tmp_path / "v.onnx")
+    assert rc == 2 and len(err.splitlines()) == 1 and "--random-params" in err
+
+
+def test_opset_choice(tmp_path, capsys):
+    net = EXAMPLES / "mlp_forward" / "predict_net.pb"
+    out = tmp_path / "net.onnx"
+    assert _cli(capsys, "export", net, "-o", out, "--opset", "13")[0] == 0
+    assert onnx.load(str(out)).opset_import[0].version == 13
+    assert _cli(capsys, "diff", net, out)[0] == 0
+    rc, _, err = _cli(capsys, "export", net, "-o", tmp_path / "old.onnx", "--opset", "9")
+    assert rc == 2 and "opset 13 or newer" in err
+
+
+def test_missing_onnx_says_how_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # NOTE: `import onnx` now raises ImportError
+    rc, _, err = _cli(capsys, "export", EXAMPLES / "mlp_forward" / "predict_net.pb", "-o", tmp_path / "m.onnx")
+    assert rc == 2 and len(err.splitlines()) == 1 and "pip install 'netviz[onnx]'" in err
