@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,8 @@ import numpy as np
 from engine import blocking
 from engine import device as dev
 from engine import executor
-from engine.debugger.records import BlobSummary, FrameInfo, OpExecuted, OpPath, OpRecord, ProgramCounter, Stopped
+from engine.debugger.records import (BlobSummary, FrameInfo, OpExecuted, OpPath, OpRecord, ProgramCounter, Stopped,
+                                     VersionFinal)
 from engine.errors import NetvizError
 from engine.plans import SubnetRun
 from engine.training import update_ratio
@@ -117,6 +118,9 @@ class Machine:
         self.kept: dict[tuple[OpPath | None, str], tuple[int, Any]] = {}  # (op path | None=@0, blob)
         self.kept_bytes, self.kept_evicted = 0, 0
         self.injected: dict[str, int] = {}   # blob → version an inject gave it (until an op writes it)
+        # NOTE: blob → (path, seq, version) of the latest version of a buffer rnn_internal_apply_link made
+        # views of: the step's ops write its rows through the views after the record (_close_version).
+        self._linked: dict[str, tuple[OpPath, int, int]] = {}
         self.error: str | None = None
         self._undo: list[_Undo] = []
         self._undo_bytes = 0
@@ -201,6 +205,8 @@ class Machine:
             run: SubnetRun = next(plan) if first else plan.send(None)
         except StopIteration as stop:
             writes = self._store(parent, b, stop.value)
+            for name in list(self._linked):  # the step nets are done: their view writes have landed
+                self._close_version(name, None)
             self._push_undo(_Undo("complete", parent, parent.pc, len(self.frames), writes))
             self._record(parent, b, 0.0, {w[1]: w[4] for w in writes})
             parent.pc += 1
@@ -234,21 +240,53 @@ class Machine:
 
     def _record(self, f: _Frame, b: executor.BoundOp, wall: float, written: Mapping[str, Any],
                 skipped: bool = False) -> None:
+        linked = [n for n in written if n in self._linked]
+        for n in linked:
+            self._close_version(n, written[n])
         for n in written:
             self.versions[n] = self.versions.get(n, 0) + 1
             self.injected.pop(n, None)
         path = f.path()
         outs = tuple(_summary(n, v) for n, v in written.items() if v is not _MISSING) if self.record_stats else ()
         ratio = update_ratio(b.op, self._undo[-1].writes) if self._undo and self.record_stats else None
+        frames = tuple(x.label for x in self.frames[1:self.frames.index(f) + 1]) if f is not self.frames[0] else ()
         rec = OpRecord(len(self.records), path, b.op.type, f.label, wall, outs,
-                       self.is_backward(path), self.forward_index_of(path), skipped, ratio)
+                       self.is_backward(path), self.forward_index_of(path), skipped, ratio, frames)
         self.records.append(rec)
         self.records_by_path[path] = rec
         self.stale.discard(path)
         for n, v in written.items():
             if v is not _MISSING:
                 self._keep((path, n), rec.seq, v)
+        if b.op.type == "rnn_internal_apply_link" and len(b.op.output) > 1 and b.op.output[1] in written:
+            linked.append(b.op.output[1])
+        for n in linked:  # a link's buffer: later writes through its views land in this version
+            self._linked[n] = (path, rec.seq, self.versions[n])
         self._emit(OpExecuted(rec))
+
+    def _close_version(self, name: str, new_value: Any) -> None:
+        """Fix the value of `name`'s linked version now that no view write can change it any more.
+
+        Kept values are references; when the next version is the same array (the next link of the
+        same state buffer), the earlier version keeps a copy of the array as it is now.  Its record's
+        summary is redone and :class:`VersionFinal` tells listeners (``run --dump``) its value.
+        `new_value` None: the RecurrentNetwork op completed (the version stays linked, unchanged).
+        """
+        path, seq, version = self._linked[name] if new_value is None else self._linked.pop(name)
+        kept = self.kept.get((path, name))
+        if kept is None or kept[0] != seq:
+            return  # a later run of that op replaced it, or the budget dropped it
+        value = kept[1]
+        if new_value is not None and new_value is value and hasattr(value, "copy"):
+            value = value.copy()
+            self._keep((path, name), seq, value)
+        if self.record_stats and seq < len(self.records):
+            rec = self.records[seq]
+            outs = tuple(_summary(name, value) if o.name == name else o for o in rec.outputs)
+            self.records[seq] = rec = replace(rec, outputs=outs)
+            if self.records_by_path.get(path) is not None and self.records_by_path[path].seq == seq:
+                self.records_by_path[path] = rec
+        self._emit(VersionFinal(name, version, path, value))
 
     # ---- values per SSA version ---------------------------------------------------------
     def _keep_initial(self, f: _Frame, old: list[tuple[str, Any, Any]]) -> None:
@@ -349,6 +387,7 @@ class Machine:
             owner.pc = op_index
         del self.records[u.nrec:]
         self.records_by_path = {r.path: r for r in self.records}
+        self._linked = {n: v for n, v in self._linked.items() if v[1] < u.nrec}
         self.error = None
         return self._stop("step", "stepped back")
 

@@ -76,6 +76,7 @@ class OpRecord:
     forward_index: int | None = None
     skipped: bool = False   # the user gave its outputs (:meth:`Debugger.skip`); its kernel did not run
     update_ratio: float | None = None  # ‖ΔW‖/‖W‖ of a parameter the op updated in place (engine.training)
+    frames: tuple[str, ...] = ()  # labels of the frames below main it ran in (``iteration 1``): places.place
 
     @property
     def has_inf_or_nan(self) -> bool:
@@ -116,9 +117,11 @@ class Breakpoint:
             return False
         return True
 
-    def describe(self) -> str:
+    def describe(self, where: str = "") -> str:
+        """``#1 main › While op#2 iteration 0 › op#1 Tanh if x > 1 · hits 2``; `where` names a path
+        breakpoint's op (engine.debugger.places.place: the raw path otherwise)."""
         cond = f" if {self.condition}" if self.condition is not None else ""
-        loc = {"path": lambda: "op " + "/".join(map(str, self.spec)), "type": lambda: f"type {self.spec}",
+        loc = {"path": lambda: where or "op " + "/".join(map(str, self.spec)), "type": lambda: f"type {self.spec}",
                "name": lambda: f"name ~ /{self.spec}/", "condition": lambda: "after any op"}[self.kind]()
         counts = f" · hits {self.hits}" + (f", ignore next {self.ignore}" if self.ignore else "")
         return f"#{self.id} {loc}{cond}{'' if self.enabled else ' (disabled)'}{counts}"
@@ -147,3 +150,19 @@ class OpExecuted:
     """An op ran (sent after each op, also during continue)."""
 
     record: OpRecord
+
+
+@dataclass(frozen=True, slots=True)
+class VersionFinal:
+    """Version `version` of `name`, recorded when op `path` ran, has its final value now.
+
+    Why: an RNN state buffer's version is recorded by ``rnn_internal_apply_link``, but the step's
+    ops write its rows through the link's view afterwards (as in Caffe2, where they share memory);
+    what was shown at record time lacks those rows.  Sent when the next version of the blob is
+    recorded or the RecurrentNetwork op completes; a listener that saved the early value redoes it.
+    """
+
+    name: str
+    version: int
+    path: OpPath
+    value: Any

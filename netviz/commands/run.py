@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.debugger import Debugger, OpExecuted, parse_input_spec
 from engine.debugger.inspect import save_blob
+from engine.debugger.records import VersionFinal
 from engine.errors import NetvizError
 from engine.modelio import load_model
 from netviz.commands import add_model_arguments, missing_blob_hint
@@ -95,6 +96,9 @@ class _Dumper:
             r = event.record
             for out in r.outputs:
                 self.write(out.name, self.dbg.versions.get(out.name, 0), r.path, r.op_type)
+        elif isinstance(event, VersionFinal) and hasattr(event.value, "dtype"):
+            # NOTE: an RNN state buffer's rows written through a link view after its version was saved
+            save_blob(event.name, event.value, self.folder / _file_name(event.name, event.version))
 
     def finish(self) -> None:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n")
@@ -190,6 +194,11 @@ def run(args: argparse.Namespace) -> int:
     if args.loss:
         dbg.backward()
     stop = dbg.continue_()
+    if stop.reason == "error":  # NOTE: the one useful line first; an empty table and "0 ops" said nothing
+        message = stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize)
+        if not dbg.records:
+            raise NetvizError(message)
+        print(f"netviz: {message}", file=sys.stderr, flush=True)
     from engine.training import split_training_net
     _print_records(dbg.records, split_training_net(dbg.frames[0].net).sections)
     if dumper:
@@ -198,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     total = sum(r.wall_s for r in dbg.records)
     print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
     if stop.reason == "error":
-        raise NetvizError(stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize))
+        return 2
     if stop.reason == "condition":  # NOTE: the pc is the op after the culprit: name the op that wrote it
         last = dbg.records[-1] if dbg.records else None
         made = ", ".join(o.name for o in last.outputs if o.nan_count or o.inf_count) if last else ""
