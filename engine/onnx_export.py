@@ -340,6 +340,28 @@ class Convert:
             g = g.parent
         return self.g.consts.get(name)
 
+    def fold(self) -> None:
+        """Every output as a Constant: the op run alone in the engine on its fixed inputs (fills,
+        shape arithmetic on weights); a refusal when an input is computed at run time."""
+        from engine import executor  # noqa: PLC0415
+        from engine.workspace import Workspace  # noqa: PLC0415
+
+        ws = Workspace("onnx-fold")
+        for i, b in enumerate(self.op.input):
+            v = self.const_value(i)
+            if v is None:
+                raise Refused(f"input '{b}' is computed at run time (only a fixed value folds)")
+            ws.feed_blob(b, v)
+        try:
+            executor.run_op(self.op, ws, device="cpu")
+        except Exception as e:  # NOTE: the engine's own one-line error, as the refusal's reason
+            raise Refused(f"folding it failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        for k, o in enumerate(self.op.output):
+            v = ws.values.get(o)
+            if not isinstance(v, (np.ndarray, np.generic)) or np.asarray(v).dtype.kind not in "biuf":
+                raise Refused(f"output '{o}' is no numeric tensor")
+            self.constant(k, np.asarray(v))
+
     def constant(self, k: int, value: Any) -> None:
         """Output `k` is the fixed `value` (a fill op): an ONNX Constant whose value later ops may read."""
         value = np.asarray(value)

@@ -289,3 +289,31 @@ def scale_blobs_shape(*xs):
 def bitwise_shape(a, b, *, broadcast: int = 0, axis: int = -1):
     return _binary_shape()(a, b, broadcast=broadcast, axis=axis)
 
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+#: Caffe2 unary ops with an ONNX op of the same formula (Log1p, Cbrt and Rsqrt have none: refused).
+_ONNX_SAME_UNARY = {t: t for t in ("Acos", "Asin", "Atan", "Cos", "Sin", "Tan", "Cosh", "Sinh", "Erf")}
+
+
+@onnx_converter(*_ONNX_SAME_UNARY)
+def same_unary_onnx(c):
+    c.emit(_ONNX_SAME_UNARY[c.op.type], [c.x(0)], [c.y(0)])
+
+
+@onnx_converter("Cube")
+def cube_onnx(c):
+    c.emit("Mul", [c.emit("Mul", [c.x(0), c.x(0)]), c.x(0)], [c.y(0)])
+
+
+@onnx_converter("Max", "Min")
+def select_onnx(c):
+    """Elementwise max / min of equal-shaped inputs (ONNX's variadic Max / Min)."""
+    c.emit(c.op.type, [c.x(i) for i in range(c.n_in)], [c.y(0)])
+
+
+@onnx_converter("SumRelu")
+def sum_relu_onnx(c):
+    c.emit("Relu", [c.emit("Sum", [c.x(i) for i in range(c.n_in)])], [c.y(0)])

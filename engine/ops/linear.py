@@ -218,6 +218,14 @@ def tt(xp, x, b, cores, *, inp_sizes: list = (), out_sizes: list = (), tt_ranks:
     return (y + b.reshape(1, -1)).astype(x.dtype, copy=False)
 
 
+@kernel("TTLinearGradient")
+def tt_linear_gradient(xp, *_inputs):
+    # NOTE: Caffe2 1.10.2 registers TTLinearGradient as an unfinished stub whose run always fails, whatever
+    # its inputs (TT itself is GRADIENT_NOT_IMPLEMENTED_YET, so no maker emits it); netviz fails the same way.
+    raise ValueError("TTLinearGradient is not implemented in Caffe2 1.10.2 (its kernel is a stub that always "
+                     "fails); TT has no gradient")
+
+
 @kernel("ConcatBatchMatMulBatchGatherOp")
 def concat_bmm_batch_gather(xp, indices, *xs):
     # NOTE: per batch row b: S = rows X_i[b] stacked (n x embed), G = S S^T, out[b] = G.flat[indices].
@@ -401,3 +409,12 @@ def batch_matmul_onnx(c):
     def side(i, r, flag):
         return c.emit("Transpose", [c.x(i)], perm=[*range(r - 2), r - 1, r - 2]) if c.arg(flag, 0) and r > 1 else c.x(i)
     c.emit("MatMul", [side(0, ra, "trans_a"), side(1, rb, "trans_b")], [c.y(0)])
+
+
+@onnx_converter("ElementwiseLinear")
+def elementwise_linear_onnx(c):
+    """Y = X * w + b on the 2-D view split at `axis` (w, b one value per column)."""
+    r = c.rank(0)
+    x2 = c.rows(c.x(0), c.arg("axis", 1) % r, r)
+    y2 = c.emit("Add", [c.emit("Mul", [x2, c.x(1)]), c.x(2)])
+    c.emit("Reshape", [y2, c.shape_of(c.x(0))], [c.y(0)])

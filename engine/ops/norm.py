@@ -240,7 +240,7 @@ def _normalize_rows_grad(xp, g, xhat, std):
     return (g - g.mean(axis=1, keepdims=True) - xhat * (g * xhat).mean(axis=1, keepdims=True)) / std
 
 
-@kernel("LayerNorm")
+@kernel("LayerNorm", "C10LayerNorm_DontUseThisOpYet")  # NOTE: the c10 port: same inputs, args and values
 def layer_norm(xp, x, gamma=None, beta=None, *, axis: int = 1, epsilon: float = 1e-5, elementwise_affine: int = 0):
     # NOTE: gamma / beta (elementwise_affine) have the shape of X's dims from `axis` on.
     axis %= x.ndim
@@ -624,3 +624,48 @@ def channel_shuffle_onnx(c):
     y = c.y_nchw(0)
     c.emit("Reshape", [t, c.ints(s)], [y])
     c.done_nchw(0, y, len(s))
+
+
+@onnx_converter("LayerNorm")
+def layer_norm_onnx(c):
+    """Rows split at `axis` normalised with the biased variance: mean and std = sqrt(var + eps)
+    (Caffe2's second and third outputs, shape X.shape[:axis] + (1,)), then gamma / beta."""
+    r = c.rank(0)
+    axis = c.arg("axis", 1) % r
+    x2 = c.rows(c.x(0), axis, r)
+    mean = c.emit("ReduceMean", [x2], axes=[1], keepdims=1)
+    centred = c.emit("Sub", [x2, mean])
+    var = c.emit("ReduceMean", [c.emit("Mul", [centred, centred])], axes=[1], keepdims=1)
+    std = c.emit("Sqrt", [c.emit("Add", [var, c.const(np.array(c.arg("epsilon", 1e-5), c.np_dtype(0)), "eps")])])
+    y = c.emit("Div", [centred, std])
+    if c.arg("elementwise_affine", 0):
+        y = c.emit("Add", [c.emit("Mul", [y, c.emit("Reshape", [c.x(1), c.ints([1, -1])])]),
+                           c.emit("Reshape", [c.x(2), c.ints([1, -1])])])
+    c.emit("Reshape", [y, c.shape_of(c.x(0))], [c.y(0)])
+    stats = c.ints(list(c.shape(0)[:axis]) + [1])
+    if c.n_out > 1:
+        c.emit("Reshape", [mean, stats], [c.y(1)])
+    if c.n_out > 2:
+        c.emit("Reshape", [std, stats], [c.y(2)])
+
+
+@onnx_converter("InstanceNorm")
+def instance_norm_onnx(c):
+    """ONNX InstanceNormalization (biased variance, epsilon); Caffe2's optional mean and inverse-std
+    outputs (N x C) recomputed beside it."""
+    r = c.rank(0)
+    x = c.x_nchw(0)
+    y = c.y_nchw(0)
+    eps = float(c.arg("epsilon", 1e-5))
+    c.emit("InstanceNormalization", [x, c.x(1), c.x(2)], [y], epsilon=eps)
+    c.done_nchw(0, y, r)
+    if c.n_out > 1:
+        n, ch = (c.shape(0)[0], c.shape(0)[1 if c.nchw else -1])
+        rows = c.emit("Reshape", [x, c.ints([n * ch, -1])])
+        mean = c.emit("ReduceMean", [rows], axes=[1], keepdims=1)
+        c.emit("Reshape", [mean, c.ints([n, ch])], [c.y(1)])
+        if c.n_out > 2:
+            centred = c.emit("Sub", [rows, mean])
+            var = c.emit("ReduceMean", [c.emit("Mul", [centred, centred])], axes=[1], keepdims=1)
+            inv = c.emit("Reciprocal", [c.emit("Sqrt", [c.emit("Add", [var, c.const(np.float32(eps), "eps")])])])
+            c.emit("Reshape", [inv, c.ints([n, ch])], [c.y(2)])

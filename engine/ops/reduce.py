@@ -376,3 +376,48 @@ shape("SumElementsGradient")(same_as(0))
 def arg_max_shape(x, *, axis: int = -1, keepdims: int = 1):
     xd = dims(x)
     return TensorInfo(_reduced(xd, {norm_axis(axis, len(xd))}, keepdims), INT64)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2")
+def reduce_onnx(c):
+    """The same-named ONNX reduction over `axes` (all when absent), keepdims default 1 in both."""
+    axes = c.arg("axes")
+    axes = list(axes) if axes is not None else list(range(c.rank(0)))
+    keep = int(c.arg("keepdims", 1))
+    if c.op.type == "ReduceSum":  # NOTE: opset 13+ takes ReduceSum's axes as an input, the others from 18
+        return c.emit("ReduceSum", [c.x(0), c.ints(axes)], [c.y(0)], keepdims=keep)
+    if c.opset >= 18:
+        return c.emit(c.op.type, [c.x(0), c.ints(axes)], [c.y(0)], keepdims=keep)
+    c.emit(c.op.type, [c.x(0)], [c.y(0)], axes=axes, keepdims=keep)
+
+
+@onnx_converter("ReduceFrontSum", "ReduceFrontMean", "ReduceFrontMax", "ReduceBackSum", "ReduceBackMean",
+                "ReduceBackMax")
+def reduce_front_back_onnx(c):
+    """Reduce the first (Front) or last (Back) `num_reduce_dim` dims, dropping them; the lengths
+    input (a ragged reduction) is refused."""
+    if c.n_in > 1:
+        raise c.refuse("the lengths input")
+    n, r = int(c.arg("num_reduce_dim", 1)), c.rank(0)
+    axes = list(range(n)) if "Front" in c.op.type else list(range(r - n, r))
+    kind = "Reduce" + c.op.type[len("ReduceFront"):]
+    if kind == "ReduceSum" or c.opset >= 18:
+        return c.emit(kind, [c.x(0), c.ints(axes)], [c.y(0)], keepdims=0)
+    c.emit(kind, [c.x(0)], [c.y(0)], axes=axes, keepdims=0)
+
+
+@onnx_converter("ArgMax", "ArgMin")
+def arg_onnx(c):
+    """First index of the extreme value (select_last_index 0), int64, as Caffe2."""
+    c.emit(c.op.type, [c.x(0)], [c.y(0)], axis=c.arg("axis", -1), keepdims=int(c.arg("keepdims", 1)))
+
+
+@onnx_converter("SumElements")
+def sum_elements_onnx(c):
+    """The sum (average) of every element, 0-d."""
+    kind = "ReduceMean" if c.arg("average", 0) else "ReduceSum"
+    c.emit(kind, [c.x(0)], [c.y(0)], keepdims=0)

@@ -514,14 +514,33 @@ def lstm_unit_onnx(c):
     cp, hp = rows(c.x(1)), rows(c.x(0))
     cell = c.emit("Add", [c.emit("Mul", [f, cp]), c.emit("Mul", [i, g])])
     hid = c.emit("Mul", [o, c.emit("Tanh", [cell])])
-    if c.arg("sequence_lengths", 1):
-        t = c.emit("Reshape", [c.emit("Cast", [c.x(4)], to=7), c.ints([1, 1])])
-        lengths = c.emit("Reshape", [c.emit("Cast", [c.x(3)], to=7), c.ints([-1, 1])])
-        valid = c.emit("Less", [t, lengths])
-        keep_c, keep_h = (c.const(np.zeros((1, 1), np.float32), "zero"),) * 2 if c.arg("drop_states", 0) else (cp, hp)
-        cell, hid = c.emit("Where", [valid, cell, keep_c]), c.emit("Where", [valid, hid, keep_h])
-    c.emit("Reshape", [hid, c.shape_of(c.x(1))], [c.y(0)])
-    c.emit("Reshape", [cell, c.shape_of(c.x(1))], [c.y(1)])
+    c.emit("Reshape", [_onnx_past_length(c, hid, hp, 3), c.shape_of(c.x(1))], [c.y(0)])
+    c.emit("Reshape", [_onnx_past_length(c, cell, cp, 3), c.shape_of(c.x(1))], [c.y(1)])
+
+
+def _onnx_past_length(c, new, prev, k):
+    """`new` where the timestep (input k + 1) is below the row's sequence length (input k), else
+    `prev` (drop_states: 0); `new` itself without sequence_lengths."""
+    if not c.arg("sequence_lengths", 1):
+        return new
+    t = c.emit("Reshape", [c.emit("Cast", [c.x(k + 1)], to=7), c.ints([1, 1])])
+    valid = c.emit("Less", [t, c.emit("Reshape", [c.emit("Cast", [c.x(k)], to=7), c.ints([-1, 1])])])
+    keep = c.const(np.zeros((1, 1), c.np_dtype(0)), "zero") if c.arg("drop_states", 0) else prev
+    return c.emit("Where", [valid, new, keep])
+
+
+@onnx_converter("GRUUnit")
+def gru_unit_onnx(c):
+    """Gates [reset, update, output] per row (reset applied upstream): u = sigmoid, o = tanh,
+    h = u h' + (1 - u) o; rows past their length keep h' (drop_states: zero)."""
+    d = c.shape(0)[-1]
+    parts = c.emit("Split", [c.emit("Reshape", [c.x(1), c.ints([-1, 3, d])]), c.ints([1, 1, 1])], 3, axis=1)
+    u = c.emit("Sigmoid", [c.emit("Reshape", [parts[1], c.ints([-1, d])])])
+    o = c.emit("Tanh", [c.emit("Reshape", [parts[2], c.ints([-1, d])])])
+    hp = c.emit("Reshape", [c.x(0), c.ints([-1, d])])
+    one = c.const(np.ones((1, 1), c.np_dtype(0)), "one")
+    h = c.emit("Add", [c.emit("Mul", [hp, u]), c.emit("Mul", [o, c.emit("Sub", [one, u])])])
+    c.emit("Reshape", [_onnx_past_length(c, h, hp, 2), c.shape_of(c.x(0))], [c.y(0)])
 
 
 @onnx_converter("RecurrentNetwork")

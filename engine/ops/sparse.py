@@ -118,7 +118,7 @@ def sparse_lengths_sum_gradient(xp, dy, lengths, indices):
 
 
 @kernel("SparseLengthsIndicesInGradientMeanGradient", "LengthsMeanGradient",
-        "LengthsIndicesInGradientMeanGradient")
+        "LengthsIndicesInGradientMeanGradient", "SparseLengthsMeanGradient")
 def sparse_lengths_mean_gradient(xp, dy, lengths, *_indices):
     seg, n = _segments(xp, lengths)
     scale = xp.asarray((1 / np.maximum(n, 1)).astype(dy.dtype))
@@ -260,3 +260,15 @@ shape("SparseLengthsIndicesInGradientSumGradient", "LengthsIndicesInGradientSumG
 shape("SparseLengthsIndicesInGradientWeightedSumGradient")(
     lambda w, dy, lengths, indices: TensorInfo((dims(indices)[0], *dims(dy)[1:]), dy.dtype))
 shape("LengthsMaxWithMainInputAndForwardOutputGradient")(lambda y, dy, lengths, data: data)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("Gather", "BatchGather")
+def gather_onnx(c):
+    """ONNX Gather along `axis` (BatchGather: 1); negative indices wrap in both; match_outer refused."""
+    if c.arg("match_outer", 0):
+        raise c.refuse("match_outer=1")
+    c.emit("Gather", [c.x(0), c.x(1)], [c.y(0)], axis=1 if c.op.type == "BatchGather" else c.arg("axis", 0))

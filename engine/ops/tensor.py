@@ -850,3 +850,20 @@ def tile_onnx(c):
     reps = [1] * c.rank(0)
     reps[axis % c.rank(0)] = tiles
     c.emit("Tile", [c.x(0), c.ints(reps)], [c.y(0)])
+
+
+@onnx_converter("MergeDim")
+def merge_dim_onnx(c):
+    c.emit("Reshape", [c.x(0), c.ints([-1, *c.shape(0)[2:]])], [c.y(0)])
+
+
+@onnx_converter("PrependDim")
+def prepend_dim_onnx(c):
+    k = int(c.arg("dim_size", 0))
+    c.emit("Reshape", [c.x(0), c.ints([k, c.shape(0)[0] // max(k, 1), *c.shape(0)[1:]])], [c.y(0)])
+
+
+@onnx_converter("Expand")
+def expand_onnx(c):
+    """Bidirectional broadcast to the shape input, a negative dim read as its absolute value (-1: keep)."""
+    c.emit("Expand", [c.x(0), c.ints([abs(d) for d in _onnx_ints(c, 1, "the shape")])], [c.y(0)])
