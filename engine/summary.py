@@ -9,8 +9,6 @@ from collections import Counter
 from typing import Any
 
 from engine.catalogue import facts
-from engine.catalogue.docs import slot_name
-from engine.catalogue.schema import check_net
 from engine.modelio import Model
 from engine.opdef import arg_value, subnets_of
 from proto import caffe2_pb2
@@ -51,6 +49,8 @@ def param_info(op: caffe2_pb2.OperatorDef) -> dict[str, Any]:
 
 def net_summary(net: caffe2_pb2.NetDef) -> dict[str, Any]:
     """Name, op count, histogram, external blobs, devices and subnets (recursively) of a net."""
+    from engine.catalogue.schema import check_net  # noqa: PLC0415 - the TUI imports this module before its first frame
+
     devices = Counter(device_name(op.device_option) for op in net.op)
     subnets = []
     for i, op in enumerate(net.op):
@@ -72,6 +72,8 @@ def net_summary(net: caffe2_pb2.NetDef) -> dict[str, Any]:
 
 def op_slots(op: caffe2_pb2.OperatorDef) -> dict[str, Any]:
     """``{"type", "name", "inputs": [[slot, blob], …], "outputs": …}`` with Caffe2's slot names."""
+    from engine.catalogue.docs import slot_name  # noqa: PLC0415 - see net_summary
+
     f = facts(op.type)
     ins, outs = (f.inputs, f.outputs) if f else ((), ())
     return {"type": op.type, "name": op.name,

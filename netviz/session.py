@@ -116,10 +116,15 @@ class NetView:
     origin: list[int | None] = field(default_factory=list)
     #: a training net's section of each op (``engine.training``): forward / backward / optimizer
     sections: list[str] | None = None
+    #: the content key of the net (:func:`netviz.cache.net_digest`): its SSA and drawings are cached
+    #: under it; None for views not cached (subnets, the generated backward view)
+    digest: str | None = None
 
     @cached_property
     def ssa(self) -> list[tuple[list[tuple[str, int]], list[tuple[str, int]]]]:
-        return get_ssa(self.net)[0]
+        from netviz import cache
+
+        return cache.cached("ssa", self.digest, lambda: get_ssa(self.net)[0])
 
     def is_backward(self, i: int) -> bool:
         return i >= self.n_forward
@@ -200,8 +205,12 @@ class Session:
         self.values: dict[str, Any] = dict(inputs or {})
         from engine.training import split_training_net
         #: the main net's training sections, made once (the op list, lint and backward view read it)
-        self.split = split_training_net(model.predict)
+        from netviz import cache
+        #: the main net's content key: its split, SSA and first drawings come from netviz.cache when seen before
+        self.digest = cache.net_digest(model.predict)
+        self.split = cache.cached("split", self.digest, lambda: split_training_net(model.predict))
         self.forward = _main_view(model.predict, self.split)
+        self.forward.digest = self.digest
         self.backward: NetView | None = None
         self.show_backward = False
         self.breakpoints: dict[OpRef, Breakpoint] = {}

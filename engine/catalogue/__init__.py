@@ -8,10 +8,22 @@ the one-line descriptions are netviz's own (``descriptions.tsv``). Any view can 
 >>> facts("Conv").inputs, category("Conv")
 (('X', 'filter', 'bias'), 'conv')
 """
+import importlib
+from typing import Any
+
 from engine.catalogue.category import CATEGORIES, category
-from engine.catalogue.docs import OpDoc, description, op_doc
 from engine.catalogue.facts import OpFacts, facts, forward_ops, gradient_ops, is_caffe2_op, table
-from engine.catalogue.schema import check_net, check_op, check_tree, violations
+
+#: names read from their modules when first asked for: colouring a graph by category() needs neither
+#: the descriptions nor the schema checks (the TUI's first frame imports this package for category)
+_LAZY = {"OpDoc": "docs", "description": "docs", "op_doc": "docs",
+         "check_net": "schema", "check_op": "schema", "check_tree": "schema", "violations": "schema"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"engine.catalogue.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'engine.catalogue' has no attribute {name!r}")
 
 __all__ = ["CATEGORIES", "OpDoc", "OpFacts", "category", "check_net", "check_op", "check_tree", "description",
            "facts", "forward_ops", "gradient_ops", "is_caffe2_op", "op_doc", "table", "violations"]

@@ -23,7 +23,6 @@ from textual.widgets.option_list import Option
 from rich.style import Style
 from rich.text import Text
 
-from engine.catalogue.schema import check_tree
 from engine.errors import NetvizError
 from netviz.actions import bindings
 from netviz.errorlog import Guarded, report
@@ -141,6 +140,8 @@ class MainScreen(Guarded, Screen[None]):
     def check_net(self, schema: bool = True) -> None:
         """The lint markers (``⚑``) and the schema check, off the UI thread; then relabel the ops
         that have a finding (every other label is unchanged) and say what Caffe2 would refuse."""
+        from engine.catalogue.schema import check_tree  # noqa: PLC0415 - after the first frame
+
         try:
             bad = check_tree(self.session.model.predict) if schema else []  # Caffe2 would refuse these ops
             found = self.session.lint_findings()

@@ -23,6 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from engine.errors import NetvizError
+from netviz import cache
 from netviz import style as looks
 from netviz.messages import BlobSelected, OpSelected
 from netviz.widgets.scrolling import SteadyScrollbars
@@ -159,8 +160,16 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
                 n_forward: int, ssa: bool, zoom: int, window: range | None) -> None:
         try:
             shapes = session.shapes(key[0]) if ZOOMS[zoom][1] else None
-            scene = build_scene(net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=session.param_names(),
-                                ops=window, direction=direction, pane=pane)
+            params = session.param_names()
+            digest = getattr(session, "digest", None)
+            # NOTE: a drawing without inferred shapes is a function of the net (its digest), the view
+            # (key, loss), the direction and the pane: a net seen before draws from netviz.cache.
+            # Every argument of build_scene must be in this key.
+            where = cache.key(digest, key, session.loss, direction, pane, sorted(params), window) \
+                if digest is not None and shapes is None else None
+            scene = cache.cached("scene", where, lambda: build_scene(
+                net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=params, ops=window, direction=direction,
+                pane=pane))
         except NetvizError as e:
             self.app.call_from_thread(self._failed, key, e)
             return

@@ -3,7 +3,7 @@ engine, every argument (defaults dimmed), in-place markers, schema warnings, and
 under Caffe2's slot names (``X = data@0``) with their shapes. The op facts come from engine.catalogue."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -13,10 +13,11 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.catalogue.docs import OpDoc, op_doc
-from engine.catalogue.schema import violations
 from netviz.session import BlobRef, OpRef, Session
 from netviz.style import category_style
+
+if TYPE_CHECKING:
+    from engine.catalogue.docs import OpDoc
 
 
 def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
@@ -88,6 +89,9 @@ class OpInspector(Static):
         if ref is None:
             self.update(Text("no op selected", style="dim"))
             return
+        from engine.catalogue.docs import op_doc  # noqa: PLC0415 - not before the first frame (it fills after)
+        from engine.catalogue.schema import violations  # noqa: PLC0415
+
         d = session.op_details(ref)
         op = session.op(ref)
         doc = op_doc(op, [f"{n}@{v}" for n, v in d["inputs"]], [f"{n}@{v}" for n, v in d["outputs"]])

@@ -6,6 +6,7 @@ events and that what the op list shows in the end is what it showed when the lin
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -75,7 +76,8 @@ async def test_relabelled_list_is_as_wide_as_if_linted_up_front():
 
 def test_first_frame_imports_no_kernel_module(tmp_path):
     """Up to the first frame of a net drawn without blobs (> 200 ops), no op kernel module, the
-    gradient IR or shape inference is imported: they come with the workers after it."""
+    gradient IR, shape inference, the catalogue's descriptions or schema checks are imported: they
+    come with the workers and the op inspector after it."""
     path = write(tmp_path, "chain", chain(400))
     code = f"""
 import asyncio, sys
@@ -91,7 +93,9 @@ async def main():
         if renderable is not None and not seen and m is not None and m.is_mounted and m.op_tree.populated \\
                 and m.canvas.scene is not None:
             seen.append(sorted(k for k in sys.modules if k.startswith(("engine.ops", "engine.gradient_ir",
-                                                                        "engine.shapes", "engine.lint"))))
+                                                                        "engine.shapes", "engine.lint",
+                                                                        "engine.catalogue.docs",
+                                                                        "engine.catalogue.schema"))))
         display(screen, renderable)
     app._display = hooked
     async with app.run_test(size=(160, 48)) as pilot:
@@ -102,6 +106,7 @@ async def main():
     print(seen[0], "engine.ops" in sys.modules)
 asyncio.run(main())
 """
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, NETVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["[]", "True"], out.stdout  # none at the first frame; the lint's later

@@ -1,0 +1,96 @@
+"""netviz.cache: a net opened before gets its training split, SSA and first drawing from the cache
+(keyed by content, so an edited net is computed again), under the user's cache directory."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import netviz.session as session_module
+import netviz.widgets.graph_canvas as canvas_module
+from netviz import cache
+from netviz.app import NetvizApp
+from netviz.session import Session
+from tests.netviz.tui_nets import chain, mlp, write
+from tests.netviz.waiting import asynctest, wait_for
+
+
+@pytest.fixture()
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "cache"
+    monkeypatch.setenv("NETVIZ_CACHE_DIR", str(where))
+    monkeypatch.delenv("NETVIZ_NO_CACHE", raising=False)
+    return where / "views"
+
+
+def _refuse(*_: object, **__: object) -> None:
+    raise AssertionError("computed again: the cache should have answered")
+
+
+def test_second_open_reads_split_and_ssa_from_the_cache(tmp_path, cache_dir, monkeypatch):
+    path = write(tmp_path, "mlp", mlp())
+    first = Session.open(path)
+    ssa, sections = first.view(()).ssa, first.split.sections
+    assert sorted(p.name.split("-")[0] for p in cache_dir.iterdir()) == ["split", "ssa"]
+    monkeypatch.setattr(session_module, "get_ssa", _refuse)
+    monkeypatch.setattr("engine.training.split_training_net", _refuse)
+    again = Session.open(path)
+    assert again.view(()).ssa == ssa and again.split.sections == sections
+    assert ssa[1] == ([("h1", 1)], [("h1", 2)])  # Relu in place: the SSA a fresh computation gives
+
+
+def test_an_edited_net_is_computed_again(tmp_path, cache_dir):
+    net = mlp()
+    path = write(tmp_path, "mlp", net)
+    assert Session.open(path).view(()).ssa[3][1] == [("prob", 1), ("loss", 1)]
+    net.op[3].output[1] = "xent_loss"
+    write(tmp_path, "mlp", net)
+    assert Session.open(path).view(()).ssa[3][1] == [("prob", 1), ("xent_loss", 1)]
+
+
+def test_a_corrupt_entry_is_computed_again(tmp_path, cache_dir):
+    path = write(tmp_path, "mlp", mlp())
+    ssa = Session.open(path).view(()).ssa
+    for entry in cache_dir.iterdir():
+        entry.write_bytes(entry.read_bytes()[:30] + b"\x00garbage")
+    assert Session.open(path).view(()).ssa == ssa
+
+
+def test_xdg_cache_home_is_respected_and_no_cache_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("NETVIZ_CACHE_DIR", raising=False)
+    monkeypatch.delenv("NETVIZ_NO_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = write(tmp_path, "mlp", mlp())
+    Session.open(path).view(()).ssa
+    assert any((tmp_path / "xdg" / "netviz" / "views").iterdir())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "other"))
+    monkeypatch.setenv("NETVIZ_NO_CACHE", "1")
+    Session.open(path).view(()).ssa
+    assert not (tmp_path / "other").exists()
+
+
+def _boxes(app: NetvizApp) -> list[tuple[str, int, int]]:
+    return sorted((n.label, n.x, n.y) for n in app.main.canvas.scene.nodes)
+
+
+async def _first_drawing(path: Path) -> list[tuple[str, int, int]]:
+    app = NetvizApp(Session.open(path))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.main.is_mounted and app.main.canvas.scene is not None, "the first drawing")
+        return _boxes(app)
+
+
+@asynctest
+async def test_the_first_drawing_of_a_net_seen_before_is_not_laid_out_again(tmp_path, cache_dir, monkeypatch):
+    path = write(tmp_path, "chain", chain(400))  # NOTE: > 200 ops: drawn without inferred shapes
+    drawn = await _first_drawing(path)
+    assert any(p.name.startswith("scene-") for p in cache_dir.iterdir())
+    monkeypatch.setattr(canvas_module, "build_scene", _refuse)
+    assert await _first_drawing(path) == drawn and len(drawn) >= 8
+
+
+def test_keys_change_with_the_code_that_computes_them(monkeypatch):
+    net = chain(3)
+    before = cache.net_digest(net)
+    monkeypatch.setattr(cache, "code_version", lambda: b"another netviz")
+    assert cache.net_digest(net) != before
