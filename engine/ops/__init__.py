@@ -5,6 +5,7 @@ Adding a family is one file here plus its name in the import below.
 from engine.ops import (  # noqa: F401
     activation,
     arith,
+    aten,
     control,
     conv,
     copy,

@@ -7,6 +7,8 @@ same matrices transposed, which is exactly the scatter-add Caffe2's gradient ker
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine import device as dev
@@ -279,6 +281,61 @@ def spatial_narrow_as_gradient(xp, a, b, dc):
     da = xp.zeros(a.shape, dtype=dc.dtype)
     da[:, :, :dc.shape[2], :dc.shape[3]] = dc
     return da
+
+
+STYLIZER_NOISE = "__CAFFE2_STYLIZER_NOISE__"
+
+
+def caffe2_gaussian(seed: int, n: int, mean: float, std: float) -> np.ndarray:
+    """The `n` float32 draws of Caffe2's CPU RandGaussian from a generator seeded with `seed`.
+
+    Why: so a seeded random op gives Caffe2's own numbers.  Caffe2 1.10 draws from ATen's mt19937 (the
+    standard generator, as NumPy's legacy RandomState seeds it) through ATen's Box-Muller normal: two 24-bit
+    uniforms give r = sqrt(-2 log(1 - u2)) and theta = 2 pi u1 in float, log/sqrt/sin/cos in double, and
+    each pair is r cos(theta) then r sin(theta), scaled in float."""
+    f32 = np.float32
+    raw = np.random.RandomState(seed & 0xFFFFFFFF).randint(0, 2**32, size=2 * ((n + 1) // 2), dtype=np.uint64)
+    u = ((raw & 0xFFFFFF).astype(np.float64) * 2.0 ** -24).astype(f32)
+    out = np.empty(u.size, f32)
+    two_pi = f32(2.0) * f32(np.pi)
+    for k in range(0, u.size, 2):  # NOTE: glibc's log/sin/cos (math), not NumPy's vector ones: last-bit equal
+        r = float(f32(math.sqrt(-2.0 * math.log(float(f32(1.0) - u[k + 1])))))
+        theta = float(f32(two_pi * u[k]))
+        out[k], out[k + 1] = r * math.cos(theta), r * math.sin(theta)
+    return out[:n] * f32(std) + f32(mean)
+
+
+@kernel("PackedInt8BGRANHWCToNCHWCStylizerPreprocess", needs_context=True)
+def stylizer_preprocess(xp, x, mean, *, ctx, noise_size: int = 491, noise_std: float = 10.0):
+    # NOTE: (N, H, W, BGRA uint8) -> (N, BGR, H, W) float: value - mean[c] + noise, the noise read cyclically
+    # (noise_size values, restarting with each image) from the workspace blob __CAFFE2_STYLIZER_NOISE__,
+    # which the first run fills with N(0, noise_std) from the op's generator and later runs reuse.
+    noise = ctx.workspace.values.get(STYLIZER_NOISE)
+    if not hasattr(noise, "dtype"):
+        seed = (ctx.op.device_option.random_seed if ctx.op.device_option.HasField("random_seed")
+                else int(ctx.rng.integers(2**32)))
+        noise = caffe2_gaussian(seed, noise_size, 0.0, noise_std)
+        ctx.workspace.feed_blob(STYLIZER_NOISE, noise)
+    if noise.dtype != np.float32 or noise.size < noise_size:
+        raise ValueError(f"{STYLIZER_NOISE} must hold at least noise_size={noise_size} float32 values, "
+                         f"has {noise.size} {noise.dtype}")
+    if x.ndim != 4 or x.shape[3] != 4 or mean.size != 3:
+        raise ValueError(f"needs X as (N, H, W, 4) BGRA and a 3-value mean, got X {x.shape} and mean {mean.shape}")
+    h, w = x.shape[1:3]
+    cycle = dev.to_host(noise).reshape(-1)[np.arange(h * w * 3) % noise_size].reshape(h, w, 3)
+    y = x[..., :3].astype(np.float32) - mean.reshape(-1).astype(np.float32) + xp.asarray(cycle)
+    return xp.ascontiguousarray(y.transpose(0, 3, 1, 2))
+
+
+@kernel("BRGNCHWCToPackedInt8BGRAStylizerDeprocess")
+def stylizer_deprocess(xp, x, mean):
+    # NOTE: (N, BGR, H, W) float -> (N, H, W, BGRA uint8): value + mean[c] clamped to [0, 255] and truncated;
+    # alpha is 255.
+    if x.ndim != 4 or x.shape[1] != 3 or mean.size != 3:
+        raise ValueError(f"needs X as (N, 3, H, W) and a 3-value mean, got X {x.shape} and mean {mean.shape}")
+    v = x.astype(np.float32) + mean.reshape(1, 3, 1, 1).astype(np.float32)
+    bgr = xp.clip(v, 0, 255).astype(np.uint8).transpose(0, 2, 3, 1)
+    return xp.concatenate([bgr, xp.full(bgr.shape[:3] + (1,), 255, np.uint8)], axis=3)
 
 
 # ---- gradients ----

@@ -10,7 +10,9 @@ process registered (:func:`register_builder`), and a real pickle from a file is 
 are lists of :class:`TensorCPU`: ``.data`` (the blob's array, writable in place), ``.shape``,
 ``.reshape(dims)``, ``.feed(array)``, ``.fetch()``.  The gradient function gets the forward
 inputs, outputs and output gradients and fills the input gradients (``grad_output_indices`` /
-``grad_input_indices`` pick subsets; the maker is in :mod:`engine.ops.util`).
+``grad_input_indices`` pick subsets; the maker is in :mod:`engine.ops.util`).  ``PythonDLPack`` (and its
+``PythonDLPackGradient``) calls the same registered functions with :class:`DLPackTensorCPU` wrappers, whose
+``.data`` is a DLPack capsule (for ``torch.utils.dlpack.from_dlpack``) and ``.feed`` takes one.
 """
 from __future__ import annotations
 
@@ -99,6 +101,39 @@ class TensorCPU:
         return np.array(self._value(), copy=True)
 
 
+class _Capsule:
+    """A bare DLPack capsule as NumPy's ``from_dlpack`` wants it (an object with ``__dlpack__``)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, **_kw: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # NOTE: kDLCPU: netviz hands Python ops host tensors
+
+
+class DLPackTensorCPU(TensorCPU):
+    """A blob as a ``PythonDLPack`` op sees it (Caffe2's DLPackTensorCPU): ``.data`` is a DLPack capsule
+    over the blob's array (``torch.utils.dlpack.from_dlpack`` / ``np.from_dlpack`` read it without a copy),
+    ``.feed(capsule)`` copies a DLPack tensor into the blob; ``._shape`` and ``._reshape`` as for TensorCPU."""
+
+    @property
+    def data(self) -> Any:  # type: ignore[override]
+        v = self._value()
+        if not (v.flags.writeable and v.flags.c_contiguous):
+            v = self._ws.values[self.name] = np.ascontiguousarray(v).copy()
+        return v.__dlpack__()
+
+    def feed(self, arr: Any) -> None:
+        if type(arr).__name__ == "PyCapsule":
+            arr = _Capsule(arr)
+        if not hasattr(arr, "__dlpack__"):
+            raise ExecutionError(f"blob {self.name}: feed expects a DLPack capsule, got {type(arr).__name__}")
+        self._ws.values[self.name] = np.array(np.from_dlpack(arr), copy=True)
+
+
 def _function(op: caffe2_pb2.OperatorDef, suffix: str) -> tuple[Any, bool]:
     builder = arg_value(op, "pickled_grad_builder" if suffix else "pickled_builder", None)
     if builder:
@@ -130,7 +165,7 @@ def _user_error(ctx: Any, e: Exception) -> ExecutionError:
         return ExecutionError(msg)
 
 
-def _run(ctx: Any, suffix: str) -> tuple[np.ndarray, ...]:
+def _run(ctx: Any, suffix: str, tensor: type[TensorCPU] = TensorCPU) -> tuple[np.ndarray, ...]:
     op, ws = ctx.op, ctx.workspace
     try:
         key = (id(ctx), suffix)
@@ -139,8 +174,8 @@ def _run(ctx: Any, suffix: str) -> tuple[np.ndarray, ...]:
                 _BUILT.clear()
             _BUILT[key] = (ctx, _function(op, suffix))
         func, pass_workspace = _BUILT[key][1]
-        ins = [TensorCPU(ws, n) for n in op.input]
-        outs = [TensorCPU(ws, n) for n in op.output]
+        ins = [tensor(ws, n) for n in op.input]
+        outs = [tensor(ws, n) for n in op.output]
         if pass_workspace:
             from engine.capi import Workspace
             func(ins, outs, Workspace(ws))
@@ -154,6 +189,17 @@ def _run(ctx: Any, suffix: str) -> tuple[np.ndarray, ...]:
 
 
 # ---- kernels ----
+@kernel("PythonDLPack", needs_context=True)
+def python_dlpack(xp: Any, *inputs: Any, ctx: Any) -> tuple[np.ndarray, ...]:
+    # NOTE: the Python op with DLPack tensors: same registry of functions (a ``token``), same gradient maker.
+    return _run(ctx, "", DLPackTensorCPU)
+
+
+@kernel("PythonDLPackGradient", needs_context=True)
+def python_dlpack_gradient(xp: Any, *inputs: Any, ctx: Any) -> tuple[np.ndarray, ...]:
+    return _run(ctx, "_gradient", DLPackTensorCPU)
+
+
 @kernel("Python", needs_context=True)
 def python(xp: Any, *inputs: Any, ctx: Any) -> tuple[np.ndarray, ...]:
     return _run(ctx, "")

@@ -137,8 +137,9 @@ for _kind in ("Sum", "Mean"):
         kernel(f"SparseSortedSegment{kind}")(sparse_sorted)
         kernel(f"UnsortedSegment{kind}")(unsorted)
         kernel(f"SparseUnsortedSegment{kind}")(sparse_unsorted)
-        kernel(f"SortedSegment{kind}Gradient")(sorted_grad)
-        kernel(f"UnsortedSegment{kind}Gradient")(unsorted_grad)
+        # NOTE: the Sparse* gradient ops are the plain ones: they give the rows of the GradientSlice over INDICES.
+        kernel(f"SortedSegment{kind}Gradient", f"SparseSortedSegment{kind}Gradient")(sorted_grad)
+        kernel(f"UnsortedSegment{kind}Gradient", f"SparseUnsortedSegment{kind}Gradient")(unsorted_grad)
     _make(_kind)
 
 
@@ -184,19 +185,19 @@ def sparse_lengths_positional_weighted_sum(xp, data, weights, indices, lengths):
                    weights=xp.take(weights.reshape(-1), xp.asarray(pos)))
 
 
-@kernel("SortedSegmentWeightedSumGradient")
+@kernel("SortedSegmentWeightedSumGradient", "SparseSortedSegmentWeightedSumGradient")
 def sorted_segment_weighted_sum_gradient(xp, weights, dy, ids, *, grad_on_weights: int = 0):
     s, _ = _sorted_ids(ids)
     return _spread(xp, dy, s, dy.shape[0], weights=weights)
 
 
-@kernel("UnsortedSegmentWeightedSumGradient")
+@kernel("UnsortedSegmentWeightedSumGradient", "SparseUnsortedSegmentWeightedSumGradient")
 def unsorted_segment_weighted_sum_gradient(xp, weights, dy, ids, *, num_segments: int = -1,
                                            grad_on_weights: int = 0):
     return _spread(xp, dy, _ids32(ids), dy.shape[0], weights=weights)
 
 
-@kernel("LengthsWeightedSumGradient")
+@kernel("LengthsWeightedSumGradient", "SparseLengthsWeightedSumGradient")
 def lengths_weighted_sum_gradient(xp, weights, dy, lengths, *, grad_on_weights: int = 0):
     s, _ = lengths_ids(xp, lengths)
     return _spread(xp, dy, dev.to_host(s), dy.shape[0], weights=weights)
@@ -214,7 +215,7 @@ def lengths_weighted_sum_main_gradient(xp, weights, dy, lengths, data, *, grad_o
     return g * _col(weights.astype(dy.dtype), dy.ndim), _weight_grad(xp, g, data).astype(weights.dtype)
 
 
-@kernel("SparseLengthsIndicesInGradientWeightedSumWithMainInputGradient")
+@kernel("SparseLengthsIndicesInGradientWeightedSumWithMainInputGradient", "SparseLengthsWeightedSumWithMainInputGradient")
 def sparse_lengths_weighted_sum_main_gradient(xp, weights, dy, lengths, data, indices, *,
                                               grad_on_weights: int = 0):
     s, _ = lengths_ids(xp, lengths)
