@@ -407,7 +407,9 @@ def box_with_nms_limit(xp, scores, boxes, batch_splits=None, *, ctx, score_thres
     if soft_nms_method not in ("linear", "gaussian"):
         raise ExecutionError(f"{_where(ctx)}: Unexpected soft_nms_method")
     scores, boxes = np.asarray(scores, F32), np.asarray(boxes, F32)
-    scores, boxes = scores.reshape(scores.shape[0], -1), boxes.reshape(boxes.shape[0], -1)
+    # NOTE: not reshape(n, -1): with no boxes (n = 0) NumPy cannot infer the -1.
+    scores = scores.reshape(scores.shape[0], int(np.prod(scores.shape[1:])))
+    boxes = boxes.reshape(boxes.shape[0], int(np.prod(boxes.shape[1:])))
     box_dim = 5 if rotated else 4
     n, num_classes = scores.shape
     fg0 = int(input_boxes_include_bg_cls)
