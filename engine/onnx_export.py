@@ -429,6 +429,16 @@ class Convert:
         if not self.nchw:
             self.emit("Transpose", [name], [self.y(k)], perm=[0, *range(2, rank), 1])
 
+    def reduce(self, kind: str, name: str, axes: Sequence[int] | None, keepdims: int = 1,
+               outputs: Sequence[str] | int = 1) -> Any:
+        """An ONNX Reduce* over `axes` (None: all), whichever way the opset takes them (ReduceSum's
+        axes are an input from opset 13, the others' from 18)."""
+        if axes is None:
+            return self.emit(kind, [name], outputs, keepdims=keepdims)
+        if kind == "ReduceSum" or self.opset >= 18:
+            return self.emit(kind, [name, self.ints(axes)], outputs, keepdims=keepdims)
+        return self.emit(kind, [name], outputs, axes=list(axes), keepdims=keepdims)
+
     def shape_of(self, name: str) -> str:
         return self.emit("Shape", [name])
 

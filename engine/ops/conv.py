@@ -522,7 +522,6 @@ def lc_gradient_shape(x, w, dy, *, no_bias: int = 0, n_out):
     db = TensorInfo(tuple(w.shape[:nd + 1]), w.dtype) if w.shape is not None else UNKNOWN
     return ((w,) if no_bias else (w, db)) + (x,)
 
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -548,4 +547,23 @@ def conv_onnx(c):
     y = c.y_nchw(0)
     c.emit("Conv", [x, w] + ([c.x(2)] if c.n_in > 2 else []), [y], kernel_shape=k, strides=s, pads=pb + pe,
            dilations=d, group=c.arg("group", 1))
+    c.done_nchw(0, y, r)
+
+
+@onnx_converter("ConvTranspose")
+def conv_transpose_onnx(c):
+    """ONNX ConvTranspose: the same (C_in, C_out / group, k...) weights and output size
+    (in - 1) * stride + kernel + adj - pads, adj as output_padding (2-D, as Caffe2's kernel)."""
+    r = c.rank(0)
+    if r != 4:
+        raise c.refuse("not 2-D")
+    g = {k: c.arg(k, v) for k, v in GEOMETRY.items()}
+    x, w = c.x_nchw(0), c.x(1)
+    if not c.nchw:
+        w = c.emit("Transpose", [w], perm=[0, 3, 1, 2])
+    kshape = c.shape(1)[2:] if c.nchw else c.shape(1)[1:3]
+    k, s, pb, pe, a = transpose_geometry(g, kshape, c.arg("adj", 0), c.arg("adjs"), c.arg("adj_h", 0), c.arg("adj_w", 0))
+    y = c.y_nchw(0)
+    c.emit("ConvTranspose", [x, w] + ([c.x(2)] if c.n_in > 2 else []), [y], kernel_shape=k, strides=s,
+           pads=pb + pe, output_padding=a, group=c.arg("group", 1))
     c.done_nchw(0, y, r)

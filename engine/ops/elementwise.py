@@ -289,8 +289,6 @@ def scale_blobs_shape(*xs):
 def bitwise_shape(a, b, *, broadcast: int = 0, axis: int = -1):
     return _binary_shape()(a, b, broadcast=broadcast, axis=axis)
 
-
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -317,3 +315,8 @@ def select_onnx(c):
 @onnx_converter("SumRelu")
 def sum_relu_onnx(c):
     c.emit("Relu", [c.emit("Sum", [c.x(i) for i in range(c.n_in)])], [c.y(0)])
+
+
+@onnx_converter("IsNaN")
+def is_nan_onnx(c):
+    c.emit("IsNaN", [c.x(0)], [c.y(0)])

@@ -365,7 +365,6 @@ def tt_shape(x, b, cores, *, inp_sizes: list = (), out_sizes: list = (), tt_rank
 def concat_bmm_batch_gather_shape(indices, x0, *xs):
     return TensorInfo((dims(x0)[0], *dims(indices)), x0.dtype)
 
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -418,3 +417,12 @@ def elementwise_linear_onnx(c):
     x2 = c.rows(c.x(0), c.arg("axis", 1) % r, r)
     y2 = c.emit("Add", [c.emit("Mul", [x2, c.x(1)]), c.x(2)])
     c.emit("Reshape", [y2, c.shape_of(c.x(0))], [c.y(0)])
+
+
+@onnx_converter("DotProduct")
+def dot_product_onnx(c):
+    """Row-wise dot products of equal-shaped X and Y (a 1-D input: N rows of one element)."""
+    prod = c.emit("Mul", [c.x(0), c.x(1)])
+    if c.rank(0) == 1:
+        return c.emit("Identity", [prod], [c.y(0)])
+    c.reduce("ReduceSum", c.emit("Flatten", [prod], axis=1), [1], 0, [c.y(0)])

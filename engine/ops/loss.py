@@ -741,7 +741,6 @@ shape("CTCBeamSearchDecoder")(lambda x, *_, num_candidates=1: (
     TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), INT32), TensorInfo((None,), INT32),
     TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), FLOAT)))
 
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -771,8 +770,7 @@ def softmax_with_loss_onnx(c):
     floor = c.const(np.array(1e-20, c.np_dtype(0)), "floor")
     if c.arg("label_prob", 0):
         lab2 = c.emit("Reshape", [c.x(1), c.shape_of(p2)])
-        ll = c.emit("ReduceSum", [c.emit("Mul", [lab2, c.emit("Log", [c.emit("Max", [p2, floor])])]), c.ints([1])],
-                    keepdims=0)
+        ll = c.reduce("ReduceSum", c.emit("Mul", [lab2, c.emit("Log", [c.emit("Max", [p2, floor])])]), [1], 0)
         nll = c.emit("Neg", [ll])
     else:
         nll = _onnx_nll(c, p2, c.x(1))
@@ -804,7 +802,7 @@ def squared_l2_distance_onnx(c):
     d = c.emit("Sub", [c.x(0), c.x(1)])
     rows = c.emit("Reshape", [c.emit("Mul", [d, d]), c.ints([c.shape(0)[0] if c.rank(0) else 1, -1])])
     half = c.const(np.array(0.5, c.np_dtype(0)), "half")
-    c.emit("Mul", [c.emit("ReduceSum", [rows, c.ints([1])], keepdims=0), half], [c.y(0)])
+    c.emit("Mul", [c.reduce("ReduceSum", rows, [1], 0), half], [c.y(0)])
 
 
 @onnx_converter("SigmoidCrossEntropyWithLogits")
@@ -820,4 +818,4 @@ def sigmoid_xent_onnx(c):
     soft = c.emit("Log", [c.emit("Add", [c.const(np.array(1, c.np_dtype(0)), "one"),
                                          c.emit("Exp", [c.emit("Neg", [c.emit("Abs", [x])])])])])
     ll = c.emit("Sub", [c.emit("Mul", [x, c.emit("Sub", [t, pos])]), soft])
-    c.emit("Neg", [c.emit("ReduceMean", [ll, c.ints([-1])], keepdims=0)], [c.y(0)])
+    c.emit("Neg", [c.reduce("ReduceMean", ll, [-1], 0)], [c.y(0)])

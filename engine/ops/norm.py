@@ -548,7 +548,6 @@ shape("ChannelBackpropStats")(same_as(1, 1))  # per-channel, like the mean input
 def affine_channel_gradient_shape(dy, *rest, is_learnable: int = 0):
     return (dy, rest[-1], rest[-1]) if is_learnable else (dy,)
 
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -633,9 +632,9 @@ def layer_norm_onnx(c):
     r = c.rank(0)
     axis = c.arg("axis", 1) % r
     x2 = c.rows(c.x(0), axis, r)
-    mean = c.emit("ReduceMean", [x2], axes=[1], keepdims=1)
+    mean = c.reduce("ReduceMean", x2, [1])
     centred = c.emit("Sub", [x2, mean])
-    var = c.emit("ReduceMean", [c.emit("Mul", [centred, centred])], axes=[1], keepdims=1)
+    var = c.reduce("ReduceMean", c.emit("Mul", [centred, centred]), [1])
     std = c.emit("Sqrt", [c.emit("Add", [var, c.const(np.array(c.arg("epsilon", 1e-5), c.np_dtype(0)), "eps")])])
     y = c.emit("Div", [centred, std])
     if c.arg("elementwise_affine", 0):
@@ -662,10 +661,10 @@ def instance_norm_onnx(c):
     if c.n_out > 1:
         n, ch = (c.shape(0)[0], c.shape(0)[1 if c.nchw else -1])
         rows = c.emit("Reshape", [x, c.ints([n * ch, -1])])
-        mean = c.emit("ReduceMean", [rows], axes=[1], keepdims=1)
+        mean = c.reduce("ReduceMean", rows, [1])
         c.emit("Reshape", [mean, c.ints([n, ch])], [c.y(1)])
         if c.n_out > 2:
             centred = c.emit("Sub", [rows, mean])
-            var = c.emit("ReduceMean", [c.emit("Mul", [centred, centred])], axes=[1], keepdims=1)
+            var = c.reduce("ReduceMean", c.emit("Mul", [centred, centred]), [1])
             inv = c.emit("Reciprocal", [c.emit("Sqrt", [c.emit("Add", [var, c.const(np.float32(eps), "eps")])])])
             c.emit("Reshape", [inv, c.ints([n, ch])], [c.y(2)])

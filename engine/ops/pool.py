@@ -153,7 +153,6 @@ shape("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGra
       "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient",
       "LpPoolGradient")(same_as(0))  # [X, Y, dY] -> dX
 
-
 # ---- onnx ----
 from engine.ops.conv import onnx_geometry  # noqa: E402
 from engine.registry import onnx_converter  # noqa: E402
@@ -178,4 +177,21 @@ def pool_onnx(c):
         raise c.refuse(f"pads {pb + pe} not below kernel {k} (ONNX Runtime refuses such a pool)")
     extra = {"count_include_pad": int(c.arg("count_include_pad", 0))} if kind == "AveragePool" else {}
     c.emit(kind, [x], [y], kernel_shape=k, strides=s, pads=pb + pe, **extra)
+    c.done_nchw(0, y, r)
+
+
+@onnx_converter("LpPool")
+def lp_pool_onnx(c):
+    """ONNX LpPool ((sum of |x|^p over the window)^(1/p)); ONNX's p is an integer, so other p refused."""
+    p = float(c.arg("p", 2.0))
+    if p != int(p):
+        raise c.refuse(f"p {p:g} is not an integer (ONNX LpPool's p is)")
+    r = c.rank(0)
+    x, y = c.x_nchw(0), c.y_nchw(0)
+    if c.arg("global_pooling", 0):
+        c.emit("GlobalLpPool", [x], [y], p=int(p))
+        return c.done_nchw(0, y, r)
+    spatial = c.shape(0)[2:] if c.nchw else c.shape(0)[1:-1]
+    k, s, pb, pe, _ = onnx_geometry(c, r - 2, spatial)
+    c.emit("LpPool", [x], [y], kernel_shape=k, strides=s, pads=pb + pe, p=int(p))
     c.done_nchw(0, y, r)

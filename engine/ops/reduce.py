@@ -377,7 +377,6 @@ def arg_max_shape(x, *, axis: int = -1, keepdims: int = 1):
     xd = dims(x)
     return TensorInfo(_reduced(xd, {norm_axis(axis, len(xd))}, keepdims), INT64)
 
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -387,12 +386,7 @@ def reduce_onnx(c):
     """The same-named ONNX reduction over `axes` (all when absent), keepdims default 1 in both."""
     axes = c.arg("axes")
     axes = list(axes) if axes is not None else list(range(c.rank(0)))
-    keep = int(c.arg("keepdims", 1))
-    if c.op.type == "ReduceSum":  # NOTE: opset 13+ takes ReduceSum's axes as an input, the others from 18
-        return c.emit("ReduceSum", [c.x(0), c.ints(axes)], [c.y(0)], keepdims=keep)
-    if c.opset >= 18:
-        return c.emit(c.op.type, [c.x(0), c.ints(axes)], [c.y(0)], keepdims=keep)
-    c.emit(c.op.type, [c.x(0)], [c.y(0)], axes=axes, keepdims=keep)
+    c.reduce(c.op.type, c.x(0), axes, int(c.arg("keepdims", 1)), [c.y(0)])
 
 
 @onnx_converter("ReduceFrontSum", "ReduceFrontMean", "ReduceFrontMax", "ReduceBackSum", "ReduceBackMean",
@@ -404,10 +398,7 @@ def reduce_front_back_onnx(c):
         raise c.refuse("the lengths input")
     n, r = int(c.arg("num_reduce_dim", 1)), c.rank(0)
     axes = list(range(n)) if "Front" in c.op.type else list(range(r - n, r))
-    kind = "Reduce" + c.op.type[len("ReduceFront"):]
-    if kind == "ReduceSum" or c.opset >= 18:
-        return c.emit(kind, [c.x(0), c.ints(axes)], [c.y(0)], keepdims=0)
-    c.emit(kind, [c.x(0)], [c.y(0)], axes=axes, keepdims=0)
+    c.reduce("Reduce" + c.op.type[len("ReduceFront"):], c.x(0), axes, 0, [c.y(0)])
 
 
 @onnx_converter("ArgMax", "ArgMin")

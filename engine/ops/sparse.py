@@ -261,7 +261,6 @@ shape("SparseLengthsIndicesInGradientWeightedSumGradient")(
     lambda w, dy, lengths, indices: TensorInfo((dims(indices)[0], *dims(dy)[1:]), dy.dtype))
 shape("LengthsMaxWithMainInputAndForwardOutputGradient")(lambda y, dy, lengths, data: data)
 
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -272,3 +271,44 @@ def gather_onnx(c):
     if c.arg("match_outer", 0):
         raise c.refuse("match_outer=1")
     c.emit("Gather", [c.x(0), c.x(1)], [c.y(0)], axis=1 if c.op.type == "BatchGather" else c.arg("axis", 0))
+
+
+def _onnx_segment_sum(c, rows, lengths, mean=False):
+    """Sum (mean: over max(length, 1)) of consecutive `rows` per segment of `lengths`: a 0/1 segment
+    matrix built from the lengths' running ends, times the rows flattened to 2-D (a GEMM)."""
+    n = c.emit("Cast", [lengths], to=7)
+    ends = c.emit("Reshape", [c.emit("CumSum", [n, c.const(np.array(0, np.int64), "axis")]), c.ints([-1, 1])])
+    starts = c.emit("Sub", [ends, c.emit("Reshape", [n, c.ints([-1, 1])])])
+    total = c.emit("Gather", [c.shape_of(rows), c.const(np.array(0, np.int64), "dim0")])
+    pos = c.emit("Reshape", [c.emit("Range", [c.const(np.array(0, np.int64), "zero"), total,
+                                              c.const(np.array(1, np.int64), "one")]), c.ints([1, -1])])
+    inside = c.emit("And", [c.emit("GreaterOrEqual", [pos, starts]), c.emit("Less", [pos, ends])])
+    flat = c.emit("Flatten", [rows], axis=1)
+    out = c.emit("MatMul", [c.emit("Cast", [inside], to=1), flat])
+    if mean:
+        count = c.emit("Cast", [c.emit("Max", [c.emit("Reshape", [n, c.ints([-1, 1])]), c.ints([1])])], to=1)
+        out = c.emit("Div", [out, count])
+    tail = c.emit("Slice", [c.shape_of(rows), c.ints([1]), c.ints([np.iinfo(np.int64).max])])
+    return c.emit("Reshape", [out, c.emit("Concat", [c.ints([-1]), tail], axis=0)])
+
+
+@onnx_converter("SparseLengthsSum", "SparseLengthsMean", "SparseLengthsWeightedSum")
+def sparse_lengths_onnx(c):
+    """Gather the indexed rows (weighted: scaled per index), then sum (mean) each run of `lengths`
+    rows: float32 tables only (float16 is summed in float32 by Caffe2)."""
+    if c.np_dtype(0) != np.float32:
+        raise c.refuse(f"a {c.np_dtype(0)} table")
+    weighted = c.op.type == "SparseLengthsWeightedSum"
+    rows = c.emit("Gather", [c.x(0), c.x(2 if weighted else 1)], axis=0)
+    if weighted:
+        w = c.emit("Reshape", [c.x(1), c.ints([-1] + [1] * (c.rank(0) - 1))])
+        rows = c.emit("Mul", [rows, w])
+    out = _onnx_segment_sum(c, rows, c.x(3 if weighted else 2), mean=c.op.type == "SparseLengthsMean")
+    c.emit("Identity", [out], [c.y(0)])
+
+
+@onnx_converter("LengthsSum", "LengthsMean")
+def lengths_sum_onnx(c):
+    if c.np_dtype(0) != np.float32:
+        raise c.refuse(f"a {c.np_dtype(0)} input")
+    c.emit("Identity", [_onnx_segment_sum(c, c.x(0), c.x(1), mean=c.op.type == "LengthsMean")], [c.y(0)])

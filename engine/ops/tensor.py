@@ -682,7 +682,6 @@ def top_k_shape(x, k_in=None, *, k: int = -1, axis: int = -1):
     return (TensorInfo(tuple(xd), x.dtype), TensorInfo(tuple(xd), INT32),
             TensorInfo((dim_op(lambda *v: prod(v), *xd),), INT32))
 
-
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
@@ -801,21 +800,15 @@ def resize_nearest_onnx(c):
     output size floor(n * scale), as Caffe2 (the scales given, not sizes: ONNX Runtime would map
     through out/in instead)."""
     hs, ws = float(c.arg("height_scale", 1.0)), float(c.arg("width_scale", 1.0))
-    if c.n_in > 1:
-        hs, ws = (float(v) for v in _onnx_ints_f(c, 1))
+    scales = c.const(np.array([1.0, 1.0, hs, ws], np.float32), "scales")
+    if c.n_in > 1:  # NOTE: [height_scale, width_scale] read at run time, as Caffe2 reads its input
+        hw = c.emit("Slice", [c.emit("Reshape", [c.emit("Cast", [c.x(1)], to=1), c.ints([-1])]), c.ints([0]), c.ints([2])])
+        scales = c.emit("Concat", [c.const(np.ones(2, np.float32), "ones"), hw], axis=0)
     r = c.rank(0)
     y = c.y_nchw(0)
-    scales = c.const(np.array([1.0, 1.0, hs, ws], np.float32), "scales")
     c.emit("Resize", [c.x_nchw(0), "", scales], [y], mode="nearest",
            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
     c.done_nchw(0, y, r)
-
-
-def _onnx_ints_f(c, i):
-    v = c.const_value(i)
-    if v is None:
-        raise c.refuse(f"scales come from a computed blob '{c.op.input[i]}'")
-    return np.asarray(v, np.float64).reshape(-1)[:2]
 
 
 @onnx_converter("NCHW2NHWC", "NHWC2NCHW")
@@ -867,3 +860,8 @@ def prepend_dim_onnx(c):
 def expand_onnx(c):
     """Bidirectional broadcast to the shape input, a negative dim read as its absolute value (-1: keep)."""
     c.emit("Expand", [c.x(0), c.ints([abs(d) for d in _onnx_ints(c, 1, "the shape")])], [c.y(0)])
+
+
+@onnx_converter("NumpyTile")
+def numpy_tile_onnx(c):
+    c.emit("Tile", [c.x(0), c.ints(_onnx_ints(c, 1, "the repeats"))], [c.y(0)])
