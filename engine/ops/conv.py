@@ -522,6 +522,7 @@ def lc_gradient_shape(x, w, dy, *, no_bias: int = 0, n_out):
     db = TensorInfo(tuple(w.shape[:nd + 1]), w.dtype) if w.shape is not None else UNKNOWN
     return ((w,) if no_bias else (w, db)) + (x,)
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 

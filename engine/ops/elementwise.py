@@ -289,6 +289,7 @@ def scale_blobs_shape(*xs):
 def bitwise_shape(a, b, *, broadcast: int = 0, axis: int = -1):
     return _binary_shape()(a, b, broadcast=broadcast, axis=axis)
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 

@@ -365,6 +365,7 @@ def tt_shape(x, b, cores, *, inp_sizes: list = (), out_sizes: list = (), tt_rank
 def concat_bmm_batch_gather_shape(indices, x0, *xs):
     return TensorInfo((dims(x0)[0], *dims(indices)), x0.dtype)
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 

@@ -741,6 +741,7 @@ shape("CTCBeamSearchDecoder")(lambda x, *_, num_candidates=1: (
     TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), INT32), TensorInfo((None,), INT32),
     TensorInfo((dim_op(lambda n: n * num_candidates, dims(x)[1]),), FLOAT)))
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 

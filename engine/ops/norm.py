@@ -548,6 +548,7 @@ shape("ChannelBackpropStats")(same_as(1, 1))  # per-channel, like the mean input
 def affine_channel_gradient_shape(dy, *rest, is_learnable: int = 0):
     return (dy, rest[-1], rest[-1]) if is_learnable else (dy,)
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 

@@ -153,6 +153,7 @@ shape("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGra
       "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient",
       "LpPoolGradient")(same_as(0))  # [X, Y, dY] -> dX
 
+
 # ---- onnx ----
 from engine.ops.conv import onnx_geometry  # noqa: E402
 from engine.registry import onnx_converter  # noqa: E402

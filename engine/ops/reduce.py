@@ -377,6 +377,7 @@ def arg_max_shape(x, *, axis: int = -1, keepdims: int = 1):
     xd = dims(x)
     return TensorInfo(_reduced(xd, {norm_axis(axis, len(xd))}, keepdims), INT64)
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 

@@ -261,6 +261,7 @@ shape("SparseLengthsIndicesInGradientWeightedSumGradient")(
     lambda w, dy, lengths, indices: TensorInfo((dims(indices)[0], *dims(dy)[1:]), dy.dtype))
 shape("LengthsMaxWithMainInputAndForwardOutputGradient")(lambda y, dy, lengths, data: data)
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 

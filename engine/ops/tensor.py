@@ -682,6 +682,7 @@ def top_k_shape(x, k_in=None, *, k: int = -1, axis: int = -1):
     return (TensorInfo(tuple(xd), x.dtype), TensorInfo(tuple(xd), INT32),
             TensorInfo((dim_op(lambda *v: prod(v), *xd),), INT32))
 
+
 # ---- onnx ----
 from engine.registry import onnx_converter  # noqa: E402
 
