@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from google.protobuf import text_format
 
 from engine.errors import ExecutionError
 from engine.executor import run_op
+from engine.gradient_ir import GradientRegistry
 from engine.opdef import create_operator
 from engine.ops.image import STYLIZER_NOISE, caffe2_gaussian
 from engine.ops.python_op import register_python_gradient_op, register_python_op
@@ -45,6 +47,8 @@ def test_last_net_matches_reference(name: str) -> None:
         register_python_gradient_op(token, dlpack_affine_grad)
         for op in net.op:
             op.arg[0].s = token.encode()
+        grad_ops, _ = GradientRegistry.GetGradientForOp(net.op[0], ["Y_grad"])
+        assert [text_format.MessageToString(g) for g in grad_ops] == [text_format.MessageToString(net.op[1])]
     ws.run_net_once(net)
     outs = [k for k in data if k.startswith("out/")]
     assert outs

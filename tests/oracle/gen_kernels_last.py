@@ -293,21 +293,24 @@ def record_onnx(outdir):
                {"y": torch.gather(torch.from_numpy(xg), 1, torch.from_numpy(ig)).numpy()})
 
 
-_KEEP = []   # NOTE: Caffe2's DLPack feed reads the tensor after the call: keep what a function fed alive
+def _write_through(out, value):
+    """Fill a DLPack output in place.  NOTE: not ``feed(to_dlpack(t))``: Caffe2 1.10.2 shares the fed capsule's
+    memory without marking it used, so torch frees it too (garbage values, then a crash at exit)."""
+    import torch.utils.dlpack as tdl
+    out._reshape(list(value.shape))
+    tdl.from_dlpack(out.data).copy_(value)
 
 
 def dlpack_affine(inputs, outputs):
     """Y = 2 X + 1 through DLPack (the PythonDLPack op's function; netviz's test registers its twin)."""
     import torch.utils.dlpack as tdl
-    _KEEP.append(tdl.from_dlpack(inputs[0].data) * 2 + 1)
-    outputs[0].feed(tdl.to_dlpack(_KEEP[-1]))
+    _write_through(outputs[0], tdl.from_dlpack(inputs[0].data) * 2 + 1)
 
 
 def dlpack_affine_grad(inputs, outputs):
     """dX = 2 dY (inputs: X, Y, dY)."""
     import torch.utils.dlpack as tdl
-    _KEEP.append(tdl.from_dlpack(inputs[2].data) * 2)
-    outputs[0].feed(tdl.to_dlpack(_KEEP[-1]))
+    _write_through(outputs[0], tdl.from_dlpack(inputs[2].data) * 2)
 
 
 def record_python_dlpack(outdir):
