@@ -74,10 +74,65 @@ def _fc(op, x, width, classes):
     return {1: ((classes,) + (1,) * (axis_w - 1) + (k,), False), 2: ((classes,), False)}
 
 
-@param_rule("Mul", "Add", "PRelu")
-def _per_channel(op, x, width, classes):
+@param_rule("ConvTranspose")
+def _conv_transpose(op, x, width, classes):
+    # NOTE: the filter is (C_in, M / group, kernel...) (NHWC: C_in, kernel..., M / group); bias M.
+    c = _channels(op, x)
+    if c is None:
+        return {}
+    group = arg_value(op, "group", 1)
+    m = group * max(1, width // group)
+    k = _kernel(op, len(x.shape) - 2)
+    nhwc = arg_value(op, "order", "NCHW") == "NHWC"
+    return {1: ((c, *k, m // group) if nhwc else (c, m // group, *k), False), 2: ((m,), False)}
+
+
+@param_rule("MatMul")
+def _matmul(op, x, width, classes):
+    # NOTE: A is flattened to 2-D at axis_a; B (K, N), or (N, K) with trans_b, gets `classes` columns.
+    axis = arg_value(op, "axis_a", 1)
+    if x.shape is None or not all(isinstance(d, int) for d in x.shape):
+        return {}
+    k = int(np.prod(x.shape[:axis])) if arg_value(op, "trans_a", 0) else int(np.prod(x.shape[axis:]))
+    return {1: ((classes, k) if arg_value(op, "trans_b", 0) else (k, classes), False)}
+
+
+@param_rule("BatchMatMul")
+def _batch_matmul(op, x, width, classes):
+    # NOTE: B keeps A's batch dims: (..., K, N), or (..., N, K) with trans_b.
+    if x.shape is None or len(x.shape) < 2 or not all(isinstance(d, int) for d in x.shape):
+        return {}
+    k = x.shape[-2] if arg_value(op, "trans_a", 0) else x.shape[-1]
+    last = (classes, k) if arg_value(op, "trans_b", 0) else (k, classes)
+    return {1: ((*x.shape[:-2], *last), False)}
+
+
+@param_rule("AffineChannel")
+def _affine_channel(op, x, width, classes):
+    c = _channels(op, x)
+    return {} if c is None else {1: ((c,), True), 2: ((c,), False)}
+
+
+@param_rule("PRelu")
+def _slope(op, x, width, classes):
     c = _channels(op, x)
     return {} if c is None or len(op.input) != 2 else {1: ((c,), False)}
+
+
+@param_rule("Mul", "Add", "Sub", "Div")
+def _per_channel(op, x, width, classes):
+    """A per-channel constant in the shape Caffe2 broadcasts: with ``broadcast=1`` a vector at
+    ``axis`` (legacy broadcasting matches B's dims from there), else NumPy's rules, so an NCHW
+    channel vector is (C, 1, 1)."""
+    c = _channels(op, x)
+    if c is None or len(op.input) != 2:
+        return {}
+    if arg_value(op, "broadcast", 0):
+        axis = arg_value(op, "axis", -1)
+        d = x.shape[axis] if axis != -1 else x.shape[-1]
+        return {} if not isinstance(d, int) else {1: ((d,), op.type == "Div")}
+    nchw = arg_value(op, "order", "NCHW") != "NHWC" and len(x.shape) > 2
+    return {1: ((c, *(1,) * (len(x.shape) - 2)) if nchw else (x.shape[-1],), op.type == "Div")}
 
 
 #: Anchors per position of a synthesised RPN head (Detectron's 5 sizes x 3 aspect ratios).
@@ -171,17 +226,93 @@ def synthesize_params(net: caffe2_pb2.NetDef, known: Mapping[str, Any], *, width
     positive values so SpatialBN stays finite; detection heads get the filter counts their
     readers need and GenerateProposals gets Detectron-style anchors.
     """
-    rng = np.random.default_rng(seed)
-    env = {k: TensorInfo(tuple(np.shape(v)), None) for k, v in known.items()}
-    made: dict[str, np.ndarray] = {}
-    _synthesize(net, env, made, rng, width, classes, {})
-    return made
+    demands: dict[str, int] = {}
+    for _ in range(4):  # NOTE: each round may only widen layers a later reader found too narrow
+        state = _State(known, demands)
+        _synthesize(net, state.env, state.made, np.random.default_rng(seed), width, classes, {}, state)
+        new = {w: n for w, n in state.found.items() if demands.get(w) != n}
+        if not new:
+            break
+        demands.update(new)
+    return state.made
+
+
+#: Ops whose output channel count is not their first input's (a width demanded downstream stops here).
+_CHANNELS_CHANGE = frozenset({"Conv", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose", "FC", "Int8Conv", "Int8ConvRelu",
+                              "Int8FC", "MatMul", "BatchMatMul", "Concat", "Split", "Reshape", "Flatten", "Transpose",
+                              "Slice", "Gather", "Int8Reshape", "Int8Flatten", "Int8Transpose", "Int8Concat",
+                              "ChannelShuffle", "DepthConcat", "SpaceToBatch", "BatchToSpace", "Im2Col"})
+_WEIGHTED = frozenset({"Conv", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose", "FC", "Int8Conv", "Int8ConvRelu",
+                       "Int8FC", "MatMul", "BatchMatMul"})
+
+
+class _State:
+    """One synthesis round: infos so far, the arrays made, which made weight fixes each blob's
+    channels, and the widths readers found they need (weight name -> output count)."""
+
+    def __init__(self, known: Mapping[str, Any], demands: dict[str, int]) -> None:
+        self.known = known
+        self.env = {k: TensorInfo(tuple(np.shape(v)), None) for k, v in known.items()}
+        self.made: dict[str, Any] = {}
+        self.demands = demands
+        self.source: dict[str, str] = {}
+        self.found: dict[str, int] = {}
+
+    def track(self, op: caffe2_pb2.OperatorDef) -> None:
+        if op.type in _WEIGHTED and len(op.input) > 1 and op.input[1] in self.made:
+            self.source.update(dict.fromkeys(op.output, op.input[1]))
+        elif op.type not in _CHANNELS_CHANGE and op.input and op.input[0] in self.source:
+            self.source.update(dict.fromkeys(op.output, self.source[op.input[0]]))
+        else:
+            for o in op.output:
+                self.source.pop(o, None)
+
+    def need(self, blob: str, channels: int | float) -> None:
+        """`blob` needs `channels` channels: widen the made layer that fixes them, if any."""
+        w = self.source.get(blob)
+        if w is not None and channels == int(channels) and channels > 0:
+            self.found.setdefault(w, int(channels))
+
+    def check(self, op: caffe2_pb2.OperatorDef) -> None:
+        """Note the widths `op` needs of the layers before it (grouped convs, given filters, fixed
+        reshapes) — what a weightless net's own numbers say a made-up layer must have."""
+        if not op.input:
+            return
+        x = self.env.get(op.input[0], UNKNOWN)
+        c = _channels(op, x)
+        if c is None:
+            return
+        if op.type in ("Conv", "Conv2D", "Int8Conv", "Int8ConvRelu") and len(op.input) > 1:
+            group = arg_value(op, "group", 1)
+            w = self.known.get(op.input[1])
+            if w is not None and np.ndim(w) >= 2:  # a given filter fixes the input channels
+                wc = np.shape(w)[-1] if arg_value(op, "order", "NCHW") == "NHWC" else np.shape(w)[1]
+                if c != wc * group:
+                    self.need(op.input[0], wc * group)
+            elif c % group:
+                self.need(op.input[0], group * max(1, -(-c // group)))
+        if op.type in ("FC", "Int8FC") and len(op.input) > 1 and op.input[1] not in self.made \
+                and np.ndim(self.known.get(op.input[1])) == 2 and x.is_known:
+            rest = int(np.prod(x.shape[2:])) if len(x.shape) > 2 else 1
+            k = np.shape(self.known[op.input[1]])[1]
+            if c * rest != k:
+                self.need(op.input[0], k / rest)
+        if op.type == "Reshape" and x.is_known:
+            target = arg_value(op, "shape") or (list(np.asarray(self.known[op.input[1]]).reshape(-1))
+                                                if len(op.input) > 1 and op.input[1] in self.known else None)
+            target = [x.shape[i] if int(t) == 0 and i < len(x.shape) else int(t) for i, t in enumerate(target or ())]
+            if target and all(t > 0 for t in target):  # NOTE: 0 copies the input's dim; with a -1 anything fits
+                total, want = int(np.prod(x.shape)), int(np.prod(target))
+                if total != want:
+                    self.need(op.input[0], c * want / total)
 
 
 def _synthesize(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], made: dict[str, Any],
-                rng: np.random.Generator, width: int, classes: int, scales: dict[str, float]) -> None:
-    hints = {**_box_hints(net, classes), **_output_hints(net)}
+                rng: np.random.Generator, width: int, classes: int, scales: dict[str, float],
+                state: _State) -> None:
+    hints = {**_box_hints(net, classes), **_output_hints(net), **state.demands}
     for op in net.op:
+        state.check(op)
         rule = PARAM_RULES.get(op.type)
         if rule is not None and op.input:
             n_out = hints.get(op.input[1]) if len(op.input) > 1 else None
@@ -203,9 +334,10 @@ def _synthesize(net: caffe2_pb2.NetDef, env: dict[str, TensorInfo], made: dict[s
         if arg_value(op, "Y_scale") is not None:
             scales.update(dict.fromkeys(op.output, float(arg_value(op, "Y_scale"))))
         for _, sub in subnets_of(op):
-            _synthesize(sub, env, made, rng, width, classes, scales)
+            _synthesize(sub, env, made, rng, width, classes, scales, state)
         try:
             outs = infer_op(op, [env.get(i, UNKNOWN) for i in op.input])
         except Exception:  # an op the shape rules cannot follow: later params stay unknown
             outs = [UNKNOWN] * len(op.output)
         env.update(zip(op.output, outs))
+        state.track(op)
