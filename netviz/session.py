@@ -730,6 +730,13 @@ class Session:
         """OpRecords that wrote NaN/Inf, in execution order (with iteration/timestep labels)."""
         return [r for r in self.state.history if r.has_inf_or_nan]
 
+    def place(self, rec: Any) -> str:
+        """Where an OpRecord's op ran: ``main › While op#2 iteration 0 › Do op#0 › op#1 Tanh``."""
+        from engine.debugger.places import place
+        dbg = self.debugger
+        net = dbg._program() if dbg is not None and hasattr(dbg, "_program") else self.view(()).net
+        return place(net, rec.path, getattr(rec, "frames", ()))
+
     def step(self, how: str, target: OpRef | None = None) -> Any:
         """``step``, ``step_into``, ``step_out``, ``continue_``, ``run_to`` (`target`), ``restart``,
         ``step_back``, ``run_to_nan``: one debugger move; returns its Stopped event (reason, pc, detail)."""

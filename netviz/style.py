@@ -18,7 +18,7 @@ from dataclasses import dataclass
 __all__ = ["Style", "OP", "BLOB", "BACKWARD_OP", "GRAD_BLOB", "CONTROL_OP", "DATA_EDGE", "BACKWARD_EDGE",
            "FORWARD_LINK_EDGE", "SUBNET_CLUSTER", "SCOPE_CLUSTER", "FOCUS_NODE", "op_label", "op_style",
            "blob_style", "blob_label", "cluster_style", "GRAPH_ATTRS", "NODE_DEFAULTS", "CATEGORY_FILLS",
-           "category_fill", "category_style"]
+           "category_fill", "category_style", "plain"]
 
 GREEN = "#0F9D58"      # net_drawer's op colour
 RED = "#DB4437"        # generated backward ops and gradient blobs
@@ -135,3 +135,11 @@ def blob_style(gradient: bool = False) -> Style:
 def cluster_style(kind: str) -> Style:
     """``"subnet"`` (If/While/Do/RecurrentNetwork nets) or ``"scope"`` (name scopes)."""
     return {"subnet": SUBNET_CLUSTER, "scope": SCOPE_CLUSTER}[kind]
+
+
+def plain(text: object, style: str = "") -> "Text":
+    """Text from a model (a blob, op or net name, an argument, a message quoting them) for Rich:
+    shown exactly, never read as markup (``_[mask]_pool5_int8`` stays itself; a ``str`` given to
+    a Table cell, Label or Option would lose ``[mask]``).  The one helper every widget uses."""
+    from rich.text import Text
+    return Text(str(text), style=style)

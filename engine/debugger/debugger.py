@@ -20,6 +20,7 @@ from engine import executor
 from engine.debugger.conditions import Condition, has_inf_or_nan, parse_condition
 from engine.debugger.feeds import resolve_feeds
 from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
+from engine.debugger.places import place
 from engine.debugger.machine import _MISSING, DEFAULT_BUDGET, KEEP_BUDGET, DebuggerError, Machine, _Frame, _Undo
 from engine.debugger.values import fit_value
 from engine.debugger.records import Breakpoint, OpPath, OpRecord, Stopped, Watchpoint
@@ -165,8 +166,8 @@ class Debugger(Machine):
             units += 1
             if on_nan and written and has_inf_or_nan(written):
                 bad = ", ".join(n for n in written if has_inf_or_nan({n: written[n]}))
-                return self._stop("nan", f"{bad} holds NaN/Inf (after {self.records[-1].op_type} "
-                                         f"{'/'.join(map(str, self.records[-1].path[1:]))})")
+                rec = self.records[-1]
+                return self._stop("nan", f"{bad} holds NaN/Inf (after {place(self._program(), rec.path, rec.frames)})")
             hit = self._after_hit(written)
             if hit is not None:
                 return self._stop(*hit)
@@ -298,7 +299,8 @@ class Debugger(Machine):
                         and any(bp._regex.search(s) for s in (op.name, *op.output) if s))):
                 if (bp.condition is None or bp.condition(self._visible(op.input), self.frames[-1].ws.values,
                                                          len(self.records))) and bp.fires():
-                    return "breakpoint", bp.describe()
+                    where = self.pc.text()
+                    return "breakpoint", bp.describe(where) if bp.kind == "path" else f"{bp.describe()} at {where}"
         for wp in self.watchpoints.values():
             if wp.on == "read" and wp.blob in op.input:
                 return "watchpoint", f"#{wp.id} {wp.blob} is read by op#{path[-1]} {op.type}"

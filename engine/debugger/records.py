@@ -44,7 +44,8 @@ class ProgramCounter:
         """``main › While op#7 iteration 3 › op#2 Relu``."""
         parts = ["main"]
         for outer, inner in zip(self.frames, self.frames[1:]):
-            parts.append(f"{outer.op_type} op#{outer.op_index} {inner.label}")
+            # NOTE: a Do's one net says nothing beyond "Do" (engine.debugger.places words places alike)
+            parts.append(f"{outer.op_type} op#{outer.op_index}" + ("" if inner.label == "net" else f" {inner.label}"))
         last = self.frames[-1] if self.frames else None
         parts.append(f"op#{last.op_index} {last.op_type}" if last and last.op_type else "end")
         return " › ".join(parts)

@@ -11,6 +11,7 @@ from textual.widgets import Label, OptionList
 
 from engine.errors import NetvizError
 from netviz.errorlog import Guarded
+from netviz.style import plain
 from netviz.screens.prompt import PromptScreen
 from netviz.session import GlobalBreakpoint, Session
 
@@ -40,10 +41,10 @@ class BreakpointsScreen(Guarded, ModalScreen[None]):
         for bp in self.session.breakpoints.values():
             op = self.session.op(bp.op)
             live = dbg.breakpoints.get(bp.dbg_id) if dbg is not None and bp.dbg_id else None
-            box.add_option(f"{self.session.path_label(bp.op.path)} op #{bp.op.index} {op.type}"
-                           f"  if {bp.condition or 'always'}" + (f"  · hits {live.hits}" if live else ""))
+            box.add_option(plain(f"{self.session.path_label(bp.op.path)} op #{bp.op.index} {op.type}"
+                                 f"  if {bp.condition or 'always'}" + (f"  · hits {live.hits}" if live else "")))
         for g in self.session.global_breakpoints:
-            box.add_option(f"global: {self.session.describe_global(g)}")
+            box.add_option(plain(f"global: {self.session.describe_global(g)}"))
         if not self.refs:
             box.add_option("(none: press b on an op, or C for a condition/type/name)")
         box.highlighted = 0

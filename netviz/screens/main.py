@@ -33,6 +33,7 @@ from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.screens.search import SearchScreen
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath
+from netviz.style import plain
 from netviz.view_export import ViewSpec
 from netviz.widgets.blob_inspector import BlobInspector
 from netviz.widgets.breadcrumb import Breadcrumb
@@ -259,9 +260,10 @@ class MainScreen(Guarded, Screen[None]):
         self.query_one(OpInspector).show(self.session, ref)
         d = self.session.op_details(ref)
         blobs = self.query_one("#blob-list", OptionList)
-        blobs.clear_options()
         self.blob_options = [BlobRef(ref.path, n, v) for n, v in (*d["inputs"], *d["outputs"])]
-        blobs.add_options([Option(f"{'in ' if k < len(d['inputs']) else 'out'} {b.label()}")
+        # NOTE: one replacement, not clear + add: an emptied list hides its scrollbar and a full one
+        # shows it again, a second re-layout of the screen per step
+        blobs.set_options([Option(plain(f"{'in ' if k < len(d['inputs']) else 'out'} {b.label()}"))
                            for k, b in enumerate(self.blob_options)])
         self.details_ref = ref
 
@@ -569,8 +571,7 @@ class MainScreen(Guarded, Screen[None]):
             ref = from_oppath(r.path)
             bad = ", ".join(f"{o.name} NaN×{o.nan_count} Inf×{o.inf_count}" for o in r.outputs
                             if o.nan_count or o.inf_count)
-            where = f" [{r.label}]" if r.label != "main" else ""
-            rows.append(f"{r.seq:>5}  op {'/'.join(map(str, r.path[1:]))} {r.op_type}{where}  {bad}")
+            rows.append(f"{r.seq:>5}  {self.session.place(r)}  {bad}")
             refs.append(ref)
 
         def jump(ref: Any) -> None:

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 
 from netviz.errorlog import Guarded
+from netviz.style import plain
 
 
 class PickScreen(Guarded, ModalScreen[Any]):
@@ -26,8 +27,8 @@ class PickScreen(Guarded, ModalScreen[Any]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="pick-box"):
-            yield Label(self.title_text, id="pick-title")
-            yield OptionList(*(self.rows or [self.empty]), id="pick-list")
+            yield Label(plain(self.title_text), id="pick-title")
+            yield OptionList(*(plain(r) for r in self.rows or [self.empty]), id="pick-list")
 
     def on_mount(self) -> None:
         box = self.query_one(OptionList)

@@ -8,6 +8,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
 from netviz.errorlog import Guarded
+from netviz.style import plain
 
 
 class PromptScreen(Guarded, ModalScreen[str | None]):
@@ -19,10 +20,10 @@ class PromptScreen(Guarded, ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-box"):
-            yield Label(self.title_text, id="prompt-title")
+            yield Label(plain(self.title_text), id="prompt-title")
             yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
             if self.hint:
-                yield Label(self.hint, id="prompt-hint")
+                yield Label(plain(self.hint), id="prompt-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -35,8 +35,16 @@ class SearchScreen(Guarded, ModalScreen[Any]):
             label = Text.assemble(("op ", "dim"), f"#{ref.index} {op.type} ", (f"[{cat}] ", category_style(cat)),
                                   (op.name or ", ".join(op.output), "dim"), (where, "dim italic"))
             self.entries.append((f"op {op.type} cat:{cat} {op.name} {' '.join(op.output)}".lower(), label, ref))
-        for name in session.all_blobs(()):
-            self.entries.append((f"blob {name}".lower(), Text.assemble(("blob ", "dim"), name), BlobRef((), name)))
+        paths = [()] + sorted({r.path for r in session.walk() if r.path}, key=len)
+        seen: set[str] = set()
+        for path in paths:  # NOTE: a subnet's own blobs too (Mask R-CNN's _[mask]_… live in an If's branches)
+            where = f" in {session.path_label(path)}" if path else ""
+            for name in session.all_blobs(path):
+                if name not in seen:
+                    seen.add(name)
+                    self.entries.append((f"blob {name}".lower(), Text.assemble(("blob ", "dim"), name,
+                                                                               (where, "dim italic")),
+                                         BlobRef(path, name)))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="search-box"):

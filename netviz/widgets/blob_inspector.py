@@ -14,6 +14,7 @@ from textual.widgets import Input, Static
 
 from engine.blobio import Int8Tensor
 from netviz.session import BlobRef, Session
+from netviz.style import plain
 
 BARS = " ▏▎▍▌▋▊▉█"
 
@@ -60,7 +61,7 @@ def stats(arr: np.ndarray, scope: str = "") -> Table:
         t.add_row("nan/inf", f"{int(np.isnan(a).sum())} / {int(np.isinf(a).sum())}")
         t.add_row("zeros", f"{int((a == 0).sum())} of {a.size}")
     if scope:
-        t.add_row("of", scope)
+        t.add_row("of", plain(scope))
     return t
 
 
@@ -118,11 +119,11 @@ class BlobInspector(Vertical):
         if runtime is not None:
             shape, _, dtype = runtime.partition(" ")
             info = {**info, "shape": None, "dtype": dtype, "source": "run"}
-            facts.add_row("shape", shape)
+            facts.add_row("shape", plain(shape))
         else:
             facts.add_row("shape", "?" if info["shape"] is None else "×".join(map(str, info["shape"])) or "scalar")
         facts.add_row("dtype", info["dtype"] or "?")
-        facts.add_row("from", info["source"])
+        facts.add_row("from", plain(info["source"]))
         prod = session.producers(ref.path, ref.name)
         cons = session.consumers(ref.path, ref.name)
         facts.add_row("written", ", ".join(f"#{i}→@{v}" for i, v in prod[:6]) or "external input")

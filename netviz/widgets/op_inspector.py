@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from netviz.session import BlobRef, OpRef, Session
-from netviz.style import category_style
+from netviz.style import category_style, plain
 
 if TYPE_CHECKING:
     from engine.catalogue.docs import OpDoc
@@ -69,7 +69,7 @@ def _doc_rows(facts: Table, doc: OpDoc, warnings: list[str]) -> None:
     facts.add_row("support", doc.support)
     for a in doc.args:
         if not a.is_default:
-            facts.add_row(f"·{a.name}", _arg(a.value))
+            facts.add_row(f"·{a.name}", plain(_arg(a.value)))
         elif a.required:
             facts.add_row(f"·{a.name}", Text("required, not set", style="bold #DB4437"))
         else:
@@ -77,7 +77,7 @@ def _doc_rows(facts: Table, doc: OpDoc, warnings: list[str]) -> None:
                           Text(f"{_arg(a.value)} (default)" if a.known_default and a.value is not None
                                else "not set", style="dim"))
     for line in doc.inplace:
-        facts.add_row("in-place", line)
+        facts.add_row("in-place", plain(line))
     for w in warnings:
         facts.add_row(Text("schema", style="bold #DB4437"), Text(w, style="#DB4437"))
 
@@ -106,14 +106,14 @@ class OpInspector(Static):
         facts = Table.grid(padding=(0, 1))
         facts.add_column(style="dim")
         facts.add_column()
-        facts.add_row("net", d["net"])
-        facts.add_row("device", d["device"])
-        facts.add_row("engine", d["engine"])
+        facts.add_row("net", plain(d["net"]))
+        facts.add_row("device", plain(d["device"]))
+        facts.add_row("engine", plain(d["engine"]))
         if d["breakpoint"] is not None:
-            facts.add_row("break", d["breakpoint"].condition or "always")
+            facts.add_row("break", plain(d["breakpoint"].condition or "always"))
         _doc_rows(facts, doc, [w for w in violations(op) if doc.caffe2])
         if d["subnets"]:
-            facts.add_row("subnets", ", ".join(d["subnets"]))
+            facts.add_row("subnets", plain(", ".join(d["subnets"])))
         rec = session.record(ref)
         if rec is not None:
             ran = f"{rec.wall_s * 1e3:.3g} ms" + ("  (stale)" if session.stale(ref) else "")
@@ -131,6 +131,6 @@ class OpInspector(Static):
         for tag, blobs, slots in (("in", d["inputs"], doc.inputs), ("out", d["outputs"], doc.outputs)):
             for (name, v), (slot, _) in zip(blobs, slots):
                 ran = session.runtime_shape(BlobRef(ref.path, name, v)) if session.debugger is not None else None
-                io.add_row(tag, f"{slot} =", f"{name}@{v}",
+                io.add_row(tag, plain(f"{slot} ="), plain(f"{name}@{v}"),
                            _shape(table, (name, v)) if ran is None else Text(ran.replace(" float32", "")))
         self.update(_Once(Group(head, facts, io)))

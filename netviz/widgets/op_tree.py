@@ -31,6 +31,7 @@ from netviz.messages import DrillRequested, OpSelected
 from netviz.overlays import value_of
 from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import NetPath, OpRef, Session, from_oppath
+from netviz.style import plain
 
 CHUNK = 120
 SECTION_MAX, BLOCK = 300, 200
@@ -51,6 +52,41 @@ def _overlay_tag(mode: str, rec: Any, stale: bool) -> tuple[str, str] | None:
     text = (f"{v * 1e3:.2g}ms" if mode == "time" else f"Δ{v:.2g}" if getattr(rec, "update_ratio", None) is not None
             else f"‖{v:.2g}‖") + ("~" if stale else "")
     return ("#616161" if stale else "#F4B400", text)
+
+
+#: an op's name keeps at least this many cells in a narrow list (its type is cut first, to TYPE_MIN)
+NAME_MIN, TYPE_MIN = 8, 4
+
+
+def strip_scope(name: str, scope: str) -> str:
+    """`name` without the `scope` every name shares (``gpu_0/``), also after a generated name's
+    leading ``_`` (the backward pass's ``_gpu_0/…_autosplit_0``)."""
+    if scope and name.startswith(scope):
+        return name[len(scope):]
+    if scope and name.startswith("_" + scope):
+        return "_" + name[len(scope) + 1:]
+    return name
+
+
+def elide_middle(name: str, room: int) -> str:
+    """`name` in `room` cells, its middle dropped so the tail that tells similar names apart stays:
+    ``res2_0_branch2a_bn`` in 14 → ``res…branch2a_bn``; in under 10 only the tail (``…h2a_bn``)."""
+    if len(name) <= room:
+        return name
+    if room <= 1:
+        return "…"[:max(room, 0)]
+    head = room // 4 if room >= 10 else 0
+    return name[:head] + "…" + name[len(name) - (room - head - 1):]
+
+
+class _Fitted:
+    """A tree node seen through another label (what :meth:`OpTree.render_label` draws)."""
+
+    def __init__(self, node: TreeNode[Any], label: Text) -> None:
+        self._node, self._label = node, label
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._node, name)
 
 
 def name_of(op: Any) -> str:
@@ -112,7 +148,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
     """The op list; highlighting an op posts :class:`OpSelected`, a subnet node DrillRequested."""
 
     def __init__(self, session: Session, **kwargs: Any) -> None:
-        super().__init__(session.name, **kwargs)
+        super().__init__(plain(session.name), **kwargs)
         self.session = session
         self.group_scopes = False
         self.nodes_by_ref: dict[OpRef, TreeNode[Any]] = {}
@@ -148,11 +184,11 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
             steps = self._add_section(fwd, range(view.n_forward))
         if s.plan:  # a plan file: its step tree above the net being stepped
-            node = self.root.add(f"plan · {s.plan[0]}", data=None, expand=False)
+            node = self.root.add(plain(f"plan · {s.plan[0]}"), data=None, expand=False)
             for line in s.plan[1:]:
-                node.add_leaf(line, data=None)
+                node.add_leaf(plain(line), data=None)
         if s.show_backward and s.backward is not None and view.sections is None:
-            bwd = self.root.add(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})",
+            bwd = self.root.add(plain(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})"),
                                 data=None, expand=True)
             steps = chain(steps, self._add_section(bwd, range(view.n_forward, len(view.net.op))))
         self._generation += 1
@@ -165,7 +201,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         for i in range(1, len(sections) + 1):
             if i == len(sections) or sections[i] != sections[start]:
                 note = f" (loss {loss})" if sections[start] == "backward" and loss else ""
-                node = self.root.add(f"{sections[start]} · {i - start} ops{note}", data=None, expand=True)
+                node = self.root.add(plain(f"{sections[start]} · {i - start} ops{note}"), data=None, expand=True)
                 steps = chain(steps, self._add_section(node, range(start, i)))
                 start = i
         return steps
@@ -207,11 +243,6 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         if isinstance(label, Text) and "\n" not in label.plain:
             return label
         return super().process_label(label)
-
-    def get_label_width(self, node: TreeNode[Any]) -> int:
-        # NOTE: Tree renders every label to measure it on each rebuild: the plain length is enough
-        icon = self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE
-        return node._label.cell_len + (len(icon) if node.allow_expand else 0)
 
     def _pump(self, steps: Iterator[None], generation: int, first: bool = True) -> None:
         """Add a first screenful of ops at once, the rest after the first refresh.
@@ -265,7 +296,10 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             for _ in self._add_ops(child, ref.path + ((ref.index, arg),), range(len(sub.op))):
                 pass
 
-    def label_of(self, ref: OpRef) -> Text:
+    def label_of(self, ref: OpRef, room: int | None = None) -> Text:
+        """An op's line: marker, index, type, marks, then its name without the shared scope.  In
+        `room` cells the name keeps its distinguishing tail (``res2…branch2a_bn``); when even that
+        leaves the name under :data:`NAME_MIN` cells the type gives way first (``Spati…``)."""
         s, op = self.session, self.session.op(ref)
         view = s.view(ref.path)
         kind = ("backward" if view.is_backward(ref.index) and (view.sections is None or view.sections[ref.index]
@@ -274,8 +308,9 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         rec = s.record(ref)
         marker = ("✗" if s.failed(ref) else PC_MARK if s.pc == ref else "●" if ref in s.breakpoints
                   else "!" if rec is not None and rec.has_inf_or_nan else "✓" if rec is not None else " ")
-        text = Text.assemble((marker, MARK_STYLE.get(marker, "red")), (f"{ref.index:>3} ", "dim"),
-                             (op.type, TYPE_STYLE[kind]))
+        text = Text.assemble((marker, MARK_STYLE.get(marker, "red")), (f"{ref.index:>3} ", "dim"))
+        type_at = len(text)
+        text.append(op.type, TYPE_STYLE[kind])
         if ref in self.linked:
             text.append(" ↔", "bold #CE93D8")
         if not ref.path and ref.index in s.lint_ready():  # NOTE: none until the screen's lint worker is done
@@ -284,22 +319,56 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             tag = _overlay_tag(self.overlay, rec, s.stale(ref))
             if tag:
                 text.append(f" {tag[1]}", f"bold {tag[0]}")
-        what = name_of(op)
-        scope = self._block_of.get(ref) or self._scope(ref.path)
-        if what:  # the distinguishing tail: the scope every name of the net (or its block) shares is dropped
-            text.append(f" {what[len(scope):] if scope and what.startswith(scope) else what}", "dim")
+        what = strip_scope(name_of(op), self._block_of.get(ref) or self._scope(ref.path))
         if op.type == STEP_OP and step_summary(op):  # a plan's step: how it repeats
-            text.append(f" ({step_summary(op)})", "dim")
+            what = f"{what} ({step_summary(op)})".strip()
+        if room is not None and what and text.cell_len + 1 + len(what) > room:
+            short = max(0, min(len(what), NAME_MIN) - (room - text.cell_len - 1))  # cells the type gives up
+            if short:
+                cut = max(len(op.type) - short, TYPE_MIN)
+                if cut < len(op.type):
+                    text = text[:type_at + cut - 1] + Text("…", TYPE_STYLE[kind]) + text[type_at + len(op.type):]
+            what = elide_middle(what, room - text.cell_len - 1)
+        if what:  # the distinguishing tail: the scope every name of the net (or its block) shares is dropped
+            text.append(f" {what}", "dim")
         return text
 
     def _scope(self, path: NetPath) -> str:
-        """The name scope all blobs of the net at `path` share (``gpu_0/``), computed once."""
+        """The name scope all blobs of the net at `path` share (``gpu_0/``), computed once.  Of the
+        main net's forward ops: the backward pass's ``_gpu_0/…_autosplit_0`` blobs would leave none."""
         cache = self.__dict__.setdefault("_scopes", {})
-        key = (path, self.session.show_backward)
-        if key not in cache:
-            from netviz.widgets.graph_scene import common_scope
-            cache[key] = common_scope(self.session.view(path).net)
-        return cache[key]
+        if path not in cache:
+            view = self.session.view(path) if path else self.session.forward
+            ops = view.net.op[:view.n_forward] if not path else view.net.op
+            names = sorted({b for op in ops for b in (*op.input, *op.output)})
+            prefix = commonprefix(names[:1] + names[-1:]) if len(names) > 1 else ""
+            cache[path] = prefix[:prefix.rfind("/") + 1]
+        return cache[path]
+
+    def render_label(self, node: TreeNode[Any], base_style: Any, style: Any) -> Text:
+        """An op's line fitted to the list's width, its name's tail kept (a resize re-fits it)."""
+        ref, room = node.data, self._room(node)
+        if isinstance(ref, OpRef) and room is not None and node._label.cell_len > room:
+            node = _Fitted(node, self.label_of(ref, room))
+        return super().render_label(node, base_style, style)
+
+    def get_label_width(self, node: TreeNode[Any]) -> int:
+        # NOTE: Tree renders every label to measure it on each rebuild: the plain length is enough
+        icon = self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE
+        width = node._label.cell_len + (len(icon) if node.allow_expand else 0)
+        room = self._room(node) if isinstance(node.data, OpRef) else None
+        return width if room is None else min(width, room + (len(icon) if node.allow_expand else 0))
+
+    def _room(self, node: TreeNode[Any]) -> int | None:
+        """Cells an op's label has beside its guides (None before layout)."""
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return None
+        depth, parent = 0, node.parent
+        while parent is not None:
+            depth, parent = depth + 1, parent.parent
+        icon = len(self.ICON_NODE) if node.allow_expand else 0
+        return max(8, width - depth * self.guide_depth - icon - 1)
 
     def set_linked(self, refs: set[OpRef]) -> None:
         """Mark the forward/backward partners of the selected op (``↔``)."""
