@@ -9,9 +9,10 @@ common ones below with torch's semantics, one small NumPy function each: the inp
 function's tensor arguments in order (``self`` first), its other arguments are the op's arguments by
 their torch names.  Caffe2 picks an overload by name, argument names and input count and refuses a
 combination it did not build; netviz refuses an argument a function here does not know, and an
-``operator`` it does not have, naming both.  NOTE: two configurations the exporter writes that
-Caffe2's own op cannot run (``embedding_bag`` with ``include_last_offset``; opset-11 ``gather`` with
-``dim`` and ``sparse_grad`` as inputs) run here with torch's semantics (docs/fidelity.md).
+``operator`` it does not have, naming both.  NOTE: configurations the exporter writes that Caffe2's
+own op cannot run (``embedding_bag`` with ``include_last_offset``; ``index_put`` with ``accumulate``
+as a trailing input; opset-11 ``gather``/``scatter`` with ``dim`` as an input) run here with torch's
+semantics (docs/fidelity.md).
 """
 from __future__ import annotations
 
@@ -68,6 +69,9 @@ def _index_tuple(indices: tuple) -> tuple:
 
 
 def _index_put(xp, x, *rest, accumulate=0):
+    # NOTE: the exporter passes accumulate as a trailing 0-d bool input: (self, *indices, values, accumulate).
+    if len(rest) >= 3 and rest[-1].dtype == np.bool_ and rest[-1].ndim == 0:
+        accumulate, rest = bool(rest[-1]), rest[:-1]
     *indices, values = rest
     out, idx = x.copy(), _index_tuple(tuple(indices))
     if accumulate:
@@ -101,7 +105,10 @@ def _gather(xp, x, *rest, dim=None, sparse_grad=0):
     return (np.take_along_axis(x, index.astype(I64), axis=_ax(dim, x.ndim)),)
 
 
-def _scatter(xp, x, index, src, *, dim):
+def _scatter(xp, x, *rest, dim=None):
+    # NOTE: opset 11 passes dim as an input: (self, dim, index, src).
+    index, src = rest[-2:]
+    dim = int(rest[0]) if len(rest) == 3 else dim
     out = x.copy()
     d, index = _ax(dim, x.ndim), index.astype(I64)
     cells = np.indices(index.shape)

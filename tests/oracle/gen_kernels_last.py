@@ -285,6 +285,18 @@ def record_onnx(outdir):
                                    False, None, bool(last))
         _write_net(outdir, f"aten_embedding_bag_mode{mode}_last{last}", _one_op_net(op),
                    {"w": w, "i": ind, "o": offs}, {"y": outs[0].numpy()})
+    xp_ = r.randn(3, 4).astype(F32)
+    for acc in (False, True):   # NOTE: the exporter's index_put: accumulate is a trailing 0-d bool input
+        op = core.CreateOperator("ATen", ["x", "idx", "v", "acc"], ["y"], operator="index_put")
+        ref = torch.from_numpy(xp_).index_put((torch.tensor([2, 0, 2]),), torch.tensor(3.0), accumulate=acc)
+        _write_net(outdir, f"aten_index_put_accumulate_input_{int(acc)}", _one_op_net(op),
+                   {"x": xp_, "idx": np.array([2, 0, 2], I64), "v": np.array(3.0, F32), "acc": np.array(acc)},
+                   {"y": ref.numpy()})
+    xs, isc = r.randn(3, 4).astype(F32), np.array([[0, 1], [2, 3], [1, 0]], I64)
+    op = core.CreateOperator("ATen", ["x", "dim", "index", "src"], ["y"], operator="scatter")
+    _write_net(outdir, "aten_scatter_dim_input", _one_op_net(op),
+               {"x": xs, "dim": np.array(1, I64), "index": isc, "src": np.ones((3, 2), F32)},
+               {"y": torch.scatter(torch.from_numpy(xs), 1, torch.from_numpy(isc), torch.ones(3, 2)).numpy()})
     xg = r.randn(2, 3, 4).astype(F32)
     ig = r.randint(0, 3, size=(2, 2, 4)).astype(I64)
     op = core.CreateOperator("ATen", ["x", "dim", "index", "sparse_grad"], ["y"], operator="gather")
