@@ -154,6 +154,8 @@ def spatial_out(sp: Sequence[Dim], k: Sequence[Dim], s: Sequence[int], pb: Seque
 def split_layout(xd: Sequence[Dim], order: str) -> tuple[Dim, Dim, tuple[Dim, ...]]:
     """``(N, C, spatial dims)`` of an NCHW or NHWC shape."""
     xd = tuple(xd)
+    if len(xd) < 2:
+        raise ShapeError(f"an input of rank {len(xd)} where an {order} tensor (N, C, …) is needed")
     return (xd[0], xd[1], xd[2:]) if order == "NCHW" else (xd[0], xd[-1], xd[1:-1])
 
 

@@ -115,3 +115,61 @@ def test_box_nms_on_no_boxes_gives_caffe2s_empty_outputs():
                                       np.zeros((0, 12), np.float32), n_out=6)
     assert (s.shape, b.shape, c.shape, keep.shape) == ((0,), (0, 4), (0,), (0,))
     assert n.tolist() == [0.0] and sizes.tolist() == [[0, 0, 0]]
+
+
+def _mtcnn(folder: Path, net_name: str, layers: list[tuple], data: list) -> Path:
+    """An MTCNN stage as Caffe2's Caffe translator writes it (Conv, in-place PRelu, legacy-padded
+    MaxPool, FC, Softmax) with its init net and a value_info.json declaring `data`."""
+    from engine.modelio import save_net
+    from engine.opdef import create_operator as op
+    from proto import caffe2_pb2
+
+    net, init = caffe2_pb2.NetDef(name=net_name), caffe2_pb2.NetDef(name=f"{net_name}_init")
+    params: dict[str, tuple[int, ...]] = {}
+    for kind, x, y, *a in layers:
+        if kind == "conv":
+            net.op.append(op("Conv", [x, f"{y}_w", f"{y}_b"], y, kernel=a[2], stride=1, pad=0))
+            params.update({f"{y}_w": (a[1], a[0], a[2], a[2]), f"{y}_b": (a[1],)})
+            net.op.append(op("PRelu", [y, f"{y}_slope"], y))
+            params[f"{y}_slope"] = (a[1],)
+        elif kind == "pool":
+            net.op.append(op("MaxPool", x, y, kernel=a[0], stride=2, legacy_pad=3))
+        elif kind == "fc":
+            net.op.append(op("FC", [x, f"{y}_w", f"{y}_b"], y))
+            params.update({f"{y}_w": (a[1], a[0]), f"{y}_b": (a[1],)})
+        else:
+            net.op.append(op("Softmax", x, y))
+    net.external_input.extend(["data", *params])
+    net.external_output.append(net.op[-1].output[0])
+    rng = np.random.default_rng(0)
+    init.op.extend(op("GivenTensorFill", [], k, shape=list(s), values=rng.random(int(np.prod(s))).tolist())
+                   for k, s in params.items())
+    folder.mkdir()
+    save_net(net, folder / "predict_net.pb")
+    save_net(init, folder / "init_net.pb")
+    (folder / "value_info.json").write_text(json.dumps({"data": [1, data]}))
+    return folder / "predict_net.pb"
+
+
+P_NET = [("conv", "data", "conv1", 3, 10, 3), ("pool", "conv1", "pool1", 2), ("conv", "pool1", "conv2", 10, 16, 3),
+         ("conv", "conv2", "conv3", 16, 32, 3), ("conv", "conv3", "conv4-1", 32, 2, 1), ("softmax", "conv4-1", "prob1")]
+R_NET = [("conv", "data", "conv1", 3, 28, 3), ("pool", "conv1", "pool1", 3), ("conv", "pool1", "conv2", 28, 48, 3),
+         ("pool", "conv2", "pool2", 3), ("conv", "pool2", "conv3", 48, 64, 2), ("fc", "conv3", "conv4", 576, 128),
+         ("fc", "conv4", "conv5-1", 128, 2), ("softmax", "conv5-1", "prob1")]
+
+
+@pytest.mark.parametrize("stage, layers, data, prob", [
+    ("det1", P_NET, [1, 3, 12, 12], "1×2×1×1 float32"), ("det2", R_NET, [1, 3, 24, 24], "1×2 float32"),
+    ("det1_any_size", P_NET, [], None), ("det2_any_size", R_NET, [], None)])
+def test_info_shapes_on_mtcnn_stages_explains_instead_of_raising(stage, layers, data, prob, tmp_path, capsys):
+    """`info --shapes` on the MTCNN nets printed `IndexError: tuple index out of range`: a stage that
+    takes any image size declares its data as `[]` (rank 0) and every window rule indexed dims it lacks.
+    Now the shapes that follow are printed and the op that cannot take the input is named in one line."""
+    path = _mtcnn(tmp_path / stage, stage, layers, data)
+    rc, out, err = _cli(capsys, "info", path, "--shapes")
+    assert rc == 0, err
+    if prob:
+        assert f"prob1@1: {prob}" in out and "shape warning" not in out
+    else:
+        warnings = [ln for ln in out.splitlines() if ln.startswith("shape warning:")]
+        assert len(warnings) == 1 and "op Conv" in warnings[0] and "rank 0" in warnings[0]
