@@ -23,7 +23,7 @@ def test_unknown_args_ignored_and_declared_args_bound():
 def test_ops_without_a_kernel_say_so():
     w = Workspace()
     w.feed_blob("X", np.ones((1, 2, 3, 3), np.float32))
-    for t in ("ATen", "Onnxifi", "FbGemmPack"):  # docs/ops.md lists why
+    for t in ("FbFCPacked", "Onnxifi", "FbGemmPack"):  # docs/ops.md lists why
         with pytest.raises(UnknownOpError, match=f"op {t} has no kernel"):
             run_op(create_operator(t, ["X"], ["Y"]), w)
 
