@@ -87,7 +87,7 @@ def render() -> str:
             f"frontend (`caffe2.python.onnx.frontend`, with onnx {fe['onnx']}) converts {len(theirs)} of "
             f"{fe['registered']}: {len(fe['cpp'])} through its C++ exporter, {len(fe['renamed'])} renamed, and "
             f"{len(fe['same_name'])} passed through because an ONNX op has the same name (arguments copied "
-            "unchecked, so several are wrong: Caffe2's Softmax flattens to 2-D, ONNX opset 13's does not).  "
+            "as they are, unchecked).  "
             f"{len(both)} op types are in both; netviz also converts {len(only_us)} the frontend does not, and "
             f"the frontend {len(only_them)} netviz does not.  netviz checks each conversion against ONNX Runtime; "
             "the frontend verifies nothing.",

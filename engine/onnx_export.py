@@ -35,6 +35,23 @@ MIN_OPSET = 13
 INSTALL_HINT = "pip install 'netviz[onnx]'   (or: pip install onnx onnxruntime)"
 
 
+def export_file(model: Any, feeds: Mapping[str, Any], target: str, *, random_params: bool = False,
+                opset: int = DEFAULT_OPSET) -> str:
+    """Export a loaded model to `target` (.onnx) and check it with ONNX Runtime against the engine:
+    the one-line summary the TUI shows (raises OnnxExportError / NetvizError with one line)."""
+    onnx = onnx_module()
+    name = str(model.path or "net")
+    src = prepare_model(model, feeds, where=name, random_params=random_params)
+    done = export(src, opset=opset, where=name)
+    onnx.save(done.model, str(target))
+    rows = diff_against_runtime(src, done.model)
+    bad = next((d for d in rows if not d.ok), None)
+    check = (f"ONNX Runtime differs first at op #{bad.op_index} {bad.op_type} '{bad.blob}' (max abs {bad.max_abs:.3g})"
+             if bad else f"{len(rows)} values equal in ONNX Runtime (max abs "
+             f"{max((d.max_abs for d in rows), default=0.0):.3g})")
+    return f"{target} (opset {opset}, {len(done.model.graph.node)} nodes; {check})"
+
+
 class OnnxExportError(NetvizError):
     """The net cannot become a faithful ONNX model (one line naming every op that stops it)."""
 
@@ -89,11 +106,21 @@ def _reads_before_writes(net: caffe2_pb2.NetDef) -> list[str]:
 def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), random_params: bool = False,
             param_width: int = 16, seed: int = 0, run: bool = True) -> Source:
     """Load `path` and set it up as ``netviz run`` does; with `run`, run it once (the trace)."""
-    from engine.debugger import Debugger, parse_input_spec  # noqa: PLC0415 - heavy, and only here
+    from engine.debugger import parse_input_spec  # noqa: PLC0415 - heavy, and only here
     from engine.modelio import load_model  # noqa: PLC0415
+
+    return prepare_model(load_model(path, init=init), dict(parse_input_spec(s) for s in inputs), where=str(path),
+                         random_params=random_params, param_width=param_width, seed=seed, run=run)
+
+
+def prepare_model(model: Any, feeds: Mapping[str, Any], *, where: str = "net", random_params: bool = False,
+                  param_width: int = 16, seed: int = 0, run: bool = True) -> Source:
+    """:func:`prepare` for a loaded :class:`engine.modelio.Model` and feeds (arrays, shapes or
+    ``RandomSpec``s, as the debugger takes them): what the TUI's export uses."""
+    from engine.debugger import Debugger  # noqa: PLC0415
     from engine.training import forward_net, split_training_net  # noqa: PLC0415
 
-    model = load_model(path, init=init)
+    path = where
     notes = []
     split = split_training_net(model.predict)
     if split.has_backward:
@@ -101,13 +128,12 @@ def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), r
         notes.append(f"training net: exported its forward section ({len(fwd.op)} of {len(model.predict.op)} "
                      "ops; ONNX holds no backward pass or optimizer)")
         model = replace(model, predict=fwd)
-    feeds = dict(parse_input_spec(s) for s in inputs)
     dbg = Debugger(model, feeds, record_stats=False, budget_bytes=0, keep_budget=0,
                    synthesize_params=random_params, param_width=param_width, seed=seed)
     values = {k: _copy(v) for k, v in dbg.ws.values.items()}  # NOTE: before the run changes any of them
     net = model.predict
     made_by_init = {o for op in model.init.op for o in op.output}
-    data = set(feeds) | {n for n in model.value_info if n not in made_by_init}
+    data = set(feeds or {}) | {n for n in model.value_info if n not in made_by_init}
     needed = _reads_before_writes(net)
     missing = [b for b in needed if b not in values]
     if missing:

@@ -186,3 +186,28 @@ def test_missing_onnx_says_how_to_install(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # NOTE: `import onnx` now raises ImportError
     rc, _, err = _cli(capsys, "export", EXAMPLES / "mlp_forward" / "predict_net.pb", "-o", tmp_path / "m.onnx")
     assert rc == 2 and len(err.splitlines()) == 1 and "pip install 'netviz[onnx]'" in err
+
+
+def test_tui_export_offers_onnx(tmp_path):
+    """`e` → "ONNX model" (the third row) writes the model, checked against ONNX Runtime, and says so."""
+    from netviz.app import NetvizApp
+    from netviz.screens.pick import PickScreen
+    from netviz.session import Session
+    from tests.netviz.waiting import answer, asynctest, notified, ready, wait_for
+
+    target = tmp_path / "mlp.onnx"
+
+    @asynctest
+    async def run():
+        app = NetvizApp(Session.open(EXAMPLES / "mlp_forward" / "predict_net.pb"))
+        async with app.run_test(size=(160, 48), notifications=True) as pilot:
+            await ready(pilot)
+            await pilot.press("e")
+            await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the export choice")
+            await pilot.pause()
+            await pilot.press("down", "down", "enter")
+            await answer(pilot, app, str(target))
+            await wait_for(pilot, lambda: notified(app, f"wrote {target}"), "the ONNX export", timeout=60)
+            assert notified(app, "values equal in ONNX Runtime")
+    run()
+    onnx.checker.check_model(onnx.load(str(target)), full_check=True)

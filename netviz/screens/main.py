@@ -790,16 +790,21 @@ class MainScreen(Guarded, Screen[None]):
         shown = n if spec.ops is None else len(spec.ops)
         backward = " with backward" if view.n_forward < n else ""
         rows = [f"current view: {shown} of {n} ops as shown (zoom, overlay, pc, marks)",
-                f"whole net: all {n} ops{backward}, unmarked"]
+                f"whole net: all {n} ops{backward}, unmarked",
+                "ONNX model: the forward net as .onnx, checked against ONNX Runtime (netviz[onnx])"]
 
         def chosen(what: str | None) -> None:
             if what is None:
+                return
+            if what == "onnx":
+                self._ask("export the ONNX model to (.onnx)", f"{base}.onnx", lambda target: self.export_to(target))
                 return
             label = "current view" if what == "view" else "whole net"
             default = f"{base}{'_view' if what == 'view' else ''}.svg"
             self._ask(f"export the {label} to (.svg/.png/.pdf/.dot/.json)", default,
                       lambda target: self.export_to(target, what=what, spec=spec))
-        self.app.push_screen(PickScreen("export what?  (Enter chooses · Esc cancels)", rows, ["view", "net"]), chosen)
+        self.app.push_screen(PickScreen("export what?  (Enter chooses · Esc cancels)", rows, ["view", "net", "onnx"]),
+                             chosen)
 
     def export_to(self, target: str, force: bool = False, what: str = "net", spec: ViewSpec | None = None) -> None:
         """Export in a worker (``dot`` on a big net takes seconds); an existing file is asked about.
@@ -819,8 +824,14 @@ class MainScreen(Guarded, Screen[None]):
     def _export(self, target: str, path: NetPath, ssa: bool, spec: ViewSpec | None = None) -> None:
         call = self._to_ui
         try:
-            out = (self.session.export_view(spec, target, force=True) if spec is not None
-                   else self.session.export(path, target, ssa=ssa, force=True))
+            if Path(target).suffix.lower() == ".onnx":  # NOTE: ONNX: the model, exported and checked in ORT
+                from engine.onnx_export import export_file
+                model = self.session.model
+                out = export_file(model, self.session.values, str(Path(target).expanduser()),
+                                  random_params=not len(model.init.op))
+            else:
+                out = (self.session.export_view(spec, target, force=True) if spec is not None
+                       else self.session.export(path, target, ssa=ssa, force=True))
         except NetvizError as e:
             call(self.notify, str(e), title=type(e).__name__, severity="error")
             out = None
