@@ -14,8 +14,9 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,11 +141,13 @@ def clear_cache() -> None:
 
 
 def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot",
-                 output: str | None = None, extra: Sequence[str] = ()) -> bytes:
+                 output: str | None = None, extra: Sequence[str] = (),
+                 tick: Callable[[float], None] | None = None, every: float = 5.0) -> bytes:
     """Run graphviz `prog` on DOT source and return its `fmt` output (or write it to `output`).
 
     `extra` are more command-line flags (``-Gsplines=false``).  A program killed by a signal is a
-    :class:`LayoutCrash`, one past `timeout` a :class:`LayoutTimeout`.
+    :class:`LayoutCrash`, one past `timeout` a :class:`LayoutTimeout`.  `tick` is called with the
+    seconds it has run every `every` seconds while it runs (a UI says how long ``dot`` is at it).
 
     Raises
     ------
@@ -157,7 +160,7 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
     cmd = [exe, f"-T{fmt}", *extra] + ([f"-o{output}"] if output else [])
     with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         try:
-            out, err_bytes = proc.communicate(dot.encode(), timeout=timeout)
+            out, err_bytes = _communicate(proc, dot.encode(), timeout, tick, every)
         except BaseException as e:  # NOTE: the time limit, Ctrl-C, a cancelled worker: never leave it running
             proc.kill()
             proc.wait()
@@ -171,6 +174,26 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
         err = err_bytes.decode(errors="replace").strip().splitlines()
         raise LayoutError(f"graphviz '{prog}' failed: {err[-1] if err else f'exit {code}'}")
     return out
+
+
+def _communicate(proc: subprocess.Popen, data: bytes, timeout: float, tick: Callable[[float], None] | None,
+                 every: float) -> tuple[bytes, bytes]:
+    """``proc.communicate(data, timeout)``, calling `tick(elapsed)` every `every` seconds meanwhile
+    (a retried communicate loses no output; the input goes with the first call only)."""
+    if tick is None:
+        return proc.communicate(data, timeout=timeout)
+    start = time.monotonic()
+    send: bytes | None = data
+    while True:
+        left = timeout - (time.monotonic() - start)
+        try:
+            return proc.communicate(send, timeout=max(0.01, min(every, left)))
+        except subprocess.TimeoutExpired:
+            send = None
+            elapsed = time.monotonic() - start
+            if elapsed >= timeout:
+                raise
+            tick(elapsed)
 
 
 _SIGNAL_EXITS = frozenset(128 + s for s in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE,

@@ -803,8 +803,11 @@ class Session:
         return stop is not None and stop.reason == "error" and self.pc == ref
 
     # -- export: netviz.export draws what the canvas shows -----------------------------------
-    def export(self, path: NetPath, target: str, ssa: bool = False, force: bool = False) -> str:
-        """Write the net at `path` (with backward ops when shown) to `target`; returns what was written."""
+    def export(self, path: NetPath, target: str, ssa: bool = False, force: bool = False,
+               progress: Callable[[str], None] | None = None) -> str:
+        """Write the net at `path` (with backward ops when shown) to `target`; returns what was written
+        and how it was laid out.  The layout is the CLI's (``--rankdir auto``: a deep net in wrapped
+        columns); `progress` gets its lines (each step, how long ``dot`` has been running)."""
         export = _optional("netviz.export")
         if export is None:
             raise Unavailable("export is not available yet")
@@ -813,8 +816,10 @@ class Session:
         options = DrawOptions(mode="ssa" if ssa else "full", rankdir="TB")
         backward = self.show_backward and not path
         net = self.model.predict if backward or not path else self.view(path).net
-        result = export.export_net(net, target, options, backward=backward, loss=self.loss, force=force)
-        return f"{result.path}" + (f" ({result.note})" if result.note else "")
+        result = export.export_net(net, target, options, backward=backward, loss=self.loss, force=force,
+                                   rankdir="auto", progress=progress)
+        how = f"laid out with {result.layout}" if result.layout else ""
+        return f"{result.path}" + "".join(f" ({t})" for t in (how, result.note) if t)
 
     def export_view(self, spec: Any, target: str, force: bool = False) -> str:
         """Write what the graph canvas shows (a :class:`netviz.view_export.ViewSpec`) to `target`:

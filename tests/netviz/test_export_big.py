@@ -129,3 +129,41 @@ def test_ctrl_c_stops_the_layout_and_writes_nothing(tmp_path: Path) -> None:
     pid = int(pid_file.read_text())
     stat = Path(f"/proc/{pid}/stat")
     assert not stat.exists() or stat.read_text().split(") ")[1][0] == "Z", stat.read_text()
+
+
+def test_tui_whole_net_export_uses_the_cli_layout(zoo: Path, tmp_path: Path) -> None:
+    """The TUI's whole-net export of ResNet-50 with its backward pass writes the same DOT as
+    ``netviz export --backward`` (TB in wrapped columns, not one deep column that ran out of time and
+    came out as an sfdp scatter), and says which layout it used."""
+    from netviz.cli import main as cli_main
+    from netviz.export import default_loss
+    from netviz.session import Session
+
+    path = zoo / "resnet50" / "predict_net.pbtxt"
+    s = Session.open(path)
+    s.set_backward(True, default_loss(s.model.predict))
+    lines: list[str] = []
+    tui = s.export((), str(tmp_path / "tui.dot"), force=True, progress=lines.append)
+    assert tui == str(tmp_path / "tui.dot")
+    assert cli_main(["export", str(path), "--backward", "-o", str(tmp_path / "cli.dot")]) == 0
+    dot = (tmp_path / "tui.dot").read_text()
+    assert dot == (tmp_path / "cli.dot").read_text()
+    assert "columns" in dot and "rankdir=TB" in dot  # the wrapped plan's invisible column chain
+    small = Session.open(zoo / "bvlc_alexnet" / "predict_net.pbtxt")
+    said = small.export((), str(tmp_path / "alex.svg"), force=True, progress=lines.append)
+    assert "laid out with dot" in said and "sfdp" not in said
+    assert any(line.startswith("layout: dot") for line in lines)
+    assert (tmp_path / "alex.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_a_long_layout_says_how_long_it_has_run() -> None:
+    """run_graphviz's tick: a program still running is reported every `every` seconds, its output kept."""
+    import subprocess
+
+    from netviz.layout import _communicate
+
+    ticks: list[float] = []
+    with subprocess.Popen(["sh", "-c", "cat >/dev/null; sleep 0.5; echo done"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        out, _ = _communicate(proc, b"digraph {}", 10.0, ticks.append, 0.1)
+    assert out == b"done\n" and len(ticks) >= 2 and ticks == sorted(ticks)
