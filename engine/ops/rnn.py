@@ -21,7 +21,7 @@ from engine.grad_makers import cc_maker, no_gradient
 from engine.opdef import args_of, create_operator
 from engine.plans import SubnetRun
 from engine.registry import gradient, kernel, shape
-from engine.shapes import FLOAT, TensorInfo, dims, same_as
+from engine.shapes import FLOAT, OPAQUE, UNKNOWN, TensorInfo, dim_op, dims, opaque, same_as
 from engine.workspace import Workspace, bind_view, step_workspace
 from proto import caffe2_pb2
 
@@ -494,6 +494,38 @@ def inference_lstm_shape(x, hx, cx, *weights, num_layers: int = 1, has_biases: i
     h = dims(hx)[-1] if hx.shape is not None else None
     out = dims(x)[:-1] + ((h * (2 if bidirectional else 1)) if h is not None else None,)
     return TensorInfo(out, x.dtype), hx, cx
+
+
+
+@shape("RecurrentNetwork")
+def recurrent_network_shape(*ins, recurrent_states=(), initial_recurrent_state_ids=(), alias_src=(), alias_dst=(),
+                            alias_offset=(), out_names):
+    """Each state buffer is (T + L) x N x D (input 0 is T x N x ...; the initial state gives L and D);
+    an alias is the buffer's rows from its offset on; the last output holds the step workspaces."""
+    name = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+    xd = ins[0].shape or ()  # NOTE: unknown T and N still leave D and the step workspaces known
+    t, n = (xd[0], xd[1]) if len(xd) >= 2 else (None, None)
+    bufs = {}
+    for s, k in zip(map(name, recurrent_states), initial_recurrent_state_ids):
+        init = ins[k] if k < len(ins) else UNKNOWN
+        idims = init.shape or (None,)
+        lead = idims[0] if len(idims) == 3 else 1
+        bufs[s] = TensorInfo((dim_op(lambda a, b: a + b, t, lead), n, idims[-1]), init.dtype)
+    aliases = {name(d): (name(s), off) for s, d, off in zip(alias_src, alias_dst, alias_offset)}
+
+    def info(out: str) -> TensorInfo:
+        if out in aliases and aliases[out][0] in bufs:
+            buf, off = bufs[aliases[out][0]], aliases[out][1]
+            kept = dim_op(lambda r: r - off, buf.shape[0]) if off >= 0 else -off  # NOTE: -1 keeps the last row
+            return TensorInfo((kept, *buf.shape[1:]), buf.dtype)
+        return bufs.get(out, UNKNOWN)
+    return (*(info(o) for o in out_names[:-1]), OPAQUE)
+
+
+# NOTE: the link op writes the internal blob (a row window of the external buffer) and passes the buffer on.
+shape("rnn_internal_apply_link")(lambda t, external, *, window=1: (
+    TensorInfo((window, *dims(external)[1:]), external.dtype), external))
+shape("RecurrentNetworkBlobFetcher")(opaque)  # NOTE: its output lists blob names made at run time
 
 
 # ---- onnx ----
