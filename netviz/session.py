@@ -153,27 +153,25 @@ def _main_view(net: caffe2_pb2.NetDef, split: Any) -> NetView:
 
 
 def parse_inputs(specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray]:
-    """``NAME=FILE.npy`` or ``NAME=SHAPE`` (``1,3,224,224`` / ``1x3x224x224``: seeded normal values).
+    """Every ``--input`` form ``netviz run`` takes (:func:`engine.debugger.feeds.parse_input_spec`):
+    ``NAME=FILE.npy``, ``NAME=SHAPE`` (``1,3,224,224`` / ``1x3x224x224``: seeded normal values) and
+    ``NAME=SHAPE:DTYPE`` (``label=16:int32``: 0/1 integers), as arrays.
 
     Raises
     ------
-    ModelError
-        A spec without ``=``, an unreadable .npy file, or a malformed shape.
+    NetvizError
+        A spec without ``=``, an unreadable .npy file, a malformed shape or an unknown dtype.
     """
+    from engine.debugger.feeds import RandomSpec, load_npy, parse_input_spec, random_array
     rng, out = np.random.default_rng(seed), {}
     for spec in specs or []:
-        name, sep, value = spec.partition("=")
-        if not sep or not name:
-            raise ModelError(f"--input {spec!r}: expected NAME=FILE.npy or NAME=SHAPE")
-        if value.endswith(".npy"):
-            try:
-                out[name] = np.load(value, allow_pickle=False)
-            except (OSError, ValueError) as e:
-                raise ModelError(f"{value}: cannot read .npy for input '{name}': {e}") from None
-        elif re.fullmatch(r"\d+([x,]\d+)*", value):
-            out[name] = rng.standard_normal([int(d) for d in re.split("[x,]", value)]).astype(np.float32)
+        name, value = parse_input_spec(spec)
+        if isinstance(value, RandomSpec):
+            out[name] = random_array(value.shape, rng, value.dtype)
+        elif isinstance(value, tuple):
+            out[name] = random_array(value, rng)
         else:
-            raise ModelError(f"--input {spec!r}: value is neither a .npy file nor a shape like 1,3,224,224")
+            out[name] = load_npy(value, name)
     return out
 
 

@@ -24,7 +24,10 @@ from rich.style import Style
 from rich.text import Text
 
 from engine.errors import NetvizError
+from engine.plan_view import STEP_OP
+from netviz import feeding
 from netviz.actions import bindings
+from netviz.commands import missing_blob_hint
 from netviz.errorlog import Guarded, report
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
 from netviz.overlays import OVERLAYS, legend, overlay_colors
@@ -145,6 +148,8 @@ class MainScreen(Guarded, Screen[None]):
 
         try:
             bad = check_tree(self.session.model.predict) if schema else []  # Caffe2 would refuse these ops
+            # NOTE: a plan's steps are shown as ops of type ExecutionStep (engine.plan_view): no Caffe2 op to check
+            bad = [b for b in bad if f"'{STEP_OP}' is not a Caffe2 op" not in b]
             found = self.session.lint_findings()
         except Exception as e:  # noqa: BLE001 - markers are a nicety: a failing check is a notice
             self._to_ui(self.notify, report(e, "lint"), title="Internal error", severity="error")
@@ -333,8 +338,29 @@ class MainScreen(Guarded, Screen[None]):
         if stop is not None and stop.reason not in ("step",):
             hint = "  (K: skip it, giving its outputs)" if "no kernel" in stop.detail else ""
             hint += "  (a: alerts)" if stop.reason == "nan" else ""
+            missing = feeding.missing_input(self.session, stop.detail) if stop.reason == "error" else None
+            if missing is not None:  # NOTE: the CLI's hint, then a prompt for the value
+                hint = missing_blob_hint(stop.detail, self.session.model, True)
             self.notify((stop.detail or stop.reason) + hint, title=stop.reason.capitalize(),
                         severity="error" if stop.reason in ("error", "nan") else "information")
+            if missing is not None:
+                self.ask_feed(missing)
+
+    def ask_feed(self, name: str) -> None:
+        """Ask for a missing input's value (prefilled: value_info, else what its reader expects), then
+        restart with it and run back to where the run stopped."""
+        where = self.session.pc
+
+        def fed(text: str) -> None:
+            arr = feeding.feed(self.session, name, text)
+            self.notify(f"{name} = {arr.dtype}{list(arr.shape)}; restarting and running to where it stopped",
+                        title="Input")
+            self.move("restart")
+            if isinstance(where, OpRef):
+                self.move("run_to", where)
+        self._ask(f"give input {name}  (SHAPE[:DTYPE] for random values, or FILE.npy)",
+                  feeding.suggest(self.session, name), fed,
+                  f"as --input takes it: 1,3 · 16,8:int32 · {name}.npy; Esc leaves it missing")
 
     def update_canvas_marks(self) -> None:
         """Markers on the canvas (pc, breakpoints, executed, NaN, overlay); repaints the boxes that changed."""

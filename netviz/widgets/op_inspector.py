@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.plan_view import STEP_OP, step_summary
 from netviz.session import BlobRef, OpRef, Session
 from netviz.style import category_style, plain
 
@@ -97,7 +98,10 @@ class OpInspector(Static):
         doc = op_doc(op, [f"{n}@{v}" for n, v in d["inputs"]], [f"{n}@{v}" for n, v in d["outputs"]])
         head = Text.assemble((d["type"], "bold"), f"  op #{d['index']}", (f"  {d['name']}" if d["name"] else "", "italic"),
                              (f"  [{doc.category}]", category_style(doc.category)))
-        head.append("\n" + (doc.description or "not a Caffe2 op"), style="dim" if doc.caffe2 else "bold #DB4437")
+        step = op.type == STEP_OP  # a plan's execution step (engine.plan_view), not an op
+        about = (f"a plan's execution step{': ' + step_summary(op) if step_summary(op) else ''}" if step
+                 else doc.description or "not a Caffe2 op")
+        head.append("\n" + about, style="dim" if doc.caffe2 or step else "bold #DB4437")
         if d["backward"]:
             head.append(f"\ngradient op for forward op #{d['forward_op']}" if d["forward_op"] is not None
                         else "\ngradient op (loss seed)", style="#DB4437")
@@ -111,7 +115,8 @@ class OpInspector(Static):
         facts.add_row("engine", plain(d["engine"]))
         if d["breakpoint"] is not None:
             facts.add_row("break", plain(d["breakpoint"].condition or "always"))
-        _doc_rows(facts, doc, [w for w in violations(op) if doc.caffe2])
+        if not step:
+            _doc_rows(facts, doc, [w for w in violations(op) if doc.caffe2])
         if d["subnets"]:
             facts.add_row("subnets", plain(", ".join(d["subnets"])))
         rec = session.record(ref)
