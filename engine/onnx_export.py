@@ -16,7 +16,7 @@ stops the export with one line naming every such op and where it is: never a sil
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -230,29 +230,21 @@ class Graph:
         self.opaque: set[str] = set()               # Caffe2 blobs with no ONNX value (scopes)
         self.known: dict[str, np.ndarray] = {}      # ONNX name -> value fixed in the model (fills)
 
-    def lookup(self, blob: str) -> str | None:
+    def scopes(self) -> Iterator[Graph]:
+        """This graph, then each enclosing one (an ONNX subgraph sees its outer values)."""
         g: Graph | None = self
         while g is not None:
-            if blob in g.current:
-                return g.current[blob]
+            yield g
             g = g.parent
-        return None
+
+    def lookup(self, blob: str) -> str | None:
+        return next((g.current[blob] for g in self.scopes() if blob in g.current), None)
 
     def info(self, onnx_name: str) -> TensorInfo:
-        g: Graph | None = self
-        while g is not None:
-            if onnx_name in g.infos:
-                return g.infos[onnx_name]
-            g = g.parent
-        return UNKNOWN
+        return next((g.infos[onnx_name] for g in self.scopes() if onnx_name in g.infos), UNKNOWN)
 
     def is_opaque(self, blob: str) -> bool:
-        g: Graph | None = self
-        while g is not None:
-            if blob in g.opaque:
-                return True
-            g = g.parent
-        return False
+        return any(blob in g.opaque for g in self.scopes())
 
     def define(self, blob: str, info: TensorInfo = UNKNOWN) -> str:
         name = self.names.version(blob)
@@ -359,12 +351,7 @@ class Convert:
     def const_value(self, i: int) -> np.ndarray | None:
         """Input `i`'s value when it is fixed in the model (an initializer, or a fill op's Constant)."""
         name = self.x(i)
-        g: Graph | None = self.g
-        while g is not None:
-            if name in g.known:
-                return g.known[name]
-            g = g.parent
-        return self.g.consts.get(name)
+        return next((g.known[name] for g in self.g.scopes() if name in g.known), self.g.consts.get(name))
 
     def fold(self) -> None:
         """Every output as a Constant: the op run alone in the engine on its fixed inputs (fills,
