@@ -20,7 +20,8 @@ from engine.errors import GradientError
 from proto import caffe2_pb2
 
 __all__ = ["FORWARD", "BACKWARD", "OPTIMIZER", "ITERATION_OPS", "UPDATE_OPS", "TrainingSplit",
-           "is_gradient_name", "is_gradient_op", "split_training_net", "forward_net", "losses_of", "seeds_of"]
+           "is_gradient_name", "is_gradient_op", "split_training_net", "forward_net", "losses_of", "seeds_of",
+           "reordered"]
 
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 
@@ -83,11 +84,36 @@ class TrainingSplit:
     partner: dict[int, int | None] = field(default_factory=dict)
     losses: list[str] = field(default_factory=list)
     paired_by: str = "names"
+    #: indices of the loss-gradient seeds (``ConstantFill(loss) -> loss_grad``, ``<loss>_autogen_grad``)
+    #: that no forward op reads
+    seeds: list[int] = field(default_factory=list)
 
     @property
     def has_backward(self) -> bool:
-        """Whether the net holds a backward pass or optimizer (a training net)."""
-        return any(s != FORWARD for s in self.sections)
+        """Whether the net holds a backward pass or optimizer (a training net).
+
+        Seeds alone are not one: a net ``FC -> loss1, ConstantFill(loss1) -> loss1_grad, FC -> loss2``
+        (how Detectron builds its losses before ``AddGradientOperators``) is differentiated whole, as
+        Caffe2 does, its seeds being ops like any other."""
+        seeds = set(self.seeds)
+        return any(s != FORWARD and i not in seeds for i, s in enumerate(self.sections))
+
+    def program_order(self) -> list[int]:
+        """The net's op indices in the order its program runs: forward ops first.
+
+        Detectron's training nets interleave loss-gradient seeds with forward ops (one seed per loss
+        as each head is built, then ``AddGradientOperators``); a seed no later forward op reads moves
+        to the start of the backward part, so the forward part is every forward op.  Other nets: the
+        identity.
+        """
+        n = len(self.sections)
+        seeds = set(self.seeds)
+        first = next((i for i, s in enumerate(self.sections) if s != FORWARD and i not in seeds), n)
+        last_fwd = max((i for i in range(first) if self.sections[i] == FORWARD), default=-1)
+        if not any(i < last_fwd for i in self.seeds):
+            return list(range(n))
+        moved = [i for i in self.seeds if i < first]
+        return [i for i in range(first) if i not in set(moved)] + moved + list(range(first, n))
 
     def indices(self, section: str) -> list[int]:
         """The op indices of one section, in net order."""
@@ -135,10 +161,15 @@ def _pull_feeders(ops: Sequence[caffe2_pb2.OperatorDef], sections: list[str]) ->
     """Forward-looking ops after the first backward op that only feed backward (optimizer) ops
     belong to that section (``HasScope`` before a gradient ``While``; ``ConstantFill`` of ``ONE``)."""
     first = sections.index(BACKWARD) if BACKWARD in sections else len(ops)
+    # NOTE: a loss (or any blob) the backward pass differentiates is forward, even when only the
+    # backward reads it: Detectron computes its second loss after the first loss's seed.
+    differentiated = set(seeds_of(ops)) | {_base_name(o) for op in ops for o in op.output if is_gradient_name(o)}
     for i in range(len(ops) - 1, first, -1):
         if sections[i] != FORWARD:
             continue
         outs = set(ops[i].output)
+        if outs & differentiated:
+            continue
         readers = {sections[j] for j in range(i + 1, len(ops)) if outs & set(ops[j].input)}
         if len(readers) == 1 and FORWARD not in readers:
             sections[i] = readers.pop()
@@ -220,6 +251,14 @@ def _pair_by_names(ops: Sequence[caffe2_pb2.OperatorDef], split: TrainingSplit) 
         split.partner[i] = next((writer[b] for b in bases if b in writer), None)
 
 
+def _seeds(ops: Sequence[caffe2_pb2.OperatorDef], sections: list[str]) -> list[int]:
+    """Indices of the backward section's seed ops whose outputs no forward op reads."""
+    grads = set(seeds_of([ops[i] for i, s in enumerate(sections) if s == BACKWARD]).values())
+    read = {b for op, s in zip(ops, sections) if s == FORWARD for b in op.input}
+    return [i for i, (op, s) in enumerate(zip(ops, sections))
+            if s == BACKWARD and op.output and set(op.output) <= grads and not set(op.output) & read]
+
+
 def split_training_net(net: caffe2_pb2.NetDef) -> TrainingSplit:
     """Sections of `net` and the forward partner of each of its backward ops.
 
@@ -235,6 +274,7 @@ def split_training_net(net: caffe2_pb2.NetDef) -> TrainingSplit:
     ops = list(net.op)
     split = TrainingSplit(_classify(ops))
     split.losses = losses_of(ops[i] for i in split.indices(BACKWARD))
+    split.seeds = _seeds(ops, split.sections)
     if split.has_backward:
         if _pair_by_regenerating(ops, split):
             split.paired_by = "regenerated"
@@ -289,13 +329,33 @@ def backward_program(net: caffe2_pb2.NetDef, losses: Sequence[str] | None = None
 
     split = split or split_training_net(net)
     if split.has_backward and not regenerate:
-        first = split.sections.index(BACKWARD) if BACKWARD in split.sections else len(net.op)
-        return net, [split.partner.get(i) for i in range(first, len(net.op))], list(losses or split.losses)
+        order = split.program_order()
+        if order != list(range(len(order))):  # NOTE: interleaved seeds move behind the forward ops
+            net = reordered(net, order)
+        at = {old: new for new, old in enumerate(order)}
+        first = next((k for k, i in enumerate(order) if split.sections[i] != FORWARD), len(order))
+        origin = [split.partner.get(i) for i in order[first:]]
+        return net, [None if j is None else at[j] for j in origin], list(losses or split.losses)
+    if not losses and split.seeds and not split.has_backward:
+        # NOTE: a net holding only seeds is differentiated as Caffe2's AddGradientOperators does with
+        # Detectron's {loss: seed} map: the seeds stay where they are and feed the gradient ops.
+        ys: Sequence[str] | dict[str, str] = seeds_of([net.op[i] for i in split.seeds])
+        out, origin = backward_net(net, ys)
+        return out, origin, list(ys)
     losses = list(losses or split.losses)
     if not losses:
         raise GradientError(f"{net.name or 'net'}: name the loss blob to differentiate")
     out, origin = backward_net(forward_net(net, split), losses)
     return out, origin, losses
+
+
+def reordered(net: caffe2_pb2.NetDef, order: Sequence[int]) -> caffe2_pb2.NetDef:
+    """A copy of `net` with its ops in `order` (:meth:`TrainingSplit.program_order`)."""
+    out = caffe2_pb2.NetDef()
+    out.CopyFrom(net)
+    del out.op[:]
+    out.op.extend(net.op[i] for i in order)
+    return out
 
 
 def update_ratio(op: caffe2_pb2.OperatorDef, writes: Sequence[tuple[Any, str, Any, Any, Any]]) -> float | None:

@@ -148,8 +148,11 @@ def _main_view(net: caffe2_pb2.NetDef, split: Any) -> NetView:
     from engine.training import backward_program
     if not split.has_backward:
         return NetView(net, len(net.op))
-    _, origin, _ = backward_program(net, split=split)
-    return NetView(net, len(net.op) - len(origin), origin, split.sections)
+    # NOTE: the program: seeds interleaved with forward ops (Detectron) come after the forward ops,
+    # so its ops are in the debugger's order and each op's section is taken from where it came from.
+    program, origin, _ = backward_program(net, split=split)
+    sections = [split.sections[i] for i in split.program_order()]
+    return NetView(program, len(program.op) - len(origin), origin, sections)
 
 
 def parse_inputs(specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -452,7 +455,11 @@ class Session:
         path = Path(target).expanduser()
         if path.suffix == ".npz":
             got = {}
-            versions = {0} | {v for _, v in self.producers(ref.path, ref.name)}
+            # NOTE: @0 only when something before any writer has it (an input, a parameter): a blob
+            # that only ops write has no @0, and saving one would be a phantom (whatever is there now)
+            written = {v for _, v in self.producers(ref.path, ref.name)}
+            read0 = any(v == 0 for _, v in self.consumers(ref.path, ref.name))
+            versions = written | ({0} if read0 or not written else set())
             for v in sorted(versions):
                 value, _ = self.version_value(BlobRef(ref.path, ref.name, v))
                 if value is not None and hasattr(value, "shape"):

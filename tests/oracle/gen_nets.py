@@ -50,6 +50,15 @@ def main():
                             C("Add", ["P", "R"], ["S"]), C("Add", ["H2", "S"], ["Y"])],
          [("X", X((2, 3))), ("W", X((4, 3))), ("b", X((4,))), ("W2", X((2, 4)))], {"Y": "Y_grad"},
          note="X, W, b each read by 2 ops (one op, two FCs); W2 read by 3 ops; several accumulations after one op")
+    # --- several losses, a seed between them (Detectron: issue 35) ---------------------
+    two_heads = [C("FC", ["X", "W1", "b1"], ["y1"]), C("AveragedLoss", ["y1"], ["loss1"]),
+                 C("ConstantFill", ["loss1"], ["loss1_grad"], value=1.0),
+                 C("FC", ["X", "W2", "b2"], ["y2"]), C("AveragedLoss", ["y2"], ["loss2"])]
+    heads_in = [("X", X((2, 4))), ("W1", X((3, 4))), ("b1", X((3,))), ("W2", X((3, 4))), ("b2", X((3,)))]
+    emit("multi_loss_interleaved_seed", two_heads, heads_in, {"loss1": "loss1_grad", "loss2": None},
+         note="loss1's seed made between the heads, loss2 seeded by AddGradientOperators")
+    emit("multi_loss_interleaved_seed_loss2", two_heads, heads_in, ["loss2"],
+         note="the same net differentiated for loss2 only: the seed is an op like any other")
     emit("same_blob_twice_Mul", [C("Mul", ["X", "X"], ["Y"])], [("X", X((2, 3)))], {"Y": "Y_grad"},
          note="one op reads X twice")
     emit("same_blob_twice_Sum", [C("Sum", ["X", "X"], ["Y"])], [("X", X((2, 3)))], {"Y": "Y_grad"},
