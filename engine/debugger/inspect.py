@@ -50,6 +50,28 @@ class BlobStats:
         """No NaN and no Inf."""
         return not (self.nan_count or self.inf_count)
 
+    def __str__(self) -> str:
+        """What ``print(dbg.inspect("h"))`` shows: a few readable lines, not the dataclass repr.
+
+        >>> print(BlobStats("h", "tensor", (2, 3), "float32", "CPU", 24, -1.0, 2.0, 0.5, 1.0, 0, 0, 1))
+        h: float32 2×3 on CPU (24 bytes)
+          min -1  max 2  mean 0.5  std 1
+          NaN 0  Inf 0  zeros 1 of 6
+        """
+        if self.kind != "tensor":
+            return f"{self.name}: {self.kind}" + (f" {self.summary}" if self.summary else "")
+        size = int(np.prod(self.shape)) if self.shape else 1
+        lines = [f"{self.name}: {self.dtype} {'×'.join(map(str, self.shape)) or 'scalar'} on {self.device} "
+                 f"({self.nbytes} bytes)"]
+        if self.min is not None:
+            lines.append(f"  min {self.min:.6g}  max {self.max:.6g}  mean {self.mean:.6g}  std {self.std:.6g}")
+        lines.append(f"  NaN {self.nan_count}  Inf {self.inf_count}  zeros {self.zero_count} of {size}")
+        if self.histogram is not None:
+            counts, edges = self.histogram
+            lines.append(f"  histogram {edges[0]:.3g} … {edges[-1]:.3g} in {len(counts)} bins: "
+                         + " ".join(map(str, counts)))
+        return "\n".join(lines)
+
 
 def _device_name(arr: Any) -> str:
     return {dev.CPU: "CPU", dev.CUDA: "CUDA", dev.HIP: "HIP"}.get(dev.device_of_array(arr), "?")

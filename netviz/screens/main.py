@@ -544,12 +544,17 @@ class MainScreen(Guarded, Screen[None]):
 
     @guarded
     def action_inject_value(self) -> None:
-        def inject(text: str, reshape: bool = False) -> None:
+        def inject(text: str, reshape: bool = False, create: bool = False) -> None:
             from engine.debugger.values import ShapeMismatch
 
             name, sep, value = text.partition("=")
             if not sep:
                 raise NetvizError(f"inject: expected NAME=VALUE, got {text!r}")
+            known = {b for path in {(), self.path} for b in self.session.all_blobs(path)} | set(self.session.values)
+            if name.strip() not in known and not create:  # NOTE: a typo would silently make a new blob
+                self._ask(f"{name.strip()} is no blob of this net — type yes to create it", "",
+                          lambda yes: inject(text, reshape, True) if yes.strip().lower() in ("y", "yes") else None)
+                return
 
             def run() -> None:  # in the move worker: never beside a running move
                 call = self._to_ui
@@ -676,9 +681,7 @@ class MainScreen(Guarded, Screen[None]):
     def _show_diff(self, report: Any, threshold: float = 1e-4) -> None:
         first = report.first_over(threshold)
         rows = [f"{d.name}  {list(d.shape)}  abs {d.max_abs:.3g}  rel {d.max_rel:.3g}" for d in report.diffs]
-        side = "the stand-in GPU (no CUDA here: every difference should be 0)" if report.stand_in else "the GPU"
-        head = (f"cpu vs {side}: {len(rows)} blobs, worst first; "
-                + (f"first over {threshold:g}: {first.name}" if first else f"none over {threshold:g}"))
+        head = report.header(threshold) + "; worst first"
         start = next((k for k, d in enumerate(report.diffs) if first is not None and d.name == first.name), 0)
 
         def jump(name: Any) -> None:

@@ -121,8 +121,16 @@ class OpInspector(Static):
             facts.add_row("subnets", plain(", ".join(d["subnets"])))
         rec = session.record(ref)
         if rec is not None:
-            ran = f"{rec.wall_s * 1e3:.3g} ms" + ("  (stale)" if session.stale(ref) else "")
-            facts.add_row("ran", Text(ran, style="#F4B400" if session.stale(ref) else ""))
+            if getattr(rec, "skipped", False):
+                facts.add_row("ran", Text("skipped: its outputs were given (K), its kernel did not run",
+                                          style="bold #F4B400"))
+            else:
+                ran = f"{rec.wall_s * 1e3:.3g} ms" + ("  (stale)" if session.stale(ref) else "")
+                facts.add_row("ran", Text(ran, style="#F4B400" if session.stale(ref) else ""))
+            ratio = getattr(rec, "update_ratio", None)
+            if ratio is not None:
+                facts.add_row("‖ΔW‖/‖W‖", f"{ratio:.4g}" if np.isfinite(ratio)
+                              else Text("no ratio: ‖W‖ was 0 (a zero-initialised parameter)", style="dim"))
             if rec.has_inf_or_nan:
                 facts.add_row("values", Text("NaN/Inf in an output", style="bold #CE93D8"))
             if rec.grad_norm is not None:

@@ -13,6 +13,7 @@ marker changed (:meth:`OpTree.update_markers`), never every node.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
@@ -38,8 +39,15 @@ SECTION_MAX, BLOCK = 300, 200
 #: with scope grouping, sections up to this size are grouped whole (scope blocks start collapsed)
 SCOPED_SECTION_MAX = 3000
 PC_MARK = "→"  # NOTE: not ▶, which the tree uses for a collapsed node
-MARK_STYLE = {PC_MARK: "bold yellow", "✓": "green", "!": "bold magenta", "✗": "bold red"}
+SKIP_MARK = "↷"  # skipped (K): its outputs were given, its kernel did not run
+MARK_STYLE = {PC_MARK: "bold yellow", "✓": "green", "!": "bold magenta", "✗": "bold red", SKIP_MARK: "bold #F4B400"}
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
+
+
+def ratio_text(v: float) -> str:
+    """An update ratio ‖ΔW‖/‖W‖ as a tag; ``Δ/0`` when ‖W‖ was 0 (a zero-initialised bias's first
+    update: there is no ratio, and ``Δinf`` read as a blow-up)."""
+    return f"Δ{v:.2g}" if math.isfinite(v) else "Δ/0"
 
 
 def _overlay_tag(mode: str, rec: Any, stale: bool) -> tuple[str, str] | None:
@@ -49,7 +57,7 @@ def _overlay_tag(mode: str, rec: Any, stale: bool) -> tuple[str, str] | None:
     v = value_of(mode, rec)
     if v is None:
         return None
-    text = (f"{v * 1e3:.2g}ms" if mode == "time" else f"Δ{v:.2g}" if getattr(rec, "update_ratio", None) is not None
+    text = (f"{v * 1e3:.2g}ms" if mode == "time" else ratio_text(v) if getattr(rec, "update_ratio", None) is not None
             else f"‖{v:.2g}‖") + ("~" if stale else "")
     return ("#616161" if stale else "#F4B400", text)
 
@@ -307,7 +315,8 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
                 else "control" if op.type in CONTROL_FLOW or op.type == STEP_OP else "op")
         rec = s.record(ref)
         marker = ("✗" if s.failed(ref) else PC_MARK if s.pc == ref else "●" if ref in s.breakpoints
-                  else "!" if rec is not None and rec.has_inf_or_nan else "✓" if rec is not None else " ")
+                  else "!" if rec is not None and rec.has_inf_or_nan else SKIP_MARK if rec is not None and rec.skipped
+                  else "✓" if rec is not None else " ")
         text = Text.assemble((marker, MARK_STYLE.get(marker, "red")), (f"{ref.index:>3} ", "dim"))
         type_at = len(text)
         text.append(op.type, TYPE_STYLE[kind])
