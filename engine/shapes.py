@@ -6,7 +6,8 @@ kernels (``# ---- shapes ----`` in ``engine/ops/*.py``), registered with
 :func:`engine.registry.shape`; each is a pure function ``rule(*input_infos, **declared_args)``
 returning one :class:`TensorInfo` or a tuple of them.  A rule reads only the keyword-only
 arguments it declares (as kernels do); one declaring ``n_out`` also gets the op's output count,
-one declaring ``out_names`` the op's output names (RecurrentNetwork maps its aliases by name).
+one declaring ``in_names`` / ``out_names`` the op's input / output names (RecurrentNetwork maps its
+aliases, Do its inner blobs, by name).
 Unknown stays unknown: a rule that needs an unknown value calls :func:`dims` / :func:`known`,
 which abandon the op (its outputs become unknown); it never guesses.
 """
@@ -167,7 +168,7 @@ def join_layout(n: Dim, c: Dim, sp: Sequence[Dim], order: str) -> tuple[Dim, ...
 
 # ---- the driver ----
 
-_SIGNATURES: dict[Callable[..., Any], tuple[dict[str, Any], bool, bool]] = {}
+_SIGNATURES: dict[Callable[..., Any], tuple[dict[str, Any], bool, bool, bool]] = {}
 
 
 #: Op types whose rule gives Caffe2's shape inference where Caffe2's own kernel writes something else
@@ -196,12 +197,12 @@ def _bound(rule: Callable[..., Any]) -> inspect.Signature:
     return _BOUND[rule]
 
 
-def _declared(rule: Callable[..., Any]) -> tuple[dict[str, Any], bool, bool]:
+def _declared(rule: Callable[..., Any]) -> tuple[dict[str, Any], bool, bool, bool]:
     if rule not in _SIGNATURES:
         ps = inspect.signature(rule).parameters.values()
         kw = {p.name: (None if p.default is p.empty else p.default) for p in ps if p.kind is p.KEYWORD_ONLY}
-        _SIGNATURES[rule] = ({k: v for k, v in kw.items() if k not in ("n_out", "out_names")}, "n_out" in kw,
-                             "out_names" in kw)
+        _SIGNATURES[rule] = ({k: v for k, v in kw.items() if k not in ("n_out", "in_names", "out_names")},
+                             "n_out" in kw, "out_names" in kw, "in_names" in kw)
     return _SIGNATURES[rule]
 
 
@@ -226,13 +227,15 @@ def infer_op(op: caffe2_pb2.OperatorDef, ins: Sequence[TensorInfo], where: str =
     rule = SHAPES.get(op.type)
     if rule is None:
         return [UNKNOWN] * n
-    declared, wants_n, wants_names = _declared(rule)
+    declared, wants_n, wants_names, wants_in_names = _declared(rule)
     values = args_of(op)
     kwargs = {k: values.get(k, d) for k, d in declared.items()}
     if wants_n:
         kwargs["n_out"] = n
     if wants_names:
         kwargs["out_names"] = tuple(op.output)
+    if wants_in_names:
+        kwargs["in_names"] = tuple(op.input)
     try:
         _bound(rule).bind(*ins, **kwargs)
     except TypeError:  # NOTE: an input count its rule does not take; schema checks report the count

@@ -14,7 +14,8 @@ from engine.control_ops_grad import (carried_names, do_bindings, gen_do_gradient
                                      gen_while_gradient, snapshot_name)
 from engine.errors import ExecutionError
 from engine.plans import SubnetRun
-from engine.registry import gradient, kernel
+from engine.registry import gradient, kernel, shape
+from engine.shapes import BOOL, OPAQUE, UNKNOWN, TensorInfo, Unknown, opaque
 from engine.workspace import Workspace, WorkspaceStack
 
 MAX_WHILE_ITERATIONS = 1_000_000
@@ -187,6 +188,31 @@ gradient("If")(gen_if_gradient)
 gradient("While")(gen_while_gradient)
 
 # ---- shapes ----
+
+# NOTE: If/While outputs are what their subnets leave, which the shape driver infers by running them
+# on the outer blobs (engine.shapes._shared_subnets); the op itself adds nothing.
+shape("If", "While")(lambda *ins, n_out: (UNKNOWN,) * n_out)
+shape("CreateScope")(opaque)  # NOTE: a workspace stack
+shape("HasScope")(lambda stack: TensorInfo((1,), BOOL))
+shape("ONNXWhile")(opaque)  # NOTE: loop-carried and scan outputs follow the body and the trip count at run time
+
+
+@shape("Do")
+def do_shape(*ins, net=None, inner_blobs=(), outer_blobs_idx=(), in_names, out_names):
+    """The Do's net inferred on its inner names bound to the outer inputs; each outer output gets its
+    inner blob's final info; the workspace stack (last output) is opaque."""
+    from engine.shapes import infer_net_shapes  # noqa: PLC0415
+
+    if net is None:
+        raise Unknown
+    name = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
+    outer = list(in_names[:-1]) + list(out_names[:-1])
+    inner_of = {outer[i]: name(b) for b, i in zip(inner_blobs, outer_blobs_idx) if 0 <= i < len(outer)}
+    given = {inner_of[n]: info for n, info in zip(in_names[:-1], ins) if n in inner_of}
+    final = dict(given)
+    for (blob, _v), info in sorted(infer_net_shapes(net, given)[()].items(), key=lambda kv: kv[0][1]):
+        final[blob] = info
+    return (*(final.get(inner_of.get(o), UNKNOWN) for o in out_names[:-1]), OPAQUE)
 
 
 # ---- onnx ----

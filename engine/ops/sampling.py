@@ -16,7 +16,7 @@ from engine.grad_makers import no_gradient, should_not_do_gradient, simple
 from engine.ops.lengths import host_lengths
 from engine.ops.runtime import UnorderedMap
 from engine.registry import gradient, kernel, shape
-from engine.shapes import INT32, INT64, TensorInfo, dims
+from engine.shapes import INT32, INT64, UNKNOWN, TensorInfo, dims
 from proto import caffe2_pb2
 
 # ---- kernels ----
@@ -254,3 +254,23 @@ shape("SparseDropoutWithReplacement")(lambda x, lengths: (TensorInfo((None,), x.
 def last_n_window_collector_shape(buffer, cursor, data, *rest, num_to_collect: int = -1):
     # NOTE: Caffe2's inference: a full window (num_to_collect rows) even before it has filled up.
     return TensorInfo((num_to_collect, *dims(data)[1:]), data.dtype), cursor, TensorInfo((1,), INT64)
+
+
+@shape("UniqueUniformFill")
+def unique_uniform_fill_shape(like=None, avoid=None, *, dtype: int = INT32, shape=(), extra_shape=(),
+                              input_as_shape: int = 0):
+    # NOTE: like the fills: the `like` input's shape, its values with input_as_shape, else `shape`.
+    if like is None:
+        base = tuple(shape)
+    elif input_as_shape:
+        base = (None,) * dims(like)[0] if like.rank == 1 and dims(like)[0] is not None else None
+    else:
+        base = dims(like)
+    return TensorInfo(None if base is None else (*base, *extra_shape), dtype)
+
+
+@shape("ReservoirSampling")
+def reservoir_sampling_shape(reservoir, num_visited, data, *rest, n_out):
+    # NOTE: how many rows are kept so far is data-dependent (at most num_to_collect); the object-id
+    # bookkeeping outputs are a map and its positions.
+    return (TensorInfo((None, *dims(data)[1:]), data.dtype), TensorInfo((1,), INT64), *(UNKNOWN,) * (n_out - 2))

@@ -390,3 +390,4 @@ def gather_padding_shape(data, lengths):
 shape("PadEmptySamples")(lambda lengths, *fs: (lengths, *(TensorInfo((None, *dims(f)[1:]), f.dtype) for f in fs)))
 shape("PackRNNSequence")(lambda v, lengths: TensorInfo((None, *dims(lengths)[:1], *dims(v)[1:]), v.dtype))
 shape("UnpackRNNSequence")(lambda v, lengths: TensorInfo((None, *dims(v)[2:]), v.dtype))
+shape("BooleanUnmask")(lambda *pairs: TensorInfo((dims(pairs[0])[0], *dims(pairs[1])[1:]), pairs[1].dtype))
