@@ -174,9 +174,14 @@ def pool_onnx(c):
     k, s, pb, pe, d = onnx_geometry(c, r - 2, spatial)
     if any(v != 1 for v in d):
         raise c.refuse(f"dilations {d} (Caffe2 pools refuse them too)")
+    extra = {"count_include_pad": int(c.arg("count_include_pad", 0))} if kind == "AveragePool" else {}
+    if any(p >= kk for p, kk in zip(pb + pe, k + k)) and c.arg("legacy_pad", 0) == 3:
+        # NOTE: old Caffe's ceil sizes grow the tail pad past the kernel, which ONNX Runtime refuses;
+        # ceil_mode with the given pads has the same sizes (a window starting in the pad is dropped)
+        _, _, pb, pe, _ = onnx_geometry(c, r - 2, None)
+        extra["ceil_mode"] = 1
     if any(p >= kk for p, kk in zip(pb + pe, k + k)):  # NOTE: ONNX Runtime wants every pad below the kernel
         raise c.refuse(f"pads {pb + pe} not below kernel {k} (ONNX Runtime refuses such a pool)")
-    extra = {"count_include_pad": int(c.arg("count_include_pad", 0))} if kind == "AveragePool" else {}
     c.emit(kind, [x], [y], kernel_shape=k, strides=s, pads=pb + pe, **extra)
     c.done_nchw(0, y, r)
 
