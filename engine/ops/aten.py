@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from engine import device as dev
-from engine.registry import kernel
+from engine.registry import kernel, shape
+from engine.shapes import opaque
 
 # ---- kernels ----
 
@@ -419,3 +420,4 @@ def aten(xp, *inputs, ctx):
 # NOTE: Caffe2 registers no gradient maker for ATen (asking for one is an error), and neither does netviz.
 
 # ---- shapes ----
+shape("ATen")(opaque)  # NOTE: what it returns follows the torch function named by `operator`; Caffe2 infers nothing

@@ -18,7 +18,7 @@ from engine.lint import fixes_enabled
 from engine.ops.conv import col2im, from_nchw, geometry, geometry_args, to_nchw, windows
 from engine.ops.tensor import concat, concat_gradient, concat_shape
 from engine.registry import gradient, kernel, shape
-from engine.shapes import FLOAT, TensorInfo, dim_op, dims, same_as, split_layout
+from engine.shapes import FLOAT, UINT8, TensorInfo, dim_op, dims, same_as, split_layout
 
 # ---- kernels ----
 
@@ -423,3 +423,10 @@ shape("UpsampleNearest")(lambda x, *, scale=2: TensorInfo(
     dims(x)[:-2] + tuple(dim_op(lambda v: v * int(scale), v) for v in dims(x)[-2:]), x.dtype))
 shape("UpsampleNearestGradient", "SpatialNarrowAsGradient")(same_as(0))
 shape("SpatialNarrowAs")(lambda a, b: TensorInfo(dims(a)[:2] + dims(b)[-2:], a.dtype))
+
+
+# NOTE: the stylizer's packed BGRA uint8 image (N, H, W, 4) <-> its float BGR planes (N, 3, H, W).
+shape("PackedInt8BGRANHWCToNCHWCStylizerPreprocess")(
+    lambda x, mean: TensorInfo((dims(x)[0], 3, *dims(x)[1:3]), FLOAT))
+shape("BRGNCHWCToPackedInt8BGRAStylizerDeprocess")(
+    lambda x, mean: TensorInfo((dims(x)[0], *dims(x)[2:4], 4), UINT8))

@@ -217,3 +217,4 @@ def python_gradient(xp: Any, *inputs: Any, ctx: Any) -> tuple[np.ndarray, ...]:
 # ---- shapes ----
 # NOTE: a Python op's outputs are whatever its function makes: declared opaque.
 shape("Python")(opaque)
+shape("PythonDLPack")(opaque)

@@ -23,7 +23,7 @@ from engine.ops.tensor import concat_shape, flatten_shape, reshape_shape, slice_
 from engine.registry import kernel
 from engine.registry import shape
 from engine.ops.pool import pool_shape
-from engine.shapes import FLOAT, INT32, UINT8, TensorInfo, dims, opaque, same_as
+from engine.shapes import FLOAT, INT32, UINT8, UNKNOWN, TensorInfo, dims, opaque, same_as
 
 
 def _bits(x: float) -> int:
@@ -515,3 +515,10 @@ shape("Int8ConvTranspose")(_nhwc(_uint8(conv_transpose_shape)))
 shape("Int8GivenTensorFill")(lambda *, shape=(): TensorInfo(tuple(shape), UINT8))
 shape("Int8GivenIntTensorFill")(lambda *, shape=(): TensorInfo(tuple(shape), INT32))
 shape("Int8GenQuantParams")(opaque)  # NOTE: Caffe2's output is a quantisation-parameters object, not a tensor
+
+# NOTE: no kernels (FBGEMM/DNNLOWP packing): Caffe2's inference gives the packed blob the logical shape
+# of the weights (transposed for FbGemmPackTranspose), and FbFCPacked FC's (N, M).
+shape("FbGemmPack", "Int8FCPackWeight")(lambda w, *_, n_out: (TensorInfo(w.shape),) + (UNKNOWN,) * (n_out - 1))
+shape("FbGemmPackTranspose")(lambda w: TensorInfo((dims(w)[1], dims(w)[0], *dims(w)[2:])))
+shape("FbFCPacked")(lambda x, w, b=None, *, axis=1, axis_w=1: TensorInfo(
+    (*dims(x)[:axis], dims(w)[0] if w.rank else None), x.dtype))

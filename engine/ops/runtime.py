@@ -1286,3 +1286,4 @@ shape("GetAllBlobNames")(lambda: TensorInfo((None,), None))
 shape("StatRegistryExport")(lambda *_: (TensorInfo((None,), None), TensorInfo((None,), INT64), TensorInfo((None,), INT64)))
 shape("AsyncNetBarrier", "DataCouple")(lambda *xs: xs)
 shape("Allreduce", "Broadcast", "Reduce")(lambda comm, *xs: xs)  # NOTE: one process: each tensor as it was
+shape("Onnxifi")(opaque)  # NOTE: the ONNXIFI backend library decides; netviz has none

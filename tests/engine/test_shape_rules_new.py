@@ -42,6 +42,7 @@ COMPUTED = frozenset({
     "MergeMultiListFeatureTensors", "MergeSingleMapFeatureTensors", "MergeMultiMapFeatureTensors",
     "Partition", "LengthsPartition", "SplitByLengths", "LengthsRangeFill", "RecurrentNetwork",
     "UniqueUniformFill", "ReservoirSampling", "BooleanUnmask", "HasScope", "Do",
+    "PackedInt8BGRANHWCToNCHWCStylizerPreprocess", "BRGNCHWCToPackedInt8BGRAStylizerDeprocess",
 })
 
 
@@ -246,3 +247,22 @@ def test_control_flow_outputs_have_the_engines_shapes(name: str) -> None:
             assert info.shape == value.shape, f"{op.type} {out}: {info} vs {value.shape}"
             checked += 1
     assert checked
+
+
+#: Caffe2 1.10.2's ``workspace.InferShapesAndTypes`` on these ops (no kernels: FBGEMM/DNNLOWP packing),
+#: every input (2, 3, 4, 4): what its inference functions say, recorded from the oracle venv.
+CAFFE2_INFERENCE = {"FbGemmPack": (1, (2, 3, 4, 4)), "FbGemmPackTranspose": (1, (3, 2, 4, 4)),
+                    "FbFCPacked": (3, (2, 2)), "Int8FCPackWeight": (1, (2, 3, 4, 4))}
+
+
+@pytest.mark.parametrize("op_type", sorted(CAFFE2_INFERENCE))
+def test_packing_rules_give_caffe2s_inference(op_type: str) -> None:
+    n_in, want = CAFFE2_INFERENCE[op_type]
+    op = create_operator(op_type, [f"i{k}" for k in range(n_in)], ["o"])
+    assert infer_op(op, [TensorInfo((2, 3, 4, 4), 1)] * n_in)[0].shape == want
+
+
+def test_every_forward_op_has_a_shape_rule() -> None:
+    from engine.catalogue.facts import forward_ops  # noqa: PLC0415
+
+    assert [t for t in forward_ops() if t not in SHAPES] == []
