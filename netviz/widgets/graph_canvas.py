@@ -250,6 +250,40 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
                     rows.update(range(n.y, n.y + n.h))
         return rows
 
+    def control_note(self, n: SceneNode) -> str:
+        """What an If/While/Do/RecurrentNetwork box says of its last run: the If's branch and
+        ``cond`` value, a loop's iteration (or timestep) count; before it ran, the layout's note."""
+        if n.op is None or n.op not in self.records or not self._args:
+            return n.sub
+        from netviz.session import BlobRef, OpRef, to_oppath  # NOTE: the session module is loaded by now
+        session, net = self._args[0], self._args[1]
+        prefix = to_oppath(OpRef(self.path, n.op))
+        depth = len(self.path)
+        branches: set[str] = set()
+        count = -1
+        for path, rec in session.state.records.items():
+            if len(path) > len(prefix) + 1 and path[:len(prefix)] == prefix:
+                branches.add(path[len(prefix)])
+                label = rec.frames[depth] if len(rec.frames) > depth else ""
+                if label.startswith(("iteration ", "timestep ")):
+                    count = max(count, int(label.split()[1]))
+        op = net.op[n.op]
+        if op.type == "If":
+            if branches:
+                took = "then" if "then_net" in branches else "else"
+                return f"{took} · cond={took == 'then'}"
+            ins = self._args[2][n.op][0]
+            value, _ = session.version_value(BlobRef(self.path, ins[0][0], ins[0][1])) if ins else (None, "")
+            if value is None or getattr(value, "size", 0) != 1:
+                return "ran"
+            cond = bool(value.reshape(-1)[0])
+            return f"{'then' if cond else 'else'} · cond={cond}"
+        if op.type in ("While", "ONNXWhile"):
+            return f"{count + 1} iteration{'s' if count != 0 else ''}"
+        if count >= 0:
+            return f"{count + 1} timestep{'s' if count else ''}"
+        return "ran"
+
     def shape_now(self, n: SceneNode) -> str:
         """The shape a blob node shows: its value's once the op that wrote that version has run,
         else the static one the layout drew (marked ``~``)."""
@@ -317,7 +351,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
                 op = n.op
                 marks.append((op == self.selected_op, op == self.pc_op, op in self.breakpoints, op in self.executed,
                                op in self.nan_ops, op in self.linked_ops, self.overlay.get(op),
-                               focus is not None and op in focus[0]))
+                               focus is not None and op in focus[0], self.control_note(n) if n.h == 4 else None))
             else:
                 marks.append((n.blob == self.selected_blob, focus is not None and n.blob[0] in focus[1],
                               self.shape_now(n) if n.h > 1 else None))
@@ -401,6 +435,9 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             return [(c, border) for c in "╭" + "─" * (n.w - 2) + "╮"]
         if r == n.h - 1:
             return [(c, border) for c in "╰" + "".join("┬" if j in n.ports else "─" for j in range(1, n.w - 1)) + "╯"]
+        if r == 2:  # a control-flow op's second line: what its run did
+            return [("│", border), (" ", inner), *((c, inner) for c in _fit(self.control_note(n), n.w - 4)),
+                    (" ", inner), ("│", border)]
         # NOTE: marks take the padding cells inside the borders (a box is its label + 4 wide), never a border
         left = ("▶", S_PC) if n.op == self.pc_op else (" ", inner)
         right = ("●", S_BP) if n.op in self.breakpoints else ("✓", S_DONE) if n.op in self.executed else (" ", inner)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.catalogue import category
+from engine.opdef import subnets_of
 from engine.optypes import CONTROL_FLOW
 
 CW, CH = 8.0, 16.0  # points per character cell (graphviz works in points)
@@ -172,13 +173,17 @@ def shape_text(info) -> str:
 
 
 def param_blobs(net, ssa_list, params: set[str] = frozenset()) -> set[tuple[str, int]]:
-    """Blob versions drawn inside their op: version-0 weights of :data:`PARAM_OPS` (or `params`)."""
+    """Blob versions drawn inside their op: version-0 weights of :data:`PARAM_OPS` (or `params`).
+
+    What a control-flow op reads is never folded: a While's loop-carried state (``acc``, ``i``)
+    comes from the init net like a weight, but it is what the loop works on."""
     out: set[tuple[str, int]] = set()
     other: set[tuple[str, int]] = set()
     for op, (ins, _) in zip(net.op, ssa_list):
+        control = op.type in CONTROL_FLOW
         for k, b in enumerate(ins):
             takes_params = op.type in PARAM_OPS or op.type.removesuffix("Gradient") in PARAM_OPS
-            if b[1] == 0 and (b[0] in params or (k >= 1 and takes_params)):
+            if b[1] == 0 and not control and (b[0] in params or (k >= 1 and takes_params)):
                 out.add(b)
             else:
                 other.add(b)
@@ -222,8 +227,14 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
     blob_ids: dict[tuple[str, int], str] = {}
     last_writer: dict[str, str] = {}
 
-    def blob(name: str, v: int) -> str:
-        key = (name, v)
+    redirect: dict[tuple[str, int], str] = {}  # a version a subnet rewrote → the node of its new value
+    cur: dict[str, int] = {}                    # name → its SSA version before the op being drawn
+    done = 0                                    # ops whose writes `cur` holds
+
+    def blob(name: str, v: int, after: int | None = None) -> str:
+        if after is None and (name, v) in redirect:
+            return redirect[name, v]
+        key = (name, v) if after is None else (name, v, after)
         if key not in blob_ids:
             nid = blob_ids[key] = f"b{len(blob_ids)}"
             short = name[len(prefix):] if prefix and name.startswith(prefix) else name
@@ -233,27 +244,86 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
             sub = STATIC_MARK + (shape_text(shapes.get(key)) or "?") if shapes is not None else ""
             room = len(sub) + 3 * sub.count("?")
             meta[nid] = {"w": max(len(label), room) + 2, "h": 2 if sub else 1, "kind": "blob", "label": label,
-                         "sub": sub, "blob": (name, v if ssa else None), "version": v,
+                         "sub": sub, "blob": (name, v if ssa else None), "version": v if after is None else None,
                          "style": "grad" if name.endswith("_grad") else "blob"}
         return blob_ids[key]
 
     for i in ops:
         op, (ins, outs) = net.op[i], ssa_list[i]
         oid, bwd = f"o{i}", i >= n_forward
+        reads: list[str] = []
+        writes: list[str] = []
+        if op.type in CONTROL_FLOW and subnets_of(op):
+            for _, o in ssa_list[done:i]:
+                cur.update(o)
+            done = i
+            reads, writes = outer_io(net, i, params, cur)
         # NOTE: the map zoom keeps the op number whole and clips the type (a bare 8-letter type
         # said neither which op it was nor told two Conv boxes apart)
         label = f"{op.type} #{i}" if zoom < 3 else f"{_clip_right(op.type, 10)} #{i}"
         style = "backward" if bwd else "control" if op.type in CONTROL_FLOW else category(op.type)
         meta[oid] = {"w": len(label) + (4 if op_h == 3 else 2), "h": op_h, "kind": "op", "label": label, "op": i,
                      "style": style}
+        if op.type in CONTROL_FLOW and op_h == 3:  # NOTE: a line for what its run did (the canvas fills it)
+            meta[oid].update(h=4, sub=CONTROL_NOTE, w=max(len(label), CONTROL_ROOM) + 4)
         if blobs:
             edges.extend((blob(b, v), oid) for b, v in dict.fromkeys(ins) if (b, v) not in folded)
+            edges.extend((blob(b, cur.get(b, 0)), oid) for b in reads)
             edges.extend((oid, blob(b, v)) for b, v in outs)
+            for b in writes:  # NOTE: later readers read what the subnet wrote, a node of its own
+                v = cur.get(b, 0)
+                redirect[b, v] = blob(b, v, after=i)
+                edges.append((oid, redirect[b, v]))
         else:
-            srcs = dict.fromkeys(last_writer[b] for b, _ in ins if b in last_writer)
+            srcs = dict.fromkeys(last_writer[b] for b in [b for b, _ in ins] + reads if b in last_writer)
             edges.extend((s, oid) for s in srcs if s != oid)
             last_writer.update({b: oid for b, _ in outs})
+            last_writer.update({b: oid for b in writes})
     return ViewGraph(meta, edges, prefix, zoom, len(ops) > BIG_NET)
+
+
+#: an If/While/Do/RecurrentNetwork box's second line before it ran, and the room kept for what it
+#: says after (``else · cond=False``, ``12 iterations``)
+CONTROL_NOTE, CONTROL_ROOM = "not run yet", 18
+
+
+def outer_io(net, i: int, params: set[str] = frozenset(), versions: Mapping[str, int] | None = None
+             ) -> tuple[list[str], list[str]]:
+    """The outer blobs op `i`'s subnets read and write beyond its own inputs and outputs.
+
+    Reads: names a subnet reads before writing them that the outer net has (its inputs, or a
+    version written before op `i`: `versions`), less weights (`params`, and the weight slots of
+    :data:`PARAM_OPS`).  Writes: what a subnet declares as output or writes that the outer net
+    knows or reads after op `i`.  Caffe2's If/While run their subnets in the op's workspace,
+    so these are the blobs the op really consumes and changes (Mask R-CNN's If reads ``xif3_6``,
+    ``bbox_nms``, ``im_info`` and writes ``mask_fcn_probs``; none is its declared input).
+    """
+    op = net.op[i]
+    read: dict[str, None] = {}
+    wrote: dict[str, None] = {}
+    declared: set[str] = set()
+
+    def walk(sub, written: set[str]) -> None:
+        declared.update(sub.external_output)
+        for o in sub.op:
+            weights = o.type in PARAM_OPS
+            for k, b in enumerate(o.input):
+                if b not in written and not (weights and k >= 1) and b not in params:
+                    read.setdefault(b)
+            for _, inner in subnets_of(o):
+                walk(inner, set(written))
+            for b in o.output:
+                written.add(b)
+                wrote.setdefault(b)
+
+    for _, sub in subnets_of(op):
+        walk(sub, set())
+    known = set(net.external_input) | set(versions or ())
+    later = {b for o in net.op[i + 1:] for b in o.input} | set(net.external_output)
+    own_in, own_out = set(op.input), set(op.output)
+    reads = [b for b in read if b in known and b not in own_in]
+    writes = [b for b in wrote if (b in declared or b in known or b in later) and b not in own_out]
+    return reads, writes
 
 
 def dot_text(g: ViewGraph, direction: str = "TB") -> str:

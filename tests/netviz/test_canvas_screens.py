@@ -202,3 +202,51 @@ async def test_minimap_10k_chain_key_jumps(tmp_path):
     app = NetvizApp(Session.open(write(tmp_path, "chain", chain(10_000))))
     async with app.run_test(size=(160, 48)) as pilot:
         await _minimap_covers_and_jumps(pilot, app, 10_000, by_keys=True)
+
+
+def edge_labels(sc, op: int) -> tuple[set[str], set[str]]:
+    """Labels of the nodes with an edge into and out of op `op`'s box."""
+    k = sc.by_op[op]
+    return ({sc.nodes[e.tail].label for e in sc.edges if e.head == k},
+            {sc.nodes[e.head].label for e in sc.edges if e.tail == k})
+
+
+@asynctest
+async def test_mask_rcnn_if_box_shows_the_blobs_its_branches_use(zoo):
+    """Mask R-CNN's If #111 declares only ``is_bbox_rois_empty``; its else_net reads ``xif3_6``,
+    ``bbox_nms`` and ``im_info`` and writes ``mask_fcn_probs`` (a net output)."""
+    from netviz.session import OpRef
+
+    app = NetvizApp(Session.open(zoo / "mask_rcnn_2go_fp32" / "model.pbtxt"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        app.main.select(OpRef((), 111))
+        await settle(pilot, app)
+        ins, outs = edge_labels(app.main.canvas.scene, 111)
+        assert {"is_bbox_rois_empty", "xif3_6", "bbox_nms", "im_info"} <= ins
+        assert "mask_fcn_probs" in outs
+        text = "\n".join(canvas_lines(app))
+        assert "If #111" in text and "not run yet" in text and "bbox_nms" in text
+
+
+@asynctest
+async def test_while_example_box_counts_its_iterations():
+    """examples/while_net loops 3 times (examples/control_flow.py); the While box says so after a
+    run, and its loop-carried blobs (``acc``, ``i``) are drawn into and out of it."""
+    from pathlib import Path
+
+    from tests.netviz.waiting import continue_to_end
+
+    net = Path(__file__).resolve().parents[2] / "examples" / "while_net" / "predict_net.pb"
+    app = NetvizApp(Session.open(net))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await settle(pilot, app)
+        ins, outs = edge_labels(app.main.canvas.scene, 2)
+        assert {"acc", "i"} <= {label.rsplit("/", 1)[-1] for label in ins}
+        assert {"acc", "i"} <= {label.rsplit("/", 1)[-1] for label in outs}
+        assert "not run yet" in "\n".join(canvas_lines(app))
+        await continue_to_end(pilot, app)
+        await settle(pilot, app)
+        text = "\n".join(canvas_lines(app))
+        assert "3 iterations" in text and "While #2" in text

@@ -45,3 +45,36 @@ def test_blob_view_labels_ssa_names_with_shapes_and_folds_weights(tmp_path):
     assert "W1@0" not in blobs and "b1@0" not in blobs  # FC weights live in the op's inspector
     ops = [n.label for n in sc.nodes if n.kind == "op"]
     assert ops[0] == "FC #0" and "SoftmaxWithLoss #3" in ops
+
+
+def _view(path: Path, zoom: int = 0):
+    from netviz.widgets.graph_scene import view_graph
+
+    s = Session.open(path)
+    v = s.view(())
+    return view_graph(v.net, v.ssa, v.n_forward, False, zoom, {}, s.param_names())
+
+
+def test_int8_weights_fold_into_their_op(zoo):
+    """Int8Conv/Int8ConvRelu/Int8FC weights (slots ≥ 1) are drawn inside their op like Conv's."""
+    g = _view(zoo / "mask_rcnn_2go_int8" / "model.pbtxt")
+    blobs = {m["blob"][0] for m in g.meta.values() if m["kind"] == "blob"}
+    assert "conv0_conv_w_int8" not in blobs and "conv0_bn_b_int8" not in blobs
+    assert "data_int8" in blobs and any(m["label"].startswith("Int8ConvRelu #") for m in g.meta.values())
+
+
+@pytest.mark.parametrize("net", ["resnet50/predict_net.pbtxt", "mask_rcnn_2go_fp32/model.pbtxt",
+                                 "detectron_e2e_faster_rcnn_R-50-C4_1x/predict_net.pbtxt"])
+def test_cut_labels_keep_blobs_apart(zoo, net):
+    """A long blob name is cut from the left (its distinguishing tail kept): two blobs never share a label."""
+    g = _view(zoo / net)
+    names: dict[str, set[str]] = {}
+    for m in g.meta.values():
+        if m["kind"] == "blob":
+            names.setdefault(m["label"], set()).add(m["blob"][0])
+    assert all(len(v) == 1 for v in names.values()), {k: v for k, v in names.items() if len(v) > 1}
+
+
+def test_map_zoom_labels_carry_the_op_number(tmp_path):
+    sc = _scene(tmp_path, mlp(), 3)
+    assert sorted(n.label for n in sc.nodes) == ["FC #0", "FC #2", "Relu #1", "SoftmaxWi… #3"]
