@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     for name, info in summary["inputs"].items():
         print(f"input {name}: {'×'.join(map(str, info['shape']))}")
     if args.shapes:
-        print(f"shapes ({len(summary['shapes'])} blob versions; opaque = not a tensor or only the data decides):")
+        print(f"shapes ({len(summary['shapes'])} blob versions):")  # NOTE: "opaque": not a tensor / the data decides
         for blob, s in summary["shapes"].items():
             if s.get("opaque"):
                 print(f"  {blob}: opaque")
