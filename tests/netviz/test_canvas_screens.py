@@ -250,3 +250,30 @@ async def test_while_example_box_counts_its_iterations():
         await settle(pilot, app)
         text = "\n".join(canvas_lines(app))
         assert "3 iterations" in text and "While #2" in text
+
+
+@asynctest
+async def test_resnet50_with_backward_pass_stays_contiguous(zoo):
+    """With the backward pass (``g``, loss asked for), the first frame starts at #0 and a backward op
+    chosen far down the net is shown among its neighbours, with its forward op's number nowhere near."""
+    from netviz.export import default_loss
+    from netviz.session import OpRef
+    from tests.netviz.waiting import answer
+
+    session = Session.open(zoo / "resnet50" / "predict_net.pbtxt")
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("g")
+        await answer(pilot, app, default_loss(session.model.predict))
+        await wait_for(pilot, lambda: session.show_backward and app.main.canvas.scene is not None
+                       and app.main.canvas.key[1], "the backward view")
+        await settle(pilot, app)
+        assert_contiguous(ops_seen(app), 0, 8)
+        n_forward = session.view(()).n_forward
+        target = n_forward + 30
+        app.main.select(OpRef((), target))
+        await wait_for(pilot, lambda: app.main.canvas.scene is not None and target in app.main.canvas.scene.by_op,
+                       "the window with the backward op")
+        await settle(pilot, app)
+        assert_contiguous(ops_seen(app), target, 6)
