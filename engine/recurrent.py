@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from engine import core
+from engine import core, workspace
 from engine.errors import GraphError
 from proto import caffe2_pb2
 
@@ -110,24 +110,26 @@ def recurrent_net(net: Any, cell_net: Any, inputs: Sequence[tuple[Any, Any]],
 
     known = [str(i[0]) for i in inputs] + [str(x[1]) for x in initial_cell_inputs]
     known += [str(x[0]) for x in initial_cell_inputs] + ([str(timestep)] if timestep is not None else [])
-    references = [b for b in cell.external_input if b not in known]
+    references = [core.BlobReference(b) for b in cell.external_input if b not in known]
     recompute = None if recompute_blobs_on_backward is None else {str(b) for b in recompute_blobs_on_backward}
     bwd = mapping = versions = None
     if not forward_only:
         bwd, mapping, versions = _backward_cell(cell, recompute)
-    all_inputs = [str(i[1]) for i in inputs] + [str(x[1]) for x in initial_cell_inputs] + references
+    # NOTE: the blobs are passed on as given: a BlobReference stays as it is (already scoped by whoever
+    # made it), a string is scoped by the current NameScope once, when the op is added, as in Caffe2.
+    all_inputs = [i[1] for i in inputs] + [x[1] for x in initial_cell_inputs] + references
     cell.type = "simple"
     fwd_links, bwd_links, aliases, states, all_outputs = [], [], [], [], []
     for cell_input, _ in initial_cell_inputs:
         cell_input = str(cell_input)
-        state, out = s(cell_input + "_states"), str(links[cell_input])
-        fwd_links += [(cell_input, state, 0), (out, state, 1)]
+        state, out = s(cell_input + "_states"), links[cell_input]
+        fwd_links += [(cell_input, state, 0), (str(out), state, 1)]
         aliases += [(state, out + "_all", 1), (state, out + "_last", -1)]
         all_outputs += [out + "_all", out + "_last"]
         states.append(state)
         if bwd is not None:
-            bwd_links.append((out + "_grad", state + "_grad", 1))
-            bwd.Proto().external_input.append(out + "_grad")
+            bwd_links.append((str(out) + "_grad", state + "_grad", 1))
+            bwd.Proto().external_input.append(str(out) + "_grad")
             # NOTE: when nothing writes <input>_grad (a Sum passes it through), link the IR's name.
             written = versions.get(cell_input + "_grad", 0)
             bwd_links.append((cell_input + "_grad" if written else str(mapping[cell_input]), state + "_grad", 0))
@@ -139,20 +141,50 @@ def recurrent_net(net: Any, cell_net: Any, inputs: Sequence[tuple[Any, Any]],
         bwd.Proto().external_input.extend(cell.external_input)
         bwd.Proto().external_input.extend(cell.external_output)
         _accumulate_external(bwd)
-        params = [p for p in references if p in mapping]
+        params = [p for p in references if str(p) in mapping]
         b_int, b_ext, b_off = _unzip(bwd_links)
         backward_args = {"param": [all_inputs.index(p) for p in params], "backward_link_internal": b_int,
                          "backward_link_external": b_ext, "backward_link_offset": b_off,
                          "outputs_with_grads": list(outputs_with_grads),
                          "recompute_blobs_on_backward": sorted(recompute or ()),
-                         "param_grads": [str(mapping[p]) for p in params]}
+                         "param_grads": [str(mapping[str(p)]) for p in params]}
         if len(bwd.Proto().op):
             backward_args["backward_step_net"] = bwd.Proto()
     l_int, l_ext, l_off = _unzip(fwd_links)
     a_src, a_dst, a_off = _unzip(aliases)
     results = net.RecurrentNetwork(
-        all_inputs, all_outputs + [s("step_workspaces")], alias_src=a_src, alias_dst=a_dst, alias_offset=a_off,
-        recurrent_states=states, initial_recurrent_state_ids=[all_inputs.index(str(x[1])) for x in initial_cell_inputs],
+        all_inputs, all_outputs + [s("step_workspaces")], alias_src=a_src, alias_dst=[str(a) for a in a_dst],
+        alias_offset=a_off, recurrent_states=states,
+        initial_recurrent_state_ids=[[str(b) for b in all_inputs].index(str(x[1])) for x in initial_cell_inputs],
         link_internal=l_int, link_external=l_ext, link_offset=l_off, enable_rnn_executor=1, step_net=cell,
         timestep="timestep" if timestep is None else str(timestep), **backward_args)
     return results[:-1]
+
+
+def set_rnn_executor_config(rnn_op: caffe2_pb2.OperatorDef, num_threads: int | None = None,
+                            max_cuda_streams: int | None = None) -> None:
+    """Add ``rnn_executor.num_threads`` / ``rnn_executor.max_cuda_streams`` arguments to a
+    RecurrentNetwork(Gradient) op, as Caffe2's helper does (netviz runs steps in order and ignores them)."""
+    if rnn_op.type not in ("RecurrentNetwork", "RecurrentNetworkGradient"):
+        raise GraphError(f"set_rnn_executor_config: op {rnn_op.type} is not a RecurrentNetwork(Gradient)")
+    for name, value in (("num_threads", num_threads), ("max_cuda_streams", max_cuda_streams)):
+        if value is not None:
+            arg = rnn_op.arg.add()
+            arg.name, arg.i = "rnn_executor." + name, value
+
+
+def retrieve_step_blobs(net: Any, prefix: str = "rnn") -> list[Any]:
+    """Copy every step's blobs of each RecurrentNetwork op of `net` (already run in the current
+    workspace) into the workspace as ``<prefix>_<blob><t>``; returns their names.
+
+    Why: the per-step blobs live in the op's step workspaces, which views cannot read; this is
+    Caffe2's ``recurrent.retrieve_step_blobs``, built on RecurrentNetworkBlobFetcher.
+    """
+    names: list[Any] = []
+    rnn_ops = [op for op in _proto(net).op if op.type == "RecurrentNetwork"]
+    for count, op in enumerate(rnn_ops, start=1):
+        listing = f"{prefix}_{count}"
+        workspace.RunOperatorOnce(core.CreateOperator(
+            "RecurrentNetworkBlobFetcher", [op.output[-1]], [listing], prefix=prefix))
+        names += workspace.FetchBlob(listing).tolist()
+    return names

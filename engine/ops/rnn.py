@@ -33,6 +33,9 @@ class StepWorkspaces:
 
     shared: Workspace
     steps: list[Workspace] = field(default_factory=list)
+    #: the timestep blob as Caffe2's RNN executor names it in step t: ``<timestep>_rnnexec_t<t>`` (what
+    #: RecurrentNetworkBlobFetcher lists); "" without the executor (enable_rnn_executor=0)
+    executor_timestep: str = ""
 
 
 def _t(t: Any) -> int:
@@ -312,6 +315,7 @@ def recurrent_network(xp, *inputs, ctx, step_net=None, timestep: str = "timestep
     while len(scratch.steps) < k:
         scratch.steps.append(step_workspace(scratch.shared, f"{scratch.shared.name}/step_{len(scratch.steps)}"))
     net = timestep_program(op, "step_net")
+    scratch.executor_timestep = timestep if enable_rnn_executor else ""
     for t in range(T):
         step = scratch.steps[t if has_backward else t % k]
         _set_timestep(step, timestep, t)
@@ -450,7 +454,8 @@ def recurrent_network_blob_fetcher(xp, scratch, *, ctx, prefix: str = "rnn"):
         for b in list(step.values.local):
             v = step.values.local[b]
             if hasattr(v, "shape"):
-                names.append(f"{prefix}_{b}{i}")
+                shown = f"{b}_rnnexec_t{i}" if b == scratch.executor_timestep else b
+                names.append(f"{prefix}_{shown}{i}")
                 _put(ctx, names[-1], dev.to_host(v).copy())
     return np.array([n.encode() for n in names], dtype=object)  # NOTE: a string tensor: bytes, as Caffe2
 

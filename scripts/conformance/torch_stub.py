@@ -8,7 +8,8 @@ rather than as a netviz failure.
 
 Everything reachable from the module is a stub class: attribute access gives another stub,
 subclassing works, a call with one callable argument returns it (decorators such as
-``@torch.jit.script_method``), any other call raises.  Copied to ``<mapping>/torch/__init__.py``.
+``@torch.jit.script_method``), any other call raises; ``torch.testing.assert_allclose`` compares
+NumPy arrays.  Copied to ``<mapping>/torch/__init__.py``.
 """
 
 
@@ -30,6 +31,21 @@ class _StubMeta(type):
 
 class _Stub(metaclass=_StubMeta):
     pass
+
+
+class testing:  # noqa: N801 - torch's module name
+    """``torch.testing``: only ``assert_allclose``, which tests use as a comparison helper on NumPy
+    arrays (``layer_norm_op_test``'s C10 test); it compares with torch 1.10's default tolerances."""
+
+    @staticmethod
+    def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+        import numpy as np
+
+        actual, expected = np.asarray(actual), np.asarray(expected)
+        defaults = {np.dtype("float16"): (1e-3, 1e-5), np.dtype("float64"): (1e-7, 1e-7)}
+        default = defaults.get(np.result_type(actual, expected), (1.3e-6, 1e-5))
+        rtol, atol = default if rtol is None or atol is None else (rtol, atol)
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, err_msg=msg)
 
 
 def __getattr__(name):
