@@ -178,6 +178,9 @@ def _plan_to_nan(plan: Any, path: Path) -> int:
     return 0
 
 
+_MISSING = re.compile(r"input blob '.+?' not found")
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.plan_view import is_plan_file
     if is_plan_file(args.path):
@@ -196,6 +199,9 @@ def run(args: argparse.Namespace) -> int:
     stop = dbg.continue_()
     if stop.reason == "error":  # NOTE: the one useful line first; an empty table and "0 ops" said nothing
         message = stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize)
+        if dbg.synthesized and not _MISSING.search(stop.detail):  # NOTE: made-up widths are guesses
+            message += (f" (the weights were made up by --random-params, {args.param_width} filters per conv: "
+                        "another --param-width, or the real weights with --init, may fit)")
         if not dbg.records:
             raise NetvizError(message)
         print(f"netviz: {message}", file=sys.stderr, flush=True)

@@ -83,3 +83,18 @@ def test_conv_transpose_and_matmul_weights_are_made():
     made = {**_made("conv_transpose"), **_made("matmul")}
     assert made["up_w"].shape == (16, 16, 2, 2) and made["up_b"].shape == (16,)
     assert made["mm_w"].shape == (192, 1000) and made["bmm_w"].shape == (1, 1000, 1000)
+
+
+def test_a_width_no_reader_fixes_says_which_flag_may_fit(tmp_path, capsys):
+    """A Reshape to (1, 7, -1) takes any width divisible by 7: nothing says which, so a failing run
+    names --param-width (and --init) instead of leaving the user with NumPy's reshape error alone."""
+    NETS["reshape_by_7"] = [op("Conv", ["data", "c1_w", "c1_b"], "c1", kernel=3),
+                            op("Reshape", "c1", ["r", "old"], shape=[1, 7, -1])]
+    try:
+        path = _write(tmp_path, "reshape_by_7")
+    finally:
+        del NETS["reshape_by_7"]
+    rc = main(["run", str(path), "--random-params"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "op #1 Reshape" in err and "--param-width" in err and "Error" not in err
+    assert main(["run", str(path), "--random-params", "--param-width", "14"]) == 0
