@@ -558,12 +558,46 @@ def spatial_bn_onnx(c):
     """Test-mode SpatialBN is ONNX BatchNormalization with Caffe2's epsilon (momentum only moves the
     running statistics, which test mode leaves); training mode updates them: refused."""
     if not c.arg("is_test", 0) or c.n_out > 1:
-        raise c.refuse("training mode (is_test 0) updates running statistics; export the test net")
+        return _spatial_bn_train_onnx(c)
     r = c.rank(0)
     y = c.y_nchw(0)
     c.emit("BatchNormalization", [c.x_nchw(0)] + [c.x(i) for i in range(1, 5)], [y],
            epsilon=float(c.arg("epsilon", 1e-5)))
     c.done_nchw(0, y, r)
+
+
+def _spatial_bn_train_onnx(c):
+    """Training SpatialBN spelled out: the batch's per-channel mean and biased variance normalise X;
+    the running mean and variance move by `momentum` towards the batch's mean and UNBIASED variance
+    (as Caffe2 1.10.2); outputs 4 and 5 are the batch mean and inverse std.  The multi-batch form
+    (num_batches > 1, from running sums) is refused."""
+    if c.arg("num_batches", 1) > 1 or c.n_in > 5:
+        raise c.refuse("num_batches > 1 (statistics from summed inputs)")
+    r, x = c.rank(0), c.x_nchw(0)
+    shape = c.shape(0) if c.nchw else (c.shape(0)[0], c.shape(0)[-1], *c.shape(0)[1:-1])
+    if int(np.prod(shape)) == 0:
+        raise c.refuse("an empty batch")
+    axes, per = [0, *range(2, r)], c.ints([1, -1] + [1] * (r - 2))
+    mean = c.reduce("ReduceMean", x, axes)
+    centred = c.emit("Sub", [x, mean])
+    var = c.reduce("ReduceMean", c.emit("Mul", [centred, centred]), axes)
+    inv = c.emit("Reciprocal", [c.emit("Sqrt", [c.emit("Add", [var, c.const(np.float32(c.arg("epsilon", 1e-5)), "eps")])])])
+    y = c.y_nchw(0)
+    scaled = c.emit("Mul", [centred, c.emit("Mul", [inv, c.emit("Reshape", [c.x(1), per])])])
+    c.emit("Add", [scaled, c.emit("Reshape", [c.x(2), per])], [y])
+    c.done_nchw(0, y, r)
+    m = float(c.arg("momentum", 0.9))
+    cnt = int(np.prod(shape)) // shape[1]
+    flat = lambda v: c.emit("Reshape", [v, c.ints([-1])])  # noqa: E731
+    unbiased = c.emit("Mul", [flat(var), c.const(np.float32(cnt / max(cnt - 1, 1)), "unbias")])
+    for k, (run, batch) in enumerate(((c.x(3), flat(mean)), (c.x(4), unbiased)), start=1):
+        if k < c.n_out:
+            c.emit("Add", [c.emit("Mul", [run, c.const(np.float32(m), "momentum")]),
+                           c.emit("Mul", [batch, c.const(np.float32(1 - m), "rest")])], [c.y(k)])
+    if c.n_out > 3:
+        c.emit("Identity", [flat(mean)], [c.y(3)])
+    if c.n_out > 4:
+        c.emit("Identity", [flat(inv)], [c.y(4)])
 
 
 @onnx_converter("LRN")

@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=30, metavar="N", help="print the N worst blobs (30)")
     add_source_arguments(parser, with_input=False)
     parser.add_argument("--rtol", type=float, default=1e-4, help="with an .onnx OTHER: relative tolerance (1e-4)")
-    parser.add_argument("--atol", type=float, default=1e-5,
-                        help="with an .onnx OTHER: absolute tolerance, times the value's largest magnitude (1e-5)")
+    parser.add_argument("--atol", type=float, default=1e-4,
+                        help="with an .onnx OTHER: absolute tolerance, times the value's largest magnitude (1e-4)")
 
 
 def _shown(v: Any) -> str:
