@@ -485,7 +485,15 @@ class MainScreen(Guarded, Screen[None]):
         except Exception as e:  # noqa: BLE001 - shown, never fatal
             call(self.notify, report(e, how.rstrip("_").replace("_", " ")), title="Internal error", severity="error")
         else:
-            call(self.after_step, stop)
+            with self._moves:
+                queued = bool(self.pending)
+            if queued and stop is not None and stop.reason == "step":
+                # NOTE: keys are queued: the status line follows, the rest shows where the last of them
+                # stops, so they drain at the debugger's pace, not one screen repaint per step (the
+                # op list and canvas marks diff against what they last showed: nothing is lost)
+                call(self.update_status)
+            else:
+                call(self.after_step, stop)
 
     def on_unmount(self) -> None:
         """Leaving (quit): queued moves are dropped, a running one and a device diff stopped."""
