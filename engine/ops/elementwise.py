@@ -321,3 +321,10 @@ def sum_relu_onnx(c):
 @onnx_converter("IsNaN")
 def is_nan_onnx(c):
     c.emit("IsNaN", [c.x(0)], [c.y(0)])
+
+
+@onnx_converter("Mod")
+def mod_onnx(c):
+    """C's % (fmod: the dividend's sign) or, with sign_follow_divisor, Python's (ONNX Mod fmod=0)."""
+    d = c.const(np.array(c.arg("divisor", 0), c.np_dtype(0)), "divisor")
+    c.emit("Mod", [c.x(0), d], [c.y(0)], fmod=0 if c.arg("sign_follow_divisor", 0) else 1)

@@ -866,3 +866,17 @@ def expand_onnx(c):
 @onnx_converter("NumpyTile")
 def numpy_tile_onnx(c):
     c.emit("Tile", [c.x(0), c.ints(_onnx_ints(c, 1, "the repeats"))], [c.y(0)])
+
+
+@onnx_converter("TopK")
+def top_k_onnx(c):
+    """ONNX TopK (largest, sorted; equal values keep the lower index first, as Caffe2's order); the
+    optional third output, indices into the flattened X, is refused, as is k beyond the axis size."""
+    if c.n_out > 2:
+        raise c.refuse("the flattened-indices output")
+    k = _onnx_ints(c, 1, "k")[0] if c.n_in > 1 else int(c.arg("k", -1))
+    axis = c.arg("axis", -1) % c.rank(0)
+    if not 0 < k <= c.shape(0)[axis]:
+        raise c.refuse(f"k {k} outside 1..{c.shape(0)[axis]} (Caffe2 pads with 0 / -1)")
+    c.emit("TopK", [c.x(0), c.ints([k])], [c.y(0), c.y(1) if c.n_out > 1 else c.tmp("indices")], axis=axis,
+           largest=1, sorted=1)

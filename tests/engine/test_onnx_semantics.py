@@ -97,3 +97,14 @@ def test_training_mode_ops_are_refused_by_name():
     text = str(e.value)
     assert "\n" not in text and "Dropout (op #0: training mode" in text and "GenerateProposals (op #2)" in text
     assert "Relu" not in text
+
+
+def test_top_k_ties_and_mod_signs():
+    """TopK keeps the lower index first among equal values; Mod follows the dividend's sign (C's %)
+    unless sign_follow_divisor."""
+    n = core.Net("tk")
+    n.TopK("x", ["v", "i"], k=3)
+    n.Mod("m", "r", divisor=3)
+    n.Mod("m", "q", divisor=3, sign_follow_divisor=1)
+    x = np.array([[1, 3, 3, 2, 3], [0, 0, 0, 0, 0]], np.float32)
+    _check(n, {"x": x, "m": np.array([-7, -3, 0, 4, 8], np.int32)})
