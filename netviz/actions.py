@@ -18,6 +18,7 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "run.to-nan": ("x", "step('run_to_nan')", "Run to first NaN/Inf", "To NaN"),
     "run.cancel": ("escape", "cancel_run", "Cancel run / drop typed-ahead moves", ""),
     "op.skip": ("K", "skip_op", "Skip op (give its outputs)", ""),
+    "step.end-stops": ("E", "toggle_end_stops", "Stop at each subnet's end too (default: passed over)", ""),
     "step.back": ("u", "step('step_back')", "Step back", "Back"),
     "run.restart": ("r", "step('restart')", "Restart", "Restart"),
     "bp.toggle": ("b", "toggle_breakpoint", "Breakpoint", "Break"),

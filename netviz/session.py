@@ -90,7 +90,9 @@ class DebugState:
 
     @classmethod
     def of(cls, dbg: Any) -> DebugState:
-        return cls(dbg.pc, dict(dbg.records_by_path), tuple(dbg.records), frozenset(getattr(dbg, "stale", ())),
+        # NOTE: current_records: inside a running subnet, only this iteration's/timestep's runs are marks
+        records = dbg.current_records() if hasattr(dbg, "current_records") else dict(dbg.records_by_path)
+        return cls(dbg.pc, records, tuple(dbg.records), frozenset(getattr(dbg, "stale", ())),
                    frozenset(dbg.injected))
 
 
@@ -226,6 +228,7 @@ class Session:
         self._defer_lock = threading.Lock()
         self._deferred: list[Callable[[Any], None]] = []
         self.last_stop: Any = None
+        self.skip_end_stops = True  # moves pass over a subnet's end (E toggles; engine Debugger.skip_end_stops)
         self._views: dict[tuple[NetPath, bool], NetView] = {}
         self.params = {out: param_info(op) for op in model.init.op for out in op.output}
         self._shapes: dict[bool, dict[tuple[Any, ...], dict[tuple[str, int], Any]]] = {}
@@ -653,6 +656,8 @@ class Session:
             else:
                 dbg = mod.Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss,
                                    synthesize_params=synth)
+            if self.plan_def is None:
+                dbg.skip_end_stops = self.skip_end_stops
             made = list(dbg.synthesized) if synth else []
             if made:
                 self.notices.append(f"no init net: {len(made)} parameters filled with random values")

@@ -73,6 +73,9 @@ class Debugger(Machine):
         self.record_stats, self.seed = record_stats, seed
         self.synthesize, self.param_width = synthesize_params, param_width
         self.synthesized: list[str] = []
+        #: `step`/`step_into` pass over a subnet's end (gdb has no such stop): the next stop is the next
+        #: iteration's first op, the cond check, or the op after the control op; False stops there too
+        self.skip_end_stops = True
         self.listeners: list[Callable[[Any], None]] = []
         self.breakpoints: dict[int, Breakpoint] = {}
         self.watchpoints: dict[int, Watchpoint] = {}
@@ -174,19 +177,33 @@ class Debugger(Machine):
             if stop_after(event, len(self.frames)) or (max_units is not None and units >= max_units):
                 return self._stop("step")
 
+    def _at_subnet_end(self) -> bool:
+        """The pc is at the end of a subnet (``… › end``): a stop :attr:`skip_end_stops` passes over."""
+        return self.skip_end_stops and len(self.frames) > 1 and self.frames[-1].at_end
+
     def step(self) -> Stopped:
         """Run the current op; a control-flow or RecurrentNetwork op runs whole (step over)."""
         depth = len(self.frames)
-        return self._run(lambda ev, d: d <= depth and ev != "enter")
+        return self._run(lambda ev, d: d <= depth and ev != "enter" and not self._at_subnet_end())
 
     def step_into(self) -> Stopped:
         """Run one unit: enter the subnet the current op runs (taken If branch, While iteration,
         Do net, RNN timestep), or run a plain op."""
-        return self._run(lambda ev, d: True)
+        return self._run(lambda ev, d: not self._at_subnet_end())
 
     def step_out(self) -> Stopped:
-        """Run until the control-flow op owning the current frame has finished."""
+        """Run until the control-flow op owning the current frame has finished.
+
+        Raises
+        ------
+        DebuggerError
+            The pc is in the main net: there is no subnet to finish (gdb's ``finish`` in the
+            outermost frame refuses too, rather than running to the end).
+        """
         depth = len(self.frames)
+        if depth == 1:
+            raise DebuggerError("step out: the pc is in the main net, not in a subnet — nothing to finish "
+                                "(c continues to the end, t runs to the op under the cursor)")
         return self._run(lambda ev, d: d < depth)
 
     def continue_(self) -> Stopped:
@@ -198,12 +215,35 @@ class Debugger(Machine):
         target = tuple(path)
         if self.pc.path == target:
             return self._stop("step", "already there")
+        if self.behind(target):
+            raise DebuggerError(f"run to {place(self._program(), target)}: it ran already in this run "
+                                "(the pc is past it); restart to get there again")
         return self._run(lambda ev, d: False, lambda: self.pc.path == target)
 
     def run_to_nan(self) -> Stopped:
         """Run until an op (forward, backward, inside subnets and timesteps) writes NaN or Inf;
         stops right after it (reason ``nan``), or at a breakpoint, an error, the end."""
         return self._run(lambda ev, d: False, on_nan=True)
+
+    def behind(self, path: OpPath) -> bool:
+        """`path` will not be reached again in this run: a main-net op (or one inside a main-net
+        op) before the main net's pc, or anything once the program has ended.  An op earlier in
+        a loop body is not behind: the next iteration reaches it."""
+        main_pc = self.frames[0].pc
+        top = path[1] if len(path) > 1 and path[0] == "op" else None
+        return self.finished or (isinstance(top, int) and top < main_pc)
+
+    def current_records(self) -> dict[OpPath, OpRecord]:
+        """:attr:`records_by_path` as the frames now running see them: inside a subnet being run,
+        an op has a record only if it ran in this run of the subnet (this iteration, timestep,
+        branch) — the earlier iteration's ✓ on ops not yet run would say they had."""
+        out = dict(self.records_by_path)
+        for f in self.frames[1:]:
+            n = len(f.prefix)
+            for path, rec in self.records_by_path.items():
+                if rec.seq < f.start and len(path) > n and path[:n] == f.prefix:
+                    out.pop(path, None)
+        return out
 
     def cancel(self) -> None:
         """Ask a running move (in another thread) to stop between ops."""

@@ -48,6 +48,8 @@ class _Frame:
     owner: executor.BoundOp | None = None
     pc: int = 0
     bound: dict[int, executor.BoundOp] = field(default_factory=dict)
+    start: int = 0                   # records made before this frame's run began (marks of this iteration)
+    checks: int = 0                  # cond_net evaluations so far of the control op at pc (numbered labels)
 
     def path(self, i: int | None = None) -> OpPath:
         return (*self.prefix, self.pc if i is None else i)
@@ -212,7 +214,11 @@ class Machine:
             parent.pc += 1
             return "complete", {w[1]: w[4] for w in writes}
         prefix = (*parent.prefix, parent.pc, run.arg)
-        self.frames.append(_Frame(run.net, run.workspace, run.label, prefix, plan, b))
+        label = run.label
+        if label == "cond_net":  # NOTE: numbered like the iterations: check k decides iteration k
+            parent.checks = 0 if first else parent.checks + 1
+            label = f"cond_net check {parent.checks}"
+        self.frames.append(_Frame(run.net, run.workspace, label, prefix, plan, b, start=len(self.records)))
         if not first:
             self._push_undo(_Undo("next", parent, parent.pc, len(self.frames)))
         return ("enter" if first else "next"), {}

@@ -94,6 +94,8 @@ class PlanDebugger(Debugger):
         # NOTE: init_path = the plan's path: relative DB paths of Load/Save resolve beside it
         model = Model(self.program, caffe2_pb2.NetDef(name=f"{plan.name}_init"), {}, path, path)
         super().__init__(model, **kwargs)
+        # NOTE: a step frame's end is where its next substep or iteration starts: a move of its own
+        self.skip_end_stops = False
 
     def restart(self) -> Stopped:
         """A fresh workspace and runner; the pc at the first step (the plan's nets are created

@@ -35,7 +35,7 @@ from netviz.screens.breakpoints import BreakpointsScreen
 from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.screens.search import SearchScreen
-from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath
+from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath, to_oppath
 from netviz.style import plain
 from netviz.view_export import ViewSpec
 from netviz.widgets.blob_inspector import BlobInspector
@@ -428,9 +428,32 @@ class MainScreen(Guarded, Screen[None]):
 
     @guarded
     def action_run_to_cursor(self) -> None:
+        """Run to the op under the cursor; one the run is past (it would never be reached: gdb's
+        ``until`` would run to the end) offers a restart instead."""
         if self.selected is None:
             raise Unavailable("select an op to run to")
-        self.move("run_to", self.selected)
+        target, dbg = self.selected, self.session.debugger
+        if self.idle and dbg is not None and hasattr(dbg, "behind") and dbg.behind(to_oppath(target)):
+            op = self.session.op(target)
+
+            def restart(yes: str) -> None:
+                if yes.strip().lower() in ("y", "yes"):
+                    self.move("restart")
+                    self.move("run_to", target)
+            self._ask(f"op #{target.index} {op.type} ran already (the pc is past it) — type yes to restart "
+                      "and run to it", "", restart)
+            return
+        self.move("run_to", target)
+
+    @guarded
+    def action_toggle_end_stops(self) -> None:
+        """E: whether n/s stop at a subnet's end (``… › end``) or pass over it (the default)."""
+        s = self.session
+        s.skip_end_stops = not s.skip_end_stops
+        s._on_debugger(lambda dbg: setattr(dbg, "skip_end_stops", s.skip_end_stops)
+                       if s.plan_def is None else None)
+        self.notify("n/s pass over subnet ends" if s.skip_end_stops else "n/s stop at each subnet's end too",
+                    title="Stops")
 
     def move(self, how: str, target: OpRef | None = None, call: Callable[[], Any] | None = None) -> None:
         """Queue one debugger move (a key press); the move worker runs the queue in order.

@@ -83,6 +83,21 @@ def _doc_rows(facts: Table, doc: OpDoc, warnings: list[str]) -> None:
         facts.add_row(Text("schema", style="bold #DB4437"), Text(w, style="#DB4437"))
 
 
+def _if_rows(facts: Table, session: Session, ref: OpRef, d: dict) -> None:
+    """An If's ``cond`` (its value at the version the If reads) and the branch it takes (or took)."""
+    name, v = d["inputs"][0]
+    value, _ = session.version_value(BlobRef(ref.path, name, v)) if session.debugger is not None else (None, "")
+    if value is None or not hasattr(value, "size") or value.size != 1:
+        facts.add_row("cond", Text(f"{name}@{v}: no value yet (the If takes then_net when it is true)", style="dim"))
+        return
+    truth = bool(np.asarray(value.get() if hasattr(value, "get") else value).reshape(()))
+    facts.add_row("cond", plain(f"{name}@{v} = {truth}"))
+    has_else = "else_net" in d["subnets"]
+    branch = "then_net" if truth else "else_net" if has_else else "neither (no else_net)"
+    tense = "took" if session.record(ref) is not None and not session.stale(ref) else "takes"
+    facts.add_row("branch", Text(f"{tense} {branch}", style="bold #4285F4"))
+
+
 class OpInspector(Static):
     """Shows :meth:`Session.op_details` of the selected op."""
 
@@ -119,6 +134,8 @@ class OpInspector(Static):
             _doc_rows(facts, doc, [w for w in violations(op) if doc.caffe2])
         if d["subnets"]:
             facts.add_row("subnets", plain(", ".join(d["subnets"])))
+        if op.type == "If" and d["inputs"]:
+            _if_rows(facts, session, ref, d)
         rec = session.record(ref)
         if rec is not None:
             if getattr(rec, "skipped", False):
