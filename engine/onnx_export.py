@@ -43,7 +43,10 @@ def export_file(model: Any, feeds: Mapping[str, Any], target: str, *, random_par
     name = str(model.path or "net")
     src = prepare_model(model, feeds, where=name, random_params=random_params)
     done = export(src, opset=opset, where=name)
-    onnx.save(done.model, str(target))
+    try:
+        onnx.save(done.model, str(target))
+    except OSError as e:
+        raise NetvizError(f"{target}: cannot write it ({e.strerror or e})") from None
     rows = diff_against_runtime(src, done.model)
     bad = next((d for d in rows if not d.ok), None)
     check = (f"ONNX Runtime differs first at op #{bad.op_index} {bad.op_type} '{bad.blob}' (max abs {bad.max_abs:.3g})"

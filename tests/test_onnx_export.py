@@ -203,6 +203,23 @@ def test_opset_choice(tmp_path, capsys):
     assert rc == 2 and "opset 13 or newer" in err
 
 
+def test_unwritable_target_is_one_line(tmp_path, capsys):
+    rc, _, err = _cli(capsys, "export", EXAMPLES / "mlp_forward" / "predict_net.pb", "-o", tmp_path / "no" / "m.onnx")
+    assert rc == 2 and len(err.splitlines()) == 1 and "cannot write it" in err
+
+
+def test_coverage_doc_lists_every_converter():
+    """docs/onnx.md's tables come from the converter table: every converted op is listed with how."""
+    from engine.onnx_coverage import families, render
+    from engine.registry import ONNX
+
+    text = render()
+    converted = [t for yes, _ in families().values() for t in yes]
+    assert converted and all(t in ONNX for t in converted)
+    assert all(f"| {t} | " in text for t in converted)
+    assert "Caffe2 1.10.2's own frontend" in text and f"netviz converts **{len(converted)}**" in text
+
+
 def test_missing_onnx_says_how_to_install(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # NOTE: `import onnx` now raises ImportError
     rc, _, err = _cli(capsys, "export", EXAMPLES / "mlp_forward" / "predict_net.pb", "-o", tmp_path / "m.onnx")

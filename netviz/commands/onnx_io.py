@@ -51,7 +51,10 @@ def run_export(args: argparse.Namespace) -> int:
         raise NetvizError(f"{out}: exists (give --force to overwrite)")
     src = _source(args, run=True)
     done = export(src, opset=args.opset if args.opset is not None else DEFAULT_OPSET, where=args.path)
-    onnx.save(done.model, str(out))
+    try:
+        onnx.save(done.model, str(out))
+    except OSError as e:
+        raise NetvizError(f"{out}: cannot write it ({e.strerror or e})") from None
     g = done.model.graph
     print(f"wrote {out} (ONNX opset {done.model.opset_import[0].version}: {len(g.node)} nodes, "
           f"{len(g.initializer)} initializers, {len(g.input)} inputs, {len(g.output)} outputs; onnx.checker: ok)")
