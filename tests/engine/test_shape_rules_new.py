@@ -4,13 +4,14 @@ Every recorded oracle case (``tests/golden/kernels_*``) of an op type whose rule
 run through netviz's engine (its extra ops too: queues, indexes, readers are made first) and inferred
 statically from the same fed inputs; each output the rule knows must have the kernel's shape and
 dtype.  The kernels themselves are held to Caffe2's recorded outputs by the kernel tests, so this
-ties each rule to Caffe2's numbers on real inputs.  Outputs declared ``opaque`` (queues, DBs and
-what they hand out) must be exactly those no static rule can know, and are never shown as ``?``.
+ties each rule to Caffe2's numbers on real inputs.  Ops without a golden case get a small hand-made
+net; RecurrentNetwork is checked on Caffe2's RNN builder nets, Do/If/While on the control-flow
+examples.  Outputs declared ``opaque`` (queues, DBs and what they hand out, where Caffe2's inference
+knows nothing either) read ``opaque``, never ``?``, and so does what is computed from them.
 """
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,9 @@ import pytest
 from google.protobuf import text_format
 
 import engine.ops  # noqa: F401  (fills the tables)
-from engine.blobio import data_type_of
+from engine.blobio import Int8Tensor, data_type_of
 from engine.opdef import create_operator
 from engine.registry import SHAPES
-from engine.blobio import Int8Tensor
 from engine.shapes import OPAQUE, TensorInfo, infer_net_shapes, infer_op, opaque
 from engine.workspace import Workspace
 from proto import caffe2_pb2
@@ -56,7 +56,7 @@ def _cases() -> list[Path]:
     return out
 
 
-def _run_case(path: Path) -> tuple[caffe2_pb2.OperatorDef, dict[str, TensorInfo], Workspace]:
+def _run_case(path: Path) -> tuple[caffe2_pb2.OperatorDef, dict[str, TensorInfo], Workspace, caffe2_pb2.NetDef]:
     """The case's net (extra ops, then the op) run in a fresh engine workspace; the fed inputs' infos."""
     data = json.loads(path.read_text())
     net = caffe2_pb2.NetDef(name=path.stem)
@@ -79,7 +79,7 @@ def _run_case(path: Path) -> tuple[caffe2_pb2.OperatorDef, dict[str, TensorInfo]
         ws.run_net_once(net)
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"the engine cannot run this case here: {e}")
-    return op, {**fed}, ws, net
+    return op, fed, ws, net
 
 
 #: op types whose every output is declared opaque by their family module
