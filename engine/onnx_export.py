@@ -120,7 +120,7 @@ def prepare_model(model: Any, feeds: Mapping[str, Any], *, where: str = "net", r
                   param_width: int = 16, seed: int = 0, run: bool = True) -> Source:
     """:func:`prepare` for a loaded :class:`engine.modelio.Model` and feeds (arrays, shapes or
     ``RandomSpec``s, as the debugger takes them): what the TUI's export uses."""
-    from engine.debugger import Debugger  # noqa: PLC0415
+    from engine.debugger.debugger import Debugger  # noqa: PLC0415
     from engine.training import forward_net, split_training_net  # noqa: PLC0415
 
     path = where
@@ -625,7 +625,7 @@ def export(src: Source, *, opset: int = DEFAULT_OPSET, where: str = "net") -> Ex
     for b in src.params:
         v = src.values[b]
         if not isinstance(v, np.ndarray):
-            ex.problems.append(("(blob)", f"'{b}'", f"parameter '{b}' is a {type(v).__name__}, not a tensor"))
+            ex.problems.append(("non-tensor inputs", f"'{b}'", f"a {type(v).__name__}"))
             continue
         name = g.define(b, _c2_info(v))
         g.consts[name] = v
