@@ -98,3 +98,22 @@ def test_a_width_no_reader_fixes_says_which_flag_may_fit(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "op #1 Reshape" in err and "--param-width" in err and "Error" not in err
     assert main(["run", str(path), "--random-params", "--param-width", "14"]) == 0
+
+
+def test_onnx_squeezenets_reshape_constant_decides_the_last_conv(tmp_path, capsys):
+    """Caffe2's ONNX backend gives Reshape its target as a constant input filled by the init net
+    (SqueezeNet: (1, 1000) after conv10 and a 13x13 average pool): conv10 gets 1000 filters."""
+    folder = tmp_path / "squeezenet_tail"
+    folder.mkdir()
+    net = caffe2_pb2.NetDef(name="squeezenet_tail", op=[
+        op("Conv", ["data", "conv10_w", "conv10_b"], "c10", kernel=1), op("Relu", "c10", "c10"),
+        op("AveragePool", "c10", "pool", kernel=8), op("Reshape", ["pool", "OC2_DUMMY_1"], ["flat", "old"]),
+        op("Softmax", "flat", "prob")])
+    net.external_input.extend(["data", "conv10_w", "conv10_b", "OC2_DUMMY_1"])
+    save_net(net, folder / "predict_net.pb")
+    save_net(caffe2_pb2.NetDef(name="init", op=[op("GivenTensorInt64Fill", [], "OC2_DUMMY_1", shape=[2],
+                                                   values=[1, 1000])]), folder / "init_net.pb")
+    (folder / "value_info.json").write_text(json.dumps({"data": [1, [1, 3, 8, 8]]}))
+    rc = main(["run", str(folder / "predict_net.pb"), "--random-params"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "prob[1, 1000]" in out, err
