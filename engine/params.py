@@ -3,7 +3,9 @@
 A weightless net still says a lot: kernel sizes, strides and the input shape fix every spatial
 size, and the input channels of each layer follow from the layer before.  What it cannot say
 is how many filters a layer has, so each conv gets `width` filters and each FC `classes`
-outputs.  The result runs end to end with true spatial shapes, so a user can step through
+outputs, unless a reader fixes the number: a grouped (depthwise) conv, a Reshape to a fixed
+shape (ONNX SqueezeNet's 1000 classes), a given filter, a detection head; synthesis then runs
+again with those widths.  The result runs end to end with true spatial shapes, so a user can step through
 ResNet-50 from the zoo; the session says plainly which blobs were made up.
 """
 from __future__ import annotations
@@ -224,7 +226,9 @@ def synthesize_params(net: caffe2_pb2.NetDef, known: Mapping[str, Any], *, width
     `known` maps blob names to arrays (inputs and whatever the init net made); shapes flow
     through :mod:`engine.shapes`, into the subnets of control-flow ops too.  Variances get
     positive values so SpatialBN stays finite; detection heads get the filter counts their
-    readers need and GenerateProposals gets Detectron-style anchors.
+    readers need and GenerateProposals gets Detectron-style anchors.  A made layer a later op
+    finds too narrow or too wide (see :meth:`_State.check`) is remade in another round, at most
+    four; constants of Mul/Add/Sub/Div take the shape Caffe2 broadcasts.
     """
     demands: dict[str, int] = {}
     for _ in range(4):  # NOTE: each round may only widen layers a later reader found too narrow
