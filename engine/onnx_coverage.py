@@ -39,9 +39,12 @@ graph outputs for the run).  Both take `--init`, `--input NAME=SHAPE[:DTYPE]` an
 - Control flow: `Do` is inlined (it only scopes blobs); `If` becomes ONNX `If` (each branch returns every
   blob the op writes); `While` becomes ONNX `Loop` (cond_net once before, loop_net + cond_net per
   iteration); `RecurrentNetwork` becomes a `Loop` over its step net, carrying its state buffers.
-- Int8 ops (`Int8Conv`, `Int8FC`, …) are not converted: ONNX's QLinear ops would have to reproduce
-  QNNPACK's fixed-point requantisation bit for bit, and a dequantised float model would not be the
-  same net; they are refused by name.
+- Int8 ops stay integer, bit for bit: an Int8 blob is its uint8 values (NHWC, as Caffe2 keeps them),
+  `Int8Quantize`/`Int8Dequantize` are QuantizeLinear/DequantizeLinear, `Int8Conv(Relu)` and `Int8FC` are
+  ConvInteger/MatMulInteger plus QNNPACK's Q31 requantisation spelled out in int64 ops (ONNX's
+  QLinearConv rounds a float product half to even and would differ in the last bit now and then), not
+  a dequantised float model.  The other Int8 ops (Int8Sum, Int8AveragePool, Int8Softmax, …) are
+  refused by name.
 - Checked by `tests/test_onnx_export.py`: ResNet-50, DenseNet-121, Inception v1/v2, VGG-19, AlexNet and
   ZFNet from the model zoo, every bundled example (If, While, nested If in While, Do, the LSTM), and the
   test corpus's ONNX-exported and builder nets, equal within float32 tolerance; the detection nets stop

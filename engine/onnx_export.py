@@ -232,6 +232,7 @@ class Graph:
         self.consts = consts if consts is not None else {}   # initializers (top level; subgraphs see them)
         self.opaque: set[str] = set()               # Caffe2 blobs with no ONNX value (scopes)
         self.known: dict[str, np.ndarray] = {}      # ONNX name -> value fixed in the model (fills)
+        self.qparams: dict[str, tuple[float, int]] = {}  # ONNX name of an Int8 blob's data -> (scale, zero point)
 
     def scopes(self) -> Iterator[Graph]:
         """This graph, then each enclosing one (an ONNX subgraph sees its outer values)."""
@@ -272,6 +273,11 @@ class Graph:
                                            **{k: v for k, v in attrs.items() if v is not None}))
 
 
+def _int8_data(value: Any) -> Any:
+    """An Int8 tensor's quantised values (its ONNX value); anything else as it is."""
+    return value.data if type(value).__name__ == "Int8Tensor" else value
+
+
 def _copy(value: Any) -> Any:
     """A tensor copied (a later in-place op must not change what was recorded); a NumPy scalar
     (a 0-d kernel result) as a 0-d array; anything else as it is."""
@@ -279,6 +285,7 @@ def _copy(value: Any) -> Any:
 
 
 def _c2_info(value: Any) -> TensorInfo:
+    value = _int8_data(value)
     if isinstance(value, np.ndarray):
         return TensorInfo(tuple(value.shape), _np_to_c2(value.dtype))
     return UNKNOWN
@@ -346,6 +353,17 @@ class Convert:
         if s is None:
             raise Refused(f"the rank of '{self.op.input[i]}' is not known")
         return len(s)
+
+    def qparams(self, i: int) -> tuple[float, int]:
+        """(scale, zero point) of Int8 input `i`."""
+        name = self.x(i)
+        q = next((g.qparams[name] for g in self.g.scopes() if name in g.qparams), None)
+        if q is None:
+            raise Refused(f"input '{self.op.input[i]}' is not a known Int8 tensor")
+        return q
+
+    def set_qparams(self, k: int, scale: float, zero_point: int) -> None:
+        self.g.qparams[self.y(k)] = (float(np.float32(scale)), int(zero_point))
 
     def np_dtype(self, i: int) -> Any:
         """NumPy dtype of input `i` (float32 when unknown)."""
@@ -624,6 +642,10 @@ def export(src: Source, *, opset: int = DEFAULT_OPSET, where: str = "net") -> Ex
         graph_inputs.append(_value_info(onnx, name, g.infos[name]))
     for b in src.params:
         v = src.values[b]
+        if type(v).__name__ == "Int8Tensor":  # NOTE: quantised values; scale and zero point stay with the name
+            name = g.define(b, _c2_info(v))
+            g.consts[name], g.qparams[name] = v.data, (float(v.scale), int(v.zero_point))
+            continue
         if not isinstance(v, np.ndarray):
             ex.problems.append(("non-tensor inputs", f"'{b}'", f"a {type(v).__name__}"))
             continue
@@ -760,7 +782,7 @@ def diff_against_runtime(src: Source, model: Any, *, rtol: float = 1e-4, atol: f
     got = runtime_values(model, feeds, [n for _, _, n in pairs])
     rows = []
     for i, blob, onnx_name in pairs:
-        ref = src.trace[i].get(blob) if i < len(src.trace) else None
+        ref = _int8_data(src.trace[i].get(blob)) if i < len(src.trace) else None
         if onnx_name not in got or not isinstance(ref, np.ndarray) or ref.dtype.kind not in "biuf":
             continue
         mx, rel, ok = compare(ref, got[onnx_name], rtol, atol)

@@ -522,3 +522,120 @@ shape("FbGemmPack", "Int8FCPackWeight")(lambda w, *_, n_out: (TensorInfo(w.shape
 shape("FbGemmPackTranspose")(lambda w: TensorInfo((dims(w)[1], dims(w)[0], *dims(w)[2:])))
 shape("FbFCPacked")(lambda x, w, b=None, *, axis=1, axis_w=1: TensorInfo(
     (*dims(x)[:axis], dims(w)[0] if w.rank else None), x.dtype))
+
+
+# ---- onnx ----
+from engine.ops.conv import onnx_geometry  # noqa: E402
+from engine.registry import onnx_converter  # noqa: E402
+
+# NOTE: Int8 blobs export as their uint8 values (NHWC, as Caffe2 keeps them), their scale and zero point
+# known at export time.  Arithmetic is integer, bit for bit QNNPACK's: ConvInteger / MatMulInteger give
+# the exact int32 sums, then requantize_onnx spells out its Q31 fixed-point rounding in int64 ops (ONNX's
+# QLinearConv rounds a float product half to even, which differs in the last bit now and then).
+
+
+def _i64(c, v):
+    return c.const(np.array(v, np.int64), "q")
+
+
+def _floor_div(c, a, d: int):
+    """floor(a / d) for int64 `a` and a positive power of two `d` (ONNX Div truncates toward zero)."""
+    return c.emit("Div", [c.emit("Sub", [a, c.emit("Mod", [a, _i64(c, d)], fmod=0)]), _i64(c, d)])
+
+
+def requantize_onnx(c, acc, scale: np.float32, zero_point: int, lo: int, hi: int, k: int = 0) -> None:
+    """Output `k` = :func:`requantize` of int64 `acc`: Q31 multiply rounding half up, then a rounding
+    shift, the zero point added and clamped to [lo, hi], as uint8."""
+    bits = _bits(scale)
+    multiplier = ((bits & 0x007FFFFF) | 0x00800000) << 7
+    shift = 127 + 31 - 32 - (bits >> 23)
+    if not 0 <= shift < 32:
+        raise c.refuse(f"requantization scale {float(scale)!r} is outside QNNPACK's range (0, 1)")
+    q31 = _floor_div(c, c.emit("Add", [c.emit("Mul", [acc, _i64(c, multiplier)]), _i64(c, 1 << 30)]), 1 << 31)
+    mask = (1 << shift) - 1
+    rem = c.emit("Sub", [c.emit("Mod", [q31, _i64(c, 1 << shift)], fmod=0),
+                         c.emit("Cast", [c.emit("Less", [q31, _i64(c, 0)])], to=7)])
+    n = c.emit("Add", [_floor_div(c, q31, 1 << shift), c.emit("Cast", [c.emit("Greater", [rem, _i64(c, mask >> 1)])], to=7)])
+    y = c.emit("Clip", [c.emit("Add", [n, _i64(c, zero_point)]), _i64(c, lo), _i64(c, hi)])
+    c.emit("Cast", [y], [c.y(k)], to=2)
+
+
+@onnx_converter("Int8Quantize")
+def int8_quantize_onnx(c):
+    """QuantizeLinear: round half to even of x / scale plus the zero point, saturated to uint8 (Caffe2's)."""
+    scale, zp = float(np.float32(c.arg("Y_scale", 1.0))), int(c.arg("Y_zero_point", 0))
+    c.emit("QuantizeLinear", [c.x(0), c.const(np.float32(scale), "scale"), c.const(np.uint8(zp), "zero_point")],
+           [c.y(0)])
+    c.set_qparams(0, scale, zp)
+
+
+@onnx_converter("Int8Dequantize")
+def int8_dequantize_onnx(c):
+    """DequantizeLinear: (q - zero point) * scale in float32."""
+    scale, zp = c.qparams(0)
+    c.emit("DequantizeLinear", [c.x(0), c.const(np.float32(scale), "scale"), c.const(np.uint8(zp), "zero_point")],
+           [c.y(0)])
+
+
+def _int8_out(c):
+    return float(np.float32(c.arg("Y_scale", 1.0))), int(c.arg("Y_zero_point", 0))
+
+
+@onnx_converter("Int8Conv", "Int8ConvRelu")
+def int8_conv_onnx(c):
+    """ConvInteger on the NHWC values transposed to NCHW (padding is the input zero point: adds
+    nothing), plus the int32 bias, requantized as QNNPACK does; back to NHWC."""
+    if c.arg("order", "NCHW") != "NHWC":
+        raise c.refuse("Int8Conv only supports NHWC order")
+    (xs, xz), (ws, wz), (_, _) = c.qparams(0), c.qparams(1), c.qparams(2)
+    ys, yz = _int8_out(c)
+    w = c.const_value(1)
+    if w is None:
+        raise c.refuse("computed weights")
+    k, s, pb, pe, d = onnx_geometry(c, 2, c.shape(0)[1:3], w.shape[1:3])
+    x = c.emit("Transpose", [c.x(0)], perm=[0, 3, 1, 2])
+    acc = c.emit("ConvInteger", [x, c.const(np.ascontiguousarray(w.transpose(0, 3, 1, 2)), "w_nchw"),
+                                 c.const(np.uint8(xz), "x_zp"), c.const(np.uint8(wz), "w_zp")],
+                 kernel_shape=k, strides=s, pads=pb + pe, dilations=d, group=c.arg("group", 1))
+    acc = c.emit("Cast", [c.emit("Transpose", [acc], perm=[0, 2, 3, 1])], to=7)
+    acc = c.emit("Add", [acc, c.emit("Cast", [c.emit("Reshape", [c.x(2), c.ints([-1])])], to=7)])
+    lo, hi = _limits(c.op.type.endswith("Relu"), ys, yz)
+    requantize_onnx(c, acc, np.float32(np.float32(np.float32(xs) * np.float32(ws)) / np.float32(ys)), yz, lo, hi)
+    c.set_qparams(0, ys, yz)
+
+
+@onnx_converter("Int8FC")
+def int8_fc_onnx(c):
+    """MatMulInteger of the rows of X and of W (transposed), plus the int32 bias, requantized."""
+    (xs, xz), (ws, wz), _ = c.qparams(0), c.qparams(1), c.qparams(2)
+    ys, yz = _int8_out(c)
+    w = c.const_value(1)
+    if w is None:
+        raise c.refuse("computed weights")
+    x2 = c.emit("Flatten", [c.x(0)], axis=1)
+    acc = c.emit("MatMulInteger", [x2, c.const(np.ascontiguousarray(w.reshape(w.shape[0], -1).T), "w_t"),
+                                   c.const(np.uint8(xz), "x_zp"), c.const(np.uint8(wz), "w_zp")])
+    acc = c.emit("Add", [c.emit("Cast", [acc], to=7), c.emit("Cast", [c.emit("Reshape", [c.x(2), c.ints([-1])])], to=7)])
+    requantize_onnx(c, acc, np.float32(np.float32(np.float32(xs) * np.float32(ws)) / np.float32(ys)), yz, 0, 255)
+    c.set_qparams(0, ys, yz)
+
+
+@onnx_converter("Int8MaxPool", "Int8MaxPoolRelu")
+def int8_max_pool_onnx(c):
+    """MaxPool on the uint8 values (NHWC transposed); the Relu form clamps at the zero point."""
+    xs, xz = c.qparams(0)
+    k, s, pb, pe, _ = onnx_geometry(c, 2, c.shape(0)[1:3])
+    if c.arg("global_pooling", 0):
+        k, s, pb, pe = list(c.shape(0)[1:3]), [1, 1], [0, 0], [0, 0]
+    x = c.emit("Transpose", [c.x(0)], perm=[0, 3, 1, 2])
+    y = c.emit("Transpose", [c.emit("MaxPool", [x], kernel_shape=k, strides=s, pads=pb + pe)], perm=[0, 2, 3, 1])
+    lo, _ = _limits(c.op.type.endswith("Relu"), xs, xz)
+    c.emit("Max", [y, c.const(np.uint8(lo), "lo")], [c.y(0)])
+    c.set_qparams(0, xs, xz)
+
+
+@onnx_converter("Int8Relu")
+def int8_relu_onnx(c):
+    xs, xz = c.qparams(0)
+    c.emit("Max", [c.x(0), c.const(np.uint8(xz), "zp")], [c.y(0)])
+    c.set_qparams(0, xs, xz)

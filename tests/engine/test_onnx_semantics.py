@@ -108,3 +108,29 @@ def test_top_k_ties_and_mod_signs():
     n.Mod("m", "q", divisor=3, sign_follow_divisor=1)
     x = np.array([[1, 3, 3, 2, 3], [0, 0, 0, 0, 0]], np.float32)
     _check(n, {"x": x, "m": np.array([-7, -3, 0, 4, 8], np.int32)})
+
+
+def test_int8_ops_are_bit_exact():
+    """Int8 ops export as integer ONNX ops (ConvInteger / MatMulInteger, QNNPACK's Q31 requantization
+    spelled out in int64): every quantised value equals the engine's (QNNPACK's) exactly."""
+    init = core.Net("init")
+    w = RNG.integers(100, 156, (8, 3, 3, 4)).astype(np.uint8)
+    init.Int8GivenTensorFill([], "w", values=w.tobytes(), shape=list(w.shape), Y_scale=0.02, Y_zero_point=128)
+    init.Int8GivenIntTensorFill([], "b", values=RNG.integers(-500, 500, 8).tolist(), shape=[8], Y_scale=0.0002,
+                                Y_zero_point=0)
+    fw = RNG.integers(90, 166, (5, 8 * 3 * 3)).astype(np.uint8)
+    init.Int8GivenTensorFill([], "fw", values=fw.tobytes(), shape=list(fw.shape), Y_scale=0.01, Y_zero_point=128)
+    init.Int8GivenIntTensorFill([], "fb", values=RNG.integers(-50, 50, 5).tolist(), shape=[5], Y_scale=0.0005,
+                                Y_zero_point=0)
+    n = core.Net("q")
+    n.Int8Quantize("x", "xq", Y_scale=0.01, Y_zero_point=120)
+    n.Int8ConvRelu(["xq", "w", "b"], "c", kernel=3, pad=1, order="NHWC", Y_scale=0.05, Y_zero_point=100)
+    n.Int8MaxPool("c", "p", kernel=2, stride=2, order="NHWC", Y_scale=0.05, Y_zero_point=100)
+    n.Int8Relu("p", "r", Y_scale=0.05, Y_zero_point=100)
+    n.Int8FC(["r", "fw", "fb"], "f", Y_scale=0.1, Y_zero_point=110)
+    n.Int8Dequantize("f", "y")
+    src = prepare_model(Model(n.Proto(), init.Proto()), {"x": _x(2, 6, 6, 4)})
+    rows = diff_against_runtime(src, export(src).model, rtol=0, atol=0)
+    assert [r.op_type for r in rows] == [op.type for op in n.Proto().op] and all(r.ok for r in rows)
+    conv = np.asarray(rows[1].engine)
+    assert conv.dtype == np.uint8 and len(np.unique(conv)) > 20  # not saturated: the rounding is exercised
