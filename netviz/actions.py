@@ -44,6 +44,14 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "net.drill": ("d", "drill", "Drill into subnet", ""),
     "net.up": ("backspace", "drill_up", "Up one net", ""),
     "search": ("slash", "search", "Search ops and blobs", "Search"),
+    "repl.eval": ("colon", "eval", "Evaluate a NumPy expression over the blobs at the stop", "Eval"),
+    "repl.shell": ("exclamation_mark", "shell", "Python shell with ws, net, dbg (TUI suspended)", ""),
+    "blob.prev-version": ("left_square_bracket", "blob_version(-1)", "Shown blob: previous version", ""),
+    "blob.next-version": ("right_square_bracket", "blob_version(1)", "Shown blob: next version", ""),
+    "view.focus-ops": ("h", "focus_pane('ops')", "Focus the op list", ""),
+    "view.focus-blobs": ("l", "focus_pane('blobs')", "Focus the inspector's blob list", ""),
+    "view.cursor-down": ("j", "cursor(1)", "Cursor down in the focused list", ""),
+    "view.cursor-up": ("k", "cursor(-1)", "Cursor up in the focused list", ""),
     "copy": ("y", "copy", "Copy name/value", ""),
     "export": ("e", "export", "Export the current view or the whole net", "Export"),
     "view.device-diff": ("D", "device_diff", "CPU vs GPU diff", ""),
@@ -56,11 +64,12 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
 FOOTER_FIRST = ("quit", "help", "view.backward", "step.over", "step.into", "run.continue")
 #: then, as far as the width allows (the footer shows whole keys only), the next most used
 FOOTER_THEN = ("search", "bp.toggle", "step.out", "run.to-cursor", "step.back", "view.overlay", "export",
-               "view.ssa")
+               "view.ssa", "repl.eval")
 
 #: help groups: id prefix → heading, in the order the help screen lists them
 GROUPS = {"step": "move", "run": "move", "op": "move", "bp": "breakpoints", "view": "views", "graph": "views",
           "net": "views", "blob": "inspect", "search": "inspect", "copy": "inspect", "export": "export",
+          "repl": "inspect",
           "help": "app", "quit": "app"}
 
 
@@ -81,5 +90,6 @@ def bindings() -> list[Binding]:
 def key_display(keys: str) -> str:
     """``question_mark,f1`` → ``? / F1`` for help texts."""
     names = {"question_mark": "?", "slash": "/", "full_stop": ".", "minus": "-", "plus": "+",
-             "backspace": "Backspace", "f1": "F1", "escape": "Esc"}
+             "backspace": "Backspace", "f1": "F1", "escape": "Esc", "colon": ":", "exclamation_mark": "!",
+             "left_square_bracket": "[", "right_square_bracket": "]"}
     return " / ".join(names.get(k, k) for k in keys.split(","))

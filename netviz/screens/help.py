@@ -18,7 +18,7 @@ from netviz.errorlog import Guarded
 
 HEADINGS = ("move", "breakpoints", "views", "inspect", "export", "app")
 OTHER_KEYS = {
-    "views": [("←↓↑→ / h j k l", "pan the graph"), ("mouse click", "select an op or blob in the graph")],
+    "views": [("←↓↑→ / h j k l", "pan the graph when it has focus (elsewhere h/l: pane, j/k: cursor)"), ("mouse click", "select an op or blob in the graph")],
     "app": [("Tab / Shift+Tab", "next / previous pane"), ("Enter", "expand/collapse in the op tree; "
                                                                   "choose in a list"),
             ("Ctrl+P", "command palette: every action by name"), ("Esc", "close a dialog")],

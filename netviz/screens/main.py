@@ -38,11 +38,11 @@ from netviz.screens.search import SearchScreen
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath, to_oppath
 from netviz.style import plain
 from netviz.view_export import ViewSpec
-from netviz.widgets.blob_inspector import BlobInspector
+from netviz.widgets.blob_inspector import BlobInspector, save_value
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
-from netviz.widgets.footer import KeyFooter
 from netviz.widgets.minimap import Minimap
+from netviz.widgets.footer import KeyFooter
 from netviz.widgets.graph_scene import ZOOMS, common_scope, window_of
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
@@ -85,6 +85,7 @@ class MainScreen(Guarded, Screen[None]):
         self.selected: OpRef | None = None
         self.details_ref: OpRef | None = None  # the op the inspector shows (a step updates it a frame after the pc)
         self.blob: BlobRef | None = None
+        self.result: tuple[str, Any] | None = None  # the last eval: (expression, value)
         # NOTE: moves are serialised: keys queue here (type-ahead, shown in the status line, flushed
         # by Escape) and one worker runs them in order — never two moves at once.
         self.pending: deque[tuple[str, OpRef | None]] = deque()
@@ -277,6 +278,7 @@ class MainScreen(Guarded, Screen[None]):
 
     def select_blob(self, ref: BlobRef) -> None:
         self.blob = ref
+        self.query_one(BlobInspector).result = None  # a blob replaces an eval's value there
         self.canvas.selected_blob = (ref.name, ref.version if self.ssa else None)
         self.canvas.refresh()
         self.query_one(BlobInspector).show(self.session, ref)
@@ -642,8 +644,85 @@ class MainScreen(Guarded, Screen[None]):
         self.app.push_screen(PickScreen(f"NaN/Inf alerts in execution order ({len(rows)}; Enter jumps)", rows, refs,
                                         empty="(no op has written NaN or Inf yet: x runs to the first)"), jump)
 
+    # -- REPL at a stop (issue 30 item 6) ---------------------------------------------------------
+    @guarded
+    def action_eval(self) -> None:
+        """``:`` an expression over the blobs as they are now (engine.debugger.repl); its value is
+        shown in the blob inspector (S saves it)."""
+        dbg = self._stopped_debugger()
+
+        def run(expr: str) -> None:
+            from engine.debugger.repl import evaluate
+            value = evaluate(dbg, expr)
+            self.result = (expr, value)
+            self.query_one(BlobInspector).show_result(self.session, expr, value)
+            self.call_after_refresh(self._reveal_blob_inspector)
+            shape = f"{value.dtype}{list(value.shape)}" if hasattr(value, "shape") else type(value).__name__
+            self.notify(f"{expr} → {shape} (shown in the inspector; S saves it)", title="Eval")
+        self._ask("eval  (NumPy over the blobs now: fc1.max(), np.abs(x - y).mean(), b(\"gpu_0/conv1\"))",
+                  self.result[0] if self.result else "", run,
+                  "names that are identifiers are blobs; others: b(\"name\") or blobs[\"name\"]; np, math")
+
+    @guarded
+    def action_shell(self) -> None:
+        """``!`` a Python shell with ``ws``, ``net``, ``dbg`` (and ``np``) bound, the TUI suspended
+        (pudb's ``!``); Ctrl+D returns to it."""
+        import code
+
+        import numpy as np
+
+        dbg = self._stopped_debugger()
+        bound = {"ws": dbg.frames[-1].ws, "net": dbg.frames[-1].net, "dbg": dbg, "np": np, "session": self.session}
+        banner = (f"netviz shell at {self.session.pc_label()}\n  ws: the workspace here (ws.fetch_blob(name)), "
+                  "net: its NetDef, dbg: the Debugger, np: NumPy.  Ctrl+D returns to the TUI.")
+        with self.app.suspend():
+            code.interact(banner=banner, local=bound, exitmsg="back to netviz")
+        self.after_step()
+
+    def _stopped_debugger(self) -> Any:
+        dbg = self.session.debugger
+        if dbg is None:
+            raise Unavailable("not running yet: n starts the debugger, then : evaluates at the stop")
+        if not self.idle:
+            raise Unavailable("a move is running: Esc stops it, then evaluate at the stop")
+        return dbg
+
+    @guarded
+    def action_blob_version(self, delta: int) -> None:
+        """``[`` / ``]``: the shown blob's previous / next SSA version (its value at each)."""
+        if self.blob is None:
+            raise Unavailable("select a blob first (l, then ↑↓ in the blob list)")
+        ref = self.blob
+        writers = sorted({v for _, v in self.session.producers(ref.path, ref.name)})
+        read0 = any(v == 0 for _, v in self.session.consumers(ref.path, ref.name))
+        versions = sorted(set(writers) | ({0} if read0 or not writers else set()))
+        now = ref.version if ref.version is not None else (versions[-1] if versions else 0)
+        k = min(max(versions.index(now) + delta if now in versions else 0, 0), len(versions) - 1)
+        self.select_blob(BlobRef(ref.path, ref.name, versions[k]))
+
+    def action_focus_pane(self, pane: str) -> None:
+        """``h`` / ``l``: the op list / the blob list of the inspector (keyboard only, focus stays there)."""
+        if pane == "ops":
+            self.op_tree.focus()
+            return
+        blobs = self.query_one("#blob-list", OptionList)
+        blobs.focus()
+        if blobs.highlighted is None and blobs.option_count:
+            blobs.highlighted = 0
+
+    def action_cursor(self, delta: int) -> None:
+        """``j`` / ``k``: down / up in the focused list (the op list at start)."""
+        target = self.focused if isinstance(self.focused, OptionList) else self.op_tree
+        (target.action_cursor_down if delta > 0 else target.action_cursor_up)()
+
     @guarded
     def action_save_blob(self) -> None:
+        shown = self.query_one(BlobInspector)
+        if self.result is not None and shown.result is not None:  # an eval's value is what the inspector shows
+            expr, value = self.result
+            self._ask(f"save the value of {expr} to (.npy)", "eval.npy",
+                      lambda target: self.notify(f"wrote {save_value(value, target)}", title="Saved"))
+            return
         if self.blob is None:
             raise Unavailable("select a blob first (the blob list under the op)")
         ref = self.blob

@@ -96,8 +96,47 @@ def values_table(arr: np.ndarray, rows: int = 10, width: int = 48, col0: int = 0
     return t
 
 
+def save_value(value: Any, target: str) -> str:
+    """Write an eval's value to ``.npy`` (any array-like; a scalar as a 0-d array); returns the path."""
+    from pathlib import Path
+    path = Path(target).expanduser()
+    np.save(path, np.asarray(value), allow_pickle=False)
+    return str(path)
+
+
+def value_history(session: Session, ref: BlobRef, limit: int = 12) -> list[tuple[str, Any]]:
+    """Each run's summary of a blob a subnet op writes (TB Debugger V2's history), oldest first: one
+    per While iteration, RNN timestep or cond check, labelled by it (``iteration 2``)."""
+    if not ref.path:
+        return []
+    prefix = ("op", *(x for step in ref.path for x in step))
+    rows = []
+    for rec in session.state.history:
+        if len(rec.path) == len(prefix) + 1 and rec.path[:-1] == prefix:
+            label = next((f for f in reversed(getattr(rec, "frames", ())) if f != "net"), rec.label)
+            rows += [(label, o) for o in rec.outputs if o.name == ref.name]
+    return rows[-limit:]
+
+
+def _history_table(rows: list[tuple[str, Any]]) -> Table:
+    t = Table.grid(padding=(0, 1))
+    t.add_column(style="dim", no_wrap=True)
+    t.add_column(no_wrap=True)
+    t.add_column(no_wrap=True)
+    for label, o in rows:
+        health = f"NaN×{o.nan_count} Inf×{o.inf_count}" if o.nan_count or o.inf_count else \
+            ("‖·‖ -" if o.norm is None else f"‖·‖ {o.norm:.4g}")
+        t.add_row(plain(label), "×".join(map(str, o.shape)) or "scalar",
+                  Text(health, style="bold #CE93D8" if o.nan_count or o.inf_count else ""))
+    return t
+
+
 class BlobInspector(Vertical):
-    """Facts always; stats, histogram and a value table with a slice box once the blob has a value."""
+    """Facts always; stats, histogram and a value table with a slice box once the blob has a value.
+
+    It also shows an eval's value (:meth:`show_result`, ``:`` on the main screen) the same way."""
+
+    result: Any = None  # the eval value shown instead of a blob (None: a blob)
 
     def compose(self) -> ComposeResult:
         yield Static(id="blob-facts")
@@ -105,7 +144,7 @@ class BlobInspector(Vertical):
         yield Static(id="blob-values")
 
     def show(self, session: Session, ref: BlobRef | None) -> None:
-        self.session, self.ref = session, ref
+        self.session, self.ref, self.result = session, ref, None
         self.display = ref is not None
         if ref is None:
             return
@@ -128,6 +167,24 @@ class BlobInspector(Vertical):
         cons = session.consumers(ref.path, ref.name)
         facts.add_row("written", ", ".join(f"#{i}→@{v}" for i, v in prod[:6]) or "external input")
         facts.add_row("read", ", ".join(f"#{i}(@{v})" for i, v in cons[:6]) or "-")
+        history = value_history(session, ref)
+        if len(history) > 1:
+            facts.add_row("history", _history_table(history))
+        self.query_one("#blob-facts", Static).update(facts)
+        self.render_values()
+
+    def show_result(self, session: Session, expr: str, value: Any) -> None:
+        """An eval's value: the expression, then stats, histogram and values as for a blob."""
+        self.session, self.ref, self.result = session, None, value
+        self.display = True
+        facts = Table.grid(padding=(0, 1))
+        facts.add_column(style="dim")
+        facts.add_column(overflow="fold")
+        facts.add_row("eval", plain(expr, "bold"))
+        arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
+        facts.add_row("value", plain(f"{arr.dtype} {'×'.join(map(str, arr.shape)) or 'scalar'}"
+                                     if arr.dtype != object else repr(value)[:200]))
+        facts.add_row("save", Text("S writes it to .npy", style="dim"))
         self.query_one("#blob-facts", Static).update(facts)
         self.render_values()
 
@@ -135,7 +192,11 @@ class BlobInspector(Vertical):
         """Stats of the whole tensor (of the shown SSA version), its histogram, then the slice."""
         box = self.query_one("#blob-values", Static)
         self._shown_part = None
-        arr, why = self.session.version_value(self.ref) if self.ref else (None, "")
+        if self.result is not None:
+            arr, why = np.asarray(self.result), ""
+            arr = arr if arr.dtype != object else None
+        else:
+            arr, why = self.session.version_value(self.ref) if self.ref else (None, "")
         self.query_one("#blob-slice", Input).display = arr is not None
         if arr is None or not hasattr(arr, "shape"):
             box.update(Text(why or "no value yet (run or inject it)", style="dim"))

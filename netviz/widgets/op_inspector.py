@@ -68,15 +68,18 @@ def _doc_rows(facts: Table, doc: OpDoc, warnings: list[str]) -> None:
     """Gradient status, every argument (unset ones dimmed with their default), in-place, schema."""
     facts.add_row("gradient", doc.gradient)
     facts.add_row("support", doc.support)
-    for a in doc.args:
+    # NOTE: the arguments that are set first; the unset ones folded into one row (ResNet-50's Conv has
+    # 17 of them, which pushed its blobs off screen)
+    unset = []
+    for a in sorted(doc.args, key=lambda a: a.is_default and not a.required):
         if not a.is_default:
             facts.add_row(f"·{a.name}", plain(_arg(a.value)))
         elif a.required:
             facts.add_row(f"·{a.name}", Text("required, not set", style="bold #DB4437"))
         else:
-            facts.add_row(Text(f"·{a.name}", style="dim"),
-                          Text(f"{_arg(a.value)} (default)" if a.known_default and a.value is not None
-                               else "not set", style="dim"))
+            unset.append(f"{a.name}={_arg(a.value)}" if a.known_default and a.value is not None else a.name)
+    if unset:
+        facts.add_row(Text(f"+{len(unset)} unset", style="dim"), Text(", ".join(unset), style="dim"))
     for line in doc.inplace:
         facts.add_row("in-place", plain(line))
     for w in warnings:
@@ -152,15 +155,14 @@ class OpInspector(Static):
                 facts.add_row("values", Text("NaN/Inf in an output", style="bold #CE93D8"))
             if rec.grad_norm is not None:
                 facts.add_row("‖grad‖", f"{rec.grad_norm:.4g}")
-        io = Table(box=None, padding=(0, 1), show_header=True, header_style="dim", expand=True)
-        io.add_column("")
-        io.add_column("", style="dim", no_wrap=True)
-        io.add_column("blob@v", overflow="fold", ratio=3)
-        io.add_column("shape", overflow="fold", ratio=2)
+        # NOTE: one blob per line, its shape on the next: a name or shape is never cut mid-token by a
+        # column (`gpu_0/res2_0_br` / `anch2a_w@0`); only a name wider than the whole pane folds
+        io = Text()
         table = session.shapes_ready(ref.path)
         for tag, blobs, slots in (("in", d["inputs"], doc.inputs), ("out", d["outputs"], doc.outputs)):
             for (name, v), (slot, _) in zip(blobs, slots):
                 ran = session.runtime_shape(BlobRef(ref.path, name, v)) if session.debugger is not None else None
-                io.add_row(tag, plain(f"{slot} ="), plain(f"{name}@{v}"),
-                           _shape(table, (name, v)) if ran is None else Text(ran.replace(" float32", "")))
+                shape = _shape(table, (name, v)) if ran is None else Text(ran.replace(" float32", ""))
+                io.append_text(Text.assemble(f"\n{tag:<3} ", (f"{slot} = ", "dim"), plain(f"{name}@{v}"),
+                                             "\n    ", shape))
         self.update(_Once(Group(head, facts, io)))
