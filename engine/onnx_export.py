@@ -311,6 +311,9 @@ class Convert:
         self.op, self.g, self.opset, self.exporter = op, graph, opset, exporter
         self._out_infos = list(out_infos)
         self._outs: dict[int, str] = {}
+        # NOTE: the inputs' names as they are before the op: an in-place op's output is a new version,
+        # and a converter reading input i after defining output k must still get the old one
+        self._ins = [graph.lookup(b) for b in op.input]
 
     # arguments and inputs
     def arg(self, name: str, default: Any = None) -> Any:
@@ -332,7 +335,7 @@ class Convert:
         blob = self.op.input[i]
         if self.g.is_opaque(blob):
             raise Refused(f"input '{blob}' is a workspace or other non-tensor blob")
-        name = self.g.lookup(blob)
+        name = self._ins[i]
         if name is None:
             raise Refused(f"input '{blob}' has no value before this op")
         return name

@@ -45,7 +45,7 @@ CORPUS_CLEAN = [
     "builders/mlp_wngrad", "builders/mlp_yellowfin", "builders/resnet32x32_test", "builders/resnet32x32_train",
     "builders/resnext18_4x2d_test", "builders/resnext18_4x2d_train", "builders/rnn_gru",
     "builders/rnn_layernorm_lstm", "builders/rnn_lstm", "builders/rnn_lstm_2layer",
-    "builders/rnn_lstm_forward_only", "builders/rnn_lstm_memopt", "builders/rnn_milstm",
+    "builders/rnn_lstm_forward_only", "builders/rnn_lstm_memopt", "builders/rnn_milstm", "builders/seq2seq_attention",
     "builders/shufflenet_v2_test", "builders/shufflenet_v2_train", "builders_layers/lr_sgd_adagrad",
     "builders_layers/lr_sgd_adagrad_eval", "builders_layers/lr_sgd_adagrad_predict", "builders_onnx/onnx_cnn",
     "builders_onnx/onnx_cnn_grad", "builders_onnx/onnx_decoder", "builders_onnx/onnx_decoder_grad",

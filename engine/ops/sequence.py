@@ -391,3 +391,24 @@ shape("PadEmptySamples")(lambda lengths, *fs: (lengths, *(TensorInfo((None, *dim
 shape("PackRNNSequence")(lambda v, lengths: TensorInfo((None, *dims(lengths)[:1], *dims(v)[1:]), v.dtype))
 shape("UnpackRNNSequence")(lambda v, lengths: TensorInfo((None, *dims(v)[2:]), v.dtype))
 shape("BooleanUnmask")(lambda *pairs: TensorInfo((dims(pairs[0])[0], *dims(pairs[1])[1:]), pairs[1].dtype))
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("SequenceMask")
+def sequence_mask_onnx(c):
+    """Mode "sequence": on X viewed as (dims before `axis`, the rest), entries at or past each row's
+    length become fill_val (0 for the gradient form).  Other modes, `batch` and `repeat_from_axis`
+    are refused."""
+    if c.arg("mode") != "sequence" or c.has("batch") or c.has("repeat_from_axis"):
+        raise c.refuse(f"mode {c.arg('mode')!r} with these arguments")
+    shape, axis = c.shape(0), c.arg("axis", 1) % c.rank(0)
+    between, after = int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))
+    x2 = c.emit("Reshape", [c.x(0), c.ints([between, after])])
+    cols = c.const(np.arange(after, dtype=np.int64).reshape(1, -1), "cols")
+    lengths = c.emit("Reshape", [c.emit("Cast", [c.x(1)], to=7), c.ints([-1, 1])])
+    fill = c.const(np.array(0 if c.arg("grad", 0) else c.arg("fill_val", -np.inf), c.np_dtype(0)), "fill")
+    y2 = c.emit("Where", [c.emit("GreaterOrEqual", [cols, lengths]), fill, x2])
+    c.emit("Reshape", [y2, c.ints(list(shape))], [c.y(0)])

@@ -134,3 +134,12 @@ def test_int8_ops_are_bit_exact():
     assert [r.op_type for r in rows] == [op.type for op in n.Proto().op] and all(r.ok for r in rows)
     conv = np.asarray(rows[1].engine)
     assert conv.dtype == np.uint8 and len(np.unique(conv)) > 20  # not saturated: the rounding is exercised
+
+
+def test_in_place_op_reads_its_input_before_writing():
+    """Reshape X -> X: its old-shape output is X's shape before the reshape (the input's version)."""
+    n = core.Net("inplace")
+    n.Reshape("x", ["x", "old"], shape=[-1])
+    n.Relu("x", "x")
+    rows = _check(n, {"x": _x(2, 3)})
+    assert np.asarray(rows[1].runtime).tolist() == [2, 3]
