@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from engine import core, recurrent, workspace
+from proto import caffe2_pb2
 
 T = 3
 X = np.arange(2 * T, dtype=np.float32).reshape(T, 1, 2)
@@ -39,27 +40,28 @@ def sum_cell(scoped: bool) -> tuple[core.Net, list]:
     return cell, [x_t, h_prev, h]
 
 
-def test_blob_references_in_a_name_scope_are_not_scoped_again() -> None:
-    net = core.Net("scoped_refs")
+def scoped_in_s(net: core.Net, refs: bool) -> tuple[caffe2_pb2.OperatorDef, list[str]]:
+    """recurrent_net called inside NameScope("s"): its op and returned names (Caffe2 gives
+    inputs s/X, s/h0, outputs s/h_all, s/h_last, s/rnn/step_workspaces either way)."""
+    if not refs:
+        cell, _ = sum_cell(scoped=False)
     with core.NameScope("s"):
-        xs, h0 = net.AddScopedExternalInputs("X", "h0")
-        cell, (x_t, h_prev, h) = sum_cell(scoped=True)
-        outs = recurrent.recurrent_net(net, cell, [(x_t, xs)], [(h_prev, h0)], {h_prev: h}, scope="rnn")
-    op = net.Proto().op[-1]
-    assert list(op.input) == ["s/X", "s/h0"]
-    assert list(op.output) == ["s/h_all", "s/h_last", "s/rnn/step_workspaces"]
-    assert [str(o) for o in outs] == ["s/h_all", "s/h_last"]
+        if refs:
+            xs, h0 = net.AddScopedExternalInputs("X", "h0")
+            cell, (x_t, h_prev, h) = sum_cell(scoped=True)
+            outs = recurrent.recurrent_net(net, cell, [(x_t, xs)], [(h_prev, h0)], {h_prev: h}, scope="rnn")
+        else:
+            outs = recurrent.recurrent_net(net, cell, [("x_t", "X")], [("h_prev", "h0")], {"h_prev": "h"},
+                                           scope="rnn")
+    return net.Proto().op[-1], [str(o) for o in outs]
 
 
-def test_names_given_as_strings_are_scoped_once() -> None:
-    net = core.Net("scoped_names")
-    cell, _ = sum_cell(scoped=False)
-    with core.NameScope("s"):
-        outs = recurrent.recurrent_net(net, cell, [("x_t", "X")], [("h_prev", "h0")], {"h_prev": "h"}, scope="rnn")
-    op = net.Proto().op[-1]
+@pytest.mark.parametrize("refs", [True, False], ids=["blob_references", "strings"])
+def test_blobs_in_a_name_scope_are_scoped_once(refs: bool) -> None:
+    op, outs = scoped_in_s(core.Net("scoped"), refs)
     assert list(op.input) == ["s/X", "s/h0"]
     assert list(op.output) == ["s/h_all", "s/h_last", "s/rnn/step_workspaces"]
-    assert [str(o) for o in outs] == ["s/h_all", "s/h_last"]
+    assert outs == ["s/h_all", "s/h_last"]
 
 
 def test_retrieve_step_blobs_copies_every_steps_blobs() -> None:
