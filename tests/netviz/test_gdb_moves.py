@@ -13,7 +13,7 @@ from netviz.app import NetvizApp
 from netviz.session import OpRef, Session
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.status_line import StatusLine
-from tests.netviz.waiting import answer, asynctest, continue_to_end, notified, ready, text_of, wait_for
+from tests.netviz.waiting import answer, asynctest, continue_to_end, notified, ready, text_of, tree_line, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -92,15 +92,14 @@ async def test_marks_belong_to_the_current_timestep():
             await press_and_wait(pilot, app, "s")
         await press_and_wait(pilot, app, "s")          # the first op of timestep 1 ran
         pc = app.session.pc
-        tree = app.main.op_tree
         n = len(app.session.view(pc.path).net.op)
         later = [OpRef(pc.path, i) for i in range(pc.index + 1, n)]
         assert later
         for ref in later:
-            line = tree.render_label(tree.nodes_by_ref[ref], tree.rich_style, tree.rich_style).plain
+            line = tree_line(app, ref)
             assert not line.startswith("✓"), (ref, line)   # not run yet in timestep 1
         first = OpRef(pc.path, 0)
-        line = tree.render_label(tree.nodes_by_ref[first], tree.rich_style, tree.rich_style).plain
+        line = tree_line(app, first)
         assert line.startswith("✓"), line
 
 

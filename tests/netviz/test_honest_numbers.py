@@ -19,15 +19,10 @@ from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
 from netviz.session import BlobRef, OpRef, Session
 from netviz.widgets.op_inspector import OpInspector
-from tests.netviz.waiting import answer, asynctest, continue_to_end, notified, ready, text_of, wait_for
+from tests.netviz.waiting import answer, asynctest, continue_to_end, notified, ready, text_of, tree_line, wait_for
 
 MLP = Path(__file__).resolve().parents[2] / "examples" / "mlp" / "predict_net.pb"
 BIAS_UPDATE = 12  # WeightedSum of fc1_b, which the init net fills with zeros
-
-
-def tree_line(app, ref: OpRef) -> str:
-    tree = app.main.op_tree
-    return tree.render_label(tree.nodes_by_ref[ref], tree.rich_style, tree.rich_style).plain
 
 
 @asynctest

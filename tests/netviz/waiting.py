@@ -103,3 +103,10 @@ async def export_while_moving(pilot: Pilot, app, what: str, target, key: str, mo
     await wait_for(pilot, lambda: app.main.selected == moved_to, "the cursor to move during the export")
     release.set()
     await wait_for(pilot, lambda: notified(app, f"wrote {target}"), "the export to finish")
+
+
+def tree_line(app, ref) -> str:
+    """The op list's line for `ref` as drawn at the list's current width (marker, index, type, name)."""
+    tree = app.main.op_tree
+    tree._ensure(ref)
+    return tree.render_label(tree.nodes_by_ref[ref], tree.rich_style, tree.rich_style).plain
