@@ -106,6 +106,18 @@ def _reads_before_writes(net: caffe2_pb2.NetDef) -> list[str]:
     return seen
 
 
+def _subnet_reads(net: caffe2_pb2.NetDef, written: set[str] | None = None) -> list[str]:
+    """Blobs the subnets of `net`'s ops read that nothing wrote before (a step net's weights are
+    no inputs of its RecurrentNetwork op); the links' own blobs are among them, so callers keep
+    only those the workspace holds."""
+    written, out = set(written or ()), []
+    for op in net.op:
+        for _, sub in subnets_of(op):
+            out += [b for b in _reads_before_writes(sub) + _subnet_reads(sub, written) if b not in written]
+        written.update(op.output)
+    return list(dict.fromkeys(out))
+
+
 def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), random_params: bool = False,
             param_width: int = 16, seed: int = 0, run: bool = True) -> Source:
     """Load `path` and set it up as ``netviz run`` does; with `run`, run it once (the trace)."""
@@ -143,6 +155,7 @@ def prepare_model(model: Any, feeds: Mapping[str, Any], *, where: str = "net", r
         hint = "" if random_params or len(model.init.op) else " (a net without weights: --random-params)"
         raise OnnxExportError(f"{path}: no value for {', '.join(missing[:6])}{' …' if len(missing) > 6 else ''}: "
                               f"give --input NAME=SHAPE[:DTYPE] for inputs{hint}")
+    needed += [b for b in _subnet_reads(net) if b in values and b not in needed]
     src = Source(net, values, [b for b in needed if b in data], [b for b in needed if b not in data], notes=notes)
     src.workspace = dbg.ws
     if dbg.synthesized:

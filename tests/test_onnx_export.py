@@ -38,7 +38,7 @@ ZOO_STOPPED = {
 #: test-corpus nets (tests/golden/builders*) that export and diff clean: inference nets and the
 #: forward sections of training nets
 CORPUS_CLEAN = [
-    "builders/attention_dot", "builders/attention_recurrent", "builders/attention_regular", "builders/char_rnn",
+    "builders/attention_dot", "builders/attention_recurrent", "builders/attention_regular", "builders/attention_soft_coverage", "builders/char_rnn",
     "builders/data_parallel_cpu", "builders/mlp_adadelta", "builders/mlp_adagrad", "builders/mlp_adam",
     "builders/mlp_decay_adagrad", "builders/mlp_ftrl", "builders/mlp_gftrl", "builders/mlp_rms_prop",
     "builders/mlp_sgd", "builders/mlp_sgd_momentum", "builders/mlp_sgd_nesterov_wd", "builders/mlp_storm",

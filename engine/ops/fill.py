@@ -229,16 +229,17 @@ from engine.registry import onnx_converter  # noqa: E402
 
 @onnx_converter("ConstantFill")
 def constant_fill_onnx(c):
-    """A fixed shape folds to a Constant; a shape taken from a computed input's dims is
-    ConstantOfShape(Shape(X) + extra_shape) at run time."""
+    """A fixed shape folds to a Constant; a shape taken from a computed input (its dims, or with
+    input_as_shape its values) is ConstantOfShape(that + extra_shape) at run time."""
     if c.n_in == 0 or c.const_value(0) is not None:
         return c.fold()
-    if c.arg("input_as_shape", 0) or c.n_in > 1:
-        raise c.refuse("the shape or value comes from a computed blob")
+    if c.n_in > 1:
+        raise c.refuse("the value comes from a computed blob")
     dt = np_dtype(c.arg("dtype", 10 if isinstance(c.arg("value"), int) else 1))
     if dt is object:
         raise c.refuse("a STRING fill")
-    dims = c.shape_of(c.x(0))
+    as_shape = c.arg("input_as_shape", 0)
+    dims = c.emit("Cast", [c.emit("Reshape", [c.x(0), c.ints([-1])])], to=7) if as_shape else c.shape_of(c.x(0))
     if c.arg("extra_shape"):
         dims = c.emit("Concat", [dims, c.ints(c.arg("extra_shape"))], axis=0)
     c.emit("ConstantOfShape", [dims], [c.y(0)], value=c.tensor(np.array([c.arg("value", 0) or 0], dt)))
