@@ -11,6 +11,7 @@ It must stay importable by Python 3.9 (the Caffe2 oracle venv): no 3.10+ syntax.
 """
 import json
 import os
+import re
 import sys
 
 CAP = int(os.environ.get("CONFORMANCE_MAX_EXAMPLES", "10"))
@@ -129,10 +130,19 @@ def _key(nodeid):
     return name + ("::" + rest if rest else "")
 
 
+_SUB_ERROR = re.compile(r"^[E\s|+]*\|\s*(\w[\w.]*(?:Error|Exception|NotAvailable)\b.*)$")
+
+
 def _message(report):
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        return str(crash.message).strip().splitlines()[0][:500] if str(crash.message).strip() else ""
+        first = str(crash.message).strip().splitlines()[0][:500] if str(crash.message).strip() else ""
+        if "ExceptionGroup" in first:
+            # NOTE: hypothesis reports several distinct failures as one group; what they were is what
+            # tells a test that needs torch from a netviz failure, so their own lines are kept
+            subs = [m.group(1).strip() for m in map(_SUB_ERROR.match, str(report.longrepr).splitlines()) if m]
+            first = "; ".join([first] + sorted(set(subs)))[:500]
+        return first
     text = str(report.longrepr or "").strip()
     lines = [ln.lstrip("E").strip() for ln in text.splitlines() if ln.startswith("E ")]
     lines = lines or [ln for ln in text.splitlines() if ln.strip()]
