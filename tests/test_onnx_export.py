@@ -203,6 +203,17 @@ def test_opset_choice(tmp_path, capsys):
     assert rc == 2 and "opset 13 or newer" in err
 
 
+@pytest.mark.parametrize("opset", [13, 18, 21])
+@pytest.mark.parametrize("name", ["lstm", "nested_if_in_while"])
+def test_other_opsets(name, opset, tmp_path, capsys):
+    """Reductions take their axes as inputs from opset 18; the Loop / If / RNN forms hold in each."""
+    net, out = EXAMPLES / name / "predict_net.pb", tmp_path / "m.onnx"
+    assert _cli(capsys, "export", net, "-o", out, "--opset", opset)[0] == 0
+    assert onnx.load(str(out)).opset_import[0].version == opset
+    rc, text, _ = _cli(capsys, "diff", net, out)
+    assert rc == 0 and "all equal within tolerance" in text
+
+
 def test_unwritable_target_is_one_line(tmp_path, capsys):
     rc, _, err = _cli(capsys, "export", EXAMPLES / "mlp_forward" / "predict_net.pb", "-o", tmp_path / "no" / "m.onnx")
     assert rc == 2 and len(err.splitlines()) == 1 and "cannot write it" in err
