@@ -3,7 +3,9 @@
     .venv/bin/python scripts/screenshots.py [--zoo DIR] [--out screenshots]
 
 Shots: ResNet-50 overview, its SSA view, its backward view (loss gpu_0/softmax), stepping inside
-a While iteration, the blob inspector on a histogram, and the op inspector on a SpatialBN.  Each drives the app with Pilot at
+a While iteration, the blob inspector on a histogram, the op inspector on a SpatialBN, ResNet-50
+after 40 steps (shapes of the values, the minimap's ran ops), the same with the graph widened (W),
+and DenseNet-121 after a jump from the minimap (J, arrows, Enter).  Each drives the app with Pilot at
 160×48 and waits for the op list and the layout, never for time.
 """
 from __future__ import annotations
@@ -70,6 +72,34 @@ async def histogram(pilot) -> None:
     await laid_out(pilot)
 
 
+async def steps_40(pilot) -> None:
+    for _ in range(40):
+        await pilot.press("n")
+        await wait_for(pilot, lambda: pilot.app.main.idle, "the step")
+    await laid_out(pilot)
+    await pilot.pause(0.3)  # NOTE: the minimap polls the canvas every 0.2 s
+
+
+async def wide(pilot) -> None:
+    await steps_40(pilot)
+    width = pilot.app.main.canvas.size.width
+    await pilot.press("W")
+    await wait_for(pilot, lambda: pilot.app.main.canvas.size.width > width, "the wide graph")
+    await laid_out(pilot)
+    await pilot.pause(0.3)
+
+
+async def minimap_jump(pilot) -> None:
+    await pilot.press("J")
+    for _ in range(40):
+        await pilot.press("right")
+    await pilot.press("enter")
+    mini = pilot.app.main.query_one("#minimap")
+    want = mini.op_at(mini.cursor)
+    await wait_for(pilot, lambda: (v := mini.viewport()) is not None and v[0] <= want <= v[1], "the jump")
+    await pilot.pause(0.3)
+
+
 def shots(zoo: Path, tmp: Path) -> list[tuple[str, Callable[[], Session], Callable[..., Awaitable[None]]]]:
     resnet = zoo / "resnet50" / "predict_net.pbtxt"
     loop = write(tmp, "loop", while_net())
@@ -80,6 +110,9 @@ def shots(zoo: Path, tmp: Path) -> list[tuple[str, Callable[[], Session], Callab
         ("while_stepping", lambda: Session.open(loop, inputs=["x=2,3"]), while_step),
         ("blob_histogram", lambda: Session.open(resnet, inputs=["gpu_0/data=1,3,224,224"]), histogram),
         ("resnet50_op_inspector", lambda: Session.open(resnet), op_inspector),
+        ("resnet50_40_steps", lambda: Session.open(resnet), steps_40),
+        ("resnet50_wide", lambda: Session.open(resnet), wide),
+        ("densenet121_minimap_jump", lambda: Session.open(zoo / "densenet121" / "predict_net.pbtxt"), minimap_jump),
     ]
 
 

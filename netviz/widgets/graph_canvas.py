@@ -3,9 +3,11 @@
 Layout runs in a worker thread (``dot`` can take seconds on big nets); scenes are cached per
 (net, backward shown, SSA, zoom, window, direction), so switching back is instant.  Only visible
 rows are drawn.  The flow direction (TB/LR, or ``auto``: the one that uses the pane best) and the
-columns a deep TB drawing is wrapped into follow the pane's size (see
-:func:`~netviz.widgets.graph_scene.plan_view`): a resize re-plans, without a new ``dot`` run
-unless the direction changes.
+bands a deep drawing is folded into (one pane long: the pane shows consecutive ops) follow the
+pane's size (see :func:`~netviz.widgets.graph_scene.plan_view`): a resize (or ``W``, which hides
+the side panes) re-plans, without a new ``dot`` run unless the direction changes.  Blob shapes
+are the values' once their op ran (``records``), static ones marked ``~`` before; control-flow
+boxes say what their last run did (:meth:`GraphCanvas.control_note`).
 """
 from __future__ import annotations
 

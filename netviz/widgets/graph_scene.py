@@ -13,6 +13,12 @@ jog sideways only in the free rows between ranks, and end in a ``▼`` just abov
 A view flows top-to-bottom (``TB``) or left-to-right (``LR``); :func:`estimate_extents` sizes both
 from the ranks alone (no ``dot`` run) and :func:`choose_direction` picks the one that shows more
 of the drawing in the pane.  An LR scene is routed by the same code on the transposed grid.
+
+A drawing deeper than the pane is folded like a snake into bands one pane long
+(:func:`wrap_scene`): TB into columns side by side, LR into lines one under another.  The pane
+then always shows consecutive ops, and :func:`fold_scroll` keeps the cursor's whole band in
+view as it moves, only ever forwards while stepping.  :func:`build_scene` is a pure function of
+(net, SSA list, view options, pane size), so a content-keyed cache can sit in front of it.
 """
 from __future__ import annotations
 
