@@ -246,6 +246,7 @@ class Graph:
         self.opaque: set[str] = set()               # Caffe2 blobs with no ONNX value (scopes)
         self.known: dict[str, np.ndarray] = {}      # ONNX name -> value fixed in the model (fills)
         self.qparams: dict[str, tuple[float, int]] = {}  # ONNX name of an Int8 blob's data -> (scale, zero point)
+        self.failed: set[str] = set()               # outputs of ops that did not convert
 
     def scopes(self) -> Iterator[Graph]:
         """This graph, then each enclosing one (an ONNX subgraph sees its outer values)."""
@@ -565,10 +566,13 @@ class Exporter:
                     if k not in c._outs and op.output[k] not in g.opaque:
                         raise Refused(f"converter left output '{op.output[k]}' undefined")
             except Refused as e:
-                self.problems.append((op.type, _where(net, i, op, path), str(e)))
+                # NOTE: an op that converts but reads a failed op's output is that failure's echo: not named
+                if conv is None or not any(n in f.failed for n in c._ins if n for f in g.scopes()):
+                    self.problems.append((op.type, _where(net, i, op, path), str(e)))
                 for k in range(len(op.output)):   # later ops still convert, so every problem is named
                     if k not in c._outs and op.output[k] not in g.opaque:
                         c.y(k)
+                g.failed.update(c._outs.values())
             if g.parent is None:
                 self.top.append([c._outs.get(k) for k in range(len(op.output))])
 

@@ -948,3 +948,33 @@ def rmac_regions_shape(x, *, scales: int = 3, overlap: float = 0.4):
 
 
 shape("RoIAlignRotated")(roi_align_shape)
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("RoIAlign")
+def roi_align_onnx(c):
+    """ONNX RoiAlign (opset 16+), average mode: Caffe2's rois rows [batch, x1, y1, x2, y2] split into
+    boxes and int64 batch indices (4 columns: image 0); aligned=0 is output_half_pixel (RoI sides at
+    least 1), a non-positive sampling_ratio adaptive (ONNX's 0)."""
+    if c.opset < 16:
+        raise c.refuse("ONNX RoiAlign's coordinate modes need opset 16")
+    r = c.rank(0)
+    cols = c.shape(1)[-1]
+    rois = c.emit("Reshape", [c.x(1), c.ints([-1, cols])])
+    if cols == 5:
+        boxes = c.emit("Slice", [rois, c.ints([1]), c.ints([5]), c.ints([1])])
+        batch = c.emit("Cast", [c.emit("Reshape", [c.emit("Slice", [rois, c.ints([0]), c.ints([1]), c.ints([1])]),
+                                                   c.ints([-1])])], to=7)
+    else:
+        boxes = rois
+        batch = c.emit("ConstantOfShape", [c.emit("Slice", [c.shape_of(rois), c.ints([0]), c.ints([1])])],
+                       value=c.tensor(np.zeros(1, np.int64)))
+    y = c.y_nchw(0)
+    c.emit("RoiAlign", [c.x_nchw(0), boxes, batch], [y], mode="avg", output_height=int(c.arg("pooled_h", 1)),
+           output_width=int(c.arg("pooled_w", 1)), sampling_ratio=max(0, int(c.arg("sampling_ratio", -1))),
+           spatial_scale=float(c.arg("spatial_scale", 1.0)),
+           coordinate_transformation_mode="half_pixel" if c.arg("aligned", 0) else "output_half_pixel")
+    c.done_nchw(0, y, r)

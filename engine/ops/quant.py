@@ -552,12 +552,38 @@ def requantize_onnx(c, acc, scale: np.float32, zero_point: int, lo: int, hi: int
     if not 0 <= shift < 32:
         raise c.refuse(f"requantization scale {float(scale)!r} is outside QNNPACK's range (0, 1)")
     q31 = _floor_div(c, c.emit("Add", [c.emit("Mul", [acc, _i64(c, multiplier)]), _i64(c, 1 << 30)]), 1 << 31)
+    _shift_to_uint8(c, q31, shift, zero_point, lo, hi, k)
+
+
+def _shift_to_uint8(c, v, shift: int, zero_point: int, lo: int, hi: int, k: int) -> None:
+    """Output `k`: int64 `v` shifted right by `shift` rounding half up (QNNPACK's rounding shift),
+    plus the zero point, clamped to [lo, hi], as uint8."""
     mask = (1 << shift) - 1
-    rem = c.emit("Sub", [c.emit("Mod", [q31, _i64(c, 1 << shift)], fmod=0),
-                         c.emit("Cast", [c.emit("Less", [q31, _i64(c, 0)])], to=7)])
-    n = c.emit("Add", [_floor_div(c, q31, 1 << shift), c.emit("Cast", [c.emit("Greater", [rem, _i64(c, mask >> 1)])], to=7)])
+    rem = c.emit("Sub", [c.emit("Mod", [v, _i64(c, 1 << shift)], fmod=0),
+                         c.emit("Cast", [c.emit("Less", [v, _i64(c, 0)])], to=7)])
+    n = c.emit("Add", [_floor_div(c, v, 1 << shift), c.emit("Cast", [c.emit("Greater", [rem, _i64(c, mask >> 1)])], to=7)])
     y = c.emit("Clip", [c.emit("Add", [n, _i64(c, zero_point)]), _i64(c, lo), _i64(c, hi)])
     c.emit("Cast", [y], [c.y(k)], to=2)
+
+
+@onnx_converter("Int8Add", "Int8Sum", "Int8AddRelu", "Int8SumRelu")
+def int8_add_onnx(c):
+    """QNNPACK's add: each input's (q - zero point) times its 22-bit multiplier, summed with int32
+    wrap-around, then a rounding shift to the output's zero point."""
+    if c.n_in != 2:
+        raise c.refuse(f"{c.n_in} inputs (QNNPACK adds two)")
+    (a_s, a_z), (b_s, b_z) = c.qparams(0), c.qparams(1)
+    ys, yz = _int8_out(c)
+    try:
+        am, bm, shift = _add_multipliers(a_s, b_s, ys)
+    except ExecutionError as e:
+        raise c.refuse(str(e)) from None
+    term = lambda i, zp, m: c.emit("Mul", [c.emit("Sub", [c.emit("Cast", [c.x(i)], to=7), _i64(c, zp)]), _i64(c, m)])  # noqa: E731
+    acc = c.emit("Add", [term(0, a_z, am), term(1, b_z, bm)])
+    acc = c.emit("Sub", [c.emit("Mod", [c.emit("Add", [acc, _i64(c, 1 << 31)]), _i64(c, 1 << 32)], fmod=0), _i64(c, 1 << 31)])
+    lo, hi = _limits(c.op.type.endswith("Relu"), ys, yz)
+    _shift_to_uint8(c, acc, shift, yz, lo, hi, 0)
+    c.set_qparams(0, ys, yz)
 
 
 @onnx_converter("Int8Quantize")

@@ -78,3 +78,17 @@ def recurrent_network_gradient(g):
 shape("Accuracy")(lambda pred, label: TensorInfo((), FLOAT))
 shape("IsEmpty", "HasElements")(lambda *xs: TensorInfo((), BOOL))
 shape("Print", "ZeroGradient")(opaque)  # NOTE: no outputs
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("IsEmpty", "HasElements")
+def is_empty_onnx(c):
+    """A 0-d bool: Size(X) == 0 (HasElements: any input has an element)."""
+    zero = c.const(np.array(0, np.int64), "zero")
+    if c.op.type == "IsEmpty":
+        return c.emit("Equal", [c.emit("Size", [c.x(0)]), zero], [c.y(0)])
+    total = c.emit("Sum", [c.emit("Cast", [c.emit("Size", [c.x(i)])], to=1) for i in range(c.n_in)])
+    c.emit("Greater", [total, c.const(np.array(0, np.float32), "zero_f")], [c.y(0)])

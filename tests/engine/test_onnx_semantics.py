@@ -127,13 +127,15 @@ def test_int8_ops_are_bit_exact():
     n.Int8ConvRelu(["xq", "w", "b"], "c", kernel=3, pad=1, order="NHWC", Y_scale=0.05, Y_zero_point=100)
     n.Int8MaxPool("c", "p", kernel=2, stride=2, order="NHWC", Y_scale=0.05, Y_zero_point=100)
     n.Int8Relu("p", "r", Y_scale=0.05, Y_zero_point=100)
-    n.Int8FC(["r", "fw", "fb"], "f", Y_scale=0.1, Y_zero_point=110)
+    n.Int8Quantize("z", "zq", Y_scale=0.03, Y_zero_point=90)
+    n.Int8Sum(["r", "zq"], "r2", Y_scale=0.06, Y_zero_point=95)
+    n.Int8FC(["r2", "fw", "fb"], "f", Y_scale=0.1, Y_zero_point=110)
     n.Int8Dequantize("f", "y")
-    src = prepare_model(Model(n.Proto(), init.Proto()), {"x": _x(2, 6, 6, 4)})
+    src = prepare_model(Model(n.Proto(), init.Proto()), {"x": _x(2, 6, 6, 4), "z": _x(2, 3, 3, 8)})
     rows = diff_against_runtime(src, export(src).model, rtol=0, atol=0)
     assert [r.op_type for r in rows] == [op.type for op in n.Proto().op] and all(r.ok for r in rows)
-    conv = np.asarray(rows[1].engine)
-    assert conv.dtype == np.uint8 and len(np.unique(conv)) > 20  # not saturated: the rounding is exercised
+    for k in (1, 5):  # the conv and the sum: not saturated, so their rounding is exercised
+        assert np.asarray(rows[k].engine).dtype == np.uint8 and len(np.unique(np.asarray(rows[k].engine))) > 20
 
 
 def test_in_place_op_reads_its_input_before_writing():
@@ -143,3 +145,13 @@ def test_in_place_op_reads_its_input_before_writing():
     n.Relu("x", "x")
     rows = _check(n, {"x": _x(2, 3)})
     assert np.asarray(rows[1].runtime).tolist() == [2, 3]
+
+
+@pytest.mark.parametrize("aligned,sampling_ratio", [(0, -1), (1, 2)])
+def test_roi_align(aligned, sampling_ratio):
+    """Caffe2's [batch, x1, y1, x2, y2] rows, RoIs smaller than a pixel, aligned or not."""
+    n = core.Net("roi")
+    n.RoIAlign(["x", "rois"], "y", spatial_scale=0.5, pooled_h=3, pooled_w=2, sampling_ratio=sampling_ratio,
+               aligned=aligned)
+    rois = np.array([[0, 1.0, 2.0, 9.5, 12.0], [1, 3.2, 0.4, 3.6, 0.9], [1, 0.0, 0.0, 15.0, 15.0]], np.float32)
+    _check(n, {"x": _x(2, 3, 8, 8), "rois": rois})
