@@ -42,13 +42,15 @@ graph outputs for the run).  Both take `--init`, `--input NAME=SHAPE[:DTYPE]` an
 - Int8 ops stay integer, bit for bit: an Int8 blob is its uint8 values (NHWC, as Caffe2 keeps them),
   `Int8Quantize`/`Int8Dequantize` are QuantizeLinear/DequantizeLinear, `Int8Conv(Relu)` and `Int8FC` are
   ConvInteger/MatMulInteger plus QNNPACK's Q31 requantisation spelled out in int64 ops (ONNX's
-  QLinearConv rounds a float product half to even and would differ in the last bit now and then), not
-  a dequantised float model.  The other Int8 ops (Int8Sum, Int8AveragePool, Int8Softmax, …) are
-  refused by name.
+  QLinearConv rounds a float product half to even and would differ in the last bit now and then),
+  `Int8Sum`/`Int8Add` QNNPACK's multiplier-and-shift add, not a dequantised float model.  The other
+  Int8 ops (Int8AveragePool, Int8Softmax, Int8ResizeNearest, …) are refused by name.
 - Checked by `tests/test_onnx_export.py`: ResNet-50, DenseNet-121, Inception v1/v2, VGG-19, AlexNet and
   ZFNet from the model zoo, every bundled example (If, While, nested If in While, Do, the LSTM), and the
-  test corpus's ONNX-exported and builder nets, equal within float32 tolerance; the detection nets stop
-  on GenerateProposals, RoIAlign, BBoxTransform and BoxWithNMSLimit (and their int8 ops).
+  test corpus's ONNX-exported and builder nets, equal within float32 tolerance (1e-4 of each value's
+  largest magnitude plus 1e-4 relative; int8 values exactly); the detection nets stop on
+  GenerateProposals, BBoxTransform and BoxWithNMSLimit (the int8 one also on Int8AveragePool,
+  Int8Softmax and Int8ResizeNearest).
 
 Regenerate this file with `python -m engine.onnx_coverage`.
 """
