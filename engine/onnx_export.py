@@ -135,7 +135,6 @@ def prepare_model(model: Any, feeds: Mapping[str, Any], *, where: str = "net", r
     from engine.debugger.debugger import Debugger  # noqa: PLC0415
     from engine.training import forward_net, split_training_net  # noqa: PLC0415
 
-    path = where
     notes = []
     split = split_training_net(model.predict)
     if split.has_backward:
@@ -153,7 +152,7 @@ def prepare_model(model: Any, feeds: Mapping[str, Any], *, where: str = "net", r
     missing = [b for b in needed if b not in values]
     if missing:
         hint = "" if random_params or len(model.init.op) else " (a net without weights: --random-params)"
-        raise OnnxExportError(f"{path}: no value for {', '.join(missing[:6])}{' …' if len(missing) > 6 else ''}: "
+        raise OnnxExportError(f"{where}: no value for {', '.join(missing[:6])}{' …' if len(missing) > 6 else ''}: "
                               f"give --input NAME=SHAPE[:DTYPE] for inputs{hint}")
     needed += [b for b in _subnet_reads(net) if b in values and b not in needed]
     src = Source(net, values, [b for b in needed if b in data], [b for b in needed if b not in data], notes=notes)
@@ -782,9 +781,14 @@ def runtime_values(model: Any, feeds: Mapping[str, np.ndarray], extra: Sequence[
             have.add(name)
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, dict(feeds))))
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(names, dict(feeds))))
+    except Exception as e:  # NOTE: ONNX Runtime's own errors (a shape the model was not exported for) as one line
+        text = " ".join(str(e).split())
+        raise NetvizError(f"ONNX Runtime could not run the model ({text[:300]}); were export and diff given "
+                          "the same --input?") from None
 
 
 def diff_against_runtime(src: Source, model: Any, *, rtol: float = 1e-4, atol: float = 1e-4) -> list[ValueDiff]:
