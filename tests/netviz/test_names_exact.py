@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 
 from textual.widgets import OptionList
@@ -116,3 +118,21 @@ async def test_a_breakpoint_hit_names_its_place_not_a_path():
         place = "main › While op#2 iteration 0 › Do op#0 › If op#3 then_net › Do op#0 › op#1 Tanh"
         assert notified(app, place), [n.message for n in app._notifications]
         assert not any("loop_net/0" in n.message for n in app._notifications)
+
+
+@asynctest
+async def test_nan_stop_and_alerts_name_the_place(tmp_path):
+    from netviz.screens.pick import PickScreen
+    from tests.netviz.tui_nets import while_net, write
+
+    np.save(tmp_path / "x.npy", np.array([np.nan, 1.0], dtype=np.float32))
+    app = NetvizApp(Session.open(write(tmp_path, "loop", while_net()), inputs=[f"x={tmp_path / 'x.npy'}"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("x")
+        place = "main › While op#5 iteration 0 › op#0 Mul"
+        await wait_for(pilot, lambda: notified(app, f"x holds NaN/Inf (after {place})"), "the NaN stop naming its place")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the alerts")
+        assert any(place in row for row in app.screen.rows), app.screen.rows
+        assert not any("loop_net/" in row for row in app.screen.rows)
