@@ -427,3 +427,19 @@ def split_by_lengths_shape(x, lengths, *, axis: int | None = None, order: str = 
     xd = list(dims(x))
     xd[(1 if order == "NCHW" else 3) if axis is None else axis] = None
     return (TensorInfo(tuple(xd), x.dtype),) * n_out
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("LengthsToSegmentIds")
+def lengths_to_segment_ids_onnx(c):
+    """Position j's segment is how many segment ends lie at or before j (int32)."""
+    n = c.emit("Cast", [c.emit("Reshape", [c.x(0), c.ints([-1])])], to=7)
+    ends = c.emit("Reshape", [c.emit("CumSum", [n, c.const(np.array(0, np.int64), "axis")]), c.ints([-1, 1])])
+    total = c.reduce("ReduceSum", n, None, 0)
+    pos = c.emit("Reshape", [c.emit("Range", [c.const(np.array(0, np.int64), "zero"), total,
+                                              c.const(np.array(1, np.int64), "one")]), c.ints([1, -1])])
+    ids = c.reduce("ReduceSum", c.emit("Cast", [c.emit("GreaterOrEqual", [pos, ends])], to=7), [0], 0)
+    c.emit("Cast", [ids], [c.y(0)], to=6)

@@ -427,3 +427,12 @@ def dot_product_onnx(c):
     if c.rank(0) == 1:
         return c.emit("Identity", [prod], [c.y(0)])
     c.reduce("ReduceSum", c.emit("Flatten", [prod], axis=1), [1], 0, [c.y(0)])
+
+
+@onnx_converter("L1Distance")
+def l1_distance_onnx(c):
+    """Row sums of |X - Y| (a 1-D input: N rows of one element)."""
+    d = c.emit("Abs", [c.emit("Sub", [c.x(0), c.x(1)])])
+    if c.rank(0) == 1:
+        return c.emit("Identity", [d], [c.y(0)])
+    c.reduce("ReduceSum", c.emit("Flatten", [d], axis=1), [1], 0, [c.y(0)])

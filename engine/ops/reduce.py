@@ -413,3 +413,15 @@ def sum_elements_onnx(c):
     """The sum (average) of every element, 0-d."""
     kind = "ReduceMean" if c.arg("average", 0) else "ReduceSum"
     c.emit(kind, [c.x(0)], [c.y(0)], keepdims=0)
+
+
+@onnx_converter("LpNorm")
+def lp_norm_onnx(c):
+    """p = 1: the sum of |x|; p = 2: the sum of squares (no root, as Caffe2); average divides by the
+    size; shape (1,)."""
+    p = int(c.arg("p", 2))
+    if p not in (1, 2):
+        raise c.refuse(f"p {p}")
+    t = c.emit("Abs", [c.x(0)]) if p == 1 else c.emit("Mul", [c.x(0), c.x(0)])
+    s = c.reduce("ReduceMean" if c.arg("average", 0) else "ReduceSum", t, None, 0)
+    c.emit("Reshape", [s, c.ints([1])], [c.y(0)])

@@ -155,3 +155,13 @@ def test_roi_align(aligned, sampling_ratio):
                aligned=aligned)
     rois = np.array([[0, 1.0, 2.0, 9.5, 12.0], [1, 3.2, 0.4, 3.6, 0.9], [1, 0.0, 0.0, 15.0, 15.0]], np.float32)
     _check(n, {"x": _x(2, 3, 8, 8), "rois": rois})
+
+
+def test_segments_and_distances():
+    """LengthsToSegmentIds (an empty segment included), L1Distance, LpNorm's sum of squares."""
+    n = core.Net("seg")
+    n.LengthsToSegmentIds("lengths", "ids")
+    n.L1Distance(["x", "y"], "l1")
+    n.LpNorm("x", "p2", p=2)
+    n.LpNorm("x", "p1", p=1, average=1)
+    _check(n, {"lengths": np.array([2, 0, 3, 1], np.int32), "x": _x(4, 3), "y": _x(4, 3)})
