@@ -374,6 +374,8 @@ class Debugger(Machine):
             return values[name]
         seen = self.versions.get(name, 0)
         for u in reversed(self._undo):
+            if u.kind == "enter":  # NOTE: its writes are a snapshot for step_back, not a version change
+                continue
             for _, n, old, _, _ in reversed(u.writes):
                 if n == name:
                     seen -= 1

@@ -194,7 +194,12 @@ class Machine:
             if b.plan:
                 # NOTE: Do pushes/pops workspace stacks in place; undo must put them back too.
                 states = [(v, v.snapshot()) for v in list(f.ws.values.values()) if hasattr(v, "snapshot")]
-                self._push_undo(_Undo("enter", f, f.pc, len(self.frames), states=states))
+                # NOTE: the op's outputs as they were: a Do writes bound outer blobs through its child
+                # workspace while it runs, so the value its completion replaces is already the new one
+                values = f.ws.values
+                before = [(f.ws, n, values[n] if n in values else _MISSING, f.ws.devices[n] if n in values else None,
+                           None) for n in b.outs]
+                self._push_undo(_Undo("enter", f, f.pc, len(self.frames), writes=before, states=states))
                 return self._resume(f, b, executor.call_kernel(b, f.ws), first=True)
             return "op", self._run_plain(f, b)
         if len(self.frames) == 1:
@@ -360,7 +365,8 @@ class Machine:
                 ws.devices.pop(name, None) if hasattr(ws.devices, "pop") else None
             else:
                 ws.values[name], ws.devices[name] = old, old_dev
-            self.versions[name] = max(0, self.versions.get(name, 1) - 1)
+            if u.kind != "enter":  # NOTE: an enter's writes are a snapshot of the outputs, not a version
+                self.versions[name] = max(0, self.versions.get(name, 1) - 1)
         self._undo_bytes -= u.nbytes
 
     def step_back(self) -> Stopped:
@@ -386,6 +392,9 @@ class Machine:
                 u = self._undo.pop()
             for obj, state in u.states:
                 obj.restore(state)
+            for ws, name, old, old_dev, _ in u.writes:  # the outputs as before the op (versions: done above)
+                if old is not _MISSING:
+                    ws.values[name], ws.devices[name] = old, old_dev
             for frame in self.frames[u.depth:]:
                 if frame.plan is not None:
                     frame.plan.close()
