@@ -657,3 +657,31 @@ shape("MergeSingleListFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, i
 shape("MergeMultiListFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, ins[3].dtype))
 shape("MergeSingleMapFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, ins[1].dtype, ins[2].dtype))
 shape("MergeMultiMapFeatureTensors")(lambda *ins: _merged(ins, INT64, INT32, ins[3].dtype, ins[4].dtype))
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("IndexHash")
+def index_hash_onnx(c):
+    """Caffe2's hash in unsigned integers that wrap: h = seed * 0xDEADBEEF, then h = h * 65537 + b for
+    each little-endian byte b of the index, sign-extended; the result read signed, modulo `modulo`
+    (non-negative)."""
+    t = c.np_dtype(0)
+    if t not in (np.int32, np.int64) or int(c.arg("modulo", 0)) <= 0:
+        raise c.refuse(f"{t} indices or modulo {c.arg('modulo', 0)}")
+    ut, bits = (np.uint32, 32) if t == np.int32 else (np.uint64, 64)
+    u = {np.uint32: 12, np.uint64: 13}[ut]  # ONNX element types
+    with np.errstate(over="ignore"):
+        start = np.array(np.int64(c.arg("seed", 0)) * 0xDEADBEEF).astype(t).astype(ut)
+    x = c.emit("Cast", [c.x(0)], to=u)
+    h = c.emit("Expand", [c.const(start, "seed"), c.shape_of(c.x(0))])
+    for k in range(bits // 8):
+        byte = c.emit("Mod", [c.emit("BitShift", [x, c.const(ut(8 * k), "shift")], direction="RIGHT"),
+                              c.const(ut(256), "b256")], fmod=0)
+        negative = c.emit("Cast", [c.emit("GreaterOrEqual", [byte, c.const(ut(128), "b128")])], to=u)
+        byte = c.emit("Add", [byte, c.emit("Mul", [negative, c.const(ut(2**bits - 256), "sign")])])
+        h = c.emit("Add", [c.emit("Mul", [h, c.const(ut(65537), "k")]), byte])
+    c.emit("Mod", [c.emit("Cast", [h], to=6 if t == np.int32 else 7), c.const(t.type(c.arg("modulo", 0)), "modulo")],
+           [c.y(0)], fmod=0)

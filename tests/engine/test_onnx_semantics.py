@@ -165,3 +165,10 @@ def test_segments_and_distances():
     n.LpNorm("x", "p2", p=2)
     n.LpNorm("x", "p1", p=1, average=1)
     _check(n, {"lengths": np.array([2, 0, 3, 1], np.int32), "x": _x(4, 3), "y": _x(4, 3)})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_index_hash_wraps_as_caffe2(dtype):
+    n = core.Net("hash")
+    n.IndexHash("i", "h", seed=7, modulo=1009)
+    _check(n, {"i": np.array([0, 1, -1, 255, 256, 2**30, -(2**31) + 5, 123456789], dtype)})
