@@ -684,7 +684,8 @@ def export(src: Source, *, opset: int = DEFAULT_OPSET, where: str = "net") -> Ex
         try:
             inits.append(onnx.numpy_helper.from_array(np.array(v, order="C", copy=None), name))  # NOTE: keeps 0-d
         except Exception as e:  # NOTE: object arrays (strings) have no ONNX tensor here
-            raise OnnxExportError(f"{where}: initializer '{name}' ({np.asarray(v).dtype}) has no ONNX form: {e}") from None
+            raise OnnxExportError(f"{where}: initializer '{name}' ({np.asarray(v).dtype}) has no ONNX form: "
+                                  f"{e}") from None
     shown = {o.name for o in outputs}
     value_infos = [_value_info(onnx, n, i) for n, i in g.infos.items()
                    if n not in shown and i.shape is not None and i.dtype is not None and n not in g.consts

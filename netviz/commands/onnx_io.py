@@ -88,7 +88,8 @@ def run_diff(args: argparse.Namespace) -> int:
     try:
         model = onnx.load(args.other)
     except Exception as e:  # NOTE: any parse failure of a user's file is one line
-        raise NetvizError(f"{args.other}: not an ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise NetvizError(f"{args.other}: not an ONNX model ({why})") from None
     src = _source(args, run=True)
     inits = {t.name: t for t in model.graph.initializer}
     changed = [b for b in src.params if b in inits
@@ -108,8 +109,9 @@ def run_diff(args: argparse.Namespace) -> int:
         print(f"all equal within tolerance; largest difference {worst.max_abs:.3g} "
               f"({worst.blob} at {_where(worst, src.net)})")
         return 0
-    print(f"first difference: {_where(bad, src.net)} output '{bad.blob}' (ONNX '{bad.onnx_name}', shape "
-          f"{'x'.join(map(str, np.shape(bad.engine))) or 'scalar'}): max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}")
+    shape = "x".join(map(str, np.shape(bad.engine))) or "scalar"
+    print(f"first difference: {_where(bad, src.net)} output '{bad.blob}' (ONNX '{bad.onnx_name}', shape {shape}): "
+          f"max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}")
     print("\n".join(_side_by_side(bad)))
     n_bad = sum(not d.ok for d in rows)
     print(f"{n_bad} of {len(rows)} values differ beyond tolerance")
