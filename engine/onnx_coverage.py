@@ -43,14 +43,15 @@ graph outputs for the run).  Both take `--init`, `--input NAME=SHAPE[:DTYPE]` an
   `Int8Quantize`/`Int8Dequantize` are QuantizeLinear/DequantizeLinear, `Int8Conv(Relu)` and `Int8FC` are
   ConvInteger/MatMulInteger plus QNNPACK's Q31 requantisation spelled out in int64 ops (ONNX's
   QLinearConv rounds a float product half to even and would differ in the last bit now and then),
-  `Int8Sum`/`Int8Add` QNNPACK's multiplier-and-shift add, not a dequantised float model.  The other
-  Int8 ops (Int8AveragePool, Int8Softmax, Int8ResizeNearest, …) are refused by name.
+  `Int8Sum`/`Int8Add` QNNPACK's multiplier-and-shift add, `Int8AveragePool` its 24-bit average-pool
+  requantisation, `Int8Softmax` its exp table: not a dequantised float model.  Int8 ops without a
+  converter are refused by name.
 - Checked by `tests/test_onnx_export.py`: ResNet-50, DenseNet-121, Inception v1/v2, VGG-19, AlexNet and
   ZFNet from the model zoo, every bundled example (If, While, nested If in While, Do, the LSTM), and the
   test corpus's ONNX-exported and builder nets, equal within float32 tolerance (1e-4 of each value's
   largest magnitude plus 1e-4 relative; int8 values exactly); the detection nets stop on
-  GenerateProposals, BBoxTransform and BoxWithNMSLimit (the int8 one also on Int8AveragePool,
-  Int8Softmax and Int8ResizeNearest).
+  GenerateProposals, BBoxTransform and BoxWithNMSLimit (ONNX's NonMaxSuppression neither keeps Caffe2's
+  +1-pixel box areas nor its per-class limits; BBoxTransform's decoding has no converter yet).
 
 Regenerate this file with `python -m engine.onnx_coverage`.
 """

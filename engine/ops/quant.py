@@ -665,3 +665,67 @@ def int8_relu_onnx(c):
     xs, xz = c.qparams(0)
     c.emit("Max", [c.x(0), c.const(np.uint8(xz), "zp")], [c.y(0)])
     c.set_qparams(0, xs, xz)
+
+
+@onnx_converter("Int8ResizeNearest")
+def int8_resize_nearest_onnx(c):
+    """The uint8 values resized as ResizeNearest does (floor(i / scale), out = int(in * scale)), unchanged."""
+    hs, ws = float(c.arg("height_scale", 1.0)), float(c.arg("width_scale", 1.0))
+    x = c.emit("Transpose", [c.x(0)], perm=[0, 3, 1, 2])
+    y = c.emit("Resize", [x, "", c.const(np.array([1.0, 1.0, hs, ws], np.float32), "scales")], mode="nearest",
+               coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    c.emit("Transpose", [y], [c.y(0)], perm=[0, 2, 3, 1])
+    c.set_qparams(0, *_int8_out(c))
+
+
+@onnx_converter("Int8AveragePool", "Int8AveragePoolRelu")
+def int8_average_pool_onnx(c):
+    """Window sums of (x - zero point) as a depthwise ConvInteger with ones (the zero-point padding adds
+    nothing, and counts in the divisor), then QNNPACK's 24-bit average-pool requantization, rounding
+    half away from zero."""
+    if c.arg("order", "NCHW") != "NHWC":
+        raise c.refuse("Int8 pooling only supports NHWC order")
+    xs, xz = c.qparams(0)
+    ys, yz = _int8_out(c)
+    n, h, w, ch = c.shape(0)
+    if c.arg("global_pooling", 0):
+        k, s, pb, pe = [h, w], [1, 1], [0, 0], [0, 0]
+    else:
+        k, s, pb, pe, _ = onnx_geometry(c, 2, (h, w))
+    size = int(np.prod(k))
+    x = c.emit("Transpose", [c.x(0)], perm=[0, 3, 1, 2])
+    acc = c.emit("ConvInteger", [x, c.const(np.ones((ch, 1, *k), np.uint8), "ones"), c.const(np.uint8(xz), "x_zp")],
+                 kernel_shape=k, strides=s, pads=pb + pe, group=ch)
+    acc = c.emit("Cast", [c.emit("Transpose", [acc], perm=[0, 2, 3, 1])], to=7)
+    bits = _bits(np.float32(np.float32(xs) / np.float32(np.float32(ys) * np.float32(size))))
+    multiplier, shift = (bits & 0x007FFFFF) | 0x00800000, 127 + 23 - (bits >> 23)
+    if not 0 < shift < 62:
+        raise c.refuse("the scale ratio is outside QNNPACK's average-pool range")
+    mag = c.emit("Div", [c.emit("Add", [c.emit("Mul", [c.emit("Abs", [acc]), _i64(c, multiplier)]),
+                                        _i64(c, 1 << (shift - 1))]), _i64(c, 1 << shift)])
+    signed = c.emit("Where", [c.emit("Less", [acc, _i64(c, 0)]), c.emit("Neg", [mag]), mag])
+    lo, hi = _limits(c.op.type.endswith("Relu"), ys, yz)
+    y = c.emit("Clip", [c.emit("Add", [signed, _i64(c, yz)]), _i64(c, lo), _i64(c, hi)])
+    c.emit("Cast", [y], [c.y(0)], to=2)
+    c.set_qparams(0, ys, yz)
+
+
+@onnx_converter("Int8Softmax")
+def int8_softmax_onnx(c):
+    """QNNPACK's SoftArgMax: the same 256-entry exp table (fixed at export from X's scale), gathered at
+    q + 255 - row max, normalised per row in 32-bit integer arithmetic with rounding."""
+    xs, _ = c.qparams(0)
+    if int(c.arg("Y_zero_point", 0)) != 0 or np.float32(c.arg("Y_scale", 1.0 / 256)) != np.float32(1.0 / 256):
+        raise c.refuse("Y_scale must be 1/256 and Y_zero_point 0")
+    channels = int(np.prod(c.shape(0)[1:]))
+    qscale = min(float(2**32 - 1) / channels, 8388607.0)
+    table = np.rint(qscale * np.exp((np.arange(256) - 255) * float(np.float32(xs)))).astype(np.int64)
+    rows = c.emit("Reshape", [c.emit("Cast", [c.x(0)], to=7), c.ints([c.shape(0)[0], -1])])
+    top = c.reduce("ReduceMax", rows, [1], 1)
+    t = c.emit("Gather", [c.const(table, "exp_table"), c.emit("Sub", [c.emit("Add", [rows, _i64(c, 255)]), top])])
+    total = c.emit("Mod", [c.reduce("ReduceSum", t, [1], 1), _i64(c, 1 << 32)], fmod=0)
+    num = c.emit("Mod", [c.emit("Add", [c.emit("Mul", [t, _i64(c, 256)]), c.emit("Div", [total, _i64(c, 2)])]),
+                         _i64(c, 1 << 32)], fmod=0)
+    q = c.emit("Min", [c.emit("Div", [num, total]), _i64(c, 255)])
+    c.emit("Reshape", [c.emit("Cast", [q], to=2), c.ints(list(c.shape(0)))], [c.y(0)])
+    c.set_qparams(0, 1.0 / 256, 0)

@@ -172,3 +172,17 @@ def test_index_hash_wraps_as_caffe2(dtype):
     n = core.Net("hash")
     n.IndexHash("i", "h", seed=7, modulo=1009)
     _check(n, {"i": np.array([0, 1, -1, 255, 256, 2**30, -(2**31) + 5, 123456789], dtype)})
+
+
+def test_int8_pool_softmax_resize_are_bit_exact():
+    """Int8AveragePool (zero-point padding in the divisor), Int8ResizeNearest and Int8Softmax's table."""
+    n = core.Net("q2")
+    n.Int8Quantize("x", "xq", Y_scale=0.02, Y_zero_point=128)
+    n.Int8AveragePool("xq", "a", kernel=3, stride=2, pad=1, order="NHWC", Y_scale=0.015, Y_zero_point=120)
+    n.Int8AveragePool("xq", "g", global_pooling=1, order="NHWC", Y_scale=0.01, Y_zero_point=128)
+    n.Int8ResizeNearest("a", "r", width_scale=2.0, height_scale=1.5, Y_scale=0.015, Y_zero_point=120)
+    n.Int8Softmax("g", "s", Y_scale=1.0 / 256, Y_zero_point=0)
+    src = prepare_model(Model(n.Proto()), {"x": _x(2, 7, 7, 5) * 2})
+    rows = diff_against_runtime(src, export(src).model, rtol=0, atol=0)
+    assert [r.op_type for r in rows] == [op.type for op in n.Proto().op] and all(r.ok for r in rows)
+    assert len(np.unique(np.asarray(rows[1].engine))) > 20
