@@ -248,7 +248,9 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
             # NOTE: a static shape is marked "~" (inferred); the canvas puts the shape of the value
             # there once the op that writes it has run, so room is kept for unknown dims to grow
             sub = STATIC_MARK + (shape_text(shapes.get(key)) or "?") if shapes is not None else ""
-            room = len(sub) + 3 * sub.count("?")
+            # NOTE: two more cells per unknown dim (a channel count); a wholly unknown shape
+            # keeps its size (a value's shape is cut with … rather than widen every such blob)
+            room = len(sub) + (2 * sub.count("?") if "×" in sub else 0)
             meta[nid] = {"w": max(len(label), room) + 2, "h": 2 if sub else 1, "kind": "blob", "label": label,
                          "sub": sub, "blob": (name, v if ssa else None), "version": v if after is None else None,
                          "style": "grad" if name.endswith("_grad") else "blob"}

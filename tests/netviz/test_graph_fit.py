@@ -109,7 +109,7 @@ def test_wrapped_scene_keeps_every_node_and_edge(tmp_path):
 @asynctest
 async def test_l_cycles_the_flow_and_a_resize_replans(tmp_path):
     app = NetvizApp(Session.open(save_net(wide(), tmp_path / "wide.pbtxt")))
-    async with app.run_test(size=(200, 48)) as pilot:
+    async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
         canvas = app.main.canvas
         assert canvas.scene.direction == "LR"  # 8 branches fit whole flowing right, not down
