@@ -179,7 +179,9 @@ class Debugger(Machine):
 
     def _at_subnet_end(self) -> bool:
         """The pc is at the end of a subnet (``… › end``): a stop :attr:`skip_end_stops` passes over."""
-        return self.skip_end_stops and len(self.frames) > 1 and self.frames[-1].at_end
+        f = self.frames[-1]
+        # NOTE: an empty subnet (Mask R-CNN's then_net) has only its end: stopping there shows the branch taken
+        return self.skip_end_stops and len(self.frames) > 1 and f.at_end and len(f.net.op) > 0
 
     def step(self) -> Stopped:
         """Run the current op; a control-flow or RecurrentNetwork op runs whole (step over)."""

@@ -47,7 +47,7 @@ class DiffReport:
         differ = [d for d in self.diffs if d.max_abs > 0]
         first = self.first_over(threshold)
         if not differ:
-            return f"cpu vs {side}: all {len(self.diffs)} blobs equal"
+            return f"cpu vs {side}: all {len(self.diffs)} blobs equal (none over {threshold:g})"
         worst = differ[0]
         return (f"cpu vs {side}: {len(differ)} of {len(self.diffs)} blobs differ, worst {worst.name} "
                 f"(abs {worst.max_abs:.3g}); " + (f"first over {threshold:g}: {first.name}" if first

@@ -163,7 +163,7 @@ async def test_nan_injected_in_resnet50_is_found_by_x_and_listed_first_in_the_al
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the alerts panel")
         rows = app.screen.rows
-        assert len(rows) == 2 and "op 36 Conv" in rows[0] and "op 37 SpatialBN" in rows[1]
+        assert len(rows) == 2 and "main › op#36 Conv" in rows[0] and "main › op#37 SpatialBN" in rows[1]
         await pilot.press("enter")  # opens on the first alert; Enter jumps to it
         await wait_for(pilot, lambda: app.main.selected == OpRef((), 36), "the first alert's op")
 
@@ -323,7 +323,8 @@ async def test_choosing_a_blob_brings_its_inspector_into_view(zoo):
     """ResNet-50's Conv inspector is taller than the column: the blob chosen must still show
     (the blob_histogram screenshot showed only the op's arguments)."""
     app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
-    async with app.run_test(size=(160, 48)) as pilot:
+    # NOTE: 80×24: with its unset arguments folded the Conv inspector fits a 48-row column
+    async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot)
         column = app.main.query_one("#inspector")
         app.main.select_blob(BlobRef((), "gpu_0/data", 0))
