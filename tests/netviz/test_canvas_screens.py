@@ -7,6 +7,7 @@ whole net and jumps the view.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
@@ -54,6 +55,16 @@ def assert_contiguous(ops: list[int], pc: int, run: int) -> None:
     assert not far, f"ops from distant places beside #{stretch.start}-#{stretch.stop - 1}: {far}"
 
 
+@contextlib.asynccontextmanager
+async def shown(path, size: tuple[int, int]):
+    """The app on `path` at `size`, its first drawing laid out and the UI idle."""
+    app = NetvizApp(Session.open(path))
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot)
+        await settle(pilot, app)
+        yield app, pilot
+
+
 async def settle(pilot, app) -> None:
     await wait_for(pilot, lambda: app.main.idle and app.main.canvas.scene is not None, "an idle app with a drawing")
     await pilot.pause(0.3)
@@ -72,10 +83,7 @@ RESNET_RUN = {(80, 24): 2, (160, 48): 8, (240, 60): 12}
 @pytest.mark.parametrize("size", list(RESNET_RUN), ids=lambda s: f"{s[0]}x{s[1]}")
 @asynctest
 async def test_resnet50_start_and_after_40_steps(zoo, size):
-    app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
-    async with app.run_test(size=size) as pilot:
-        await ready(pilot)
-        await settle(pilot, app)
+    async with shown(zoo / "resnet50" / "predict_net.pbtxt", size) as (app, pilot):
         assert_contiguous(ops_seen(app), 0, RESNET_RUN[size])
         await steps(pilot, app, 40)
         assert app.main.canvas.pc_op == 40
@@ -99,10 +107,7 @@ async def test_resnet50_ops_zoom_shows_a_dozen_consecutive_ops(zoo):
 @pytest.mark.parametrize("net", ["densenet121", "inception_v2"])
 @asynctest
 async def test_big_zoo_nets_start_contiguous(zoo, net, size):
-    app = NetvizApp(Session.open(zoo / net / "predict_net.pbtxt"))
-    async with app.run_test(size=size) as pilot:
-        await ready(pilot)
-        await settle(pilot, app)
+    async with shown(zoo / net / "predict_net.pbtxt", size) as (app, pilot):
         assert_contiguous(ops_seen(app), 0, RESNET_RUN[size])
 
 
@@ -120,10 +125,7 @@ async def test_first_z_on_densenet_changes_the_drawing(zoo):
 
 @asynctest
 async def test_shapes_become_the_values_and_marks_keep_borders(zoo):
-    app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
-    async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await settle(pilot, app)
+    async with shown(zoo / "resnet50" / "predict_net.pbtxt", (160, 48)) as (app, pilot):
         text = "\n".join(canvas_lines(app))
         static = shape_text(app.session.shapes(()).get(("gpu_0/conv1", 1)))
         assert STATIC_MARK + static in text  # before the run: the inferred shape, marked
@@ -152,10 +154,7 @@ async def test_map_zoom_labels_keep_op_numbers(zoo):
 
 @asynctest
 async def test_w_widens_the_graph_and_it_reflows(zoo):
-    app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
-    async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await settle(pilot, app)
+    async with shown(zoo / "resnet50" / "predict_net.pbtxt", (160, 48)) as (app, pilot):
         narrow, seen = app.main.canvas.size.width, len(ops_seen(app))
         await pilot.press("W")
         await wait_for(pilot, lambda: app.main.canvas.size.width > narrow + 60, "the wide canvas")
@@ -242,10 +241,7 @@ async def test_while_example_box_counts_its_iterations():
     from tests.netviz.waiting import continue_to_end
 
     net = Path(__file__).resolve().parents[2] / "examples" / "while_net" / "predict_net.pb"
-    app = NetvizApp(Session.open(net))
-    async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await settle(pilot, app)
+    async with shown(net, (160, 48)) as (app, pilot):
         ins, outs = edge_labels(app.main.canvas.scene, 2)
         assert {"acc", "i"} <= {label.rsplit("/", 1)[-1] for label in ins}
         assert {"acc", "i"} <= {label.rsplit("/", 1)[-1] for label in outs}
