@@ -233,6 +233,7 @@ class Session:
         self.params = {out: param_info(op) for op in model.init.op for out in op.output}
         self._shapes: dict[bool, dict[tuple[Any, ...], dict[tuple[str, int], Any]]] = {}
         self._shapes_lock = threading.Lock()
+        self._shapes_key: str | None = None
         self.notices: list[str] = []
         self._lint: dict[int, list[Any]] | None = None
         self.plan: list[str] | None = None  # a plan file's step tree (engine.plan_view.plan_lines)
@@ -398,6 +399,20 @@ class Session:
     def param_names(self) -> set[str]:
         """Blobs the init net fills (the weights)."""
         return set(self.params)
+
+    def shapes_key(self) -> str | None:
+        """What static shape inference reads besides the shown net (value_info, the fed inputs'
+        shapes, the init net) as a :mod:`netviz.cache` key, so a drawing with inferred shapes is
+        cached too; None for a plan (its steps' nets are not keyed).  Made once (hashes the init net)."""
+        if self.plan_def is not None:
+            return None
+        if self._shapes_key is None:
+            from netviz import cache
+
+            self._shapes_key = cache.key(sorted(self.model.value_info.items()),
+                                         sorted((k, tuple(v.shape)) for k, v in self.values.items()
+                                                if hasattr(v, "shape")), cache.net_digest(self.model.init))
+        return self._shapes_key
 
     # -- blobs -----------------------------------------------------------------------------
     def producers(self, path: NetPath, name: str) -> list[tuple[int, int]]:

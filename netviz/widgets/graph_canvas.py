@@ -161,17 +161,23 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
     def _layout(self, key: tuple, direction: str, pane: tuple[int, int], session: Any, net: Any, ssa_list: list,
                 n_forward: int, ssa: bool, zoom: int, window: range | None) -> None:
         try:
-            shapes = session.shapes(key[0]) if ZOOMS[zoom][1] else None
+            blobs = ZOOMS[zoom][1]
             params = session.param_names()
             digest = getattr(session, "digest", None)
-            # NOTE: a drawing without inferred shapes is a function of the net (its digest), the view
-            # (key, loss), the direction and the pane: a net seen before draws from netviz.cache.
+            inferred = session.shapes_key() if blobs and hasattr(session, "shapes_key") else None
+            # NOTE: a drawing is a function of the net (its digest), the view (key, loss), the direction,
+            # the pane and, with blobs, what shape inference reads: a net seen before draws from
+            # netviz.cache without inferring shapes (which imports every kernel module).
             # Every argument of build_scene must be in this key.
-            where = cache.key(digest, key, session.loss, direction, pane, sorted(params), window) \
-                if digest is not None and shapes is None else None
-            scene = cache.cached("scene", where, lambda: build_scene(
-                net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=params, ops=window, direction=direction,
-                pane=pane))
+            where = cache.key(digest, key, session.loss, direction, pane, sorted(params), window, inferred) \
+                if digest is not None and (not blobs or inferred is not None) else None
+
+            def make() -> Scene:
+                shapes = session.shapes(key[0]) if blobs else None
+                return build_scene(net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=params, ops=window,
+                                   direction=direction, pane=pane)
+
+            scene = cache.cached("scene", where, make)
         except NetvizError as e:
             self.app.call_from_thread(self._failed, key, e)
             return

@@ -94,3 +94,25 @@ def test_keys_change_with_the_code_that_computes_them(monkeypatch):
     before = cache.net_digest(net)
     monkeypatch.setattr(cache, "code_version", lambda: b"another netviz")
     assert cache.net_digest(net) != before
+
+
+async def _first_drawing_with_shapes(path: Path, inputs: list[str]) -> list[tuple[str, str]]:
+    app = NetvizApp(Session.open(path, inputs=inputs))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.main.is_mounted and app.main.canvas.scene is not None, "the first drawing")
+        return sorted((n.label, n.sub) for n in app.main.canvas.scene.nodes if n.blob is not None)
+
+
+@asynctest
+async def test_a_drawing_with_inferred_shapes_is_cached_per_input_shape(tmp_path, cache_dir, monkeypatch):
+    """A small net is drawn with its blobs' inferred shapes: the second drawing is neither laid out
+    nor inferred again, and another input shape is a new key (its shapes are inferred and drawn)."""
+    path = write(tmp_path, "mlp", mlp())
+    drawn = await _first_drawing_with_shapes(path, ["X=4,8"])
+    assert any("4" in sub for _, sub in drawn)
+    build = canvas_module.build_scene
+    monkeypatch.setattr(canvas_module, "build_scene", _refuse)  # NOTE: it would infer the shapes first
+    assert await _first_drawing_with_shapes(path, ["X=4,8"]) == drawn
+    monkeypatch.setattr(canvas_module, "build_scene", build)
+    other = await _first_drawing_with_shapes(path, ["X=6,8"])
+    assert other != drawn and any("6" in sub for _, sub in other)
