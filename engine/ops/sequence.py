@@ -299,12 +299,14 @@ def sequence_mask(xp, x, seq=None, *, mode: str | None = None, axis: int = 1, gr
         masked = np.repeat(masked, rep, axis=1)
         masked = np.broadcast_to(masked[None], (before,) + masked.shape).reshape(shape)
     else:
-        left, right = int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))
+        # NOTE: with `batch`, each of the `before` batch entries gets the same triangle over [between, after]
+        before = int(np.prod(shape[:batch + 1])) if batch >= 0 else 1
+        left, right = int(np.prod(shape[batch + 1 if batch >= 0 else 0:axis])), int(np.prod(shape[axis:]))
         i, j = np.arange(left)[:, None], np.arange(right)[None, :]
         rules = {"upper": j > i, "lower": j < i, "upperdiag": j >= i, "lowerdiag": j <= i}
         if mode not in rules:
             raise ValueError(f"unknown SequenceMask mode '{mode}'")
-        masked = rules[mode].reshape(shape)
+        masked = np.broadcast_to(rules[mode][None], (before, left, right)).reshape(shape)
     return xp.where(xp.asarray(masked), xp.asarray(np.array(fill, dtype=x.dtype)), x)
 
 

@@ -98,6 +98,9 @@ def cases():
                args={"mode": "sequence", "axis": 1, "repeat_from_axis": -1, "fill_val": -1.0}, grad=True)
     yield Case("SequenceMask_batch_negative", "SequenceMask", {"X": x4, "L": np.array([3], I32)}, ["Y"],
                args={"mode": "sequence", "axis": 1, "batch": -4})
+    for mode in ("upper", "lowerdiag"):  # boolean_mask_test::test_sequence_mask_batching_triangle
+        yield Case(f"SequenceMask_{mode}_batch", "SequenceMask", {"X": x4}, ["Y"],
+                   args={"mode": mode, "axis": 2, "batch": 0, "fill_val": 1e-9}, grad=True)
     yield Case("SequenceMask_batch_minus_one", "SequenceMask", {"X": x4, "L": np.array([1, 3], I32)}, ["Y"],
                args={"mode": "sequence", "axis": 1, "batch": -1})
 
