@@ -289,6 +289,11 @@ def classify(message: str, key: str = "") -> str:
     """The failure class of a netviz-side failure message (of test `key`)."""
     if key in NUMPY2_IN_TEST and re.search(NUMPY2_IN_TEST[key][0], message, re.M):
         return "NumPy 2 in test code"
+    if "ExceptionGroup" in message:  # hypothesis's distinct failures: a netviz one outranks a torch call
+        found = {classify(part) for part in message.split("; ")[1:]}
+        rank = [name for name, _ in CLASSES] + ["other"]
+        if found:
+            return min(found - {"not applicable"} or found, key=rank.index)
     return next((name for name, pattern in CLASSES if re.search(pattern, message, re.M)), "other")
 
 
