@@ -540,7 +540,8 @@ def fold_scroll(sc: Scene, n: SceneNode, pane_w: int, pane_h: int, now: tuple[in
     A node in the first half of its band shows its band at the pane's far side, with the end of
     the band before it; one in the second half at the near side, with the start of the next: the
     view shows consecutive ops around `n` and, as the pc walks along, moves only forwards.
-    `lazy`: stay at `now` while the band and the node are both wholly in view.
+    `lazy`: stay at `now` while the node is wholly in view (a box beside the view's bands, like a
+    projection shortcut drawn beside an earlier op, does not pull the view back).
     """
     if sc.band <= 0 or sc.columns <= 1:
         return None
@@ -557,9 +558,9 @@ def fold_scroll(sc: Scene, n: SceneNode, pane_w: int, pane_h: int, now: tuple[in
     start = j * step
     sx, sy = now
     cur, cur_along = (sy, sx) if lr else (sx, sy)
-    in_band = cur <= start and start + size <= cur + pane_across
+    in_across = cur <= pos and pos + length <= cur + pane_across
     in_along = cur_along <= along and along + along_len <= cur_along + pane_along
-    if lazy and in_band and in_along:
+    if lazy and in_across and in_along:
         return now
     first_half = along + along_len / 2 < sc.band / 2
     target = start + size - pane_across if first_half else start

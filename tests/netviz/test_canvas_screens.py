@@ -277,3 +277,28 @@ async def test_resnet50_with_backward_pass_stays_contiguous(zoo):
                        "the window with the backward op")
         await settle(pilot, app)
         assert_contiguous(ops_seen(app), target, 6)
+
+
+@asynctest
+async def test_stepping_moves_the_view_forwards_only(zoo):
+    """30 steps through ResNet-50: the pc is on screen after every step; the view moves at most
+    twice per band the pc enters (its band at the far side, then the near side), and back only to a
+    box drawn before the view (a projection shortcut, #12, sits beside #4)."""
+    from netviz.widgets.graph_scene import WRAP_GAP
+
+    async with shown(zoo / "resnet50" / "predict_net.pbtxt", (160, 48)) as (app, pilot):
+        canvas = app.main.canvas
+        sc = canvas.scene
+        step = (sc.width + WRAP_GAP[sc.direction]) // sc.columns
+        before, moves, bands = int(canvas.scroll_x), 0, set()
+        for k in range(1, 31):
+            await steps(pilot, app, 1)
+            box = sc.nodes[sc.by_op[k]]
+            bands.add(box.x // step)
+            assert canvas.pc_op == k and k in ops_seen(app), (k, ops_seen(app))
+            now = int(canvas.scroll_x)
+            if now < before:
+                assert box.x < before, f"#{k} lies ahead, yet the view went back from {before} to {now}"
+            moves += now != before
+            before = now
+        assert 0 < moves <= 2 * len(bands), (moves, bands)
