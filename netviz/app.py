@@ -5,12 +5,14 @@ Global keys are the app's (help, quit, palette); everything else is a main-scree
 
 Safety net: an exception no handler caught (a key handler, a worker, a widget) becomes a notice
 naming what failed plus a traceback file (:mod:`netviz.errorlog`); the session goes on.  Only an
-error before the main screen is up, or a burst of them (a widget failing on every frame), ends
+error before the main screen is up (a timer ticking early aside), or a burst of them (a widget failing on every frame), ends
 the app, with return code 1 and one line naming the log (``netviz`` then exits 1, never 0).
 """
 from __future__ import annotations
 
+import os
 import time
+import traceback
 from collections.abc import Iterable
 from functools import partial
 
@@ -59,8 +61,11 @@ class NetvizApp(Guarded, App[int]):
         self._error_times = [t for t in self._error_times if now - t < BURST_S] + [now]
         line = report(error, context)
         self.errors.append(line)
+        # NOTE: fatal: an error before the main screen is up (its compose or mount failed), except a
+        # timer ticking early (a widget polling before on_mount): that one is a notice, as later
+        tick = any(f.filename.endswith(f"textual{os.sep}timer.py") for f in traceback.extract_tb(error.__traceback__))
         started = self.main.is_mounted and self.is_running
-        if not started or len(self._error_times) >= BURST:
+        if (not started and not tick) or len(self._error_times) >= BURST:
             # NOTE: result 1 too: `netviz` returns App.run()'s result as its exit status
             self.exit(1, return_code=1, message=Text(f"netviz: stopped by an internal error in {line}"))
             return
