@@ -1204,7 +1204,8 @@ class TextFileReader(CppObject):
 @kernel("CreateTextFileReader", needs_context=True)
 def create_text_file_reader(xp, *, ctx, filename: str = "", num_passes: int = 1, field_types: list = ()):
     try:
-        lines = open(filename, encoding="utf-8").read().splitlines()
+        with open(filename, encoding="utf-8") as f:  # NOTE: closed here, not at GC (a ResourceWarning)
+            lines = f.read().splitlines()
     except OSError as e:
         raise ExecutionError(f"{_where(ctx)}: cannot read {filename}: {e.strerror}") from None
     return TextFileReader(filename, int(num_passes), list(field_types), [ln.split("\t") for ln in lines if ln])
