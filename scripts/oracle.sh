@@ -2,12 +2,14 @@
 # Regenerate the Caffe2 oracle goldens (issue 5).
 #
 #   scripts/oracle.sh [OUTDIR]     (default OUTDIR: tests/golden)
+#   scripts/oracle.sh --venv-only  (only create/update .venv-caffe2, e.g. before tests that run Caffe2)
 #
 # Creates .venv-caffe2 (Python 3.9 + torch==1.10.2, which ships caffe2.python)
 # at the repo root if it is missing, then runs every tests/oracle/gen_*.py
 # with PYTHONHASHSEED=0, each writing its golden cases into OUTDIR, and
 # finally tests/oracle/make_index.py, which writes OUTDIR/index.json.
-# Output is deterministic: two runs give byte-identical trees.
+# Output is deterministic: two runs on one machine give byte-identical trees; another CPU
+# rounds floats differently, so compare with tests/oracle/golden_compare.py (check_goldens.sh).
 # The scripts import caffe2 only (never netviz / engine).
 set -euo pipefail
 
@@ -41,6 +43,8 @@ if [ "$(cat "$VENV/.netviz-reqs" 2>/dev/null)" != "$REQS" ]; then
     "$VENV/bin/pip" install -q $REQS
     printf '%s' "$REQS" > "$VENV/.netviz-reqs"
 fi
+
+[ "${1:-}" = --venv-only ] && exit 0
 
 mkdir -p "$OUTDIR"
 OUTDIR="$(cd "$OUTDIR" && pwd)"
