@@ -2,12 +2,33 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = Path(os.environ.get("NETVIZ_MODEL_ZOO", ROOT.parent / "shared" / "models" / "caffe2-model-zoo"))
+
+
+_CACHE_DIR: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point netviz's cache (``engine.modelio.cache_dir``: parse cache, ``netviz.cache`` views) at a
+    per-session temporary folder, so the suite never writes the user's ``~/.cache/netviz`` and never
+    reads entries another run left there; set in ``os.environ`` so subprocesses (CLI tests, the TUI
+    probes) inherit it. Tests that exercise the cache itself still monkeypatch their own folder."""
+    global _CACHE_DIR
+    _CACHE_DIR = tempfile.mkdtemp(prefix="netviz-test-cache-")
+    os.environ["NETVIZ_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's cache folder."""
+    if _CACHE_DIR is not None:
+        shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def zoo_nets() -> list[Path]:
