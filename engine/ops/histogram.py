@@ -195,14 +195,14 @@ def _piecewise(x, b, s, c):
 
 @kernel("PiecewiseLinearTransform")
 def piecewise_linear_transform(xp, x, *params, bounds=(), slopes=(), intercepts=(), binary: int = 0):
-    # NOTE: column j uses the j-th group of pieces; binary predictions (N, 2) or (N,) use one
-    # group on the positive column and give 1 - y for the negative one.
+    # NOTE: column j uses the j-th group of pieces; binary predictions (N, 2) use one group on the
+    # positive column and give 1 - y for the negative one; (N,) or (N, 1) is the positive column alone.
     h = dev.to_host(x).astype(np.float32)
     if binary:
         b, s, c = _piecewise_params((bounds, slopes, intercepts), params, 1)
-        pos = h[:, 1] if h.ndim == 2 else h.reshape(-1)
-        y = _piecewise(pos, b[0], s[0], c[0])
-        return xp.asarray(np.stack([1 - y, y], axis=1) if h.ndim == 2 else y.reshape(h.shape))
+        two = h.ndim == 2 and h.shape[1] == 2
+        y = _piecewise(h[:, 1] if two else h.reshape(-1), b[0], s[0], c[0])
+        return xp.asarray(np.stack([1 - y, y], axis=1) if two else y.reshape(h.shape))
     cols = h.reshape(h.shape[0], -1) if h.ndim > 1 else h.reshape(-1, 1)
     b, s, c = _piecewise_params((bounds, slopes, intercepts), params, cols.shape[1])
     out = np.stack([_piecewise(cols[:, j], b[j], s[j], c[j]) for j in range(cols.shape[1])], axis=1)

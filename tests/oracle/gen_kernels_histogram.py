@@ -54,6 +54,8 @@ def cases():
                args={"bounds": [0.1, 0.4, 0.8], "slopes": [1.0, -2.0], "intercepts": [0.0, 1.0], "binary": 1})
     yield Case("PiecewiseLinearTransform_binary_1d", "PiecewiseLinearTransform", {"X": p[:, 0].copy()}, ["Y"],
                args={"bounds": [0.1, 0.4, 0.8], "slopes": [1.0, -2.0], "intercepts": [0.0, 1.0], "binary": 1})
+    yield Case("PiecewiseLinearTransform_binary_n1", "PiecewiseLinearTransform", {"X": p[:, :1].copy()}, ["Y"],
+               args={"bounds": [0.1, 0.4, 0.8], "slopes": [1.0, -2.0], "intercepts": [0.0, 1.0], "binary": 1})
     yield Case("PiecewiseLinearTransform_inputs", "PiecewiseLinearTransform",
                {"X": p, "B": np.array([0.1, 0.4, 0.8, 0.0, 0.5, 1.0], F32), "S": np.array([1, -2, 0.5, 3], F32),
                 "I": np.array([0, 1, -0.5, 0.2], F32)}, ["Y"])
