@@ -91,7 +91,17 @@ class Minimap(Widget, can_focus=True):
         self._shown: tuple | None = None
 
     def on_mount(self) -> None:
+        # NOTE: the viewport follows the canvas at once (its scroll and drawing are reactive); the
+        # marks (pc, ran, breakpoints) on the next tick of a short timer
+        self.call_after_refresh(self._watch_canvas)  # the main screen names its canvas once mounted
         self.set_interval(0.2, self._poll)
+
+    def _watch_canvas(self) -> None:
+        for attr in ("scroll_x", "scroll_y", "virtual_size"):
+            self.watch(self.main.canvas, attr, self._changed, init=False)
+
+    def _changed(self, *_: Any) -> None:
+        self._poll()
 
     # -- what it shows ----------------------------------------------------------------------
     def n_ops(self) -> int:
