@@ -55,6 +55,7 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "copy": ("y", "copy", "Copy name/value", ""),
     "export": ("e", "export", "Export the current view or the whole net", "Export"),
     "view.device-diff": ("D", "device_diff", "CPU vs GPU diff", ""),
+    "view.onnx-diff": ("O", "onnx_diff", "ONNX Runtime vs engine: export, run both, differences on the graph", ""),
     "help": ("question_mark,f1", "app.help", "Help", "Help"),
     "quit": ("q", "app.quit", "Quit", "Quit"),
 }

@@ -86,3 +86,49 @@ def legend(mode: str, records: Sequence[Any | None]) -> Text:
     else:
         text.append(" (nothing ran yet)" if mode == "time" else " (no backward op ran yet)", "dim")
     return text
+
+
+# ---- engine vs ONNX Runtime, per op ----------------------------------------------------
+#: an op whose worst value is over the tolerance, one that differs within it (float rounding), one equal
+OVER, ROUNDING = "#C62828", "#9E9D24"
+ONNX_SIDE = "ONNX Runtime vs engine"
+
+
+def worst_per_op(rows: Sequence[Any]) -> dict[int, Any]:
+    """Op index → its worst compared value (rows of :func:`engine.onnx_export.diff_against_runtime`):
+    one over the tolerance before any within it, then the largest absolute difference."""
+    out: dict[int, Any] = {}
+    for r in rows:
+        cur = out.get(r.op_index)
+        if cur is None or (not r.ok, r.max_abs) > (not cur.ok, cur.max_abs):
+            out[r.op_index] = r
+    return out
+
+
+def diff_colors(rows: Sequence[Any]) -> dict[int, tuple[str, str]]:
+    """Op index → (colour, tag) of a per-op comparison: red over the tolerance, olive for a
+    difference within it, green for equal; the tag is the worst blob's max abs difference."""
+    return {i: (CLEAN if r.max_abs == 0 else ROUNDING if r.ok else OVER, f"Δ{r.max_abs:.2g}")
+            for i, r in worst_per_op(rows).items()}
+
+
+def diff_header(rows: Sequence[Any], side: str = ONNX_SIDE) -> str:
+    """What a per-op comparison found, in one line: how many ops differ, the worst (op and blob), and
+    the first op (in run order) over the tolerance, or that none is."""
+    worst = worst_per_op(rows)
+    differ = [r for r in worst.values() if r.max_abs > 0]
+    if not differ:
+        return f"{side}: all {len(worst)} ops equal ({len(rows)} values)"
+    top = max(differ, key=lambda r: r.max_abs)
+    first = next((r for r in rows if not r.ok), None)
+    return (f"{side}: {len(differ)} of {len(worst)} ops differ, worst op #{top.op_index} {top.op_type} "
+            f"'{top.blob}' (abs {top.max_abs:.3g}); "
+            + (f"first over the tolerance: op #{first.op_index} {first.op_type} '{first.blob}'" if first
+               else "none over the tolerance (float rounding)"))
+
+
+def diff_legend(rows: Sequence[Any]) -> Text:
+    """The breadcrumb's key while a per-op comparison colours the graph."""
+    return Text.assemble(("  ·  ", "dim"), ("ONNX diff", "bold"), " ", ("■", OVER), (" over tol ", "dim"),
+                         ("■", ROUNDING), (" rounding ", "dim"), ("■", CLEAN), (" equal", "dim"),
+                         (f"  ({len(worst_per_op(rows))} ops; m clears)", "dim"))

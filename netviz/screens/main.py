@@ -30,7 +30,7 @@ from netviz.actions import bindings
 from netviz.commands import missing_blob_hint
 from netviz.errorlog import Guarded, report
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
-from netviz.overlays import OVERLAYS, legend, overlay_colors
+from netviz.overlays import OVERLAYS, diff_colors, diff_header, diff_legend, legend, overlay_colors, worst_per_op
 from netviz.screens.breakpoints import BreakpointsScreen
 from netviz.screens.pick import PickScreen
 from netviz.screens.prompt import PromptScreen
@@ -94,6 +94,7 @@ class MainScreen(Guarded, Screen[None]):
         self.checked = False  # the lint and schema check of the main net are done (check_net)
         self._whole_net_started = False
         self.diffing: threading.Event | None = None  # set to cancel the device diff running
+        self.onnx_rows: tuple[Any, ...] | None = None  # the last ONNX Runtime diff, coloured on the main net
         self._moves = threading.Lock()
 
     def compose(self) -> ComposeResult:
@@ -203,8 +204,9 @@ class MainScreen(Guarded, Screen[None]):
         if blobs:
             scope = common_scope(self.session.view(self.path).net)
             extra += f"  ·  blobs in {scope}" if scope else ""
-        self.query_one(Breadcrumb).show(self.session.path_label(self.path), f"zoom {name}", extra,
-                                        legend(OVERLAYS[self.overlay], self._records() if self.overlay else []))
+        key = (diff_legend(self.onnx_rows) if self.onnx_rows is not None and self.path == ()
+               else legend(OVERLAYS[self.overlay], self._records() if self.overlay else []))
+        self.query_one(Breadcrumb).show(self.session.path_label(self.path), f"zoom {name}", extra, key)
 
     def _records(self) -> list[Any]:
         s = self.session
@@ -379,6 +381,9 @@ class MainScreen(Guarded, Screen[None]):
             stale = [s.stale(OpRef(self.path, i)) for i in range(len(recs))]
             colors = overlay_colors(OVERLAYS[self.overlay], recs, stale)
             c.overlay = {i: Style(color="white", bgcolor=col, bold=True) for i, (col, _) in colors.items()}
+        elif self.onnx_rows is not None and self.path == ():
+            c.overlay = {i: Style(color="white", bgcolor=col, bold=True)
+                         for i, (col, _) in diff_colors(self.onnx_rows).items()}
         else:
             c.overlay = {}
         changed = {before[0], c.pc_op} | (before[1] ^ c.breakpoints) | (before[2] ^ c.executed) \
@@ -396,6 +401,10 @@ class MainScreen(Guarded, Screen[None]):
         self.update_status()
 
     def action_cycle_overlay(self) -> None:
+        if self.onnx_rows is not None:  # NOTE: m first clears the ONNX diff's colours
+            self.onnx_rows = None
+            self.update_canvas_marks()
+            self.show_graph()
         self.overlay = (self.overlay + 1) % len(OVERLAYS)
         self.notify(f"overlay: {OVERLAYS[self.overlay]}", title="Overlay")
 
@@ -799,6 +808,54 @@ class MainScreen(Guarded, Screen[None]):
             if writers:
                 self.run_guarded(self.select, OpRef((), writers[0][0]))
         self.app.push_screen(PickScreen(head, rows, [d.name for d in report.diffs], start), jump)
+
+    @guarded
+    def action_onnx_diff(self) -> None:
+        """Export the net to a temporary .onnx, run it in ONNX Runtime and colour each op of the
+        main net by its worst value's difference from the engine (Esc cancels between stages)."""
+        if self.diffing is not None:
+            raise Unavailable("a diff is already running (Esc cancels it)")
+        self.diffing = threading.Event()
+        self.notify("ONNX Runtime vs engine: exporting and running both… (Esc cancels)", title="ONNX diff")
+        self._onnx_diff(self.diffing)
+
+    @work(thread=True, group="diff")
+    def _onnx_diff(self, cancel: threading.Event) -> None:
+        from netviz.onnx_diff import runtime_diff
+        try:
+            done = runtime_diff(self.session.model, self.session.values, cancel=cancel,
+                                progress=lambda line: self._to_ui(self.notify, line, title="ONNX diff"))
+        except NetvizError as e:
+            self._to_ui(self.notify, str(e), title="ONNX diff", severity="error")
+            return
+        except Exception as e:  # noqa: BLE001 - a failed comparison is a notice, never the end of the app
+            self._to_ui(self.notify, report(e, "ONNX Runtime diff"), title="Internal error", severity="error")
+            return
+        finally:
+            self.diffing = None
+        self._to_ui(self._show_onnx_diff, done)
+
+    def _show_onnx_diff(self, done: Any) -> None:
+        """The comparison on the graph (main net: colours, breadcrumb key) and as a list of ops, worst
+        blob each, the first over the tolerance highlighted; Enter jumps to the op."""
+        rows = done.rows
+        self.onnx_rows = rows
+        if self.overlay:
+            self.overlay = 0  # NOTE: one colouring at a time; watch_overlay repaints
+        if self.path != ():
+            self.path = ()
+        self.update_canvas_marks()
+        self.show_graph()
+        for note in done.notes:
+            self.notify(note, title="ONNX diff")
+        worst = worst_per_op(rows)
+        ops = sorted(worst)
+        lines = [f"#{i} {worst[i].op_type}  {worst[i].blob}  abs {worst[i].max_abs:.3g}  rel {worst[i].max_rel:.3g}"
+                 + ("" if worst[i].ok else "  over tol") for i in ops]
+        first = next((r.op_index for r in rows if not r.ok), None)
+        start = ops.index(first) if first is not None else 0
+        self.app.push_screen(PickScreen(diff_header(rows) + "; Enter jumps to the op", lines, ops, start),
+                             lambda i: self.run_guarded(self.select, OpRef((), i)) if isinstance(i, int) else None)
 
     @guarded
     def action_toggle_backward(self, loss: str | None = None) -> None:

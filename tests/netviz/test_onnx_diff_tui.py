@@ -1,0 +1,86 @@
+"""Issue #34 item 2 (TUI side): `O` exports the net to a temporary .onnx, runs it in ONNX Runtime and
+shows each op's worst difference from the engine on the graph and in a list whose header says what
+the comparison found.  A deliberately wrong converter makes it name the first differing op; a net
+with an op that has no ONNX form gets one notice naming it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+import engine.ops  # noqa: E402,F401 - fills the converter table the test patches
+from engine.registry import ONNX  # noqa: E402
+from netviz.app import NetvizApp  # noqa: E402
+from netviz.overlays import OVER, diff_colors  # noqa: E402
+from netviz.screens.pick import PickScreen  # noqa: E402
+from netviz.session import Session  # noqa: E402
+from tests.netviz.waiting import asynctest, notified, ready, wait_for  # noqa: E402
+
+MLP = Path(__file__).resolve().parents[2] / "examples" / "mlp" / "predict_net.pb"
+
+
+async def _diff(pilot, app) -> PickScreen:
+    await ready(pilot)
+    await pilot.press("O")
+    await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the ONNX diff list", timeout=120)
+    return app.screen
+
+
+@asynctest
+async def test_onnx_runtime_diff_of_the_mlp_shows_on_the_graph():
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(160, 48)) as pilot:
+        pick = await _diff(pilot, app)
+        title, rows, ops = pick.title_text, pick.rows, pick.values
+        net = app.main.session.view(()).net
+        # the training MLP exports its forward section: FC, Relu, FC, SoftmaxWithLoss
+        assert ops == [0, 1, 2, 3], (ops, rows)
+        assert all(r.startswith(f"#{i} {net.op[i].type}") for i, r in zip(ops, rows)), rows
+        assert title.startswith("ONNX Runtime vs engine: ")
+        assert not any(r.endswith("over tol") for r in rows), rows  # the real converters are right
+        assert "first over the tolerance" not in title, title
+        differ = sum(1 for r in rows if " abs 0 " not in r)
+        assert (f"{differ} of 4 ops differ" in title) if differ else ("all 4 ops equal" in title), (title, rows)
+        canvas = app.main.canvas
+        assert set(canvas.overlay) == set(ops)  # every compared op coloured on the graph, nothing else
+        assert all(s.bgcolor.triplet.hex.lower() != OVER.lower() for s in canvas.overlay.values())
+        await pilot.press("escape")
+        await pilot.press("m")  # m clears the diff's colours before cycling the overlays
+        await pilot.pause()
+        assert app.main.onnx_rows is None
+
+
+@asynctest
+async def test_a_wrong_converter_is_named_as_the_first_differing_op(monkeypatch):
+    def relu_as_sigmoid(c):  # a deliberately wrong converter: Relu written as Sigmoid
+        c.emit("Sigmoid", [c.x(0)], [c.y(0)])
+    monkeypatch.setitem(ONNX, "Relu", relu_as_sigmoid)
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(160, 48)) as pilot:
+        pick = await _diff(pilot, app)
+        title, rows, ops = pick.title_text, pick.rows, pick.values
+        relu = app.main.session.view(()).net.op[1]
+        assert f"first over the tolerance: op #1 Relu '{relu.output[0]}'" in title, title
+        assert ops[pick.start] == 1 and rows[pick.start].endswith("over tol"), (pick.start, rows)
+        colours = diff_colors(app.main.onnx_rows)
+        assert colours[1][0] == OVER
+        assert app.main.canvas.overlay[1].bgcolor.triplet.hex.lower() == OVER.lower()
+        await pilot.press("enter")  # jumps to the op
+        await pilot.pause()
+        assert app.main.selected is not None and app.main.selected.index == 1
+
+
+@asynctest
+async def test_an_op_without_onnx_form_is_named_in_one_notice(monkeypatch):
+    monkeypatch.delitem(ONNX, "Relu")
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("O")
+        await wait_for(pilot, lambda: app.main.diffing is None and notified(app, "no faithful ONNX form"), "the refusal", timeout=120)
+        assert any("for Relu (op #1)" in n.message for n in app._notifications)
+        assert not isinstance(app.screen, PickScreen)
+        assert app.main.onnx_rows is None
