@@ -235,6 +235,7 @@ class Session:
         self._shapes_lock = threading.Lock()
         self._shapes_key: str | None = None
         self.notices: list[str] = []
+        self.shape_notice: str | None = None  # ops whose shapes do not fit, for the screen to show once
         self._lint: dict[int, list[Any]] | None = None
         self.plan: list[str] | None = None  # a plan file's step tree (engine.plan_view.plan_lines)
         self.plan_def: caffe2_pb2.PlanDef | None = None  # a plan file: the debugger steps it whole
@@ -391,10 +392,15 @@ class Session:
         if self.plan_def is not None:  # a plan: each net of its steps, in step order
             from engine.plan_view import plan_shapes
             return plan_shapes(self.plan_def, inputs)
+        problems: list[str] = []  # NOTE: an op that does not fit leaves its outputs unknown, not every shape
         try:
-            return shapes.infer_net_shapes(net, inputs, self.model.init)
-        except NetvizError:
-            return {}
+            table = shapes.infer_net_shapes(net, inputs, self.model.init, problems=problems)
+        except NetvizError as e:
+            problems, table = [str(e)], {}
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            self.shape_notice = f"shapes: {problems[0]}{more}; the other shapes are kept"
+        return table
 
     def param_names(self) -> set[str]:
         """Blobs the init net fills (the weights)."""

@@ -177,6 +177,9 @@ class MainScreen(Guarded, Screen[None]):
         self.app.call_from_thread(self._shapes_ready)
 
     def _shapes_ready(self) -> None:
+        notice, self.session.shape_notice = self.session.shape_notice, None
+        if notice:
+            self.notify(notice, title="Shapes", severity="warning")
         if self.selected is not None:
             self.run_guarded(self.query_one(OpInspector).show, self.session, self.selected)
 

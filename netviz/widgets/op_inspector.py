@@ -22,10 +22,13 @@ if TYPE_CHECKING:
 
 
 def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
-    """Inferred shape and dtype of one blob version: ``1×64×?×? float32``; ``…`` while inferring."""
+    """Inferred shape and dtype of one blob version: ``1×64×?×? float32``; ``…`` while inferring;
+    ``opaque`` for a blob that is no tensor (``?`` would say a shape could be known)."""
     if table is None:
         return Text("…", style="dim")
     info = table.get(blob)
+    if info is not None and info.opaque:  # NOTE: a queue, DB, reader or mutex: no shape exists, not "unknown"
+        return Text("opaque", style="dim")
     if info is None or info.shape is None:
         return Text("?", style="dim")
     dims = "×".join("?" if d is None else str(d) for d in info.shape) or "scalar"
