@@ -94,11 +94,18 @@ class Minimap(Widget, can_focus=True):
         # NOTE: the viewport follows the canvas at once (its scroll and drawing are reactive); the
         # marks (pc, ran, breakpoints) on the next tick of a short timer
         self.call_after_refresh(self._watch_canvas)  # the main screen names its canvas once mounted
-        self.set_interval(0.2, self._poll)
+
+    def _ready(self) -> bool:
+        """The main screen has named its canvas (its on_mount runs after this widget's)."""
+        return getattr(self.main, "canvas", None) is not None
 
     def _watch_canvas(self) -> None:
+        if not self._ready():
+            self.call_after_refresh(self._watch_canvas)
+            return
         for attr in ("scroll_x", "scroll_y", "virtual_size"):
             self.watch(self.main.canvas, attr, self._changed, init=False)
+        self.set_interval(0.2, self._poll)
 
     def _changed(self, *_: Any) -> None:
         self._poll()
@@ -143,6 +150,8 @@ class Minimap(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        if not self._ready():
+            return Strip([Segment(" " * width, S_LINE)], width)
         cells = self.cells()
         if y == 0:
             return Strip([Segment(tick_line(cells, width).ljust(width), S_TICK)], width)
