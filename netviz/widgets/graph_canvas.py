@@ -43,6 +43,7 @@ S_SEL = Style(color="black", bgcolor=looks.AMBER, bold=True)
 S_SEL_SUB = Style(color="#3a2a00", bgcolor=looks.AMBER)
 S_LINK = Style(color="black", bgcolor="#CE93D8", bold=True)
 S_NAN, S_DONE = Style(color="white", bgcolor="#8E24AA", bold=True), Style(color="#7CB342", bold=True)
+S_SKIP = Style(color="#F4B400", bold=True)  # ↷ as the op list draws it: skipped (K), its kernel never ran
 S_PC, S_BP = Style(color="#ffff00", bold=True), Style(color="#ff3030", bold=True)
 
 
@@ -358,6 +359,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             if n.op is not None:
                 op = n.op
                 marks.append((op == self.selected_op, op == self.pc_op, op in self.breakpoints, op in self.executed,
+                               self._skipped(op),
                                op in self.nan_ops, op in self.linked_ops, self.overlay.get(op),
                                focus is not None and op in focus[0], self.control_note(n) if n.h == 4 else None))
             else:
@@ -448,8 +450,14 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
                     (" ", inner), ("│", border)]
         # NOTE: marks take the padding cells inside the borders (a box is its label + 4 wide), never a border
         left = ("▶", S_PC) if n.op == self.pc_op else (" ", inner)
-        right = ("●", S_BP) if n.op in self.breakpoints else ("✓", S_DONE) if n.op in self.executed else (" ", inner)
+        right = (("●", S_BP) if n.op in self.breakpoints else ("↷", S_SKIP) if self._skipped(n.op)
+                 else ("✓", S_DONE) if n.op in self.executed else (" ", inner))
         return [("│", border), left, *((c, inner) for c in _fit(n.label, n.w - 4)), right, ("│", border)]
+
+    def _skipped(self, op: int) -> bool:
+        """The op's last run was a skip (K: outputs given, kernel not run): marked ↷, never ✓."""
+        rec = self.records.get(op) if op in self.executed else None
+        return bool(getattr(rec, "skipped", False))
 
     def on_click(self, event: Any) -> None:
         if self.scene is None:
