@@ -272,6 +272,9 @@ class MainScreen(Guarded, Screen[None]):
         d = self.session.op_details(ref)
         blobs = self.query_one("#blob-list", OptionList)
         self.blob_options = [BlobRef(ref.path, n, v) for n, v in (*d["inputs"], *d["outputs"])]
+        # NOTE: a scrollbar only when the blobs overflow the list's 10 rows: with `auto`, a list longer than the
+        # last one showed a scrollbar until the screen's re-layout grew it, then hid it: a second layout per step
+        blobs.styles.overflow_y = "auto" if len(self.blob_options) > 10 else "hidden"
         # NOTE: one replacement, not clear + add: an emptied list hides its scrollbar and a full one
         # shows it again, a second re-layout of the screen per step
         blobs.set_options([Option(plain(f"{'in ' if k < len(d['inputs']) else 'out'} {b.label()}"))
@@ -783,22 +786,32 @@ class MainScreen(Guarded, Screen[None]):
 
     @guarded
     def action_device_diff(self) -> None:
+        self._start_diff("Device diff", "running the net on cpu and gpu… (Esc cancels)", self.session.device_diff,
+                         self._show_diff)
+
+    def _start_diff(self, title: str, line: str, run: Callable[[threading.Event], Any],
+                    show: Callable[[Any], None]) -> None:
+        """One diff at a time (device or ONNX Runtime): `run(cancel)` in a worker, Esc sets `cancel`,
+        `show(result)` back on the UI thread; a failure is one notice."""
         if self.diffing is not None:
-            raise Unavailable("a device diff is already running (Esc cancels it)")
+            raise Unavailable("a diff is already running (Esc cancels it)")
         self.diffing = threading.Event()
-        self.notify("running the net on cpu and gpu… (Esc cancels)", title="Device diff")
-        self._device_diff(self.diffing)
+        self.notify(line, title=title)
+        self._diff(self.diffing, run, show)
 
     @work(thread=True, group="diff")
-    def _device_diff(self, cancel: threading.Event) -> None:
+    def _diff(self, cancel: threading.Event, run: Callable[[threading.Event], Any], show: Callable[[Any], None]) -> None:
         try:
-            report = self.session.device_diff(cancel)
+            result = run(cancel)
         except NetvizError as e:
             self._to_ui(self.notify, str(e), title=type(e).__name__, severity="error")
             return
+        except Exception as e:  # noqa: BLE001 - a failed comparison is a notice, never the end of the app
+            self._to_ui(self.notify, report(e, "diff"), title="Internal error", severity="error")
+            return
         finally:
             self.diffing = None
-        self._to_ui(self._show_diff, report)
+        self._to_ui(show, result)
 
     def _show_diff(self, report: Any, threshold: float = 1e-4) -> None:
         first = report.first_over(threshold)
@@ -816,27 +829,13 @@ class MainScreen(Guarded, Screen[None]):
     def action_onnx_diff(self) -> None:
         """Export the net to a temporary .onnx, run it in ONNX Runtime and colour each op of the
         main net by its worst value's difference from the engine (Esc cancels between stages)."""
-        if self.diffing is not None:
-            raise Unavailable("a diff is already running (Esc cancels it)")
-        self.diffing = threading.Event()
-        self.notify("ONNX Runtime vs engine: exporting and running both… (Esc cancels)", title="ONNX diff")
-        self._onnx_diff(self.diffing)
-
-    @work(thread=True, group="diff")
-    def _onnx_diff(self, cancel: threading.Event) -> None:
         from netviz.onnx_diff import runtime_diff
-        try:
-            done = runtime_diff(self.session.model, self.session.values, cancel=cancel,
+
+        def run(cancel: threading.Event) -> Any:
+            return runtime_diff(self.session.model, self.session.values, cancel=cancel,
                                 progress=lambda line: self._to_ui(self.notify, line, title="ONNX diff"))
-        except NetvizError as e:
-            self._to_ui(self.notify, str(e), title="ONNX diff", severity="error")
-            return
-        except Exception as e:  # noqa: BLE001 - a failed comparison is a notice, never the end of the app
-            self._to_ui(self.notify, report(e, "ONNX Runtime diff"), title="Internal error", severity="error")
-            return
-        finally:
-            self.diffing = None
-        self._to_ui(self._show_onnx_diff, done)
+        self._start_diff("ONNX diff", "ONNX Runtime vs engine: exporting and running both… (Esc cancels)", run,
+                         self._show_onnx_diff)
 
     def _show_onnx_diff(self, done: Any) -> None:
         """The comparison on the graph (main net: colours, breadcrumb key) and as a list of ops, worst

@@ -84,3 +84,29 @@ async def test_an_op_without_onnx_form_is_named_in_one_notice(monkeypatch):
         assert any("for Relu (op #1)" in n.message for n in app._notifications)
         assert not isinstance(app.screen, PickScreen)
         assert app.main.onnx_rows is None
+
+
+@asynctest
+async def test_escape_cancels_the_onnx_diff_between_stages(monkeypatch):
+    import threading
+
+    from engine import onnx_export
+
+    started, real = threading.Event(), onnx_export.export
+
+    def held_export(*args, **kwargs):  # the export stage waits until the test has pressed Esc
+        started.set()
+        app.main.diffing.wait(30)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(onnx_export, "export", held_export)
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("O")
+        await wait_for(pilot, started.is_set, "the export stage")
+        assert notified(app, "running the net in the engine") and notified(app, "exporting 4 ops to ONNX")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: notified(app, "ONNX Runtime diff cancelled"), "the cancel notice")
+        await wait_for(pilot, lambda: app.main.diffing is None, "the worker's end")
+        assert not isinstance(app.screen, PickScreen) and app.main.onnx_rows is None
+        assert not notified(app, "running ONNX Runtime")  # stopped before ONNX Runtime ran
