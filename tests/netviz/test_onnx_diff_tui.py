@@ -54,6 +54,19 @@ async def test_onnx_runtime_diff_of_the_mlp_shows_on_the_graph():
 
 
 @asynctest
+async def test_resnet50_with_made_up_weights_every_op_on_the_graph(zoo):
+    app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        pick = await _diff(pilot, app)
+        n = len(app.main.session.view(()).net.op)
+        assert pick.values == list(range(n)), pick.values[:5]  # every top-level op compared
+        assert f"of {n} ops differ" in pick.title_text or f"all {n} ops equal" in pick.title_text, pick.title_text
+        assert "first over the tolerance" not in pick.title_text
+        assert set(app.main.canvas.overlay) == set(range(n))
+        assert notified(app, "parameters made up by --random-params")  # the export's note, shown
+
+
+@asynctest
 async def test_a_wrong_converter_is_named_as_the_first_differing_op(monkeypatch):
     def relu_as_sigmoid(c):  # a deliberately wrong converter: Relu written as Sigmoid
         c.emit("Sigmoid", [c.x(0)], [c.y(0)])
