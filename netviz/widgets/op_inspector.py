@@ -11,6 +11,7 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
+from textual.geometry import Size
 from textual.widgets import Static
 
 from engine.plan_view import STEP_OP, step_summary
@@ -57,7 +58,10 @@ class _Once:
         self._segments: dict[Any, list[Segment]] = {}
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        key = (options.max_width, options.min_width, options.height, options.justify, options.overflow,
+        # NOTE: no options.height in the key: Textual measures with none and draws with the widget's
+        # height, but a Group of Text and a grid Table ignore it (the caller crops/pads the lines), so
+        # one render per width serves both (it was 2-3 renders of the table per step)
+        key = (options.max_width, options.min_width, options.justify, options.overflow,
                options.no_wrap, options.highlight, options.markup)
         if key not in self._segments:
             self._segments[key] = list(console.render(self.renderable, options))
@@ -168,4 +172,24 @@ class OpInspector(Static):
                 shape = _shape(table, (name, v)) if ran is None else Text(ran.replace(" float32", ""))
                 io.append_text(Text.assemble(f"\n{tag:<3} ", (f"{slot} = ", "dim"), plain(f"{name}@{v}"),
                                              "\n    ", shape))
-        self.update(_Once(Group(head, facts, io)))
+        self._replace(_Once(Group(head, facts, io)))
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        # NOTE: a leaf widget: Textual sets a resized widget's virtual size as a reactive that asks for
+        # another layout of the whole screen (the second re-layout of each step); nothing lies inside
+        # this one to lay out, so the new size is recorded without it
+        return super()._size_updated(size, virtual_size, container_size, layout=False)
+
+    def _replace(self, content: _Once) -> None:
+        """Show `content`, re-laying out the screen only when its height differs from what is shown.
+
+        Textual re-lays out the whole screen on a Static's update; when the new content is as tall
+        as the old, the box keeps its size and a repaint is enough (the height is measured as
+        Textual does; :class:`_Once` keeps that render for the drawing)."""
+        width, height = self.content_size
+        if not self.is_mounted or width <= 0:
+            self.update(content)
+            return
+        self.update(content, layout=False)
+        if self.visual.get_height(self.styles, width) != height:
+            self.refresh(layout=True)
