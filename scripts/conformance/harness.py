@@ -125,10 +125,17 @@ def not_applicable(rel: str) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def test_sources(rel: str) -> dict[str, str]:
-    """``Class::test_name`` (or ``test_name``) → the source of that test function in file `rel`."""
+    """``Class::test_name`` (or ``test_name``) → the source of that test function in file `rel`.
+
+    Empty when the file is not there (no oracle venv, or a made-up id as the harness's own unit tests
+    use): with no source, no test is marked not applicable by it, and the comparison still runs.
+    """
     import ast
 
-    text = (caffe2_package() / "python" / rel).read_text(errors="replace")
+    path = (caffe2_package() / "python" / rel) if have_caffe2() else None
+    if path is None or not path.is_file():
+        return {}
+    text = path.read_text(errors="replace")
     out: dict[str, str] = {}
     for node in ast.parse(text).body:
         defs = [(f"{node.name}::", n) for n in node.body] if isinstance(node, ast.ClassDef) else [("", node)]
