@@ -418,3 +418,52 @@ shape("SparseLengthsIndicesInGradientWeightedSumWithMainInputGradient")(
     lambda w, dy, lengths, data, indices: (_rows_of(w, dy), w))
 shape(*(f"SortedSegmentRange{k}Gradient" for k in _RANGE))(lambda data, y, dy, ids: data)
 shape("TTSparseLengthsSumGradient")(lambda c0, c1, c2, *rest: (c0, c1, c2))
+
+
+# ---- onnx ----
+from engine.registry import onnx_converter  # noqa: E402
+
+
+def _onnx_segment_mask(c, ids):
+    """(K, N) bool: row j of the data belongs to segment i; K is the last sorted id + 1 (0 when
+    there are no ids), taken as the max of ids + 1 and a 0 so that an empty list reduces too."""
+    s = c.emit("Cast", [c.emit("Reshape", [c.x(ids), c.ints([-1])])], to=7)
+    k = c.reduce("ReduceMax", c.emit("Concat", [c.emit("Add", [s, c.ints([1])]), c.ints([0])], axis=0), None, 0)
+    seg = c.emit("Range", [c.const(np.array(0, np.int64), "zero"), k, c.const(np.array(1, np.int64), "one")])
+    return s, c.emit("Equal", [c.emit("Unsqueeze", [seg, c.ints([1])]), c.emit("Unsqueeze", [s, c.ints([0])])])
+
+
+@onnx_converter(*(f"SortedSegmentRange{k}" for k in _RANGE))
+def sorted_segment_range_onnx(c):
+    """A (segments, rows) 0/1 matrix from the sorted ids: Sum/Mean are its product with the rows
+    (Mean over the run length); Max the masked ReduceMax (-inf outside); LogSumExp/LogMeanExp
+    Caffe2's max-shifted form log(sum exp(x - max)) + max, a -inf max read as 0 and a zero sum
+    giving 0, as the kernel.  float32 data only."""
+    if c.np_dtype(0) != np.float32:
+        raise c.refuse(f"a {c.np_dtype(0)} input")
+    kind = c.op.type[len("SortedSegmentRange"):]
+    s, mask = _onnx_segment_mask(c, 1)
+    flat = c.emit("Flatten", [c.x(0)], axis=1)
+    maskf = c.emit("Cast", [mask], to=1)
+    count = c.emit("Max", [c.reduce("ReduceSum", maskf, [1], 1), c.const(np.array([1.0], np.float32), "one_f")])
+    if kind in ("Sum", "Mean"):
+        out = c.emit("MatMul", [maskf, flat])
+        if kind == "Mean":
+            out = c.emit("Div", [out, count])
+    else:
+        ninf = c.const(np.array(-np.inf, np.float32), "ninf")
+        spread = c.emit("Where", [c.emit("Unsqueeze", [mask, c.ints([2])]), c.emit("Unsqueeze", [flat, c.ints([0])]),
+                                  ninf])
+        top = c.reduce("ReduceMax", spread, [1], 0)
+        top = c.emit("Where", [c.emit("IsInf", [top], detect_positive=0),
+                               c.const(np.array(0.0, np.float32), "zero_f"), top])
+        out = top
+        if kind != "Max":
+            acc = c.emit("MatMul", [maskf, c.emit("Exp", [c.emit("Sub", [flat, c.emit("Gather", [top, s], axis=0)])])])
+            if kind == "LogMeanExp":
+                acc = c.emit("Div", [acc, count])
+            logged = c.emit("Add", [c.emit("Log", [acc]), top])
+            zero = c.const(np.array(0.0, np.float32), "zero_f")
+            out = c.emit("Where", [c.emit("Equal", [acc, zero]), zero, logged])
+    tail = c.emit("Slice", [c.shape_of(c.x(0)), c.ints([1]), c.ints([np.iinfo(np.int64).max])])
+    c.emit("Reshape", [out, c.emit("Concat", [c.ints([-1]), tail], axis=0)], [c.y(0)])

@@ -186,3 +186,19 @@ def test_int8_pool_softmax_resize_are_bit_exact():
     rows = diff_against_runtime(src, export(src).model, rtol=0, atol=0)
     assert [r.op_type for r in rows] == [op.type for op in n.Proto().op] and all(r.ok for r in rows)
     assert len(np.unique(np.asarray(rows[1].engine))) > 20
+
+
+@pytest.mark.parametrize("kind", ["Sum", "Mean", "Max", "LogSumExp", "LogMeanExp"])
+def test_sorted_segment_range_with_infinite_rows(kind):
+    """Segments from sorted ids over 3-D data; a segment whose values are all -inf gives 0 for Max
+    and the log-sum forms (Caffe2 reads a -inf max as 0 and a zero sum as 0), a single-row segment
+    itself; the last id sets the segment count."""
+    x = _x(6, 2, 3)
+    x[3:5, 0, :] = -np.inf
+    op = f"SortedSegmentRange{kind}"
+    n = core.Net("seg")
+    getattr(n, op)(["x", "ids"], "y")
+    getattr(n, op)(["x", "ids1"], "z")
+    feeds = {"x": x if kind not in ("Sum", "Mean") else np.nan_to_num(x, neginf=-3.0),
+             "ids": np.array([0, 0, 1, 2, 2, 3], np.int32), "ids1": np.zeros(6, np.int32)}
+    _check(n, feeds)
