@@ -275,7 +275,9 @@ async def test_export_runs_in_a_worker_and_asks_before_overwriting(bn_path, tmp_
     app = bn_app(bn_path)
     release = threading.Event()
 
-    def slow_export(path, target, ssa=False, force=False):  # a layout that takes as long as we like
+    def slow_export(path, target, ssa=False, force=False, progress=None):  # a layout that takes as long as we like
+        if progress is not None:
+            progress("laying out with dot…")  # as Session.export reports its steps
         release.wait(30)
         Path(target).write_text("<svg/>")
         return target
@@ -284,6 +286,7 @@ async def test_export_runs_in_a_worker_and_asks_before_overwriting(bn_path, tmp_
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await ready(pilot)
         await export_while_moving(pilot, app, "net", target, "down", OpRef((), 1), release)
+        assert notified(app, "laying out with dot…")  # the export's progress lines reach the user
         await pilot.press("e")
         await pick_export(pilot, "net")
         await answer(pilot, app, str(target), then="exists — type yes")
