@@ -51,6 +51,8 @@ CORPUS_CLEAN = [
     "builders_layers/lr_sgd_adagrad_predict", "builders_layers/multitask_reg",
     "builders_layers/multitask_reg_eval", "builders_layers/multitask_reg_predict",
     "builders_layers/softmax_bn_ftrl", "builders_layers/softmax_bn_ftrl_eval", "builders_layers/softmax_bn_ftrl_predict",
+    "builders_layers/xent_adam_rowwise", "builders_layers/xent_adam_rowwise_eval",
+    "builders_layers/xent_adam_rowwise_predict",
     "builders_onnx/onnx_cnn",
     "builders_onnx/onnx_cnn_grad", "builders_onnx/onnx_decoder", "builders_onnx/onnx_decoder_grad",
     "builders_onnx/onnx_mlp", "builders_onnx/onnx_mlp_grad", "builders_onnx/onnx_resblock",

@@ -247,7 +247,19 @@ def constant_fill_onnx(c):
 
 @onnx_converter("GivenTensorFill", "GivenTensorDoubleFill", "GivenTensorBoolFill", "GivenTensorInt16Fill",
                 "GivenTensorIntFill", "GivenTensorInt64Fill", "GivenTensorByteStringToUInt8Fill", "Range",
-                "DiagonalFill", "LengthsRangeFill", "OneHot")
+                "DiagonalFill", "OneHot")
 def fixed_fill_onnx(c):
     """Deterministic from fixed values: folded (run once in the engine) into a Constant."""
     c.fold()
+
+
+@onnx_converter("LengthsRangeFill")
+def lengths_range_fill_onnx(c):
+    """Fixed lengths fold to a Constant; lengths computed at run time give each position minus its
+    segment's start (int32), from the lengths' running sums."""
+    if c.const_value(0) is not None:
+        return c.fold()
+    from engine.ops.lengths import onnx_segments  # noqa: PLC0415
+
+    _, starts, ids, pos = onnx_segments(c, c.x(0))
+    c.emit("Cast", [c.emit("Sub", [pos, c.emit("Gather", [starts, ids], axis=0)])], [c.y(0)], to=6)

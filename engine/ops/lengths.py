@@ -433,13 +433,31 @@ def split_by_lengths_shape(x, lengths, *, axis: int | None = None, order: str = 
 from engine.registry import onnx_converter  # noqa: E402
 
 
+def onnx_segments(c, lengths):
+    """The run-time segment structure of `lengths` (any integer dtype, any shape read flat):
+    (lengths as int64, each segment's start, each position's segment id, the positions 0..total-1),
+    all int64.  Position j's segment is how many segment ends lie at or before j."""
+    n = c.emit("Cast", [c.emit("Reshape", [lengths, c.ints([-1])])], to=7)
+    ends = c.emit("CumSum", [n, c.const(np.array(0, np.int64), "axis")])
+    total = c.reduce("ReduceSum", n, None, 0)
+    pos = c.emit("Range", [c.const(np.array(0, np.int64), "zero"), total, c.const(np.array(1, np.int64), "one")])
+    ids = c.reduce("ReduceSum", c.emit("Cast", [c.emit("GreaterOrEqual", [
+        c.emit("Unsqueeze", [pos, c.ints([0])]), c.emit("Unsqueeze", [ends, c.ints([1])])])], to=7), [0], 0)
+    return n, c.emit("Sub", [ends, n]), ids, pos
+
+
 @onnx_converter("LengthsToSegmentIds")
 def lengths_to_segment_ids_onnx(c):
-    """Position j's segment is how many segment ends lie at or before j (int32)."""
-    n = c.emit("Cast", [c.emit("Reshape", [c.x(0), c.ints([-1])])], to=7)
-    ends = c.emit("Reshape", [c.emit("CumSum", [n, c.const(np.array(0, np.int64), "axis")]), c.ints([-1, 1])])
-    total = c.reduce("ReduceSum", n, None, 0)
-    pos = c.emit("Reshape", [c.emit("Range", [c.const(np.array(0, np.int64), "zero"), total,
-                                              c.const(np.array(1, np.int64), "one")]), c.ints([1, -1])])
-    ids = c.reduce("ReduceSum", c.emit("Cast", [c.emit("GreaterOrEqual", [pos, ends])], to=7), [0], 0)
-    c.emit("Cast", [ids], [c.y(0)], to=6)
+    """Each position's segment id (int32), from the lengths' running ends."""
+    c.emit("Cast", [onnx_segments(c, c.x(0))[2]], [c.y(0)], to=6)
+
+
+@onnx_converter("LengthsToWeights")
+def lengths_to_weights_onnx(c):
+    """Each position gets 1 / max(length, 1)^power of its segment, computed in float64 and rounded to
+    float32 as the kernel does."""
+    n, _, ids, _ = onnx_segments(c, c.x(0))
+    w = c.emit("Reciprocal", [c.emit("Pow", [
+        c.emit("Max", [c.emit("Cast", [n], to=11), c.const(np.array([1.0]), "one_d")]),
+        c.const(np.array(float(c.arg("power", 0.5))), "power")])])
+    c.emit("Cast", [c.emit("Gather", [w, ids], axis=0)], [c.y(0)], to=1)

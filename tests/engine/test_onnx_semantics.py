@@ -202,3 +202,16 @@ def test_sorted_segment_range_with_infinite_rows(kind):
     feeds = {"x": x if kind not in ("Sum", "Mean") else np.nan_to_num(x, neginf=-3.0),
              "ids": np.array([0, 0, 1, 2, 2, 3], np.int32), "ids1": np.zeros(6, np.int32)}
     _check(n, feeds)
+
+
+@pytest.mark.parametrize("lengths", [[2, 0, 3, 1, 0], [0, 0], [4]])
+def test_lengths_fills_at_run_time(lengths):
+    """Lengths computed in the net (not foldable): empty segments, all-empty lists; LengthsToWeights
+    with the default power and another one."""
+    n = core.Net("lf")
+    n.Copy("lengths", "l")
+    n.LengthsRangeFill("l", "r")
+    n.LengthsToWeights("l", "w")
+    n.LengthsToWeights("l", "w3", power=1.5)
+    n.LengthsToSegmentIds("l", "s")
+    _check(n, {"lengths": np.array(lengths, np.int32)})
