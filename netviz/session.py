@@ -898,12 +898,14 @@ class Session:
         view, op = self.view(ref.path), self.op(ref)
         ins, outs = view.ssa[ref.index]
         fwd = view.forward_of(ref.index)
+        # NOTE: a training net's optimizer ops come after n_forward too, but pair with no forward op
+        optimizer = view.sections is not None and view.sections[ref.index] == "optimizer"  # engine.training.OPTIMIZER
         return {
             "type": op.type, "name": op.name, "index": ref.index, "net": self.path_label(ref.path),
             "device": device_name(op.device_option), "engine": op.engine or "default",
             "args": {k: v for k, v in args_of(op).items() if not isinstance(v, caffe2_pb2.NetDef)},
             "subnets": [a for a, _ in subnets_of(op)], "inputs": ins, "outputs": outs,
-            "backward": view.is_backward(ref.index), "forward_op": fwd,
+            "backward": view.is_backward(ref.index) and not optimizer, "optimizer": optimizer, "forward_op": fwd,
             "control": op.type in CONTROL_FLOW, "breakpoint": self.breakpoints.get(ref),
             "lint": [f.text() for f in self.lint_ready().get(ref.index, [])] if not ref.path else [],
         }

@@ -130,6 +130,8 @@ class OpInspector(Static):
         if d["backward"]:
             head.append(f"\ngradient op for forward op #{d['forward_op']}" if d["forward_op"] is not None
                         else "\ngradient op (loss seed)", style="#DB4437")
+        elif d.get("optimizer"):
+            head.append("\noptimizer op (updates parameters after the backward pass)", style="#DB4437")
         for finding in d.get("lint", []):  # NOTE: engine.lint: Caffe2 computes other values or refuses here
             head.append(f"\n⚑ {finding}", style="bold #F4B400")
         facts = Table.grid(padding=(0, 1))
