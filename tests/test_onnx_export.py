@@ -50,6 +50,7 @@ CORPUS_CLEAN = [
     "builders_layers/lr_sgd_adagrad", "builders_layers/lr_sgd_adagrad_eval",
     "builders_layers/lr_sgd_adagrad_predict", "builders_layers/multitask_reg",
     "builders_layers/multitask_reg_eval", "builders_layers/multitask_reg_predict",
+    "builders_layers/sampled_softmax", "builders_layers/sampled_softmax_eval", "builders_layers/sampled_softmax_predict",
     "builders_layers/softmax_bn_ftrl", "builders_layers/softmax_bn_ftrl_eval", "builders_layers/softmax_bn_ftrl_predict",
     "builders_layers/xent_adam_rowwise", "builders_layers/xent_adam_rowwise_eval",
     "builders_layers/xent_adam_rowwise_predict",

@@ -685,3 +685,28 @@ def index_hash_onnx(c):
         h = c.emit("Add", [c.emit("Mul", [h, c.const(ut(65537), "k")]), byte])
     c.emit("Mod", [c.emit("Cast", [h], to=6 if t == np.int32 else 7), c.const(t.type(c.arg("modulo", 0)), "modulo")],
            [c.y(0)], fmod=0)
+
+
+@onnx_converter("MergeIdLists")
+def merge_id_lists_onnx(c):
+    """Per example the sorted union of its ids: every (example, id) pair of all the lists as an int64
+    row, ONNX Unique over rows (sorted=1 orders them as the lexicographic pairs), then each example's
+    count of pairs as its length (int32); integer ids only."""
+    from engine.onnx_export import onnx_dtype  # noqa: PLC0415
+    from engine.ops.lengths import onnx_segments  # noqa: PLC0415
+
+    if c.n_in % 2 or any(c.np_dtype(i).kind not in "iu" for i in range(1, c.n_in, 2)):
+        raise c.refuse("ids that are not integers, or an odd number of inputs")
+    pairs = []
+    for i in range(0, c.n_in, 2):
+        ids = onnx_segments(c, c.x(i))[2]
+        vals = c.emit("Cast", [c.emit("Reshape", [c.x(i + 1), c.ints([-1])])], to=7)
+        pairs.append(c.emit("Concat", [c.emit("Unsqueeze", [v, c.ints([1])]) for v in (ids, vals)], axis=1))
+    both = c.emit("Unique", [c.emit("Concat", pairs, axis=0)], axis=0, sorted=1)
+    seg, vals = (c.emit("Gather", [both, c.const(np.array(k, np.int64), "col")], axis=1) for k in (0, 1))
+    examples = c.emit("Range", [c.const(np.array(0, np.int64), "zero"),
+                                c.emit("Size", [c.x(0)]), c.const(np.array(1, np.int64), "one")])
+    hit = c.emit("Equal", [c.emit("Unsqueeze", [examples, c.ints([1])]), c.emit("Unsqueeze", [seg, c.ints([0])])])
+    counts = c.reduce("ReduceSum", c.emit("Cast", [hit], to=7), [1], 0)
+    c.emit("Cast", [counts], [c.y(0)], to=6)
+    c.emit("Cast", [vals], [c.y(1)], to=onnx_dtype(c.np_dtype(1)))

@@ -215,3 +215,13 @@ def test_lengths_fills_at_run_time(lengths):
     n.LengthsToWeights("l", "w3", power=1.5)
     n.LengthsToSegmentIds("l", "s")
     _check(n, {"lengths": np.array(lengths, np.int32)})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_merge_id_lists_sorted_union(dtype):
+    """Ids repeated within and across lists count once, each example's union comes out sorted
+    (negative ids first), an example empty in every list gets length 0."""
+    n = core.Net("merge")
+    n.MergeIdLists(["l1", "v1", "l2", "v2"], ["lengths", "values"])
+    _check(n, {"l1": np.array([3, 0, 2, 0], np.int32), "v1": np.array([9, -4, 9, 5, 1], dtype),
+               "l2": np.array([1, 2, 2, 0], np.int32), "v2": np.array([-4, 7, 7, 1, 0], dtype)})
