@@ -7,6 +7,7 @@ subnet's own blobs inside one), fetched only when the expression names them.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -15,6 +16,24 @@ import numpy as np
 
 from engine import device as dev
 from engine.errors import NetvizError
+
+
+def _numpy_import(name: str, globals_: Any = None, locals_: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    """``__import__`` for NumPy's own modules only: NumPy's C code imports through the calling
+    frame's builtins (``x.max()`` imports ``numpy._core._methods``); any other is refused."""
+    if level or (name != "numpy" and not name.startswith("numpy.")):
+        raise ImportError(f"no imports in an expression at a stop ({name})")
+    module = importlib.import_module(name)
+    return module if fromlist else importlib.import_module("numpy")
+
+
+#: the builtins an expression sees: pure functions of data for NumPy one-liners (``len``, ``max``,
+#: ``float``, ``sorted``, ...); no ``open``, ``exec``, ``getattr`` or ``globals``, and imports of
+#: NumPy's modules only.  Not a sandbox (``np`` reaches the rest): the expression is the user's
+#: own, typed at a stop as in pudb or tfdbg; this keeps what plain names reach to what it needs.
+BUILTINS: dict[str, Any] = {f.__name__: f for f in (
+    abs, all, any, bool, complex, dict, divmod, enumerate, filter, float, int, isinstance, len, list, map, max,
+    min, pow, range, repr, reversed, round, set, slice, sorted, str, sum, tuple, zip)} | {"__import__": _numpy_import}
 
 
 class EvalError(NetvizError):
@@ -41,7 +60,7 @@ class BlobScope(Mapping[str, Any]):
 
 
 def namespace(dbg: Any) -> tuple[dict[str, Any], BlobScope]:
-    """Globals (``np``, ``math``, ``b``, ``blobs``) and the blob scope an expression sees."""
+    """Globals (``np``, ``math``, ``b``, ``blobs``, :data:`BUILTINS`) and the blob scope an expression sees."""
     blobs = BlobScope(dbg)
 
     def b(name: str) -> Any:
@@ -50,7 +69,7 @@ def namespace(dbg: Any) -> tuple[dict[str, Any], BlobScope]:
             return blobs[name]
         except KeyError:
             raise NameError(f"no blob {name!r} at this point") from None
-    return {"np": np, "math": math, "b": b, "blobs": blobs}, blobs
+    return {"__builtins__": dict(BUILTINS), "np": np, "math": math, "b": b, "blobs": blobs}, blobs
 
 
 def evaluate(dbg: Any, expr: str) -> Any:
@@ -66,8 +85,8 @@ def evaluate(dbg: Any, expr: str) -> Any:
         raise EvalError("eval: an empty expression")
     glob, blobs = namespace(dbg)
     try:
-        code = compile(text, "<eval>", "eval")
-        return eval(code, glob, blobs)  # noqa: S307 - the user's own expression, as in pudb/gdb
+        code = compile(text, "<eval>", "eval")  # noqa: S307 - the user's own expression at a stop (pudb-style REPL)
+        return eval(code, glob, blobs)  # noqa: S307 - the user's own expression at a stop (pudb-style REPL)
     except SyntaxError as e:
         raise EvalError(f"eval {text!r}: syntax error at column {e.offset}: {e.msg}") from None
     except NameError as e:

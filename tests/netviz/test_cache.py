@@ -116,3 +116,52 @@ async def test_a_drawing_with_inferred_shapes_is_cached_per_input_shape(tmp_path
     monkeypatch.setattr(canvas_module, "build_scene", build)
     other = await _first_drawing_with_shapes(path, ["X=6,8"])
     assert other != drawn and any("6" in sub for _, sub in other)
+
+
+class _Planted:
+    """What a crafted pickle would run on load: here, touching a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return Path.touch, (self.marker,)
+
+
+def test_a_pickle_planted_in_the_cache_is_never_unpickled(tmp_path, cache_dir):
+    """An entry replaced by a pickle payload (under the old magic or the current one) is ignored:
+    nothing in it runs, the value is computed again and the entry is rewritten as data."""
+    import pickle  # noqa: PLC0415 - only to craft the hostile entry
+
+    path = write(tmp_path, "mlp", mlp())
+    first = Session.open(path)
+    ssa, sections = first.view(()).ssa, first.split.sections
+    marker = tmp_path / "ran"
+    payload = pickle.dumps(_Planted(marker))
+    for n, entry in enumerate(sorted(cache_dir.iterdir())):
+        entry.write_bytes((b"netviz-view-cache-1\n" if n % 2 else cache._MAGIC) + payload)
+    again = Session.open(path)
+    assert again.view(()).ssa == ssa and again.split.sections == sections
+    assert not marker.exists()
+    assert all(e.read_bytes().startswith(cache._MAGIC) and payload not in e.read_bytes() for e in cache_dir.iterdir())
+
+
+def test_the_codec_builds_only_the_types_in_its_table(cache_dir):
+    """A scene entry round-trips its dataclasses, arrays, sets and ranges; a class name that is not in
+    the table (or an object array) makes the entry unreadable, never an object of that class."""
+    import numpy as np  # noqa: PLC0415
+
+    from netviz.widgets.graph_scene import Scene, SceneEdge, SceneNode  # noqa: PLC0415
+
+    scene = Scene(2, 1, [SceneNode("op", "Relu", 0, 0, 2, 1, "op", op=0, blob=("x", 1), ports={1})],
+                  np.array([[1, 2]], np.uint8), np.zeros((1, 2), bool), [SceneEdge(0, 0, np.array([0, 1]))],
+                  window=range(0, 1), extents={"TB": (2, 1)})
+    cache.store("scene", "k", scene)
+    got = cache.load("scene", "k")
+    assert isinstance(got, Scene) and got.nodes == scene.nodes and got.window == range(0, 1)
+    assert got.extents == {"TB": (2, 1)} and got.mask.dtype == np.uint8 and got.mask.tolist() == [[1, 2]]
+    assert got.edges[0].cells.tolist() == [0, 1] and got.mask.flags.writeable
+    entry = cache_dir / "scene-k"
+    for body in (b'{"@":["PosixPath",["/tmp"]]}', b'{"A":["|O",[1],"AAAAAAAAAAA="]}', b'{"@":["SceneEdge",[0,0,[]]]}'):
+        entry.write_bytes(cache._MAGIC + body)
+        assert cache.load("scene", "k") is None
