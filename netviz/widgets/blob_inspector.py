@@ -90,7 +90,7 @@ def values_table(arr: np.ndarray, rows: int = 10, width: int = 48, col0: int = 0
     for j in cols:
         t.add_column(str(j), justify="right", no_wrap=True)
     for i, r in enumerate(cells):
-        t.add_row(str(i), *(r[j] for j in cols))
+        t.add_row(str(i), *(Text(r[j]) for j in cols))  # NOTE: Text: a string value's [..] is not markup
     if cols and (cols[0] > 0 or cols[-1] < a.shape[1] - 1):
         t.caption = f"columns {cols[0]}–{cols[-1]} of {a.shape[1]}: slice (e.g. 0,:,{cols[-1] + 1}:) for more"
     return t
