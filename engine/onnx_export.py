@@ -101,7 +101,8 @@ class Source:
 def _reads_before_writes(net: caffe2_pb2.NetDef) -> list[str]:
     seen, written = [], set()
     for op in net.op:
-        seen += [b for b in op.input if b not in written and b not in seen]
+        # NOTE: a blob one op reads twice (WeightedSum given X0 twice) is one input, not two
+        seen += [b for b in dict.fromkeys(op.input) if b not in written and b not in seen]
         written.update(op.output)
     return seen
 

@@ -335,8 +335,8 @@ def onnx_legacy_b(c, i=1):
     (trailing ones appended); ONNX's numpy broadcasting then matches.  Without broadcast=1 Caffe2
     broadcasts numpy-style already."""
     b = c.x(i)
-    if not c.arg("broadcast", 0):
-        return b
+    if not c.arg("broadcast", 0) or (c.arg("axis", -1) == -1 and not c.arg("axis_str")):
+        return b  # NOTE: no axis: B's dims line up with A's last ones, as numpy's (ranks not needed)
     ra, rb = c.rank(0), c.rank(i)
     axis = c.arg("order", "NCHW").index(c.arg("axis_str")) if c.arg("axis_str") else c.arg("axis", -1)
     axis = ra - rb if axis == -1 else axis
@@ -400,3 +400,17 @@ def pow_onnx(c):
 @onnx_converter("Where")
 def where_onnx(c):
     c.emit("Where", [c.x(0), c.x(1), c.x(2)], [c.y(0)])
+
+
+@onnx_converter("WeightedSum")
+def weighted_sum_onnx(c):
+    """X0 * w0 + X1 * w1 + ..., summed left to right as the kernel; each weight read as a scalar and
+    each X reshaped to X0's shape (Caffe2 asks for equal sizes only); one dtype throughout."""
+    if c.n_in % 2 or len({c.np_dtype(i) for i in range(c.n_in)}) != 1:
+        raise c.refuse("an odd number of inputs, or X and weights of different dtypes")
+    out = None
+    for i in range(0, c.n_in, 2):
+        x = c.x(i) if i == 0 else c.emit("Reshape", [c.x(i), c.shape_of(c.x(0))])
+        term = c.emit("Mul", [x, c.emit("Reshape", [c.x(i + 1), c.ints([])])])
+        out = term if out is None else c.emit("Add", [out, term])
+    c.emit("Identity", [out], [c.y(0)])

@@ -328,3 +328,13 @@ def mod_onnx(c):
     """C's % (fmod: the dividend's sign) or, with sign_follow_divisor, Python's (ONNX Mod fmod=0)."""
     d = c.const(np.array(c.arg("divisor", 0), c.np_dtype(0)), "divisor")
     c.emit("Mod", [c.x(0), d], [c.y(0)], fmod=0 if c.arg("sign_follow_divisor", 0) else 1)
+
+
+@onnx_converter("Conditional")
+def conditional_onnx(c):
+    """ONNX Where picking whole rows: the condition (one entry per row of DataT) reshaped to
+    (rows, 1, ..., 1) at DataT's rank, read from its shape at run time (a step net may not know it)."""
+    tail = c.emit("Slice", [c.shape_of(c.x(1)), c.ints([1]), c.ints([np.iinfo(np.int64).max])])
+    ones = c.emit("Add", [c.emit("Sub", [tail, tail]), c.ints([1])])
+    cond = c.emit("Reshape", [c.x(0), c.emit("Concat", [c.ints([-1]), ones], axis=0)])
+    c.emit("Where", [c.emit("Cast", [cond], to=9), c.x(1), c.x(2)], [c.y(0)])

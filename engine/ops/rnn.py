@@ -640,7 +640,13 @@ def recurrent_network_onnx(c):
             buf = g.lookup(external)
             _, start = rows_at(g, buf, off, 1)
             idx = g.node_out("Reshape", [start, g.const(np.array([1, 1], np.int64), "idx")])
-            g.current[external] = g.node_out("ScatterND", [buf, idx, g.lookup(internal)])
+            # NOTE: Caffe2 copies the step value's elements into the row whatever its shape ((1, 3)
+            # into a (3, 1) row in beam search): reshaped to the row's shape
+            row = g.node_out("Concat", [g.const(np.array([1], np.int64), "one"), g.node_out(
+                "Slice", [g.node_out("Shape", [buf]), g.const(np.array([1], np.int64), "one"),
+                          g.const(np.array([np.iinfo(np.int64).max], np.int64), "end")])], axis=0)
+            value = g.node_out("Reshape", [g.lookup(internal), row])
+            g.current[external] = g.node_out("ScatterND", [buf, idx, value])
             g.infos[g.current[external]] = g.info(buf)
         g.current["__continue__"] = ins[1][1]
 

@@ -414,3 +414,11 @@ def sequence_mask_onnx(c):
     fill = c.const(np.array(0 if c.arg("grad", 0) else c.arg("fill_val", -np.inf), c.np_dtype(0)), "fill")
     y2 = c.emit("Where", [c.emit("GreaterOrEqual", [cols, lengths]), fill, x2])
     c.emit("Reshape", [y2, c.ints(list(shape))], [c.y(0)])
+
+
+@onnx_converter("ReversePackedSegs")
+def reverse_packed_segs_onnx(c):
+    """ONNX ReverseSequence over the time axis 0, batch axis 1: each column's first lengths[b] steps
+    reversed, the rest kept, as Caffe2 (both ask for lengths no longer than the steps)."""
+    n = c.emit("Cast", [c.emit("Reshape", [c.x(1), c.ints([-1])])], to=7)
+    c.emit("ReverseSequence", [c.x(0), n], [c.y(0)], time_axis=0, batch_axis=1)

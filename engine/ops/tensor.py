@@ -771,6 +771,8 @@ def squeeze_onnx(c):
 def slice_onnx(c):
     """Caffe2 reads a negative start/end i as dim + 1 + i (end -1 is "to the end"): resolved on the
     static shape into ONNX's plain indices."""
+    if c.n_in > 1 and (c.const_value(1) is None or c.const_value(2) is None):
+        return _slice_at_run_time(c)
     if c.n_in > 1:
         starts, ends = _onnx_ints(c, 1, "starts"), _onnx_ints(c, 2, "ends")
     else:
@@ -779,6 +781,24 @@ def slice_onnx(c):
     fix = [(s + n + 1 if s < 0 else s, e + n + 1 if e < 0 else e) for s, e, n in zip(starts, ends, shape)]
     c.emit("Slice", [c.x(0), c.ints([s for s, _ in fix]), c.ints([e for _, e in fix]), c.ints(range(len(fix)))],
            [c.y(0)])
+
+
+def _slice_at_run_time(c):
+    """Slice with starts/ends computed in the net: the same dim + 1 + i reading of negative values,
+    done at run time against X's shape; how many leading dims are sliced comes from the starts' or
+    ends' known length."""
+    sizes = [v.size for v in (c.const_value(1), c.const_value(2)) if v is not None]
+    sizes += [int(np.prod(c.info(i).shape)) for i in (1, 2)
+              if c.info(i).shape is not None and all(isinstance(d, int) for d in c.info(i).shape)]
+    if not sizes:
+        raise c.refuse(f"neither the length of '{c.op.input[1]}' nor of '{c.op.input[2]}' is known")
+    dims = c.emit("Slice", [c.shape_of(c.x(0)), c.ints([0]), c.ints([sizes[0]])])
+    fixed = []
+    for i in (1, 2):
+        v = c.emit("Cast", [c.emit("Reshape", [c.x(i), c.ints([-1])])], to=7)
+        neg = c.emit("Less", [v, c.ints([0])])
+        fixed.append(c.emit("Where", [neg, c.emit("Add", [c.emit("Add", [v, dims]), c.ints([1])]), v]))
+    c.emit("Slice", [c.x(0), *fixed, c.ints(range(sizes[0]))], [c.y(0)])
 
 
 @onnx_converter("Cast")
@@ -875,8 +895,32 @@ def top_k_onnx(c):
     if c.n_out > 2:
         raise c.refuse("the flattened-indices output")
     k = _onnx_ints(c, 1, "k")[0] if c.n_in > 1 else int(c.arg("k", -1))
+    if c.arg("axis", -1) == -1 and (c.info(0).shape is None or not isinstance(c.info(0).shape[-1], int)):
+        return _top_k_last_axis_at_run_time(c, k)
     axis = c.arg("axis", -1) % c.rank(0)
     if not 0 < k <= c.shape(0)[axis]:
         raise c.refuse(f"k {k} outside 1..{c.shape(0)[axis]} (Caffe2 pads with 0 / -1)")
     c.emit("TopK", [c.x(0), c.ints([k])], [c.y(0), c.y(1) if c.n_out > 1 else c.tmp("indices")], axis=axis,
            largest=1, sorted=1)
+
+
+def _top_k_last_axis_at_run_time(c, k):
+    """TopK over the last axis of an X whose size there is known only at run time (a step net's
+    slice): ONNX TopK of min(k, size), then Caffe2's padding of the missing places (value 0,
+    index -1) with a run-time Pad at the end of the last axis."""
+    if k < 1:
+        raise c.refuse(f"k {k} (Caffe2 asks for k >= 1)")
+    shape = c.shape_of(c.x(0))
+    size = c.emit("Slice", [shape, c.ints([-1]), c.ints([np.iinfo(np.int64).max])])
+    kk = c.emit("Min", [size, c.ints([k])])
+    vals, idx = c.emit("TopK", [c.x(0), kk], 2, axis=-1, largest=1, sorted=1)
+    lead = c.emit("ConstantOfShape", [c.emit("Sub", [c.emit("Mul", [c.emit("Size", [shape]), c.ints([2])]),
+                                                     c.ints([1])])], value=c.tensor(np.array([0], np.int64)))
+    pads = c.emit("Concat", [lead, c.emit("Sub", [c.ints([k]), kk])], axis=0)
+    c.emit("Pad", [vals, pads, c.const(np.array(0, c.np_dtype(0)), "zero")], [c.y(0)])
+    if c.n_out > 1:
+        c.emit("Pad", [idx, pads, c.const(np.array(-1, np.int64), "minus_one")], [c.y(1)])
+    if c.info(0).shape is not None:  # NOTE: the outputs' last dim is k whatever X's size there
+        out = (*c.info(0).shape[:-1], k)
+        for j, dtype in enumerate((c.info(0).dtype, INT64)[:c.n_out]):
+            c.known_info(j, TensorInfo(out, dtype))

@@ -225,3 +225,19 @@ def test_merge_id_lists_sorted_union(dtype):
     n.MergeIdLists(["l1", "v1", "l2", "v2"], ["lengths", "values"])
     _check(n, {"l1": np.array([3, 0, 2, 0], np.int32), "v1": np.array([9, -4, 9, 5, 1], dtype),
                "l2": np.array([1, 2, 2, 0], np.int32), "v2": np.array([-4, 7, 7, 1, 0], dtype)})
+
+
+def test_beam_search_ops():
+    """WeightedSum of equal-size inputs of different shapes (each read as X0's shape); Conditional
+    picking whole rows of 3-D data; ReversePackedSegs with lengths 0, partial and full; Slice with
+    ends computed in the net, a negative end read as dim + 1 + end."""
+    n = core.Net("beam")
+    n.WeightedSum(["a", "wa", "b", "wb", "a", "wb"], "ws")
+    n.Conditional(["cond", "t", "f"], "picked")
+    n.ReversePackedSegs(["seq", "lengths"], "rev")
+    n.Copy("ends_in", "ends")
+    n.Slice(["t", "starts", "ends"], "sliced")
+    _check(n, {"a": _x(2, 6), "wa": _x(1), "b": _x(3, 4), "wb": _x(1),
+               "cond": np.array([True, False, True]), "t": _x(3, 4, 5), "f": _x(3, 4, 5),
+               "seq": _x(4, 3, 2), "lengths": np.array([0, 2, 4], np.int32),
+               "starts": np.array([1, 0, 2], np.int32), "ends_in": np.array([-1, -2, 4], np.int32)})
