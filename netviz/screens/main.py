@@ -145,6 +145,7 @@ class MainScreen(Guarded, Screen[None]):
         frees frozen objects; only cycles among them stay (twice per session, not per step)."""
         self._gc_frozen += 1
         gc.freeze()
+        gc.enable()  # NOTE: off from the app's start to the first frame (NetvizApp.on_mount)
 
     def _start_whole_net(self) -> None:
         self.infer_shapes()
