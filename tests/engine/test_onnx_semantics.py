@@ -241,3 +241,21 @@ def test_beam_search_ops():
                "cond": np.array([True, False, True]), "t": _x(3, 4, 5), "f": _x(3, 4, 5),
                "seq": _x(4, 3, 2), "lengths": np.array([0, 2, 4], np.int32),
                "starts": np.array([1, 0, 2], np.int32), "ends_in": np.array([-1, -2, 4], np.int32)})
+
+
+def test_top_k_on_a_slice_sized_at_run_time():
+    """Inside a While the slice's length is known only at run time: TopK takes min(k, length) and
+    pads like Caffe2 (value 0, index -1); the last pass slices 2 values for k = 3."""
+    from engine import control  # noqa: PLC0415
+
+    n, body, cond = core.Net("topk_while"), core.Net("topk_body"), core.Net("topk_cond")
+    body.Slice(["x", "zero", "i"], "sl")
+    body.TopK("sl", ["top", "idx"], k=3)
+    cond.LT([cond.Add(["i", "one"], "i"), "n"], "cond")
+    scope = {"cond", "x", "zero", "i", "one", "n", "top", "idx"}
+    n.AddExternalInput(*sorted(scope))
+    control.While(n, "cond", body, cond, lexical_scope=scope)
+    rows = _check(n, {"cond": np.array([True]), "x": _x(6), "zero": np.array([0], np.int32),
+                      "i": np.array([1], np.int32), "one": np.array([1], np.int32), "n": np.array([3], np.int32),
+                      "top": np.ones(3, np.float32), "idx": np.zeros(3, np.int64)})
+    assert {"top", "idx"} <= {r.blob for r in rows}
