@@ -12,7 +12,7 @@ gradient op paired with its forward op, exactly as for a generated backward pass
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -358,9 +358,13 @@ def reordered(net: caffe2_pb2.NetDef, order: Sequence[int]) -> caffe2_pb2.NetDef
     return out
 
 
-def update_ratio(op: caffe2_pb2.OperatorDef, writes: Sequence[tuple[Any, str, Any, Any, Any]]) -> float | None:
+def update_ratio(op: caffe2_pb2.OperatorDef, writes: Sequence[tuple[Any, str, Any, Any, Any]],
+                 params: Container[str] | None = None) -> float | None:
     """‖ΔW‖/‖W‖ of the parameters `op` overwrote in place (an optimizer update), from the
     debugger's undo writes ``(ws, name, old, old_device, new)``; ``None`` when it updated none.
+
+    `params`: the blobs that can be parameters (the net's external inputs); an in-place
+    activation (ResNet's ``Relu`` X -> X) rewrites an activation, not a parameter.
 
     Gradient blobs updated in place (``Sum`` accumulations, weight decay) are left out: their
     overlay is the gradient norm.  Several parameters: the ratio of the norms over all of them.
@@ -371,7 +375,8 @@ def update_ratio(op: caffe2_pb2.OperatorDef, writes: Sequence[tuple[Any, str, An
     delta = base = 0.0
     found = False
     for _, name, old, _, new in writes:
-        if name not in inputs or is_gradient_name(name) or getattr(old, "dtype", None) is None:
+        if name not in inputs or is_gradient_name(name) or getattr(old, "dtype", None) is None \
+                or (params is not None and name not in params):
             continue
         if old.dtype.kind != "f" or getattr(new, "shape", None) != old.shape or not old.size:
             continue

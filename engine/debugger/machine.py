@@ -259,7 +259,8 @@ class Machine:
             self.injected.pop(n, None)
         path = f.path()
         outs = tuple(_summary(n, v) for n, v in written.items() if v is not _MISSING) if self.record_stats else ()
-        ratio = update_ratio(b.op, self._undo[-1].writes) if self._undo and self.record_stats else None
+        ratio = (update_ratio(b.op, self._undo[-1].writes, {*f.net.external_input, *self.frames[0].net.external_input})
+                 if self._undo and self.record_stats else None)
         frames = tuple(x.label for x in self.frames[1:self.frames.index(f) + 1]) if f is not self.frames[0] else ()
         rec = OpRecord(len(self.records), path, b.op.type, f.label, wall, outs,
                        self.is_backward(path), self.forward_index_of(path), skipped, ratio, frames)
