@@ -57,7 +57,7 @@ async def while_step(pilot) -> None:
         before = pilot.app.session.last_stop
         await pilot.press(key)
         await wait_for(pilot, lambda: pilot.app.session.last_stop is not before, f"the step {key}")
-    await pilot.press("n")
+    # NOTE: n/s pass over subnet ends now (skip_end_stops), so s s s lands on loop_net op 1 itself
     await wait_for(pilot, lambda: pilot.app.session.pc == OpRef(((5, "loop_net"),), 1), "pc at loop_net op 1")
     await laid_out(pilot)
 

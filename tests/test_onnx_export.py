@@ -237,6 +237,7 @@ def test_coverage_doc_lists_every_converter():
     assert converted and all(t in ONNX for t in converted)
     assert all(f"| {t} | " in text for t in converted)
     assert "Caffe2 1.10.2's own frontend" in text and f"netviz converts **{len(converted)}**" in text
+    assert (ROOT / "docs" / "onnx.md").read_text() == text, "docs/onnx.md is stale: python -m engine.onnx_coverage"
 
 
 def test_missing_onnx_says_how_to_install(tmp_path, capsys, monkeypatch):
