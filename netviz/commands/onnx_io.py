@@ -15,18 +15,15 @@ import numpy as np
 
 from engine.errors import NetvizError
 from engine.onnx_export import DEFAULT_OPSET, ValueDiff, diff_against_runtime, export, onnx_module, prepare
+from netviz.commands.run import add_input_argument, add_params_arguments
 
 
 def add_source_arguments(parser: argparse.ArgumentParser, *, with_input: bool) -> None:
-    """--random-params (and --input where the command lacks it): how the net gets its values."""
+    """--random-params (and --input where the command lacks it): how the net gets its values, as
+    `run` takes them, so an export and its diff see the same weights."""
     if with_input:
-        parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE[:DTYPE]", action="append", default=[],
-                            help="with an .onnx OUT: an input and its shape (others from value_info.json)")
-    parser.add_argument("--random-params", action="store_true",
-                        help="with .onnx: fill parameters the init net lacks with seeded random values "
-                             "(the same in export and diff)")
-    parser.add_argument("--param-width", type=int, default=16, metavar="N",
-                        help="with --random-params: filters per conv (default 16)")
+        add_input_argument(parser)
+    add_params_arguments(parser)
 
 
 def is_onnx(path: str | None) -> bool:

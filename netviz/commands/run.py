@@ -29,20 +29,30 @@ from engine.modelio import load_model
 from netviz.commands import add_model_arguments, missing_blob_hint
 
 
-def add_session_arguments(parser: argparse.ArgumentParser) -> None:
-    """--input/--device/--loss, shared by run, check-grad and the TUI."""
+def add_input_argument(parser: argparse.ArgumentParser) -> None:
+    """--input: a .npy file or random values of a shape (run, check-grad, the TUI, ONNX export)."""
     parser.add_argument("--input", metavar="NAME=FILE.npy|NAME=SHAPE[:DTYPE]", action="append", default=[],
                         help="feed an input from a .npy file, or random values of a shape (data=1,3,224,224; "
                              "label=16:int32 for 0/1 integers); inputs not given get random data from value_info.json")
+
+
+def add_params_arguments(parser: argparse.ArgumentParser) -> None:
+    """--random-params/--param-width: values for a weightless net (seeded: the same in every command)."""
+    parser.add_argument("--random-params", action="store_true",
+                        help="fill parameters the init net does not make (zoo nets have none) with seeded random "
+                             "values of inferred shapes; convs get --param-width filters")
+    parser.add_argument("--param-width", type=int, default=16, metavar="N",
+                        help="filters per conv for --random-params (default 16)")
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """--input/--device/--loss/--random-params, shared by run, check-grad and the TUI."""
+    add_input_argument(parser)
     parser.add_argument("--device", choices=("cpu", "gpu", "net"), default="cpu",
                         help="cpu: every op on the CPU (default); gpu: every op on CUDA; net: as the net says")
     parser.add_argument("--loss", metavar="BLOB", action="append", default=None,
                         help="loss blob: also run the generated backward pass (repeatable)")
-    parser.add_argument("--random-params", action="store_true",
-                        help="fill parameters the init net does not make (zoo nets have none) with random "
-                             "values of inferred shapes; convs get --param-width filters")
-    parser.add_argument("--param-width", type=int, default=16, metavar="N",
-                        help="filters per conv for --random-params (default 16)")
+    add_params_arguments(parser)
 
 
 def debugger_from_args(args: argparse.Namespace, **kwargs: Any) -> Debugger:
