@@ -498,7 +498,12 @@ class MainScreen(Guarded, Screen[None]):
                 self.busy = "starting"
         if start:
             self._run_moves()
-        self.update_status()
+            # NOTE: the busy flag of a lone key only once it has run a moment: most steps end within
+            # a frame, and a frame showing ⏳ for them restarted Textual's frame clock, so the frame
+            # showing the new pc waited a whole refresh interval (16.7 ms) behind it
+            self.set_timer(0.05, self.update_status)
+        else:
+            self.update_status()
 
     @property
     def idle(self) -> bool:
