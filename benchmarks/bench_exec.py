@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import best, blas_threads, reference_env
-from engine.executor import compile_net, run_compiled
-from engine.opdef import create_operator
-from engine.workspace import Workspace
+from engine.runtime.executor import compile_net, run_compiled
+from engine.model.opdef import create_operator
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 ROOT = Path(__file__).resolve().parent.parent

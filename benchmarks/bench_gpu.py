@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine import device as dev
+from engine.runtime import device as dev
 
 
 def run(quick: bool) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.gradient_ir import GradientRegistry
+from engine.autodiff.gradient_ir import GradientRegistry
 from proto import caffe2_pb2
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ from typing import Any
 
 from benchmarks.common import best
 from engine.graph import from_model, from_netdef
-from engine.modelio import load_model
-from engine.ssa import get_ssa
+from engine.model.modelio import load_model
+from engine.model.ssa import get_ssa
 from proto import caffe2_pb2
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import ROOT, best, blas_threads, run_reference
-from engine.core import Net
-from engine.executor import compile_net, run_compiled, run_net
-from engine.modelio import load_model
-from engine.workspace import Workspace
+from engine.caffe2.core import Net
+from engine.runtime.executor import compile_net, run_compiled, run_net
+from engine.model.modelio import load_model
+from engine.caffe2.workspace import Workspace
 
 MODELS = ROOT / "tests" / "golden" / "models"
 REFERENCE = ROOT / "benchmarks" / "reference" / "resnet50.py"

@@ -61,7 +61,7 @@ def warm_up(quick: bool = False) -> None:
     """Compile the modules a probe imports once, so no measured start pays for it, and open
     DenseNet-121 and ResNet-50 once (the parse and drawing caches): the rows are a second opening;
     a first one adds the text parse (0.13-0.25 s in a quiet minute) and the first window's layout."""
-    code = "import netviz.app, engine.gradient_ir, engine.ops, benchmarks.probes.tui_probe"
+    code = "import netviz.app, engine.autodiff.gradient_ir, engine.runtime.ops, benchmarks.probes.tui_probe"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=probe_env(), capture_output=True, timeout=300)
     for args in ([BARE] if quick else [[str(DENSENET)], RESNET_ARGS, BARE]):
         probe(args)

@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 
 from benchmarks.bench_resnet import prepared
-from engine.executor import run_bound, run_compiled
+from engine.runtime.executor import run_bound, run_compiled
 
 
 def kind(op) -> str:

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from google.protobuf import text_format
 
-from engine import core
-from engine.modelio import save_net
+from engine.caffe2 import core
+from engine.model.modelio import save_net
 from proto import caffe2_pb2
 
 HERE = Path(__file__).resolve().parent

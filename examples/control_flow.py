@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine import control, core
+from engine.caffe2 import control, core
 from examples.build import example
 from proto import caffe2_pb2
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from engine import core, rnn_cell
+from engine.caffe2 import core, rnn_cell
 from examples.build import example
 from proto import caffe2_pb2
 

@@ -1,7 +1,7 @@
 """A content-keyed cache of what a net's first frame computes: its training split, its SSA and
 the drawing of its first window (the layout), so a net opened before draws without redoing them.
 
-Entries live under the user's cache directory (``engine.modelio.cache_dir``: ``$NETVIZ_CACHE_DIR``,
+Entries live under the user's cache directory (``engine.model.modelio.cache_dir``: ``$NETVIZ_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/netviz``, else ``~/.cache/netviz``; none with ``NETVIZ_NO_CACHE``), in
 ``views/``, one file per entry named by the SHA-256 of what it was computed from: the net's
 serialized bytes plus the sources of the code that computes it (:data:`SOURCES`).  An edited net,
@@ -44,13 +44,13 @@ _ARRAY_KINDS = frozenset("biuf")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _ROOT = Path(__file__).resolve().parent.parent
 #: the code whose results are cached: a change to any of these files changes every key
-SOURCES = ("engine/ssa.py", "engine/training.py", "netviz/widgets/graph_scene.py", "netviz/layout.py",
+SOURCES = ("engine/model/ssa.py", "engine/autodiff/training.py", "netviz/widgets/graph_scene.py", "netviz/layout.py",
            "netviz/cache.py")
 
 
 def directory() -> Path | None:
     """``<cache dir>/views``, or None when caching is off."""
-    from engine.modelio import cache_dir
+    from engine.model.modelio import cache_dir
 
     where = cache_dir()
     return None if where is None else where / "views"
@@ -91,7 +91,7 @@ def _dataclasses() -> dict[str, tuple[type, tuple[str, ...]]]:
     class's default fills them again.  They must come last, as the stored fields are passed by
     position (a third faster than by name).  Imported on first use: ``netviz.cache`` stays light.
     """
-    from engine.training import TrainingSplit
+    from engine.autodiff.training import TrainingSplit
     from netviz.widgets.graph_scene import Scene, SceneEdge, SceneNode
 
     table = {}

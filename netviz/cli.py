@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from engine import __version__
 from engine.errors import ModelError, NetvizError
-from engine.lint import fix_caffe2
+from engine.analysis.lint import fix_caffe2
 
 #: subcommand → (module in netviz.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -68,9 +68,9 @@ def _refuse_plan(args: argparse.Namespace) -> None:
     path = getattr(args, "path", None)
     if path is None or args.command in PLAN_COMMANDS:
         return
-    from engine.plan_view import is_plan_file
+    from engine.runtime.plan_view import is_plan_file
     if is_plan_file(path):
-        from engine.plandef import load_plan
+        from engine.runtime.plandef import load_plan
         nets = ", ".join(repr(n.name) for n in load_plan(path).network) or "none"
         raise ModelError(f"{path}: a PlanDef (nets {nets}); `netviz {args.command}` reads one NetDef: "
                          "`netviz info`, `netviz run` and the TUI open plans")

@@ -18,8 +18,8 @@ from typing import Any
 
 
 from engine.errors import GraphError
-from engine.opdef import subnets_of
-from engine.optypes import CONTROL_FLOW, RECURRENT, SHARED_WORKSPACE
+from engine.model.opdef import subnets_of
+from engine.model.optypes import CONTROL_FLOW, RECURRENT, SHARED_WORKSPACE
 from netviz import style as S
 from proto import caffe2_pb2
 
@@ -126,12 +126,12 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
     options : DrawOptions
     n_forward : int, optional
         Ops from this index on are generated backward ops (from
-        :func:`engine.gradient_ir.backward_net`); they and the gradient blobs they write get the
+        :func:`engine.autodiff.gradient_ir.backward_net`); they and the gradient blobs they write get the
         backward style.
     origin : sequence of int or None
         One entry per backward op: the forward op it was made for (dashed link), or None.
     shapes : mapping, optional
-        ``{(blob, version): TensorInfo}`` of the top net (:func:`engine.shapes.infer_shapes`);
+        ``{(blob, version): TensorInfo}`` of the top net (:func:`engine.runtime.shapes.infer_shapes`);
         known shapes are added under blob labels.
 
     Raises

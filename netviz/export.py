@@ -208,7 +208,7 @@ def backward_drawing_net(net: caffe2_pb2.NetDef, loss: str | None
     A training net (backward pass already in it) is drawn as it is, its own backward ops paired
     with their forward ops; `loss` then only has to be one it was differentiated for.
     """
-    from engine.training import backward_program, split_training_net
+    from engine.autodiff.training import backward_program, split_training_net
     split = split_training_net(net)
     if split.has_backward and (loss is None or loss in split.losses):
         full, origin, _ = backward_program(net)

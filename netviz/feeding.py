@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-#: the executor's "input blob 'X' not found" (engine.executor), the name in group 1
+#: the executor's "input blob 'X' not found" (engine.runtime.executor), the name in group 1
 NOT_FOUND = re.compile(r"input blob '([^']+)' not found")
 
 #: ops that read an image-info row per image (height, width, scale): input slot → shape

@@ -1,6 +1,6 @@
 """The TUI's engine-vs-ONNX-Runtime comparison: export the loaded net to a temporary .onnx file,
 run it in ONNX Runtime on the same inputs and weights as the engine, and compare every top-level
-value (:func:`engine.onnx_export.diff_against_runtime`).
+value (:func:`engine.onnx.export.diff_against_runtime`).
 
 No Textual here: the main screen runs :func:`runtime_diff` in a worker and colours the graph with
 :func:`netviz.overlays.diff_colors`.  Each stage reports through `progress` and checks `cancel`
@@ -32,7 +32,7 @@ def runtime_diff(model: Any, feeds: Mapping[str, Any], *, cancel: threading.Even
     does) and compare the engine with ONNX Runtime.  Raises NetvizError in one line: onnx or
     onnxruntime missing (how to install them), ops with no ONNX form (every one named, as
     ``netviz export`` says), or ExecutionError when `cancel` is set."""
-    from engine import onnx_export as ox  # noqa: PLC0415 - heavy, and only when asked for
+    from engine.onnx import export as ox  # noqa: PLC0415 - heavy, and only when asked for
 
     onnx = ox.onnx_module()
     ox.onnxruntime_module()  # NOTE: both missing-package hints before any work is done

@@ -95,7 +95,7 @@ ONNX_SIDE = "ONNX Runtime vs engine"
 
 
 def worst_per_op(rows: Sequence[Any]) -> dict[int, Any]:
-    """Op index → its worst compared value (rows of :func:`engine.onnx_export.diff_against_runtime`):
+    """Op index → its worst compared value (rows of :func:`engine.onnx.export.diff_against_runtime`):
     one over the tolerance before any within it, then the largest absolute difference."""
     out: dict[int, Any] = {}
     for r in rows:

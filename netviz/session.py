@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ModelError, NetvizError
-from engine.modelio import Model, load_model
-from engine.opdef import args_of, subnets_of
-from engine.optypes import CONTROL_FLOW, RECURRENT
-from engine.ssa import get_ssa
-from engine.summary import DTYPE_NAMES, device_name, param_info
+from engine.model.modelio import Model, load_model
+from engine.model.opdef import args_of, subnets_of
+from engine.model.optypes import CONTROL_FLOW, RECURRENT
+from engine.model.ssa import get_ssa
+from engine.analysis.summary import DTYPE_NAMES, device_name, param_info
 from proto import caffe2_pb2
 
 NetPath = tuple[tuple[int, str], ...]
@@ -116,7 +116,7 @@ class NetView:
     net: caffe2_pb2.NetDef
     n_forward: int
     origin: list[int | None] = field(default_factory=list)
-    #: a training net's section of each op (``engine.training``): forward / backward / optimizer
+    #: a training net's section of each op (``engine.autodiff.training``): forward / backward / optimizer
     sections: list[str] | None = None
     #: the content key of the net (:func:`netviz.cache.net_digest`): its SSA and drawings are cached
     #: under it; None for views not cached (subnets, the generated backward view)
@@ -140,14 +140,14 @@ def shown_subnets(op: caffe2_pb2.OperatorDef) -> list[tuple[str, caffe2_pb2.NetD
     the link ops Caffe2 adds (rows of their own), so pc and executed marks index the same ops."""
     if op.type not in RECURRENT:
         return subnets_of(op)
-    from engine.ops.rnn import timestep_program
+    from engine.runtime.ops.rnn import timestep_program
     return [(arg, timestep_program(op, arg)) for arg, _ in subnets_of(op)]
 
 
 def _main_view(net: caffe2_pb2.NetDef, split: Any) -> NetView:
-    """The main net's view; a training net's (`split`, ``engine.training``) carries its sections, and
+    """The main net's view; a training net's (`split`, ``engine.autodiff.training``) carries its sections, and
     its own backward ops (everything from the first) are paired with their forward ops."""
-    from engine.training import backward_program
+    from engine.autodiff.training import backward_program
     if not split.has_backward:
         return NetView(net, len(net.op))
     # NOTE: the program: seeds interleaved with forward ops (Detectron) come after the forward ops,
@@ -193,7 +193,7 @@ class Session:
     Parameters
     ----------
     model : Model
-        From :func:`engine.modelio.load_model`.
+        From :func:`engine.model.modelio.load_model`.
     inputs : dict
         Values fed to external inputs (``--input``).
     device : str
@@ -206,7 +206,7 @@ class Session:
                  device: str = "cpu", loss: str | None = None) -> None:
         self.model, self.device, self.loss = model, device, loss
         self.values: dict[str, Any] = dict(inputs or {})
-        from engine.training import split_training_net
+        from engine.autodiff.training import split_training_net
         #: the main net's training sections, made once (the op list, lint and backward view read it)
         from netviz import cache
         #: the main net's content key: its split, SSA and first drawings come from netviz.cache when seen before
@@ -237,7 +237,7 @@ class Session:
         self.notices: list[str] = []
         self.shape_notice: str | None = None  # ops whose shapes do not fit, for the screen to show once
         self._lint: dict[int, list[Any]] | None = None
-        self.plan: list[str] | None = None  # a plan file's step tree (engine.plan_view.plan_lines)
+        self.plan: list[str] | None = None  # a plan file's step tree (engine.runtime.plan_view.plan_lines)
         self.plan_def: caffe2_pb2.PlanDef | None = None  # a plan file: the debugger steps it whole
         if loss is not None and loss not in self.all_blobs(()):
             raise ModelError(f"--loss {loss!r}: no op of {self.name!r} reads or writes that blob")
@@ -247,11 +247,11 @@ class Session:
              device: str = "cpu", loss: str | None = None) -> Session:
         """Load a model (or a PlanDef: its main net, the nets before it as init) and check the
         command-line options; every failure is a NetvizError."""
-        from engine.plan_view import is_plan_file, plan_lines, plan_program
+        from engine.runtime.plan_view import is_plan_file, plan_lines, plan_program
         if is_plan_file(path):
-            from engine.plandef import load_plan
+            from engine.runtime.plandef import load_plan
             plan = load_plan(path)
-            # NOTE: the plan is a net of its steps (engine.plan_view.plan_program); the debugger
+            # NOTE: the plan is a net of its steps (engine.runtime.plan_view.plan_program); the debugger
             # runs it with RunPlan's semantics (engine.debugger.plan), a frame per net run.
             program = Model(plan_program(plan), caffe2_pb2.NetDef(name=f"{plan.name}_init"), {}, Path(path))
             session = cls(program, parse_inputs(inputs), device, loss)
@@ -324,7 +324,7 @@ class Session:
     # -- backward --------------------------------------------------------------------------
     def training_losses(self) -> list[str]:
         """The losses a training net's own backward pass was made for (empty: not a training net)."""
-        from engine.training import losses_of
+        from engine.autodiff.training import losses_of
         return losses_of(self.model.predict.op) if self.forward.sections is not None else []
 
     def guess_loss(self) -> str | None:
@@ -358,7 +358,7 @@ class Session:
                 raise Unavailable("which blob is the loss? (no --loss, none can be guessed)")
             if loss not in self.all_blobs(()):
                 raise NetvizError(f"{self.name}: no blob {loss!r} to differentiate")
-            gir = _optional("engine.gradient_ir")
+            gir = _optional("engine.autodiff.gradient_ir")
             if gir is None:
                 raise Unavailable("gradient generation is not available yet")
             net, origin = gir.backward_net(self.model.predict, [loss])
@@ -384,13 +384,13 @@ class Session:
         return None if table is None else table.get(_shape_key(path), {})
 
     def _infer_shapes(self, net: caffe2_pb2.NetDef) -> dict[tuple[Any, ...], dict[tuple[str, int], Any]]:
-        shapes = _optional("engine.shapes")
+        shapes = _optional("engine.runtime.shapes")
         if shapes is None:
             return {}
         inputs = {**self.model.value_info,
                   **{k: tuple(v.shape) for k, v in self.values.items() if hasattr(v, "shape")}}
         if self.plan_def is not None:  # a plan: each net of its steps, in step order
-            from engine.plan_view import plan_shapes
+            from engine.runtime.plan_view import plan_shapes
             return plan_shapes(self.plan_def, inputs)
         problems: list[str] = []  # NOTE: an op that does not fit leaves its outputs unknown, not every shape
         try:
@@ -868,14 +868,14 @@ class Session:
         result = export_drawing(view_drawing(d, spec), target, force=force)
         return f"{result.path}" + (f" ({result.note})" if result.note else "")
 
-    # -- lint: where Caffe2 computes other values or refuses (engine.lint) --------------------
+    # -- lint: where Caffe2 computes other values or refuses (engine.analysis.lint) --------------------
     def lint_findings(self) -> dict[int, list[Any]]:
-        """Main-net op index → its engine.lint findings (for the loss when known); computed once.
+        """Main-net op index → its engine.analysis.lint findings (for the loss when known); computed once.
 
         Blocks: over a whole net it takes 0.3-2 s and imports every kernel module, so the TUI calls
         it in a worker after the first frame and reads :meth:`lint_ready` meanwhile."""
         if self._lint is None:
-            from engine.lint import lint_net
+            from engine.analysis.lint import lint_net
             loss = self.loss
             try:
                 found = lint_net(self.model.predict, [loss] if loss else [], split=self.split)
@@ -899,7 +899,7 @@ class Session:
         ins, outs = view.ssa[ref.index]
         fwd = view.forward_of(ref.index)
         # NOTE: a training net's optimizer ops come after n_forward too, but pair with no forward op
-        optimizer = view.sections is not None and view.sections[ref.index] == "optimizer"  # engine.training.OPTIMIZER
+        optimizer = view.sections is not None and view.sections[ref.index] == "optimizer"  # engine.autodiff.training.OPTIMIZER
         return {
             "type": op.type, "name": op.name, "index": ref.index, "net": self.path_label(ref.path),
             "device": device_name(op.device_option), "engine": op.engine or "default",
@@ -920,5 +920,5 @@ def _np_dtype(data_type: int | None) -> np.dtype | None:
 
 
 def _shape_key(path: NetPath) -> tuple[Any, ...]:
-    """NetPath → engine.shapes' net path: ``((5, "loop_net"),)`` → ``("op", 5, "loop_net")``."""
+    """NetPath → engine.runtime.shapes' net path: ``((5, "loop_net"),)`` → ``("op", 5, "loop_net")``."""
     return ("op", *(x for step in path for x in step)) if path else ()

@@ -20,7 +20,7 @@ Parts:
   backward, netviz on CuPy vs PyTorch CUDA running the same ops with the same weights, both
   synchronised, median of several runs, and the largest output difference between the two.
 
-``--dry-run`` runs everything on the NumPy-backed stand-in GPU (:func:`engine.device.use_fake_cuda`)
+``--dry-run`` runs everything on the NumPy-backed stand-in GPU (:func:`engine.runtime.device.use_fake_cuda`)
 so the plumbing is tested on CPU-only machines (CI); ``--quick`` keeps the dry run short (the
 examples and one zoo net, batch 1, one timed run). Nothing here imports netviz or textual: the
 GPU machine's Python has neither.
@@ -45,11 +45,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine import device as dev  # noqa: E402
-from engine import executor  # noqa: E402
+from engine.runtime import device as dev  # noqa: E402
+from engine.runtime import executor  # noqa: E402
 from engine.debugger import Debugger  # noqa: E402
 from engine.debugger.diff import device_diff  # noqa: E402
-from engine.modelio import Model, load_model  # noqa: E402
+from engine.model.modelio import Model, load_model  # noqa: E402
 
 ZOO = Path(os.environ.get("NETVIZ_MODEL_ZOO", ROOT.parent / "shared" / "models" / "caffe2-model-zoo"))
 #: float32 agreement between a CPU and a GPU run: relative to the blob's scale (reductions on the
@@ -340,9 +340,9 @@ def torch_forward(net: Any, values: dict[str, Any], torch: Any) -> Any:
 
 def bench_resnet50(batch: int, repeats: int, dry_run: bool) -> list[dict[str, Any]]:
     """netviz-on-CuPy vs PyTorch CUDA, forward and forward + backward (median seconds)."""
-    from engine.gradient_ir import backward_net  # noqa: PLC0415,F401  (import cost outside the timing)
-    from engine.training import backward_program  # noqa: PLC0415
-    from engine.workspace import Workspace  # noqa: PLC0415
+    from engine.autodiff.gradient_ir import backward_net  # noqa: PLC0415,F401  (import cost outside the timing)
+    from engine.autodiff.training import backward_program  # noqa: PLC0415
+    from engine.caffe2.workspace import Workspace  # noqa: PLC0415
     from proto import caffe2_pb2  # noqa: PLC0415
 
     path = ZOO / "resnet50" / "predict_net.pbtxt"

@@ -1,7 +1,7 @@
 """pytest plugin for the GPU check: the kernel suites' ``eval_op`` runs each op on the GPU.
 
 Loaded by ``scripts/gpu_check.sh`` (``-p gpu_pytest_plugin`` with scripts/ on PYTHONPATH): a
-test that calls ``engine.executor.eval_op`` without naming a device gets its array inputs moved
+test that calls ``engine.runtime.executor.eval_op`` without naming a device gets its array inputs moved
 to the GPU, the op tagged CUDA, and its outputs copied back to the host, so the same goldens
 (real Caffe2's values) judge the CuPy kernels. With ``NETVIZ_GPU_DRY_RUN=1`` the NumPy-backed
 stand-in device plays the GPU (CI tests the plumbing that way). Tests that build workspaces
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engine.executor as executor
-from engine import device as dev
+import engine.runtime.executor as executor
+from engine.runtime import device as dev
 from proto import caffe2_pb2
 
 _original = executor.eval_op

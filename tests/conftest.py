@@ -16,7 +16,7 @@ _CACHE_DIR: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Point netviz's cache (``engine.modelio.cache_dir``: parse cache, ``netviz.cache`` views) at a
+    """Point netviz's cache (``engine.model.modelio.cache_dir``: parse cache, ``netviz.cache`` views) at a
     per-session temporary folder, so the suite never writes the user's ``~/.cache/netviz`` and never
     reads entries another run left there; set in ``os.environ`` so subprocesses (CLI tests, the TUI
     probes) inherit it. Tests that exercise the cache itself still monkeypatch their own folder."""
@@ -49,7 +49,7 @@ def zoo() -> Path:
 @pytest.fixture
 def fixed_caffe2():
     """netviz's fixes of Caffe2 gradient bugs on (``--fix-caffe2``); the default is Caffe2-exact."""
-    from engine.lint import fix_caffe2
+    from engine.analysis.lint import fix_caffe2
     with fix_caffe2():
         yield
 
@@ -81,7 +81,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_default_workspace() -> None:
     """Each test starts in an empty ``default`` workspace, as a fresh Caffe2 process would."""
-    from engine import workspace
+    from engine.caffe2 import workspace
 
     workspace.SwitchWorkspace("default", True)
     workspace.ResetWorkspace()

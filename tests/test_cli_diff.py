@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import device as dev
-from engine.modelio import save_net
+from engine.runtime import device as dev
+from engine.model.modelio import save_net
 from netviz.cli import main
 from tests.engine.test_debugger_hunt import bn_relu_model
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pygraphviz as pgv
 import pytest
 
-from engine.modelio import load_net
+from engine.model.modelio import load_net
 from netviz.cli import main
 from tests.engine.test_modelio import _bad_inputs
 

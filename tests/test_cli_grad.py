@@ -6,10 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import core, executor
-from engine.gradient_checker import check_model_gradients
-from engine.modelio import load_net, save_net
-from engine.workspace import Workspace
+from engine.caffe2 import core
+from engine.runtime import executor
+from engine.caffe2.gradient_checker import check_model_gradients
+from engine.model.modelio import load_net, save_net
+from engine.caffe2.workspace import Workspace
 from netviz.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -73,6 +74,6 @@ def test_check_grad_without_random_params_names_the_missing_parameter(zoo, capsy
 def test_checker_sees_the_same_gradient_as_the_training_net_computes():
     net = load_net(EXAMPLES / "mlp" / "predict_net.pb")
     init = load_net(EXAMPLES / "mlp" / "init_net.pb")
-    from engine.training import forward_net
+    from engine.autodiff.training import forward_net
     results = check_model_gradients(forward_net(net), init, ["loss"], {}, ["fc2_w"], max_elements=4)
     assert [r.name for r in results] == ["fc2_w"] and results[0].passed

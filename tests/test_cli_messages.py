@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.executor import eval_op
+from engine.runtime.executor import eval_op
 from netviz.cli import main
 from tests.conftest import zoo_nets
 
@@ -120,8 +120,8 @@ def test_box_nms_on_no_boxes_gives_caffe2s_empty_outputs():
 def _mtcnn(folder: Path, net_name: str, layers: list[tuple], data: list) -> Path:
     """An MTCNN stage as Caffe2's Caffe translator writes it (Conv, in-place PRelu, legacy-padded
     MaxPool, FC, Softmax) with its init net and a value_info.json declaring `data`."""
-    from engine.modelio import save_net
-    from engine.opdef import create_operator as op
+    from engine.model.modelio import save_net
+    from engine.model.opdef import create_operator as op
     from proto import caffe2_pb2
 
     net, init = caffe2_pb2.NetDef(name=net_name), caffe2_pb2.NetDef(name=f"{net_name}_init")

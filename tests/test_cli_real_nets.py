@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.modelio import load_net
-from engine.opdef import subnets_of
-from engine.plandef import load_plan
-from engine.registry import KERNELS
-from engine.training import split_training_net
+from engine.model.modelio import load_net
+from engine.model.opdef import subnets_of
+from engine.runtime.plandef import load_plan
+from engine.catalogue.registry import KERNELS
+from engine.autodiff.training import split_training_net
 from netviz.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

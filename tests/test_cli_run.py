@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core import Net
-from engine.modelio import save_net
+from engine.caffe2.core import Net
+from engine.model.modelio import save_net
 from netviz.cli import main
 from tests.engine.test_debugger import forward_model
 

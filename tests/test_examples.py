@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.modelio import load_model
-from engine.workspace import Workspace
+from engine.model.modelio import load_model
+from engine.caffe2.workspace import Workspace
 from examples.build import EXAMPLES, HERE, build_all
 
 

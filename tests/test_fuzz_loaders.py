@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import ModelError
-from engine.modelio import parse_net
+from engine.model.modelio import parse_net
 from netviz.cli import main
 from proto import caffe2_pb2
 from tests.conftest import zoo_nets

@@ -19,7 +19,7 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="netviz[onnx] not installed (pip install 'netviz[onnx]')")
 pytest.importorskip("onnxruntime", reason="netviz[onnx] not installed (pip install 'netviz[onnx]')")
 
-from engine.modelio import load_net  # noqa: E402
+from engine.model.modelio import load_net  # noqa: E402
 from netviz.cli import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,15 +229,15 @@ def test_unwritable_target_is_one_line(tmp_path, capsys):
 
 def test_coverage_doc_lists_every_converter():
     """docs/onnx.md's tables come from the converter table: every converted op is listed with how."""
-    from engine.onnx_coverage import families, render
-    from engine.registry import ONNX
+    from engine.onnx.coverage import families, render
+    from engine.catalogue.registry import ONNX
 
     text = render()
     converted = [t for yes, _ in families().values() for t in yes]
     assert converted and all(t in ONNX for t in converted)
     assert all(f"| {t} | " in text for t in converted)
     assert "Caffe2 1.10.2's own frontend" in text and f"netviz converts **{len(converted)}**" in text
-    assert (ROOT / "docs" / "onnx.md").read_text() == text, "docs/onnx.md is stale: python -m engine.onnx_coverage"
+    assert (ROOT / "docs" / "onnx.md").read_text() == text, "docs/onnx.md is stale: python -m engine.onnx.coverage"
 
 
 def test_missing_onnx_says_how_to_install(tmp_path, capsys, monkeypatch):

@@ -59,6 +59,6 @@ def test_device_aliases() -> None:
 
 def test_engine_does_not_import_ui() -> None:
     code = ("import sys; sys.modules['textual'] = None; sys.modules['netviz'] = None\n"
-            "import engine, engine.modelio, engine.opdef, engine.summary, engine.ops\n")
+            "import engine, engine.model.modelio, engine.model.opdef, engine.analysis.summary, engine.runtime.ops\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from engine.debugger.feeds import load_npy  # noqa: F401  (imported to fail loudly if renamed)
-from engine.modelio import save_net
+from engine.model.modelio import save_net
 from netviz.cli import main
 from tests.engine.test_debugger import forward_model
 
@@ -83,7 +83,7 @@ def test_the_scanner_finds_what_it_looks_for() -> None:
 
 def test_sources_are_scanned() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in SOURCES}
-    assert {"engine/executor.py", "netviz/cli.py", "engine/debugger/feeds.py", "netviz/session.py"} <= names
+    assert {"engine/runtime/executor.py", "netviz/cli.py", "engine/debugger/feeds.py", "netviz/session.py"} <= names
 
 
 def _allowed(use: str) -> bool:

@@ -1,6 +1,6 @@
 """Semantically broken nets: one clear line naming op index, type and blob; state survives.
 
-Each case runs three ways: the executor (``engine.executor.run_net``), the debugger
+Each case runs three ways: the executor (``engine.runtime.executor.run_net``), the debugger
 (:class:`engine.debugger.Debugger`: it stops with reason "error", keeps the blobs written before
 the failing op and continues after an inject) and the CLI (``netviz run``: exit 2, one line on
 stderr, no traceback).  Nets are the committed examples, edited, or small hand-built ones.
@@ -17,14 +17,14 @@ import pytest
 
 from engine.debugger.values import ShapeMismatch
 
-from engine import executor
-from engine.core import Net
+from engine.runtime import executor
+from engine.caffe2.core import Net
 from engine.debugger import Debugger
 from engine.errors import ExecutionError, GradientError, NetvizError
-from engine.grad_makers import GradientNotImplementedYetError, NoGradientMakerError
-from engine.modelio import Model, load_model, save_net
-from engine.ops import control as control_ops
-from engine.workspace import Workspace
+from engine.runtime.grad_makers import GradientNotImplementedYetError, NoGradientMakerError
+from engine.model.modelio import Model, load_model, save_net
+from engine.runtime.ops import control as control_ops
+from engine.caffe2.workspace import Workspace
 from netviz.cli import main
 from proto import caffe2_pb2
 
@@ -208,7 +208,7 @@ def test_while_that_exceeds_its_cap_stops_with_a_clear_error() -> None:
 
 def test_never_ending_while_hits_the_module_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(control_ops, "MAX_WHILE_ITERATIONS", 25)
-    from engine import control
+    from engine.caffe2 import control
     net, body = Net("forever"), Net("body")
     body.Add(["x", "one"], "x")
     net.AddExternalInput("c", "x", "one")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-import engine.ops  # noqa: F401 - fills the registries counted
-from engine.catalogue import coverage
+import engine.runtime.ops  # noqa: F401 - fills the registries counted
+from engine.caffe2 import coverage
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,7 @@
 Descriptions are netviz's own one-liners, kept in ``descriptions.tsv`` (``Type<TAB>text``, one
 line per forward op); a gradient op named ``<Fwd>Gradient`` is described from its forward op.
 Argument defaults come from the netviz kernel's keyword parameters (Caffe2's defaults, see
-``engine.registry``); the argument *names* Caffe2's schema documents are listed even when no
+``engine.catalogue.registry``); the argument *names* Caffe2's schema documents are listed even when no
 kernel reads them.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.catalogue.category import category
 from engine.catalogue.facts import facts
-from engine.opdef import args_of
+from engine.model.opdef import args_of
 from proto import caffe2_pb2
 
 DESCRIPTIONS = Path(__file__).with_name("descriptions.tsv")
@@ -123,12 +123,12 @@ def op_doc(op: caffe2_pb2.OperatorDef, inputs: list[str] | None = None,
 
     Examples
     --------
-    >>> from engine.opdef import create_operator
+    >>> from engine.model.opdef import create_operator
     >>> d = op_doc(create_operator("Conv", ["data", "w", "b"], ["y"], kernel=3))
     >>> d.inputs
     (('X', 'data'), ('filter', 'w'), ('bias', 'b'))
     """
-    from engine.registry import KERNELS  # noqa: PLC0415 - filled by engine.ops
+    from engine.catalogue.registry import KERNELS  # noqa: PLC0415 - filled by engine.runtime.ops
 
     f = facts(op.type)
     ins = f.inputs if f else ()
@@ -147,7 +147,7 @@ def op_doc(op: caffe2_pb2.OperatorDef, inputs: list[str] | None = None,
 
 def _support(op_type: str) -> str:
     """What runs this op type: netviz's kernel and shape rule, Caffe2's CPU/CUDA kernels."""
-    from engine.registry import KERNELS, SHAPES  # noqa: PLC0415
+    from engine.catalogue.registry import KERNELS, SHAPES  # noqa: PLC0415
 
     f = facts(op_type)
     mine = [w for w, ok in (("kernel", op_type in KERNELS), ("shape rule", op_type in SHAPES)) if ok]

@@ -66,7 +66,7 @@ def violations(op: caffe2_pb2.OperatorDef) -> list[str]:
 
     Examples
     --------
-    >>> from engine.opdef import create_operator
+    >>> from engine.model.opdef import create_operator
     >>> violations(create_operator("Relu", ["X", "Z"], ["Y"]))
     ['Input size 2 not in range [min=1, max=1].']
     """
@@ -96,6 +96,6 @@ def check_net(net: caffe2_pb2.NetDef) -> list[str]:
 
 def check_tree(net: caffe2_pb2.NetDef) -> list[str]:
     """:func:`check_net` of `net` and, recursively, of every subnet its control ops hold."""
-    from engine.opdef import subnets_of  # noqa: PLC0415
+    from engine.model.opdef import subnets_of  # noqa: PLC0415
 
     return check_net(net) + [m for op in net.op for _, sub in subnets_of(op) for m in check_tree(sub)]

@@ -65,7 +65,7 @@ _TOKEN = re.compile(r'\s*(?:(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-
 def _as_array(v: Any) -> np.ndarray | None:
     if not hasattr(v, "shape") or getattr(v, "dtype", None) is None or v.dtype == object:
         return None
-    from engine.device import to_host
+    from engine.runtime.device import to_host
     return np.asarray(to_host(v))
 
 

@@ -1,7 +1,7 @@
 """The debugger: moves, breakpoints, watchpoints, backward pass, inspection, inject.
 
 The main frame runs the predict net and, once :meth:`Debugger.backward` generated it, the
-backward pass appended to it.  A control-flow op is a plan (:mod:`engine.plans`): entering it
+backward pass appended to it.  A control-flow op is a plan (:mod:`engine.runtime.plans`): entering it
 pushes a frame per subnet run (If branch, While iteration k, Do net, RNN timestep t), so every
 move is a loop over one primitive (:meth:`Machine._advance`) with a stop rule.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from engine import blocking
-from engine import device as dev
-from engine import executor
+from engine.runtime import blocking
+from engine.runtime import device as dev
+from engine.runtime import executor
 from engine.debugger.conditions import Condition, has_inf_or_nan, parse_condition
 from engine.debugger.feeds import resolve_feeds
 from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
@@ -25,10 +25,10 @@ from engine.debugger.machine import _MISSING, DEFAULT_BUDGET, KEEP_BUDGET, Debug
 from engine.debugger.values import fit_value
 from engine.debugger.records import Breakpoint, OpPath, OpRecord, Stopped, Watchpoint
 from engine.errors import NetvizError
-from engine.opdef import subnets_of
-from engine.opdef import subnets_of
-from engine.modelio import Model
-from engine.workspace import Workspace
+from engine.model.opdef import subnets_of
+from engine.model.opdef import subnets_of
+from engine.model.modelio import Model
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 __all__ = ["Debugger", "DebuggerError"]
@@ -40,7 +40,7 @@ class Debugger(Machine):
     Parameters
     ----------
     model : Model
-        Predict net, init net, value_info (:func:`engine.modelio.load_model`).
+        Predict net, init net, value_info (:func:`engine.model.modelio.load_model`).
     feeds : mapping, optional
         ``{blob: array | .npy path | shape tuple}``; unfed inputs get random data from value_info.
     device : {"cpu", "gpu", None}
@@ -56,7 +56,7 @@ class Debugger(Machine):
         (and its restart) replays the same numbers.
     synthesize_params : bool
         Fill parameters that neither the init net nor the feeds provide with random values of
-        inferred shapes (:mod:`engine.params`; `param_width` filters per conv), listed in
+        inferred shapes (:mod:`engine.runtime.params`; `param_width` filters per conv), listed in
         :attr:`synthesized` — how a weightless zoo net can be stepped.
     """
 
@@ -117,7 +117,7 @@ class Debugger(Machine):
         for name, arr in resolve_feeds(self.model, self.given_feeds, set(self.ws.values), self.seed).items():
             self.ws.feed_blob(name, arr, on)
         if self.synthesize:
-            from engine.params import synthesize_params
+            from engine.runtime.params import synthesize_params
             made = synthesize_params(self._predict, self.ws.values, width=self.param_width, seed=self.seed)
             for name, arr in made.items():
                 self.ws.feed_blob(name, arr, on)
@@ -266,7 +266,7 @@ class Debugger(Machine):
         Returns the number of gradient ops.  Stepping goes on into them after the forward ops;
         each is paired with its forward op (:meth:`forward_index_of`).
         """
-        from engine.training import backward_program, split_training_net
+        from engine.autodiff.training import backward_program, split_training_net
 
         if self.fwd_index:
             return len(self.fwd_index)

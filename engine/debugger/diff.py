@@ -1,7 +1,7 @@
 """Device diff: run one model on a CPU and on a GPU workspace and compare every blob.
 
 Without CuPy and a GPU the GPU run uses the NumPy-backed stand-in device
-(:func:`engine.device.use_fake_cuda`): the plumbing (device options, copies) is exercised; kernels
+(:func:`engine.runtime.device.use_fake_cuda`): the plumbing (device options, copies) is exercised; kernels
 with another summation order there differ by float rounding.  :meth:`DiffReport.header` says what
 the comparison found, never what it should have.
 """
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from engine import device as dev
+from engine.runtime import device as dev
 from engine.debugger.debugger import Debugger
 from engine.errors import ExecutionError
-from engine.modelio import Model
+from engine.model.modelio import Model
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from engine.errors import NetvizError
-from engine.modelio import Model
+from engine.model.modelio import Model
 
 DEFAULT_SEED = 0
 

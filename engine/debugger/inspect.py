@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import device as dev
+from engine.runtime import device as dev
 from engine.errors import NetvizError
 
 MAX_SLICE_ELEMENTS = 10_000

@@ -1,7 +1,7 @@
 """The stepping machine under the debugger: frames, the one primitive ``_advance``, undo.
 
 A frame is (net, op index, workspace, label).  Plain ops run through the executor's bound ops;
-a plan op (:mod:`engine.plans`) pushes one frame per subnet run it asks for.  Every unit of
+a plan op (:mod:`engine.runtime.plans`) pushes one frame per subnet run it asks for.  Every unit of
 work pushes an undo entry holding references to the values it overwrote (kernels never
 mutate their inputs), bounded by a memory budget.
 """
@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from engine import blocking
-from engine import device as dev
-from engine import executor
+from engine.runtime import blocking
+from engine.runtime import device as dev
+from engine.runtime import executor
 from engine.debugger.records import (BlobSummary, FrameInfo, OpExecuted, OpPath, OpRecord, ProgramCounter, Stopped,
                                      VersionFinal)
 from engine.errors import NetvizError
-from engine.plans import SubnetRun
-from engine.training import update_ratio
-from engine.workspace import Workspace
+from engine.runtime.plans import SubnetRun
+from engine.autodiff.training import update_ratio
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 _MISSING = object()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.opdef import subnets_of
+from engine.model.opdef import subnets_of
 
 #: frame labels that say nothing beyond the op's type (a Do's one net)
 _PLAIN = frozenset({"net", "main"})

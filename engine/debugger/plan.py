@@ -1,10 +1,10 @@
 """Stepping a PlanDef: its execution steps are ops of a program, its net runs are frames.
 
-A plan becomes a program (:func:`engine.plan_view.plan_program`): one ``ExecutionStep`` op per
+A plan becomes a program (:func:`engine.runtime.plan_view.plan_program`): one ``ExecutionStep`` op per
 top-level step, holding its nets (or, per substep, a one-op net of that substep's step op) as
 net arguments, so views show the step tree like any control-flow op's subnets.  A step op is a
-plan op for the frame machinery (:mod:`engine.plans`): entering it drives
-:mod:`engine.plandef`'s RunPlan runner for that step and pushes one frame per net run (label
+plan op for the frame machinery (:mod:`engine.runtime.plans`): entering it drives
+:mod:`engine.runtime.plandef`'s RunPlan runner for that step and pushes one frame per net run (label
 ``train iteration 3 · net mlp_train``) and one per substep.  The runner is the same code
 ``workspace.RunPlan`` uses — only its ``run_net`` is left to the frames and its substeps become
 frames — so ``num_iter``, ``should_stop_blob``/``only_once``, ``create_workspace``, report nets and
@@ -22,15 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from engine import device as dev
-from engine import executor
+from engine.runtime import device as dev
+from engine.runtime import executor
 from engine.debugger.debugger import Debugger
 from engine.debugger.machine import _Frame
 from engine.debugger.records import Stopped
-from engine.modelio import Model
-from engine.plan_view import plan_program, step_op
-from engine.plandef import PlanEvent, _Runner, walk_steps
-from engine.plans import SubnetRun
+from engine.model.modelio import Model
+from engine.runtime.plan_view import plan_program, step_op
+from engine.runtime.plandef import PlanEvent, _Runner, walk_steps
+from engine.runtime.plans import SubnetRun
 from proto import caffe2_pb2
 
 __all__ = ["PlanDebugger"]
@@ -79,7 +79,7 @@ class PlanDebugger(Debugger):
     Parameters
     ----------
     plan : PlanDef
-        The plan (:func:`engine.plandef.load_plan`).
+        The plan (:func:`engine.runtime.plandef.load_plan`).
     path : Path, optional
         Where it was loaded from (relative DB paths of its Load/Save ops resolve beside it).
     **kwargs

@@ -76,7 +76,7 @@ class OpRecord:
     backward: bool = False
     forward_index: int | None = None
     skipped: bool = False   # the user gave its outputs (:meth:`Debugger.skip`); its kernel did not run
-    update_ratio: float | None = None  # ‖ΔW‖/‖W‖ of a parameter the op updated in place (engine.training)
+    update_ratio: float | None = None  # ‖ΔW‖/‖W‖ of a parameter the op updated in place (engine.autodiff.training)
     frames: tuple[str, ...] = ()  # labels of the frames below main it ran in (``iteration 1``): places.place
 
     @property

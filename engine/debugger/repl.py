@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import device as dev
+from engine.runtime import device as dev
 from engine.errors import NetvizError
 
 

@@ -28,7 +28,7 @@ Op node attributes
 ``kind`` "op"; ``type`` str; ``name`` str; ``index`` int (within its net); ``path`` tuple;
 ``net`` tuple; ``pass`` "init" | "forward" | "backward"; ``device`` (device_type, device_id)
 with the net's device_option applied to ops without one (CPU is ``(0, 0)``); ``engine`` str;
-``args`` dict name → Python value (:func:`engine.opdef.args_of`), a NetDef value replaced by
+``args`` dict name → Python value (:func:`engine.model.opdef.args_of`), a NetDef value replaced by
 its subnet's net path; ``subnets`` dict arg → net path (empty for plain ops);
 ``forward_index`` int | None (backward ops: index of the forward op they differentiate,
 when given); ``inputs`` / ``outputs`` list of blob node ids in argument order;
@@ -38,7 +38,7 @@ when given); ``inputs`` / ``outputs`` list of blob node ids in argument order;
 Blob node attributes
 --------------------
 ``kind`` "blob"; ``name`` str; ``version`` int (SSA, Caffe2 numbering of
-:func:`engine.ssa.get_ssa`: 0 = never written, first write 1) or None (compact);
+:func:`engine.model.ssa.get_ssa`: 0 = never written, first write 1) or None (compact);
 ``net`` tuple; ``is_external_input`` (declared in the net's ``external_input``; SSA: only the
 version the net starts with); ``is_external_output`` (declared; SSA: only the final version);
 ``is_param`` (written by the init net; SSA: the version holding that value, 0 unless
@@ -82,7 +82,7 @@ input edges and ``Σ len(op.output)`` output edges.
 from engine.graph.build import blob_id, from_model, from_netdef, net_prefix, op_id
 from engine.graph.query import (blobs, consumers, group_by_scope, neighbourhood, net_view,
                                 op_order, ops, producers, scope_of, subnet_view)
-from engine.optypes import CONTROL_FLOW
+from engine.model.optypes import CONTROL_FLOW
 
 __all__ = ["from_netdef", "from_model", "op_id", "blob_id", "net_prefix", "ops", "blobs",
            "op_order", "net_view", "subnet_view", "neighbourhood", "scope_of", "group_by_scope",

@@ -8,9 +8,9 @@ from typing import Any
 
 import networkx as nx
 
-from engine import opdef
-from engine.optypes import RECURRENT
-from engine.ssa import get_ssa, get_undefined_blobs
+from engine.model import opdef
+from engine.model.optypes import RECURRENT
+from engine.model.ssa import get_ssa, get_undefined_blobs
 from proto import caffe2_pb2
 
 __all__ = ["from_netdef", "from_model", "op_id", "blob_id", "net_prefix"]
@@ -222,7 +222,7 @@ def from_netdef(net: caffe2_pb2.NetDef, init_net: caffe2_pb2.NetDef | None = Non
 
     Examples
     --------
-    >>> from engine.opdef import create_operator as op
+    >>> from engine.model.opdef import create_operator as op
     >>> G = from_netdef(caffe2_pb2.NetDef(op=[op("FC", ["X", "W", "b"], "Y"),
     ...                                      op("Relu", "Y", "Y")]))
     >>> G.nodes["op:1"]["inputs"], G.nodes["op:1"]["outputs"]
@@ -264,6 +264,6 @@ def _build(net: caffe2_pb2.NetDef, init_net: caffe2_pb2.NetDef | None, ssa: bool
 
 
 def from_model(model: Any, **kwargs: Any) -> nx.MultiDiGraph:
-    """:func:`from_netdef` for a :class:`engine.modelio.Model` (predict, init, value_info)."""
+    """:func:`from_netdef` for a :class:`engine.model.modelio.Model` (predict, init, value_info)."""
     init = model.init if len(model.init.op) else None
     return from_netdef(model.predict, init, value_info=model.value_info, **kwargs)

@@ -39,7 +39,7 @@ def op_order(G: nx.MultiDiGraph, net: tuple[Any, ...] = ()) -> list[str]:
     Examples
     --------
     >>> from engine.graph import from_netdef
-    >>> from engine.opdef import create_operator as op
+    >>> from engine.model.opdef import create_operator as op
     >>> from proto import caffe2_pb2
     >>> op_order(from_netdef(caffe2_pb2.NetDef(op=[op("Relu", "X", "Y"), op("Relu", "Y", "Y")])))
     ['op:0', 'op:1']
@@ -150,7 +150,7 @@ def producers(G: nx.MultiDiGraph, blob: str, net: tuple[Any, ...] = ()) -> list[
     Examples
     --------
     >>> from engine.graph import from_netdef
-    >>> from engine.opdef import create_operator as op
+    >>> from engine.model.opdef import create_operator as op
     >>> from proto import caffe2_pb2
     >>> producers(from_netdef(caffe2_pb2.NetDef(op=[op("FC", ["X", "W", "b"], "Y"),
     ...                                            op("Relu", "Y", "Y")])), "Y")

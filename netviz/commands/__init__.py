@@ -54,7 +54,7 @@ def naming(where: str) -> Iterator[None]:
 def _overwritten_by(e: GradientError) -> str:
     """For a gradient version conflict, the in-place op that overwrote the blob (the message is
     Caffe2's own: it refuses such a net too, which a user would otherwise take for a netviz bug)."""
-    from engine.gradient_ir import GradientVersionError
+    from engine.autodiff.gradient_ir import GradientVersionError
 
     last = (getattr(e, "help", "") or "").strip().splitlines()[-1:] if isinstance(e, GradientVersionError) else []
     m = re.search(r"<-- (op #\d+ \S+)", last[0]) if last else None

@@ -20,10 +20,10 @@ import numpy as np
 from engine.debugger import parse_input_spec
 from engine.debugger.feeds import resolve_feeds
 from engine.errors import BlobNotFoundError, NetvizError
-from engine.gradient_checker import check_model_gradients
-from engine.modelio import Model, load_model
+from engine.caffe2.gradient_checker import check_model_gradients
+from engine.model.modelio import Model, load_model
 from proto.caffe2_pb2 import NetDef
-from engine.training import forward_net, split_training_net
+from engine.autodiff.training import forward_net, split_training_net
 from netviz.commands import add_model_arguments, loss_error, missing_blob_hint, naming
 
 
@@ -43,9 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _random_params(model: Model, net: NetDef, feeds: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
     """Parameters of `net` that neither the init net nor `feeds` give (shapes need the init's values)."""
-    from engine import executor
-    from engine.params import synthesize_params
-    from engine.workspace import Workspace
+    from engine.runtime import executor
+    from engine.runtime.params import synthesize_params
+    from engine.caffe2.workspace import Workspace
 
     ws = Workspace("check_grad_init")
     executor.run_net(model.init, ws)
@@ -54,7 +54,7 @@ def _random_params(model: Model, net: NetDef, feeds: dict[str, np.ndarray], seed
 
 def _explain_exact_mode(net: NetDef, losses: list[str]) -> None:
     """A failure where netviz computes Caffe2's wrong gradient on purpose (Caffe2-exact mode) says so."""
-    from engine.lint import fixes_enabled, lint_net
+    from engine.analysis.lint import fixes_enabled, lint_net
 
     if fixes_enabled():
         return

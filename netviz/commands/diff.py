@@ -30,8 +30,8 @@ from typing import Any
 from engine.debugger import parse_input_spec
 from engine.debugger.diff import device_diff
 from engine.errors import NetvizError
-from engine.modelio import load_model, load_net
-from engine.opdef import args_of
+from engine.model.modelio import load_model, load_net
+from engine.model.opdef import args_of
 from proto import caffe2_pb2
 from netviz.commands import add_model_arguments
 from netviz.commands.onnx_io import add_source_arguments, is_onnx, run_diff

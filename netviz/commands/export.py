@@ -39,7 +39,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.modelio import load_net
+from engine.model.modelio import load_net
 from netviz.commands import add_model_arguments, naming
 from netviz.commands.onnx_io import add_source_arguments, is_onnx, run_export
 from netviz.drawing import MODES, SUBNET_MODES, DrawOptions, draw_net, focus
@@ -95,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
                           args.append_output, "TB" if args.rankdir == "auto" else args.rankdir)
     shapes = None
     if args.shapes:
-        from engine.modelio import load_model
-        from engine.shapes import infer_model_shapes
+        from engine.model.modelio import load_model
+        from engine.runtime.shapes import infer_model_shapes
         model = load_model(args.path, init=args.init)
         model.predict = net
         shapes = infer_model_shapes(model)[()]

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import BlobNotFoundError, ModelError
-from engine.gradient_ir import IR, GradientSlice
-from engine.modelio import load_net, save_net
-from engine.training import forward_net, split_training_net
+from engine.autodiff.gradient_ir import IR, GradientSlice
+from engine.model.modelio import load_net, save_net
+from engine.autodiff.training import forward_net, split_training_net
 from netviz.commands import add_model_arguments, loss_error, naming
 from proto import caffe2_pb2
 

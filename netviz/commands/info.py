@@ -18,8 +18,8 @@ import json
 from typing import Any
 
 from engine.errors import ModelError
-from engine.modelio import load_model
-from engine.summary import model_summary, shape_summary, total_op_count
+from engine.model.modelio import load_model
+from engine.analysis.summary import model_summary, shape_summary, total_op_count
 from netviz.commands import add_model_arguments
 
 
@@ -77,9 +77,9 @@ _INT64_STEP_FIELDS = frozenset({"num_iter", "report_interval", "run_every_ms", "
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.plan_view import is_plan_file, plan_lines
+    from engine.runtime.plan_view import is_plan_file, plan_lines
     if is_plan_file(args.path):
-        from engine.plandef import load_plan
+        from engine.runtime.plandef import load_plan
         plan = load_plan(args.path)
         if args.shapes:
             raise ModelError(f"{args.path}: a PlanDef; --shapes infers one net's blobs: give `netviz info` one of "

@@ -16,8 +16,8 @@ import argparse
 import json
 from dataclasses import asdict
 
-from engine.lint import RULES, lint_net
-from engine.modelio import load_net
+from engine.analysis.lint import RULES, lint_net
+from engine.model.modelio import load_net
 from netviz.commands import add_model_arguments
 
 

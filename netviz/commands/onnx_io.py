@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import NetvizError
-from engine.onnx_export import DEFAULT_OPSET, ValueDiff, diff_against_runtime, export, onnx_module, prepare
+from engine.onnx.export import DEFAULT_OPSET, ValueDiff, diff_against_runtime, export, onnx_module, prepare
 from netviz.commands.run import add_input_argument, add_params_arguments
 
 
@@ -116,5 +116,5 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def _ort_version() -> str:
-    from engine.onnx_export import onnxruntime_module  # noqa: PLC0415
+    from engine.onnx.export import onnxruntime_module  # noqa: PLC0415
     return str(onnxruntime_module().__version__)

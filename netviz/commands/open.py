@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.device import has_gpu
+    from engine.runtime.device import has_gpu
     from engine.errors import NetvizError
     from netviz.session import Session
 

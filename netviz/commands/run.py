@@ -25,7 +25,7 @@ from engine.debugger import Debugger, OpExecuted, parse_input_spec
 from engine.debugger.inspect import save_blob
 from engine.debugger.records import VersionFinal
 from engine.errors import NetvizError
-from engine.modelio import load_model
+from engine.model.modelio import load_model
 from netviz.commands import add_model_arguments, missing_blob_hint
 
 
@@ -114,7 +114,7 @@ class _Dumper:
         (self.folder / "index.json").write_text(json.dumps(self.index, indent=1) + "\n")
 
 
-#: how a top-level row is marked by the training section of its op (engine.training)
+#: how a top-level row is marked by the training section of its op (engine.autodiff.training)
 SECTION_MARK = {"backward": "∇ ", "optimizer": "Δ "}
 
 
@@ -142,9 +142,9 @@ def _print_records(records: list, sections: list[str] | None = None, max_outputs
 
 def _run_plan(args: argparse.Namespace) -> int:
     """A PlanDef: run it with Caffe2's RunPlan semantics, one row per net run."""
-    from engine.plan_view import run_plan_steps
-    from engine.plandef import load_plan
-    from engine.workspace import Workspace
+    from engine.runtime.plan_view import run_plan_steps
+    from engine.runtime.plandef import load_plan
+    from engine.caffe2.workspace import Workspace
 
     ignored = [flag for flag, given in (("--init", args.init), ("--input", args.input), ("--loss", args.loss),
                                         ("--random-params", args.random_params), ("--dump", args.dump),
@@ -192,7 +192,7 @@ _MISSING = re.compile(r"input blob '.+?' not found")
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.plan_view import is_plan_file
+    from engine.runtime.plan_view import is_plan_file
     if is_plan_file(args.path):
         return _run_plan(args)
     dbg = debugger_from_args(args)
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         if not dbg.records:
             raise NetvizError(message)
         print(f"netviz: {message}", file=sys.stderr, flush=True)
-    from engine.training import split_training_net
+    from engine.autodiff.training import split_training_net
     _print_records(dbg.records, split_training_net(dbg.frames[0].net).sections)
     if dumper:
         dumper.finish()

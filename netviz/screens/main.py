@@ -25,7 +25,7 @@ from rich.style import Style
 from rich.text import Text
 
 from engine.errors import NetvizError
-from engine.plan_view import STEP_OP
+from engine.runtime.plan_view import STEP_OP
 from netviz import feeding
 from netviz.actions import bindings
 from netviz.commands import missing_blob_hint
@@ -163,7 +163,7 @@ class MainScreen(Guarded, Screen[None]):
 
         try:
             bad = check_tree(self.session.model.predict) if schema else []  # Caffe2 would refuse these ops
-            # NOTE: a plan's steps are shown as ops of type ExecutionStep (engine.plan_view): no Caffe2 op to check
+            # NOTE: a plan's steps are shown as ops of type ExecutionStep (engine.runtime.plan_view): no Caffe2 op to check
             bad = [b for b in bad if f"'{STEP_OP}' is not a Caffe2 op" not in b]
             found = self.session.lint_findings()
         except Exception as e:  # noqa: BLE001 - markers are a nicety: a failing check is a notice
@@ -1043,7 +1043,7 @@ class MainScreen(Guarded, Screen[None]):
         call = self._to_ui
         try:
             if Path(target).suffix.lower() == ".onnx":  # NOTE: ONNX: the model, exported and checked in ORT
-                from engine.onnx_export import export_file
+                from engine.onnx.export import export_file
                 model = self.session.model
                 out = export_file(model, self.session.values, str(Path(target).expanduser()),
                                   random_params=not len(model.init.op))

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
-from engine.blobio import Int8Tensor
+from engine.runtime.blobio import Int8Tensor
 from netviz.session import BlobRef, Session
 from netviz.style import plain
 

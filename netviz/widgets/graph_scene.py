@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.catalogue import category
-from engine.opdef import subnets_of
-from engine.optypes import CONTROL_FLOW
+from engine.model.opdef import subnets_of
+from engine.model.optypes import CONTROL_FLOW
 
 CW, CH = 8.0, 16.0  # points per character cell (graphviz works in points)
 BIG_NET = 150

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widgets import Static
 
-from engine.plan_view import STEP_OP, step_summary
+from engine.runtime.plan_view import STEP_OP, step_summary
 from netviz.session import BlobRef, OpRef, Session
 from netviz.style import category_style, plain
 
@@ -123,7 +123,7 @@ class OpInspector(Static):
         doc = op_doc(op, [f"{n}@{v}" for n, v in d["inputs"]], [f"{n}@{v}" for n, v in d["outputs"]])
         head = Text.assemble((d["type"], "bold"), f"  op #{d['index']}", (f"  {d['name']}" if d["name"] else "", "italic"),
                              (f"  [{doc.category}]", category_style(doc.category)))
-        step = op.type == STEP_OP  # a plan's execution step (engine.plan_view), not an op
+        step = op.type == STEP_OP  # a plan's execution step (engine.runtime.plan_view), not an op
         about = (f"a plan's execution step{': ' + step_summary(op) if step_summary(op) else ''}" if step
                  else doc.description or "not a Caffe2 op")
         head.append("\n" + about, style="dim" if doc.caffe2 or step else "bold #DB4437")
@@ -132,7 +132,7 @@ class OpInspector(Static):
                         else "\ngradient op (loss seed)", style="#DB4437")
         elif d.get("optimizer"):
             head.append("\noptimizer op (updates parameters after the backward pass)", style="#DB4437")
-        for finding in d.get("lint", []):  # NOTE: engine.lint: Caffe2 computes other values or refuses here
+        for finding in d.get("lint", []):  # NOTE: engine.analysis.lint: Caffe2 computes other values or refuses here
             head.append(f"\n⚑ {finding}", style="bold #F4B400")
         facts = Table.grid(padding=(0, 1))
         facts.add_column(style="dim")

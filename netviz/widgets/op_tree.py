@@ -25,8 +25,8 @@ from textual.message import Message
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from engine.optypes import CONTROL_FLOW
-from engine.plan_view import STEP_OP, step_summary
+from engine.model.optypes import CONTROL_FLOW
+from engine.runtime.plan_view import STEP_OP, step_summary
 from netviz.errorlog import Guarded
 from netviz.messages import DrillRequested, OpSelected
 from netviz.overlays import value_of
@@ -325,7 +325,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         if ref in self.linked:
             text.append(" ↔", "bold #CE93D8")
         if not ref.path and ref.index in s.lint_ready():  # NOTE: none until the screen's lint worker is done
-            text.append(" ⚑", "bold #F4B400")  # NOTE: Caffe2 computes other values or refuses (engine.lint)
+            text.append(" ⚑", "bold #F4B400")  # NOTE: Caffe2 computes other values or refuses (engine.analysis.lint)
         if self.overlay != "none" and rec is not None:
             tag = _overlay_tag(self.overlay, rec, s.stale(ref))
             if tag:

@@ -56,13 +56,13 @@ NETVIZ_PYTHON = ROOT / ".venv" / "bin" / "python"
 
 #: Caffe2 modules that ARE netviz's (name in the mapping package -> netviz module).
 NETVIZ_MODULES = {
-    "caffe2/python/core.py": "engine.core",
-    "caffe2/python/workspace.py": "engine.workspace",
-    "caffe2/python/scope.py": "engine.scope",
+    "caffe2/python/core.py": "engine.caffe2.core",
+    "caffe2/python/workspace.py": "engine.caffe2.workspace",
+    "caffe2/python/scope.py": "engine.model.scope",
     # NOTE: Caffe2's rnn_cell.py (copied) builds every RNN through this module, so the RNN test files
     # (rnn_cell, gru, recurrent_network) exercise netviz's recurrent_net, not Caffe2's (issue 35).
-    "caffe2/python/recurrent.py": "engine.recurrent",
-    "caffe2/python/_import_c_extension.py": "engine.capi",
+    "caffe2/python/recurrent.py": "engine.caffe2.recurrent",
+    "caffe2/python/_import_c_extension.py": "engine.caffe2.capi",
     "caffe2/proto/caffe2_pb2.py": "proto.caffe2_pb2",
     "caffe2/proto/hsm_pb2.py": "proto.hsm_pb2",
 }

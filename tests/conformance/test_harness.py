@@ -20,7 +20,7 @@ needs_caffe2 = pytest.mark.skipif(not list(harness.CAFFE2_VENV.glob("lib/python3
 
 
 @pytest.mark.parametrize("message, cls", [
-    ("AttributeError: module 'engine.core' has no attribute 'IsOperator'", "API missing"),
+    ("AttributeError: module 'engine.caffe2.core' has no attribute 'IsOperator'", "API missing"),
     ("engine.errors.UnknownOpError: net: op #0 Foo '': op Foo has no kernel", "no kernel"),
     ("GradientError: op #1 Foo: Gradient maker for operator Foo not implemented. no gradient maker", "no maker"),
     ("AssertionError: RuntimeError not raised", "error class"),
@@ -65,9 +65,9 @@ def test_mapping_package_aliases_netviz_modules_and_copies_the_rest(tmp_path: Pa
     assert (tmp_path / "caffe2" / "python" / "brew.py").read_bytes() == \
         (harness.caffe2_package() / "python" / "brew.py").read_bytes()  # Caffe2's own file, unmodified
     code = ("import caffe2.python.core as c, caffe2.python.workspace as w, caffe2.proto.caffe2_pb2 as p\n"
-            "import engine.core, engine.workspace, proto.caffe2_pb2\n"
-            "assert c is engine.core and w is engine.workspace and p is proto.caffe2_pb2\n"
-            "assert w.C.Workspace is __import__('engine.capi').capi.Workspace\n")
+            "import engine.caffe2.core, engine.caffe2.workspace, proto.caffe2_pb2\n"
+            "assert c is engine.caffe2.core and w is engine.caffe2.workspace and p is proto.caffe2_pb2\n"
+            "assert w.C.Workspace is __import__('engine.caffe2.capi').caffe2.capi.Workspace\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, cwd=tmp_path)
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.gradient_checker import NetGradientChecker
-from engine.lint import fix_caffe2
-from engine.workspace import Workspace
-from engine.gradient_ir import IR
+from engine.caffe2.gradient_checker import NetGradientChecker
+from engine.analysis.lint import fix_caffe2
+from engine.caffe2.workspace import Workspace
+from engine.autodiff.gradient_ir import IR
 from tests.differential.goldens import arrays, feed, grad_net_of, parse_net, ys_of
 
 STEP, THRESHOLD = 1e-3, 1e-3  # float64 central differences: truncation error ~ step**2

@@ -21,9 +21,9 @@ import pytest
 from google.protobuf import text_format
 
 from engine.errors import NetvizError
-from engine.grad_makers import GradientSlice
-from engine.gradient_ir import GradientRegistry
-from engine.workspace import Workspace
+from engine.runtime.grad_makers import GradientSlice
+from engine.autodiff.gradient_ir import GradientRegistry
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 from tests.oracle.setcompare import normalize
 

@@ -1,6 +1,6 @@
 """netviz on training nets built by Caffe2's own builders (goldens from tests/oracle/gen_builders.py).
 
-Per case: the net's sections as engine.training sees them match where Caffe2's builder put its
+Per case: the net's sections as engine.autodiff.training sees them match where Caffe2's builder put its
 ops; the backward pass netviz generates for the forward section is the one Caffe2 generated
 (same ops, names and arguments); running the whole net from the frozen parameters gives Caffe2's
 forward values, gradients and updated parameters (relative error ≤ the case's rtol, 1e-3).
@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import executor
-from engine.gradient_ir import IR
-from engine.modelio import load_net
-from engine.training import BACKWARD, FORWARD, seeds_of, split_training_net
-from engine.workspace import Workspace
+from engine.runtime import executor
+from engine.autodiff.gradient_ir import IR
+from engine.model.modelio import load_net
+from engine.autodiff.training import BACKWARD, FORWARD, seeds_of, split_training_net
+from engine.caffe2.workspace import Workspace
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 #: "<folder>/<case>" of every builders* folder (gen_builders.py, gen_builders_layers.py, gen_builders_onnx.py)

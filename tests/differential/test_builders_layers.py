@@ -15,11 +15,11 @@ import json
 import numpy as np
 import pytest
 
-from engine import blobio
+from engine.runtime import blobio
 from engine.errors import NetvizError
-from engine.executor import eval_op
-from engine.gradient_ir import IR, GradientSlice
-from engine.training import FORWARD, split_training_net
+from engine.runtime.executor import eval_op
+from engine.autodiff.gradient_ir import IR, GradientSlice
+from engine.autodiff.training import FORWARD, split_training_net
 from proto import caffe2_pb2
 from tests.differential.test_builders import CASES, GOLDEN, _load, _run
 

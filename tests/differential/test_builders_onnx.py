@@ -14,12 +14,12 @@ import json
 import numpy as np
 import pytest
 
-from engine import executor
+from engine.runtime import executor
 from engine.errors import NetvizError
-from engine.lint import fix_caffe2, lint_net
-from engine.modelio import load_net
-from engine.training import FORWARD, split_training_net
-from engine.workspace import Workspace
+from engine.analysis.lint import fix_caffe2, lint_net
+from engine.model.modelio import load_net
+from engine.autodiff.training import FORWARD, split_training_net
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 from tests.differential.test_builders import CASES, GOLDEN, _load, _run
 

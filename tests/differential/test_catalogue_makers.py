@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from google.protobuf import text_format
 
-import engine.ops  # noqa: F401 - fills the registries
+import engine.runtime.ops  # noqa: F401 - fills the registries
 from engine.catalogue import facts, forward_ops
-from engine.catalogue.coverage import _grad_json, comparable, run_probe
-from engine.grad_makers import MARKERS, GradientMakerError
-from engine.registry import GRADIENTS
+from engine.caffe2.coverage import _grad_json, comparable, run_probe
+from engine.runtime.grad_makers import MARKERS, GradientMakerError
+from engine.catalogue.registry import GRADIENTS
 
 MAKER_OPS = [t for t in forward_ops() if facts(t).gradient == "has_gradient"]
 MARKER_OPS = [t for t in forward_ops()
@@ -22,7 +22,7 @@ MARKER_OPS = [t for t in forward_ops()
 NO_MAKER_OPS = [t for t in forward_ops() if facts(t).gradient == "no_maker"]
 #: Known deviations, each owned by the family module that registers it (must shrink).
 REGISTERED_WITHOUT_CAFFE2_MAKER = {
-    "SparseLengthsPositionalWeightedSum": "engine/ops/segment.py registers NO_GRADIENT; Caffe2 has no maker "
+    "SparseLengthsPositionalWeightedSum": "engine/runtime/ops/segment.py registers NO_GRADIENT; Caffe2 has no maker "
                                           "(a gradient reaching it is an error there)",
 }
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from google.protobuf import text_format
 
-from engine.gradient_checker import GradientChecker
-from engine.gradient_ir import GradientRegistry
+from engine.caffe2.gradient_checker import GradientChecker
+from engine.autodiff.gradient_ir import GradientRegistry
 from proto import caffe2_pb2
 from tests.differential.goldens import arrays, assert_close, case_names, clean_net, load
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.core import Net
+from engine.caffe2.core import Net
 
 from tests.differential.bugs import check_numeric
 from tests.differential.goldens import (NetvizError, assert_error_matches, assert_same_ops, backward,

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine.lint import fix_caffe2
+from engine.analysis.lint import fix_caffe2
 from engine.errors import NetvizError
-from engine.executor import run_op
-from engine.workspace import Workspace
+from engine.runtime.executor import run_op
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -83,7 +83,7 @@ GRAD_CASES = [p for p in CASES if '"grad_ops"' in p.read_text()]
 
 @pytest.mark.parametrize("path", GRAD_CASES, ids=_ids)
 def test_gradient_maker_matches_caffe2(path: Path) -> None:
-    from engine.gradient_ir import GradientRegistry
+    from engine.autodiff.gradient_ir import GradientRegistry
     data, _ = _load(path)
     grad_ops, _ = GradientRegistry.GetGradientForOp(_op(data["op"]), data["g_output"])
     got = [text_format.MessageToString(g) for g in grad_ops]

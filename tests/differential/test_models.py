@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from engine.modelio import load_model
-from engine.workspace import Workspace
+from engine.model.modelio import load_model
+from engine.caffe2.workspace import Workspace
 from tests.differential.goldens import GOLDEN, case_names, load
 
 DTYPES = {1: np.float32, 2: np.int32, 5: np.bool_, 10: np.int64}

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.core import Net
-from engine.scope import DeviceScope
+from engine.caffe2.core import Net
+from engine.model.scope import DeviceScope
 from tests.differential.bugs import assert_differs_from_caffe2, check_numeric
 from tests.differential.goldens import (assert_same_ops, backward, case_names, check_backward_case,
                                         grad_map_json, load, parse_net)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.gradient_ir import GradientRegistry
-from engine.modelio import load_net
-from engine.ssa import get_ssa
+from engine.autodiff.gradient_ir import GradientRegistry
+from engine.model.modelio import load_net
+from engine.model.ssa import get_ssa
 from tests.differential.goldens import (NetvizError, assert_error_matches, assert_same_ops, case_names,
                                         grad_map_json, grad_net_of, load, parse_net)
 

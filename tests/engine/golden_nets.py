@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.workspace import Workspace
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

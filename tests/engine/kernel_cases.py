@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.executor import eval_op
-from engine.gradient_checker import finite_difference_op
+from engine.runtime.executor import eval_op
+from engine.caffe2.gradient_checker import finite_difference_op
 
 RNG = np.random.default_rng(1234)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import core, scope, workspace
+from engine.caffe2 import core, workspace
+from engine.model import scope
 from engine.errors import BlobNotFoundError, ExecutionError, GradientError, GraphError
 from proto import caffe2_pb2
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import core, workspace
+from engine.caffe2 import core, workspace
 from engine.errors import ExecutionError
 
 

@@ -1,4 +1,4 @@
-"""Caffe2's graph passes through ``workspace.C`` (engine.capi / engine.transforms).
+"""Caffe2's graph passes through ``workspace.C`` (engine.caffe2.capi / engine.analysis.transforms).
 
 The differential tests run tests/oracle/transform_scenarios.py through netviz and compare with
 what real Caffe2 gave for the same calls (tests/golden/transforms/scenarios.json, written by
@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import capi, core, workspace
+from engine.caffe2 import capi, core, workspace
 from engine.errors import ExecutionError
-from engine.executor import run_net
-from engine.lint import fix_caffe2
-from engine.modelio import load_net
-from engine.params import synthesize_params
-from engine.transforms import run_opt_pass
+from engine.runtime.executor import run_net
+from engine.analysis.lint import fix_caffe2
+from engine.model.modelio import load_net
+from engine.runtime.params import synthesize_params
+from engine.analysis.transforms import run_opt_pass
 from proto import caffe2_pb2
 from tests.conftest import zoo_nets
 from tests.oracle import transform_scenarios as S

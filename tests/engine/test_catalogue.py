@@ -6,16 +6,17 @@ import json
 import numpy as np
 import pytest
 
-import engine.ops  # noqa: F401 - fills the registries
-from engine import executor
+import engine.runtime.ops  # noqa: F401 - fills the registries
+from engine.runtime import executor
 from engine.catalogue import CATEGORIES, category, facts, forward_ops, gradient_ops, is_caffe2_op
-from engine.catalogue import coverage, schema
+from engine.caffe2 import coverage
+from engine.catalogue import schema
 from engine.catalogue.docs import description, op_doc
 from engine.catalogue.schema import check_net, check_op, violations
 from engine.errors import SchemaError, UnknownOpError
-from engine.gradient_ir import GradientRegistry
-from engine.opdef import create_operator
-from engine.workspace import Workspace
+from engine.autodiff.gradient_ir import GradientRegistry
+from engine.model.opdef import create_operator
+from engine.caffe2.workspace import Workspace
 from netviz.cli import main
 from proto import caffe2_pb2
 
@@ -89,7 +90,7 @@ def test_check_net_names_net_op_index_and_type(tmp_path, capsys) -> None:
 
 
 def test_zoo_nets_pass_the_schema(zoo) -> None:
-    from engine.modelio import load_model
+    from engine.model.modelio import load_model
 
     for path in sorted(zoo.glob("*/*.pbtxt")):
         model = load_model(path)
@@ -99,7 +100,7 @@ def test_zoo_nets_pass_the_schema(zoo) -> None:
 def test_unknown_op_is_not_a_caffe2_op_distinct_from_no_kernel() -> None:
     with pytest.raises(UnknownOpError, match=r"op #0 NoSuchOp '': op NoSuchOp is not a Caffe2 op"):
         executor.bind(create_operator("NoSuchOp", ["X"], ["Y"]))
-    no_kernel = [t for t in forward_ops() if t not in engine.registry.KERNELS and facts(t).min_input <= 1]
+    no_kernel = [t for t in forward_ops() if t not in engine.catalogue.registry.KERNELS and facts(t).min_input <= 1]
     op = create_operator(no_kernel[0], ["X"] * facts(no_kernel[0]).min_input, ["Y"])
     with pytest.raises(UnknownOpError, match="has no kernel"):
         executor.bind(op)
@@ -157,7 +158,7 @@ def test_coverage_counts_and_gaps_allow_list() -> None:
 
 
 def test_workspace_c_opschema_is_caffe2s_schema() -> None:
-    from engine import workspace
+    from engine.caffe2 import workspace
 
     conv = workspace.C.OpSchema.get("Conv")
     assert [n for n, _ in conv.input_desc] == ["X", "filter", "bias"] and (conv.min_input, conv.max_input) == (2, 3)
@@ -189,9 +190,9 @@ def test_info_lists_every_kind_of_violation_as_a_warning(tmp_path, capsys) -> No
 
 def test_registries_hold_only_caffe2_op_types() -> None:
     """Every kernel, maker and shape rule is for an op type Caffe2 1.10.2 registers."""
-    from engine.registry import GRADIENTS, KERNELS, SHAPES
+    from engine.catalogue.registry import GRADIENTS, KERNELS, SHAPES
 
-    extras = {"ReluFp16"}  # engine/ops/activation.py: a maker and shape rule for a type this build lacks
+    extras = {"ReluFp16"}  # engine/runtime/ops/activation.py: a maker and shape rule for a type this build lacks
     assert {t for table in (KERNELS, GRADIENTS, SHAPES) for t in table if not is_caffe2_op(t)} <= extras
 
 

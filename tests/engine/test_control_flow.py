@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import control, core
+from engine.caffe2 import control, core
 from engine.errors import ExecutionError
-from engine.executor import bind, call_kernel, run_net, run_op
-from engine.opdef import create_operator as op
-from engine.ops import control as control_ops
-from engine.plans import SubnetRun
-from engine.workspace import Workspace, WorkspaceStack
+from engine.runtime.executor import bind, call_kernel, run_net, run_op
+from engine.model.opdef import create_operator as op
+from engine.runtime.ops import control as control_ops
+from engine.runtime.plans import SubnetRun
+from engine.caffe2.workspace import Workspace, WorkspaceStack
 from proto import caffe2_pb2
 
 

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import control, core
-from engine import workspace as wsmod
-from engine.control_ops_grad import dedupe_g_output, gen_do_gradient
+from engine.caffe2 import control, core
+from engine.caffe2 import workspace as wsmod
+from engine.runtime.control_ops_grad import dedupe_g_output, gen_do_gradient
 from engine.errors import GradientError
-from engine.executor import run_net
-from engine.gradient_checker import NetGradientChecker
-from engine.gradient_ir import IR
-from engine.opdef import create_operator as op
-from engine.workspace import Workspace
+from engine.runtime.executor import run_net
+from engine.caffe2.gradient_checker import NetGradientChecker
+from engine.autodiff.gradient_ir import IR
+from engine.model.opdef import create_operator as op
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

@@ -1,4 +1,4 @@
-"""engine.core behaves as caffe2.python.core: references, scopes, CreateOperator, Net."""
+"""engine.caffe2.core behaves as caffe2.python.core: references, scopes, CreateOperator, Net."""
 from __future__ import annotations
 
 import itertools
@@ -8,10 +8,10 @@ import types
 import numpy as np
 import pytest
 
-from engine import core
-from engine.core import BlobReference, CreateOperator, DeviceScope, NameScope, Net
+from engine.caffe2 import core
+from engine.caffe2.core import BlobReference, CreateOperator, DeviceScope, NameScope, Net
 from engine.errors import GraphError
-from engine.opdef import args_of
+from engine.model.opdef import args_of
 from proto import caffe2_pb2
 
 _ids = itertools.count()
@@ -243,7 +243,7 @@ def test_ssa_helpers_are_reexported():
 
 @pytest.fixture
 def fake_gradient_ir(monkeypatch):
-    """Stand-in for engine.gradient_ir: records what core hands to GetBackwardPass."""
+    """Stand-in for engine.autodiff.gradient_ir: records what core hands to GetBackwardPass."""
     calls = []
 
     class GradientRegistry:
@@ -264,9 +264,9 @@ def fake_gradient_ir(monkeypatch):
 
     mod = types.SimpleNamespace(GradientRegistry=GradientRegistry, IR=IR,
                                 GradientSlice=tuple, backward_net=lambda *a: None)
-    monkeypatch.setitem(sys.modules, "engine.gradient_ir", mod)
-    import engine
-    monkeypatch.setattr(engine, "gradient_ir", mod, raising=False)
+    monkeypatch.setitem(sys.modules, "engine.autodiff.gradient_ir", mod)
+    import engine.autodiff
+    monkeypatch.setattr(engine.autodiff, "gradient_ir", mod, raising=False)
     return calls
 
 

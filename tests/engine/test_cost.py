@@ -1,4 +1,4 @@
-"""engine.cost against Caffe2's own cost inference (golden from tests/oracle/gen_costs.py).
+"""engine.analysis.cost against Caffe2's own cost inference (golden from tests/oracle/gen_costs.py).
 
 Every row is an op Caffe2 1.10.2 ran ``workspace.GetOperatorCost`` on; netviz must give the same
 ``(flops, bytes_written, bytes_read)``, or refuse where Caffe2 refuses.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import workspace
+from engine.caffe2 import workspace
 from engine.errors import ExecutionError
 from proto import caffe2_pb2
 
@@ -38,7 +38,7 @@ def test_cost_matches_caffe2(row: dict) -> None:
 
 
 def test_every_costed_op_type_is_checked_against_caffe2() -> None:
-    """No cost rule in engine.cost goes without a Caffe2 row (Conv has its own oracle cases)."""
-    from engine.cost import COSTS
+    """No cost rule in engine.analysis.cost goes without a Caffe2 row (Conv has its own oracle cases)."""
+    from engine.analysis.cost import COSTS
     checked = {text_format.Parse(r["op"], caffe2_pb2.OperatorDef()).type for r in CASES if "cost" in r}
     assert set(COSTS) - checked - {"Conv", "Conv1D", "Conv2D", "Conv3D"} == set()

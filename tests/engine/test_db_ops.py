@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import blobio
+from engine.runtime import blobio
 from engine.errors import ExecutionError
-from engine.executor import run_op
-from engine.opdef import create_operator
-from engine.ops.quant import Int8Tensor
-from engine.workspace import Workspace
+from engine.runtime.executor import run_op
+from engine.model.opdef import create_operator
+from engine.runtime.ops.quant import Int8Tensor
+from engine.caffe2.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE = ROOT / ".venv-caffe2" / "bin" / "python"
@@ -133,7 +133,7 @@ def test_load_names_prefixes_and_missing_blob(tmp_path):
 
 def test_cli_init_net_loads_weights_from_a_minidb_beside_it(tmp_path, monkeypatch, capsys):
     """`netviz run model.pb --init init_net.pb`: the init net's Load finds params.minidb next to it."""
-    from engine.modelio import save_net
+    from engine.model.modelio import save_net
     from netviz.cli import main
     from proto import caffe2_pb2
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.core import Net
+from engine.caffe2.core import Net
 from engine.debugger import ConditionError, Debugger, DebuggerError, OpExecuted, Stopped
 from engine.debugger.diff import device_diff
-from engine.device import use_fake_cuda
-from engine.modelio import Model, load_model
+from engine.runtime.device import use_fake_cuda
+from engine.model.modelio import Model, load_model
 from proto import caffe2_pb2
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -232,7 +232,7 @@ def test_device_diff_with_the_stand_in_gpu(mlp: Model) -> None:
 
 
 def test_gpu_device_without_a_gpu_is_a_clear_error(mlp: Model) -> None:
-    from engine.device import has_gpu
+    from engine.runtime.device import has_gpu
     if has_gpu():
         pytest.skip("a GPU is present")
     with pytest.raises(Exception, match="(?i)cuda|gpu"):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine.debugger import Debugger
-from engine.modelio import load_model
+from engine.model.modelio import load_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.core import Net
+from engine.caffe2.core import Net
 from engine.debugger import ConditionError, Debugger, DebuggerError, parse_condition
 from engine.debugger.conditions import EXAMPLES
 from engine.debugger.machine import EvictedError
 from engine.debugger.values import BadValueError, ShapeMismatch
-from engine.modelio import Model
+from engine.model.modelio import Model
 from tests.netviz.tui_nets import while_net
 
 

@@ -1,4 +1,4 @@
-"""Stepping a PlanDef in the debugger (engine.debugger.plan) against engine.plandef's RunPlan run.
+"""Stepping a PlanDef in the debugger (engine.debugger.plan) against engine.runtime.plandef's RunPlan run.
 
 A plan stepped to its end must run the same nets in the same order (step path, iteration, net)
 and leave the same blob values as ``plandef.run_plan``; moves go into a step, into one iteration
@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import core, executor, plandef
+from engine.caffe2 import core
+from engine.runtime import executor, plandef
 from engine.debugger.plan import PlanDebugger
-from engine.workspace import Workspace
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 MLP_PLAN = Path(__file__).resolve().parents[2] / "examples" / "mlp" / "plan.pbtxt"
@@ -209,7 +210,7 @@ def test_cli_run_break_on_nan_steps_the_plan_to_the_iteration_that_overflows(tmp
 
 def test_plan_shapes_infer_each_net_after_the_nets_before_it() -> None:
     """The TUI's shapes of a plan's nets: the train net sees what the init step's fills make."""
-    from engine.plan_view import plan_shapes
+    from engine.runtime.plan_view import plan_shapes
 
     table = plan_shapes(plandef.load_plan(MLP_PLAN))
     assert set(table) == {("op", 0, "mlp_init"), ("op", 1, "mlp_train")}
@@ -220,7 +221,7 @@ def test_plan_shapes_infer_each_net_after_the_nets_before_it() -> None:
 
 
 def test_step_rows_say_how_a_step_repeats() -> None:
-    from engine.plan_view import plan_program, step_summary
+    from engine.runtime.plan_view import plan_program, step_summary
 
     program = plan_program(_nested_plan())
     assert [step_summary(op) for op in program.op] == ["", "until stop", "concurrent: run in order"]

@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import core, executor
+from engine.caffe2 import core
+from engine.runtime import executor
 from engine.debugger import Debugger
 from engine.debugger.records import VersionFinal
-from engine.modelio import Model, save_net
-from engine.recurrent import recurrent_net
-from engine.workspace import Workspace
+from engine.model.modelio import Model, save_net
+from engine.caffe2.recurrent import recurrent_net
+from engine.caffe2.workspace import Workspace
 from netviz.cli import main
 from proto import caffe2_pb2
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import device as dev
+from engine.runtime import device as dev
 from engine.errors import ExecutionError, UnknownOpError
-from engine.executor import bind, eval_op, run_net, run_op
-from engine.opdef import create_operator, device_option
-from engine.workspace import Workspace
+from engine.runtime.executor import bind, eval_op, run_net, run_op
+from engine.model.opdef import create_operator, device_option
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 CUDA = device_option(1)
@@ -143,7 +143,7 @@ def test_ctx_kernels_see_the_workspace_they_run_in():
     w1, w2 = Workspace(), Workspace()
     net = caffe2_pb2.NetDef(name="it")
     net.op.extend([create_operator("Iter", [], "iter")])
-    from engine.executor import compile_net, run_compiled
+    from engine.runtime.executor import compile_net, run_compiled
     c = compile_net(net, w1)
     run_compiled(c, w1)
     run_compiled(c, w1)

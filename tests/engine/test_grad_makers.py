@@ -15,11 +15,11 @@ import re
 import pytest
 
 from engine.errors import GradientError
-from engine.grad_makers import (GradientMakerError, GradientNotImplementedYetError, NoGradientMakerError,
+from engine.runtime.grad_makers import (GradientMakerError, GradientNotImplementedYetError, NoGradientMakerError,
                                 ShouldNotDoGradientError, is_cc_maker)
-from engine.gradient_ir import GradientRegistry, GradientSlice
-from engine.opdef import create_operator, device_option
-from engine.registry import GRADIENTS
+from engine.autodiff.gradient_ir import GradientRegistry, GradientSlice
+from engine.model.opdef import create_operator, device_option
+from engine.catalogue.registry import GRADIENTS
 
 CASES = [
     ('Relu', 'X', 'Y', {}, None,

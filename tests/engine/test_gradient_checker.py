@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import workspace as ws
-from engine.gradient_checker import GradientChecker, NetGradientChecker
-from engine.opdef import create_operator as co
+from engine.caffe2 import workspace as ws
+from engine.caffe2.gradient_checker import GradientChecker, NetGradientChecker
+from engine.model.opdef import create_operator as co
 from proto import caffe2_pb2
 from tests.engine.kernel_cases import away, pos, randn
 
-gradient_ir = pytest.importorskip("engine.gradient_ir")
+gradient_ir = pytest.importorskip("engine.autodiff.gradient_ir")
 
 
 def test_check_simple_with_custom_grad_ops_passes_and_restores_workspace():

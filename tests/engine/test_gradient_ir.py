@@ -12,12 +12,12 @@ import re
 import pytest
 
 from engine.errors import GradientError
-from engine.grad_makers import GradientMakerError, NoGradientMakerError, ShouldNotDoGradientError
-from engine.gradient_ir import (IR, GradientRegistry, GradientSlice, GradientVersionError,
+from engine.runtime.grad_makers import GradientMakerError, NoGradientMakerError, ShouldNotDoGradientError
+from engine.autodiff.gradient_ir import (IR, GradientRegistry, GradientSlice, GradientVersionError,
                                 SparseDenseMixError, backward_net)
-from engine.modelio import load_net
-from engine.opdef import create_operator, device_option
-from engine.scope import DeviceScope
+from engine.model.modelio import load_net
+from engine.model.opdef import create_operator, device_option
+from engine.model.scope import DeviceScope
 from proto import caffe2_pb2
 from tests.engine.test_grad_makers import render
 
@@ -236,7 +236,7 @@ def test_backward_net_puts_saves_before_the_inplace_op():
 
 @pytest.mark.usefixtures("fixed_caffe2")
 def test_add_gradient_operators_inserts_the_save_into_its_net():
-    from engine.core import Net  # noqa: PLC0415
+    from engine.caffe2.core import Net  # noqa: PLC0415
     net = Net(caffe2_pb2.NetDef(name="n", op=_ops([("Log", "X", "X")])))
     grads = net.AddGradientOperators(["X"])
     assert [o.type for o in net.Proto().op] == ["Copy", "Log", "ConstantFill", "Div"] and grads["X"] == "X_grad"

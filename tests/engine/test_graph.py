@@ -8,9 +8,9 @@ from engine.errors import BlobNotFoundError, GraphError
 from engine.graph import (CONTROL_FLOW, blob_id, blobs, consumers, from_model, from_netdef,
                           group_by_scope, neighbourhood, op_id, op_order, ops, producers,
                           scope_of, subnet_view)
-from engine.modelio import InputInfo, load_model
-from engine.opdef import create_operator as op
-from engine.ssa import get_ssa
+from engine.model.modelio import InputInfo, load_model
+from engine.model.opdef import create_operator as op
+from engine.model.ssa import get_ssa
 from proto import caffe2_pb2
 
 

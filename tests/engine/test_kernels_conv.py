@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-import engine.ops  # noqa: F401  (fills the kernel table)
-from engine.executor import eval_op
-from engine.lint import fix_caffe2
+import engine.runtime.ops  # noqa: F401  (fills the kernel table)
+from engine.runtime.executor import eval_op
+from engine.analysis.lint import fix_caffe2
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "kernels_conv"
 

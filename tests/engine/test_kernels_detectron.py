@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine.ops  # noqa: F401  (fills the kernel table)
-from engine.executor import eval_op
+import engine.runtime.ops  # noqa: F401  (fills the kernel table)
+from engine.runtime.executor import eval_op
 
 
 def _numeric(op, inputs, wrt, out=0, dy=None, step=1e-3, **args):

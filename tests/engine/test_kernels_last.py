@@ -10,12 +10,12 @@ import pytest
 from google.protobuf import text_format
 
 from engine.errors import ExecutionError
-from engine.executor import run_op
-from engine.gradient_ir import GradientRegistry
-from engine.opdef import create_operator
-from engine.ops.image import STYLIZER_NOISE, caffe2_gaussian
-from engine.ops.python_op import register_python_gradient_op, register_python_op
-from engine.workspace import Workspace
+from engine.runtime.executor import run_op
+from engine.autodiff.gradient_ir import GradientRegistry
+from engine.model.opdef import create_operator
+from engine.runtime.ops.image import STYLIZER_NOISE, caffe2_gaussian
+from engine.runtime.ops.python_op import register_python_gradient_op, register_python_op
+from engine.caffe2.workspace import Workspace
 from tests.engine import golden_nets
 
 

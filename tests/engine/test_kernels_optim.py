@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import engine.ops  # noqa: F401  (fills the kernel table)
-from engine.executor import eval_op
-from engine.lint import fix_caffe2
+import engine.runtime.ops  # noqa: F401  (fills the kernel table)
+from engine.runtime.executor import eval_op
+from engine.analysis.lint import fix_caffe2
 
 R = np.random.RandomState(5)
 P, H1, HR = R.randn(6, 3).astype("f4"), R.uniform(0.1, 1, (6, 3)).astype("f4"), R.uniform(0.1, 1, 6).astype("f4")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-import engine.ops  # noqa: F401  (fills SHAPES)
-from engine.shapes import TensorInfo, inference_is_not_run, infer_op
+import engine.runtime.ops  # noqa: F401  (fills SHAPES)
+from engine.runtime.shapes import TensorInfo, inference_is_not_run, infer_op
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine.errors import ExecutionError
-from engine.executor import eval_op
+from engine.runtime.executor import eval_op
 from proto import caffe2_pb2
 from tests.engine.kernel_cases import GradCase, check_grad_case, pos, randn
 
@@ -127,7 +127,7 @@ def test_sparse_lengths_sum_gradient_values_scatter_to_numeric():
     vals = eval_op("SparseLengthsIndicesInGradientSumGradient", dy, lengths, idx)[0]
     dense = np.zeros_like(data)
     np.add.at(dense, idx, vals)
-    from engine.gradient_checker import finite_difference_op
+    from engine.caffe2.gradient_checker import finite_difference_op
     num = finite_difference_op("SparseLengthsSum", [data, idx, lengths], 0, dy)
     np.testing.assert_allclose(dense, num, rtol=1e-3, atol=1e-4)
     mvals = eval_op("SparseLengthsIndicesInGradientMeanGradient", dy, lengths, idx)[0]

@@ -1,4 +1,4 @@
-"""engine.lint: one rule per docs/fidelity.md entry (each fires on a net it is about), the
+"""engine.analysis.lint: one rule per docs/fidelity.md entry (each fires on a net it is about), the
 Caffe2-exact default (netviz then equals Caffe2 where Caffe2 is wrong) and `netviz lint`."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import core
-from engine.lint import RULES, fix_caffe2, fixes_enabled, lint_net
-from engine.modelio import load_net
+from engine.caffe2 import core
+from engine.analysis.lint import RULES, fix_caffe2, fixes_enabled, lint_net
+from engine.model.modelio import load_net
 from netviz.cli import main
 from tests.differential.goldens import check_backward_case, load, parse_net, ys_of
 
@@ -95,8 +95,8 @@ def test_fuse_epsilon_rule_quiet_at_caffe2s_epsilon():
 def test_every_fidelity_entry_has_one_rule_and_every_rule_a_test():
     sections = re.findall(r"^## (.+)$", (ROOT / "docs" / "fidelity.md").read_text(), re.M)
     ruled = {r.section for r in RULES}
-    assert not set(sections) - ruled, f"docs/fidelity.md sections without a rule in engine/lint.py: {set(sections) - ruled}"
-    assert not ruled - set(sections), f"engine/lint.py rules naming no docs/fidelity.md section: {ruled - set(sections)}"
+    assert not set(sections) - ruled, f"docs/fidelity.md sections without a rule in engine/analysis/lint.py: {set(sections) - ruled}"
+    assert not ruled - set(sections), f"engine/analysis/lint.py rules naming no docs/fidelity.md section: {ruled - set(sections)}"
     assert len(sections) == len(set(sections)) == len(RULES)
     assert sorted(FIRES) == sorted(r.id for r in RULES)
 
@@ -141,7 +141,7 @@ def test_lint_command_lists_findings_and_exits_1_when_values_differ(tmp_path, ca
 
 
 def test_python_api_keyword_and_context_manager_choose_the_mode():
-    from engine.gradient_ir import backward_net
+    from engine.autodiff.gradient_ir import backward_net
     net = core.Net("k")
     net.Mul(["y", "x"], "y")
     net.AveragedLoss("y", "L")

@@ -1,4 +1,4 @@
-"""engine.memonger: Caffe2's C++ blob recycling (``workspace.C.memonger_*``).
+"""engine.analysis.memonger: Caffe2's C++ blob recycling (``workspace.C.memonger_*``).
 
 Memongered nets are checked byte for byte against real Caffe2 on every zoo net in
 test_capi_transforms.py (golden scenarios); here: memongered ResNet-50 computes the same values with fewer blobs, and
@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import capi, memonger
+from engine.caffe2 import capi
+from engine.analysis import memonger
 from engine.errors import ExecutionError, SchemaError
-from engine.executor import run_net
-from engine.modelio import load_net
-from engine.opdef import create_operator as op
-from engine.params import synthesize_params
-from engine.workspace import Workspace
+from engine.runtime.executor import run_net
+from engine.model.modelio import load_net
+from engine.model.opdef import create_operator as op
+from engine.runtime.params import synthesize_params
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 

@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import text_format
 
 from engine.errors import ModelError
-from engine.modelio import find_init_net, load_model, load_net, parse_net, save_net
+from engine.model.modelio import find_init_net, load_model, load_net, parse_net, save_net
 from proto import caffe2_pb2
 
 

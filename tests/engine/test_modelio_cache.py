@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.modelio import CACHE_MIN_BYTES, load_net, save_net
+from engine.model.modelio import CACHE_MIN_BYTES, load_net, save_net
 from proto import caffe2_pb2
 from tests.netviz.tui_nets import chain
 

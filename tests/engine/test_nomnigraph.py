@@ -1,4 +1,4 @@
-"""engine.nomnigraph: Caffe2's NNModule dataflow graph, on small nets and on the model zoo.
+"""engine.analysis.nomnigraph: Caffe2's NNModule dataflow graph, on small nets and on the model zoo.
 
 The differential test runs tests/oracle/nomnigraph_scenarios.py through netviz and compares with
 what real Caffe2 gave for the same calls (tests/golden/nomnigraph/scenarios.json, written by
@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import capi, core, workspace
-from engine.modelio import load_net
-from engine.ssa import get_consumer_map, get_ssa
-from engine.nomnigraph import (CONVERTER_TYPES, NeuralNetData, NeuralNetOperator, NNMatchGraph, NNModule,
+from engine.caffe2 import capi, core, workspace
+from engine.model.modelio import load_net
+from engine.model.ssa import get_consumer_map, get_ssa
+from engine.analysis.nomnigraph import (CONVERTER_TYPES, NeuralNetData, NeuralNetOperator, NNMatchGraph, NNModule,
                                NomnigraphError, from_netdef, matchSubgraph, to_netdef)
 from proto import caffe2_pb2
 

@@ -1,5 +1,5 @@
 """Where ONNX and Caffe2 differ, the export reproduces Caffe2 (issue #34): each small net is built with
-Caffe2's own builder API (engine.core), exported, and run in ONNX Runtime against the engine, every
+Caffe2's own builder API (engine.caffe2.core), exported, and run in ONNX Runtime against the engine, every
 value compared; an op with no faithful form is refused by name, never written wrong."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("onnx", reason="netviz[onnx] not installed (pip install 'netviz[onnx]')")
 pytest.importorskip("onnxruntime", reason="netviz[onnx] not installed (pip install 'netviz[onnx]')")
 
-from engine import core  # noqa: E402
-from engine.modelio import Model  # noqa: E402
-from engine.onnx_export import OnnxExportError, diff_against_runtime, export, prepare_model  # noqa: E402
+from engine.caffe2 import core  # noqa: E402
+from engine.model.modelio import Model  # noqa: E402
+from engine.onnx.export import OnnxExportError, diff_against_runtime, export, prepare_model  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -246,7 +246,7 @@ def test_beam_search_ops():
 def test_top_k_on_a_slice_sized_at_run_time():
     """Inside a While the slice's length is known only at run time: TopK takes min(k, length) and
     pads like Caffe2 (value 0, index -1); the last pass slices 2 values for k = 3."""
-    from engine import control  # noqa: PLC0415
+    from engine.caffe2 import control  # noqa: PLC0415
 
     n, body, cond = core.Net("topk_while"), core.Net("topk_body"), core.Net("topk_cond")
     body.Slice(["x", "zero", "i"], "sl")

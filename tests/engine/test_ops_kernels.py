@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from engine.errors import ExecutionError
-from engine.executor import eval_op, run_op
-from engine.gradient_checker import finite_difference_op
-from engine.opdef import create_operator
-from engine.workspace import Workspace
+from engine.runtime.executor import eval_op, run_op
+from engine.caffe2.gradient_checker import finite_difference_op
+from engine.model.opdef import create_operator
+from engine.caffe2.workspace import Workspace
 
 rng = np.random.default_rng(0)
 DATA, LENGTHS = rng.normal(size=(5, 3)), np.array([2, 0, 3], np.int32)
@@ -55,7 +55,7 @@ def test_sum_reduce_like(a, b, args):
 
 
 def test_python_op_without_function_is_a_clear_error():
-    """The Python op runs now (engine/ops/python_op.py); one naming no function is refused, as Caffe2's
+    """The Python op runs now (engine/runtime/ops/python_op.py); one naming no function is refused, as Caffe2's
     PythonOp enforce does ('requires either pickled_builder or token arg')."""
     ws = Workspace("py")
     ws.feed_blob("X", np.ones(2, np.float32))

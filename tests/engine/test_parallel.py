@@ -1,11 +1,11 @@
-"""engine.parallel: kernels cut over threads give the single-call results; inputs stay untouched."""
+"""engine.runtime.parallel: kernels cut over threads give the single-call results; inputs stay untouched."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine import parallel
-from engine.executor import eval_op
+from engine.runtime import parallel
+from engine.runtime.executor import eval_op
 from tests.engine.kernel_cases import randn
 
 CASES = [

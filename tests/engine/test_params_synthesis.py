@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.modelio import save_net
-from engine.opdef import create_operator as op
-from engine.params import synthesize_params
+from engine.model.modelio import save_net
+from engine.model.opdef import create_operator as op
+from engine.runtime.params import synthesize_params
 from netviz.cli import main
 from proto import caffe2_pb2
 

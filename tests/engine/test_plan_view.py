@@ -1,13 +1,13 @@
-"""engine.plan_view: plan files for the debugger, `netviz info` and `netviz run`."""
+"""engine.runtime.plan_view: plan files for the debugger, `netviz info` and `netviz run`."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from google.protobuf import text_format
 
-from engine.plan_view import is_plan_file, plan_lines, plan_model, run_plan_steps
-from engine.plandef import load_plan
-from engine.workspace import Workspace
+from engine.runtime.plan_view import is_plan_file, plan_lines, plan_model, run_plan_steps
+from engine.runtime.plandef import load_plan
+from engine.caffe2.workspace import Workspace
 from netviz.cli import main
 from proto import caffe2_pb2
 

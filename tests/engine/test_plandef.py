@@ -1,4 +1,4 @@
-"""PlanDefs: load, walk and run with Caffe2's RunPlan semantics (engine.plandef, engine.plan_builder).
+"""PlanDefs: load, walk and run with Caffe2's RunPlan semantics (engine.runtime.plandef, engine.caffe2.plan_builder).
 
 The same semantics are checked against real Caffe2 by ``make conformance`` (control_test.py,
 net_builder_test.py, workspace_test.py run plans); these tests pin each rule on its own.
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import core, plandef
-from engine.workspace import Workspace
+from engine.caffe2 import core
+from engine.runtime import plandef
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 

@@ -1,10 +1,10 @@
-"""The Python op: user functions as ops, forward and gradient (engine.ops.python_op)."""
+"""The Python op: user functions as ops, forward and gradient (engine.runtime.ops.python_op)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine import core, workspace
+from engine.caffe2 import core, workspace
 
 
 def test_forward_reads_inputs_and_writes_outputs() -> None:

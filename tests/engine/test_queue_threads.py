@@ -13,12 +13,13 @@ import time
 import numpy as np
 import pytest
 
-from engine import blocking, core
+from engine.runtime import blocking
+from engine.caffe2 import core
 from engine.errors import ExecutionError
-from engine.executor import run_op
-from engine.opdef import create_operator
-from engine.plandef import events, run_plan
-from engine.workspace import Workspace
+from engine.runtime.executor import run_op
+from engine.model.opdef import create_operator
+from engine.runtime.plandef import events, run_plan
+from engine.caffe2.workspace import Workspace
 
 JOIN_S = 20.0
 

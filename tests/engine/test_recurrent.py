@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-from engine import core, executor, recurrent, rnn_cell
-from engine import workspace as wsmod
+from engine.caffe2 import core, recurrent, rnn_cell
+from engine.runtime import executor
+from engine.caffe2 import workspace as wsmod
 from engine.errors import ExecutionError
-from engine.gradient_checker import NetGradientChecker, finite_difference_op
-from engine.gradient_ir import GradientRegistry
-from engine.ops.rnn import StepWorkspaces
-from engine.plans import SubnetRun
-from engine.workspace import Workspace, bind_view, step_workspace
+from engine.caffe2.gradient_checker import NetGradientChecker, finite_difference_op
+from engine.autodiff.gradient_ir import GradientRegistry
+from engine.runtime.ops.rnn import StepWorkspaces
+from engine.runtime.plans import SubnetRun
+from engine.caffe2.workspace import Workspace, bind_view, step_workspace
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "control" / "lstm_T5"
@@ -311,7 +312,7 @@ def test_bind_view_writes_land_in_the_buffer():
 
 
 def test_lstm_example_runs_forward_and_backward_and_trains():
-    from engine.modelio import load_model
+    from engine.model.modelio import load_model
     from examples.build import HERE
 
     model = load_model(HERE / "lstm" / "predict_net.pb")
@@ -329,7 +330,7 @@ def test_lstm_example_runs_forward_and_backward_and_trains():
 
 def test_debugger_steps_into_a_timestep_and_undoes_a_state_write():
     from engine.debugger.debugger import Debugger
-    from engine.modelio import load_model
+    from engine.model.modelio import load_model
     from examples.build import HERE
 
     d = Debugger(load_model(HERE / "lstm" / "predict_net.pb"))

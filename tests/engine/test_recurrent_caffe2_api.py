@@ -1,4 +1,4 @@
-"""``engine.recurrent`` behaves as ``caffe2.python.recurrent`` where Caffe2's own RNN tests look (issue 35.5).
+"""``engine.caffe2.recurrent`` behaves as ``caffe2.python.recurrent`` where Caffe2's own RNN tests look (issue 35.5).
 
 Caffe2's ``recurrent_net`` passes the blobs it is given to ``net.RecurrentNetwork`` as they are:
 a BlobReference (already scoped by whoever made it) stays unscoped, a string is scoped once by the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import core, recurrent, workspace
+from engine.caffe2 import core, recurrent, workspace
 from proto import caffe2_pb2
 
 T = 3

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import blobio
+from engine.runtime import blobio
 from engine.errors import ExecutionError
-from engine.executor import run_op
-from engine.opdef import create_operator
-from engine.ops.runtime import UnorderedMap
-from engine.workspace import Workspace
+from engine.runtime.executor import run_op
+from engine.model.opdef import create_operator
+from engine.runtime.ops.runtime import UnorderedMap
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 from tests.engine.test_db_ops import _oracle
 

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 
-import engine.ops  # noqa: F401  (fills the tables)
-from engine.blobio import Int8Tensor, data_type_of
-from engine.opdef import create_operator
-from engine.registry import SHAPES
-from engine.shapes import OPAQUE, TensorInfo, infer_net_shapes, infer_op, opaque
-from engine.workspace import Workspace
+import engine.runtime.ops  # noqa: F401  (fills the tables)
+from engine.runtime.blobio import Int8Tensor, data_type_of
+from engine.model.opdef import create_operator
+from engine.catalogue.registry import SHAPES
+from engine.runtime.shapes import OPAQUE, TensorInfo, infer_net_shapes, infer_op, opaque
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,7 +178,7 @@ def test_an_opaque_input_makes_opaque_outputs_not_unknown() -> None:
 
 
 def _rnn_cases() -> list[str]:
-    from engine.modelio import load_net  # noqa: PLC0415
+    from engine.model.modelio import load_net  # noqa: PLC0415
 
     return [p.relative_to(GOLDEN).with_suffix("").as_posix() for p in sorted(GOLDEN.glob("builders*/*.json"))
             if any(o.type == "RecurrentNetwork" for o in load_net(GOLDEN / json.loads(p.read_text())["net"]).op)]
@@ -190,7 +190,7 @@ def test_recurrent_network_outputs_have_the_engines_shapes(case: str) -> None:
     seq2seq, beam search) inferred from the net's inputs equals what the engine's run wrote; the
     state buffers and their _all/_last aliases are fully known except where input 0 itself is made
     at run time (beam search), and the step workspaces are opaque."""
-    from engine.modelio import load_net  # noqa: PLC0415
+    from engine.model.modelio import load_net  # noqa: PLC0415
 
     meta = json.loads((GOLDEN / f"{case}.json").read_text())
     net, init = load_net(GOLDEN / meta["net"]), load_net(GOLDEN / meta["init"])
@@ -221,7 +221,7 @@ def test_recurrent_network_outputs_have_the_engines_shapes(case: str) -> None:
 def test_control_flow_outputs_have_the_engines_shapes(name: str) -> None:
     """Do (its net inferred on the bound inner names), If and While (their subnets on the outer
     blobs): each output the rules know has the shape and dtype the engine's run wrote."""
-    from engine.modelio import load_model  # noqa: PLC0415
+    from engine.model.modelio import load_model  # noqa: PLC0415
 
     model = load_model(ROOT / "examples" / name / "predict_net.pb")
     ws = Workspace(name)

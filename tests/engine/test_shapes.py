@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from engine.errors import ShapeError
-from engine.executor import eval_op, run_op
+from engine.runtime.executor import eval_op, run_op
 from engine.graph import blob_id, from_netdef
-from engine.modelio import load_model
-from engine.opdef import create_operator as op
-from engine.params import synthesize_params
-from engine.ops.tensor import DTYPES
-from engine.shapes import (BOOL, FLOAT, INT64, UNKNOWN, TensorInfo, annotate_graph, inference_is_not_run, infer_op,
+from engine.model.modelio import load_model
+from engine.model.opdef import create_operator as op
+from engine.runtime.params import synthesize_params
+from engine.runtime.ops.tensor import DTYPES
+from engine.runtime.shapes import (BOOL, FLOAT, INT64, UNKNOWN, TensorInfo, annotate_graph, inference_is_not_run, infer_op,
                            infer_model_shapes, infer_net_shapes, infer_shapes)
-from engine.ssa import get_ssa
-from engine.workspace import Workspace
+from engine.model.ssa import get_ssa
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 from tests.conftest import ROOT
@@ -147,7 +147,7 @@ def test_annotate_graph_fills_blob_nodes():
 # ---- whole nets against a run ----
 
 def synth_params(net, inputs, width=4, classes=1000):
-    """Random inputs plus engine.params' synthesized weights (`width` filters per conv)."""
+    """Random inputs plus engine.runtime.params' synthesized weights (`width` filters per conv)."""
     values = {k: rand(v.shape) for k, v in inputs.items()}
     return {**values, **synthesize_params(net, values, width=width, classes=classes)}
 
@@ -201,7 +201,7 @@ def test_example_and_golden_models_agree_with_run():
 
 
 def _run_init(init, ws):
-    from engine.executor import run_net  # noqa: PLC0415
+    from engine.runtime.executor import run_net  # noqa: PLC0415
     run_net(init, ws)
     return {k: ws.fetch_blob(k) for k in ws.blobs()}
 

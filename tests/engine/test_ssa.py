@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.modelio import load_net
-from engine.opdef import create_operator as op
-from engine.ssa import (get_consumer_map, get_op_ids_in_path, get_output_producers,
+from engine.model.modelio import load_net
+from engine.model.opdef import create_operator as op
+from engine.model.ssa import (get_consumer_map, get_op_ids_in_path, get_output_producers,
                         get_producer_map, get_ssa, get_undefined_blobs)
 from proto import caffe2_pb2
 
@@ -65,7 +65,7 @@ def test_list_of_nets_shares_numbering():
 
 
 def test_net_object_is_accepted():
-    from engine.core import Net
+    from engine.caffe2.core import Net
     n = Net("ssa_net_object")
     n.Relu("X", "X")
     assert get_ssa(n) == ([([("X", 0)], [("X", 1)])], {"X": 1})

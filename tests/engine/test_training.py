@@ -1,4 +1,4 @@
-"""engine.training: sections of nets that hold their backward pass, and the gradient-op pairing."""
+"""engine.autodiff.training: sections of nets that hold their backward pass, and the gradient-op pairing."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import core
+from engine.caffe2 import core
 from engine.errors import GradientError
-from engine.gradient_ir import backward_net
-from engine.modelio import load_net
-from engine.training import (BACKWARD, FORWARD, OPTIMIZER, backward_program, forward_net, is_gradient_name,
+from engine.autodiff.gradient_ir import backward_net
+from engine.model.modelio import load_net
+from engine.autodiff.training import (BACKWARD, FORWARD, OPTIMIZER, backward_program, forward_net, is_gradient_name,
                              split_training_net)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -108,7 +108,7 @@ def test_gradient_names(name, grad):
 
 
 def test_training_iteration_runs_and_updates_parameters():
-    from engine import workspace
+    from engine.caffe2 import workspace
     workspace.ResetWorkspace()
     rng = np.random.default_rng(0)
     feeds = {"X": rng.standard_normal((4, 3)), "W": rng.standard_normal((5, 3)), "b": np.zeros(5),

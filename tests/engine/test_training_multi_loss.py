@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from engine.debugger import Debugger
-from engine.modelio import Model, save_net
-from engine.training import BACKWARD, FORWARD, backward_program, split_training_net
+from engine.model.modelio import Model, save_net
+from engine.autodiff.training import BACKWARD, FORWARD, backward_program, split_training_net
 from netviz.cli import main
 from netviz.session import Session
 from proto import caffe2_pb2
@@ -90,7 +90,7 @@ def test_grad_differentiates_either_loss_as_caffe2(loss: str, tmp_path: Path,
     out = tmp_path / "grad.pbtxt"
     assert main(["grad", str(path), "--loss", loss, "-o", str(out)]) == 0
     assert "4 forward ops" in capsys.readouterr().out
-    from engine.modelio import load_net
+    from engine.model.modelio import load_net
     ops = [op.type for op in load_net(out).op[4:]]
     if loss == "loss2":  # Caffe2's AddGradientOperators(["loss2"]) on the net (the seed is an op like any other)
         assert ops == [op.type for op in golden(CASE + "_loss2")[1]]

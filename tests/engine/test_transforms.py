@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 
 from engine.errors import GraphError, IllegalGraphTransformError
-from engine.executor import run_net
-from engine.modelio import load_model
-from engine.opdef import create_operator as op
-from engine.shapes import TensorInfo
-from engine.transforms import (Export, fuse_copy_gpu_cpu, get_params_from_init_net,
+from engine.runtime.executor import run_net
+from engine.model.modelio import load_model
+from engine.model.opdef import create_operator as op
+from engine.runtime.shapes import TensorInfo
+from engine.analysis.transforms import (Export, fuse_copy_gpu_cpu, get_params_from_init_net,
                                get_sub_graph_external_input_output, identify_reshape_sub_graph,
                                infer_device_type, remove_dead_end_ops, remove_reshape_for_fc,
                                rename_op_input, rename_op_output, ssa_rewrite)
-from engine.workspace import Workspace
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 from tests.conftest import ROOT

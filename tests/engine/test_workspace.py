@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine import workspace as ws
+from engine.caffe2 import workspace as ws
 from engine.errors import BlobNotFoundError, ExecutionError
-from engine.opdef import create_operator, device_option
+from engine.model.opdef import create_operator, device_option
 from proto import caffe2_pb2
 
 
@@ -109,8 +109,8 @@ def test_run_operator_once_and_allow_fail():
 
 
 def test_blobs_remember_device_and_device_scope_feed():
-    from engine import device as dev
-    from engine.scope import DeviceScope
+    from engine.runtime import device as dev
+    from engine.model.scope import DeviceScope
 
     with dev.use_fake_cuda(), DeviceScope(device_option(1)):
         ws.FeedBlob("g", np.ones(2, np.float32))

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.blobio import Int8Tensor
-from engine.executor import run_net
-from engine.modelio import load_net
-from engine.workspace import Workspace
+from engine.runtime.blobio import Int8Tensor
+from engine.runtime.executor import run_net
+from engine.model.modelio import load_net
+from engine.caffe2.workspace import Workspace
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "zoo_detection"
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine.debugger.inspect import MAX_SLICE_ELEMENTS, blob_stats, value_slice
-from engine.opdef import create_operator as op
+from engine.model.opdef import create_operator as op
 from netviz.actions import ACTIONS
 from netviz.app import NetvizApp
 from netviz.session import BlobRef, Session

@@ -346,7 +346,7 @@ async def test_blob_inspector_shows_histogram_of_a_value(mlp_path):
 
 @asynctest
 async def test_palette_lists_every_action():
-    session = Session(__import__("engine.modelio", fromlist=["Model"]).Model(mlp()))
+    session = Session(__import__("engine.model.modelio", fromlist=["Model"]).Model(mlp()))
     app = NetvizApp(session)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

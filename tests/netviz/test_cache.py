@@ -33,7 +33,7 @@ def test_second_open_reads_split_and_ssa_from_the_cache(tmp_path, cache_dir, mon
     ssa, sections = first.view(()).ssa, first.split.sections
     assert sorted(p.name.split("-")[0] for p in cache_dir.iterdir()) == ["split", "ssa"]
     monkeypatch.setattr(session_module, "get_ssa", _refuse)
-    monkeypatch.setattr("engine.training.split_training_net", _refuse)
+    monkeypatch.setattr("engine.autodiff.training.split_training_net", _refuse)
     again = Session.open(path)
     assert again.view(()).ssa == ssa and again.split.sections == sections
     assert ssa[1] == ([("h1", 1)], [("h1", 2)])  # Relu in place: the SSA a fresh computation gives

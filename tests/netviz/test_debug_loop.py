@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import device as dev
+from engine.runtime import device as dev
 from engine.errors import NetvizError
-from engine.modelio import save_net
-from engine.opdef import create_operator as op
+from engine.model.modelio import save_net
+from engine.model.opdef import create_operator as op
 from netviz.app import NetvizApp
 from netviz.screens.breakpoints import BreakpointsScreen
 from netviz.screens.pick import PickScreen

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.opdef import create_operator as op
+from engine.model.opdef import create_operator as op
 from netviz.app import NetvizApp
 from netviz.session import OpRef, Session
 from proto import caffe2_pb2

@@ -10,8 +10,8 @@ import pygraphviz as pgv
 import pytest
 
 from engine.errors import BlobNotFoundError, GraphError
-from engine.modelio import load_net
-from engine.opdef import create_operator as op
+from engine.model.modelio import load_net
+from engine.model.opdef import create_operator as op
 from netviz import style as S
 from netviz.drawing import MODES, DrawOptions, draw_net, focus
 from netviz.export import ExportError, build_agraph, drawing_json, export_drawing, export_net

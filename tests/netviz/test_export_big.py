@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.opdef import create_operator as op
+from engine.model.opdef import create_operator as op
 from netviz import export
 from netviz.cli import main
 from netviz.drawing import DrawOptions, draw_net

@@ -92,8 +92,8 @@ async def main():
         m = getattr(app, "main", None)
         if renderable is not None and not seen and m is not None and m.is_mounted and m.op_tree.populated \\
                 and m.canvas.scene is not None:
-            seen.append(sorted(k for k in sys.modules if k.startswith(("engine.ops", "engine.gradient_ir",
-                                                                        "engine.shapes", "engine.lint",
+            seen.append(sorted(k for k in sys.modules if k.startswith(("engine.runtime.ops", "engine.autodiff.gradient_ir",
+                                                                        "engine.runtime.shapes", "engine.analysis.lint",
                                                                         "engine.catalogue.docs",
                                                                         "engine.catalogue.schema"))))
         display(screen, renderable)
@@ -103,7 +103,7 @@ async def main():
             await pilot.pause(0.01)
         while not app.main.checked:
             await pilot.pause(0.02)
-    print(seen[0], "engine.ops" in sys.modules)
+    print(seen[0], "engine.runtime.ops" in sys.modules)
 asyncio.run(main())
 """
     env = dict(os.environ, NETVIZ_CACHE_DIR=str(tmp_path / "cache"))

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.modelio import save_net
-from engine.opdef import create_operator as op
+from engine.model.modelio import save_net
+from engine.model.opdef import create_operator as op
 from netviz.app import NetvizApp
 from netviz.session import Session
 from netviz.widgets.graph_scene import (ARROW_DOWN, ARROW_RIGHT, Scene, build_scene, choose_direction,

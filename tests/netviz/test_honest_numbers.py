@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.debugger import Debugger
-from engine.modelio import load_model
+from engine.model.modelio import load_model
 from netviz.app import NetvizApp
 from netviz.overlays import OVERLAYS
 from netviz.screens.pick import PickScreen

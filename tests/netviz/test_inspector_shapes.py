@@ -3,7 +3,7 @@ one op whose shapes do not fit leaves its own outputs unknown, keeps every other
 once in a notice (it used to drop every shape of the net)."""
 from __future__ import annotations
 
-from engine.opdef import create_operator as op
+from engine.model.opdef import create_operator as op
 from netviz.app import NetvizApp
 from netviz.session import OpRef, Session
 from netviz.widgets.op_inspector import OpInspector

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.modelio import load_net
-from engine.opdef import create_operator as op
+from engine.model.modelio import load_net
+from engine.model.opdef import create_operator as op
 from netviz.drawing import DrawOptions, draw_net
 from netviz.export import build_agraph
 from engine.errors import GraphError

@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-import engine.ops  # noqa: E402,F401 - fills the converter table the test patches
-from engine.registry import ONNX  # noqa: E402
+import engine.runtime.ops  # noqa: E402,F401 - fills the converter table the test patches
+from engine.catalogue.registry import ONNX  # noqa: E402
 from netviz.app import NetvizApp  # noqa: E402
 from netviz.overlays import OVER, diff_colors  # noqa: E402
 from netviz.screens.pick import PickScreen  # noqa: E402
@@ -103,7 +103,7 @@ async def test_an_op_without_onnx_form_is_named_in_one_notice(monkeypatch):
 async def test_escape_cancels_the_onnx_diff_between_stages(monkeypatch):
     import threading
 
-    from engine import onnx_export
+    from engine.onnx import export
 
     started, real = threading.Event(), onnx_export.export
 

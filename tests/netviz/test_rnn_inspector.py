@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.modelio import save_net
+from engine.model.modelio import save_net
 from netviz.app import NetvizApp
 from netviz.session import BlobRef, OpRef, Session
 from tests.engine.test_debugger_rnn_versions import H0, STATES, X, expected_states, running_sum_net

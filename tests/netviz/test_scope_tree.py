@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.modelio import load_net
-from engine.opdef import create_operator as op
+from engine.model.modelio import load_net
+from engine.model.opdef import create_operator as op
 from netviz.app import NetvizApp
 from netviz.screens.search import SearchScreen
 from netviz.session import OpRef, Session

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.modelio import save_net
-from engine.opdef import create_operator as op
+from engine.model.modelio import save_net
+from engine.model.opdef import create_operator as op
 from proto import caffe2_pb2
 
 

@@ -4,7 +4,7 @@ For every op type whose Caffe2 1.10.2 schema has a cost inference function and t
 feed (not the Int8 / packed / NCCL ones), a handful of input signatures -- broadcasting, extra
 outputs, other axes, other dtypes -- and the ``(flops, bytes_written, bytes_read)`` Caffe2
 returns, or the first line of its error.  Written to OUT/costs/cases.json; read by
-tests/engine/test_cost.py, which checks engine.cost against every row.
+tests/engine/test_cost.py, which checks engine.analysis.cost against every row.
 
 Run: cd tests/oracle && PYTHONHASHSEED=0 GLOG_minloglevel=2 ../../.venv-caffe2/bin/python gen_costs.py ../golden
 """

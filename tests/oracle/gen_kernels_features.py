@@ -1,4 +1,4 @@
-"""Oracle cases for dense/sparse conversion and feature ops (engine/ops/features.py)."""
+"""Oracle cases for dense/sparse conversion and feature ops (engine/runtime/ops/features.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Oracle cases for histograms and feature transforms (engine/ops/histogram.py)."""
+"""Oracle cases for histograms and feature transforms (engine/runtime/ops/histogram.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Oracle cases for the lengths and segment utilities (engine/ops/lengths.py)."""
+"""Oracle cases for the lengths and segment utilities (engine/runtime/ops/lengths.py)."""
 from __future__ import annotations
 
 import numpy as np

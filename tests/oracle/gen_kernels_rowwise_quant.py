@@ -1,4 +1,4 @@
-"""Oracle cases for quantised embedding storage and fp16 (engine/ops/rowwise_quant.py).
+"""Oracle cases for quantised embedding storage and fp16 (engine/runtime/ops/rowwise_quant.py).
 
 Quantised tables are made by Caffe2 itself (``extra_ops``), so the lookups read Caffe2's bytes.
 """

@@ -1,4 +1,4 @@
-"""Oracle cases for sampling and string ops (engine/ops/sampling.py, engine/ops/strings.py).
+"""Oracle cases for sampling and string ops (engine/runtime/ops/sampling.py, engine/runtime/ops/strings.py).
 
 Random ops are recorded with values=False (shapes and dtypes) except where the draw cannot
 matter (ratio 0 or 1, a single non-zero weight, a pool exactly as large as the request).

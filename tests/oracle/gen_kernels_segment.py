@@ -1,4 +1,4 @@
-"""Oracle cases for the segment reductions (engine/ops/segment.py): sorted, range, unsorted,
+"""Oracle cases for the segment reductions (engine/runtime/ops/segment.py): sorted, range, unsorted,
 sparse, lengths-weighted, reduce-front-weighted and positional-weighted sums, with gradients."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Oracle cases for sequences, padding and masks (engine/ops/sequence.py)."""
+"""Oracle cases for sequences, padding and masks (engine/runtime/ops/sequence.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,7 +1,7 @@
 """Which Caffe2 op types Caffe2's own ONNX frontend (``caffe2.python.onnx.frontend``) converts.
 
 Run with the oracle venv (``.venv-caffe2/bin/python tests/oracle/gen_onnx_frontend.py``); writes
-``docs/onnx_caffe2_frontend.json``, which ``python -m engine.onnx_coverage`` reads for docs/onnx.md.
+``docs/onnx_caffe2_frontend.json``, which ``python -m engine.onnx.coverage`` reads for docs/onnx.md.
 Three routes, as the frontend dispatches: its C++ exporter (``C.support_onnx_export``), its table of
 renamed ops, and the pass-through of an op whose type is also an ONNX op name (arguments copied as
 attributes, unchecked).  Counted over every op type registered in Caffe2 1.10.2, gradients excluded.

@@ -1,7 +1,7 @@
 """Inputs of the zoo detection goldens (issue #20): seeded random parameters + image + im_info.
 
 Runs under netviz's venv (``../../.venv/bin/python make_zoo_detection_inputs.py ../golden``): the
-parameters of a weightless zoo net come from netviz's ``engine.params.synthesize_params`` (they
+parameters of a weightless zoo net come from netviz's ``engine.runtime.params.synthesize_params`` (they
 are inputs, not results).  ``gen_zoo_detection.py`` then runs each net on these inputs in real
 Caffe2 and records its outputs; the test runs netviz on the same inputs and compares.
 """
@@ -12,11 +12,11 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-from engine.blobio import Int8Tensor  # noqa: E402
-from engine.executor import run_net  # noqa: E402
-from engine.modelio import load_net  # noqa: E402
-from engine.params import synthesize_params  # noqa: E402
-from engine.workspace import Workspace  # noqa: E402
+from engine.runtime.blobio import Int8Tensor  # noqa: E402
+from engine.runtime.executor import run_net  # noqa: E402
+from engine.model.modelio import load_net  # noqa: E402
+from engine.runtime.params import synthesize_params  # noqa: E402
+from engine.caffe2.workspace import Workspace  # noqa: E402
 
 ZOO = os.environ.get("NETVIZ_MODEL_ZOO") or os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
                                                          "models", "caffe2-model-zoo")

@@ -1,5 +1,5 @@
 """Nomnigraph scenarios run through Caffe2's C bindings (gen_nomnigraph.py, the oracle) and through
-netviz's engine.capi (tests/engine/test_nomnigraph.py): same calls, results compared as JSON.
+netviz's engine.caffe2.capi (tests/engine/test_nomnigraph.py): same calls, results compared as JSON.
 
 Python 3.9 compatible; imports neither caffe2 nor netviz: `run(C, caffe2_pb2, zoo)` is given the
 binding module and the proto module of its side.  Zoo nets are read from the zoo folder, never

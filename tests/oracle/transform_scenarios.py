@@ -1,5 +1,5 @@
 """Graph passes and memonger through the C bindings: run by gen_transforms.py against Caffe2 (the
-oracle) and by tests/engine/test_capi_transforms.py against netviz's engine.capi; same calls,
+oracle) and by tests/engine/test_capi_transforms.py against netviz's engine.caffe2.capi; same calls,
 results compared as JSON.
 
 Python 3.9 compatible; imports neither caffe2 nor netviz: `run(C, pb2, ws, core, zoo)` is given

@@ -1,0 +1,1 @@
+"""engine.analysis: see docs/architecture.md."""

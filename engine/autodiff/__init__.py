@@ -1,0 +1,1 @@
+"""engine.autodiff: see docs/architecture.md."""

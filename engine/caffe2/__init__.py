@@ -1,0 +1,1 @@
+"""engine.caffe2: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""engine.model: see docs/architecture.md."""

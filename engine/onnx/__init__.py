@@ -1,0 +1,1 @@
+"""engine.onnx: see docs/architecture.md."""

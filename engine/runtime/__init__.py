@@ -1,0 +1,1 @@
+"""engine.runtime: see docs/architecture.md."""

@@ -1,0 +1,705 @@
+"""Normalisation and regularisation: SpatialBN (5 or 7 inputs, NCHW/NHWC), LRN, LayerNorm (with gamma/beta),
+InstanceNorm, GroupNorm, RMSNorm, AffineChannel, ChannelStats, ChannelBackpropStats, NormalizePlanarYUV,
+Dropout, ChannelShuffle."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.runtime import parallel
+from engine.runtime.grad_makers import cc_maker, should_not_do_gradient, simple
+from engine.analysis.lint import fixes_enabled
+from engine.catalogue.registry import gradient, kernel
+from engine.catalogue.registry import shape
+from engine.runtime.shapes import BOOL, TensorInfo, dims, norm_axis, same_as, split_layout
+
+# ---- kernels ----
+
+def _channel_view(x, order):
+    """(reduce axes, broadcast shape) for per-channel statistics of an NCHW/NHWC tensor."""
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    shape = [1] * x.ndim
+    shape[c_axis] = x.shape[c_axis]
+    return tuple(a for a in range(x.ndim) if a != c_axis), tuple(shape)
+
+
+def _channel_sum(xp, t, axes, order):
+    """Per-channel sum; NCHW as (N, C, HW) rows so NumPy sums each contiguous row pairwise."""
+    if order == "NCHW" and t.ndim > 2 and t.flags.c_contiguous and t.size:
+        return t.reshape(t.shape[0], t.shape[1], -1).sum(axis=2).sum(axis=0)
+    return t.sum(axis=axes)
+
+
+@kernel("SpatialBN")
+def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test: int = 0, epsilon: float = 1e-5,
+               momentum: float = 0.9, order: str = "NCHW", num_batches: int = 1):
+    axes, bshape = _channel_view(x, order)
+    if not is_test and x.size == 0:  # NOTE: an empty batch leaves the running stats; saved stats are 0
+        z = xp.zeros_like(mean)
+        return x.copy(), mean.copy(), var.copy(), z, z.copy()
+    if not is_test and num_batches > 1:
+        return _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order,
+                                     num_batches)
+    if is_test:  # NOTE: y = x * a + c with per-channel a, c: two passes over x, no temporaries.
+        with np.errstate(invalid="ignore"):  # NOTE: a negative running variance gives NaN, as in Caffe2
+            a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
+        a, c = a.reshape(bshape), (bias - mean * a).astype(x.dtype).reshape(bshape)
+        if xp is not np or x.nbytes < parallel.MIN_BYTES:
+            y = xp.multiply(x, a, dtype=x.dtype)
+            return xp.add(y, c, out=y)
+        y = np.empty(x.shape, x.dtype)
+
+        def part(t):  # both passes on one cache-sized block, blocks over both cores
+            np.multiply(t(x), t(a), out=t(y), dtype=x.dtype)
+            np.add(t(y), t(c), out=t(y))
+        parallel.split(part, x.shape, x.nbytes)
+        return y
+    # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
+    # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
+    if xp is np and order == "NCHW" and x.ndim > 2 and x.flags.c_contiguous and x.nbytes >= parallel.MIN_BYTES:
+        return _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum)
+    bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])
+    y = xp.subtract(x, bm.reshape(bshape), dtype=x.dtype)  # centred x, turned into y in place below
+    bv = _channel_sum(xp, xp.square(y), axes, order) / x.dtype.type(x.size // bm.size)
+    inv = (1 / xp.sqrt(bv + epsilon)).astype(x.dtype)
+    xp.multiply(y, (inv * scale).astype(x.dtype).reshape(bshape), out=y)
+    xp.add(y, bias.astype(x.dtype).reshape(bshape), out=y)
+    m, n = x.dtype.type(momentum), x.size // bm.size
+    unbiased = bv * (n / max(n - 1, 1))
+    return (y, (mean * m + bm * (1 - m)).astype(x.dtype),
+            (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv)
+
+
+def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order, num_batches):
+    """Training SpatialBN over `num_batches` batches: the statistics come from inputs 5/6, the sums of X
+    and of X^2 over all of them (count = num_batches * N * HW); var = E[X^2] - mean^2."""
+    if sums is None or sumsq is None:
+        raise ValueError("SpatialBN with num_batches > 1 needs the sums and sumsq inputs (7 inputs)")
+    _, bshape = _channel_view(x, order)
+    dt, cnt = x.dtype, num_batches * (x.size // max(scale.size, 1))
+    bm = (sums / dt.type(cnt)).astype(dt)
+    bv = (sumsq / dt.type(cnt) - bm * bm).astype(dt)
+    inv = (1 / xp.sqrt(bv + dt.type(epsilon))).astype(dt)
+    y = ((x - bm.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)).astype(dt)
+    m = dt.type(momentum)
+    unbiased = bv * (cnt / max(cnt - 1, 1))
+    return y, (mean * m + bm * (1 - m)).astype(dt), (var * m + unbiased * (1 - m)).astype(dt), bm, inv
+
+
+def _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum):
+    """Training SpatialBN on blocks of channels over both cores (engine.runtime.parallel): each block owns
+    its channels' statistics, computed exactly as the single-call path does (same sums, same order)."""
+    (n, c), dt = x.shape[:2], x.dtype
+    cnt = x.size // c
+    y, bm, bv = np.empty(x.shape, dt), np.empty((1, c), dt), np.empty((1, c), dt)
+    sc, bi = scale.reshape(1, c), bias.reshape(1, c)
+
+    def part(t):
+        xb, yb = t(x), t(y)
+        cb, bsh = xb.shape[1], (1, xb.shape[1]) + (1,) * (x.ndim - 2)
+        m = xb.reshape(n, cb, -1).sum(axis=2).sum(axis=0) / dt.type(cnt)
+        np.subtract(xb, m.reshape(bsh), out=yb, dtype=dt)
+        v = np.square(yb).reshape(n, cb, -1).sum(axis=2).sum(axis=0) / dt.type(cnt)
+        inv = (1 / np.sqrt(v + epsilon)).astype(dt)
+        np.multiply(yb, (inv * t(sc)[0]).astype(dt).reshape(bsh), out=yb)
+        np.add(yb, t(bi)[0].astype(dt).reshape(bsh), out=yb)
+        t(bm)[0], t(bv)[0] = m, v
+    parallel.split(part, x.shape, x.nbytes, axis=1)
+    bm, bv = bm[0], bv[0]
+    inv = (1 / np.sqrt(bv + epsilon)).astype(dt)
+    mo = dt.type(momentum)
+    unbiased = bv * (cnt / max(cnt - 1, 1))
+    return (y, (mean * mo + bm * (1 - mo)).astype(dt), (var * mo + unbiased * (1 - mo)).astype(dt), bm.astype(dt), inv)
+
+
+@kernel("SpatialBNGradient")
+def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0, epsilon: float = 1e-5,
+                        order: str = "NCHW", num_batches: int = 1):
+    if x.ndim < 3 and not fixes_enabled():
+        # NOTE: the forward op takes N x C (BatchNorm1d through ONNX), Caffe2's gradient kernel
+        # enforces ndim >= 3 (docs/fidelity.md, SpatialBNGradient in test mode)
+        raise ValueError(f"SpatialBNGradient: X has {x.ndim} dimensions; Caffe2 needs >= 3 "
+                         "(--fix-caffe2 computes the gradient)")
+    axes, bshape = _channel_view(x, order)
+    if x.size == 0:  # NOTE: an empty batch: no gradient for scale and bias
+        return xp.zeros_like(x), xp.zeros_like(scale), xp.zeros_like(scale)
+    if agg and not is_test and num_batches > 1:
+        # NOTE: 7 inputs: dscale / dbias are the aggregated ones (inputs 5/6) over num_batches.
+        dt, m = x.dtype, x.size // max(scale.size, 1)
+        dscale, dbias = (agg[0] / dt.type(num_batches)).astype(dt), (agg[1] / dt.type(num_batches)).astype(dt)
+        xhat = (x - mean.reshape(bshape)) * inv_std.reshape(bshape)
+        dx = (scale * inv_std).reshape(bshape) * (dy - (dbias.reshape(bshape) + xhat * dscale.reshape(bshape)) / m)
+        return dx.astype(dt), dscale, dbias
+    if is_test and not fixes_enabled():
+        is_test = 0  # NOTE: Caffe2 ignores is_test: the running variance is read as a saved inverse std
+    if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
+        inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
+    dt = x.dtype
+    if xp is np and not is_test and order == "NCHW" and x.ndim > 2 and x.flags.c_contiguous \
+            and dy.flags.c_contiguous and x.nbytes >= parallel.MIN_BYTES:
+        return _spatial_bn_gradient_blocks(x, scale, dy, mean, inv_std)
+    xhat = xp.subtract(x, mean.reshape(bshape), dtype=dt)
+    xp.multiply(xhat, inv_std.astype(dt).reshape(bshape), out=xhat)
+    dbias, dscale = _channel_sum(xp, dy, axes, order), _channel_sum(xp, dy * xhat, axes, order)
+    if is_test:
+        return (dy * (scale * inv_std).reshape(bshape)).astype(dt), dscale, dbias
+    m = x.size // x.shape[1 if order == "NCHW" else -1]
+    # NOTE: dx = k * (dy - (dbias + xhat * dscale) / m), k = scale * inv_std, per channel; in place
+    # on the xhat buffer: no float64 and one temporary.
+    k = (scale * inv_std).astype(dt)
+    xp.multiply(xhat, (dscale / m).astype(dt).reshape(bshape), out=xhat)
+    xp.add(xhat, (dbias / m).astype(dt).reshape(bshape), out=xhat)
+    xp.subtract(dy, xhat, out=xhat, dtype=dt)
+    xp.multiply(xhat, k.reshape(bshape), out=xhat)
+    return xhat, dscale.astype(dt), dbias.astype(dt)
+
+
+def _spatial_bn_gradient_blocks(x, scale, dy, mean, inv_std):
+    """Training SpatialBNGradient on blocks of channels over both cores, same passes as the single call."""
+    (n, c), dt = x.shape[:2], x.dtype
+    cnt = x.size // c
+    dx, ds, db = np.empty(x.shape, dt), np.empty((1, c), dt), np.empty((1, c), dt)
+    per = [a.reshape(1, c) for a in (scale, mean, inv_std)]
+
+    def part(t):
+        xb, dyb, xhat = t(x), t(dy), t(dx)
+        cb = xb.shape[1]
+        bsh = (1, cb) + (1,) * (x.ndim - 2)
+        sc, mu, inv = (t(a)[0] for a in per)
+        np.subtract(xb, mu.reshape(bsh), out=xhat, dtype=dt)
+        np.multiply(xhat, inv.astype(dt).reshape(bsh), out=xhat)
+        dbias = dyb.reshape(n, cb, -1).sum(axis=2).sum(axis=0)
+        dscale = (dyb * xhat).reshape(n, cb, -1).sum(axis=2).sum(axis=0)
+        k = (sc * inv).astype(dt)
+        np.multiply(xhat, (dscale / cnt).astype(dt).reshape(bsh), out=xhat)
+        np.add(xhat, (dbias / cnt).astype(dt).reshape(bsh), out=xhat)
+        np.subtract(dyb, xhat, out=xhat, dtype=dt)
+        np.multiply(xhat, k.reshape(bsh), out=xhat)
+        t(ds)[0], t(db)[0] = dscale, dbias
+    parallel.split(part, x.shape, x.nbytes, axis=1)
+    return dx, ds[0].astype(dt), db[0].astype(dt)
+
+
+def _window_sum(xp, sq, size, c_axis):
+    """Sum over a centred window of `size` channels (zero padded), via a cumulative sum."""
+    pre = (size - 1) // 2
+    pad = [(0, 0)] * sq.ndim
+    pad[c_axis] = (pre + 1, size - pre - 1)
+    cs = xp.cumsum(xp.pad(sq, pad), axis=c_axis)
+    n = sq.shape[c_axis]
+    return xp.take(cs, xp.arange(size, size + n), axis=c_axis) - xp.take(cs, xp.arange(0, n), axis=c_axis)
+
+
+@kernel("LRN")
+def lrn(xp, x, *, size: int = 1, alpha: float = 0.0, beta: float = 0.0, bias: float = 1.0, order: str = "NCHW"):
+    # NOTE: scale = bias + alpha/size * window_sum(x^2); Y = X * scale^-beta; 2nd output is scale.
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    s = (bias + alpha / size * _window_sum(xp, x * x, size, c_axis)).astype(x.dtype)
+    return (x * s ** x.dtype.type(-beta)).astype(x.dtype), s
+
+
+@kernel("LRNGradient")
+def lrn_gradient(xp, x, y, dy, *, size: int = 1, alpha: float = 0.0, beta: float = 0.0, bias: float = 1.0,
+                 order: str = "NCHW"):
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    s = bias + alpha / size * _window_sum(xp, x * x, size, c_axis)
+    # the window is symmetric for odd size; for even size the adjoint window is mirrored.
+    acc = _window_sum(xp, dy * y / s, size, c_axis) if size % 2 else \
+        xp.flip(_window_sum(xp, xp.flip(dy * y / s, axis=c_axis), size, c_axis), axis=c_axis)
+    return (dy * s ** -beta - 2 * alpha * beta / size * x * acc).astype(x.dtype)
+
+
+@kernel("Dropout", needs_context=True)
+def dropout(xp, x, *, ctx, ratio: float = 0.5, is_test: int = 0):
+    if is_test or ratio == 0:
+        return x.copy(), xp.ones(x.shape, dtype=bool)
+    mask = xp.asarray(ctx.rng.random(x.shape) >= ratio)
+    return (x * mask * x.dtype.type(1 / (1 - ratio))).astype(x.dtype), mask
+
+
+@kernel("DropoutGrad")
+def dropout_grad(xp, dy, mask=None, *, ratio: float = 0.5, is_test: int = 0):
+    if is_test or mask is None:
+        return dy.copy()
+    return (dy * mask * dy.dtype.type(1 / (1 - ratio))).astype(dy.dtype)
+
+
+def _rowwise(x, axis):
+    """`x` as (rows, cols) split at the canonical `axis`."""
+    return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))  # NOTE: no -1: N may be 0
+
+
+def _normalize_rows(xp, x2, eps):
+    """(xhat, mean, std) of each row, with std = sqrt(biased var + eps)."""
+    mean = x2.mean(axis=1, keepdims=True)
+    std = xp.sqrt(xp.square(x2 - mean).mean(axis=1, keepdims=True) + x2.dtype.type(eps))
+    return (x2 - mean) / std, mean, std
+
+
+def _normalize_rows_grad(xp, g, xhat, std):
+    """dX of xhat = (x - mean) / std per row, given g = dL/dxhat."""
+    return (g - g.mean(axis=1, keepdims=True) - xhat * (g * xhat).mean(axis=1, keepdims=True)) / std
+
+
+@kernel("LayerNorm", "C10LayerNorm_DontUseThisOpYet")  # NOTE: the c10 port: same inputs, args and values
+def layer_norm(xp, x, gamma=None, beta=None, *, axis: int = 1, epsilon: float = 1e-5, elementwise_affine: int = 0):
+    # NOTE: gamma / beta (elementwise_affine) have the shape of X's dims from `axis` on.
+    axis %= x.ndim
+    xhat, mean, std = _normalize_rows(xp, _rowwise(x, axis), epsilon)
+    if elementwise_affine:
+        if gamma is None or beta is None:
+            raise ValueError("LayerNorm with elementwise_affine needs the gamma and beta inputs")
+        xhat = xhat * gamma.reshape(1, -1) + beta.reshape(1, -1)
+    shape = x.shape[:axis] + (1,)
+    return xhat.reshape(x.shape).astype(x.dtype), mean.reshape(shape).astype(x.dtype), std.reshape(shape).astype(x.dtype)
+
+
+@kernel("LayerNormGradient")
+def layer_norm_gradient(xp, dy, y, mean, std, x, gamma=None, *, axis: int = 1, epsilon: float = 1e-5,
+                        elementwise_affine: int = 0):
+    axis %= x.ndim
+    x2, dy2 = _rowwise(x, axis), _rowwise(dy, axis)
+    m, s = mean.reshape(-1, 1), std.reshape(-1, 1)
+    xhat = (x2 - m) / s
+    g = dy2 * gamma.reshape(1, -1) if gamma is not None else dy2
+    dx = _normalize_rows_grad(xp, g, xhat, s).reshape(x.shape).astype(x.dtype)
+    if gamma is None:
+        return dx
+    return dx, (dy2 * xhat).sum(axis=0).reshape(gamma.shape).astype(x.dtype), dy2.sum(axis=0).reshape(gamma.shape).astype(x.dtype)
+
+
+def _per_channel(v, x, order):
+    """A per-channel vector shaped to broadcast against NCHW / NHWC `x`."""
+    shape = [1] * x.ndim
+    shape[1 if order == "NCHW" else -1] = -1
+    return v.reshape(shape)
+
+
+def _channels_first(x):
+    """An NHWC array viewed as NCHW (array method: NumPy and CuPy alike)."""
+    return x.transpose((0, x.ndim - 1) + tuple(range(1, x.ndim - 1)))
+
+
+def _instance_rows(x, order):
+    """(N*C, HW) rows of per-image, per-channel values (a copy for NHWC)."""
+    if order == "NCHW":
+        return x.reshape(x.shape[0] * x.shape[1], int(np.prod(x.shape[2:])))
+    return _channels_first(x).reshape(x.shape[0] * x.shape[-1], int(np.prod(x.shape[1:-1])))
+
+
+def _from_instance_rows(xp, r, x, order):
+    if order == "NCHW":
+        return r.reshape(x.shape)
+    return xp.ascontiguousarray(xp.moveaxis(r.reshape((x.shape[0], x.shape[-1]) + x.shape[1:-1]), 1, -1))
+
+
+@kernel("InstanceNorm")
+def instance_norm(xp, x, scale, bias, *, epsilon: float = 1e-5, order: str = "NCHW"):
+    # NOTE: outputs Y, then (optional) the saved mean and INVERSE std, shape (N, C).
+    c = x.shape[1 if order == "NCHW" else -1]
+    if scale.size != c or bias.size != c:
+        raise ValueError(f"InstanceNorm: scale/bias have {scale.size}/{bias.size} entries for {c} channels")
+    xhat, mean, std = _normalize_rows(xp, _instance_rows(x, order), epsilon)
+    y = _from_instance_rows(xp, xhat, x, order) * _per_channel(scale, x, order) + _per_channel(bias, x, order)
+    n = x.shape[0]
+    return y.astype(x.dtype), mean.reshape(n, c).astype(x.dtype), (1 / std).reshape(n, c).astype(x.dtype)
+
+
+@kernel("InstanceNormGradient")
+def instance_norm_gradient(xp, x, scale, bias, dy, mean=None, inv_std=None, *, epsilon: float = 1e-5,
+                           order: str = "NCHW"):
+    # NOTE: without the saved statistics (a 1-output forward) they are recomputed from X.
+    x2, dy2 = _instance_rows(x, order), _instance_rows(dy, order)
+    if mean is None:
+        xhat, _, std = _normalize_rows(xp, x2, epsilon)
+    else:
+        std = 1 / inv_std.reshape(-1, 1)
+        xhat = (x2 - mean.reshape(-1, 1)) / std
+    n, c = x.shape[0], scale.size
+    g = dy2 * xp.tile(scale, n).reshape(-1, 1)
+    dx = _from_instance_rows(xp, _normalize_rows_grad(xp, g, xhat, std), x, order)
+    dscale = (dy2 * xhat).sum(axis=1).reshape(n, c).sum(axis=0)
+    dbias = dy2.sum(axis=1).reshape(n, c).sum(axis=0)
+    return dx.astype(x.dtype), dscale.astype(x.dtype), dbias.astype(x.dtype)
+
+
+def _group_rows(x, group, order):
+    """(N*G, C/G*HW) rows: one per image and channel group."""
+    if order == "NCHW":
+        return x.reshape(x.shape[0] * group, x[:1].size // group)
+    return _channels_first(x).reshape(x.shape[0] * group, x[:1].size // group)
+
+
+@kernel("GroupNorm")
+def group_norm(xp, x, gamma, beta, *, group: int = 32, epsilon: float = 1e-5, order: str = "NCHW"):
+    # NOTE: the argument is `group`; outputs Y, the mean and the INVERSE std, shape (N, G).
+    c = x.shape[1 if order == "NCHW" else -1]
+    if c % group:
+        raise ValueError(f"GroupNorm: {c} channels do not split into {group} groups")
+    xhat, mean, std = _normalize_rows(xp, _group_rows(x, group, order), epsilon)
+    y = _from_instance_rows(xp, xhat, x, order) * _per_channel(gamma, x, order) + _per_channel(beta, x, order)
+    n = x.shape[0]
+    return y.astype(x.dtype), mean.reshape(n, group).astype(x.dtype), (1 / std).reshape(n, group).astype(x.dtype)
+
+
+@kernel("GroupNormGradient")
+def group_norm_gradient(xp, dy, x, gamma, beta, mean, inv_std, *, group: int = 32, epsilon: float = 1e-5,
+                        order: str = "NCHW"):
+    x2, dy2 = _group_rows(x, group, order), _group_rows(dy, group, order)
+    s = 1 / inv_std.reshape(-1, 1)
+    xhat = (x2 - mean.reshape(-1, 1)) / s
+    n, c = x.shape[0], gamma.size
+    gam = xp.tile(xp.repeat(gamma, dy2.shape[1] // (c // group)), n).reshape(dy2.shape) if order == "NCHW" else \
+        _group_rows(xp.broadcast_to(_per_channel(gamma, x, order), x.shape), group, order)
+    dx = _from_instance_rows(xp, _normalize_rows_grad(xp, dy2 * gam, xhat, s), x, order)
+    xh = _from_instance_rows(xp, xhat, x, order)
+    axes = tuple(a for a in range(x.ndim) if a != (1 if order == "NCHW" else x.ndim - 1))
+    return dx.astype(x.dtype), (dy * xh).sum(axis=axes).astype(x.dtype), dy.sum(axis=axes).astype(x.dtype)
+
+
+@kernel("RMSNorm")
+def rms_norm(xp, x, gamma, beta, *, axis: int = 1, eps: float = 0.0):
+    # NOTE: Y = X * rrms * gamma + beta, rrms = 1 / sqrt(mean(X^2) + eps) per row (2nd output).
+    axis %= x.ndim
+    x2 = _rowwise(x, axis)
+    # NOTE: the argument read is `eps` (default 0), not the `epsilon` the schema documents.
+    rrms = 1 / xp.sqrt((x2 * x2).mean(axis=1, keepdims=True) + x.dtype.type(eps))
+    y = x2 * rrms * gamma.reshape(1, -1) + beta.reshape(1, -1)
+    return y.reshape(x.shape).astype(x.dtype), rrms.reshape(x.shape[:axis]).astype(x.dtype)
+
+
+@kernel("RMSNormGradient")
+def rms_norm_gradient(xp, dy, x, gamma, rrms, *, axis: int = 1):
+    axis %= x.ndim
+    x2, dy2, r = _rowwise(x, axis), _rowwise(dy, axis), rrms.reshape(-1, 1)
+    g = dy2 * gamma.reshape(1, -1)
+    dx = r * (g - x2 * r * r * (g * x2).mean(axis=1, keepdims=True))
+    return (dx.reshape(x.shape).astype(x.dtype), (dy2 * x2 * r).sum(axis=0).reshape(gamma.shape).astype(x.dtype),
+            dy2.sum(axis=0).reshape(gamma.shape).astype(x.dtype))
+
+
+@kernel("AffineChannel")
+def affine_channel(xp, x, scale, bias, *, order: str = "NCHW", is_learnable: int = 0):
+    return (x * _per_channel(scale, x, order) + _per_channel(bias, x, order)).astype(x.dtype)
+
+
+@kernel("AffineChannelGradient")
+def affine_channel_gradient(xp, dy, *rest, order: str = "NCHW", is_learnable: int = 0):
+    # NOTE: [dY, scale] -> dX; learnable: [dY, X, scale] -> dX, dscale, dbias.
+    scale = rest[-1]
+    dx = (dy * _per_channel(scale, dy, order)).astype(dy.dtype)
+    if not is_learnable:
+        return dx
+    axes = tuple(a for a in range(dy.ndim) if a != (1 if order == "NCHW" else dy.ndim - 1))
+    return dx, (dy * rest[0]).sum(axis=axes).astype(dy.dtype), dy.sum(axis=axes).astype(dy.dtype)
+
+
+@kernel("ChannelStats")
+def channel_stats(xp, x, *, order: str = "NCHW"):
+    axes, _ = _channel_view(x, order)
+    return _channel_sum(xp, x, axes, order).astype(x.dtype), _channel_sum(xp, x * x, axes, order).astype(x.dtype)
+
+
+@kernel("ChannelBackpropStats")
+def channel_backprop_stats(xp, x, mean, inv_std, dy, *, order: str = "NCHW"):
+    # NOTE: dscale = sum dY * (X - mean) * inv_std, dbias = sum dY, per channel.
+    axes, bshape = _channel_view(x, order)
+    xhat = (x - mean.reshape(bshape)) * inv_std.reshape(bshape)
+    return _channel_sum(xp, dy * xhat, axes, order).astype(x.dtype), _channel_sum(xp, dy, axes, order).astype(x.dtype)
+
+
+@kernel("NormalizePlanarYUV")
+def normalize_planar_yuv(xp, x, mean, std):
+    # NOTE: NCHW; mean and std hold one value per channel, shape (1, C).
+    return ((x - _per_channel(mean, x, "NCHW")) / _per_channel(std, x, "NCHW")).astype(x.dtype)
+
+
+@kernel("ChannelShuffle")
+def channel_shuffle(xp, x, *, group: int = 1, order: str = "NCHW"):
+    c_axis = 1 if order == "NCHW" else x.ndim - 1
+    c = x.shape[c_axis]
+    s = x.reshape(x.shape[:c_axis] + (group, c // group) + x.shape[c_axis + 1:])
+    return xp.swapaxes(s, c_axis, c_axis + 1).reshape(x.shape)
+
+
+@kernel("ChannelShuffleGradient")
+def channel_shuffle_gradient(xp, dy, *, group: int = 1, order: str = "NCHW"):
+    c = dy.shape[1 if order == "NCHW" else -1]
+    return channel_shuffle(xp, dy, group=c // group, order=order)
+
+
+# ---- gradients ----
+
+@gradient("SpatialBN")
+@cc_maker
+def spatial_bn_gradient_maker(g):
+    """Training reads saved mean / inv-var (O3, O4); ``is_test`` reads the running stats (I3, I4)."""
+    outs = [g.GI(0), g.GI(1), g.GI(2)]
+    if g.arg("is_test", 0):
+        ins = [g.I(0), g.I(1), g.GO(0), g.I(3), g.I(4)]
+    elif g.arg("num_batches", 1) > 1:
+        ins = [g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4), outs[1], outs[2]]
+    else:
+        ins = [g.I(0), g.I(1), g.GO(0), g.O(3), g.O(4)]
+    return [g.op_("SpatialBNGradient", ins, outs)]
+
+
+@gradient("Dropout")
+@cc_maker
+def dropout_gradient(g):
+    """Named ``DropoutGrad``; training reads the mask O1."""
+    ins = [g.GO(0)] if g.arg("is_test", 0) else [g.GO(0), g.O(1)]
+    return [g.op_("DropoutGrad", ins, [g.GI(0)])]
+
+
+gradient("LRN")(simple("LRNGradient", "I0 O0 GO0", "GI0"))
+gradient("ChannelShuffle")(simple("ChannelShuffleGradient", "GO0", "GI0"))
+
+
+@gradient("LayerNorm")
+@cc_maker
+def layer_norm_gradient_maker(g):
+    """With ``elementwise_affine`` the gamma input is read and gamma/beta get gradients (the argument
+    decides, not the input count)."""
+    if g.arg("elementwise_affine", 0):
+        return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0), g.I(1)],
+                      [g.GI(0), g.GI(1), g.GI(2)])]
+    return [g.op_("LayerNormGradient", [g.GO(0), g.O(0), g.O(1), g.O(2), g.I(0)], [g.GI(0)])]
+
+
+@gradient("InstanceNorm")
+@cc_maker
+def instance_norm_gradient_maker(g):
+    """The saved mean / inverse std are read when the forward op wrote them."""
+    saved = [g.O(1), g.O(2)] if len(g.op.output) == 3 else []
+    return [g.op_("InstanceNormGradient", [g.I(0), g.I(1), g.I(2), g.GO(0), *saved], [g.GI(0), g.GI(1), g.GI(2)])]
+
+
+@gradient("AffineChannel")
+@cc_maker
+def affine_channel_gradient_maker(g):
+    if g.arg("is_learnable", 0):
+        return [g.op_("AffineChannelGradient", [g.GO(0), g.I(0), g.I(1)], [g.GI(0), g.GI(1), g.GI(2)])]
+    return [g.op_("AffineChannelGradient", [g.GO(0), g.I(1)], [g.GI(0)])]
+
+
+gradient("GroupNorm")(simple("GroupNormGradient", "GO0 I0 I1 I2 O1 O2", "GI0 GI1 GI2"))
+gradient("RMSNorm")(simple("RMSNormGradient", "GO0 I0 I1 O1", "GI0 GI1 GI2"))
+should_not_do_gradient("ChannelStats", "ChannelBackpropStats")
+
+
+# ---- shapes ----
+
+@shape("SpatialBN")
+def spatial_bn_shape(x, scale, *_, order: str = "NCHW"):
+    # NOTE: training mode adds running mean/var, saved mean and saved inverse std, one per channel.
+    c = split_layout(x.shape, order)[1] if x.shape is not None else scale.shape[0] if scale.shape else None
+    per_channel = TensorInfo((c,), x.dtype)
+    return x, per_channel, per_channel, per_channel, per_channel
+
+
+shape("SpatialBNGradient")(same_as(0, 1, 1))  # [X, scale, dY, …] -> dX, dscale, dbias
+shape("LRN")(same_as(0, 0))  # Y and the scale
+shape("LRNGradient", "ChannelShuffle", "ChannelShuffleGradient", "DropoutGrad")(same_as(0))
+
+
+@shape("Dropout")
+def dropout_shape(x):
+    return x, TensorInfo(x.shape, BOOL)
+
+
+@shape("LayerNorm")
+def layer_norm_shape(x, *_, axis: int = 1):
+    xd = dims(x)
+    stats = TensorInfo((*xd[:norm_axis(axis, len(xd))], 1), x.dtype)
+    return x, stats, stats
+
+
+@shape("LayerNormGradient")
+def layer_norm_gradient_shape(dy, y, mean, std, x, gamma=None):
+    return (x,) if gamma is None else (x, gamma, gamma)
+
+
+@shape("InstanceNorm")
+def instance_norm_shape(x, scale, bias, *, order: str = "NCHW"):
+    n, c, _ = split_layout(dims(x), order)
+    return x, TensorInfo((n, c), x.dtype), TensorInfo((n, c), x.dtype)
+
+
+@shape("GroupNorm")
+def group_norm_shape(x, gamma, beta, *, group: int = 32, order: str = "NCHW"):
+    stats = TensorInfo((dims(x)[0], group), x.dtype)
+    return x, stats, stats
+
+
+@shape("RMSNorm")
+def rms_norm_shape(x, gamma, beta, *, axis: int = 1):
+    xd = dims(x)
+    return x, TensorInfo(xd[:norm_axis(axis, len(xd))], x.dtype)
+
+
+shape("InstanceNormGradient")(same_as(0, 1, 2))  # [X, scale, bias, dY, …] -> dX, dscale, dbias
+shape("GroupNormGradient", "RMSNormGradient")(same_as(1, 2, 2))  # [dY, X, gamma, …]
+shape("AffineChannel", "NormalizePlanarYUV")(same_as(0))
+shape("ChannelStats")(lambda x, *, order="NCHW": (TensorInfo((split_layout(dims(x), order)[1],), x.dtype),) * 2)
+shape("ChannelBackpropStats")(same_as(1, 1))  # per-channel, like the mean input
+
+
+@shape("AffineChannelGradient")
+def affine_channel_gradient_shape(dy, *rest, is_learnable: int = 0):
+    return (dy, rest[-1], rest[-1]) if is_learnable else (dy,)
+
+
+# ---- onnx ----
+from engine.catalogue.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("SpatialBN")
+def spatial_bn_onnx(c):
+    """Test-mode SpatialBN is ONNX BatchNormalization with Caffe2's epsilon (momentum only moves the
+    running statistics, which test mode leaves); training mode updates them: refused."""
+    if not c.arg("is_test", 0) or c.n_out > 1:
+        return _spatial_bn_train_onnx(c)
+    r = c.rank(0)
+    y = c.y_nchw(0)
+    c.emit("BatchNormalization", [c.x_nchw(0)] + [c.x(i) for i in range(1, 5)], [y],
+           epsilon=float(c.arg("epsilon", 1e-5)))
+    c.done_nchw(0, y, r)
+
+
+def _spatial_bn_train_onnx(c):
+    """Training SpatialBN spelled out: the batch's per-channel mean and biased variance normalise X;
+    the running mean and variance move by `momentum` towards the batch's mean and UNBIASED variance
+    (as Caffe2 1.10.2); outputs 4 and 5 are the batch mean and inverse std.  The multi-batch form
+    (num_batches > 1, from running sums) is refused."""
+    if c.arg("num_batches", 1) > 1 or c.n_in > 5:
+        raise c.refuse("num_batches > 1 (statistics from summed inputs)")
+    r, x = c.rank(0), c.x_nchw(0)
+    shape = c.shape(0) if c.nchw else (c.shape(0)[0], c.shape(0)[-1], *c.shape(0)[1:-1])
+    if int(np.prod(shape)) == 0:
+        raise c.refuse("an empty batch")
+    axes, per = [0, *range(2, r)], c.ints([1, -1] + [1] * (r - 2))
+    mean = c.reduce("ReduceMean", x, axes)
+    centred = c.emit("Sub", [x, mean])
+    var = c.reduce("ReduceMean", c.emit("Mul", [centred, centred]), axes)
+    inv = c.emit("Reciprocal", [c.emit("Sqrt", [c.emit("Add", [var, c.const(np.float32(c.arg("epsilon", 1e-5)), "eps")])])])
+    y = c.y_nchw(0)
+    scaled = c.emit("Mul", [centred, c.emit("Mul", [inv, c.emit("Reshape", [c.x(1), per])])])
+    c.emit("Add", [scaled, c.emit("Reshape", [c.x(2), per])], [y])
+    c.done_nchw(0, y, r)
+    m = float(c.arg("momentum", 0.9))
+    cnt = int(np.prod(shape)) // shape[1]
+    flat = lambda v: c.emit("Reshape", [v, c.ints([-1])])  # noqa: E731
+    unbiased = c.emit("Mul", [flat(var), c.const(np.float32(cnt / max(cnt - 1, 1)), "unbias")])
+    for k, (run, batch) in enumerate(((c.x(3), flat(mean)), (c.x(4), unbiased)), start=1):
+        if k < c.n_out:
+            c.emit("Add", [c.emit("Mul", [run, c.const(np.float32(m), "momentum")]),
+                           c.emit("Mul", [batch, c.const(np.float32(1 - m), "rest")])], [c.y(k)])
+    if c.n_out > 3:
+        c.emit("Identity", [flat(mean)], [c.y(3)])
+    if c.n_out > 4:
+        c.emit("Identity", [flat(inv)], [c.y(4)])
+
+
+@onnx_converter("LRN")
+def lrn_onnx(c):
+    """ONNX LRN has Caffe2's formula (centred window, alpha / size); Caffe2's second output, the
+    scale, is rebuilt as bias + alpha / size * (window sum of X², a ones-kernel Conv over channels)."""
+    size = int(c.arg("size", 1))
+    r = c.rank(0)
+    x = c.x_nchw(0)
+    args = dict(size=size, alpha=float(c.arg("alpha", 0.0)), beta=float(c.arg("beta", 0.0)), bias=float(c.arg("bias", 1.0)))
+    if size % 2 == 0:
+        raise c.refuse(f"even size {size} (ONNX LRN centres its window differently)")
+    y = c.y_nchw(0)
+    c.emit("LRN", [x], [y], **args)
+    c.done_nchw(0, y, r)
+    if c.n_out > 1:
+        n, ch = c.shape(0)[0], c.shape(0)[1 if c.nchw else -1]
+        sq = c.emit("Mul", [x, x])
+        col = c.emit("Reshape", [sq, c.ints([n, 1, ch, -1])])
+        pre = (size - 1) // 2
+        win = c.emit("Conv", [col, c.const(np.ones((1, 1, size, 1), np.float32), "ones")], kernel_shape=[size, 1],
+                     pads=[pre, 0, size - 1 - pre, 0])
+        s = c.emit("Reshape", [win, c.shape_of(x)])
+        s = c.emit("Mul", [s, c.const(np.float32(args["alpha"] / size), "alpha")])
+        s2 = c.y_nchw(1)
+        c.emit("Add", [s, c.const(np.float32(args["bias"]), "bias")], [s2])
+        c.done_nchw(1, s2, r)
+
+
+@onnx_converter("Dropout")
+def dropout_onnx(c):
+    """Test-mode Dropout passes X through; its mask output is all true (as Caffe2's)."""
+    if not c.arg("is_test", 0) and c.arg("ratio", 0.5) != 0:
+        raise c.refuse("training mode (is_test 0) draws a random mask; export the test net")
+    c.emit("Identity", [c.x(0)], [c.y(0)])
+    if c.n_out > 1:
+        c.emit("ConstantOfShape", [c.shape_of(c.x(0))], [c.y(1)], value=c.tensor(np.array([True])))
+
+
+@onnx_converter("AffineChannel")
+def affine_channel_onnx(c):
+    """Y = X * scale + bias per channel: the vectors reshaped to broadcast over NCHW (or NHWC) dims."""
+    r = c.rank(0)
+    per = [-1] + [1] * (r - 2) if c.nchw else [-1]
+    s = c.emit("Reshape", [c.x(1), c.ints(per)])
+    b = c.emit("Reshape", [c.x(2), c.ints(per)])
+    c.emit("Add", [c.emit("Mul", [c.x(0), s]), b], [c.y(0)])
+
+
+@onnx_converter("ChannelShuffle")
+def channel_shuffle_onnx(c):
+    """Reshape to (N, group, C / group, ...), swap the two, reshape back (NCHW; NHWC transposed)."""
+    g = int(c.arg("group", 1))
+    x = c.x_nchw(0)
+    s = list(c.shape(0)) if c.nchw else [c.shape(0)[0], c.shape(0)[-1], *c.shape(0)[1:-1]]
+    t = c.emit("Reshape", [x, c.ints([s[0], g, s[1] // g, *s[2:]])])
+    t = c.emit("Transpose", [t], perm=[0, 2, 1, *range(3, len(s) + 1)])
+    y = c.y_nchw(0)
+    c.emit("Reshape", [t, c.ints(s)], [y])
+    c.done_nchw(0, y, len(s))
+
+
+@onnx_converter("LayerNorm")
+def layer_norm_onnx(c):
+    """Rows split at `axis` normalised with the biased variance: mean and std = sqrt(var + eps)
+    (Caffe2's second and third outputs, shape X.shape[:axis] + (1,)), then gamma / beta."""
+    r = c.rank(0)
+    axis = c.arg("axis", 1) % r
+    x2 = c.rows(c.x(0), axis, r)
+    mean = c.reduce("ReduceMean", x2, [1])
+    centred = c.emit("Sub", [x2, mean])
+    var = c.reduce("ReduceMean", c.emit("Mul", [centred, centred]), [1])
+    std = c.emit("Sqrt", [c.emit("Add", [var, c.const(np.array(c.arg("epsilon", 1e-5), c.np_dtype(0)), "eps")])])
+    y = c.emit("Div", [centred, std])
+    if c.arg("elementwise_affine", 0):
+        y = c.emit("Add", [c.emit("Mul", [y, c.emit("Reshape", [c.x(1), c.ints([1, -1])])]),
+                           c.emit("Reshape", [c.x(2), c.ints([1, -1])])])
+    c.emit("Reshape", [y, c.shape_of(c.x(0))], [c.y(0)])
+    stats = c.ints(list(c.shape(0)[:axis]) + [1])
+    if c.n_out > 1:
+        c.emit("Reshape", [mean, stats], [c.y(1)])
+    if c.n_out > 2:
+        c.emit("Reshape", [std, stats], [c.y(2)])
+
+
+@onnx_converter("InstanceNorm")
+def instance_norm_onnx(c):
+    """ONNX InstanceNormalization (biased variance, epsilon); Caffe2's optional mean and inverse-std
+    outputs (N x C) recomputed beside it."""
+    r = c.rank(0)
+    x = c.x_nchw(0)
+    y = c.y_nchw(0)
+    eps = float(c.arg("epsilon", 1e-5))
+    c.emit("InstanceNormalization", [x, c.x(1), c.x(2)], [y], epsilon=eps)
+    c.done_nchw(0, y, r)
+    if c.n_out > 1:
+        n, ch = (c.shape(0)[0], c.shape(0)[1 if c.nchw else -1])
+        rows = c.emit("Reshape", [x, c.ints([n * ch, -1])])
+        mean = c.reduce("ReduceMean", rows, [1])
+        c.emit("Reshape", [mean, c.ints([n, ch])], [c.y(1)])
+        if c.n_out > 2:
+            centred = c.emit("Sub", [rows, mean])
+            var = c.reduce("ReduceMean", c.emit("Mul", [centred, centred]), [1])
+            inv = c.emit("Reciprocal", [c.emit("Sqrt", [c.emit("Add", [var, c.const(np.float32(eps), "eps")])])])
+            c.emit("Reshape", [inv, c.ints([n, ch])], [c.y(2)])

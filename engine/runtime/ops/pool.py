@@ -1,0 +1,203 @@
+"""Pooling: MaxPool, AveragePool (and 1D/2D/3D), LpPool."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from engine.runtime import parallel
+from engine.runtime.ops.conv import from_nchw, geometry, geometry_args, to_nchw, windows
+from engine.runtime.grad_makers import simple
+from engine.catalogue.registry import gradient, kernel
+from engine.catalogue.registry import shape
+from engine.errors import ExecutionError, ShapeError
+from engine.runtime.shapes import TensorInfo, dims, join_layout, same_as, spatial_out, split_layout
+
+# ---- kernels ----
+
+def _pool_geometry(x, g):
+    nd = x.ndim - 2
+    if g["global_pooling"]:
+        # NOTE: the window is the whole image, so legacy_pad has nothing to recompute (its pads came
+        # from a kernel list that global pooling leaves empty); Caffe2 refuses a given stride/pad.
+        _, s, pb, pe, d = geometry(nd, g, tuple(x.shape[2:]))
+        if any(v != 1 for v in s + d) or any(pb) or any(pe):
+            raise ExecutionError(f"global pooling takes no stride, pad or dilation (strides {s}, "
+                                 f"pads {pb + pe}, dilations {d}), as in Caffe2")
+        return list(x.shape[2:]), [1] * nd, [0] * nd, [0] * nd, [1] * nd
+    k, s, pb, pe, d = geometry(nd, g, (), x.shape[2:])
+    if any(v != 1 for v in d):
+        raise ExecutionError(f"pooling does not support dilation (dilations {d}), as in Caffe2")
+    return k, s, pb, pe, d
+
+
+def _counts(xp, x, k, s, pb, pe, d, include_pad):
+    """Per-window element counts of AveragePool (pads excluded unless count_include_pad)."""
+    if include_pad or not (any(pb) or any(pe)):
+        return x.dtype.type(np.prod(k))
+    ones = xp.ones((1, 1) + x.shape[2:], dtype=x.dtype)
+    return windows(xp, ones, k, s, pb, pe, d).sum(axis=tuple(range(-len(k), 0)))
+
+
+@kernel("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D")
+@geometry_args
+def max_pool(xp, x, **g):
+    x = to_nchw(x, g["order"])
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    win = windows(xp, x, k, s, pb, pe, d, -np.inf)
+    if int(np.prod(k)) > 64:  # global-style pools: one reduction
+        return from_nchw(win.max(axis=tuple(range(-len(k), 0))), g["order"])
+    # NOTE: one elementwise maximum per kernel position over strided views (a reduction over the
+    # window axes of the view walks memory in tiny runs and is several times slower).
+    y = xp.empty(win.shape[:-len(k)], dtype=x.dtype)
+    pos = list(itertools.product(*(range(v) for v in k)))
+
+    def part(t):  # one block's 9 passes stay in cache; blocks over both cores (engine.runtime.parallel)
+        yb, wb = t(y), t(win)
+        yb[...] = wb[(Ellipsis,) + pos[0]]
+        for p in pos[1:]:
+            xp.maximum(yb, wb[(Ellipsis,) + p], out=yb)
+    if xp is np:
+        parallel.split(part, y.shape, x.nbytes)
+    else:
+        part(lambda a: a)
+    return from_nchw(y, g["order"])
+
+
+@kernel("AveragePool", "AveragePool1D", "AveragePool2D", "AveragePool3D")
+@geometry_args
+def average_pool(xp, x, *, count_include_pad: int = 0, **g):
+    x = to_nchw(x, g["order"])
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    total = windows(xp, x, k, s, pb, pe, d).sum(axis=tuple(range(-len(k), 0)))
+    return from_nchw((total / _counts(xp, x, k, s, pb, pe, d, count_include_pad)).astype(x.dtype), g["order"])
+
+
+@kernel("LpPool")
+@geometry_args
+def lp_pool(xp, x, *, p: float = 2.0, **g):
+    # NOTE: (sum over the window of |x|^p)^(1/p); pads add nothing.
+    xc = to_nchw(x, g["order"])
+    k, s, pb, pe, d = _pool_geometry(xc, g)
+    f = x.dtype.type
+    total = windows(xp, xp.abs(xc) ** f(p), k, s, pb, pe, d).sum(axis=tuple(range(-len(k), 0)))
+    return from_nchw((total ** f(1.0 / p)).astype(x.dtype), g["order"])
+
+
+@kernel("LpPoolGradient")
+@geometry_args
+def lp_pool_gradient(xp, x, y, dy, *, p: float = 2.0, **g):
+    # NOTE: dX = sum over windows of dY * x * |x|^(p-2) / y^(p-1).
+    order, f = g["order"], x.dtype.type
+    xc, yc, dyc = to_nchw(x, order), to_nchw(y, order), to_nchw(dy, order)
+    scaled = dyc / yc ** f(p - 1)
+    back = _pool_backward(xp, xc, g, dyc, lambda *_: scaled)
+    return from_nchw((back * xc * xp.abs(xc) ** f(p - 2)).astype(x.dtype), order)
+
+
+def _pool_backward(xp, x, g, dy, weight):
+    """Scatter dY * weight(window slice, position) back over every kernel position."""
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    padded = x.shape[:2] + tuple(x.shape[2 + i] + pb[i] + pe[i] for i in range(len(k)))
+    dx = xp.zeros(padded, dtype=dy.dtype)
+    out = dy.shape[2:]
+    for pos in itertools.product(*(range(v) for v in k)):
+        sl = (slice(None), slice(None)) + tuple(
+            slice(p * d[i], p * d[i] + s[i] * (out[i] - 1) + 1, s[i]) for i, p in enumerate(pos))
+        dx[sl] += weight(sl, k, s, pb, pe, d)
+    return dx[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + x.shape[2 + i]) for i in range(len(k)))]
+
+
+@kernel("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGradient")
+@geometry_args
+def max_pool_gradient(xp, x, y, dy, **g):
+    # NOTE: like Caffe2's CPU kernel, every window element equal to the max gets the gradient.
+    order = g["order"]
+    x, y, dy = to_nchw(x, order), to_nchw(y, order), to_nchw(dy, order)
+    k, s, pb, pe, _ = _pool_geometry(x, g)
+    xpad = xp.pad(x, ((0, 0), (0, 0), *zip(pb, pe)), constant_values=-np.inf) if any(pb + pe) else x
+    return from_nchw(_pool_backward(xp, x, g, dy, lambda sl, *_: dy * (xpad[sl] == y)), order)
+
+
+@kernel("AveragePoolGradient", "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient")
+@geometry_args
+def average_pool_gradient(xp, x, y, dy, *, count_include_pad: int = 0, **g):
+    order = g["order"]
+    x, dy = to_nchw(x, order), to_nchw(dy, order)
+    k, s, pb, pe, d = _pool_geometry(x, g)
+    scaled = dy / _counts(xp, x, k, s, pb, pe, d, count_include_pad)
+    return from_nchw(_pool_backward(xp, x, g, dy, lambda *_: scaled).astype(dy.dtype), order)
+
+
+# ---- gradients ----
+gradient("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D",
+         "AveragePool2D", "AveragePool3D", "LpPool")(simple("{T}Gradient", "I0 O0 GO0", "GI0"))
+
+
+# ---- shapes ----
+
+@shape("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D", "AveragePool2D",
+       "AveragePool3D", "LpPool")
+@geometry_args
+def pool_shape(x, **g):
+    n, c, sp = split_layout(dims(x), g["order"])
+    if g["global_pooling"]:
+        return TensorInfo(join_layout(n, c, (1,) * len(sp), g["order"]), x.dtype)
+    k, s, pb, pe, d = geometry(len(sp), g, (), sp)
+    if not all(k):
+        raise ShapeError("pooling needs a kernel size or global_pooling")
+    return TensorInfo(join_layout(n, c, spatial_out(sp, k, s, pb, pe, d), g["order"]), x.dtype)
+
+
+shape("MaxPoolGradient", "MaxPool1DGradient", "MaxPool2DGradient", "MaxPool3DGradient", "AveragePoolGradient",
+      "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient",
+      "LpPoolGradient")(same_as(0))  # [X, Y, dY] -> dX
+
+
+# ---- onnx ----
+from engine.runtime.ops.conv import onnx_geometry  # noqa: E402
+from engine.catalogue.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D",
+                "AveragePool2D", "AveragePool3D")
+def pool_onnx(c):
+    """ONNX Max/AveragePool with explicit pads (floor sizes, as Caffe2); AveragePool keeps Caffe2's
+    count_include_pad; global_pooling becomes GlobalMax/GlobalAveragePool."""
+    kind = "MaxPool" if c.op.type.startswith("MaxPool") else "AveragePool"
+    r = c.rank(0)
+    x, y = c.x_nchw(0), c.y_nchw(0)
+    if c.arg("global_pooling", 0):
+        c.emit(f"Global{kind}", [x], [y])
+        return c.done_nchw(0, y, r)
+    spatial = c.shape(0)[2:] if c.nchw else c.shape(0)[1:-1]
+    k, s, pb, pe, d = onnx_geometry(c, r - 2, spatial)
+    if any(v != 1 for v in d):
+        raise c.refuse(f"dilations {d} (Caffe2 pools refuse them too)")
+    extra = {"count_include_pad": int(c.arg("count_include_pad", 0))} if kind == "AveragePool" else {}
+    if any(p >= kk for p, kk in zip(pb + pe, k + k)) and c.arg("legacy_pad", 0) == 3:
+        # NOTE: old Caffe's ceil sizes grow the tail pad past the kernel, which ONNX Runtime refuses;
+        # ceil_mode with the given pads has the same sizes (a window starting in the pad is dropped)
+        _, _, pb, pe, _ = onnx_geometry(c, r - 2, None)
+        extra["ceil_mode"] = 1
+    if any(p >= kk for p, kk in zip(pb + pe, k + k)):  # NOTE: ONNX Runtime wants every pad below the kernel
+        raise c.refuse(f"pads {pb + pe} not below kernel {k} (ONNX Runtime refuses such a pool)")
+    c.emit(kind, [x], [y], kernel_shape=k, strides=s, pads=pb + pe, **extra)
+    c.done_nchw(0, y, r)
+
+
+@onnx_converter("LpPool")
+def lp_pool_onnx(c):
+    """ONNX LpPool ((sum of |x|^p over the window)^(1/p)); ONNX's p is an integer, so other p refused."""
+    p = float(c.arg("p", 2.0))
+    if p != int(p):
+        raise c.refuse(f"p {p:g} is not an integer (ONNX LpPool's p is)")
+    r = c.rank(0)
+    x, y = c.x_nchw(0), c.y_nchw(0)
+    if c.arg("global_pooling", 0):
+        c.emit("GlobalLpPool", [x], [y], p=int(p))
+        return c.done_nchw(0, y, r)
+    spatial = c.shape(0)[2:] if c.nchw else c.shape(0)[1:-1]
+    k, s, pb, pe, _ = onnx_geometry(c, r - 2, spatial)
+    c.emit("LpPool", [x], [y], kernel_shape=k, strides=s, pads=pb + pe, p=int(p))
+    c.done_nchw(0, y, r)
