@@ -7,6 +7,8 @@ the one-line descriptions are netviz's own (``descriptions.tsv``). Any view can 
 >>> from engine.catalogue import category, check_op, facts, op_doc
 >>> facts("Conv").inputs, category("Conv")
 (('X', 'filter', 'bias'), 'conv')
+
+May import: engine.model.
 """
 import importlib
 from typing import Any

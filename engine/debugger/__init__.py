@@ -1,6 +1,8 @@
 """The debugger engine: stepping forward and backward through nested nets.
 
 The TUI and the headless CLI are thin views over :class:`Debugger`; it never imports them.
+
+May import: engine.model, engine.graph, engine.catalogue, engine.runtime, engine.autodiff, engine.analysis.
 """
 from typing import Any
 

@@ -78,6 +78,8 @@ ids in order), "external_input", "external_output"}``, the directory for walking
 Counts: the top net has ``len(net.op)`` op nodes and one blob node per distinct
 ``(name, version)`` of its SSA plus its declared external inputs/outputs; ``Σ len(op.input)``
 input edges and ``Σ len(op.output)`` output edges.
+
+May import: engine.model.
 """
 from engine.graph.build import blob_id, from_model, from_netdef, net_prefix, op_id
 from engine.graph.query import (blobs, consumers, group_by_scope, neighbourhood, net_view,
