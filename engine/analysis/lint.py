@@ -12,13 +12,12 @@ otherwise departs from Caffe2; each :class:`Rule` names its section of ``docs/fi
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.model.opdef import arg_value, subnets_of
+from engine.runtime.fidelity import fix_caffe2, fixes_enabled, set_fix_caffe2  # noqa: F401  (lint's switch)
 from engine.runtime.shapes import inference_is_not_run
 from proto import caffe2_pb2
 
@@ -26,41 +25,6 @@ if TYPE_CHECKING:
     from engine.autodiff.training import TrainingSplit
 
 __all__ = ["fix_caffe2", "fixes_enabled", "set_fix_caffe2", "Finding", "Rule", "RULES", "lint_net"]
-
-_MODE = {"fix": False}
-_LOCK = threading.Lock()
-
-
-def fixes_enabled() -> bool:
-    """Whether netviz's fixes of Caffe2 bugs apply (False: Caffe2-exact, the default)."""
-    return _MODE["fix"]
-
-
-def set_fix_caffe2(on: bool) -> None:
-    """Switch the whole process (every thread: the TUI steps in workers) to fixed or exact mode."""
-    with _LOCK:
-        _MODE["fix"] = bool(on)
-
-
-@contextmanager
-def fix_caffe2(on: bool = True) -> Iterator[None]:
-    """Apply netviz's fixes of Caffe2 bugs (``on``) or Caffe2's exact semantics inside the block.
-
-    Examples
-    --------
-    >>> with fix_caffe2():
-    ...     fixes_enabled()
-    True
-    >>> fixes_enabled()
-    False
-    """
-    old = fixes_enabled()
-    set_fix_caffe2(on)
-    try:
-        yield
-    finally:
-        set_fix_caffe2(old)
-
 
 @dataclass(frozen=True, slots=True)
 class Finding:

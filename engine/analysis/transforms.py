@@ -542,7 +542,7 @@ def fuse_conv_bn(m: Any, workspace: Any) -> None:
     never reads the argument), so the fused net differs from the original when it is not 1e-5.
     netviz does the same, and uses the op's epsilon under ``engine.analysis.lint.fix_caffe2()``.
     """
-    from engine.analysis.lint import fixes_enabled  # noqa: PLC0415
+    from engine.runtime.fidelity import fixes_enabled  # noqa: PLC0415
 
     while _fuse_one_conv_bn(m, workspace, fixes_enabled()):
         pass

@@ -20,7 +20,7 @@ from engine.runtime.control_ops_grad import kept_by_a_branch
 from engine.errors import GradientError
 from engine.runtime.grad_makers import (NOT_IMPLEMENTED_YET, SHOULD_NOT_DO_GRADIENT, GradientMakerError, GradientSlice,
                                 NoGradientMakerError, is_cc_maker)
-from engine.analysis.lint import fixes_enabled
+from engine.runtime.fidelity import fixes_enabled
 from engine.model.opdef import create_operator
 from engine.model.optypes import CONTROL_FLOW
 from engine.catalogue.registry import GRADIENTS

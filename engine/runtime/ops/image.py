@@ -14,7 +14,7 @@ import numpy as np
 from engine.runtime import device as dev
 from engine.errors import ExecutionError
 from engine.runtime.grad_makers import cc_maker, simple
-from engine.analysis.lint import fixes_enabled
+from engine.runtime.fidelity import fixes_enabled
 from engine.runtime.ops.conv import col2im, from_nchw, geometry, geometry_args, to_nchw, windows
 from engine.runtime.ops.tensor import concat, concat_gradient, concat_shape
 from engine.catalogue.registry import gradient, kernel, shape

@@ -7,7 +7,7 @@ import numpy as np
 
 from engine.runtime import parallel
 from engine.runtime.grad_makers import cc_maker, should_not_do_gradient, simple
-from engine.analysis.lint import fixes_enabled
+from engine.runtime.fidelity import fixes_enabled
 from engine.catalogue.registry import gradient, kernel
 from engine.catalogue.registry import shape
 from engine.runtime.shapes import BOOL, TensorInfo, dims, norm_axis, same_as, split_layout

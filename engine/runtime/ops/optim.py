@@ -15,7 +15,7 @@ import numpy as np
 from engine.runtime import device as dev
 from engine.runtime.grad_makers import no_gradient, should_not_do_gradient
 from engine.errors import ExecutionError
-from engine.analysis.lint import fixes_enabled
+from engine.runtime.fidelity import fixes_enabled
 from engine.model.opdef import arg_value
 from engine.catalogue.registry import gradient, kernel
 from engine.catalogue.registry import shape
