@@ -336,7 +336,7 @@ def get_params_from_init_net(init_net: caffe2_pb2.NetDef
                              ) -> tuple[dict[str, Any], dict[str, caffe2_pb2.DeviceOption]]:
     """Run `init_net` in a fresh workspace; return ``(params, device_options)`` by blob name."""
     from engine.runtime.executor import run_net  # noqa: PLC0415
-    from engine.caffe2.workspace import Workspace  # noqa: PLC0415
+    from engine.runtime.workspace import Workspace  # noqa: PLC0415
 
     ws = Workspace("get_params_from_init_net")
     run_net(init_net, ws)
@@ -787,7 +787,7 @@ def run_opt_pass(name: str, net: caffe2_pb2.NetDef, workspace: Any = None, keep_
     if name not in WORKSPACE_OPT_PASSES:
         raise ExecutionError(f"Pass doesn't exist: {name} (netviz has {sorted({**OPT_PASSES, **WORKSPACE_OPT_PASSES})})")
     if workspace is None:
-        from engine.caffe2.workspace import current  # noqa: PLC0415
+        from engine.runtime.workspace import current  # noqa: PLC0415
         workspace = current()
     return _on_graph(net, lambda m: WORKSPACE_OPT_PASSES[name](m, workspace), f"pass {name}", keep_net)
 

@@ -12,7 +12,7 @@ netviz has no MKL-DNN, TensorRT, FBGEMM, NUMA or ASAN builds.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from engine.runtime import device as _dev
@@ -21,7 +21,8 @@ from engine.analysis.nomnigraph import (  # noqa: F401  (Caffe2's nomnigraph bin
     Annotation, Edge, Graph, MatchPredicateRef, NeuralNetData, NeuralNetOperator, NNGraph, NNMatchGraph,
     NNModule, NNModuleFromProtobuf, NNModuleFromProtobufDistributed, NNSubgraph, Node, NodeRef,
     matchSubgraph, replaceAllUsesWith, replaceAsConsumer, replaceProducer)
-from proto import caffe2_pb2
+from engine.runtime.pybind import (  # noqa: F401  (C.Workspace, C.Blob and net observers live in the runtime)
+    Blob, Observer, Workspace, _Blobs, _CurrentDescriptor, _Net, _netdef, observers)
 
 has_mkldnn = False
 use_mkldnn = False
@@ -84,37 +85,6 @@ def register_python_op(func: Any, pass_workspace: bool = False, name: str = "") 
 def register_python_gradient_op(token: str, grad_func: Any) -> None:
     from engine.runtime.ops.python_op import register_python_gradient_op as register
     register(token, grad_func)
-
-
-class Observer:
-    """A net observer (``net.AddObserver("TimeObserver" | "RunCountObserver")``): the workspace
-    reports every run of the net and how many of its top-level ops ran."""
-
-    KINDS = ("TimeObserver", "RunCountObserver")
-
-    def __init__(self, kind: str) -> None:
-        if kind not in self.KINDS:
-            raise ExecutionError(f"observer type {kind!r}: netviz has {', '.join(self.KINDS)}")
-        self.kind, self.runs, self.op_runs, self.total_ms = kind, 0, 0, 0.0
-
-    def record(self, ms: float, ops: int) -> None:
-        self.runs, self.op_runs, self.total_ms = self.runs + 1, self.op_runs + ops, self.total_ms + ms
-
-    def average_time(self) -> float:
-        """Milliseconds per net run."""
-        return self.total_ms / self.runs if self.runs else 0.0
-
-    def average_time_children(self) -> float:
-        """Milliseconds per op run."""
-        return self.total_ms / self.op_runs if self.op_runs else 0.0
-
-    def debug_info(self) -> str:
-        return (f"This operator runs {self.op_runs} times." if self.kind == "RunCountObserver"
-                else f"average time {self.average_time():.3f} ms over {self.runs} runs")
-
-
-observers: dict[str, list[Observer]] = {}
-"""Net name -> its observers (engine.caffe2.workspace reports runs of those nets)."""
 
 
 def add_observer_to_net(net_name: str, observer_type: str) -> Observer:
@@ -210,180 +180,6 @@ def create_db(db_type: str, path: str, mode: int) -> DB:
     if db_type not in registered_dbs():
         raise ExecutionError(f"db type {db_type!r}: netviz knows {registered_dbs()}")
     return DB(path, mode)
-
-
-class Blob:
-    """One named blob of a workspace, as Caffe2's ``C.Blob``: ``feed``/``fetch``."""
-
-    def __init__(self, ws: Any, name: str) -> None:
-        self._ws, self._name = ws, name
-
-    def feed(self, arg: Any, device_option: caffe2_pb2.DeviceOption | None = None) -> bool:
-        if device_option is not None and not isinstance(device_option, caffe2_pb2.DeviceOption):
-            raise TypeError(f"blob {self._name}: device_option must be a DeviceOption")
-        return self._ws.feed_blob(self._name, arg, device_option)
-
-    _feed = feed
-
-    def fetch(self) -> Any:
-        return self._ws.fetch_blob(self._name)
-
-    def tensor(self) -> Any:
-        """The blob as a Python op's tensor view (``.data``, ``.shape``, ``.feed``, ``.reshape``)."""
-        from engine.runtime.ops.python_op import TensorCPU
-        if not self._ws.has_blob(self._name):
-            self._ws.create_blob(self._name)
-        return TensorCPU(self._ws, self._name)
-
-    as_tensor = tensor
-
-    def is_tensor(self) -> bool:
-        return hasattr(self._ws.values.get(self._name), "shape")
-
-    def serialize(self, name: str) -> bytes:
-        from engine.runtime.blobio import serialize_blob
-        return serialize_blob(name, self._ws.fetch_blob(self._name))
-
-    def deserialize(self, data: bytes) -> None:
-        from engine.runtime.blobio import deserialize_blob
-        self._ws.feed_blob(self._name, deserialize_blob(data)[1])
-
-
-class _Blobs(Mapping):
-    """``ws.blobs``: a read-only mapping from blob name to :class:`Blob`."""
-
-    def __init__(self, ws: Any) -> None:
-        self._ws = ws
-
-    def __getitem__(self, name: str) -> Blob:
-        if not self._ws.has_blob(str(name)):
-            raise KeyError(name)
-        return Blob(self._ws, str(name))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ws.blobs())
-
-    def __len__(self) -> int:
-        return len(self._ws.blobs())
-
-
-class _Net:
-    """A net created in a workspace (``ws.create_net(...)``), runnable by ``.run()``; ``.cancel()``
-    (from another thread) closes the queues its ops wait on and makes the run it stops fail."""
-
-    def __init__(self, ws: Any, name: str) -> None:
-        self._ws, self.name = ws, name
-        self._cancelled = False
-
-    def run(self) -> bool:
-        ok = self._ws.run_net(self.name)
-        if self._cancelled:
-            self._cancelled = False
-            raise ExecutionError(f"{self.name}: the net was cancelled while it ran")
-        return ok
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        compiled = self._ws.nets.get(self.name)
-        for op in compiled.net.op if compiled is not None else ():
-            queue = self._ws.values.get(op.input[0]) if len(op.input) else None
-            if hasattr(queue, "close") and hasattr(queue, "cond"):  # a blobs/rebatching queue
-                queue.close()
-
-    def Proto(self) -> caffe2_pb2.NetDef:  # noqa: N802 (Caffe2's name)
-        return self._ws.nets[self.name].net if hasattr(self._ws.nets[self.name], "net") else caffe2_pb2.NetDef()
-
-
-class _CurrentDescriptor:
-    def __get__(self, obj: Any, owner: type) -> "Workspace":
-        from engine.caffe2 import workspace
-        return owner(workspace.current())
-
-
-class Workspace:
-    """Caffe2's ``C.Workspace``: a private workspace (not the one ``workspace.*`` acts on).
-
-    ``Workspace.current`` is the current module-level workspace.
-    """
-
-    current = _CurrentDescriptor()
-
-    def __init__(self, ws: Any = None) -> None:
-        """``C.Workspace()``: a new empty workspace; ``C.Workspace(parent)``: a child that sees
-        (and writes through to) the parent's blobs, new blobs staying its own."""
-        from engine.caffe2 import workspace
-        if isinstance(ws, Workspace):
-            self._ws = ws._ws.child("C.Workspace")
-        else:
-            self._ws = ws if isinstance(ws, workspace.Workspace) else workspace.Workspace("C.Workspace")
-
-    @property
-    def blobs(self) -> _Blobs:
-        return _Blobs(self._ws)
-
-    @property
-    def nets(self) -> dict[str, _Net]:
-        return {n: _Net(self._ws, n) for n in self._ws.nets}
-
-    def create_blob(self, name: str) -> Blob:
-        self._ws.create_blob(str(name))
-        return Blob(self._ws, str(name))
-
-    def feed_blob(self, name: str, arr: Any, device_option: Any = None) -> bool:
-        return self._ws.feed_blob(str(name), arr, device_option)
-
-    def fetch_blob(self, name: str) -> Any:
-        return self._ws.fetch_blob(str(name))
-
-    def has_blob(self, name: str) -> bool:
-        return self._ws.has_blob(str(name))
-
-    def remove_blob(self, name: str) -> None:
-        self._ws.remove_blob(str(name))
-
-    _remove_blob = remove_blob
-
-    def create_net(self, net: Any, overwrite: bool = False) -> _Net:
-        proto = _netdef(net)
-        self._ws.create_net(proto, overwrite)
-        return _Net(self._ws, proto.name)
-
-    def _create_net(self, data: bytes, overwrite: bool = False) -> _Net:
-        return self.create_net(caffe2_pb2.NetDef.FromString(data), overwrite)
-
-    def _run_net(self, data: bytes) -> bool:
-        return self._ws.run_net_once(caffe2_pb2.NetDef.FromString(data))
-
-    def _run_operator(self, data: bytes) -> bool:
-        return self._ws.run_operator_once(caffe2_pb2.OperatorDef.FromString(data))
-
-    def _run_plan(self, data: bytes) -> bool:
-        from engine.runtime import plandef as plans
-        return plans.run_plan(caffe2_pb2.PlanDef.FromString(data), self._ws)
-
-    def run(self, obj: Any) -> bool:
-        """Run a NetDef/Net, OperatorDef, PlanDef/Plan or ExecutionStep in this workspace."""
-        from engine.runtime import plandef as plans
-        proto = obj.Proto() if hasattr(obj, "Proto") else obj
-        if isinstance(proto, caffe2_pb2.OperatorDef):
-            return self._ws.run_operator_once(proto)
-        if isinstance(proto, caffe2_pb2.NetDef):
-            return self._ws.run_net_once(proto)
-        if isinstance(proto, caffe2_pb2.ExecutionStep):
-            return plans.run_plan(plans.as_plan(proto), self._ws)
-        if isinstance(proto, caffe2_pb2.PlanDef):
-            return plans.run_plan(proto, self._ws)
-        raise TypeError(f"Workspace.run: cannot run a {type(obj).__name__}")
-
-
-def _netdef(net: Any) -> caffe2_pb2.NetDef:
-    if isinstance(net, bytes):
-        return caffe2_pb2.NetDef.FromString(net)
-    if isinstance(net, caffe2_pb2.NetDef):
-        return net
-    if not hasattr(net, "Proto"):
-        raise TypeError(f"expected a NetDef, a Net or serialized bytes, got {type(net).__name__}")
-    return net.Proto()
 
 
 class OpSchema:

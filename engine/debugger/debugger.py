@@ -28,7 +28,7 @@ from engine.errors import NetvizError
 from engine.model.opdef import subnets_of
 from engine.model.opdef import subnets_of
 from engine.model.modelio import Model
-from engine.caffe2.workspace import Workspace
+from engine.runtime.workspace import Workspace
 from proto import caffe2_pb2
 
 __all__ = ["Debugger", "DebuggerError"]

@@ -22,7 +22,7 @@ from engine.debugger.records import (BlobSummary, FrameInfo, OpExecuted, OpPath,
 from engine.errors import NetvizError
 from engine.runtime.plans import SubnetRun
 from engine.autodiff.training import update_ratio
-from engine.caffe2.workspace import Workspace
+from engine.runtime.workspace import Workspace
 from proto import caffe2_pb2
 
 _MISSING = object()

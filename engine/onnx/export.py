@@ -395,7 +395,7 @@ class Convert:
         """Every output as a Constant: the op run alone in the engine on its fixed inputs (fills,
         shape arithmetic on weights); a refusal when an input is computed at run time."""
         from engine.runtime import executor  # noqa: PLC0415
-        from engine.caffe2.workspace import Workspace  # noqa: PLC0415
+        from engine.runtime.workspace import Workspace  # noqa: PLC0415
 
         ws = Workspace("onnx-fold")
         for i, b in enumerate(self.op.input):

@@ -360,7 +360,7 @@ def eval_op(op_type: str, *inputs: Any, n_out: int = 1, device: str | None = Non
     [-1.0, 3.0]
     """
     from engine.model.opdef import create_operator  # noqa: PLC0415
-    from engine.caffe2.workspace import Workspace  # noqa: PLC0415
+    from engine.runtime.workspace import Workspace  # noqa: PLC0415
 
     ws = Workspace("eval_op")
     names = [f"I{i}" for i in range(len(inputs))]

@@ -16,7 +16,7 @@ from engine.errors import ExecutionError
 from engine.runtime.plans import SubnetRun
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import BOOL, OPAQUE, UNKNOWN, TensorInfo, Unknown, opaque
-from engine.caffe2.workspace import Workspace, WorkspaceStack
+from engine.runtime.workspace import Workspace, WorkspaceStack
 
 MAX_WHILE_ITERATIONS = 1_000_000
 """A While stops with an ExecutionError after this many iterations (op arg ``max_iterations`` overrides)."""

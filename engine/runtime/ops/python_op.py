@@ -177,7 +177,7 @@ def _run(ctx: Any, suffix: str, tensor: type[TensorCPU] = TensorCPU) -> tuple[np
         ins = [tensor(ws, n) for n in op.input]
         outs = [tensor(ws, n) for n in op.output]
         if pass_workspace:
-            from engine.caffe2.capi import Workspace
+            from engine.runtime.pybind import Workspace
             func(ins, outs, Workspace(ws))
         else:
             func(ins, outs)

@@ -5,7 +5,7 @@ RecurrentNetwork runs its step net once per timestep, each in its own step works
 ``yield``ing a :class:`~engine.runtime.plans.SubnetRun` per timestep (the executor runs each whole, the
 debugger steps into them).  As in Caffe2, the step net it yields starts with one
 ``rnn_internal_apply_link`` op per link, which makes the link's internal blob a view of rows of
-the external sequence blob (:func:`engine.caffe2.workspace.bind_view`), so the step's outputs land in
+the external sequence blob (:func:`engine.runtime.workspace.bind_view`), so the step's outputs land in
 the recurrent state buffer ``(T + 1) x N x D`` and the next step reads them back.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from engine.model.opdef import args_of, create_operator
 from engine.runtime.plans import SubnetRun
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import FLOAT, OPAQUE, UNKNOWN, TensorInfo, dim_op, dims, opaque, same_as
-from engine.caffe2.workspace import Workspace, bind_view, step_workspace
+from engine.runtime.workspace import Workspace, bind_view, step_workspace
 from proto import caffe2_pb2
 
 

@@ -422,7 +422,7 @@ def create_blobs_queue(xp, *, capacity: int = 1, num_blobs: int = 1, enforce_uni
 
 
 def _empty():
-    from engine.caffe2.workspace import _EMPTY  # noqa: PLC0415  (engine.caffe2.workspace imports the executor)
+    from engine.runtime.workspace import _EMPTY  # noqa: PLC0415  (engine.runtime.workspace imports the executor)
     return _EMPTY
 
 
