@@ -257,16 +257,23 @@ def RunOperatorMultiple(op: Any, num_runs: int) -> bool:
     return True
 
 
+def _plan(plan_or_step: Any) -> caffe2_pb2.PlanDef:
+    """The PlanDef to run; a ``core.ExecutionStep`` builder becomes a plan carrying its nets."""
+    from engine.caffe2.plan_builder import ExecutionStep, Plan
+    from engine.runtime import plandef as plans
+    return plans.as_plan(Plan(plan_or_step) if isinstance(plan_or_step, ExecutionStep) else plan_or_step)
+
+
 def RunPlan(plan_or_step: Any) -> bool:
     """Run a Plan / PlanDef / ExecutionStep in the current workspace (engine.runtime.plans)."""
     from engine.runtime import plandef as plans
-    return plans.run_plan(plans.as_plan(plan_or_step), current())
+    return plans.run_plan(_plan(plan_or_step), current())
 
 
 def RunPlanInBackground(plan_or_step: Any) -> Any:
     """Start the plan on a thread; the handle has ``is_done()`` and ``is_succeeded()``."""
     from engine.runtime import plandef as plans
-    return plans.BackgroundPlan(plans.as_plan(plan_or_step), current())
+    return plans.BackgroundPlan(_plan(plan_or_step), current())
 
 
 def BenchmarkNet(name: Any, warmup_runs: int, main_runs: int, run_individual: bool) -> list[float]:

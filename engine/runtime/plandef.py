@@ -86,12 +86,12 @@ def load_plan(path: str | Path) -> caffe2_pb2.PlanDef:
 
 
 def as_plan(obj: Any) -> caffe2_pb2.PlanDef:
-    """A PlanDef from a PlanDef, a ``core.Plan``, an ExecutionStep (proto or builder) or bytes."""
+    """A PlanDef from a PlanDef, a ``core.Plan``, an ExecutionStep proto or bytes.
+
+    A ``core.ExecutionStep`` builder (whose nets a plan must carry) becomes a plan in
+    :func:`engine.caffe2.workspace.RunPlan`, where the builders live."""
     if isinstance(obj, bytes):
         return caffe2_pb2.PlanDef.FromString(obj)
-    if hasattr(obj, "Proto") and not hasattr(obj, "AddStep") and hasattr(obj, "Nets"):  # core.ExecutionStep
-        from engine.caffe2.plan_builder import Plan
-        return Plan(obj).Proto()
     proto = obj.Proto() if hasattr(obj, "Proto") else obj
     if isinstance(proto, caffe2_pb2.ExecutionStep):
         return caffe2_pb2.PlanDef(name=proto.name, execution_step=[proto])
