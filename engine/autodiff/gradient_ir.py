@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engine.runtime import ops as _ops  # noqa: F401 - fills GRADIENTS
+from engine.runtime import control_ops_grad
 from engine.runtime.control_ops_grad import kept_by_a_branch
 from engine.errors import GradientError
 from engine.runtime.grad_makers import (NOT_IMPLEMENTED_YET, SHOULD_NOT_DO_GRADIENT, GradientMakerError, GradientSlice,
@@ -617,16 +618,9 @@ class GradientRegistry:
     @classmethod
     def GetBackwardPass(cls, operators: Sequence[caffe2_pb2.OperatorDef],
                         ys: Sequence[Any] | Mapping[Any, Any]) -> tuple[list[caffe2_pb2.OperatorDef], dict[Any, Any]]:
-        """``IR(operators).GetBackwardPass(ys)``, the map holding BlobReferences as Caffe2's does."""
-        ops, grads = IR(operators).GetBackwardPass(ys)
-        return ops, as_blob_references(grads)
-
-
-def as_blob_references(grads: Mapping[str, Any]) -> dict[Any, Any]:
-    """``{BlobReference: BlobReference | GradientSlice of BlobReferences}`` (Caffe2's gradient map)."""
-    from engine.caffe2.core import BlobReference
-    return {BlobReference(k): (GradientSlice(BlobReference(v[0]), BlobReference(v[1])) if isinstance(v, tuple)
-                               else BlobReference(v)) for k, v in grads.items() if v is not None}
+        """``IR(operators).GetBackwardPass(ys)``; ``core.GradientRegistry`` hands the map back as Caffe2's
+        BlobReferences (:mod:`engine.caffe2.core`, the API face)."""
+        return IR(operators).GetBackwardPass(ys)
 
 
 def _verify_schema(op: caffe2_pb2.OperatorDef) -> None:
@@ -668,8 +662,8 @@ def backward_net(net: caffe2_pb2.NetDef, loss_blobs: Sequence[Any] | Mapping[Any
         unchanged.  The forward part is `net`'s ops, plus a ``Copy`` to ``_<blob>_saved_<i>``
         before each op that overwrites in place an input its gradient needs (Caffe2 reads the
         new value there), so it has ``len(out.op) - len(list)`` ops.  The saves are made with
-        ``fix_caffe2=True`` (default: :func:`engine.analysis.lint.fixes_enabled`, Caffe2-exact unless
-        ``--fix-caffe2`` or ``with engine.analysis.lint.fix_caffe2():``).
+        ``fix_caffe2=True`` (default: :func:`engine.runtime.fidelity.fixes_enabled`, Caffe2-exact unless
+        ``--fix-caffe2`` or ``with engine.runtime.fidelity.fix_caffe2():``).
 
     Examples
     --------
@@ -688,3 +682,14 @@ def backward_net(net: caffe2_pb2.NetDef, loss_blobs: Sequence[Any] | Mapping[Any
         out.op.extend(fwd)
     out.op.extend(grad_ops)
     return out, [None if i is None else where[i] for i in ir.grad_op_origin]
+
+
+def _subnet_backward(ops: Sequence[caffe2_pb2.OperatorDef], init: dict[str, str]
+                     ) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, Any]]:
+    """A subnet's backward pass, for the Do / If / While makers of the runtime's control family.
+
+    NOTE: no saves of in-place inputs in subnets (Caffe2's reads; docs/fidelity.md)."""
+    return IR(ops, save_inputs=False).GetBackwardPass(init)
+
+
+control_ops_grad.SUBNET_BACKWARD[:] = [_subnet_backward]  # the makers sit below this layer; it lends them the IR

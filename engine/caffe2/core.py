@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from engine.model import opdef
+from engine.model import netnames, opdef
 from engine.errors import GraphError
 from engine.model.optypes import CONTROL_FLOW
 from engine.model.scope import CurrentDeviceScope, CurrentNameScope, DeviceScope, NameScope
@@ -39,10 +39,35 @@ _PLAN_EXPORTS = ("Plan", "ExecutionStep", "execution_step", "scoped_execution_st
                  "add_nets_in_order")
 
 
+_REGISTRY_FACES: dict[type, type] = {}
+
+
+def _gradient_registry(base: type) -> type:
+    """``core.GradientRegistry``: the autodiff layer's registry, its backward-pass map made of BlobReferences."""
+    if base not in _REGISTRY_FACES:
+        class GradientRegistry(base):  # type: ignore[valid-type, misc]
+            __doc__, __qualname__ = base.__doc__, "GradientRegistry"
+
+            @classmethod
+            def GetBackwardPass(cls, operators: Any, ys: Any) -> tuple[list[caffe2_pb2.OperatorDef], dict[Any, Any]]:
+                ops, grads = super().GetBackwardPass(operators, ys)
+                return ops, as_blob_references(grads)
+
+        _REGISTRY_FACES[base] = GradientRegistry
+    return _REGISTRY_FACES[base]
+
+
+def as_blob_references(grads: Any) -> dict[Any, Any]:
+    """``{BlobReference: BlobReference | GradientSlice of BlobReferences}`` (Caffe2's gradient map)."""
+    from engine.autodiff.gradient_ir import GradientSlice
+    return {BlobReference(k): (GradientSlice(BlobReference(v[0]), BlobReference(v[1])) if isinstance(v, tuple)
+                               else BlobReference(v)) for k, v in grads.items() if v is not None}
+
+
 def __getattr__(name: str) -> Any:
     if name in _GRADIENT_EXPORTS:
         from engine.autodiff import gradient_ir
-        return getattr(gradient_ir, name)
+        return _gradient_registry(gradient_ir.GradientRegistry) if name == "GradientRegistry" else getattr(gradient_ir, name)
     if name in _PLAN_EXPORTS:
         from engine.caffe2 import plan_builder
         return getattr(plan_builder, name)
@@ -251,21 +276,9 @@ class Net:
     (['FC', 'Relu'], ['X', 'W', 'b'])
     """
 
-    _net_names_used_counters: dict[str, int] = {}
-
-    @staticmethod
-    def current_prefix() -> str:
-        """The name of the innermost active NetBuilder (a Task's, in caffe2.python.net_builder), else ''."""
-        builders = sys.modules.get("caffe2.python.net_builder")
-        builder = builders.NetBuilder.current(required=False) if builders is not None else None
-        return builder.name if builder else ""
-
-    @staticmethod
-    def _get_next_net_name(basename: str) -> str:
-        basename = "/".join(x for x in (Net.current_prefix(), basename) if x)
-        k = Net._net_names_used_counters.get(basename, 0)
-        Net._net_names_used_counters[basename] = k + 1
-        return basename if k == 0 else f"{basename}_{k}"
+    _net_names_used_counters: dict[str, int] = netnames.USED
+    current_prefix = staticmethod(netnames.current_prefix)
+    _get_next_net_name = staticmethod(netnames.next_net_name)
 
     def __init__(self, name_or_proto: str | caffe2_pb2.NetDef, inplace: bool = False) -> None:
         self._registered_blob_names: set[str] = set()

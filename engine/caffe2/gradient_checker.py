@@ -22,7 +22,7 @@ from proto import caffe2_pb2
 
 
 def _grad_map(ops: Sequence[caffe2_pb2.OperatorDef], ys: Any) -> tuple[list[caffe2_pb2.OperatorDef], Any]:
-    from engine.autodiff.gradient_ir import GradientRegistry  # noqa: PLC0415  (gradients are an optional layer)
+    from engine.caffe2.core import GradientRegistry  # noqa: PLC0415  (Caffe2's: the map holds BlobReferences)
 
     return GradientRegistry.GetBackwardPass(ops, ys)
 

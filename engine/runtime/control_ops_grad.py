@@ -17,12 +17,14 @@ set).  Where Caffe2 1.10.2 fails or is wrong, netviz differs (``docs/fidelity.md
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.runtime.grad_makers import GradientMakerError
+from engine.model.netnames import next_net_name
 from engine.model.opdef import arg_value, make_argument
 from engine.model.optypes import CONTROL_FLOW
+from engine.model.scope import CurrentNameScope
 from proto import caffe2_pb2
 
 __all__ = ["dedupe_g_output", "gen_do_gradient", "gen_if_gradient", "gen_while_gradient",
@@ -168,12 +170,19 @@ def dedupe_g_output(op: caffe2_pb2.OperatorDef, g_output: Sequence[Any]
     return ops, deduped
 
 
+SubnetBackward = Callable[[Sequence[caffe2_pb2.OperatorDef], dict[str, str]],
+                          tuple[list[caffe2_pb2.OperatorDef], Mapping[Any, Any]]]
+SUBNET_BACKWARD: list[SubnetBackward] = []
+"""The backward-pass generator these makers differentiate subnets with.  It is the autodiff layer's
+(``IR(ops, save_inputs=False).GetBackwardPass``), above the op families: :mod:`engine.autodiff.gradient_ir`
+puts it here when it loads, and only it calls these makers."""
+
+
 def _backward(ops: Sequence[caffe2_pb2.OperatorDef], init: Mapping[str, str]
               ) -> tuple[list[caffe2_pb2.OperatorDef], dict[str, str]]:
-    from engine.autodiff.gradient_ir import IR  # noqa: PLC0415  (gradient_ir imports the op families)
-
-    # NOTE: no saves of in-place inputs in subnets (Caffe2's reads; docs/fidelity.md).
-    grad_ops, grad_map = IR(ops, save_inputs=False).GetBackwardPass(dict(init))
+    if not SUBNET_BACKWARD:
+        raise GradientMakerError("differentiating a subnet needs engine.autodiff.gradient_ir (import it first)")
+    grad_ops, grad_map = SUBNET_BACKWARD[0](ops, dict(init))
     return grad_ops, {str(b): str(g) for b, g in grad_map.items()}
 
 
@@ -422,11 +431,8 @@ def gen_while_gradient(op: caffe2_pb2.OperatorDef, g_output: Sequence[Any]
     if _loop_varying(op, body, body_reads) and loop_grad.op:
         pre = _accumulate_over_iterations(op, body, body_reads, loop_grad, loop_map, init)
     reads, writes = _reads_writes(loop_grad.op)
-    from engine.caffe2.core import Net  # noqa: PLC0415
-
-    cond_builder = Net("gradient_loop_cond_net")  # NOTE: Caffe2's global net-name counter names it
-    name = cond_builder.Name()
-    cond_blob = str(cond_builder.NextScopedBlob(name + "/cond"))
+    name = next_net_name("gradient_loop_cond_net")  # NOTE: Caffe2 names it by a core.Net, off the global counter
+    cond_blob = CurrentNameScope() + name + "/cond"  # that fresh net's NextScopedBlob
     # NOTE: Caffe2 adds these through Net methods (CreateOperator), which set name: "".
     cond_net = caffe2_pb2.NetDef(name=name, op=[_plain("HasScope", [ws_blob], [cond_blob], name="")])
     init_ops = [_plain("HasScope", [ws_blob], [cond_blob], name="")]
