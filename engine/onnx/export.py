@@ -508,6 +508,10 @@ class Convert:
     def refuse(self, why: str) -> Refused:
         return Refused(why)
 
+    def dtype(self, dtype: Any) -> int:
+        """ONNX element type of a NumPy dtype, for a converter's ``to=`` (refused when ONNX has none)."""
+        return onnx_dtype(dtype)
+
     def subgraph(self, nets: Sequence[caffe2_pb2.NetDef], outputs: Sequence[str],
                  inputs: Sequence[tuple[str, str, TensorInfo]] = (), out_infos: Sequence[TensorInfo] = (),
                  cond: str | None = None, pre: Any = None, post: Any = None) -> Any:

@@ -803,11 +803,10 @@ def _slice_at_run_time(c):
 
 @onnx_converter("Cast")
 def cast_onnx(c):
-    from engine.onnx.export import onnx_dtype  # noqa: PLC0415
     t = np_dtype(c.arg("to", 1))
     if t is object:
         raise c.refuse("Cast to STRING (C++ to_string text)")
-    c.emit("Cast", [c.x(0)], [c.y(0)], to=onnx_dtype(t))
+    c.emit("Cast", [c.x(0)], [c.y(0)], to=c.dtype(t))
 
 
 @onnx_converter("Alias", "StopGradient", "EnsureDense")
