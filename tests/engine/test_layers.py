@@ -1,0 +1,161 @@
+"""engine/ is a one-way stack of packages: every import (module level or inside a function) goes down.
+
+Each package's ``__init__`` docstring states its one job and, on a ``May import:`` line, the packages
+below it that it may import; that line is the only table (docs/architecture.md draws it).  Besides
+them, anyone may import ``engine.errors`` and the root package; the Caffe2 faces directly under
+``engine/`` (``core``, ``workspace``, ``scope``) and ``__main__`` programs sit on top of everything.
+restructure_engine: skip-file
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "engine"
+FOUNDATION = {"engine", "engine.errors"}
+MAY_IMPORT = re.compile(r"^May import: (.*?)\.?\s*(?:\n\n|\Z)", re.M | re.S)
+
+
+def modules(engine: Path) -> dict[str, Path]:
+    """Dotted name -> file, for every module of the engine tree at `engine`."""
+    out = {}
+    for p in engine.rglob("*.py"):
+        if "__pycache__" not in p.parts:
+            name = ".".join(p.relative_to(engine.parent).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = p
+    return out
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, int]]:
+    """(imported engine module, line) for every import in the file, functions included."""
+    out = []
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t.startswith("engine") and t != name:
+                out.append((t, node.lineno))
+    return out
+
+
+def layer(module: str) -> str:
+    """The package a module belongs to (``engine.runtime.ops.conv`` -> ``engine.runtime``)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def allowed_table(engine: Path) -> dict[str, set[str]]:
+    """Package -> the packages its docstring says it may import (read from the ``May import:`` line)."""
+    table = {}
+    for init in sorted(engine.glob("*/__init__.py")):
+        pkg = f"{engine.name}.{init.parent.name}"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        m = MAY_IMPORT.search(doc)
+        assert m, f"{init.relative_to(engine.parent)}: the docstring has no 'May import:' line"
+        table[pkg] = {p.strip() for p in m[1].split(",") if p.strip() and p.strip() != "nothing"}
+    return table
+
+
+def check(engine: Path) -> tuple[list[str], nx.DiGraph]:
+    """Imports against the stated direction, and the package graph the imports draw."""
+    known = modules(engine)
+    table = allowed_table(engine)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(table)
+    wrong = []
+    for name, path in sorted(known.items()):
+        src = layer(name)
+        if src not in table or path.name == "__main__.py":
+            continue  # faces directly under engine/ and programs are the top of the stack
+        for target, line in imports(name, path, known):
+            dst = layer(target)
+            if dst == src or target in FOUNDATION:
+                continue
+            graph.add_edge(src, dst)
+            if dst not in table[src]:
+                wrong.append(f"{path.relative_to(engine.parent)}:{line}: {src} imports {target} "
+                             f"(its docstring allows {', '.join(sorted(table[src])) or 'nothing'})")
+    return wrong, graph
+
+
+def test_every_import_goes_down_the_stack() -> None:
+    wrong, _ = check(ENGINE)
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_no_cycle_between_packages() -> None:
+    _, graph = check(ENGINE)
+    assert list(nx.simple_cycles(graph)) == []
+
+
+def test_the_stated_table_itself_is_one_way() -> None:
+    table = allowed_table(ENGINE)
+    graph = nx.DiGraph([(a, b) for a, bs in table.items() for b in bs])
+    assert list(nx.simple_cycles(graph)) == []
+    assert {b for bs in table.values() for b in bs} <= set(table), "a 'May import:' names no package"
+
+
+def test_each_package_states_its_one_job() -> None:
+    for init in ENGINE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert len(doc.split("\n")[0]) > 20, f"{init}: the first docstring line says what the package is for"
+
+
+def test_few_modules_directly_under_engine() -> None:
+    flat = sorted(p.name for p in ENGINE.glob("*.py"))
+    assert len(flat) <= 8, flat
+
+
+def test_caffe2_faces_are_the_layered_modules() -> None:
+    from engine import core, scope, workspace
+    from engine.caffe2 import core as layered_core, workspace as layered_workspace
+    from engine.model import scope as layered_scope
+    assert (core, workspace, scope) == (layered_core, layered_workspace, layered_scope)
+
+
+@pytest.mark.parametrize("planted, expected", [
+    ("from engine.top import api\n", "engine.low imports engine.top.api"),
+    ("def f():\n    import engine.top.api\n", "engine.low imports engine.top.api"),
+    ("def f():\n    from ..top import api\n", "engine.low imports engine.top.api"),
+])
+def test_the_checker_catches_an_upward_import_and_the_cycle(tmp_path: Path, planted: str, expected: str) -> None:
+    engine = tmp_path / "engine"
+    for pkg, doc in (("low", "The bottom layer of this made-up tree.\n\nMay import: nothing."),
+                     ("top", "The top layer of this made-up tree.\n\nMay import: engine.low.")):
+        (engine / pkg).mkdir(parents=True)
+        (engine / pkg / "__init__.py").write_text(f'"""{doc}"""\n')
+    (engine / "__init__.py").write_text("")
+    (engine / "top" / "api.py").write_text("from engine.low import mod\n")
+    (engine / "low" / "mod.py").write_text(planted)
+    wrong, graph = check(engine)
+    assert len(wrong) == 1 and expected in wrong[0] and wrong[0].startswith("engine/low/mod.py:")
+    assert list(nx.simple_cycles(graph)) != []
+
+
+ARCH = ROOT / "docs" / "architecture.md"
+
+
+def test_architecture_doc_names_only_packages_that_exist() -> None:
+    text = ARCH.read_text(encoding="utf-8")
+    named = set(re.findall(r"\bengine/([a-z_0-9]+(?:/[a-z_0-9]+)*)/", text))
+    assert named, "docs/architecture.md names no package"
+    missing = sorted(p for p in named if not (ENGINE / p / "__init__.py").is_file())
+    assert missing == [], f"docs/architecture.md names packages that do not exist: {missing}"
+    layers = set(allowed_table(ENGINE))
+    assert {f"engine.{p.split('/')[0]}" for p in named} >= layers, "every package is drawn in the doc"
