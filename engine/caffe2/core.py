@@ -77,8 +77,9 @@ def __getattr__(name: str) -> Any:
     if name == "_REGISTERED_OPERATORS":
         return set(_registered())
     if name in ("workspace", "scope", "C"):  # Caffe2's core has these module attributes
-        import importlib
-        return importlib.import_module({"C": "engine.caffe2.capi"}.get(name, f"engine.{name}"))
+        from engine.caffe2 import capi, workspace
+        from engine.model import scope
+        return {"C": capi, "workspace": workspace, "scope": scope}[name]
     raise AttributeError(f"module 'engine.caffe2.core' has no attribute '{name}'")
 
 
