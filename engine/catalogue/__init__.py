@@ -1,4 +1,4 @@
-"""Caffe2's op catalogue: facts per op type, categories, descriptions, schema checks, coverage.
+"""What is known per op type: Caffe2's facts, categories, descriptions, schema checks, and netviz's op tables.
 
 Facts (slot names, counts, arguments, in-place rules, gradient status) are measured on real
 Caffe2 by ``tests/oracle/gen_catalogue.py`` and committed as ``engine/catalogue/ops.json``;
@@ -7,6 +7,10 @@ the one-line descriptions are netviz's own (``descriptions.tsv``). Any view can 
 >>> from engine.catalogue import category, check_op, facts, op_doc
 >>> facts("Conv").inputs, category("Conv")
 (('X', 'filter', 'bias'), 'conv')
+
+:mod:`engine.catalogue.registry` holds netviz's tables (kernel, gradient maker, shape rule, ONNX
+converter per op type) that the op families of ``engine/runtime/ops`` fill; how much of Caffe2 they
+cover is :mod:`engine.caffe2.coverage` (``python -m engine.catalogue --coverage``).
 
 May import: engine.model.
 """
