@@ -262,6 +262,14 @@ def _remap_op(op: caffe2_pb2.OperatorDef, remap: dict[str, str]) -> None:
             a.strings.extend(names)
 
 
+class _NetNameCounters:
+    """``Net._net_names_used_counters`` is :data:`engine.model.netnames.USED`, the one counter gradient makers
+    name their nets from too (reset it there: ``monkeypatch.setattr(netnames, "USED", {})``)."""
+
+    def __get__(self, obj: Any, owner: type) -> dict[str, int]:
+        return netnames.USED
+
+
 class Net:
     """Caffe2's net builder: ``net.FC([x, w, b], "y")`` appends an op and returns its outputs.
 
@@ -277,7 +285,7 @@ class Net:
     (['FC', 'Relu'], ['X', 'W', 'b'])
     """
 
-    _net_names_used_counters: dict[str, int] = netnames.USED
+    _net_names_used_counters = _NetNameCounters()
     current_prefix = staticmethod(netnames.current_prefix)
     _get_next_net_name = staticmethod(netnames.next_net_name)
 

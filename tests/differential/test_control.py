@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.caffe2.core import Net
+from engine.model import netnames
 
 from tests.differential.bugs import check_numeric
 from tests.differential.goldens import (NetvizError, assert_error_matches, assert_same_ops, backward,
@@ -26,7 +26,7 @@ def _param(name: str, reason: str | None) -> object:
 
 @pytest.mark.parametrize("name", [_param(n, XFAIL.get(n)) for n in case_names("control_backward") if n not in BUGS])
 def test_control_matches_caffe2(name, monkeypatch):
-    monkeypatch.setattr(Net, "_net_names_used_counters", {})  # blob names like gradient_loop_cond_net/cond
+    monkeypatch.setattr(netnames, "USED", {})  # blob names like gradient_loop_cond_net/cond
     case = load(name)
     net = parse_net(case["forward_net"])
     if "error" in case["backward"]:
