@@ -7,13 +7,15 @@ exit status 2 — never a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
 from engine import __version__
 from engine.errors import ModelError, NetvizError
 from engine.analysis.lint import fix_caffe2
+from netviz import commands
+from netviz.commands import (check_grad as _check_grad, diff as _diff, export as _export,  # noqa: F401
+                             grad as _grad, info as _info, lint as _lint, open as _open, run as _run)
 
 #: subcommand → (module in netviz.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -51,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"netviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
-        mod = importlib.import_module(f"netviz.commands.{module}")
+        mod = getattr(commands, module)  # every module named in COMMANDS is imported above
         p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)

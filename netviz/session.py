@@ -1,14 +1,14 @@
 """The TUI's one view of the engine: a model, its nets and SSA, the backward view, values, stepping.
 
-Widgets never import engine modules; they ask a :class:`Session`.  Pieces of the engine that
-have not landed yet (the debugger, blob values of a running net) are optional: the session
-answers what it can and raises :class:`Unavailable` (a one-line, notifiable error) for the rest.
+Widgets never import engine modules; they ask a :class:`Session`.  What the session cannot answer
+yet (no loss to differentiate, no values before a run) raises :class:`Unavailable` (a one-line,
+notifiable error).  The debugger, shape inference and gradients are imported when first asked for,
+not before the TUI's first frame.
 A net is addressed by a :data:`NetPath` (``()`` is the main net, ``((7, "loop_net"),)`` the
 ``loop_net`` of its op #7), an op by an :class:`OpRef`.
 """
 from __future__ import annotations
 
-import importlib
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -178,13 +178,6 @@ def parse_inputs(specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray
         else:
             out[name] = load_npy(value, name)
     return out
-
-
-def _optional(module: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        return None
 
 
 class Session:
@@ -358,10 +351,9 @@ class Session:
                 raise Unavailable("which blob is the loss? (no --loss, none can be guessed)")
             if loss not in self.all_blobs(()):
                 raise NetvizError(f"{self.name}: no blob {loss!r} to differentiate")
-            gir = _optional("engine.autodiff.gradient_ir")
-            if gir is None:
-                raise Unavailable("gradient generation is not available yet")
-            net, origin = gir.backward_net(self.model.predict, [loss])
+            from engine.autodiff.gradient_ir import backward_net  # noqa: PLC0415 (loads every op family)
+
+            net, origin = backward_net(self.model.predict, [loss])
             self.backward, self.loss = NetView(net, len(net.op) - len(origin), origin), loss
             self._on_debugger(lambda dbg: dbg.backward(loss))
         self.show_backward = on
@@ -384,9 +376,8 @@ class Session:
         return None if table is None else table.get(_shape_key(path), {})
 
     def _infer_shapes(self, net: caffe2_pb2.NetDef) -> dict[tuple[Any, ...], dict[tuple[str, int], Any]]:
-        shapes = _optional("engine.runtime.shapes")
-        if shapes is None:
-            return {}
+        from engine.runtime import shapes  # noqa: PLC0415 (loads every op family: not before the first frame)
+
         inputs = {**self.model.value_info,
                   **{k: tuple(v.shape) for k, v in self.values.items() if hasattr(v, "shape")}}
         if self.plan_def is not None:  # a plan: each net of its steps, in step order
@@ -583,7 +574,7 @@ class Session:
                                      shape=shape, dtype=dtype, reshape=name in given)
         return dbg.skip(values), list(values)
 
-    # -- breakpoints and watches (kept here; the debugger gets them when it exists) ----------
+    # -- breakpoints and watches (kept here; the debugger gets them once it is made) ---------
     def toggle_breakpoint(self, ref: OpRef, condition: str = "") -> bool:
         """Add or remove a breakpoint on an op (a condition replaces); True when one is now set.
 
@@ -592,9 +583,10 @@ class Session:
         NetvizError
             An invalid condition (the debugger's ConditionError), the UI shows it.
         """
-        conditions = _optional("engine.debugger")
-        if condition and conditions is not None:
-            conditions.parse_condition(condition)  # refuse a bad condition now, not at the next step
+        from engine.debugger import parse_condition  # noqa: PLC0415
+
+        if condition:
+            parse_condition(condition)  # refuse a bad condition now, not at the next step
         old = self.breakpoints.pop(ref, None)
         if old is not None:
             self._on_debugger(lambda dbg: self._drop(dbg, old))
@@ -664,18 +656,17 @@ class Session:
             self.watches.append(name)
             self._on_debugger(lambda dbg: dbg.add_watchpoint(name))
 
-    # -- stepping: forwarded to engine.debugger when it exists -----------------------------
+    # -- stepping: forwarded to engine.debugger, made on the first step --------------------
     def _debugger(self) -> Any:
         if self.debugger is None:
-            mod = _optional("engine.debugger")
-            if mod is None or not hasattr(mod, "Debugger"):
-                raise Unavailable("debugger not available yet")
+            from engine.debugger import Debugger  # noqa: PLC0415 (loads the runtime: not before the first frame)
+
             synth = not len(self.model.init.op) and self.plan_def is None  # zoo nets: seeded weights
             if self.plan_def is not None:
                 from engine.debugger.plan import PlanDebugger
                 dbg = PlanDebugger(self.plan_def, self.model.path, feeds=self.values, device=self.device)
             else:
-                dbg = mod.Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss,
+                dbg = Debugger(self.model, feeds=self.values, device=self.device, loss=self.loss,
                                    synthesize_params=synth)
             if self.plan_def is None:
                 dbg.skip_end_stops = self.skip_end_stops
@@ -839,9 +830,8 @@ class Session:
         """Write the net at `path` (with backward ops when shown) to `target`; returns what was written
         and how it was laid out.  The layout is the CLI's (``--rankdir auto``: a deep net in wrapped
         columns); `progress` gets its lines (each step, how long ``dot`` has been running)."""
-        export = _optional("netviz.export")
-        if export is None:
-            raise Unavailable("export is not available yet")
+        from netviz import export  # noqa: PLC0415
+
         from netviz.drawing import DrawOptions
 
         options = DrawOptions(mode="ssa" if ssa else "full", rankdir="TB")

@@ -159,3 +159,14 @@ def test_architecture_doc_names_only_packages_that_exist() -> None:
     assert missing == [], f"docs/architecture.md names packages that do not exist: {missing}"
     layers = set(allowed_table(ENGINE))
     assert {f"engine.{p.split('/')[0]}" for p in named} >= layers, "every package is drawn in the doc"
+
+
+def test_netviz_imports_our_modules_by_name() -> None:
+    """No importlib look-ups of the project's own modules in netviz/ (what a view needs, it imports)."""
+    found = []
+    for p in sorted((ROOT / "netviz").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{p.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] == "importlib"]
+    assert found == []
