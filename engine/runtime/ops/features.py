@@ -692,7 +692,6 @@ def merge_id_lists_onnx(c):
     """Per example the sorted union of its ids: every (example, id) pair of all the lists as an int64
     row, ONNX Unique over rows (sorted=1 orders them as the lexicographic pairs), then each example's
     count of pairs as its length (int32); integer ids only."""
-    from engine.onnx.export import onnx_dtype  # noqa: PLC0415
     from engine.runtime.ops.lengths import onnx_segments  # noqa: PLC0415
 
     if c.n_in % 2 or any(c.np_dtype(i).kind not in "iu" for i in range(1, c.n_in, 2)):
@@ -709,4 +708,4 @@ def merge_id_lists_onnx(c):
     hit = c.emit("Equal", [c.emit("Unsqueeze", [examples, c.ints([1])]), c.emit("Unsqueeze", [seg, c.ints([0])])])
     counts = c.reduce("ReduceSum", c.emit("Cast", [hit], to=7), [1], 0)
     c.emit("Cast", [counts], [c.y(0)], to=6)
-    c.emit("Cast", [vals], [c.y(1)], to=onnx_dtype(c.np_dtype(1)))
+    c.emit("Cast", [vals], [c.y(1)], to=c.dtype(c.np_dtype(1)))
