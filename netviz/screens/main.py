@@ -1050,7 +1050,7 @@ class MainScreen(Guarded, Screen[None]):
             else:
                 out = (self.session.export_view(spec, target, force=True) if spec is not None
                        else self.session.export(path, target, ssa=ssa, force=True,
-                                            progress=lambda line: call(self.notify, line, title="Export")))
+                                                progress=lambda line: call(self.notify, line, title="Export")))
         except NetvizError as e:
             call(self.notify, str(e), title=type(e).__name__, severity="error")
             out = None
