@@ -352,6 +352,8 @@ class MainScreen(Guarded, Screen[None]):
         pc = self.session.pc
         if isinstance(pc, OpRef) and pc.index < len(self.session.view(pc.path).net.op):
             self.select(pc, stepping=True)
+        elif self.selected is not None:  # NOTE: a run that ended past the chosen op: show its run
+            self.call_after_refresh(self.show_details, self.selected)
         self.update_canvas_marks()
         self.update_status()
         if self.overlay:
