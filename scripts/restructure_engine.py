@@ -132,6 +132,8 @@ def _split_from(mod: str, names: list[tuple[str, str | None]]) -> list[tuple[str
         src = mod
         if target != f"{mod}.{name}":
             src, moved = target.rpartition(".")[0], True
+            if target.rpartition(".")[2] != name and not alias:
+                alias = name  # ``from engine import onnx_export`` keeps its local name
             name = target.rpartition(".")[2]
         groups.setdefault(src, []).append(name + (f" as {alias}" if alias else ""))
     return list(groups.items()) if moved else None

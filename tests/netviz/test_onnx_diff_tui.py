@@ -103,7 +103,7 @@ async def test_an_op_without_onnx_form_is_named_in_one_notice(monkeypatch):
 async def test_escape_cancels_the_onnx_diff_between_stages(monkeypatch):
     import threading
 
-    from engine.onnx import export
+    from engine.onnx import export as onnx_export
 
     started, real = threading.Event(), onnx_export.export
 
