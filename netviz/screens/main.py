@@ -687,18 +687,31 @@ class MainScreen(Guarded, Screen[None]):
         """``:`` an expression over the blobs as they are now (engine.debugger.repl); its value is
         shown in the blob inspector (S saves it)."""
         dbg = self._stopped_debugger()
-
-        def run(expr: str) -> None:
-            from engine.debugger.repl import evaluate
-            value = evaluate(dbg, expr)
-            self.result = (expr, value)
-            self.query_one(BlobInspector).show_result(self.session, expr, value)
-            self.call_after_refresh(self._reveal_blob_inspector)
-            shape = f"{value.dtype}{list(value.shape)}" if hasattr(value, "shape") else type(value).__name__
-            self.notify(f"{expr} → {shape} (shown in the inspector; S saves it)", title="Eval")
         self._ask("eval  (NumPy over the blobs now: fc1.max(), np.abs(x - y).mean(), b(\"gpu_0/conv1\"))",
-                  self.result[0] if self.result else "", run,
+                  self.result[0] if self.result else "", lambda expr: self._evaluate(dbg, expr),
                   "names that are identifiers are blobs; others: b(\"name\") or blobs[\"name\"]; np, math")
+
+    @work(thread=True, exclusive=True, group="eval")
+    def _evaluate(self, dbg: Any, expr: str) -> None:
+        """Evaluate off the UI thread (a reduction over a big blob must not freeze the screen); the
+        value, or the expression's one-line error, is shown on the UI thread."""
+        from engine.debugger.repl import evaluate
+
+        try:
+            value = evaluate(dbg, expr)
+        except NetvizError as e:
+            def fail(error: NetvizError = e) -> None:
+                raise error
+            self.app.call_from_thread(self.run_guarded, fail)
+            return
+        self.app.call_from_thread(self.run_guarded, self._show_result, expr, value)
+
+    def _show_result(self, expr: str, value: Any) -> None:
+        self.result = (expr, value)
+        self.query_one(BlobInspector).show_result(self.session, expr, value)
+        self.call_after_refresh(self._reveal_blob_inspector)
+        shape = f"{value.dtype}{list(value.shape)}" if hasattr(value, "shape") else type(value).__name__
+        self.notify(f"{expr} → {shape} (shown in the inspector; S saves it)", title="Eval")
 
     @guarded
     def action_shell(self) -> None:
