@@ -50,6 +50,7 @@ class _Frame:
     bound: dict[int, executor.BoundOp] = field(default_factory=dict)
     start: int = 0                   # records made before this frame's run began (marks of this iteration)
     checks: int = 0                  # cond_net evaluations so far of the control op at pc (numbered labels)
+    params: tuple[Any, Any, frozenset[str]] | None = None  # (net, main net, external inputs): Machine._params
 
     def path(self, i: int | None = None) -> OpPath:
         return (*self.prefix, self.pc if i is None else i)
@@ -259,8 +260,10 @@ class Machine:
             self.injected.pop(n, None)
         path = f.path()
         outs = tuple(_summary(n, v) for n, v in written.items() if v is not _MISSING) if self.record_stats else ()
-        ratio = (update_ratio(b.op, self._undo[-1].writes, {*f.net.external_input, *self.frames[0].net.external_input})
-                 if self._undo and self.record_stats else None)
+        # NOTE: only an op that overwrote one of its inputs can have updated a parameter; the set of
+        # the nets' external inputs (849 names in DenseNet-121: 0.16 ms to build) is made once per net
+        ratio = (update_ratio(b.op, self._undo[-1].writes, self._params(f))
+                 if self._undo and self.record_stats and not written.keys().isdisjoint(b.op.input) else None)
         frames = tuple(x.label for x in self.frames[1:self.frames.index(f) + 1]) if f is not self.frames[0] else ()
         rec = OpRecord(len(self.records), path, b.op.type, f.label, wall, outs,
                        self.is_backward(path), self.forward_index_of(path), skipped, ratio, frames)
@@ -275,6 +278,13 @@ class Machine:
         for n in linked:  # a link's buffer: later writes through its views land in this version
             self._linked[n] = (path, rec.seq, self.versions[n])
         self._emit(OpExecuted(rec))
+
+    def _params(self, f: _Frame) -> frozenset[str]:
+        """The blobs that can be parameters in frame `f`: its net's and the main net's external inputs."""
+        main = self.frames[0].net
+        if f.params is None or f.params[0] is not f.net or f.params[1] is not main:
+            f.params = (f.net, main, frozenset({*f.net.external_input, *main.external_input}))
+        return f.params[2]
 
     def _close_version(self, name: str, new_value: Any) -> None:
         """Fix the value of `name`'s linked version now that no view write can change it any more.
