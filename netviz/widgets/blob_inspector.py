@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -12,9 +11,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
-from engine.runtime.blobio import Int8Tensor
 from netviz.session import BlobRef, Session
 from netviz.style import plain
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BARS = " ▏▎▍▌▋▊▉█"
 
@@ -35,6 +36,7 @@ def parse_slice(text: str) -> tuple[Any, ...]:
 
 
 def histogram(arr: np.ndarray, bins: int = 10, width: int = 16) -> Table:
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
     flat = arr[np.isfinite(arr)].ravel() if arr.dtype.kind == "f" else arr.ravel()
     table = Table.grid(padding=(0, 1))
     if flat.size == 0:
@@ -50,6 +52,7 @@ def histogram(arr: np.ndarray, bins: int = 10, width: int = 16) -> Table:
 
 def stats(arr: np.ndarray, scope: str = "") -> Table:
     """min/max, mean/std, NaN/Inf and zero counts of `arr`; `scope` says what they describe."""
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
     t = Table.grid(padding=(0, 1))
     t.add_column(style="dim")
     t.add_column()
@@ -66,12 +69,14 @@ def stats(arr: np.ndarray, scope: str = "") -> Table:
 
 
 def _cell(v: Any) -> str:
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
     return f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v)
 
 
 def values_table(arr: np.ndarray, rows: int = 10, width: int = 48, col0: int = 0, max_cols: int = 8) -> Table:
     """The first rows of a 2-D view of `arr`, as many whole columns from `col0` as fit `width`
     cells (a value never cut to ``0.1…``), at most `max_cols`; the slice box scrolls further."""
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
     a = np.atleast_2d(arr)
     while a.ndim > 2:
         a = a[0]
@@ -98,6 +103,7 @@ def values_table(arr: np.ndarray, rows: int = 10, width: int = 48, col0: int = 0
 
 def save_value(value: Any, target: str) -> str:
     """Write an eval's value to ``.npy`` (any array-like; a scalar as a 0-d array); returns the path."""
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
     from pathlib import Path
     path = Path(target).expanduser()
     np.save(path, np.asarray(value), allow_pickle=False)
@@ -175,6 +181,7 @@ class BlobInspector(Vertical):
 
     def show_result(self, session: Session, expr: str, value: Any) -> None:
         """An eval's value: the expression, then stats, histogram and values as for a blob."""
+        import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
         self.session, self.ref, self.result = session, None, value
         self.display = True
         facts = Table.grid(padding=(0, 1))
@@ -190,6 +197,7 @@ class BlobInspector(Vertical):
 
     def render_values(self) -> None:
         """Stats of the whole tensor (of the shown SSA version), its histogram, then the slice."""
+        import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
         box = self.query_one("#blob-values", Static)
         self._shown_part = None
         if self.result is not None:
@@ -201,6 +209,8 @@ class BlobInspector(Vertical):
         if arr is None or not hasattr(arr, "shape"):
             box.update(Text(why or "no value yet (run or inject it)", style="dim"))
             return
+        from engine.runtime.blobio import Int8Tensor  # noqa: PLC0415 - imports NumPy: off the first frame
+
         quantized = arr if isinstance(arr, Int8Tensor) else None  # NOTE: integers shown, with scale/zero point
         arr = np.asarray(arr.get() if hasattr(arr, "get") else arr)
         text = self.query_one("#blob-slice", Input).value
@@ -225,6 +235,7 @@ class BlobInspector(Vertical):
 
     def shown_text(self) -> str:
         """The slice shown, as NumPy prints it (for the clipboard)."""
+        import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
         part = getattr(self, "_shown_part", None)
         return "" if part is None else np.array2string(part, threshold=10_000)
 

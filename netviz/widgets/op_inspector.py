@@ -3,9 +3,9 @@ engine, every argument (defaults dimmed), in-place markers, schema warnings, and
 under Caffe2's slot names (``X = data@0``) with their shapes. The op facts come from engine.catalogue."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
@@ -40,6 +40,7 @@ def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
 def _arg(v: Any) -> str:
     """An argument as a human writes it: Caffe2 stores floats as float32, so ``0.7`` comes back
     as ``0.699999988079071``; the shortest float32 repr undoes that (``1e-05``, ``0.7``)."""
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector fills after it)
     if isinstance(v, float):
         text = str(np.float32(v))
     elif isinstance(v, (list, tuple)) and v and all(isinstance(x, float) for x in v):
@@ -100,6 +101,7 @@ def _if_rows(facts: Table, session: Session, ref: OpRef, d: dict) -> None:
     if value is None or not hasattr(value, "size") or value.size != 1:
         facts.add_row("cond", Text(f"{name}@{v}: no value yet (the If takes then_net when it is true)", style="dim"))
         return
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector fills after it)
     truth = bool(np.asarray(value.get() if hasattr(value, "get") else value).reshape(()))
     facts.add_row("cond", plain(f"{name}@{v} = {truth}"))
     has_else = "else_net" in d["subnets"]
@@ -158,7 +160,7 @@ class OpInspector(Static):
                 facts.add_row("ran", Text(ran, style="#F4B400" if session.stale(ref) else ""))
             ratio = getattr(rec, "update_ratio", None)
             if ratio is not None:
-                facts.add_row("‖ΔW‖/‖W‖", f"{ratio:.4g}" if np.isfinite(ratio)
+                facts.add_row("‖ΔW‖/‖W‖", f"{ratio:.4g}" if math.isfinite(ratio)
                               else Text("no ratio: ‖W‖ was 0 (a zero-initialised parameter)", style="dim"))
             if rec.has_inf_or_nan:
                 facts.add_row("values", Text("NaN/Inf in an output", style="bold #CE93D8"))
