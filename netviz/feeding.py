@@ -8,9 +8,10 @@ by :func:`suggest`: the value_info shape, else what the op reading it expects.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: the executor's "input blob 'X' not found" (engine.runtime.executor), the name in group 1
 NOT_FOUND = re.compile(r"input blob '([^']+)' not found")

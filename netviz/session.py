@@ -16,9 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import ModelError, NetvizError
 from engine.model.modelio import Model, load_model
@@ -27,6 +25,9 @@ from engine.model.optypes import CONTROL_FLOW, RECURRENT
 from engine.model.ssa import get_ssa
 from engine.analysis.summary import DTYPE_NAMES, device_name, param_info
 from proto import caffe2_pb2
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NetPath = tuple[tuple[int, str], ...]
 LOSS_HINT = re.compile(r"loss|cost|objective", re.I)
@@ -167,6 +168,10 @@ def parse_inputs(specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray
     NetvizError
         A spec without ``=``, an unreadable .npy file, a malformed shape or an unknown dtype.
     """
+    if not specs:
+        return {}  # NOTE: neither the feeds nor NumPy are imported before the first frame of a net fed nothing
+    import numpy as np  # noqa: PLC0415
+
     from engine.debugger.feeds import RandomSpec, load_npy, parse_input_spec, random_array
     rng, out = np.random.default_rng(seed), {}
     for spec in specs or []:
@@ -469,6 +474,8 @@ class Session:
 
         path = Path(target).expanduser()
         if path.suffix == ".npz":
+            import numpy as np  # noqa: PLC0415
+
             got = {}
             # NOTE: @0 only when something before any writer has it (an input, a parameter): a blob
             # that only ops write has no @0, and saving one would be a phantom (whatever is there now)
@@ -903,6 +910,8 @@ class Session:
 
 def _np_dtype(data_type: int | None) -> np.dtype | None:
     """A Caffe2 TensorProto data type as a NumPy dtype (None for strings and other non-numbers)."""
+    import numpy as np  # noqa: PLC0415
+
     try:
         return np.dtype(DTYPE_NAMES.get(data_type or 1, "float32"))
     except TypeError:

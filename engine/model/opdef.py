@@ -8,10 +8,10 @@ and views.  Every other engine module builds ops through here.
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
 from google.protobuf import message as pb_message
 
 from engine.model import scope
@@ -37,7 +37,12 @@ def make_argument(key: str, value: Any) -> caffe2_pb2.Argument:
     [1, 1]
     """
     arg = caffe2_pb2.Argument(name=key)
-    if isinstance(value, np.ndarray):
+    # NOTE: a NumPy value exists only once numpy is imported: it is not imported to look for one
+    # (the TUI's first frame needs no numpy)
+    np = sys.modules.get("numpy")
+    if np is None:
+        pass
+    elif isinstance(value, np.ndarray):
         if value.dtype == np.float32:
             arg.floats.extend(value.flatten().tolist())
             return arg
@@ -57,7 +62,7 @@ def make_argument(key: str, value: Any) -> caffe2_pb2.Argument:
     elif isinstance(value, pb_message.Message):
         arg.s = value.SerializeToString()
     elif isinstance(value, Iterable):
-        _extend_repeated(arg, key, [v.item() if isinstance(v, np.generic) else v for v in value])
+        _extend_repeated(arg, key, [v.item() if np is not None and isinstance(v, np.generic) else v for v in value])
     else:
         raise ValueError(f"argument '{key}': unsupported value type {type(value).__name__}")
     return arg

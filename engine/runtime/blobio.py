@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.runtime import device as dev
+from engine.runtime.int8tensor import Int8Tensor
 from engine.errors import ExecutionError
 from proto import caffe2_pb2
 
@@ -34,45 +34,6 @@ _TYPES: dict[int, tuple[Any, str]] = {
     TP.UINT16: (np.uint16, "int32_data"), TP.FLOAT16: (np.float16, "int32_data"), TP.BYTE: (np.uint8, "byte_data"),
     TP.STRING: (object, "string_data")}
 _DATA_TYPE = {np.dtype(t): k for k, (t, _) in _TYPES.items() if k not in (TP.BYTE, TP.STRING)}
-
-
-@dataclass(eq=False)
-class Int8Tensor:
-    """Caffe2's ``Int8TensorCPU``: quantised values with their scale and zero point."""
-
-    data: np.ndarray
-    scale: float
-    zero_point: int
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.data.shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
-    def size(self) -> int:
-        return int(self.data.size)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.data.nbytes)
-
-    def describe(self) -> str:
-        """One line for inspectors: the real value of each integer."""
-        return f"Int8 tensor: real = {self.scale:.6g} × (q − {self.zero_point})"
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return self.data if dtype is None else self.data.astype(dtype)
-
-    def dequantized(self) -> np.ndarray:
-        """The real values this tensor stands for (float32)."""
-        return (np.float32(self.scale) * (self.data.astype(np.int32) - self.zero_point)).astype(np.float32)
-
-    def copy(self) -> Int8Tensor:
-        return Int8Tensor(self.data.copy(), self.scale, self.zero_point)
 
 
 def data_type_of(a: np.ndarray) -> int:

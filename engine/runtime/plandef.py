@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from google.protobuf import text_format
 
 from engine.runtime import blocking
@@ -117,6 +116,8 @@ def _should_stop(ws: Any, name: str | None) -> bool:
     v = ws.values[name]
     if not hasattr(v, "shape"):
         return False
+    import numpy as np  # noqa: PLC0415 (only a running plan reads values: the TUI opens one without numpy)
+
     arr = np.asarray(v)
     if arr.dtype != np.bool_ or arr.size != 1:
         raise ExecutionError(f"should_stop_blob {name}: expects a scalar boolean")
