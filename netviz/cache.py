@@ -14,7 +14,8 @@ Entries are JSON with a small tagged codec (:func:`encode` / :func:`decode`), ne
 marshal: a file in that directory is not trusted to be ours, and reading one can only ever give
 data.  Plain JSON values stand for themselves; every JSON object is a one-key tag: ``{"(": [...]}``
 a tuple, ``{"{": [...]}`` a set, ``{"#": [[k, v], ...]}`` a dict, ``{"r": [start, stop, step]}`` a
-range, ``{"A": [dtype, shape, base64]}`` a numeric NumPy array, and ``{"@": [name, [fields]]}`` one
+range, ``{"b": base64}`` a bytearray, ``{"a": [typecode, base64]}`` a numeric ``array.array``,
+``{"A": [dtype, shape, base64]}`` a numeric NumPy array, and ``{"@": [name, [fields]]}`` one
 of the dataclasses in :func:`_dataclasses`, an explicit table: no class is looked up by a name read
 from the file, and an unknown tag, class or dtype makes the entry unreadable (recomputed).
 The SSA, the biggest entry, is plain JSON columns instead (:func:`_ssa_columns`).
@@ -26,13 +27,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
+from array import array
 from collections.abc import Callable
 from functools import cache
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, TypeVar
-
-import numpy as np
 
 T = TypeVar("T")
 
@@ -40,6 +41,8 @@ T = TypeVar("T")
 _MAGIC = b"netviz-view-cache-2 json\n"
 #: the dtype kinds an array entry may have (bool, integers, floats): never object arrays
 _ARRAY_KINDS = frozenset("biuf")
+#: the typecodes an ``array.array`` entry may have (integers, floats)
+_ARRAY_CODES = frozenset("bBhHiIlLqQfd")
 #: the types JSON holds as they are (exact types: a subclass such as an IntEnum is refused)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _ROOT = Path(__file__).resolve().parent.parent
@@ -131,10 +134,15 @@ def encode(value: Any) -> Any:
         return {"{": [encode(v) for v in value]}
     if isinstance(value, range):
         return {"r": [value.start, value.stop, value.step]}
-    if isinstance(value, np.ndarray) and value.dtype.kind in _ARRAY_KINDS:
+    if t is bytearray:
+        return {"b": base64.b64encode(value).decode("ascii")}
+    if t is array and value.typecode in _ARRAY_CODES:
+        return {"a": [value.typecode, base64.b64encode(value.tobytes()).decode("ascii")]}
+    np = sys.modules.get("numpy")  # NOTE: a NumPy value exists only once numpy is imported
+    if np is not None and isinstance(value, np.ndarray) and value.dtype.kind in _ARRAY_KINDS:
         data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
         return {"A": [value.dtype.str, list(value.shape), data]}
-    if isinstance(value, np.generic) and value.dtype.kind in _ARRAY_KINDS:
+    if np is not None and isinstance(value, np.generic) and value.dtype.kind in _ARRAY_KINDS:
         return value.item()  # NOTE: read back as the Python number (a coordinate from the layout)
     name = type(value).__name__
     known = _dataclasses().get(name)
@@ -143,12 +151,22 @@ def encode(value: Any) -> Any:
     return {"@": [name, [encode(getattr(value, f)) for f in known[1]]]}
 
 
-def _array(dtype: str, shape: list[int], data: str) -> np.ndarray:
+def _array(dtype: str, shape: list[int], data: str) -> Any:
+    import numpy as np  # noqa: PLC0415 (netviz's own entries hold none: read back without NumPy)
+
     dt = np.dtype(dtype)
     if dt.kind not in _ARRAY_KINDS:
         raise ValueError(f"an array of dtype {dtype!r}")
     # NOTE: bytearray: a writable array, as the one stored was
     return np.frombuffer(bytearray(base64.b64decode(data, validate=True)), dtype=dt).reshape(shape)
+
+
+def _int_array(typecode: str, data: str) -> array:
+    if typecode not in _ARRAY_CODES:
+        raise ValueError(f"an array of typecode {typecode!r}")
+    out = array(typecode)
+    out.frombytes(base64.b64decode(data, validate=True))  # NOTE: ValueError when not whole items
+    return out
 
 
 def _instance(payload: list[Any]) -> Any:
@@ -166,6 +184,8 @@ _TAGS: dict[str, Callable[[Any], Any]] = {
     "#": dict,
     "r": lambda a: range(*a),
     "A": lambda a: _array(*a),
+    "b": lambda a: bytearray(base64.b64decode(a, validate=True)),
+    "a": lambda a: _int_array(*a),
     "@": _instance,
 }
 

@@ -389,7 +389,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         if self.focus_nodes is not None:
             styles = [S_DIM] * width
         else:
-            styles = [S_EDGE_BWD if b else S_EDGE for b in sc.backward[row, sx:sx + width].tolist()]
+            styles = [S_EDGE_BWD if b else S_EDGE for b in sc.backward_flags(row, sx, sx + width)]
             styles += [S_EDGE] * (width - len(styles))
         for cx in self._hot_edges().get(row, ()):
             if sx <= cx < sx + width:

@@ -24,14 +24,19 @@ from __future__ import annotations
 
 import math
 import os
+from array import array
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-
-import numpy as np
+from itertools import accumulate
+from typing import TYPE_CHECKING
 
 from engine.catalogue import category
 from engine.model.opdef import subnets_of
 from engine.model.optypes import CONTROL_FLOW
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CW, CH = 8.0, 16.0  # points per character cell (graphviz works in points)
 BIG_NET = 150
@@ -60,11 +65,9 @@ STATIC_MARK = "~"
 _BOX = {0: " ", U: "│", D: "│", U | D: "│", L: "─", R: "─", L | R: "─", U | L: "╯", U | R: "╰",
         D | L: "╮", D | R: "╭", U | D | L: "┤", U | D | R: "├", U | L | R: "┴", D | L | R: "┬",
         U | D | L | R: "┼"}
-LUT = np.array([_BOX[m & 15] for m in range(256)], dtype="<U1")
-LUT[ARROW_DOWN:ARROW_UP] = "▼"
-LUT[ARROW_UP:ARROW_RIGHT] = "▲"
-LUT[ARROW_RIGHT:ARROW_LEFT] = "▸"  # NOTE: not ▶, which marks the pc
-LUT[ARROW_LEFT:] = "◂"
+#: mask byte → its character (a 256-character table for ``str.translate``); ▸, not ▶, which marks the pc
+CHARS = "".join(_BOX[m & 15] if m < ARROW_DOWN else "▼" if m < ARROW_UP else "▲" if m < ARROW_RIGHT
+                else "▸" if m < ARROW_LEFT else "◂" for m in range(256))
 
 
 @dataclass(slots=True)
@@ -97,22 +100,29 @@ class SceneNode:
 
 @dataclass(slots=True)
 class SceneEdge:
-    """An edge's cells (flat indices into the mask), to highlight the edges of the selected node."""
+    """An edge's cells (flat indices into the mask, an ``array("q")``), to highlight the edges of
+    the selected node."""
 
     tail: int
     head: int
-    cells: np.ndarray
+    cells: array
 
 
 @dataclass
 class Scene:
-    """A laid-out net on a character grid: `mask` holds edge directions, `backward` edge colour."""
+    """A laid-out net on a character grid: `grid` holds each cell's edge directions (one byte per
+    cell, row-major: the bits U, D, L, R and the arrows), `back` a 1 where a backward edge passes.
+
+    Plain bytes, not NumPy arrays, so a cached scene is read back and drawn without importing
+    NumPy (the TUI's first frame); :attr:`mask` and :attr:`backward` are NumPy views of them for
+    the layout code and tests.
+    """
 
     width: int
     height: int
     nodes: list[SceneNode]
-    mask: np.ndarray
-    backward: np.ndarray
+    grid: bytearray
+    back: bytearray
     edges: list[SceneEdge] = field(default_factory=list)
     prefix: str = ""
     rows: dict[int, list[int]] = field(default_factory=dict)
@@ -123,6 +133,31 @@ class Scene:
     columns: int = 1               # bands of a wrapped drawing (wrap_scene)
     band: int = 0                  # their length along the flow (0: not wrapped)
     _row_text: dict[int, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.grid) != self.width * self.height or len(self.back) != len(self.grid):
+            raise ValueError(f"a {self.width}x{self.height} scene of {len(self.grid)} / {len(self.back)} cells")
+
+    @property
+    def mask(self) -> np.ndarray:
+        """`grid` as a (height, width) uint8 array sharing its memory."""
+        import numpy as np  # noqa: PLC0415 (not needed to draw a scene)
+
+        return np.frombuffer(self.grid, np.uint8).reshape(self.height, self.width)
+
+    @property
+    def backward(self) -> np.ndarray:
+        """`back` as a (height, width) bool array sharing its memory."""
+        import numpy as np  # noqa: PLC0415
+
+        return np.frombuffer(self.back, np.bool_).reshape(self.height, self.width)
+
+    def backward_flags(self, row: int, x0: int, x1: int) -> bytes:
+        """The backward flags (0 / 1) of cells x0..x1 of a row, clipped to the scene."""
+        if not 0 <= row < self.height:
+            return b""
+        start = row * self.width
+        return bytes(self.back[start + min(x0, self.width):start + min(max(x0, x1), self.width)])
 
     def index(self) -> Scene:
         for k, n in enumerate(self.nodes):
@@ -141,7 +176,8 @@ class Scene:
             return ""
         text = self._row_text.get(row)
         if text is None:
-            text = self._row_text[row] = "".join(LUT[self.mask[row]].tolist())
+            text = self._row_text[row] = self.grid[row * self.width:(row + 1) * self.width].decode("latin-1") \
+                .translate(CHARS)
         return text[x0:x1]
 
     def edge_cells_of(self, nodes: set[int]) -> dict[int, set[int]]:
@@ -149,8 +185,9 @@ class Scene:
         out: dict[int, set[int]] = {}
         for e in self.edges:
             if e.tail in nodes or e.head in nodes:
-                for y, x in zip(*np.divmod(e.cells, self.width)):
-                    out.setdefault(int(y), set()).add(int(x))
+                for c in e.cells:
+                    y, x = divmod(c, self.width)
+                    out.setdefault(y, set()).add(x)
         return out
 
 
@@ -382,12 +419,12 @@ def estimate_extents(g: ViewGraph) -> dict[str, tuple[int, int]]:
     for nid, m in g.meta.items():
         ranks.setdefault(level[nid], []).append(m)
     # NOTE: an edge over several ranks takes a slot (a virtual node) in every rank it passes
-    passing = np.zeros(max(level.values(), default=0) + 2, np.int64)
+    passing = [0] * (max(level.values(), default=0) + 2)
     for a, b in g.edges:
         if level[b] - level[a] > 1:
             passing[level[a] + 1] += 1
             passing[level[b]] -= 1
-    passing = np.cumsum(passing)
+    passing = list(accumulate(passing))
     out = {}
     for d in DIRECTIONS:
         ranksep, nodesep = SPACING[d][g.zoom]
@@ -467,21 +504,21 @@ def bands_for(sc: Scene, pane_w: int, pane_h: int) -> int:
     return band_length(sc.direction, (sc.width, sc.height), pane_w, pane_h)
 
 
-def fold_cuts(occupied: np.ndarray, band: int) -> list[int]:
+def fold_cuts(occupied: list[bool], band: int) -> list[int]:
     """Where to cut a drawing whose rows (along its flow) are `occupied` by boxes into bands at most
     `band` long: each cut is the last free row that keeps its band within the length (the first
     free row after, when a box is longer than a band).  Returns the band starts and the depth."""
     depth = len(occupied)
-    free = np.flatnonzero(~occupied)
+    free = [i for i, o in enumerate(occupied) if not o]
     cuts = [0]
     while depth - cuts[-1] > band:
         a = cuts[-1]
-        fit = free[(free > a) & (free <= a + band)]
-        after = free[free > a]
-        if fit.size:
-            cuts.append(int(fit[-1]))
-        elif after.size:
-            cuts.append(int(after[0]))
+        after = bisect_right(free, a)        # the first free row past a
+        fit = bisect_right(free, a + band)   # past the last free row within the band
+        if fit > after:
+            cuts.append(free[fit - 1])
+        elif after < len(free):
+            cuts.append(free[after])
         else:
             break
     cuts.append(depth)
@@ -491,45 +528,68 @@ def fold_cuts(occupied: np.ndarray, band: int) -> list[int]:
 def wrap_scene(sc: Scene, band: int) -> Scene:
     """A scene folded across its flow, at free rows (TB) or columns (LR), into bands at most `band`
     cells long, set side by side (TB: newspaper columns) or one under another (LR: lines of text);
-    an edge leaving one band's end enters the next band's start.  `band` 0: the scene as it is."""
+    an edge leaving one band's end enters the next band's start.  `band` 0: the scene as it is.
+
+    Plain Python over the scene's bytes (a first frame folds its cached scene without NumPy):
+    a TB row of the result is the bands' rows side by side, an LR row a slice of a scene row."""
     if band <= 0 or not sc.nodes:
         return sc
     lr = sc.direction == "LR"
-    # NOTE: the cut is done on the TB frame; LR scenes are transposed in and out.
-    mask, bwd = (sc.mask.T, sc.backward.T) if lr else (sc.mask, sc.backward)
-    depth, breadth = mask.shape
+    width, height = sc.width, sc.height
+    depth, breadth = (width, height) if lr else (height, width)
     if depth <= band:
         return sc
-    nodes = [replace(n, x=n.y, y=n.x, w=n.h, h=n.w) if lr else n for n in sc.nodes]
-    occupied = np.zeros(depth, np.bool_)
-    for n in nodes:
-        occupied[n.y:n.y + n.h] = True
+    occupied = [False] * depth
+    for n in sc.nodes:
+        a, k = (n.x, n.w) if lr else (n.y, n.h)
+        occupied[a:a + k] = [True] * len(occupied[a:a + k])
     cuts = fold_cuts(occupied, band)
-    starts = np.array(cuts[:-1])
-    new_depth = max(b - a for a, b in zip(cuts, cuts[1:]))
-    step = breadth + WRAP_GAP[sc.direction]
-    new_breadth = step * len(starts) - WRAP_GAP[sc.direction]
-    mask2 = np.zeros((new_depth, new_breadth), mask.dtype)
-    bwd2 = np.zeros((new_depth, new_breadth), np.bool_)
-    for j, (a, b) in enumerate(zip(cuts, cuts[1:])):
-        mask2[:b - a, j * step:j * step + breadth] = mask[a:b]
-        bwd2[:b - a, j * step:j * step + breadth] = bwd[a:b]
-    band_of = np.searchsorted(starts, [n.y for n in nodes], side="right") - 1
-    nodes = [replace(n, x=n.x + j * step, y=n.y - cuts[j]) for n, j in zip(nodes, band_of.tolist())]
+    starts = cuts[:-1]
+    spans = list(zip(cuts, cuts[1:]))
+    new_depth = max(b - a for a, b in spans)
+    gap = WRAP_GAP[sc.direction]
+    step = breadth + gap
+    new_breadth = step * len(starts) - gap
+    grid, back = bytearray(), bytearray()
+    if lr:  # NOTE: band j's rows are the scene's rows, columns a..b of each, one band under another
+        for j, (a, b) in enumerate(spans):
+            if j:
+                grid += bytes(gap * new_depth)
+                back += bytes(gap * new_depth)
+            pad = bytes(new_depth - (b - a))
+            for y in range(height):
+                grid += sc.grid[y * width + a:y * width + b] + pad
+                back += sc.back[y * width + a:y * width + b] + pad
+    else:  # NOTE: row r is row a + r of each band a..b, side by side
+        blank, sep = bytes(breadth), bytes(gap)
+        for r in range(new_depth):
+            rows = [(a + r) * width if a + r < b else None for a, b in spans]
+            grid += sep.join(blank if y is None else sc.grid[y:y + width] for y in rows)
+            back += sep.join(blank if y is None else sc.back[y:y + width] for y in rows)
+
+    def band_of(along: int) -> int:
+        return bisect_right(starts, along) - 1
+
+    nodes = []
+    for n in sc.nodes:
+        j = band_of(n.x if lr else n.y)
+        nodes.append(replace(n, x=n.x - cuts[j], y=n.y + j * step) if lr else
+                     replace(n, x=n.x + j * step, y=n.y - cuts[j]))
     edges = []
     for e in sc.edges:
-        y, x = np.divmod(e.cells, sc.width)
-        if lr:
-            y, x = x, y
-        j = np.searchsorted(starts, y, side="right") - 1
-        y, x = y - starts[j], x + j * step
-        edges.append(SceneEdge(e.tail, e.head, x * new_depth + y if lr else y * new_breadth + x))
-    if lr:
-        mask2, bwd2 = np.ascontiguousarray(mask2.T), np.ascontiguousarray(bwd2.T)
-        nodes = [replace(n, x=n.y, y=n.x, w=n.h, h=n.w) for n in nodes]
-    height, width = mask2.shape
-    return Scene(width, height, nodes, mask2, bwd2, edges, sc.prefix, window=sc.window, direction=sc.direction,
-                 extents=sc.extents, columns=len(starts), band=band).index()
+        cells = array("q")
+        for c in e.cells:
+            y, x = divmod(c, width)
+            if lr:  # NOTE: x runs along the flow: band j's columns become row block j
+                j = band_of(x)
+                cells.append((y + j * step) * new_depth + x - starts[j])
+            else:
+                j = band_of(y)
+                cells.append((y - starts[j]) * new_breadth + x + j * step)
+        edges.append(SceneEdge(e.tail, e.head, cells))
+    new_width, new_height = (new_depth, new_breadth) if lr else (new_breadth, new_depth)
+    return Scene(new_width, new_height, nodes, grid, back, edges, sc.prefix, window=sc.window,
+                 direction=sc.direction, extents=sc.extents, columns=len(starts), band=band).index()
 
 
 def fold_scroll(sc: Scene, n: SceneNode, pane_w: int, pane_h: int, now: tuple[int, int],
@@ -603,6 +663,8 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
     """Lay out a net (or the `ops` window of it) at a zoom level (see :data:`ZOOMS`) flowing
     `direction` ("TB", "LR", or "auto": :func:`choose_direction` for a `pane` of (width, height)
     cells); blocks, call from a worker."""
+    import numpy as np  # noqa: PLC0415 (a cached scene is drawn without NumPy)
+
     from netviz.layout import layout_dot  # NOTE: here, not at the top: pygraphviz is not needed for a first frame
 
     g = view_graph(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops)
@@ -645,19 +707,21 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
         cells = np.unique(rc[:, 1] * width + rc[:, 0] if lr else rc[:, 0] * width + rc[:, 1])
         if cells.size:
             bwd.flat[cells] |= "backward" in (nodes[t].style, nodes[h].style)
-            edges.append(SceneEdge(t, h, cells))
+            edges.append(SceneEdge(t, h, array("q", cells.tolist())))
     window = None if ops is None or len(ops) == len(net.op) else ops
-    return Scene(width, height, nodes, mask, bwd, edges, g.prefix, window=window, direction=direction,
-                 extents=extents).index()
+    return Scene(width, height, nodes, bytearray(mask.tobytes()), bytearray(bwd.view(np.uint8).tobytes()),
+                 edges, g.prefix, window=window, direction=direction, extents=extents).index()
 
 
 def _cell(v: float) -> int:
     """The cell holding coordinate `v` (cell c spans [c, c + 1))."""
-    return int(np.floor(v))
+    return math.floor(v)
 
 
 def _sample(points: tuple[tuple[float, float], ...], steps: int = 6) -> list[tuple[float, float]]:
     """Points along graphviz's cubic B-spline (``1 + 3n`` control points)."""
+    import numpy as np  # noqa: PLC0415 (layout only: a cached scene is drawn without NumPy)
+
     p = np.asarray(points, dtype=float)
     if len(p) < 4:
         return [tuple(q) for q in p]
@@ -673,6 +737,8 @@ def _route(mask: np.ndarray, occupied: np.ndarray, t: SceneNode, h: SceneNode, p
            arrows: bool, bits: _Bits = _FRAME["TB"]) -> np.ndarray:
     """Draw one edge tail → head down the rows of `mask` (a TB grid, or an LR grid transposed,
     with `bits` naming the directions); returns its cells as (row, column) pairs of `mask`."""
+    import numpy as np  # noqa: PLC0415
+
     height, width = mask.shape
     cells: list[tuple[int, int]] = []
 

@@ -2,6 +2,7 @@
 (keyed by content, so an edited net is computed again), under the user's cache directory."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -147,21 +148,32 @@ def test_a_pickle_planted_in_the_cache_is_never_unpickled(tmp_path, cache_dir):
 
 
 def test_the_codec_builds_only_the_types_in_its_table(cache_dir):
-    """A scene entry round-trips its dataclasses, arrays, sets and ranges; a class name that is not in
-    the table (or an object array) makes the entry unreadable, never an object of that class."""
+    """A scene entry round-trips its dataclasses, byte grids, cell arrays, sets and ranges; a class name
+    that is not in the table (or an object array, a scene whose grid is not width x height) makes the
+    entry unreadable, never an object of that class."""
+    from array import array  # noqa: PLC0415
+
     import numpy as np  # noqa: PLC0415
 
     from netviz.widgets.graph_scene import Scene, SceneEdge, SceneNode  # noqa: PLC0415
 
     scene = Scene(2, 1, [SceneNode("op", "Relu", 0, 0, 2, 1, "op", op=0, blob=("x", 1), ports={1})],
-                  np.array([[1, 2]], np.uint8), np.zeros((1, 2), bool), [SceneEdge(0, 0, np.array([0, 1]))],
+                  bytearray([1, 2]), bytearray(2), [SceneEdge(0, 0, array("q", [0, 1]))],
                   window=range(0, 1), extents={"TB": (2, 1)})
     cache.store("scene", "k", scene)
     got = cache.load("scene", "k")
     assert isinstance(got, Scene) and got.nodes == scene.nodes and got.window == range(0, 1)
     assert got.extents == {"TB": (2, 1)} and got.mask.dtype == np.uint8 and got.mask.tolist() == [[1, 2]]
-    assert got.edges[0].cells.tolist() == [0, 1] and got.mask.flags.writeable
+    assert got.edges[0].cells == array("q", [0, 1]) and got.mask.flags.writeable and got.grid == bytearray([1, 2])
+    assert cache.decode(json.dumps(cache.encode(np.arange(6, dtype=np.int16).reshape(2, 3)))).tolist() == \
+        [[0, 1, 2], [3, 4, 5]]
+    for bad in (b'{"a":["u","AAAA"]}', b'{"a":["q","AAAA"]}'):  # a str array; 3 bytes of 8-byte items
+        with pytest.raises(ValueError):
+            cache.decode(bad)
     entry = cache_dir / "scene-k"
-    for body in (b'{"@":["PosixPath",["/tmp"]]}', b'{"A":["|O",[1],"AAAAAAAAAAA="]}', b'{"@":["SceneEdge",[0,0,[]]]}'):
+    short = entry.read_bytes()[len(cache._MAGIC):].replace(b'{"b":"AQI="}', b'{"b":"AQ=="}')  # 1 cell of 2
+    assert short != entry.read_bytes()[len(cache._MAGIC):]
+    for body in (b'{"@":["PosixPath",["/tmp"]]}', b'{"A":["|O",[1],"AAAAAAAAAAA="]}', b'{"@":["SceneEdge",[0,0,[]]]}',
+                 short):
         entry.write_bytes(cache._MAGIC + body)
         assert cache.load("scene", "k") is None
