@@ -7,6 +7,7 @@ mutate their inputs), bounded by a memory budget.
 """
 from __future__ import annotations
 
+import cmath
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -17,8 +18,8 @@ import numpy as np
 from engine.runtime import blocking
 from engine.runtime import device as dev
 from engine.runtime import executor
-from engine.debugger.records import (BlobSummary, FrameInfo, OpExecuted, OpPath, OpRecord, ProgramCounter, Stopped,
-                                     VersionFinal)
+from engine.debugger.records import (BlobSummary, FrameInfo, LazyNorm, OpExecuted, OpPath, OpRecord, ProgramCounter,
+                                     Stopped, VersionFinal)
 from engine.errors import NetvizError
 from engine.runtime.plans import SubnetRun
 from engine.autodiff.training import update_ratio
@@ -78,25 +79,40 @@ def _nbytes(v: Any) -> int:
     return int(getattr(v, "nbytes", 0) or 0)
 
 
-def _summary(name: str, v: Any) -> BlobSummary:
-    if not hasattr(v, "shape") or getattr(v, "dtype", None) is None or v.dtype == object:
-        return BlobSummary(name, (), type(v).__name__, 0, 0, None)
-    xp = dev.array_module(v)
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _summary(name: str, v: Any, lazy: bool = False) -> tuple[BlobSummary, LazyNorm | None]:
+    """The summary of one output, and the :class:`LazyNorm` its norm waits in (`lazy`; None when
+    computed now or there is none).
+
+    Whether a float value holds NaN/Inf is one pass in its own dtype: its sum is finite exactly
+    when no element is NaN/Inf and the sum does not overflow, so NaN/Inf are counted only when it
+    is not (an overflow then counts none, as it should).  The float64 norm (what a continue spent
+    most of its time on: 20 ms of float64 squares over DenseNet-121's 23 M output values, 60 ms in
+    the TUI's worker thread) waits until it is read when `lazy`.
+    """
+    dtype = getattr(v, "dtype", None)
+    if not hasattr(v, "shape") or dtype is None or dtype == object:
+        return BlobSummary(name, (), type(v).__name__, 0, 0, None), None
+    dname = _DTYPE_NAMES.get(dtype)
+    if dname is None:
+        dname = _DTYPE_NAMES[dtype] = str(dtype)
+    shape = tuple(int(d) for d in v.shape)
     nan = inf = 0
-    norm = None
-    if v.dtype.kind == "f" and v.size:
-        # NOTE: one pass in the common case.  The float64 sum of squares (pairwise) is finite exactly
-        # when no element is NaN/Inf, so counting them is needed only when it is not; it was
-        # isnan + isinf + astype + linalg.norm (a float64 ddot: 8 ms on 800k elements here, 60 % of
-        # a whole-net continue through DenseNet-121), now ~0.7 ms.
-        squares = float(xp.square(v.reshape(-1), dtype=np.float64).sum())
-        if squares != squares or squares == float("inf"):
+    norm: float | LazyNorm | None = None
+    pending = None
+    if dtype.kind in "fc" and v.size:
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is re-checked: no warning
+            total = complex(v.sum())
+        if not (cmath.isfinite(total)):
+            xp = dev.array_module(v)
             nan, inf = int(xp.count_nonzero(xp.isnan(v))), int(xp.count_nonzero(xp.isinf(v)))
-        norm = squares ** 0.5 if not (nan or inf) else None
-    elif v.dtype.kind == "c" and v.size:
-        nan, inf = int(xp.count_nonzero(xp.isnan(v))), int(xp.count_nonzero(xp.isinf(v)))
-        norm = float(xp.linalg.norm(v.reshape(-1).astype(np.complex128))) if not (nan or inf) else None
-    return BlobSummary(name, tuple(int(d) for d in v.shape), str(v.dtype), nan, inf, norm)
+        if not (nan or inf):
+            norm = pending = LazyNorm(v)
+            if not lazy:
+                norm, pending = pending.resolve(), None
+    return BlobSummary(name, shape, dname, nan, inf, norm), pending
 
 
 class Machine:
@@ -118,7 +134,11 @@ class Machine:
         self.records, self.records_by_path, self.stale, self.versions = [], {}, set(), {}
         # NOTE: values per SSA version.  Kernels never mutate their inputs, so keeping a reference
         # to what an op wrote is the value of that version even after an in-place op replaced it.
-        self.kept: dict[tuple[OpPath | None, str], tuple[int, Any]] = {}  # (op path | None=@0, blob)
+        for kept in getattr(self, "kept", {}).values():  # a restart: the last run's records get their norms
+            if kept[2] is not None:
+                kept[2].resolve()
+        # (op path | None=@0, blob) → (record seq, value, the record's norm until computed)
+        self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, LazyNorm | None]] = {}
         self.kept_bytes, self.kept_evicted = 0, 0
         self.injected: dict[str, int] = {}   # blob → version an inject gave it (until an op writes it)
         # NOTE: blob → (path, seq, version) of the latest version of a buffer rnn_internal_apply_link made
@@ -259,7 +279,15 @@ class Machine:
             self.versions[n] = self.versions.get(n, 0) + 1
             self.injected.pop(n, None)
         path = f.path()
-        outs = tuple(_summary(n, v) for n, v in written.items() if v is not _MISSING) if self.record_stats else ()
+        pending: dict[str, LazyNorm] = {}
+        outs: tuple[BlobSummary, ...] = ()
+        if self.record_stats:
+            summaries = []
+            for n, v in written.items():
+                if v is not _MISSING:
+                    summary, pending[n] = _summary(n, v, lazy=True)  # type: ignore[assignment]
+                    summaries.append(summary)
+            outs = tuple(summaries)
         # NOTE: only an op that overwrote one of its inputs can have updated a parameter; the set of
         # the nets' external inputs (849 names in DenseNet-121: 0.16 ms to build) is made once per net
         ratio = (update_ratio(b.op, self._undo[-1].writes, self._params(f))
@@ -272,12 +300,13 @@ class Machine:
         self.stale.discard(path)
         for n, v in written.items():
             if v is not _MISSING:
-                self._keep((path, n), rec.seq, v)
+                self._keep((path, n), rec.seq, v, pending.get(n))
         if b.op.type == "rnn_internal_apply_link" and len(b.op.output) > 1 and b.op.output[1] in written:
             linked.append(b.op.output[1])
         for n in linked:  # a link's buffer: later writes through its views land in this version
             self._linked[n] = (path, rec.seq, self.versions[n])
-        self._emit(OpExecuted(rec))
+        if self.listeners:
+            self._emit(OpExecuted(rec))
 
     def _params(self, f: _Frame) -> frozenset[str]:
         """The blobs that can be parameters in frame `f`: its net's and the main net's external inputs."""
@@ -304,7 +333,7 @@ class Machine:
             self._keep((path, name), seq, value)
         if self.record_stats and seq < len(self.records):
             rec = self.records[seq]
-            outs = tuple(_summary(name, value) if o.name == name else o for o in rec.outputs)
+            outs = tuple(_summary(name, value)[0] if o.name == name else o for o in rec.outputs)
             self.records[seq] = rec = replace(rec, outputs=outs)
             if self.records_by_path.get(path) is not None and self.records_by_path[path].seq == seq:
                 self.records_by_path[path] = rec
@@ -318,17 +347,24 @@ class Machine:
                 if o is not _MISSING and (None, n) not in self.kept:
                     self._keep((None, n), -1, o)
 
-    def _keep(self, key: tuple[OpPath | None, str], seq: int, value: Any) -> None:
+    def _keep(self, key: tuple[OpPath | None, str], seq: int, value: Any, norm: LazyNorm | None = None) -> None:
+        """Keep `value` as the version op `key[0]` wrote (record `seq`); `norm`: its record's norm, computed
+        from the value when read or, at the latest, when the value is dropped here (:meth:`_drop`)."""
         old = self.kept.pop(key, None)
         if old is not None:
-            self.kept_bytes -= _nbytes(old[1])
-        self.kept[key] = (seq, value)
+            self._drop(old)
+        self.kept[key] = (seq, value, norm)
         self.kept_bytes += _nbytes(value)
         budget = getattr(self, "keep_budget", KEEP_BUDGET)
         while self.kept_bytes > budget and len(self.kept) > 1:  # oldest first (dict order)
-            first = next(iter(self.kept))
-            self.kept_bytes -= _nbytes(self.kept.pop(first)[1])
+            self._drop(self.kept.pop(next(iter(self.kept))))
             self.kept_evicted += 1
+
+    def _drop(self, kept: tuple[int, Any, LazyNorm | None]) -> None:
+        """A kept value leaves: its record's norm is computed now, while the value is still here."""
+        self.kept_bytes -= _nbytes(kept[1])
+        if kept[2] is not None:
+            kept[2].resolve()
 
     def written_value(self, path: OpPath, name: str) -> Any:
         """What op `path` wrote to `name` on its last run (that SSA version's own value).
