@@ -168,20 +168,49 @@ def parse_inputs(specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray
     NetvizError
         A spec without ``=``, an unreadable .npy file, a malformed shape or an unknown dtype.
     """
-    if not specs:
-        return {}  # NOTE: neither the feeds nor NumPy are imported before the first frame of a net fed nothing
-    import numpy as np  # noqa: PLC0415
+    return _make_inputs(_read_inputs(specs), seed)
 
-    from engine.debugger.feeds import RandomSpec, load_npy, parse_input_spec, random_array
-    rng, out = np.random.default_rng(seed), {}
-    for spec in specs or []:
+
+#: one ``--input`` as read at open: (name, shape, dtype, array): an array read from a .npy file
+#: (its shape and dtype), or a random one still to be made (array None; dtype None: float32)
+_Input = tuple[str, tuple[int, ...], Any, Any]
+
+
+def _read_inputs(specs: list[str] | None) -> list[_Input]:
+    """The ``--input`` specs checked and their .npy files read; random arrays are left to
+    :func:`_make_inputs` (NumPy is not imported for a net fed nothing or only shapes)."""
+    if not specs:
+        return []
+    from engine.debugger.feeds import RandomSpec, load_npy, parse_input_spec
+    out: list[_Input] = []
+    for spec in specs:
         name, value = parse_input_spec(spec)
         if isinstance(value, RandomSpec):
-            out[name] = random_array(value.shape, rng, value.dtype)
+            out.append((name, value.shape, value.dtype, None))
         elif isinstance(value, tuple):
-            out[name] = random_array(value, rng)
+            out.append((name, value, None, None))
         else:
-            out[name] = load_npy(value, name)
+            arr = load_npy(value, name)
+            out.append((name, tuple(arr.shape), arr.dtype, arr))
+    return out
+
+
+def _make_inputs(inputs: list[_Input], seed: int = 0) -> dict[str, np.ndarray]:
+    """The arrays of :func:`_read_inputs`' inputs, in their order: random ones from one generator
+    seeded `seed` (drawn in spec order, as ``netviz run`` draws them)."""
+    if not inputs:
+        return {}
+    import numpy as np  # noqa: PLC0415
+
+    from engine.debugger.feeds import random_array
+    rng, out = np.random.default_rng(seed), {}
+    for name, shape, dtype, arr in inputs:
+        if arr is not None:
+            out[name] = arr
+        elif dtype is not None:
+            out[name] = random_array(shape, rng, dtype)
+        else:
+            out[name] = random_array(shape, rng)
     return out
 
 
@@ -201,9 +230,14 @@ class Session:
     """
 
     def __init__(self, model: Model, inputs: dict[str, np.ndarray] | None = None,
-                 device: str = "cpu", loss: str | None = None) -> None:
+                 device: str = "cpu", loss: str | None = None, *, input_specs: list[str] | None = None) -> None:
+        # NOTE: `input_specs` (``--input``) are checked now and their random arrays made when the values
+        # are first read (:attr:`values`), after the first frame, which needs only their shapes
+        unmade = _read_inputs(input_specs)
         self.model, self.device, self.loss = model, device, loss
-        self.values: dict[str, Any] = dict(inputs or {})
+        self._values: dict[str, Any] = dict(inputs or {})
+        self._unmade: list[_Input] | None = unmade or None
+        self._values_lock = threading.Lock()
         from engine.autodiff.training import split_training_net
         #: the main net's training sections, made once (the op list, lint and backward view read it)
         from netviz import cache
@@ -252,13 +286,30 @@ class Session:
             # NOTE: the plan is a net of its steps (engine.runtime.plan_view.plan_program); the debugger
             # runs it with RunPlan's semantics (engine.debugger.plan), a frame per net run.
             program = Model(plan_program(plan), caffe2_pb2.NetDef(name=f"{plan.name}_init"), {}, Path(path))
-            session = cls(program, parse_inputs(inputs), device, loss)
+            session = cls(program, None, device, loss, input_specs=inputs)
             session.notices.append(f"plan {plan.name!r}: {len(plan.execution_step)} steps; s steps into a step "
                                    "and one iteration of its net, f finishes the iteration, n runs a step whole")
             session.plan, session.plan_def = plan_lines(plan), plan
             return session
         model = load_model(path, init=init)
-        return cls(model, parse_inputs(inputs), device, loss)
+        return cls(model, None, device, loss, input_specs=inputs)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Values fed (``--input``) and injected, by blob name (the random ``--input`` arrays are made
+        on the first read)."""
+        if self._unmade is not None:
+            with self._values_lock:
+                if self._unmade is not None:
+                    self._values = {**_make_inputs(self._unmade), **self._values}
+                    self._unmade = None
+        return self._values
+
+    def _fed_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The shapes of the fed and injected values, without making the ``--input`` arrays."""
+        unmade = self._unmade
+        fed = {name: shape for name, shape, _, _ in unmade} if unmade is not None else {}
+        return {**fed, **{k: tuple(v.shape) for k, v in self._values.items() if hasattr(v, "shape")}}
 
     # -- nets ------------------------------------------------------------------------------
     @property
@@ -384,7 +435,7 @@ class Session:
         from engine.runtime import shapes  # noqa: PLC0415 (loads every op family: not before the first frame)
 
         inputs = {**self.model.value_info,
-                  **{k: tuple(v.shape) for k, v in self.values.items() if hasattr(v, "shape")}}
+                  **self._fed_shapes()}
         if self.plan_def is not None:  # a plan: each net of its steps, in step order
             from engine.runtime.plan_view import plan_shapes
             return plan_shapes(self.plan_def, inputs)
@@ -412,8 +463,7 @@ class Session:
             from netviz import cache
 
             self._shapes_key = cache.key(sorted(self.model.value_info.items()),
-                                         sorted((k, tuple(v.shape)) for k, v in self.values.items()
-                                                if hasattr(v, "shape")), cache.net_digest(self.model.init))
+                                         sorted(self._fed_shapes().items()), cache.net_digest(self.model.init))
         return self._shapes_key
 
     # -- blobs -----------------------------------------------------------------------------

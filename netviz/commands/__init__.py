@@ -1,13 +1,15 @@
 """One module per ``netviz`` subcommand: ``add_arguments(parser)`` and ``run(args) -> int``."""
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import GradientError
+
+if TYPE_CHECKING:
+    import argparse  # NOTE: the TUI imports this package (missing_blob_hint) before its first frame
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
