@@ -141,41 +141,46 @@ class Debugger(Machine):
         is called.  A cancel that came before the move started (a UI's Escape racing the
         start of the worker) is honoured: :meth:`cancel` sets a flag that only a finished move clears."""
         try:
-            return self._run_loop(stop_after, stop_before, max_units, on_nan)
+            # NOTE: one random source and one single-threaded block around the whole move, not per op
+            # (the stop is told to listeners outside them, as before)
+            with executor.random_source(self._rng), blocking.single_threaded():
+                why = self._run_loop(stop_after, stop_before, max_units, on_nan)
+            return self._stop(*why)
         finally:
             self._cancel.clear()
 
     def _run_loop(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], bool] | None,
-                  max_units: int | None, on_nan: bool) -> Stopped:
+                  max_units: int | None, on_nan: bool) -> tuple[str, ...]:
+        """The loop of :meth:`_run`: the (reason, detail) of its stop."""
         first, units = True, 0
+        advance = self._advance_unit
         while True:
             if self._cancel.is_set():
-                return self._stop("cancelled", "cancelled")
+                return "cancelled", "cancelled"
             if not first:
                 if stop_before is not None and stop_before():
-                    return self._stop("step", "reached")
+                    return "step", "reached"
                 hit = self._location_hit()
                 if hit is not None:
-                    return self._stop(*hit)
+                    return hit
             first = False
             if self.finished:
-                return self._stop("end", "end of program")
+                return "end", "end of program"
             try:
-                with executor.random_source(self._rng):
-                    event, written = self._advance()
+                event, written = advance()
             except NetvizError as e:
                 self.error = str(e)
-                return self._stop("error", str(e))
+                return "error", str(e)
             units += 1
             if on_nan and written and has_inf_or_nan(written):
                 bad = ", ".join(n for n in written if has_inf_or_nan({n: written[n]}))
                 rec = self.records[-1]
-                return self._stop("nan", f"{bad} holds NaN/Inf (after {place(self._program(), rec.path, rec.frames)})")
+                return "nan", f"{bad} holds NaN/Inf (after {place(self._program(), rec.path, rec.frames)})"
             hit = self._after_hit(written)
             if hit is not None:
-                return self._stop(*hit)
+                return hit
             if stop_after(event, len(self.frames)) or (max_units is not None and units >= max_units):
-                return self._stop("step")
+                return ("step",)
 
     def _at_subnet_end(self) -> bool:
         """The pc is at the end of a subnet (``… › end``): a stop :attr:`skip_end_stops` passes over."""
@@ -329,6 +334,8 @@ class Debugger(Machine):
             raise DebuggerError(f"no breakpoint or watchpoint #{point_id}")
 
     def _location_hit(self) -> tuple[str, str] | None:
+        if not self.breakpoints and not self.watchpoints:
+            return None
         op = self.current_op()
         if op is None:
             return None

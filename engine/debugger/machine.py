@@ -7,7 +7,6 @@ mutate their inputs), bounded by a memory budget.
 """
 from __future__ import annotations
 
-import cmath
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -79,40 +78,46 @@ def _nbytes(v: Any) -> int:
     return int(getattr(v, "nbytes", 0) or 0)
 
 
-_DTYPE_NAMES: dict[Any, str] = {}
+#: dtype → (its name, its kind), or None for object arrays (str(dtype) is ~3 µs, a per-op cost)
+_DTYPES: dict[Any, tuple[str, str] | None] = {}
+
+
+def _dtype_info(dtype: Any) -> tuple[str, str] | None:
+    try:
+        return _DTYPES[dtype]
+    except KeyError:
+        info = _DTYPES[dtype] = None if dtype == object else (str(dtype), getattr(dtype, "kind", ""))
+        return info
+    except TypeError:  # an unhashable dtype-like attribute
+        return None if dtype == object else (str(dtype), getattr(dtype, "kind", ""))
 
 
 def _summary(name: str, v: Any, lazy: bool = False) -> tuple[BlobSummary, LazyNorm | None]:
     """The summary of one output, and the :class:`LazyNorm` its norm waits in (`lazy`; None when
     computed now or there is none).
 
-    Whether a float value holds NaN/Inf is one pass in its own dtype: its sum is finite exactly
-    when no element is NaN/Inf and the sum does not overflow, so NaN/Inf are counted only when it
-    is not (an overflow then counts none, as it should).  The float64 norm (what a continue spent
-    most of its time on: 20 ms of float64 squares over DenseNet-121's 23 M output values, 60 ms in
-    the TUI's worker thread) waits until it is read when `lazy`.
+    NaN/Inf: one ``isfinite`` pass (exact, no warning on any value), counted only when some element
+    is not finite.  The float64 norm (what a continue spent most of its time on: 20 ms of float64
+    squares over DenseNet-121's 23 M output values, 60 ms in the TUI's worker thread) waits until
+    it is read when `lazy`.
     """
     dtype = getattr(v, "dtype", None)
-    if not hasattr(v, "shape") or dtype is None or dtype == object:
+    info = _dtype_info(dtype) if dtype is not None and hasattr(v, "shape") else None
+    if info is None:
         return BlobSummary(name, (), type(v).__name__, 0, 0, None), None
-    dname = _DTYPE_NAMES.get(dtype)
-    if dname is None:
-        dname = _DTYPE_NAMES[dtype] = str(dtype)
-    shape = tuple(int(d) for d in v.shape)
+    shape = v.shape if type(v) is np.ndarray else tuple(int(d) for d in v.shape)
     nan = inf = 0
     norm: float | LazyNorm | None = None
     pending = None
-    if dtype.kind in "fc" and v.size:
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is re-checked: no warning
-            total = complex(v.sum())
-        if not (cmath.isfinite(total)):
-            xp = dev.array_module(v)
+    if info[1] in "fc" and info[1] and v.size:
+        xp = np if type(v) is np.ndarray else dev.array_module(v)
+        if not xp.isfinite(v).all():
             nan, inf = int(xp.count_nonzero(xp.isnan(v))), int(xp.count_nonzero(xp.isinf(v)))
         if not (nan or inf):
             norm = pending = LazyNorm(v)
             if not lazy:
                 norm, pending = pending.resolve(), None
-    return BlobSummary(name, shape, dname, nan, inf, norm), pending
+    return BlobSummary(name, shape, info[0], nan, inf, norm), pending
 
 
 class Machine:
@@ -209,6 +214,10 @@ class Machine:
         """Run one unit: a plain op ("op"), entering a plan op ("enter"), its next subnet run
         ("next"), its completion ("complete"); "end" when nothing is left.  Returns the event
         kind and the blobs written."""
+        return self._advance_unit()
+
+    def _advance_unit(self) -> tuple[str, dict[str, Any]]:
+        """:meth:`_advance` for a caller already inside :func:`blocking.single_threaded` (a move's loop)."""
         f = self.frames[-1]
         if not f.at_end:
             b = self._bound(f)
@@ -272,39 +281,49 @@ class Machine:
 
     def _record(self, f: _Frame, b: executor.BoundOp, wall: float, written: Mapping[str, Any],
                 skipped: bool = False) -> None:
-        linked = [n for n in written if n in self._linked]
+        # NOTE: runs after every op (668 in DenseNet-121): the common case (no RNN link, no inject,
+        # nothing stale, no backward pass) takes no detour
+        linked = [n for n in written if n in self._linked] if self._linked else []
         for n in linked:
             self._close_version(n, written[n])
+        versions = self.versions
         for n in written:
-            self.versions[n] = self.versions.get(n, 0) + 1
-            self.injected.pop(n, None)
+            versions[n] = versions.get(n, 0) + 1
+        if self.injected:
+            for n in written:
+                self.injected.pop(n, None)
         path = f.path()
-        pending: dict[str, LazyNorm] = {}
+        pending: dict[str, LazyNorm | None] = {}
         outs: tuple[BlobSummary, ...] = ()
+        ratio = None
         if self.record_stats:
             summaries = []
             for n, v in written.items():
                 if v is not _MISSING:
-                    summary, pending[n] = _summary(n, v, lazy=True)  # type: ignore[assignment]
+                    summary, pending[n] = _summary(n, v, lazy=True)
                     summaries.append(summary)
             outs = tuple(summaries)
-        # NOTE: only an op that overwrote one of its inputs can have updated a parameter; the set of
-        # the nets' external inputs (849 names in DenseNet-121: 0.16 ms to build) is made once per net
-        ratio = (update_ratio(b.op, self._undo[-1].writes, self._params(f))
-                 if self._undo and self.record_stats and not written.keys().isdisjoint(b.op.input) else None)
-        frames = tuple(x.label for x in self.frames[1:self.frames.index(f) + 1]) if f is not self.frames[0] else ()
-        rec = OpRecord(len(self.records), path, b.op.type, f.label, wall, outs,
-                       self.is_backward(path), self.forward_index_of(path), skipped, ratio, frames)
+            # NOTE: only an op that overwrote one of its inputs can have updated a parameter; the set of
+            # the nets' external inputs (849 names in DenseNet-121: 0.16 ms to build) is made once per net
+            if self._undo and not written.keys().isdisjoint(getattr(b, "ins", None) or b.op.input):
+                ratio = update_ratio(b.op, self._undo[-1].writes, self._params(f))
+        main = self.frames[0]
+        frames = tuple(x.label for x in self.frames[1:self.frames.index(f) + 1]) if f is not main else ()
+        backward = bool(self.fwd_index) and self.is_backward(path)
+        op_type = b.op.type
+        rec = OpRecord(len(self.records), path, op_type, f.label, wall, outs, backward,
+                       self.forward_index_of(path) if backward else None, skipped, ratio, frames)
         self.records.append(rec)
         self.records_by_path[path] = rec
-        self.stale.discard(path)
+        if self.stale:
+            self.stale.discard(path)
         for n, v in written.items():
             if v is not _MISSING:
                 self._keep((path, n), rec.seq, v, pending.get(n))
-        if b.op.type == "rnn_internal_apply_link" and len(b.op.output) > 1 and b.op.output[1] in written:
+        if op_type == "rnn_internal_apply_link" and len(b.op.output) > 1 and b.op.output[1] in written:
             linked.append(b.op.output[1])
         for n in linked:  # a link's buffer: later writes through its views land in this version
-            self._linked[n] = (path, rec.seq, self.versions[n])
+            self._linked[n] = (path, rec.seq, versions[n])
         if self.listeners:
             self._emit(OpExecuted(rec))
 
