@@ -97,6 +97,25 @@ class _Fitted:
         return getattr(self._node, name)
 
 
+class _OpNode(TreeNode[Any]):
+    """An op's node.  A move marks the nodes whose marker changed stale (:meth:`OpTree.update_markers`)
+    and their label is made again when first read: drawn (only the lines on screen are), measured,
+    or read by anyone, so a continue through 668 ops relabels the ~40 lines in view, not ~200 nodes."""
+
+    _stale = False
+
+    @property  # type: ignore[override]
+    def _label(self) -> Text:
+        if self._stale:
+            self._stale = False
+            self.__dict__["_text"] = self._tree.label_of(self.data)  # type: ignore[attr-defined]
+        return self.__dict__["_text"]
+
+    @_label.setter
+    def _label(self, text: Text) -> None:
+        self.__dict__["_text"], self._stale = text, False
+
+
 def name_of(op: Any) -> str:
     """What names an op in the tree: its name, else its first output."""
     return op.name or (op.output[0] if op.output else "")
@@ -248,6 +267,15 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         if isinstance(data, tuple) and data[0] == "block":
             self._fill_block(event.node)
 
+    def _add_node(self, parent: TreeNode[Any] | None, label: Text, data: Any, expand: bool = False) -> TreeNode[Any]:
+        if not isinstance(data, OpRef):
+            return super()._add_node(parent, label, data, expand)
+        # NOTE: Tree._add_node, with an op's node (label remade lazily after a move)
+        node = _OpNode(self, parent, self._new_id(), label, data, expanded=expand)
+        self._tree_nodes[node._id] = node
+        self._updates += 1
+        return node
+
     def process_label(self, label: Any) -> Text:
         # NOTE: Tree splits every label into lines; ours are one line, and Text.split is not cheap
         if isinstance(label, Text) and "\n" not in label.plain:
@@ -394,8 +422,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
     def refresh_markers(self) -> None:
         """Relabel every op made so far (overlay or breakpoints changed)."""
         self._marks = self._mark_state()
-        for ref, node in self.nodes_by_ref.items():
-            node.set_label(self.label_of(ref))
+        self.update_markers(self.nodes_by_ref)
 
     def _mark_state(self) -> tuple[OpRef | None, OpRef | None, dict[Any, Any]]:
         """What the markers depend on: pc, failed op, the debugger's records (by identity), as of
@@ -425,10 +452,18 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             self._invalidate()  # NOTE: Tree keeps its width when a label changes
 
     def update_markers(self, refs: Any) -> None:
+        """Relabel the ops `refs`: each label is remade when next read (:class:`_OpNode`); the lines on
+        screen repaint once (those of unchanged ops come from Tree's line cache)."""
+        nodes = self.nodes_by_ref
+        changed = False
         for ref in refs:
-            node = self.nodes_by_ref.get(ref) if ref is not None else None
+            node = nodes.get(ref) if ref is not None else None
             if node is not None:
-                node.set_label(self.label_of(ref))
+                node._stale = True
+                node._updates += 1  # NOTE: what set_label does, less a queued repaint per node
+                changed = True
+        if changed:
+            self.refresh()
 
     def select_ref(self, ref: OpRef) -> None:
         """Move the cursor to an op, expanding what holds it."""
