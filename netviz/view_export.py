@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from netviz import style as S
-from netviz.drawing import DrawNode, Drawing
+
+if TYPE_CHECKING:
+    from netviz.drawing import DrawNode, Drawing
 
 PC_COLOR, BREAK_COLOR, NAN_COLOR = S.AMBER, "#C62828", "#8E24AA"
 
@@ -48,6 +51,8 @@ def view_drawing(d: Drawing, v: ViewSpec) -> Drawing:
 
     Edges between kept nodes are kept; a blob is kept when an edge joins it to a kept op; clusters
     are kept when a kept node is in them (or in one nested inside)."""
+    from netviz.drawing import DrawNode, Drawing  # noqa: PLC0415 (the main screen imports ViewSpec before its first frame)
+
     keep_op = (lambda n: True) if v.ops is None else (lambda n: _top(n) in v.ops)
     kept = {nid for nid, n in d.nodes.items() if n.kind != "blob" and keep_op(n)}
     for e in d.edges:

@@ -115,7 +115,9 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             return
         same_view = self.key is not None and self.key[:4] == key[:4] and self.scene is not None
         self.key, self.path = key, path
-        self._args = (session, view.net, view.ssa, view.n_forward, ssa, zoom, None if key[4] is None else window)
+        # NOTE: the view, not its SSA: a drawing read from the cache needs none (a 10k-op net's SSA is
+        # ~20 ms to read back), and one laid out reads it in the worker
+        self._args = (session, view.net, view, view.n_forward, ssa, zoom, None if key[4] is None else window)
         direction = self._planned(key)
         if (key, direction) in self._cache:
             self._set_scene(self._cache[key, direction])
@@ -159,7 +161,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             self._layout(self.key, direction or "auto", self._pane(), *self._args)
 
     @work(thread=True, exclusive=True, group="layout")
-    def _layout(self, key: tuple, direction: str, pane: tuple[int, int], session: Any, net: Any, ssa_list: list,
+    def _layout(self, key: tuple, direction: str, pane: tuple[int, int], session: Any, net: Any, view: Any,
                 n_forward: int, ssa: bool, zoom: int, window: range | None) -> None:
         try:
             blobs = ZOOMS[zoom][1]
@@ -175,7 +177,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
 
             def make() -> Scene:
                 shapes = session.shapes(key[0]) if blobs else None
-                return build_scene(net, ssa_list, n_forward, ssa, zoom, shapes=shapes, params=params, ops=window,
+                return build_scene(net, view.ssa, n_forward, ssa, zoom, shapes=shapes, params=params, ops=window,
                                    direction=direction, pane=pane)
 
             scene = cache.cached("scene", where, make)
@@ -281,7 +283,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             if branches:
                 took = "then" if "then_net" in branches else "else"
                 return f"{took} · cond={took == 'then'}"
-            ins = self._args[2][n.op][0]
+            ins = self._args[2].ssa[n.op][0]
             value, _ = session.version_value(BlobRef(self.path, ins[0][0], ins[0][1])) if ins else (None, "")
             if value is None or getattr(value, "size", 0) != 1:
                 return "ran"
@@ -298,7 +300,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         else the static one the layout drew (marked ``~``)."""
         if not self.records or n.blob is None or n.version is None or len(self._args) < 3:
             return n.sub
-        ssa_list = self._args[2]
+        ssa_list = self._args[2].ssa
         if self._writers is None or self._writers[0] is not ssa_list:
             self._writers = (ssa_list, {b: (i, k) for i, (_, outs) in enumerate(ssa_list)
                                         for k, b in enumerate(outs)})
