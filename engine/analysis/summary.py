@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.catalogue import facts
 from engine.model.modelio import Model
-from engine.model.opdef import arg_value, subnets_of
+from engine.model.opdef import arg_value, argument_length, subnets_of
 from proto import caffe2_pb2
 
 DEVICE_NAMES = {v: k.removeprefix("PROTO_") for k, v in caffe2_pb2.DeviceTypeProto.items()}
@@ -39,9 +39,11 @@ def device_name(opt: caffe2_pb2.DeviceOption) -> str:
 def param_info(op: caffe2_pb2.OperatorDef) -> dict[str, Any]:
     """Shape and dtype of what a fill op writes (shape None when it comes from an input)."""
     shape = arg_value(op, "shape")
-    values = arg_value(op, "values")
-    if shape is None and isinstance(values, list) and op.type.startswith("GivenTensor"):
-        shape = [len(values)]
+    if shape is None and op.type.startswith("GivenTensor"):
+        # NOTE: the count, not the values (argument_value would copy a real init net's weights: ~1 s for ResNet-50)
+        values = next((a for a in op.arg if a.name == "values"), None)
+        count = None if values is None else argument_length(values)
+        shape = None if count is None else [count]
     dtype = arg_value(op, "dtype")
     dtype_name = DTYPE_NAMES.get(dtype, "unknown") if isinstance(dtype, int) else FILL_DTYPES.get(op.type, "unknown")
     return {"type": op.type, "shape": list(shape) if isinstance(shape, list) else shape, "dtype": dtype_name}

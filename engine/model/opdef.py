@@ -146,6 +146,14 @@ def argument_value(arg: caffe2_pb2.Argument) -> Any:
     return []
 
 
+def argument_length(arg: caffe2_pb2.Argument) -> int | None:
+    """``len(argument_value(arg))`` when that is a list, None for a scalar, without making the list
+    (a GivenTensorFill's ``values``: millions of floats in a real init net)."""
+    if any(arg.HasField(f) for f in _SINGLE_FIELDS):
+        return None
+    return next((n for n in (len(getattr(arg, f)) for f in _REPEATED_FIELDS) if n), 0)
+
+
 def _decode(b: bytes) -> str | bytes:
     try:
         return b.decode("utf-8")
