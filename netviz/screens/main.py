@@ -51,6 +51,8 @@ from netviz.widgets.status_line import StatusLine
 
 
 DETAIL_MAX_OPS = 200
+#: the first frame waits at most this long for the graph's first drawing (a cached one takes ~10 ms)
+FIRST_FRAME_HOLD_S = 0.3
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -94,6 +96,9 @@ class MainScreen(Guarded, Screen[None]):
         self.exporting: str | None = None  # target of the export running in its worker
         self.checked = False  # the lint and schema check of the main net are done (check_net)
         self._whole_net_started = False
+        self._first_layout = False  # the screen was laid out once: the canvas has its size (_compositor_refresh)
+        self._held = False          # a screen update was held back for the graph's first drawing
+        self._released = False      # updates are no longer held (the graph is shown, or the deadline passed)
         self._gc_frozen = 0  # gc.freeze() calls made: after the first frame, after the first step (_freeze_gc)
         self.diffing: threading.Event | None = None  # set to cancel the device diff running
         self.onnx_rows: tuple[Any, ...] | None = None  # the last ONNX Runtime diff, coloured on the main net
@@ -122,12 +127,47 @@ class MainScreen(Guarded, Screen[None]):
             # facts (engine.catalogue's tables) and Rich table are no part of the first frame
             self.select(OpRef((), 0), details=False)
         self.update_status()
-        self.call_after_refresh(self.show_graph)  # op list first, the graph once laid out
+        # NOTE: the graph is laid out at the first layout (the canvas's size is its pane), in the first
+        # frame's place: see _compositor_refresh; this deadline shows the screen without it if it is slow
+        self.set_timer(FIRST_FRAME_HOLD_S, self._release_first_frame)
+
+    def _compositor_refresh(self) -> None:
+        """Textual's screen update (render the dirty regions, hand them to the driver), held back
+        until the first drawing of the graph is ready: the first frame shows the op list and the graph
+        together.  The graph's pane is the canvas's size, known only once the screen is laid out; the
+        first layout calls this, so the layout worker starts here.  Drawn before, the op list's frame
+        (a full screen render) and the graph's (the canvas and a re-layout) were two frames and the
+        worker competed with the first for the GIL: DenseNet-121's start -> graph 135 -> ~100 ms.
+        Held at most FIRST_FRAME_HOLD_S (a layout not cached: ``dot`` may take seconds)."""
+        if not self._first_layout and self.is_mounted:
+            self._first_layout = True
+            self.show_graph()
+        if self._holding():
+            self._held = True
+            return
+        super()._compositor_refresh()
+
+    def _holding(self) -> bool:
+        """Whether the first frame still waits for the graph's first drawing (or its failure)."""
+        return not self._released and self._first_layout and self.canvas.scene is None \
+            and not self._whole_net_started
+
+    def _release_first_frame(self) -> None:
+        """Draw the screen from now on; repaint it whole if a frame was held back."""
+        self._released = True
+        if not self._first_layout:  # NOTE: never laid out as the current screen (a modal over it)
+            self._first_layout = True
+            self.show_graph()
+        if self._held:
+            self._held = False
+            self.refresh()
 
     def on_graph_canvas_shown(self) -> None:
         """After the first frame with the graph, the whole-net work: shape inference (the drawing
         infers them itself when it shows blobs), the lint and the schema check.  Started earlier
         they import every kernel module and hold the GIL while the first window is laid out and drawn."""
+        if not self._released:
+            self._release_first_frame()
         if not self._whole_net_started:
             self._whole_net_started = True
             self._freeze_gc()
@@ -207,6 +247,8 @@ class MainScreen(Guarded, Screen[None]):
         return ref.index if ref is not None and ref.path == self.path else None
 
     def show_graph(self) -> None:
+        if not self._first_layout:  # NOTE: no pane yet: the first layout lays the graph out (_compositor_refresh)
+            return
         zoom = self.effective_zoom()
         self.canvas.show(self.session, self.path, self.ssa, zoom, self._cursor_op())
         name, blobs, _ = ZOOMS[zoom]
