@@ -15,7 +15,7 @@ from pathlib import Path
 from netviz.app import NetvizApp
 from netviz.session import OpRef, Session
 from netviz.widgets.op_inspector import OpInspector
-from tests.netviz.tui_nets import chain, write
+from tests.netviz.tui_nets import chain, mlp, while_net, write
 from tests.netviz.waiting import asynctest, text_of, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,6 +72,87 @@ async def test_relabelled_list_is_as_wide_as_if_linted_up_front():
         widest = max(tree.get_label_width(line.node) + line._get_guide_width(tree.guide_depth, tree.show_root)
                      for line in tree._tree_lines)
         assert tree.virtual_size.width == widest
+
+
+#: what no first frame imports (second opening): kernels, gradients, shapes, lint, the catalogue's docs
+#: and schema checks, the debugger, NumPy (86 modules: the cached drawing is bytes, the inputs' arrays
+#: are made after it), argparse (the CLI's parsers)
+NOT_BEFORE_THE_FIRST_FRAME = ("engine.runtime.ops", "engine.autodiff.gradient_ir", "engine.runtime.shapes",
+                              "engine.analysis.lint", "engine.catalogue.docs", "engine.catalogue.schema",
+                              "engine.debugger.debugger", "engine.runtime.executor", "numpy", "argparse")
+
+
+def _modules_at_first_frame(tmp_path: Path, args: str, opens: int = 2) -> list[str]:
+    """The modules of :data:`NOT_BEFORE_THE_FIRST_FRAME` imported when the first frame of
+    ``Session.open(args)`` is drawn, in a fresh process, at its `opens`-th opening (the first ones
+    fill the parse and drawing caches)."""
+    code = f"""
+import asyncio, sys
+from netviz.app import NetvizApp
+from netviz.session import Session
+
+async def main():
+    app = NetvizApp(Session.open({args}))
+    seen = []
+    display = app._display
+    def hooked(screen, renderable):
+        m = getattr(app, "main", None)
+        if renderable is not None and not seen and m is not None and m.is_mounted and m.op_tree.populated \\
+                and m.canvas.scene is not None:
+            seen.append(sorted(k for k in sys.modules if k.split(".")[0] in {{"numpy", "argparse"}}
+                               or k.startswith({NOT_BEFORE_THE_FIRST_FRAME!r})))
+        display(screen, renderable)
+    app._display = hooked
+    async with app.run_test(size=(160, 48)) as pilot:
+        while not seen:
+            await pilot.pause(0.01)
+    print(" ".join(seen[0]))
+asyncio.run(main())
+"""
+    env = dict(os.environ, NETVIZ_CACHE_DIR=str(tmp_path / "cache"))
+    for _ in range(opens):
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
+def test_a_net_seen_before_draws_its_first_frame_without_numpy(tmp_path):
+    """A second opening draws from the cache: no NumPy (the scene is bytes), no kernels, no CLI
+    parsers up to the first frame; a big net (windowed) and a small one drawn with its blobs."""
+    big = write(tmp_path, "chain", chain(400))
+    small = write(tmp_path, "while", while_net())
+    assert _modules_at_first_frame(tmp_path, repr(str(big))) == []
+    assert _modules_at_first_frame(tmp_path, repr(str(small))) == []
+
+
+def test_inputs_made_after_the_first_frame_are_the_ones_parse_inputs_makes(tmp_path):
+    """``--input`` specs are checked at open, and the arrays made on the first read of the values
+    are those :func:`netviz.session.parse_inputs` makes (same seeded draws, order, dtypes); the
+    drawing's shape key is the same before and after they are made."""
+    import numpy as np  # noqa: PLC0415
+
+    from engine.errors import NetvizError  # noqa: PLC0415
+    from netviz.session import parse_inputs  # noqa: PLC0415
+
+    path = write(tmp_path, "mlp", mlp())
+    saved = tmp_path / "w.npy"
+    np.save(saved, np.arange(6, dtype=np.int64).reshape(2, 3))
+    specs = ["X=4,8", "label=4:int32", f"W1={saved}", "b1=3x1"]
+    session = Session.open(path, inputs=specs)
+    key = session.shapes_key()
+    want = parse_inputs(specs)
+    got = session.values
+    assert list(got) == list(want) == ["X", "label", "W1", "b1"]
+    assert all(got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]) for k in want)
+    session._shapes_key = None
+    assert session.shapes_key() == key
+    for bad in (["X"], ["X=4,a"], ["label=4:complex"], [f"W1={tmp_path / 'none.npy'}"]):
+        try:
+            Session.open(path, inputs=bad)
+        except NetvizError:
+            continue
+        raise AssertionError(f"--input {bad} opened")
 
 
 def test_first_frame_imports_no_kernel_module(tmp_path):
