@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -106,3 +107,26 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path: Path, case: str) -> Non
 def test_parse_net_rejects_whitespace_only() -> None:
     with pytest.raises(ModelError, match="empty"):
         parse_net(b"  \n\n", "blank.pbtxt")
+
+
+@pytest.mark.parametrize("walk", [True, False])
+def test_unknown_fields_are_refused_whichever_way_they_are_looked_for(monkeypatch, walk: bool) -> None:
+    """A net of few, big ops (an init net's weights) is checked by a walk of its messages, others by
+    protobuf's sizes: the same nets are refused, with the same message naming the first unknown field."""
+    from engine.model import modelio  # noqa: PLC0415
+
+    monkeypatch.setattr(modelio, "WALK_BYTES_PER_OP", 0 if walk else 1 << 60)
+    weights = caffe2_pb2.OperatorDef(type="GivenTensorFill", output=["w"])
+    weights.arg.add(name="values", floats=[0.5] * 20_000)
+    net = caffe2_pb2.NetDef(name="init", op=[weights])
+    good = net.SerializeToString()
+    assert parse_net(good) == net
+    unknown = bytes([(99 << 3 | 0) & 0x7F | 0x80, 99 >> 4, 1])  # field 99, varint 1
+    arg = caffe2_pb2.Argument()
+    arg.ParseFromString(caffe2_pb2.Argument(name="shape", ints=[20_000]).SerializeToString() + unknown)
+    nested = caffe2_pb2.NetDef()
+    nested.CopyFrom(net)
+    nested.op[0].arg.append(arg)
+    for data, where in ((good + unknown, "<top level>"), (nested.SerializeToString(), "op[0].arg[1]")):
+        with pytest.raises(ModelError, match=rf"not a NetDef \(unknown field at {re.escape(where)}\)"):
+            parse_net(data, "w.pb")
