@@ -122,7 +122,13 @@ class Debugger(Machine):
             for name, arr in made.items():
                 self.ws.feed_blob(name, arr, on)
             self.synthesized = sorted(made)
-        self._reset_machine(_Frame(self._program(), self.ws, "main", ("op",)))
+        main = _Frame(self._program(), self.ws, "main", ("op",))
+        old = self.frames[0] if getattr(self, "frames", None) else None
+        if old is not None and old.net is main.net:
+            # NOTE: a bound op holds no value; one with a context (per-op state, its workspace) or a plan's
+            # generator is bound afresh, as on the first run
+            main.bound = {i: b for i, b in old.bound.items() if b.ctx is None and not b.plan}
+        self._reset_machine(main)
         return self._stop("step", "restarted")
 
     @property

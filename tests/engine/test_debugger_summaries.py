@@ -129,3 +129,35 @@ def test_run_to_nan_stops_after_the_op_that_wrote_it(zoo: Path) -> None:
     bad = dbg.alerts()
     assert bad[0].path == ("op", target) and bad[0].outputs[0].nan_count == 1
     assert all(r.path[1] > target for r in bad[1:])
+
+
+def test_an_op_without_kernel_fails_when_the_pc_reaches_it_not_when_ops_before_it_are_bound() -> None:
+    """Ops are bound ahead of the pc (BIND_AHEAD at a time): one that cannot be bound stops the run
+    only at its own turn, with its own error, after the ops before it ran."""
+    init, net = Net("init"), Net("nokernel")
+    init.GivenTensorFill([], "x", shape=[3], values=[1.0, -2.0, 3.0])
+    net.Relu("x", "y")
+    net.Relu("y", "z")
+    net.Proto().op.add(type="NoSuchOp", input=["z"], output=["w"])
+    net.Relu("z", "v")
+    dbg = Debugger(Model(net.Proto(), init.Proto()))
+    assert dbg.step().reason == "step" and dbg.pc.path == ("op", 1)
+    stop = dbg.continue_()
+    assert stop.reason == "error" and "NoSuchOp" in stop.detail and dbg.pc.path == ("op", 2)
+    assert [r.path for r in dbg.records] == [("op", 0), ("op", 1)]
+
+
+def test_restart_keeps_bound_ops_without_state_and_binds_the_others_afresh() -> None:
+    dbg = Debugger(load_model(EXAMPLES / "while_net" / "predict_net.pb"))
+    dbg.continue_()
+    first = [(r.path, r.op_type) for r in dbg.records]
+    before = dict(dbg.frames[0].bound)
+    loop = next(i for i, b in before.items() if b.op.type == "While")
+    dbg.restart()
+    after = dbg.frames[0].bound
+    assert loop not in after and before[loop].ctx is not None  # its context holds per-op state: bound again
+    stateless = {i for i, b in before.items() if b.ctx is None and not b.plan}
+    assert set(after) == stateless and all(after[i] is before[i] for i in after) and len(stateless) > 3
+    dbg.continue_()
+    assert dbg.frames[0].bound[loop] is not before[loop]
+    assert dbg.finished and not dbg.error and [(r.path, r.op_type) for r in dbg.records] == first
