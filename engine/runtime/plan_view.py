@@ -18,7 +18,6 @@ from typing import Any
 
 from engine.errors import ModelError
 from engine.model.modelio import Model
-from engine.runtime.plandef import events, load_plan
 from proto import caffe2_pb2
 
 __all__ = ["is_plan_file", "plan_lines", "plan_model", "plan_program", "plan_shapes", "step_op", "step_summary",
@@ -34,12 +33,25 @@ def is_plan_file(path: str | Path) -> bool:
     p = Path(path)
     if not p.is_file():
         return False
+    text = p.suffix in (".pbtxt", ".txt", ".prototxt")
+    if not text and "plan" not in p.name.lower():
+        return False
+    # NOTE: a text file's execution steps are written ``execution_step`` (and one read as binary, which
+    # load_plan tries first, has a tag 0x1A, or a longer one ending in 0x00): a net's text file has none,
+    # and opening it needs neither the plan runner nor a second parse
+    if text:
+        try:
+            data = p.read_bytes()
+        except OSError:
+            return False
+        if all(token not in data for token in (b"execution_step", b"\x1a", b"\x00")):
+            return False
+    from engine.runtime.plandef import load_plan  # noqa: PLC0415 (the TUI opens a net without the plan runner)
     try:
         plan = load_plan(p)
     except ModelError:
         return False
-    text = p.suffix in (".pbtxt", ".txt", ".prototxt")
-    return bool(len(plan.execution_step)) and (text or "plan" in p.name.lower())
+    return bool(len(plan.execution_step))
 
 
 def _step_lines(step: caffe2_pb2.ExecutionStep, depth: int) -> Iterator[str]:
@@ -205,6 +217,8 @@ class PlanRun:
 
 def run_plan_steps(plan: caffe2_pb2.PlanDef, ws: object) -> Iterator[PlanRun]:
     """Run `plan` in `ws` with Caffe2's RunPlan semantics, yielding each net run once it is done."""
+    from engine.runtime.plandef import events  # noqa: PLC0415
+
     gen = events(plan, ws)
     prev, start = None, 0.0
     for ev in gen:
