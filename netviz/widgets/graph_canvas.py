@@ -123,6 +123,13 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             self._set_scene(self._cache[key, direction])
             return
         if not same_view:
+            # NOTE: a drawing cached on disk is read here (DenseNet-121's first window: ~5 ms), not in the
+            # worker: the first frame waits for it, and the thread hop took ~15 ms more
+            where = self._scene_key(key, direction or "auto", self._pane(), session, zoom, self._args[6], block=False)
+            scene = cache.load("scene", where) if where is not None else None
+            if scene is not None:
+                self._ready(key, scene)
+                return
             self.scene, self._base, self.placeholder = None, None, f"laying out {session.path_label(path)} …"
             self.virtual_size = Size(self.size.width, self.size.height)
             self.refresh()
@@ -166,14 +173,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         try:
             blobs = ZOOMS[zoom][1]
             params = session.param_names()
-            digest = getattr(session, "digest", None)
-            inferred = session.shapes_key() if blobs and hasattr(session, "shapes_key") else None
-            # NOTE: a drawing is a function of the net (its digest), the view (key, loss), the direction,
-            # the pane and, with blobs, what shape inference reads: a net seen before draws from
-            # netviz.cache without inferring shapes (which imports every kernel module).
-            # Every argument of build_scene must be in this key.
-            where = cache.key(digest, key, session.loss, direction, pane, sorted(params), window, inferred) \
-                if digest is not None and (not blobs or inferred is not None) else None
+            where = self._scene_key(key, direction, pane, session, zoom, window)
 
             def make() -> Scene:
                 shapes = session.shapes(key[0]) if blobs else None
@@ -185,6 +185,26 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             self.app.call_from_thread(self._failed, key, e)
             return
         self.app.call_from_thread(self._ready, key, scene)
+
+    @staticmethod
+    def _scene_key(key: tuple, direction: str, pane: tuple[int, int], session: Any, zoom: int,
+                   window: range | None, block: bool = True) -> str | None:
+        """The :mod:`netviz.cache` key of a drawing; None when it is not cached (no net digest: a
+        subnet, a plan) or, with `block` False, when the key needs a costly hash not made yet (a big init
+        net: :meth:`netviz.session.Session.shapes_key`)."""
+        digest = getattr(session, "digest", None)
+        if digest is None:
+            return None
+        inferred = None
+        if ZOOMS[zoom][1]:
+            inferred = session.shapes_key(block=block) if hasattr(session, "shapes_key") else None
+            if inferred is None:
+                return None
+        # NOTE: a drawing is a function of the net (its digest), the view (key, loss), the direction,
+        # the pane and, with blobs, what shape inference reads: a net seen before draws from
+        # netviz.cache without inferring shapes (which imports every kernel module).
+        # Every argument of build_scene must be in this key.
+        return cache.key(digest, key, session.loss, direction, pane, sorted(session.param_names()), window, inferred)
 
     def _ready(self, key: tuple, scene: Scene) -> None:
         self._cache[key, scene.direction] = scene

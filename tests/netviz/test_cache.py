@@ -9,9 +9,11 @@ import pytest
 
 import netviz.session as session_module
 import netviz.widgets.graph_canvas as canvas_module
+from engine.model.opdef import create_operator
 from netviz import cache
 from netviz.app import NetvizApp
 from netviz.session import Session
+from proto import caffe2_pb2
 from tests.netviz.tui_nets import chain, mlp, write
 from tests.netviz.waiting import asynctest, wait_for
 
@@ -88,6 +90,24 @@ async def test_the_first_drawing_of_a_net_seen_before_is_not_laid_out_again(tmp_
     assert any(p.name.startswith("scene-") for p in cache_dir.iterdir())
     monkeypatch.setattr(canvas_module, "build_scene", _refuse)
     assert await _first_drawing(path) == drawn and len(drawn) >= 8
+    # NOTE: read on the UI thread when the view is shown, not by the layout worker
+    monkeypatch.setattr(canvas_module.GraphCanvas, "_layout", _refuse)
+    assert await _first_drawing(path) == drawn
+
+
+def test_a_big_init_net_is_not_hashed_for_the_ui_thread(tmp_path, cache_dir, monkeypatch):
+    """``shapes_key(block=False)`` (the canvas's read of a cached drawing on the UI thread) hashes an
+    init net file only when it is small; the worker's ``shapes_key()`` makes the key, then both have it."""
+    path = write(tmp_path, "mlp", mlp())
+    init = write(tmp_path, "mlp_init", caffe2_pb2.NetDef(name="init", op=[
+        create_operator("XavierFill", [], "W1", shape=[4, 8])]))
+    session = Session.open(path, init=init)
+    monkeypatch.setattr(session_module, "QUICK_INIT_BYTES", 0)
+    assert session.shapes_key(block=False) is None
+    key = session.shapes_key()
+    assert key is not None and session.shapes_key(block=False) == key
+    monkeypatch.setattr(session_module, "QUICK_INIT_BYTES", 1 << 20)
+    assert Session.open(path, init=init).shapes_key(block=False) == key
 
 
 def test_keys_change_with_the_code_that_computes_them(monkeypatch):
