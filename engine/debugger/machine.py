@@ -17,8 +17,8 @@ import numpy as np
 from engine.runtime import blocking
 from engine.runtime import device as dev
 from engine.runtime import executor
-from engine.debugger.records import (BlobSummary, FrameInfo, LazyNorm, OpExecuted, OpPath, OpRecord, ProgramCounter,
-                                     Stopped, VersionFinal)
+from engine.debugger.records import (BlobSummary, FrameInfo, Health, OpExecuted, OpPath, OpRecord, ProgramCounter,
+                                     Stopped, VersionFinal, counts_of)
 from engine.errors import NetvizError
 from engine.runtime.plans import SubnetRun
 from engine.autodiff.training import update_ratio
@@ -93,32 +93,36 @@ def _dtype_info(dtype: Any) -> tuple[str, str] | None:
         return None if dtype == object else (str(dtype), getattr(dtype, "kind", ""))
 
 
-def _summary(name: str, v: Any, lazy: bool = False) -> tuple[BlobSummary, LazyNorm | None]:
-    """The summary of one output, and the :class:`LazyNorm` its norm waits in (`lazy`; None when
-    computed now or there is none).
+#: values of at least this many elements are checked for NaN/Inf on the helper thread (a smaller one
+#: costs less to check at once than to hand over)
+CHECK_AHEAD_MIN = 1 << 16
+_checker: list[Any] = []  # the helper thread's executor, made on first use
 
-    NaN/Inf: one ``isfinite`` pass (exact, no warning on any value), counted only when some element
-    is not finite.  The float64 norm (what a continue spent most of its time on: 20 ms of float64
-    squares over DenseNet-121's 23 M output values, 60 ms in the TUI's worker thread) waits until
-    it is read when `lazy`.
+
+def _check_later(v: Any) -> Any:
+    """A future of ``counts_of(v)`` on the debugger's one helper thread."""
+    if not _checker:
+        from concurrent.futures import ThreadPoolExecutor  # NOTE: an idle pool worker counts as asleep
+        _checker.append(ThreadPoolExecutor(1, thread_name_prefix="netviz-nan-check"))  # (engine.runtime.blocking)
+    return _checker[0].submit(counts_of, v)
+
+
+def _summary(name: str, v: Any, later: bool = False) -> BlobSummary:
+    """The summary of one output (:class:`Health` for a float value: its norm is computed when read).
+
+    `later`: a large NumPy value's NaN/Inf check runs on the helper thread while the next ops run
+    (the move waits for it before it ends, :meth:`Machine._join_checks`).
     """
     dtype = getattr(v, "dtype", None)
     info = _dtype_info(dtype) if dtype is not None and hasattr(v, "shape") else None
     if info is None:
-        return BlobSummary(name, (), type(v).__name__, 0, 0, None), None
+        return BlobSummary(name, (), type(v).__name__, (0, 0, None))
     shape = v.shape if type(v) is np.ndarray else tuple(int(d) for d in v.shape)
-    nan = inf = 0
-    norm: float | LazyNorm | None = None
-    pending = None
-    if info[1] in "fc" and info[1] and v.size:
-        xp = np if type(v) is np.ndarray else dev.array_module(v)
-        if not xp.isfinite(v).all():
-            nan, inf = int(xp.count_nonzero(xp.isnan(v))), int(xp.count_nonzero(xp.isinf(v)))
-        if not (nan or inf):
-            norm = pending = LazyNorm(v)
-            if not lazy:
-                norm, pending = pending.resolve(), None
-    return BlobSummary(name, shape, info[0], nan, inf, norm), pending
+    if not (info[1] and info[1] in "fc" and v.size):
+        return BlobSummary(name, shape, info[0], (0, 0, None))
+    if later and type(v) is np.ndarray and v.size >= CHECK_AHEAD_MIN:
+        return BlobSummary(name, shape, info[0], Health(v, _check_later(v)))
+    return BlobSummary(name, shape, info[0], Health(v, None, *counts_of(v)))
 
 
 class Machine:
@@ -143,8 +147,9 @@ class Machine:
         for kept in getattr(self, "kept", {}).values():  # a restart: the last run's records get their norms
             if kept[2] is not None:
                 kept[2].resolve()
-        # (op path | None=@0, blob) → (record seq, value, the record's norm until computed)
-        self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, LazyNorm | None]] = {}
+        # (op path | None=@0, blob) → (record seq, value, the record's Health until its norm is computed)
+        self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, Health | None]] = {}
+        self._checks: list[Any] = []  # NaN/Inf checks on the helper thread this move started (_join_checks)
         self.kept_bytes, self.kept_evicted = 0, 0
         self.injected: dict[str, int] = {}   # blob → version an inject gave it (until an op writes it)
         # NOTE: blob → (path, seq, version) of the latest version of a buffer rnn_internal_apply_link made
@@ -305,15 +310,20 @@ class Machine:
             for n in written:
                 self.injected.pop(n, None)
         path = f.path()
-        pending: dict[str, LazyNorm | None] = {}
+        health: dict[str, Health] = {}
         outs: tuple[BlobSummary, ...] = ()
         ratio = None
         if self.record_stats:
             summaries = []
+            later = not linked and b.op.type != "rnn_internal_apply_link"  # NOTE: views write those: now
             for n, v in written.items():
                 if v is not _MISSING:
-                    summary, pending[n] = _summary(n, v, lazy=True)
+                    summary = _summary(n, v, later)
                     summaries.append(summary)
+                    if type(summary.health) is Health:
+                        health[n] = summary.health
+                        if summary.health.pending is not None:
+                            self._checks.append(summary.health.pending)
             outs = tuple(summaries)
             # NOTE: only an op that overwrote one of its inputs can have updated a parameter; the set of
             # the nets' external inputs (849 names in DenseNet-121: 0.16 ms to build) is made once per net
@@ -331,13 +341,20 @@ class Machine:
             self.stale.discard(path)
         for n, v in written.items():
             if v is not _MISSING:
-                self._keep((path, n), rec.seq, v, pending.get(n))
+                self._keep((path, n), rec.seq, v, health.get(n))
         if op_type == "rnn_internal_apply_link" and len(b.op.output) > 1 and b.op.output[1] in written:
             linked.append(b.op.output[1])
         for n in linked:  # a link's buffer: later writes through its views land in this version
             self._linked[n] = (path, rec.seq, versions[n])
         if self.listeners:
             self._emit(OpExecuted(rec))
+
+    def _join_checks(self) -> None:
+        """Wait for the NaN/Inf checks the move handed to the helper thread: a move ends with its
+        records complete (what a UI shows of them never waits)."""
+        checks, self._checks = self._checks, []
+        for c in checks:
+            c.exception()  # NOTE: waits; an error is raised where the count is read
 
     def _params(self, f: _Frame) -> frozenset[str]:
         """The blobs that can be parameters in frame `f`: its net's and the main net's external inputs."""
@@ -364,7 +381,7 @@ class Machine:
             self._keep((path, name), seq, value)
         if self.record_stats and seq < len(self.records):
             rec = self.records[seq]
-            outs = tuple(_summary(name, value)[0] if o.name == name else o for o in rec.outputs)
+            outs = tuple(_summary(name, value) if o.name == name else o for o in rec.outputs)
             self.records[seq] = rec = replace(rec, outputs=outs)
             if self.records_by_path.get(path) is not None and self.records_by_path[path].seq == seq:
                 self.records_by_path[path] = rec
@@ -378,20 +395,20 @@ class Machine:
                 if o is not _MISSING and (None, n) not in self.kept:
                     self._keep((None, n), -1, o)
 
-    def _keep(self, key: tuple[OpPath | None, str], seq: int, value: Any, norm: LazyNorm | None = None) -> None:
-        """Keep `value` as the version op `key[0]` wrote (record `seq`); `norm`: its record's norm, computed
-        from the value when read or, at the latest, when the value is dropped here (:meth:`_drop`)."""
+    def _keep(self, key: tuple[OpPath | None, str], seq: int, value: Any, health: Health | None = None) -> None:
+        """Keep `value` as the version op `key[0]` wrote (record `seq`); `health`: its record's counts and
+        norm, computed from the value when read or, at the latest, when it is dropped here (:meth:`_drop`)."""
         old = self.kept.pop(key, None)
         if old is not None:
             self._drop(old)
-        self.kept[key] = (seq, value, norm)
+        self.kept[key] = (seq, value, health)
         self.kept_bytes += _nbytes(value)
         budget = getattr(self, "keep_budget", KEEP_BUDGET)
         while self.kept_bytes > budget and len(self.kept) > 1:  # oldest first (dict order)
             self._drop(self.kept.pop(next(iter(self.kept))))
             self.kept_evicted += 1
 
-    def _drop(self, kept: tuple[int, Any, LazyNorm | None]) -> None:
+    def _drop(self, kept: tuple[int, Any, Health | None]) -> None:
         """A kept value leaves: its record's norm is computed now, while the value is still here."""
         self.kept_bytes -= _nbytes(kept[1])
         if kept[2] is not None:

@@ -51,30 +51,56 @@ class ProgramCounter:
         return " › ".join(parts)
 
 
-class LazyNorm:
-    """The L2 norm of a value, computed (float64 sum of squares) when first asked.
+class Health:
+    """NaN/Inf counts and the L2 norm of one recorded float or complex value, made when needed.
 
-    Why: the norm is shown for one op or blob at a time (inspectors, the grad-norm overlay), and
-    computing it for every output during a continue cost more than the kernels (20-60 ms of a
-    continue through DenseNet-121 whose ops take 50 ms).  The holder keeps a reference to the value
-    only as long as the debugger keeps that version's value (:meth:`Machine._keep`): the machine
-    calls :meth:`resolve` before it drops one, so nothing holds memory beyond the keep budget.
-    Values never change after they are recorded (kernels do not mutate their inputs; an RNN
-    state buffer written through views is summarised eagerly when its version closes).
+    Why: a continue through DenseNet-121 (668 ops whose kernels take 50-90 ms) spent 20-60 ms on a
+    float64 sum of squares per output, and 10-20 ms more counting NaN/Inf in the worker thread.
+    The counts come from one ``isfinite`` pass, made when the op is recorded or, for a large value,
+    on the debugger's helper thread while the next ops run (`pending`: NumPy lets go of the GIL;
+    a move ends only once they are done, so a UI never waits on one); the float64 norm is computed
+    when first read.  The value is held only while the debugger keeps that version's value
+    (:meth:`Machine._keep`): it calls :meth:`resolve` before it drops one.  Values never change
+    after they are recorded (kernels do not mutate their inputs; an RNN state buffer written
+    through views is summarised at once when its version closes).
     """
 
-    __slots__ = ("value", "result")
+    __slots__ = ("value", "pending", "nan", "inf", "result")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, pending: Any = None, nan: int = 0, inf: int = 0) -> None:
         self.value: Any = value
+        self.pending: Any = pending  # a concurrent.futures.Future of (nan, inf), or None
+        self.nan, self.inf = nan, inf
         self.result: float | None = None
 
-    def resolve(self) -> float | None:
+    def counts(self) -> tuple[int, int]:
+        pending = self.pending
+        if pending is not None:
+            self.nan, self.inf = pending.result()
+            self.pending = None
+        return self.nan, self.inf
+
+    def norm(self) -> float | None:
+        if any(self.counts()):
+            self.value = None
+            return None
         value = self.value  # NOTE: a local: the UI thread may ask while the worker resolves it too
         if value is not None:
             self.result = norm_of(value)
             self.value = None
         return self.result
+
+    resolve = norm
+
+
+def counts_of(v: Any) -> tuple[int, int]:
+    """(NaN, Inf) element counts of a float or complex array: one ``isfinite`` pass when there are none."""
+    from engine.runtime import device as dev
+
+    xp = dev.array_module(v)
+    if xp.isfinite(v).all():
+        return 0, 0
+    return int(xp.count_nonzero(xp.isnan(v))), int(xp.count_nonzero(xp.isinf(v)))
 
 
 def norm_of(v: Any) -> float | None:
@@ -90,20 +116,29 @@ def norm_of(v: Any) -> float | None:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class BlobSummary:
-    """Health of one output an op wrote.  `norm` (None for non-float values and values holding
-    NaN/Inf) may be given as a :class:`LazyNorm`, computed when first read."""
+    """Health of one output an op wrote: shape, dtype, NaN/Inf counts and norm (None for non-float
+    values and values holding NaN/Inf).  `health` is a :class:`Health` (counts and norm made when
+    needed) or the triple (NaN count, Inf count, norm)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
-    nan_count: int
-    inf_count: int
-    lazy_norm: float | LazyNorm | None = field(repr=False)
+    health: Health | tuple[int, int, float | None] = field(repr=False)
+
+    @property
+    def nan_count(self) -> int:
+        h = self.health
+        return h.counts()[0] if type(h) is Health else h[0]
+
+    @property
+    def inf_count(self) -> int:
+        h = self.health
+        return h.counts()[1] if type(h) is Health else h[1]
 
     @property
     def norm(self) -> float | None:
-        n = self.lazy_norm
-        return n.resolve() if type(n) is LazyNorm else n
+        h = self.health
+        return h.norm() if type(h) is Health else h[2]
 
     def _key(self) -> tuple[Any, ...]:
         return self.name, self.shape, self.dtype, self.nan_count, self.inf_count, self.norm
