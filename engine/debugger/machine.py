@@ -120,8 +120,11 @@ def _summary(name: str, v: Any, later: bool = False) -> BlobSummary:
     shape = v.shape if type(v) is np.ndarray else tuple(int(d) for d in v.shape)
     if not (info[1] and info[1] in "fc" and v.size):
         return BlobSummary(name, shape, info[0], (0, 0, None))
-    if later and type(v) is np.ndarray and v.size >= CHECK_AHEAD_MIN:
-        return BlobSummary(name, shape, info[0], Health(v, _check_later(v)))
+    if type(v) is np.ndarray:
+        if later and v.size >= CHECK_AHEAD_MIN:
+            return BlobSummary(name, shape, info[0], Health(v, _check_later(v)))
+        if np.isfinite(v).all():  # NOTE: counts_of's common case, without its device look-up
+            return BlobSummary(name, shape, info[0], Health(v))
     return BlobSummary(name, shape, info[0], Health(v, None, *counts_of(v)))
 
 
