@@ -18,7 +18,7 @@ from engine.runtime import blocking
 from engine.runtime import device as dev
 from engine.runtime import executor
 from engine.debugger.records import (BlobSummary, FrameInfo, Health, OpExecuted, OpPath, OpRecord, ProgramCounter,
-                                     Stopped, VersionFinal, counts_of)
+                                     Stopped, VersionFinal, counts_of, norm_of)
 from engine.errors import NetvizError
 from engine.runtime.plans import SubnetRun
 from engine.autodiff.training import update_ratio
@@ -107,11 +107,13 @@ def _check_later(v: Any) -> Any:
     return _checker[0].submit(counts_of, v)
 
 
-def _summary(name: str, v: Any, later: bool = False) -> BlobSummary:
-    """The summary of one output (:class:`Health` for a float value: its norm is computed when read).
+def _summary(name: str, v: Any, later: bool = True) -> BlobSummary:
+    """The summary of one output (:class:`Health` for a float value).
 
-    `later`: a large NumPy value's NaN/Inf check runs on the helper thread while the next ops run
-    (the move waits for it before it ends, :meth:`Machine._join_checks`).
+    `later`: the norm is computed when read, and a large NumPy value's NaN/Inf check runs on the
+    helper thread while the next ops run (the move waits for it before it ends,
+    :meth:`Machine._join_checks`); else both now (a value that later writes through views change:
+    an RNN link's, as it was when recorded).
     """
     dtype = getattr(v, "dtype", None)
     info = _dtype_info(dtype) if dtype is not None and hasattr(v, "shape") else None
@@ -120,8 +122,11 @@ def _summary(name: str, v: Any, later: bool = False) -> BlobSummary:
     shape = v.shape if type(v) is np.ndarray else tuple(int(d) for d in v.shape)
     if not (info[1] and info[1] in "fc" and v.size):
         return BlobSummary(name, shape, info[0], (0, 0, None))
+    if not later:
+        nan, inf = counts_of(v)
+        return BlobSummary(name, shape, info[0], (nan, inf, None if nan or inf else norm_of(v)))
     if type(v) is np.ndarray:
-        if later and v.size >= CHECK_AHEAD_MIN:
+        if v.size >= CHECK_AHEAD_MIN:
             return BlobSummary(name, shape, info[0], Health(v, _check_later(v)))
         if np.isfinite(v).all():  # NOTE: counts_of's common case, without its device look-up
             return BlobSummary(name, shape, info[0], Health(v))
@@ -384,7 +389,7 @@ class Machine:
             self._keep((path, name), seq, value)
         if self.record_stats and seq < len(self.records):
             rec = self.records[seq]
-            outs = tuple(_summary(name, value) if o.name == name else o for o in rec.outputs)
+            outs = tuple(_summary(name, value, later=False) if o.name == name else o for o in rec.outputs)
             self.records[seq] = rec = replace(rec, outputs=outs)
             if self.records_by_path.get(path) is not None and self.records_by_path[path].seq == seq:
                 self.records_by_path[path] = rec
