@@ -93,12 +93,14 @@ class MainScreen(Guarded, Screen[None]):
         # by Escape) and one worker runs them in order — never two moves at once.
         self.pending: deque[tuple[str, OpRef | None]] = deque()
         self.busy: str | None = None     # the move being run; None when the worker is idle
+        self._shown_stop = False  # the running move has stopped and its stop is being shown (after_step)
         self.exporting: str | None = None  # target of the export running in its worker
         self.checked = False  # the lint and schema check of the main net are done (check_net)
         self._whole_net_started = False
         self._first_layout = False  # the screen was laid out once: the canvas has its size (_compositor_refresh)
         self._held = False          # a screen update was held back for the graph's first drawing
         self._released = False      # updates are no longer held (the graph is shown, or the deadline passed)
+        self._draw_promptly = False  # the next idle draws what changed, not the update timer's tick (_on_idle)
         self._gc_frozen = 0  # gc.freeze() calls made: after the first frame, after the first step (_freeze_gc)
         self.diffing: threading.Event | None = None  # set to cancel the device diff running
         self.onnx_rows: tuple[Any, ...] | None = None  # the last ONNX Runtime diff, coloured on the main net
@@ -312,7 +314,7 @@ class MainScreen(Guarded, Screen[None]):
         if not details:  # the caller fills the inspector later
             pass
         elif stepping:  # NOTE: the pc's frame first; the inspector's table and re-layout (the costliest part) next frame
-            self.call_after_refresh(self.show_details, ref)
+            self.call_after_refresh(self._details_after_pc, ref)
         else:
             self.show_details(ref)
         if self.focus_mode:
@@ -335,6 +337,31 @@ class MainScreen(Guarded, Screen[None]):
         blobs.set_options([Option(plain(f"{'in ' if k < len(d['inputs']) else 'out'} {b.label()}"))
                            for k, b in enumerate(self.blob_options)])
         self.details_ref = ref
+
+    def _details_after_pc(self, ref: OpRef) -> None:
+        """The inspector of a step's op, right after the frame that showed the new pc, drawn at once.
+
+        Textual draws a change at its update timer's next tick; after a frame that tick comes one
+        to two refresh intervals later (the timer skips the tick it is late for and waits for the
+        one after the next: 17-33 ms), which was most of a step's key -> complete repaint.  Here the
+        inspector's widgets hand their changes to the screen now (``_check_refresh``: what they
+        would do when idle) and the screen's next idle draws them (:meth:`_on_idle`)."""
+        self.show_details(ref)
+        if self.details_ref != ref:
+            return
+        for widget in (self.query_one(OpInspector), self.query_one("#blob-list", OptionList)):
+            widget._check_refresh()
+        self._draw_promptly = True
+        self.check_idle()
+
+    async def _on_idle(self, event: Any) -> None:
+        """Before Textual's own idle handler (which resumes the update timer): a change to draw
+        promptly is drawn now (:meth:`_details_after_pc`)."""
+        if self._draw_promptly:
+            self._draw_promptly = False
+            if self.is_current and not self.app._batch_count and (
+                    self._layout_required or self._scroll_required or self._repaint_required or self._dirty_widgets):
+                self._on_timer_update()
 
     def _window_of(self, ref: OpRef) -> range:
         return window_of(len(self.session.view(ref.path).net.op), ref.index)
@@ -379,7 +406,7 @@ class MainScreen(Guarded, Screen[None]):
                                  ("focus", self.focus_mode)) if on]
         with self._moves:
             busy, queued = self.busy, len(self.pending)
-        if busy is not None:
+        if busy is not None and not (self._shown_stop and not queued):
             flags.insert(0, f"⏳ {busy.rstrip('_').replace('_', ' ')}" + (f" +{queued} queued" if queued else "")
                          + " (Esc cancels)")
         overlay = [f"overlay:{OVERLAYS[self.overlay]}"] if self.overlay else []  # a narrow legend drops its name
@@ -398,6 +425,9 @@ class MainScreen(Guarded, Screen[None]):
             self.call_after_refresh(self.show_details, self.selected)
         self.update_canvas_marks()
         self.update_status()
+        # NOTE: the status line's change reaches the screen now, with the canvas's and the op list's:
+        # drawn in the frame that shows the new pc, not in the next
+        self.query_one(StatusLine)._check_refresh()
         if self.overlay:
             self.show_graph()  # the legend's range
         for notice in self.session.pop_notices():
@@ -564,7 +594,7 @@ class MainScreen(Guarded, Screen[None]):
                     self.busy = None
                     break
                 how, target = self.pending.popleft()
-                self.busy = how
+                self.busy, self._shown_stop = how, False
             self._one_move(how, target)
         self._to_ui(self.update_status)
 
@@ -597,6 +627,9 @@ class MainScreen(Guarded, Screen[None]):
                 # op list and canvas marks diff against what they last showed: nothing is lost)
                 call(self.update_status)
             else:
+                # NOTE: the move is over: its stop shows without the busy flag (⏳ step showed for one
+                # frame per step, and the worker's last status update cleared it one frame later)
+                self._shown_stop = True
                 call(self.after_step, stop)
 
     def on_unmount(self) -> None:
