@@ -150,9 +150,19 @@ class MainScreen(Guarded, Screen[None]):
         super()._compositor_refresh()
 
     def _holding(self) -> bool:
-        """Whether the first frame still waits for the graph's first drawing (or its failure)."""
-        return not self._released and self._first_layout and self.canvas.scene is None \
-            and not self._whole_net_started
+        """Whether the first frame still waits: for the graph's first drawing (or its failure), and
+        for the op list's last ops (it adds a first screenful at once, the rest after that refresh:
+        drawn between, the list grew its scrollbar a frame later)."""
+        if self._released or not self._first_layout:
+            return False
+        return (self.canvas.scene is None and not self._whole_net_started) or not self.op_tree.populated
+
+    def _release_when_ready(self) -> None:
+        if self._first_layout and not self._released and not self._holding():
+            self._release_first_frame()
+
+    def on_op_tree_populated(self) -> None:
+        self._release_when_ready()
 
     def _release_first_frame(self) -> None:
         """Draw the screen from now on; repaint it whole if a frame was held back."""
@@ -168,10 +178,9 @@ class MainScreen(Guarded, Screen[None]):
         """After the first frame with the graph, the whole-net work: shape inference (the drawing
         infers them itself when it shows blobs), the lint and the schema check.  Started earlier
         they import every kernel module and hold the GIL while the first window is laid out and drawn."""
-        if not self._released:
-            self._release_first_frame()
         if not self._whole_net_started:
             self._whole_net_started = True
+            self._release_when_ready()
             self._freeze_gc()
             if self.selected is not None and self.details_ref is None:
                 self.call_after_refresh(self.show_details, self.selected)
