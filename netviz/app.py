@@ -24,7 +24,6 @@ from textual.worker import WorkerFailed
 
 from netviz.actions import ACTIONS, key_display
 from netviz.errorlog import Guarded, report
-from netviz.screens.help import HelpScreen
 from netviz.screens.main import MainScreen
 from netviz.session import Session
 
@@ -83,6 +82,8 @@ class NetvizApp(Guarded, App[int]):
         gc.enable()
 
     def action_help(self) -> None:
+        from netviz.screens.help import HelpScreen  # noqa: PLC0415 - off the first frame
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 

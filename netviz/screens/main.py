@@ -32,10 +32,6 @@ from netviz.commands import missing_blob_hint
 from netviz.errorlog import Guarded, report
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
 from netviz.overlays import OVERLAYS, diff_colors, diff_header, diff_legend, legend, overlay_colors, worst_per_op
-from netviz.screens.breakpoints import BreakpointsScreen
-from netviz.screens.pick import PickScreen
-from netviz.screens.prompt import PromptScreen
-from netviz.screens.search import SearchScreen
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath, to_oppath
 from netviz.style import plain
 from netviz.view_export import ViewSpec
@@ -681,12 +677,16 @@ class MainScreen(Guarded, Screen[None]):
         def closed(_: Any) -> None:
             self.update_canvas_marks()
             self.op_tree.refresh_markers()
+
+        from netviz.screens.breakpoints import BreakpointsScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(BreakpointsScreen(self.session), closed)
 
     def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "") -> None:
         def done(answer: str | None) -> None:
             if answer:
                 self.run_guarded(then, answer)
+
+        from netviz.screens.prompt import PromptScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(PromptScreen(title, value, hint=hint), done)
 
     @guarded
@@ -762,6 +762,8 @@ class MainScreen(Guarded, Screen[None]):
         def jump(ref: Any) -> None:
             if isinstance(ref, OpRef):
                 self.run_guarded(self.select, ref)
+
+        from netviz.screens.pick import PickScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(PickScreen(f"NaN/Inf alerts in execution order ({len(rows)}; Enter jumps)", rows, refs,
                                         empty="(no op has written NaN or Inf yet: x runs to the first)"), jump)
 
@@ -942,6 +944,8 @@ class MainScreen(Guarded, Screen[None]):
             writers = self.session.producers((), name) if isinstance(name, str) else []
             if writers:
                 self.run_guarded(self.select, OpRef((), writers[0][0]))
+
+        from netviz.screens.pick import PickScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(PickScreen(head, rows, [d.name for d in report.diffs], start), jump)
 
     @guarded
@@ -975,6 +979,7 @@ class MainScreen(Guarded, Screen[None]):
                  + ("" if worst[i].ok else "  over tol") for i in ops]
         first = next((r.op_index for r in rows if not r.ok), None)
         start = ops.index(first) if first is not None else 0
+        from netviz.screens.pick import PickScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(PickScreen(diff_header(rows) + "; Enter jumps to the op", lines, ops, start),
                              lambda i: self.run_guarded(self.select, OpRef((), i)) if isinstance(i, int) else None)
 
@@ -1060,6 +1065,8 @@ class MainScreen(Guarded, Screen[None]):
                 self.run_guarded(self.select, hit)
             elif isinstance(hit, BlobRef):
                 self.run_guarded(self.select_blob, hit)
+
+        from netviz.screens.search import SearchScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(SearchScreen(self.session), found)
 
     @guarded
@@ -1120,6 +1127,8 @@ class MainScreen(Guarded, Screen[None]):
             default = f"{base}{'_view' if what == 'view' else ''}.svg"
             self._ask(f"export the {label} to (.svg/.png/.pdf/.dot/.json)", default,
                       lambda target: self.export_to(target, what=what, spec=spec))
+
+        from netviz.screens.pick import PickScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(PickScreen("export what?  (Enter chooses · Esc cancels)", rows, ["view", "net", "onnx"]),
                              chosen)
 
