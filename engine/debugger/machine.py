@@ -99,12 +99,22 @@ CHECK_AHEAD_MIN = 1 << 16
 _checker: list[Any] = []  # the helper thread's executor, made on first use
 
 
-def _check_later(v: Any) -> Any:
-    """A future of ``counts_of(v)`` on the debugger's one helper thread."""
+def _helper() -> Any:
+    """The debugger's one helper thread (an executor), made on first use."""
     if not _checker:
         from concurrent.futures import ThreadPoolExecutor  # NOTE: an idle pool worker counts as asleep
-        _checker.append(ThreadPoolExecutor(1, thread_name_prefix="netviz-nan-check"))  # (engine.runtime.blocking)
-    return _checker[0].submit(counts_of, v)
+        _checker.append(ThreadPoolExecutor(1, thread_name_prefix="netviz-debugger"))  # (engine.runtime.blocking)
+    return _checker[0]
+
+
+def _check_later(v: Any) -> Any:
+    """A future of ``counts_of(v)`` on the helper thread."""
+    return _helper().submit(counts_of, v)
+
+
+def _resolve_all(health: list[Health]) -> None:
+    for h in health:
+        h.resolve()
 
 
 def _summary(name: str, v: Any, later: bool = True) -> BlobSummary:
@@ -152,9 +162,11 @@ class Machine:
         self.records, self.records_by_path, self.stale, self.versions = [], {}, set(), {}
         # NOTE: values per SSA version.  Kernels never mutate their inputs, so keeping a reference
         # to what an op wrote is the value of that version even after an in-place op replaced it.
-        for kept in getattr(self, "kept", {}).values():  # a restart: the last run's records get their norms
-            if kept[2] is not None:
-                kept[2].resolve()
+        # NOTE: a restart: the last run's records get their norms on the helper thread (a restart that
+        # computed them itself took 20 ms longer after a continue through DenseNet-121)
+        unread = [k[2] for k in getattr(self, "kept", {}).values() if k[2] is not None and k[2].value is not None]
+        if unread:
+            _helper().submit(_resolve_all, unread)
         # (op path | None=@0, blob) → (record seq, value, the record's Health until its norm is computed)
         self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, Health | None]] = {}
         self._checks: list[Any] = []  # NaN/Inf checks on the helper thread this move started (_join_checks)
