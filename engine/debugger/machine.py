@@ -93,9 +93,13 @@ def _dtype_info(dtype: Any) -> tuple[str, str] | None:
         return None if dtype == object else (str(dtype), getattr(dtype, "kind", ""))
 
 
-#: values of at least this many elements are checked for NaN/Inf on the helper thread (a smaller one
-#: costs less to check at once than to hand over)
-CHECK_AHEAD_MIN = 1 << 16
+#: values of at least this many elements would be checked for NaN/Inf on the helper thread while the
+#: next ops run.  Off (every check at once, in the move's thread): on these 2 cores the helper's
+#: isfinite passes beside the kernels (BLAS and parallel.split use both cores) slowed the ops
+#: themselves: DenseNet-121's ops in ``netviz run`` 105-114 ms with it, 84-92 ms without, and the
+#: app's whole ``c`` no faster (0.148-0.193 s vs 0.144-0.177 s, alternated, load 0.3-0.4).  The
+#: tests run both ways (1: every float output on the helper thread).
+CHECK_AHEAD_MIN = 1 << 62
 _checker: list[Any] = []  # the helper thread's executor, made on first use
 
 
