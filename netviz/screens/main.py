@@ -97,6 +97,7 @@ class MainScreen(Guarded, Screen[None]):
         self._held = False          # a screen update was held back for the graph's first drawing
         self._released = False      # updates are no longer held (the graph is shown, or the deadline passed)
         self._draw_promptly = False  # the next idle draws what changed, not the update timer's tick (_on_idle)
+        self._blob_info: BlobInspector | None = None  # mounted after the first frame (blob_inspector)
         self._gc_frozen = 0  # gc.freeze() calls made: after the first frame, after the first step (_freeze_gc)
         self.diffing: threading.Event | None = None  # set to cancel the device diff running
         self.onnx_rows: tuple[Any, ...] | None = None  # the last ONNX Runtime diff, coloured on the main net
@@ -112,13 +113,11 @@ class MainScreen(Guarded, Screen[None]):
             with VerticalScroll(id="inspector"):
                 yield OpInspector(id="op-info")
                 yield OptionList(id="blob-list")
-                yield BlobInspector(id="blob-info")
         yield StatusLine(id="status")
         yield KeyFooter()
 
     def on_mount(self) -> None:
         self.op_tree, self.canvas = self.query_one(OpTree), self.query_one(GraphCanvas)
-        self.query_one(BlobInspector).display = False
         self.op_tree.focus()
         if self.session.view(()).net.op:
             # NOTE: the inspector fills after the first drawing (on_graph_canvas_shown): its op
@@ -177,6 +176,7 @@ class MainScreen(Guarded, Screen[None]):
         if not self._whole_net_started:
             self._whole_net_started = True
             self._release_when_ready()
+            self.call_after_refresh(self.blob_inspector)
             self._freeze_gc()
             if self.selected is not None and self.details_ref is None:
                 self.call_after_refresh(self.show_details, self.selected)
@@ -373,17 +373,27 @@ class MainScreen(Guarded, Screen[None]):
 
     def select_blob(self, ref: BlobRef) -> None:
         self.blob = ref
-        self.query_one(BlobInspector).result = None  # a blob replaces an eval's value there
+        self.blob_inspector().result = None  # a blob replaces an eval's value there
         self.canvas.selected_blob = (ref.name, ref.version if self.ssa else None)
         self.canvas.refresh()
-        self.query_one(BlobInspector).show(self.session, ref)
+        self.blob_inspector().show(self.session, ref)
         self.call_after_refresh(self._reveal_blob_inspector)
+
+    def blob_inspector(self) -> BlobInspector:
+        """The blob inspector (hidden until a blob or an eval's value is shown), mounted under the op
+        inspector after the first frame (its four widgets and the slice box's styles are no part of
+        it), or now if a blob is shown before."""
+        if self._blob_info is None:
+            self._blob_info = BlobInspector(id="blob-info")
+            self._blob_info.display = False
+            self.query_one("#inspector", VerticalScroll).mount(self._blob_info)
+        return self._blob_info
 
     def _reveal_blob_inspector(self) -> None:
         """Scroll the inspector column so the blob just chosen shows: under a long op inspector
         (ResNet-50's Conv lists 24 arguments) it would start below the screen."""
         try:
-            blob = self.query_one(BlobInspector)
+            blob = self.blob_inspector()
             self.query_one("#inspector", VerticalScroll).scroll_to_widget(blob, animate=False, top=True)
         except NoMatches:  # the screen went away meanwhile
             pass
@@ -438,7 +448,7 @@ class MainScreen(Guarded, Screen[None]):
         for notice in self.session.pop_notices():
             self.notify(notice, title="Parameters", severity="warning")
         if self.blob is not None:
-            self.query_one(BlobInspector).show(self.session, self.blob)
+            self.blob_inspector().show(self.session, self.blob)
         if stop is not None and stop.reason not in ("step",):
             hint = "  (K: skip it, giving its outputs)" if "no kernel" in stop.detail else ""
             hint += "  (a: alerts)" if stop.reason == "nan" else ""
@@ -794,7 +804,7 @@ class MainScreen(Guarded, Screen[None]):
 
     def _show_result(self, expr: str, value: Any) -> None:
         self.result = (expr, value)
-        self.query_one(BlobInspector).show_result(self.session, expr, value)
+        self.blob_inspector().show_result(self.session, expr, value)
         self.call_after_refresh(self._reveal_blob_inspector)
         shape = f"{value.dtype}{list(value.shape)}" if hasattr(value, "shape") else type(value).__name__
         self.notify(f"{expr} → {shape} (shown in the inspector; S saves it)", title="Eval")
@@ -853,7 +863,7 @@ class MainScreen(Guarded, Screen[None]):
 
     @guarded
     def action_save_blob(self) -> None:
-        shown = self.query_one(BlobInspector)
+        shown = self.blob_inspector()
         if self.result is not None and shown.result is not None:  # an eval's value is what the inspector shows
             expr, value = self.result
             self._ask(f"save the value of {expr} to (.npy)", "eval.npy",
@@ -899,7 +909,7 @@ class MainScreen(Guarded, Screen[None]):
     def action_copy_value(self) -> None:
         if self.blob is None:
             raise Unavailable("select a blob first")
-        text = self.query_one(BlobInspector).shown_text()
+        text = self.blob_inspector().shown_text()
         if not text:
             raise Unavailable(f"{self.blob.label()} has no value yet")
         self.app.copy_to_clipboard(text)

@@ -144,10 +144,18 @@ class BlobInspector(Vertical):
 
     result: Any = None  # the eval value shown instead of a blob (None: a blob)
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # NOTE: made here, not in compose: the main screen mounts the inspector after the first frame, or
+        # when a blob is chosen before that, and shows it at once (its compose runs a moment later)
+        self.facts = Static(id="blob-facts")
+        self.slice = Input(placeholder="slice: 0,:,:4", id="blob-slice")
+        self.values = Static(id="blob-values")
+
     def compose(self) -> ComposeResult:
-        yield Static(id="blob-facts")
-        yield Input(placeholder="slice: 0,:,:4", id="blob-slice")
-        yield Static(id="blob-values")
+        yield self.facts
+        yield self.slice
+        yield self.values
 
     def show(self, session: Session, ref: BlobRef | None) -> None:
         self.session, self.ref, self.result = session, ref, None
@@ -176,7 +184,7 @@ class BlobInspector(Vertical):
         history = value_history(session, ref)
         if len(history) > 1:
             facts.add_row("history", _history_table(history))
-        self.query_one("#blob-facts", Static).update(facts)
+        self.facts.update(facts)
         self.render_values()
 
     def show_result(self, session: Session, expr: str, value: Any) -> None:
@@ -192,20 +200,20 @@ class BlobInspector(Vertical):
         facts.add_row("value", plain(f"{arr.dtype} {'×'.join(map(str, arr.shape)) or 'scalar'}"
                                      if arr.dtype != object else repr(value)[:200]))
         facts.add_row("save", Text("S writes it to .npy", style="dim"))
-        self.query_one("#blob-facts", Static).update(facts)
+        self.facts.update(facts)
         self.render_values()
 
     def render_values(self) -> None:
         """Stats of the whole tensor (of the shown SSA version), its histogram, then the slice."""
         import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
-        box = self.query_one("#blob-values", Static)
+        box = self.values
         self._shown_part = None
         if self.result is not None:
             arr, why = np.asarray(self.result), ""
             arr = arr if arr.dtype != object else None
         else:
             arr, why = self.session.version_value(self.ref) if self.ref else (None, "")
-        self.query_one("#blob-slice", Input).display = arr is not None
+        self.slice.display = arr is not None
         if arr is None or not hasattr(arr, "shape"):
             box.update(Text(why or "no value yet (run or inject it)", style="dim"))
             return
@@ -213,7 +221,7 @@ class BlobInspector(Vertical):
 
         quantized = arr if isinstance(arr, Int8Tensor) else None  # NOTE: integers shown, with scale/zero point
         arr = np.asarray(arr.get() if hasattr(arr, "get") else arr)
-        text = self.query_one("#blob-slice", Input).value
+        text = self.slice.value
         try:
             index = parse_slice(text)
             part = arr[index] if index else arr

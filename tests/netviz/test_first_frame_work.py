@@ -239,3 +239,36 @@ async def test_a_slow_first_layout_does_not_hold_the_screen_back(tmp_path, monke
         assert populated and not drawn and placeholder.startswith("laying out"), shown[0]
         release.set()
         await wait_for(pilot, lambda: any(s[1] for s in shown), "the graph's frame")
+
+
+@asynctest
+async def test_the_blob_inspector_is_mounted_after_the_first_frame_and_shows_a_blob_chosen_before(tmp_path):
+    """The (hidden) blob inspector is no part of the first frame: mounted after it; a blob chosen
+    before it is mounted shows at once all the same."""
+    from netviz.session import BlobRef  # noqa: PLC0415
+    from netviz.widgets.blob_inspector import BlobInspector  # noqa: PLC0415
+
+    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(30))))
+    at_first: list[int] = []
+    display = app._display
+
+    def hooked(screen, renderable) -> None:
+        main = app.main
+        if renderable is not None and not at_first and main.is_mounted and main.canvas.scene is not None:
+            at_first.append(len(main.query(BlobInspector)))
+        display(screen, renderable)
+
+    app._display = hooked
+    async with app.run_test(size=(120, 36)) as pilot:
+        main = app.main
+        await wait_for(pilot, lambda: main.checked and bool(main.query(BlobInspector)), "the blob inspector")
+        assert at_first == [0]
+        inspector = main.query_one(BlobInspector)
+        assert not inspector.display
+        await inspector.remove()
+        main._blob_info = None  # NOTE: as before the mount after the first frame
+        main.select_blob(BlobRef((), "x3", 0))
+        shown = main.query_one(BlobInspector)
+        assert shown.display and "x3" in text_of(shown.facts)
+        await pilot.pause()
+        assert shown.is_mounted and shown.facts.is_mounted
