@@ -500,6 +500,7 @@ class MainScreen(Guarded, Screen[None]):
             | (before[3] ^ c.nan_ops) | {i for i in before[4].keys() | c.overlay.keys()
                                          if before[4].get(i) != c.overlay.get(i)}
         c.refresh_rows(c.rows_of_ops(changed))
+        self.query_one(Minimap).sync()  # NOTE: its marks in this frame, not at its next poll (0.2 s)
 
     def watch_overlay(self) -> None:
         if not self.is_mounted:

@@ -108,7 +108,7 @@ class Minimap(Widget, can_focus=True):
         self.set_interval(0.2, self._poll)
 
     def _changed(self, *_: Any) -> None:
-        self._poll()
+        self.sync()
 
     # -- what it shows ----------------------------------------------------------------------
     def n_ops(self) -> int:
@@ -136,6 +136,14 @@ class Minimap(Widget, can_focus=True):
         return (min(seen), max(seen)) if seen else None
 
     def _poll(self) -> None:
+        # NOTE: while a move runs the marks cannot change (the screen sets them when it ends, then
+        # calls sync): the poll would only take the GIL from the move's worker
+        if getattr(self.main, "busy", None) is None:
+            self.sync()
+
+    def sync(self) -> None:
+        """Repaint if anything drawn changed: the main screen calls it as it sets the canvas marks, so
+        they show in the frame that shows a move's stop (the 0.2 s poll catches the rest)."""
         state = self.state()
         if state != self._shown:
             self._shown = state
