@@ -84,6 +84,7 @@ class Debugger(Machine):
         self.grad_map: dict[str, Any] = {}
         self._next_id = 1
         self._cancel = cancel if cancel is not None else threading.Event()  # a caller's event stops it too
+        self._bind_lock = threading.Lock()  # Machine.bind_ahead: binds the main frame's ops between moves
         self._predict = self._on_device(model.predict)
         self.restart()
 
@@ -127,7 +128,8 @@ class Debugger(Machine):
         if old is not None and old.net is main.net:
             # NOTE: a bound op holds no value; one with a context (per-op state, its workspace) or a plan's
             # generator is bound afresh, as on the first run
-            main.bound = {i: b for i, b in old.bound.items() if b.ctx is None and not b.plan}
+            with self._bind_lock:  # NOTE: bind_ahead may be adding to it (a UI's idle worker)
+                main.bound = {i: b for i, b in old.bound.items() if b.ctx is None and not b.plan}
         self._reset_machine(main)
         return self._stop("step", "restarted")
 

@@ -232,16 +232,51 @@ class Machine:
     def _bound(self, f: _Frame) -> executor.BoundOp:
         b = f.bound.get(f.pc)
         if b is None:
-            b = f.bound[f.pc] = self._bind(f, f.pc)  # NOTE: an op that cannot be bound fails here, as it runs
-            # NOTE: the next ops too, in one pass: bound between kernels (whose data evicts the binder's
-            # code and tables from the caches) DenseNet-121's 668 binds took 12 ms of a continue, 6 ms so
-            for i in range(f.pc + 1, min(f.pc + BIND_AHEAD, len(f.net.op))):
-                if i not in f.bound:
-                    try:
-                        f.bound[i] = self._bind(f, i)
-                    except Exception:  # noqa: BLE001 - it fails again, with its error, when the pc gets there
-                        break
+            with self._bind_lock:  # NOTE: bind_ahead may be binding this frame's ops (another thread)
+                b = f.bound.get(f.pc)
+                if b is None:
+                    b = f.bound[f.pc] = self._bind(f, f.pc)  # NOTE: one that cannot be bound fails here, as it runs
+                    # NOTE: the next ops too, in one pass: bound between kernels (whose data evicts the binder's
+                    # code and tables from the caches) DenseNet-121's 668 binds took 12 ms of a continue, 6 ms so
+                    self._bind_some(f, f.pc + 1, BIND_AHEAD - 1, stop_at_error=True)
         return b
+
+    def _bind_some(self, f: _Frame, start: int, n: int, stop_at_error: bool) -> int:
+        """Bind up to `n` ops of frame `f` not bound yet, from op `start` on (the caller holds the bind
+        lock); an op that cannot be bound is left unbound (it fails with its error at its own turn).
+        Returns the index after the last op looked at."""
+        ops, bound, i = len(f.net.op), f.bound, start
+        while i < ops and n > 0:
+            if i not in bound:
+                try:
+                    bound[i] = self._bind(f, i)
+                except Exception:  # noqa: BLE001 - it fails again, with its error, when the pc gets there
+                    if stop_at_error:
+                        return i
+                n -= 1
+            i += 1
+        return i
+
+    def bind_ahead(self, stop: Callable[[], bool], wait: float = 0.0, chunk: int = BIND_AHEAD) -> int:
+        """Bind the main net's ops not bound yet, `chunk` at a time, between moves: a UI's move worker
+        calls it when its queue is empty, so a later continue binds nothing (DenseNet-121: 8-10 ms of
+        its ``c``).  Waits `wait` seconds first (the frame showing the last stop is drawn meanwhile);
+        stops as soon as `stop()` is true (a key queued a move); between chunks it lets go of the GIL.
+        A move waits for the chunk being bound (about 0.6 ms).  An op that cannot be bound stays
+        unbound: it fails at its own turn, as before.  Returns how many ops were looked at."""
+        end = time.perf_counter() + wait
+        while time.perf_counter() < end:
+            if stop():
+                return 0
+            time.sleep(0.01)
+        main, i = self.frames[0], 0
+        while i < len(main.net.op) and not stop():
+            with self._bind_lock:
+                if main is not self.frames[0]:  # a restart made a new main frame: begin again with it
+                    main, i = self.frames[0], 0
+                i = self._bind_some(main, i, chunk, stop_at_error=False)
+            time.sleep(0)
+        return i
 
     def _bind(self, f: _Frame, i: int) -> executor.BoundOp:
         op = f.net.op[i]

@@ -113,6 +113,10 @@ class PlanDebugger(Debugger):
     def _register(self, net: caffe2_pb2.NetDef, steps: list[tuple[Any, Any, tuple[str, ...]]]) -> None:
         self._steps[id(net)] = (net, steps)
 
+    def bind_ahead(self, stop: Any, wait: float = 0.0, chunk: int = 0) -> int:
+        """Nothing: the main frame's ops are steps, bound as the runner reaches them (:meth:`_bound`)."""
+        return 0
+
     def _bound(self, f: _Frame) -> executor.BoundOp:
         entry = self._steps.get(id(f.net))
         if entry is None or entry[0] is not f.net:

@@ -179,3 +179,39 @@ def test_restart_keeps_bound_ops_without_state_and_binds_the_others_afresh() -> 
     dbg.continue_()
     assert dbg.frames[0].bound[loop] is not before[loop]
     assert dbg.finished and not dbg.error and [(r.path, r.op_type) for r in dbg.records] == first
+
+
+def test_bind_ahead_binds_the_rest_between_moves_and_a_bad_op_still_fails_at_its_turn(monkeypatch) -> None:
+    """A UI's idle worker binds the main net ahead (Machine.bind_ahead): the continue after it binds
+    nothing, gives the same records, and an op that cannot be bound fails only when the pc gets there."""
+    init, net = Net("init"), Net("nokernel")
+    init.GivenTensorFill([], "x", shape=[3], values=[1.0, -2.0, 3.0])
+    for k in range(150):  # more than BIND_AHEAD: the step binds only the first ones
+        net.Relu("x" if k == 0 else f"y{k - 1}", f"y{k}")
+    net.Proto().op.add(type="NoSuchOp", input=["y149"], output=["w"])
+    net.Relu("y149", "v")
+    dbg = Debugger(Model(net.Proto(), init.Proto()))
+    assert dbg.step().reason == "step"
+    assert len(dbg.frames[0].bound) < 150
+    assert dbg.bind_ahead(lambda: True) == 0  # a queued move: nothing bound
+    assert dbg.bind_ahead(lambda: False, chunk=16) == 152
+    assert set(dbg.frames[0].bound) == set(range(152)) - {150}  # NoSuchOp left unbound, the op after it bound
+    binds: list[int] = []
+    bind = dbg._bind
+    monkeypatch.setattr(dbg, "_bind", lambda f, i: binds.append(i) or bind(f, i))
+    stop = dbg.continue_()
+    assert stop.reason == "error" and "NoSuchOp" in stop.detail and dbg.pc.path == ("op", 150)
+    assert [r.path for r in dbg.records] == [("op", i) for i in range(150)] and binds == [150]
+
+
+def test_bind_ahead_after_a_restart_binds_the_new_main_frame() -> None:
+    dbg = Debugger(load_model(EXAMPLES / "while_net" / "predict_net.pb"))
+    dbg.continue_()
+    first = [(r.path, r.op_type, [o.norm for o in r.outputs]) for r in dbg.records]
+    dbg.restart()
+    n = len(dbg.frames[0].net.op)
+    assert len(dbg.frames[0].bound) < n  # the While (its context holds state) is bound afresh
+    dbg.bind_ahead(lambda: False)
+    assert set(dbg.frames[0].bound) == set(range(n))
+    dbg.continue_()
+    assert dbg.finished and [(r.path, r.op_type, [o.norm for o in r.outputs]) for r in dbg.records] == first
