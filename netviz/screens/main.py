@@ -613,6 +613,9 @@ class MainScreen(Guarded, Screen[None]):
                 self.busy, self._shown_stop = how, False
             self._one_move(how, target)
         self._to_ui(self.update_status)
+        bind_ahead = getattr(self.session.debugger, "bind_ahead", None)
+        if bind_ahead is not None:  # NOTE: the rest of the net is bound while idle: a later c binds nothing
+            bind_ahead(lambda: self.busy is not None or not self.is_attached, wait=0.1)
 
     def _to_ui(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
         """Run `fn` on the UI thread and wait; nothing once the screen is gone (quit mid-move)."""
@@ -628,9 +631,6 @@ class MainScreen(Guarded, Screen[None]):
             stop = target() if callable(target) else self.session.step(how, target)
         except Unavailable as e:
             call(self.notify, str(e), title="Not available", severity="warning")
-        bind_ahead = getattr(self.session.debugger, "bind_ahead", None)
-        if bind_ahead is not None:  # NOTE: the rest of the net is bound while idle: a later c binds nothing
-            bind_ahead(lambda: self.busy is not None or not self.is_attached, wait=0.1)
         except NetvizError as e:
             for notice in self.session.pop_notices():
                 call(self.notify, notice, title="Parameters", severity="warning")
