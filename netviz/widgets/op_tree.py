@@ -384,6 +384,37 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             cache[path] = prefix[:prefix.rfind("/") + 1]
         return cache[path]
 
+    _pass: dict[Any, Any] | None = None  # what every line of one render_lines pass asks again (render_line)
+
+    def render_lines(self, crop: Any) -> list[Any]:
+        # NOTE: Tree asks per line for the widget's rich_style (0.09 ms) and three component styles
+        # (a RenderStyles made each time): they cannot change within one pass, so once per pass.
+        # After c through DenseNet-121 every line in view is new (all gain a ✓): 46 lines, 12 ms
+        self._pass = {}
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass = None
+
+    def render_line(self, y: int) -> Any:
+        memo = self._pass
+        if memo is None:
+            return super().render_line(y)
+        style = memo.get("rich_style")
+        if style is None:
+            style = memo["rich_style"] = self.rich_style
+        scroll_x, scroll_y = self.scroll_offset
+        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
+
+    def get_component_styles(self, *names: str) -> Any:
+        memo = self._pass
+        if memo is None:
+            return super().get_component_styles(*names)
+        styles = memo.get(names)
+        if styles is None:
+            styles = memo[names] = super().get_component_styles(*names)
+        return styles
+
     def render_label(self, node: TreeNode[Any], base_style: Any, style: Any) -> Text:
         """An op's line fitted to the list's width, its name's tail kept (a resize re-fits it)."""
         ref, room = node.data, self._room(node)
