@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
@@ -49,6 +49,21 @@ from netviz.widgets.status_line import StatusLine
 DETAIL_MAX_OPS = 200
 #: the first frame waits at most this long for the graph's first drawing (a cached one takes ~10 ms)
 FIRST_FRAME_HOLD_S = 0.3
+
+
+class BlobList(OptionList):
+    """The op's inputs and outputs.  Textual's OptionList forgets its rendered lines on every resize;
+    they depend on the width only, and a step that changes the list's height (another op's blob
+    count) re-rendered the same lines in a frame of their own after the step's."""
+
+    _widths: tuple[int, int] | None = None
+
+    def _on_resize(self, event: events.Resize) -> None:
+        widths = (event.size.width, self.scrollable_content_region.width)  # NOTE: a scrollbar narrows the lines
+        if widths != self._widths:
+            self._widths = widths
+            return  # NOTE: OptionList._on_resize (next in the MRO) clears the lines
+        event.prevent_default()
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,7 +127,7 @@ class MainScreen(Guarded, Screen[None]):
                 yield Minimap(self, id="minimap")
             with VerticalScroll(id="inspector"):
                 yield OpInspector(id="op-info")
-                yield OptionList(id="blob-list")
+                yield BlobList(id="blob-list")
         yield StatusLine(id="status")
         yield KeyFooter()
 

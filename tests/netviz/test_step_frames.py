@@ -49,3 +49,28 @@ async def test_a_step_shows_its_pc_everywhere_in_one_frame_and_no_busy_flag(tmp_
             assert f"pc {session.pc_label()}" in frames[first][2], frames[first]  # the status line drawn in the pc's frame
             assert not any("⏳" in f[3] for f in frames), frames  # a quick step shows no busy flag
             assert any(f[4] == pc for f in frames[first:]), frames  # the inspector follows
+
+
+@asynctest
+async def test_the_blob_list_keeps_its_lines_when_only_its_height_changes(tmp_path):
+    """A step to an op with another number of blobs changes the list's height, not its width:
+    Textual's OptionList re-rendered its lines then, in a frame of their own; a new width still does."""
+    from textual import events  # noqa: PLC0415
+    from textual.geometry import Size  # noqa: PLC0415
+
+    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(30)), inputs=["x0=2,3"]))
+    async with app.run_test(size=(120, 36)) as pilot:
+        main = app.main
+        await ready(pilot)
+        await wait_for(pilot, lambda: main.details_ref is not None, "the inspector")
+        await pilot.pause()
+        blobs = main.query_one("#blob-list")
+        repaints: list[int] = []
+        refresh = blobs.refresh
+        blobs.refresh = lambda *a, **k: (repaints.append(1), refresh(*a, **k))[1]  # type: ignore[method-assign]
+        size, container = blobs.outer_size, blobs.container_size  # NOTE: a Resize event carries the outer size
+        blobs.post_message(events.Resize(Size(size.width, size.height + 1), blobs.virtual_size, container))
+        await pilot.pause()
+        assert not repaints, "a taller list re-rendered its lines"
+        blobs.post_message(events.Resize(Size(size.width - 2, size.height), blobs.virtual_size, container))
+        await wait_for(pilot, lambda: bool(repaints), "the narrower list's repaint")
