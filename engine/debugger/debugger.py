@@ -164,18 +164,19 @@ class Debugger(Machine):
                   max_units: int | None, on_nan: bool) -> tuple[str, ...]:
         """The loop of :meth:`_run`: the (reason, detail) of its stop."""
         first, units = True, 0
-        advance = self._advance_unit
+        advance, cancelled, frames = self._advance_unit, self._cancel.is_set, self.frames
         while True:
-            if self._cancel.is_set():
+            if cancelled():
                 return "cancelled", "cancelled"
             if not first:
                 if stop_before is not None and stop_before():
                     return "step", "reached"
-                hit = self._location_hit()
-                if hit is not None:
-                    return hit
+                if self.breakpoints or self.watchpoints:  # NOTE: none: no call per op (_location_hit)
+                    hit = self._location_hit()
+                    if hit is not None:
+                        return hit
             first = False
-            if self.finished:
+            if len(frames) == 1 and frames[0].pc >= len(frames[0].net.op):  # self.finished, inlined
                 return "end", "end of program"
             try:
                 event, written = advance()
@@ -187,9 +188,10 @@ class Debugger(Machine):
                 bad = ", ".join(n for n in written if has_inf_or_nan({n: written[n]}))
                 rec = self.records[-1]
                 return "nan", f"{bad} holds NaN/Inf (after {place(self._program(), rec.path, rec.frames)})"
-            hit = self._after_hit(written)
-            if hit is not None:
-                return hit
+            if self.breakpoints or self.watchpoints:
+                hit = self._after_hit(written)
+                if hit is not None:
+                    return hit
             if stop_after(event, len(self.frames)) or (max_units is not None and units >= max_units):
                 return ("step",)
 
