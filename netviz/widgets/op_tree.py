@@ -573,7 +573,13 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         changed = {old_pc, pc, old_failed, failed}
         paths = {k for k, r in records.items() if old_records.get(k) is not r}
         paths.update(old_records.keys() - records.keys())
-        changed.update(from_oppath(p) for p in paths)
+        # NOTE: after c through DenseNet-121 that is all 668 ops: each path's OpRef made once, not per move
+        refs = self.__dict__.setdefault("_refs", {})
+        for p in paths:
+            ref = refs.get(p)
+            if ref is None:
+                ref = refs[p] = from_oppath(p)
+            changed.add(ref)
         self.update_markers(changed)
 
     def relabel(self, refs: Any) -> None:
