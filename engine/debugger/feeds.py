@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
+if TYPE_CHECKING:  # NOTE: NumPy is imported where arrays are made: the TUI parses --input specs before its first frame
+    import numpy as np
 
 from engine.errors import NetvizError
 from engine.model.modelio import Model
@@ -56,6 +57,7 @@ _DTYPES = ("float32", "float64", "int32", "int64", "bool", "uint8")
 
 def load_npy(path: Path, name: str = "") -> np.ndarray:
     """Read an array from a ``.npy`` file; pickled object arrays are refused."""
+    import numpy as np  # noqa: PLC0415
     try:
         return np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -64,8 +66,9 @@ def load_npy(path: Path, name: str = "") -> np.ndarray:
         raise FeedError(f"{path}: not a readable .npy array (input {name!r}): {e}") from None
 
 
-def random_array(shape: tuple[int, ...], rng: np.random.Generator, dtype: Any = np.float32) -> np.ndarray:
+def random_array(shape: tuple[int, ...], rng: np.random.Generator, dtype: Any = "float32") -> np.ndarray:
     """Standard-normal data (integers: 0/1) of `shape` — what an unfed input gets."""
+    import numpy as np  # noqa: PLC0415
     if np.dtype(dtype).kind in "iub":
         return rng.integers(0, 2, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
@@ -76,6 +79,7 @@ def resolve_feeds(model: Model, given: Mapping[str, Any] | None, present: set[st
     """Arrays for the session: `given` values (arrays, paths or shapes) plus random data for
     external inputs that are neither in `present` (made by the init net) nor given, when
     ``value_info`` knows their shape."""
+    import numpy as np  # noqa: PLC0415
     rng = np.random.default_rng(seed)
     feeds: dict[str, np.ndarray] = {}
     for name, value in (given or {}).items():

@@ -272,3 +272,13 @@ async def test_the_blob_inspector_is_mounted_after_the_first_frame_and_shows_a_b
         assert shown.display and "x3" in text_of(shown.facts)
         await pilot.pause()
         assert shown.is_mounted and shown.facts.is_mounted
+
+
+def test_a_net_fed_input_shapes_draws_its_first_frame_without_numpy(tmp_path):
+    """ResNet-50 (Caffe2's builder) with its init net and ``--input data=1,3,224,224``: the spec is
+    read by ``engine.debugger.feeds`` without NumPy or the debugger (the package's names are lazy);
+    the random array is made after the first frame."""
+    models = ROOT / "tests" / "golden" / "models" / "resnet50"
+    args = (f"{str(models / 'predict_net.pb')!r}, init={str(models / 'init_net.pb')!r}, "
+            "inputs=['data=1,3,224,224']")
+    assert _modules_at_first_frame(tmp_path, args)[0] == []
