@@ -124,9 +124,9 @@ def _resolve_all(health: list[Health]) -> None:
 def _summary(name: str, v: Any, later: bool = True) -> BlobSummary:
     """The summary of one output (:class:`Health` for a float value).
 
-    `later`: the norm is computed when read, and a large NumPy value's NaN/Inf check runs on the
-    helper thread while the next ops run (the move waits for it before it ends,
-    :meth:`Machine._join_checks`); else both now (a value that later writes through views change:
+    `later`: the norm is computed when read (and a NumPy value of CHECK_AHEAD_MIN elements or more
+    has its NaN/Inf check on the helper thread while the next ops run; the move waits for it before
+    it ends, :meth:`Machine._join_checks`); else both now (a value that later writes through views change:
     an RNN link's, as it was when recorded).
     """
     dtype = getattr(v, "dtype", None)

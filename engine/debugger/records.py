@@ -56,10 +56,10 @@ class Health:
 
     Why: a continue through DenseNet-121 (668 ops whose kernels take 50-90 ms) spent 20-60 ms on a
     float64 sum of squares per output, and 10-20 ms more counting NaN/Inf in the worker thread.
-    The counts come from one ``isfinite`` pass, made when the op is recorded or, for a large value,
-    on the debugger's helper thread while the next ops run (`pending`: NumPy lets go of the GIL;
-    a move ends only once they are done, so a UI never waits on one); the float64 norm is computed
-    when first read.  The value is held only while the debugger keeps that version's value
+    The counts come from one ``isfinite`` pass, made when the op is recorded (a large value's could
+    run on the debugger's helper thread while the next ops run, `pending`: off, see
+    ``machine.CHECK_AHEAD_MIN``; a move ends only once they are done, so a UI never waits on one);
+    the float64 norm is computed when first read.  The value is held only while the debugger keeps that version's value
     (:meth:`Machine._keep`): it calls :meth:`resolve` before it drops one.  Values never change
     after they are recorded (kernels do not mutate their inputs; an RNN state buffer written
     through views is summarised at once when its version closes).
