@@ -149,6 +149,7 @@ class Debugger(Machine):
         is called.  A cancel that came before the move started (a UI's Escape racing the
         start of the worker) is honoured: :meth:`cancel` sets a flag that only a finished move clears."""
         try:
+            self._hand_over_norms()
             # NOTE: one random source and one single-threaded block around the whole move, not per op
             # (the stop is told to listeners outside them, as before)
             try:

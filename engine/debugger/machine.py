@@ -166,11 +166,13 @@ class Machine:
         self.records, self.records_by_path, self.stale, self.versions = [], {}, set(), {}
         # NOTE: values per SSA version.  Kernels never mutate their inputs, so keeping a reference
         # to what an op wrote is the value of that version even after an in-place op replaced it.
-        # NOTE: a restart: the last run's records get their norms on the helper thread (a restart that
-        # computed them itself took 20 ms longer after a continue through DenseNet-121)
-        unread = [k[2] for k in getattr(self, "kept", {}).values() if k[2] is not None and k[2].value is not None]
-        if unread:
-            _helper().submit(_resolve_all, unread)
+        # NOTE: a restart: the last run's records get their norms (each lets go of the value it holds)
+        # while a UI's move worker is idle (idle_work), else on the helper thread when the next move
+        # starts (_hand_over_norms).  A restart that computed them itself took 20 ms longer after a
+        # continue through DenseNet-121; on the helper thread beside the next c's kernels they made
+        # that c 20 ms slower (c, r, c: 92-131 ms, 73-104 ms with them done first; quiet machine)
+        self._hand_over_norms()
+        self._unread = [k[2] for k in getattr(self, "kept", {}).values() if k[2] is not None and k[2].value is not None]
         # (op path | None=@0, blob) → (record seq, value, the record's Health until its norm is computed)
         self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, Health | None]] = {}
         self._checks: list[Any] = []  # NaN/Inf checks on the helper thread this move started (_join_checks)
@@ -183,6 +185,32 @@ class Machine:
         self._undo: list[_Undo] = []
         self._undo_bytes = 0
         self.undo_truncated = False
+
+    def _hand_over_norms(self) -> None:
+        """The last run's norms not computed yet (:meth:`idle_work` did not get to them): to the helper thread."""
+        unread, self._unread = getattr(self, "_unread", None), []
+        if unread:
+            _helper().submit(_resolve_all, list(unread))  # NOTE: a copy: idle_work may still be cutting its list
+
+    def idle_work(self, stop: Callable[[], bool], wait: float = 0.0) -> None:
+        """What a UI's move worker does between moves, while `stop()` is false: after `wait` seconds
+        (the frame showing the last stop is drawn meanwhile), the norms of the run before the last
+        restart (a few at a time: each lets go of the value it holds), then :meth:`bind_ahead`.  A
+        move started meanwhile hands the norms left to the helper thread."""
+        end = time.perf_counter() + wait
+        while time.perf_counter() < end:
+            if stop():
+                return
+            time.sleep(0.01)
+        while not stop():
+            unread = self._unread
+            if not unread:
+                break
+            for h in unread[-16:]:
+                h.resolve()  # NOTE: a move's _hand_over_norms may hand these over too: resolving twice is harmless
+            del unread[-16:]
+            time.sleep(0)  # the GIL to the UI thread between chunks
+        self.bind_ahead(stop)
 
     @property
     def _bind_device(self) -> str | None:
@@ -257,18 +285,12 @@ class Machine:
             i += 1
         return i
 
-    def bind_ahead(self, stop: Callable[[], bool], wait: float = 0.0, chunk: int = BIND_AHEAD) -> int:
-        """Bind the main net's ops not bound yet, `chunk` at a time, between moves: a UI's move worker
-        calls it when its queue is empty, so a later continue binds nothing (DenseNet-121: 8-10 ms of
-        its ``c``).  Waits `wait` seconds first (the frame showing the last stop is drawn meanwhile);
-        stops as soon as `stop()` is true (a key queued a move); between chunks it lets go of the GIL.
-        A move waits for the chunk being bound (about 0.6 ms).  An op that cannot be bound stays
-        unbound: it fails at its own turn, as before.  Returns how many ops were looked at."""
-        end = time.perf_counter() + wait
-        while time.perf_counter() < end:
-            if stop():
-                return 0
-            time.sleep(0.01)
+    def bind_ahead(self, stop: Callable[[], bool], chunk: int = BIND_AHEAD) -> int:
+        """Bind the main net's ops not bound yet, `chunk` at a time, between moves (:meth:`idle_work`),
+        so a later continue binds nothing (DenseNet-121: 8-10 ms of its ``c``).  Stops as soon as
+        `stop()` is true (a key queued a move); between chunks it lets go of the GIL.  A move waits
+        for the chunk being bound (about 0.6 ms).  An op that cannot be bound stays unbound: it fails
+        at its own turn, as before.  Returns how many ops were looked at."""
         main, i = self.frames[0], 0
         while i < len(main.net.op) and not stop():
             with self._bind_lock:

@@ -113,7 +113,7 @@ class PlanDebugger(Debugger):
     def _register(self, net: caffe2_pb2.NetDef, steps: list[tuple[Any, Any, tuple[str, ...]]]) -> None:
         self._steps[id(net)] = (net, steps)
 
-    def bind_ahead(self, stop: Any, wait: float = 0.0, chunk: int = 0) -> int:
+    def bind_ahead(self, stop: Any, chunk: int = 0) -> int:
         """Nothing: the main frame's ops are steps, bound as the runner reaches them (:meth:`_bound`)."""
         return 0
 

@@ -628,9 +628,9 @@ class MainScreen(Guarded, Screen[None]):
                 self.busy, self._shown_stop = how, False
             self._one_move(how, target)
         self._to_ui(self.update_status)
-        bind_ahead = getattr(self.session.debugger, "bind_ahead", None)
-        if bind_ahead is not None:  # NOTE: the rest of the net is bound while idle: a later c binds nothing
-            bind_ahead(lambda: self.busy is not None or not self.is_attached, wait=0.1)
+        idle_work = getattr(self.session.debugger, "idle_work", None)
+        if idle_work is not None:  # NOTE: the last run's norms and binding the rest of the net, while idle
+            idle_work(lambda: self.busy is not None or not self.is_attached, wait=0.1)
 
     def _to_ui(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
         """Run `fn` on the UI thread and wait; nothing once the screen is gone (quit mid-move)."""

@@ -93,10 +93,13 @@ def test_restart_and_loop_iterations_drop_no_norm(checks: str) -> None:
     runs = dbg.records
     again = [r for r in runs if r.label.startswith("iteration")]
     assert len({r.path for r in again}) < len(again), "ops of the loop body ran more than once"
-    dbg.restart()  # hands the last run's norms to the helper thread
-    machine._helper().submit(lambda: None).result()  # one worker, in order: they are done now
+    dbg.restart()  # the last run's norms: computed by idle_work (a UI's idle worker), else from the next move
+    held = [o for r in runs for o in r.outputs if isinstance(o.health, Health) and o.health.value is not None]
+    assert held, "computed when the UI is idle, not by the restart itself"
+    dbg.idle_work(lambda: False)
+    machine._helper().submit(lambda: None).result()  # one worker, in order: its own checks are done now
     assert not [o for r in runs for o in r.outputs if isinstance(o.health, Health) and o.health.value
-                is not None], "the last run's values are not held after a restart"
+                is not None], "the last run's values are not held after a restart and the idle work"
     for rec in runs:
         for o in rec.outputs:
             v = seen[rec.seq][o.name]
@@ -215,3 +218,20 @@ def test_bind_ahead_after_a_restart_binds_the_new_main_frame() -> None:
     assert set(dbg.frames[0].bound) == set(range(n))
     dbg.continue_()
     assert dbg.finished and [(r.path, r.op_type, [o.norm for o in r.outputs]) for r in dbg.records] == first
+
+
+def test_a_move_after_a_restart_hands_the_last_runs_norms_to_the_helper_thread() -> None:
+    """No idle work between a restart and the next move (a script, keys typed ahead): the move hands
+    the norms left to the helper thread, and none is lost."""
+    dbg = Debugger(load_model(EXAMPLES / "while_net" / "predict_net.pb"))
+    seen = values_as_written(dbg)
+    dbg.continue_()
+    runs = dbg.records
+    dbg.restart()
+    dbg.step()
+    machine._helper().submit(lambda: None).result()
+    assert not [o for r in runs for o in r.outputs if isinstance(o.health, Health) and o.health.value is not None]
+    for rec in runs:
+        for o in rec.outputs:
+            if o.norm is not None:
+                assert o.norm == float64_norm(seen[rec.seq][o.name])
