@@ -214,7 +214,9 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         if view.sections is not None:  # a training net: its own forward / backward / optimizer runs
             steps = self._add_training_sections(view.sections, s.loss)
         else:
-            fwd = self.root.add(f"forward · {view.n_forward} ops", data=None, expand=True)
+            # NOTE: a str label is read as markup: this one was the first frame's first, and imported Rich's
+            # emoji table (7 ms)
+            fwd = self.root.add(plain(f"forward · {view.n_forward} ops"), data=None, expand=True)
             steps = self._add_section(fwd, range(view.n_forward))
         if s.plan:  # a plan file: its step tree above the net being stepped
             node = self.root.add(plain(f"plan · {s.plan[0]}"), data=None, expand=False)
@@ -245,7 +247,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             return self._add_ops(parent, (), indices)
         for start in range(indices.start, indices.stop, BLOCK):
             block = range(start, min(start + BLOCK, indices.stop))
-            node = parent.add(f"ops {block.start}–{block.stop - 1}", data=("block", block))
+            node = parent.add(plain(f"ops {block.start}–{block.stop - 1}"), data=("block", block))
             self._blocks.append((block, node))
         return iter(())
 
@@ -524,25 +526,54 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         return super().render_label(node, base_style, style)
 
     def get_label_width(self, node: TreeNode[Any]) -> int:
-        # NOTE: Tree renders every label to measure it on each rebuild: the plain length is enough
-        icon = self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE
-        width = node._label.cell_len + (len(icon) if node.allow_expand else 0)
+        # NOTE: Tree renders every label to measure it on each rebuild: the plain length is enough.
+        # And it rebuilds six times before ResNet-50's first frame (149 lines each): a label's width is
+        # kept on its node, measured again only when the node changed (its _updates: label, expanded,
+        # children) or the list's width did
+        key = (node._updates, self._content_width())
+        got = node.__dict__.get("_width_for")
+        if got is not None and got[0] == key:
+            return got[1]
+        icon = len(self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE) if node.allow_expand else 0
+        width = node._label.cell_len + icon
         room = self._room(node) if isinstance(node.data, OpRef) else None
-        return width if room is None else min(width, room + (len(icon) if node.allow_expand else 0))
+        if room is not None:
+            width = min(width, room + icon)
+        node.__dict__["_width_for"] = (key, width)
+        return width
 
-    def _room(self, node: TreeNode[Any]) -> int | None:
-        """Cells an op's label has beside its guides (None before layout)."""
+    _build_width: int | None = None  # the list's content width during one _build (it cannot change there)
+
+    def _build(self) -> None:
+        self._build_width = None
+        self._build_width = self._content_width()
+        try:
+            super()._build()
+        finally:
+            self._build_width = None
+
+    def _content_width(self) -> int:
+        """The cells the list's lines have (its width less the scrollbars)."""
+        if self._build_width is not None:
+            return self._build_width
         # NOTE: scrollable_content_region is recomputed on each read (0.4 ms under load): asked per
         # label, it was 0.27 s of ResNet-50's first frame; the width changes with these only
         key = (self.size, self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
         if self._room_for is None or self._room_for[0] != key:
             self._room_for = (key, self.scrollable_content_region.width)
-        width = self._room_for[1]
+        return self._room_for[1]
+
+    def _room(self, node: TreeNode[Any]) -> int | None:
+        """Cells an op's label has beside its guides (None before layout)."""
+        width = self._content_width()
         if width <= 0:
             return None
-        depth, parent = 0, node.parent
-        while parent is not None:
-            depth, parent = depth + 1, parent.parent
+        depth = node.__dict__.get("_depth")
+        if depth is None:  # NOTE: a node never moves
+            depth, parent = 0, node.parent
+            while parent is not None:
+                depth, parent = depth + 1, parent.parent
+            node.__dict__["_depth"] = depth
         icon = len(self.ICON_NODE) if node.allow_expand else 0
         return max(8, width - depth * self.guide_depth - icon - 1)
 
