@@ -47,6 +47,9 @@ from netviz.widgets.status_line import StatusLine
 
 
 DETAIL_MAX_OPS = 200
+#: the young generation's collection threshold while a move runs (Python's default: 700); see _run_moves
+MOVE_GC_YOUNG = 50_000
+_GC_THRESHOLD = gc.get_threshold()
 #: the first frame waits at most this long for the graph's first drawing (a cached one takes ~10 ms)
 FIRST_FRAME_HOLD_S = 0.3
 
@@ -633,24 +636,33 @@ class MainScreen(Guarded, Screen[None]):
     @work(thread=True, group="debugger")
     def _run_moves(self) -> None:
         """The one move worker: pops queued moves until none is left (the UI stays live)."""
-        while True:
-            with self._moves:
-                if not self.pending:
-                    self.busy = None
-                    break
-                how, target = self.pending.popleft()
-                self.busy, self._shown_stop = how, False
-                self._stop_drawn = threading.Event()  # NOTE: one per move: an earlier move's frame sets its own
-            self._one_move(how, target)
-        self._to_ui(self.update_status)
-        idle_work = getattr(self.session.debugger, "idle_work", None)
-        if idle_work is not None:  # NOTE: the last run's norms and binding the rest of the net, while idle
+        threshold = _GC_THRESHOLD  # NOTE: not get_threshold(): a worker still in its idle wait may have raised it
+        # NOTE: young collections wait until the frame showing the stop is drawn: a continue through
+        # DenseNet-121 ran ~30 of them (records, undo entries, Textual's frame objects), 5-7 ms of the
+        # key -> end frame; a long run still collects every MOVE_GC_YOUNG allocations
+        gc.set_threshold(max(threshold[0], MOVE_GC_YOUNG), *threshold[1:])
+        try:
+            while True:
+                with self._moves:
+                    if not self.pending:
+                        self.busy = None
+                        break
+                    how, target = self.pending.popleft()
+                    self.busy, self._shown_stop = how, False
+                    self._stop_drawn = threading.Event()  # NOTE: one per move: an earlier move's frame sets its own
+                self._one_move(how, target)
+            self._to_ui(self.update_status)
             # NOTE: once the frame showing the stop is drawn (after_step), at most 0.1 s: a fixed 0.1 s left
             # r then c within 0.15 s binding DenseNet-121's 668 ops inside the c (8-19 ms of it)
             drawn, stop = self._stop_drawn, lambda: self.busy is not None or not self.is_attached
             for _ in range(10):  # NOTE: a key meanwhile: this worker leaves within 10 ms, as before
                 if drawn.wait(0.01) or stop():
                     break
+        finally:
+            gc.set_threshold(*threshold)
+        gc.collect(0)  # NOTE: the young objects of the move, now that its frame is out
+        idle_work = getattr(self.session.debugger, "idle_work", None)
+        if idle_work is not None:  # NOTE: the last run's norms and binding the rest of the net, while idle
             idle_work(stop)
 
     def _to_ui(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> None:
