@@ -10,12 +10,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from types import ModuleType
+
 from engine import __version__
 from engine.errors import ModelError, NetvizError
-from engine.analysis.lint import fix_caffe2
-from netviz import commands
-from netviz.commands import (check_grad as _check_grad, diff as _diff, export as _export,  # noqa: F401
-                             grad as _grad, info as _info, lint as _lint, open as _open, run as _run)
+from engine.runtime.fidelity import fix_caffe2
 
 #: subcommand → (module in netviz.commands, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -46,14 +45,43 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"netviz: {message}{hint}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser: one subparser per entry of :data:`COMMANDS`."""
+def command_module(name: str) -> ModuleType:
+    """The module of subcommand `name`, imported now: each brings its own engine layers (``run`` the
+    executor and every kernel module, ``lint`` the lint, ``export`` the drawing), and ``netviz PATH``
+    needs none of them before the TUI's first frame (all of them cost ~0.2 s at every start)."""
+    # NOTE: explicit imports, not importlib (tests/engine/test_layers.py walks them)
+    if name == "open":
+        from netviz.commands import open as mod
+    elif name == "info":
+        from netviz.commands import info as mod
+    elif name == "export":
+        from netviz.commands import export as mod
+    elif name == "grad":
+        from netviz.commands import grad as mod
+    elif name == "run":
+        from netviz.commands import run as mod
+    elif name == "check-grad":
+        from netviz.commands import check_grad as mod
+    elif name == "lint":
+        from netviz.commands import lint as mod
+    elif name == "diff":
+        from netviz.commands import diff as mod
+    else:
+        raise KeyError(name)
+    return mod
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser: one subparser per entry of :data:`COMMANDS`, or only subcommand `only` (what a
+    command line naming it needs: the others' modules are not imported)."""
     parser = _Parser(prog="netviz", description="Visualize and debug Caffe2 nets.", epilog=EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"netviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name, (module, help_text) in COMMANDS.items():
-        mod = getattr(commands, module)  # every module named in COMMANDS is imported above
+    for name, (_, help_text) in COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        mod = command_module(name)
         p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
@@ -83,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
         args_list.insert(0, "open")  # `netviz PATH` means `netviz open PATH`
-    parser = build_parser()
+    parser = build_parser(args_list[0] if args_list and args_list[0] in COMMANDS else None)
     if not args_list:
         parser.print_help()
         return 2

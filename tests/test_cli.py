@@ -53,3 +53,24 @@ def test_bad_input_exit_2_one_line(tmp_path: Path, case: str) -> None:
 def test_usage_error_is_one_line() -> None:
     r = run_cli("info")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_netviz_path_imports_only_the_open_command_before_the_ui():
+    """``netviz PATH`` parses with the open command's parser alone: the other subcommands' modules
+    (the executor and every kernel through ``run``, the lint, the drawing) are not imported before
+    the TUI starts (they cost ~0.2 s at every start); ``netviz --help`` still lists every command."""
+    root = Path(__file__).resolve().parents[1]
+    code = f"""
+import sys
+from netviz.app import NetvizApp
+NetvizApp.run = lambda self: print(" ".join(sorted(m for m in sys.modules if m.startswith(
+    ("netviz.commands.", "engine.runtime.ops", "engine.runtime.executor", "engine.analysis.lint", "netviz.drawing")))))
+from netviz.cli import main
+sys.exit(main([{str(root / "examples" / "mlp_forward" / "predict_net.pb")!r}]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["netviz.commands.open"]
+    help_text = subprocess.run([sys.executable, "-m", "netviz.cli", "--help"], cwd=root, capture_output=True,
+                               text=True, timeout=120).stdout
+    assert all(name in help_text for name in ("open", "info", "export", "grad", "run", "check-grad", "lint", "diff"))
