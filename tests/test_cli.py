@@ -74,3 +74,20 @@ sys.exit(main([{str(root / "examples" / "mlp_forward" / "predict_net.pb")!r}]))
     help_text = subprocess.run([sys.executable, "-m", "netviz.cli", "--help"], cwd=root, capture_output=True,
                                text=True, timeout=120).stdout
     assert all(name in help_text for name in ("open", "info", "export", "grad", "run", "check-grad", "lint", "diff"))
+
+
+def test_the_collector_is_off_while_the_tui_starts_and_on_after(tmp_path, monkeypatch):
+    """``netviz PATH`` turns the cyclic collector off for its start (the app turns it on at its
+    first frame) and always on again when it returns: after the app, after a bad model."""
+    import gc
+
+    from netviz.app import NetvizApp
+
+    root = Path(__file__).resolve().parents[1]
+    seen: list[bool] = []
+    monkeypatch.setattr(NetvizApp, "run", lambda self: seen.append(gc.isenabled()) or 0)
+    assert main([str(root / "examples" / "mlp_forward" / "predict_net.pb")]) == 0
+    assert seen == [False] and gc.isenabled()
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(b"\x00\x01garbage")
+    assert main([str(bad)]) == 2 and gc.isenabled()

@@ -94,18 +94,14 @@ async def bare(ns: argparse.Namespace) -> None:
 
 async def probe(ns: argparse.Namespace) -> None:
     # NOTE: started as `netviz MODEL` starts: the console script imports netviz.cli, parses the
-    # command line with the open command's parser, then opens the session and the app (open.run)
+    # command line with the open command's parser, and open.run runs the app open.start makes
     from netviz import cli
 
     argv = [ns.model] + (["--init", ns.init] if ns.init else []) + [a for i in ns.input for a in ("--input", i)]
     args = cli.build_parser("open").parse_args(["open", *argv])
-    from netviz.session import Session
-
-    session = Session.open(args.path, init=args.init, inputs=args.input, device=args.device, loss=args.loss)
-    from netviz.app import NetvizApp
+    app = cli.command_module("open").start(args)
     from netviz.widgets.status_line import StatusLine
 
-    app = NetvizApp(session)
     shown: list = []  # (time, (canvas pc, selected op, inspected op, status pc text, end shown)) per update
     first: list[float] = []  # the first update with the op list and the graph on screen
     ended: list[object] = []  # the stop after_step has shown (--continue)

@@ -11,8 +11,13 @@ examples:
 from __future__ import annotations
 
 import argparse
+import gc
+from typing import TYPE_CHECKING
 
 from netviz.commands import add_model_arguments
+
+if TYPE_CHECKING:
+    from netviz.app import NetvizApp
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss", metavar="BLOB", default=None, help="loss blob for the backward view (g)")
 
 
-def run(args: argparse.Namespace) -> int:
+def start(args: argparse.Namespace) -> NetvizApp:
+    """The app for `args`, made as ``netviz PATH`` makes it (the TUI probe of ``make bench`` calls this
+    too, so it measures this very start): the model opened and checked first, then Textual imported.
+
+    The cyclic collector is off from here to the app's first frame (``MainScreen`` turns it back on;
+    :func:`run` too, whatever happens): the imports and the session make ~100k objects that all stay
+    alive, and the collections that walk them were 15-20 ms of each start."""
     from engine.runtime.device import has_gpu
     from engine.errors import NetvizError
     from netviz.session import Session
@@ -31,9 +42,16 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "gpu" and not has_gpu():
         raise NetvizError("--device gpu: no CUDA GPU (or no CuPy) on this machine; use --device cpu, "
                           "or `netviz diff PATH --devices cpu,gpu` to compare against the stand-in device")
-
+    gc.disable()
     session = Session.open(args.path, init=args.init, inputs=args.input, device=args.device, loss=args.loss)
     from netviz.app import NetvizApp  # textual is imported only once the model is good
 
-    result = NetvizApp(session).run()
+    return NetvizApp(session)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = start(args).run()
+    finally:
+        gc.enable()
     return int(result or 0)
