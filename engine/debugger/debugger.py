@@ -152,11 +152,8 @@ class Debugger(Machine):
             self._hand_over_norms()
             # NOTE: one random source and one single-threaded block around the whole move, not per op
             # (the stop is told to listeners outside them, as before)
-            try:
-                with executor.random_source(self._rng), blocking.single_threaded():
-                    why = self._run_loop(stop_after, stop_before, max_units, on_nan)
-            finally:
-                self._join_checks()
+            with executor.random_source(self._rng), blocking.single_threaded():
+                why = self._run_loop(stop_after, stop_before, max_units, on_nan)
             return self._stop(*why)
         finally:
             self._cancel.clear()
@@ -487,7 +484,6 @@ class Debugger(Machine):
         for _, n, _, _, _ in writes:
             self.versions[n] -= 1  # _record counts the version
         self._record(f, _Skipped(op), 0.0, {w[1]: w[4] for w in writes}, skipped=True)
-        self._join_checks()
         f.pc += 1
         return self._stop("step", f"skipped op {op.type}")
 

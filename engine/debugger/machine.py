@@ -93,14 +93,7 @@ def _dtype_info(dtype: Any) -> tuple[str, str] | None:
         return None if dtype == object else (str(dtype), getattr(dtype, "kind", ""))
 
 
-#: values of at least this many elements would be checked for NaN/Inf on the helper thread while the
-#: next ops run.  Off (every check at once, in the move's thread): on these 2 cores the helper's
-#: isfinite passes beside the kernels (BLAS and parallel.split use both cores) slowed the ops
-#: themselves: DenseNet-121's ops in ``netviz run`` 105-114 ms with it, 84-92 ms without, and the
-#: app's whole ``c`` no faster (0.148-0.193 s vs 0.144-0.177 s, alternated, load 0.3-0.4).  The
-#: tests run both ways (1: every float output on the helper thread).
-CHECK_AHEAD_MIN = 1 << 62
-_checker: list[Any] = []  # the helper thread's executor, made on first use
+_checker: list[Any] = []  # the helper thread's executor (a restart's norms), made on first use
 
 
 def _helper() -> Any:
@@ -111,11 +104,6 @@ def _helper() -> Any:
     return _checker[0]
 
 
-def _check_later(v: Any) -> Any:
-    """A future of ``counts_of(v)`` on the helper thread."""
-    return _helper().submit(counts_of, v)
-
-
 def _resolve_all(health: list[Health]) -> None:
     for h in health:
         h.resolve()
@@ -124,10 +112,10 @@ def _resolve_all(health: list[Health]) -> None:
 def _summary(name: str, v: Any, later: bool = True) -> BlobSummary:
     """The summary of one output (:class:`Health` for a float value).
 
-    `later`: the norm is computed when read (and a NumPy value of CHECK_AHEAD_MIN elements or more
-    has its NaN/Inf check on the helper thread while the next ops run; the move waits for it before
-    it ends, :meth:`Machine._join_checks`); else both now (a value that later writes through views change:
-    an RNN link's, as it was when recorded).
+    NaN/Inf are counted now (in the move's thread: on a helper thread beside the kernels the checks
+    slowed the ops on 2 cores, DenseNet-121's ops in ``netviz run`` 84-92 -> 105-114 ms, and the app's
+    ``c`` was no faster).  `later`: the norm is computed when read; else now too (a value that later
+    writes through views change: an RNN link's, as it was when recorded).
     """
     dtype = getattr(v, "dtype", None)
     info = _dtype_info(dtype) if dtype is not None and hasattr(v, "shape") else None
@@ -139,12 +127,9 @@ def _summary(name: str, v: Any, later: bool = True) -> BlobSummary:
     if not later:
         nan, inf = counts_of(v)
         return BlobSummary(name, shape, info[0], (nan, inf, None if nan or inf else norm_of(v)))
-    if type(v) is np.ndarray:
-        if v.size >= CHECK_AHEAD_MIN:
-            return BlobSummary(name, shape, info[0], Health(v, _check_later(v)))
-        if np.isfinite(v).all():  # NOTE: counts_of's common case, without its device look-up
-            return BlobSummary(name, shape, info[0], Health(v))
-    return BlobSummary(name, shape, info[0], Health(v, None, *counts_of(v)))
+    if type(v) is np.ndarray and np.isfinite(v).all():  # NOTE: counts_of's common case, without its device look-up
+        return BlobSummary(name, shape, info[0], Health(v))
+    return BlobSummary(name, shape, info[0], Health(v, *counts_of(v)))
 
 
 class Machine:
@@ -175,7 +160,6 @@ class Machine:
         self._unread = [k[2] for k in getattr(self, "kept", {}).values() if k[2] is not None and k[2].value is not None]
         # (op path | None=@0, blob) → (record seq, value, the record's Health until its norm is computed)
         self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, Health | None]] = {}
-        self._checks: list[Any] = []  # NaN/Inf checks on the helper thread this move started (_join_checks)
         self.kept_bytes, self.kept_evicted = 0, 0
         self.injected: dict[str, int] = {}   # blob → version an inject gave it (until an op writes it)
         # NOTE: blob → (path, seq, version) of the latest version of a buffer rnn_internal_apply_link made
@@ -403,8 +387,6 @@ class Machine:
                     summaries.append(summary)
                     if type(summary.health) is Health:
                         health[n] = summary.health
-                        if summary.health.pending is not None:
-                            self._checks.append(summary.health.pending)
             outs = tuple(summaries)
             # NOTE: only an op that overwrote one of its inputs can have updated a parameter; the set of
             # the nets' external inputs (849 names in DenseNet-121: 0.16 ms to build) is made once per net
@@ -432,13 +414,6 @@ class Machine:
             self._linked[n] = (path, rec.seq, versions[n])
         if self.listeners:
             self._emit(OpExecuted(rec))
-
-    def _join_checks(self) -> None:
-        """Wait for the NaN/Inf checks the move handed to the helper thread: a move ends with its
-        records complete (what a UI shows of them never waits)."""
-        checks, self._checks = self._checks, []
-        for c in checks:
-            c.exception()  # NOTE: waits; an error is raised where the count is read
 
     def _params(self, f: _Frame) -> frozenset[str]:
         """The blobs that can be parameters in frame `f`: its net's and the main net's external inputs."""

@@ -56,32 +56,25 @@ class Health:
 
     Why: a continue through DenseNet-121 (668 ops whose kernels take 50-90 ms) spent 20-60 ms on a
     float64 sum of squares per output, and 10-20 ms more counting NaN/Inf in the worker thread.
-    The counts come from one ``isfinite`` pass, made when the op is recorded (a large value's could
-    run on the debugger's helper thread while the next ops run, `pending`: off, see
-    ``machine.CHECK_AHEAD_MIN``; a move ends only once they are done, so a UI never waits on one);
-    the float64 norm is computed when first read.  The value is held only while the debugger keeps that version's value
+    The counts come from one ``isfinite`` pass, made when the op is recorded; the float64 norm is
+    computed when first read.  The value is held only while the debugger keeps that version's value
     (:meth:`Machine._keep`): it calls :meth:`resolve` before it drops one.  Values never change
     after they are recorded (kernels do not mutate their inputs; an RNN state buffer written
     through views is summarised at once when its version closes).
     """
 
-    __slots__ = ("value", "pending", "nan", "inf", "result")
+    __slots__ = ("value", "nan", "inf", "result")
 
-    def __init__(self, value: Any, pending: Any = None, nan: int = 0, inf: int = 0) -> None:
+    def __init__(self, value: Any, nan: int = 0, inf: int = 0) -> None:
         self.value: Any = value
-        self.pending: Any = pending  # a concurrent.futures.Future of (nan, inf), or None
         self.nan, self.inf = nan, inf
         self.result: float | None = None
 
     def counts(self) -> tuple[int, int]:
-        pending = self.pending
-        if pending is not None:
-            self.nan, self.inf = pending.result()
-            self.pending = None
         return self.nan, self.inf
 
     def norm(self) -> float | None:
-        if any(self.counts()):
+        if self.nan or self.inf:
             self.value = None
             return None
         value = self.value  # NOTE: a local: the UI thread may ask while the worker resolves it too

@@ -1,7 +1,7 @@
 """Each op record's per-output summary (shape, dtype, NaN/Inf counts, norm) as a continue leaves it.
 
 The NaN/Inf counts are made when the op runs (an isfinite pass, counted exactly when some element is
-not finite; a large value's on the helper thread, done before the move ends); the float64 norm is
+not finite); the float64 norm is
 computed when first read, or when the debugger drops the value it keeps (budget, a later run of the
 same op, restart), so no summary holds memory beyond the budget.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from engine.caffe2.core import Net
 from engine.debugger import Debugger, machine
@@ -19,19 +18,6 @@ from engine.model.modelio import Model, load_model
 from tests.engine.test_debugger_hunt import bn_relu_model
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-@pytest.fixture(params=["now", "helper thread"])
-def checks(request, monkeypatch) -> str:
-    """Each test twice: NaN/Inf counted at record time, and on the helper thread (every value)."""
-    if request.param == "helper thread":
-        monkeypatch.setattr(machine, "CHECK_AHEAD_MIN", 1)
-    return request.param
-
-
-def no_check_pending(dbg: Debugger) -> bool:
-    return all(not isinstance(o.health, Health) or o.health.pending is None or o.health.pending.done()
-               for r in dbg.records for o in r.outputs)
 
 
 def float64_norm(v: np.ndarray) -> float:
@@ -57,11 +43,10 @@ def pending(dbg: Debugger) -> list[Health]:
             if isinstance(o.health, Health) and o.health.value is not None]
 
 
-def test_norms_read_after_a_continue_are_the_float64_norms_of_each_version(checks: str) -> None:
+def test_norms_read_after_a_continue_are_the_float64_norms_of_each_version() -> None:
     dbg = Debugger(bn_relu_model())
     seen = values_as_written(dbg)
     dbg.continue_()
-    assert no_check_pending(dbg), "a move ends with its NaN/Inf checks done"
     assert pending(dbg), "norms wait until read"
     for rec in dbg.records:
         for o in rec.outputs:
@@ -74,7 +59,7 @@ def test_norms_read_after_a_continue_are_the_float64_norms_of_each_version(check
     assert not pending(dbg)
 
 
-def test_a_dropped_value_gets_its_norm_first(checks: str) -> None:
+def test_a_dropped_value_gets_its_norm_first() -> None:
     dbg = Debugger(bn_relu_model(), keep_budget=1024)  # each value evicts the one before
     seen = values_as_written(dbg)
     dbg.continue_()
@@ -86,7 +71,7 @@ def test_a_dropped_value_gets_its_norm_first(checks: str) -> None:
             assert o.norm == float64_norm(seen[rec.seq][o.name])
 
 
-def test_restart_and_loop_iterations_drop_no_norm(checks: str) -> None:
+def test_restart_and_loop_iterations_drop_no_norm() -> None:
     dbg = Debugger(load_model(EXAMPLES / "while_net" / "predict_net.pb"))
     seen = values_as_written(dbg)
     dbg.continue_()
@@ -119,10 +104,9 @@ def nan_model() -> Model:
     return Model(net.Proto(), init.Proto())
 
 
-def test_nan_and_inf_counts_are_exact_and_an_overflowing_sum_is_no_inf(checks: str) -> None:
+def test_nan_and_inf_counts_are_exact_and_an_overflowing_sum_is_no_inf() -> None:
     dbg = Debugger(nan_model())
     dbg.continue_()
-    assert no_check_pending(dbg)
     x1, relu, big = (r.outputs[0] for r in dbg.records)
     assert (x1.nan_count, x1.inf_count, x1.norm) == (1, 1, None)
     assert (relu.nan_count, relu.inf_count, relu.norm) == (1, 0, None)  # Relu(-inf) = 0, NaN stays

@@ -1,7 +1,7 @@
 """A NaN written mid-net is marked on the op that wrote it after a whole-net move, in `netviz run`
 and in the TUI (op list, canvas, minimap): DenseNet-121 with one NaN in the scale of op 40 (a Mul).
 
-The debugger checks large outputs for NaN/Inf on a helper thread and computes norms when read
+The debugger counts NaN/Inf when an op is recorded and computes norms when read
 (engine.debugger.records.Health); these are the user-facing ends of that.
 """
 from __future__ import annotations
