@@ -176,16 +176,11 @@ class Machine:
         if unread:
             _helper().submit(_resolve_all, list(unread))  # NOTE: a copy: idle_work may still be cutting its list
 
-    def idle_work(self, stop: Callable[[], bool], wait: float = 0.0) -> None:
-        """What a UI's move worker does between moves, while `stop()` is false: after `wait` seconds
-        (the frame showing the last stop is drawn meanwhile), the norms of the run before the last
-        restart (a few at a time: each lets go of the value it holds), then :meth:`bind_ahead`.  A
-        move started meanwhile hands the norms left to the helper thread."""
-        end = time.perf_counter() + wait
-        while time.perf_counter() < end:
-            if stop():
-                return
-            time.sleep(0.01)
+    def idle_work(self, stop: Callable[[], bool]) -> None:
+        """What a UI's move worker does between moves (once the frame showing the last stop is drawn),
+        while `stop()` is false: the norms of the run before the last restart (a few at a time: each
+        lets go of the value it holds), then :meth:`bind_ahead`.  A move started meanwhile hands the
+        norms left to the helper thread."""
         while not stop():
             unread = self._unread
             if not unread:
