@@ -35,11 +35,11 @@ def start(args: argparse.Namespace) -> NetvizApp:
     The cyclic collector is off from here to the app's first frame (``MainScreen`` turns it back on;
     :func:`run` too, whatever happens): the imports and the session make ~100k objects that all stay
     alive, and the collections that walk them were 15-20 ms of each start."""
-    from engine.runtime.device import has_gpu
     from engine.errors import NetvizError
     from netviz.session import Session
 
-    if args.device == "gpu" and not has_gpu():
+    # NOTE: engine.runtime.device imports NumPy (60-100 ms): only a GPU start asks it anything here
+    if args.device == "gpu" and not _has_gpu():
         raise NetvizError("--device gpu: no CUDA GPU (or no CuPy) on this machine; use --device cpu, "
                           "or `netviz diff PATH --devices cpu,gpu` to compare against the stand-in device")
     gc.disable()
@@ -47,6 +47,12 @@ def start(args: argparse.Namespace) -> NetvizApp:
     from netviz.app import NetvizApp  # textual is imported only once the model is good
 
     return NetvizApp(session)
+
+
+def _has_gpu() -> bool:
+    from engine.runtime.device import has_gpu
+
+    return has_gpu()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -78,29 +78,32 @@ async def test_relabelled_list_is_as_wide_as_if_linted_up_front():
 
 #: what no first frame imports (second opening): kernels, gradients, shapes, lint, the catalogue's docs
 #: and schema checks, the debugger, the plan runner, NumPy (86 modules: the cached drawing is bytes,
-#: the inputs' arrays are made after it), argparse (the CLI's parsers), Rich's emoji table (a str label
-#: read as markup: the op list's ``forward · N ops``, 7 ms)
+#: the inputs' arrays are made after it; 60-100 ms of a start), the other subcommands' modules (the
+#: CLI builds only the parser it runs), Rich's emoji table (a str label read as markup: the op list's
+#: ``forward · N ops``, 7 ms)
 NOT_BEFORE_THE_FIRST_FRAME = ("engine.runtime.ops", "engine.autodiff.gradient_ir", "engine.runtime.shapes",
                               "engine.analysis.lint", "engine.catalogue.docs", "engine.catalogue.schema",
-                              "engine.debugger.debugger", "engine.runtime.executor", "engine.runtime.plandef", "numpy",
-                              "argparse", "rich._emoji_codes")
+                              "engine.debugger.debugger", "engine.runtime.executor", "engine.runtime.plandef",
+                              "engine.runtime.device", "numpy", "netviz.commands.run", "netviz.commands.export",
+                              "netviz.commands.info", "netviz.commands.lint", "rich._emoji_codes")
 
 
-def _modules_at_first_frame(tmp_path: Path, args: str, opens: int = 2) -> tuple[list[str], list[str]]:
+def _modules_at_first_frame(tmp_path: Path, argv: list[str], opens: int = 2) -> tuple[list[str], list[str]]:
     """The modules of :data:`NOT_BEFORE_THE_FIRST_FRAME` imported when the first frame of
-    ``Session.open(args)`` is drawn, in a fresh process, at its `opens`-th opening (the first ones
-    fill the parse and drawing caches), and those imported once the lint worker has finished."""
+    ``netviz *argv`` is drawn, in a fresh process started as the console script starts (the CLI's
+    parser, then ``open.start``, the code ``netviz PATH`` runs), at its `opens`-th opening (the first
+    ones fill the parse and drawing caches), and those imported once the lint worker has finished."""
     code = f"""
 import asyncio, sys
-from netviz.app import NetvizApp
-from netviz.session import Session
 
 def watched():
-    return " ".join(sorted(k for k in sys.modules if k.split(".")[0] in {{"numpy", "argparse"}}
+    return " ".join(sorted(k for k in sys.modules if k.split(".")[0] == "numpy"
                            or k.startswith({NOT_BEFORE_THE_FIRST_FRAME!r})))
 
 async def main():
-    app = NetvizApp(Session.open({args}))
+    from netviz import cli
+    args = cli.build_parser("open").parse_args(["open", *{argv!r}])
+    app = cli.command_module("open").start(args)
     seen = []
     display = app._display
     def hooked(screen, renderable):
@@ -129,12 +132,12 @@ asyncio.run(main())
 
 
 def test_a_net_seen_before_draws_its_first_frame_without_numpy(tmp_path):
-    """A second opening draws from the cache: no NumPy (the scene is bytes), no kernels, no CLI
-    parsers up to the first frame; a big net (windowed) and a small one drawn with its blobs."""
+    """A second opening draws from the cache: no NumPy (the scene is bytes), no kernels, no other
+    subcommand up to the first frame; a big net (windowed) and a small one drawn with its blobs."""
     big = write(tmp_path, "chain", chain(400))
     small = write(tmp_path, "while", while_net())
-    assert _modules_at_first_frame(tmp_path, repr(str(big)))[0] == []
-    assert _modules_at_first_frame(tmp_path, repr(str(small)))[0] == []
+    assert _modules_at_first_frame(tmp_path, [str(big)])[0] == []
+    assert _modules_at_first_frame(tmp_path, [str(small)])[0] == []
 
 
 def test_inputs_made_after_the_first_frame_are_the_ones_parse_inputs_makes(tmp_path):
@@ -171,7 +174,7 @@ def test_first_frame_imports_no_kernel_module(tmp_path):
     gradient IR, shape inference, the catalogue's descriptions or schema checks are imported: they
     come with the workers and the op inspector after it (a first opening: the graph is laid out)."""
     path = write(tmp_path, "chain", chain(400))
-    at_frame, later = _modules_at_first_frame(tmp_path, repr(str(path)), opens=1)
+    at_frame, later = _modules_at_first_frame(tmp_path, [str(path)], opens=1)
     kernels = ("engine.runtime.ops", "engine.autodiff.gradient_ir", "engine.runtime.shapes", "engine.analysis.lint",
                "engine.catalogue.docs", "engine.catalogue.schema")
     assert [m for m in at_frame if m.startswith(kernels)] == []
@@ -280,6 +283,5 @@ def test_a_net_fed_input_shapes_draws_its_first_frame_without_numpy(tmp_path):
     read by ``engine.debugger.feeds`` without NumPy or the debugger (the package's names are lazy);
     the random array is made after the first frame."""
     models = ROOT / "tests" / "golden" / "models" / "resnet50"
-    args = (f"{str(models / 'predict_net.pb')!r}, init={str(models / 'init_net.pb')!r}, "
-            "inputs=['data=1,3,224,224']")
-    assert _modules_at_first_frame(tmp_path, args)[0] == []
+    argv = [str(models / "predict_net.pb"), "--init", str(models / "init_net.pb"), "--input", "data=1,3,224,224"]
+    assert _modules_at_first_frame(tmp_path, argv)[0] == []
