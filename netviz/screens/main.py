@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -34,8 +34,6 @@ from netviz.messages import BlobSelected, DrillRequested, OpSelected
 from netviz.overlays import OVERLAYS, diff_colors, diff_header, diff_legend, legend, overlay_colors, worst_per_op
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath, to_oppath
 from netviz.style import plain
-from netviz.view_export import ViewSpec
-from netviz.widgets.blob_inspector import BlobInspector, save_value
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
 from netviz.widgets.minimap import Minimap
@@ -44,6 +42,10 @@ from netviz.widgets.graph_scene import ZOOMS, common_scope, window_of
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
 from netviz.widgets.status_line import StatusLine
+
+if TYPE_CHECKING:  # NOTE: imported where used: no part of the first frame
+    from netviz.view_export import ViewSpec
+    from netviz.widgets.blob_inspector import BlobInspector
 
 
 DETAIL_MAX_OPS = 200
@@ -166,8 +168,8 @@ class MainScreen(Guarded, Screen[None]):
 
     def _holding(self) -> bool:
         """Whether the first frame still waits: for the graph's first drawing (or its failure), and
-        for the op list's last ops (it adds a first screenful at once, the rest after that refresh:
-        drawn between, the list grew its scrollbar a frame later)."""
+        for the op list's ops (Populated: a list rebuilt later shows a first screenful before the
+        rest, and drawn between, the list grew its scrollbar a frame later)."""
         if self._released or not self._first_layout:
             return False
         return (self.canvas.scene is None and not self._whole_net_started) or not self.op_tree.populated
@@ -404,6 +406,8 @@ class MainScreen(Guarded, Screen[None]):
         inspector after the first frame (its four widgets and the slice box's styles are no part of
         it), or now if a blob is shown before."""
         if self._blob_info is None:
+            from netviz.widgets.blob_inspector import BlobInspector  # noqa: PLC0415 - after the first frame
+
             self._blob_info = BlobInspector(id="blob-info")
             self._blob_info.display = False
             self.query_one("#inspector", VerticalScroll).mount(self._blob_info)
@@ -915,6 +919,8 @@ class MainScreen(Guarded, Screen[None]):
 
     @guarded
     def action_save_blob(self) -> None:
+        from netviz.widgets.blob_inspector import save_value  # noqa: PLC0415 - off the first frame
+
         shown = self.blob_inspector()
         if self.result is not None and shown.result is not None:  # an eval's value is what the inspector shows
             expr, value = self.result
@@ -1146,6 +1152,8 @@ class MainScreen(Guarded, Screen[None]):
     def view_spec(self) -> ViewSpec:
         """What the graph canvas shows now, as plain data for the "current view" export: the net,
         the ops in its window (and focus set), zoom, SSA, overlay colours, pc and marks."""
+        from netviz.view_export import ViewSpec  # noqa: PLC0415 - off the first frame
+
         s, c = self.session, self.canvas
         n = len(s.view(self.path).net.op)
         zoom = self.effective_zoom()

@@ -101,6 +101,10 @@ class _Fitted:
         return getattr(self._node, name)
 
 
+#: the label an op's leaf is added with: made when first read (_OpNode)
+_UNMADE = Text()
+
+
 class _OpNode(TreeNode[Any]):
     """An op's node.  A move marks the nodes whose marker changed stale (:meth:`OpTree.update_markers`)
     and their label is made again when first read: drawn (only the lines on screen are), measured,
@@ -197,10 +201,13 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         """Every op is in the tree."""
 
     def on_mount(self) -> None:
-        self.rebuild()
+        # NOTE: the first frame waits for the whole list (MainScreen holds it until Populated): one
+        # batch, measured once, with no held refresh between two batches (ResNet-50: 160 ops)
+        self.rebuild(at_once=True)
 
-    def rebuild(self) -> None:
-        """(Re)build from the session: forward section, backward section when shown."""
+    def rebuild(self, at_once: bool = False) -> None:
+        """(Re)build from the session: forward section, backward section when shown.  Later
+        rebuilds (scope grouping, the backward pass) show a first screenful before the rest."""
         s = self.session
         self.populated = False
         self.clear()
@@ -227,7 +234,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
                                 data=None, expand=True)
             steps = chain(steps, self._add_section(bwd, range(view.n_forward, len(view.net.op))))
         self._generation += 1
-        self._pump(steps, self._generation)
+        self._pump(steps, self._generation, first=not at_once)
 
     def _add_training_sections(self, sections: list[str], loss: str | None) -> Iterator[None]:
         """One tree section per run of consecutive ops of one section (usually three)."""
@@ -289,9 +296,8 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         return super().process_label(label)
 
     def _pump(self, steps: Iterator[None], generation: int, first: bool = True) -> None:
-        """Add a first screenful of ops at once, the rest after the first refresh.
-
-        (Each batch makes Tree measure every line again, so there are only two.)
+        """Add a first screenful of ops at once, the rest after the first refresh (all of them at
+        once unless `first`).  (Each batch makes Tree measure every line again, so there are only two.)
         """
         if generation != self._generation:
             return
@@ -330,11 +336,13 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
 
     def _add_op(self, parent: TreeNode[Any], ref: OpRef) -> None:
         subnets = self.session.subnets(ref)
-        label = self.label_of(ref)
         if not subnets:
-            self.nodes_by_ref[ref] = parent.add_leaf(label, data=ref)
+            # NOTE: its label is made when first read (_OpNode): drawn or measured with the list's room
+            # unknown; a block of 200 ops shows ~45 (label_of was half of DenseNet-121's first block)
+            leaf = self.nodes_by_ref[ref] = parent.add_leaf(_UNMADE, data=ref)
+            leaf._stale = True
             return
-        node = self.nodes_by_ref[ref] = parent.add(label, data=ref)
+        node = self.nodes_by_ref[ref] = parent.add(self.label_of(ref), data=ref)
         for arg, sub in subnets:
             child = node.add(Text(f"{arg} · {len(sub.op)} ops", style="italic"), data=("net", ref, arg))
             for _ in self._add_ops(child, ref.path + ((ref.index, arg),), range(len(sub.op))):
@@ -535,10 +543,15 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         if got is not None and got[0] == key:
             return got[1]
         icon = len(self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE) if node.allow_expand else 0
-        width = node._label.cell_len + icon
         room = self._room(node) if isinstance(node.data, OpRef) else None
-        if room is not None:
-            width = min(width, room + icon)
+        if room is not None and node.__dict__.get("_stale"):
+            # NOTE: a label not made yet is measured as the room it may fill (what an op's line is drawn
+            # in anyway: the list pads every line to its width), not made for it
+            width = room + icon
+        else:
+            width = node._label.cell_len + icon
+            if room is not None:
+                width = min(width, room + icon)
         node.__dict__["_width_for"] = (key, width)
         return width
 

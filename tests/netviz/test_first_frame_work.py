@@ -200,8 +200,8 @@ def _frames(app: NetvizApp) -> list[tuple[bool, bool, str]]:
 @asynctest
 async def test_the_first_frame_shows_the_op_list_and_the_graph_together(tmp_path, monkeypatch, n):
     """No frame with the op list and a 'laying out …' placeholder before the graph's first drawing,
-    nor one with the op list's first screenful only (250 ops: added in two batches, the second after
-    a refresh): the screen's first update waits for both, the graph laid out for the canvas's real
+    nor one with part of the op list (a rebuild adds 250 ops in two batches, the second after a
+    refresh): the screen's first update waits for both, the graph laid out for the canvas's real
     size; at a first opening (laid out in the worker) and a second (read from the cache at once)."""
     import netviz.screens.main as main_screen
 
