@@ -418,7 +418,18 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         if style is None:
             style = memo["rich_style"] = self.rich_style
         scroll_x, scroll_y = self.scroll_offset
-        return self._render_line(y + scroll_y, scroll_x, scroll_x + self.size.width, style)
+        return self._render_line(y + scroll_y, scroll_x, scroll_x + self._pass_size().width, style)
+
+    def _pass_size(self) -> Any:
+        """The list's size, read once per render pass: ``Widget.size`` looks the widget up in the
+        screen's map on each read, and a line asked for it four times (~1.5 ms of 46 new lines)."""
+        memo = self._pass
+        if memo is None:
+            return self.size
+        size = memo.get("size")
+        if size is None:
+            size = memo["size"] = self.size
+        return size
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         """An op's line as Tree draws it (same segments, styles and mouse meta), made from its label's
@@ -431,7 +442,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         if node is None or node._allow_expand or not isinstance(node.data, OpRef):
             return super()._render_line(y, x1, x2, base_style)
         is_hover = self.hover_line >= 0 and any(n._hover for n in line.path)
-        key = (y, is_hover, self.size.width, self._updates, self._pseudo_class_state,
+        key = (y, is_hover, self._pass_size().width, self._updates, self._pseudo_class_state,
                tuple(n._updates for n in line.path))
         strip = self._line_cache.get(key)
         if strip is None:
@@ -456,10 +467,15 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
                 base + self.get_component_rich_style("tree--guides-selected", partial=True),
                 self.get_component_rich_style("tree--label", partial=True), self.has_focus)
         base_hidden, hover_hidden, selected_hidden, base_guide, hover_guide, selected_guide, label_style, focus = g
-        text = node._label
         room = self._room(node)
-        if room is not None and text.cell_len > room:
+        if room is not None and node.__dict__.get("_stale"):
+            # NOTE: a label not made since the op's marker changed (or ever): made fitted, once. Made
+            # whole first, measured, then made again fitted (most names are cut) was 2 label_of a line
             text = self.label_of(node.data, room)
+        else:
+            text = node._label
+            if room is not None and text.cell_len > room:
+                text = self.label_of(node.data, room)
         plain, spans = text.plain, text.spans
         if text.style or not spans or spans[0].start != 0 or spans[-1].end != len(plain) \
                 or any(a.end != b.start for a, b in zip(spans, spans[1:])):
@@ -498,7 +514,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             if st is None:
                 st = styles[k] = line_style + get_style(span.style, default=Style.null()) + label_style
             segments.append(Segment(plain[span.start:span.end], st + meta))
-        pad = max(self.virtual_size.width, self.size.width) - cell_len("".join(t for t, _ in pieces)) - text.cell_len
+        pad = max(self.virtual_size.width, self._pass_size().width) - cell_len("".join(t for t, _ in pieces)) - text.cell_len
         if pad:  # NOTE: as Tree's line_pad: a negative width gives an empty blank
             segments.append(Segment(" " * pad, line_meta))
         return segments
@@ -544,10 +560,11 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             return got[1]
         icon = len(self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE) if node.allow_expand else 0
         room = self._room(node) if isinstance(node.data, OpRef) else None
-        if room is not None and node.__dict__.get("_stale"):
+        if node.__dict__.get("_stale"):
             # NOTE: a label not made yet is measured as the room it may fill (what an op's line is drawn
-            # in anyway: the list pads every line to its width), not made for it
-            width = room + icon
+            # in anyway: the list pads every line to its width), not made for it; before the list is laid
+            # out (no room yet) as nothing: its first size rebuilds the lines (Tree._on_resize)
+            width = (room or 0) + icon
         else:
             width = node._label.cell_len + icon
             if room is not None:
@@ -571,7 +588,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             return self._build_width
         # NOTE: scrollable_content_region is recomputed on each read (0.4 ms under load): asked per
         # label, it was 0.27 s of ResNet-50's first frame; the width changes with these only
-        key = (self.size, self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
+        key = (self._pass_size(), self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
         if self._room_for is None or self._room_for[0] != key:
             self._room_for = (key, self.scrollable_content_region.width)
         return self._room_for[1]
@@ -653,9 +670,6 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         node = self.nodes_by_ref.get(ref)
         if node is None or self.cursor_node is node:
             return
-        if not self.size.height:  # not laid out yet: scrolling now would hide the top lines
-            self.call_after_refresh(self.select_ref, ref)
-            return
         holders, parent = [], node.parent
         while parent is not None:
             holders.append(parent)
@@ -670,8 +684,18 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             block.collapse()
         _ = self._tree_lines  # NOTE: rebuilds the lines now, so node._line is right for move_cursor
         self.cursor_line = node._line
-        # keep the cursor a few lines off the edges, and jump a third of a page when it gets there
-        # (stepping then scrolls, and repaints the whole list, once every ~third of a page)
+        if not self.size.height:
+            # NOTE: not laid out yet (the first op, selected at mount): the blocks holding it are open and
+            # the cursor is on it in the first frame; only the scroll waits (now it would hide the top lines)
+            self.call_after_refresh(self._keep_in_view, node)
+            return
+        self._keep_in_view(node)
+
+    def _keep_in_view(self, node: TreeNode[Any]) -> None:
+        """Keep the cursor's line a few lines off the edges, and jump a third of a page when it gets
+        there (stepping then scrolls, and repaints the whole list, once every ~third of a page)."""
+        if node is not self.cursor_node:
+            return
         top, height = round(self.scroll_y), self.scrollable_content_region.height
         margin = min(3, max(0, (height - 1) // 2))
         if not top + margin <= node._line < top + height - margin:

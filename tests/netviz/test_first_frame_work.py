@@ -202,7 +202,8 @@ async def test_the_first_frame_shows_the_op_list_and_the_graph_together(tmp_path
     """No frame with the op list and a 'laying out …' placeholder before the graph's first drawing,
     nor one with part of the op list (a rebuild adds 250 ops in two batches, the second after a
     refresh): the screen's first update waits for both, the graph laid out for the canvas's real
-    size; at a first opening (laid out in the worker) and a second (read from the cache at once)."""
+    size, the cursor on the first op (in the first block, open: not a frame of closed blocks before it);
+    at a first opening (laid out in the worker) and a second (read from the cache at once)."""
     import netviz.screens.main as main_screen
 
     monkeypatch.setenv("NETVIZ_CACHE_DIR", str(tmp_path / "cache"))
@@ -211,9 +212,20 @@ async def test_the_first_frame_shows_the_op_list_and_the_graph_together(tmp_path
     for _ in range(2):
         app = NetvizApp(Session.open(path))
         shown = _frames(app)
+        cursor: list[object] = []  # the op list's cursor at the first frame (400 ops: in a block, opened)
+        display = app._display
+
+        def hooked(screen, renderable) -> None:
+            if renderable is not None and not cursor and app.main.is_mounted:
+                tree = app.main.op_tree
+                cursor.append((tree.selected_ref, [line.node.data for line in tree._tree_lines[:6]]))
+            display(screen, renderable)
+
+        app._display = hooked
         async with app.run_test(size=(160, 48)) as pilot:
             await wait_for(pilot, lambda: bool(shown), "the first frame")
             assert shown[0][:2] == (True, True), shown[0]
+            assert cursor[0][0] == OpRef((), 0) and OpRef((), 0) in cursor[0][1], cursor[0]
             canvas = app.main.canvas
             assert canvas.key is not None and canvas._args  # laid out once, for the pane it has
             assert canvas.scene.width <= canvas.size.width or canvas.scene.height <= canvas.size.height
