@@ -359,11 +359,22 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             self._width_for, self._width = key, self.scrollable_content_region.width
         return self._width
 
+    _pass_width: int | None = None  # the content width during one render_lines pass (it cannot change there)
+
+    def render_lines(self, crop: Any) -> list[Strip]:
+        # NOTE: the width is read once per pass: its key (Widget.region) looks the canvas up in the
+        # screen's map on every read, ~8 us a line
+        self._pass_width = self._content_width()
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_width = None
+
     def render_line(self, y: int) -> Strip:
         """Line `y` of the view: the scene row's cells in view, drawn once per look and place
         (:meth:`_view_row`), so a scroll that brings back rows drawn before (stepping re-centres the
         view about every third step) reuses them."""
-        width = self._content_width()
+        width = self._pass_width if self._pass_width is not None else self._content_width()
         sx, sy = int(self.scroll_x), int(self.scroll_y)
         sc, row = self.scene, sy + y
         if sc is None or row >= sc.height:

@@ -78,3 +78,15 @@ def test_cut_labels_keep_blobs_apart(zoo, net):
 def test_map_zoom_labels_carry_the_op_number(tmp_path):
     sc = _scene(tmp_path, mlp(), 3)
     assert sorted(n.label for n in sc.nodes) == ["FC #0", "FC #2", "Relu #1", "SoftmaxWi… #3"]
+
+
+def test_a_moved_node_keeps_every_other_field(tmp_path):
+    """``SceneNode.moved`` (wrap_scene's fast ``replace``) copies every field but the place: each node
+    of a real scene, with blob shapes, ports and SSA versions, moved equals ``replace``'s result."""
+    from dataclasses import fields, replace  # noqa: PLC0415
+
+    sc = _scene(tmp_path, while_net(), 0)
+    assert {f.name for f in fields(sc.nodes[0])} >= {"sub", "ports", "version", "blob", "op"}
+    assert any(n.ports for n in sc.nodes) and any(n.blob for n in sc.nodes)
+    for k, n in enumerate(sc.nodes):
+        assert n.moved(n.x + k, n.y + 2 * k) == replace(n, x=n.x + k, y=n.y + 2 * k)
