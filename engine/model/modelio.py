@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,13 +64,17 @@ def _unknown_field_path(msg: pb_message.Message, where: str = "") -> str | None:
     return None
 
 
+#: the control characters a text net never holds (all below 32 but tab, newline and CR)
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def _looks_like_text(data: bytes) -> bool:
     """True when `data` is UTF-8 without control characters other than tab/newline/CR."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text[:4096])
+    return _CONTROL.search(text, 0, 4096) is None
 
 
 def _parse_text(text: str, path: str) -> caffe2_pb2.NetDef:
