@@ -684,9 +684,15 @@ class MainScreen(Guarded, Screen[None]):
         except Unavailable as e:
             call(self.notify, str(e), title="Not available", severity="warning")
         except NetvizError as e:
+            from engine.debugger.machine import DebuggerError  # noqa: PLC0415 - loaded: the move that raised ran it
+
             for notice in self.session.pop_notices():
                 call(self.notify, notice, title="Parameters", severity="warning")
-            call(self.notify, str(e), title=type(e).__name__, severity="error")
+            if isinstance(e, DebuggerError):  # NOTE: a move the pc's place does not allow (f in the main net,
+                # u at the start, t behind the pc): a refusal that says why, not an error
+                call(self.notify, str(e), title="Not available", severity="warning")
+            else:
+                call(self.notify, str(e), title=type(e).__name__, severity="error")
         except Exception as e:  # noqa: BLE001 - shown, never fatal
             call(self.notify, report(e, how.rstrip("_").replace("_", " ")), title="Internal error", severity="error")
         else:
@@ -899,7 +905,12 @@ class MainScreen(Guarded, Screen[None]):
         read0 = any(v == 0 for _, v in self.session.consumers(ref.path, ref.name))
         versions = sorted(set(writers) | ({0} if read0 or not writers else set()))
         now = ref.version if ref.version is not None else (versions[-1] if versions else 0)
-        k = min(max(versions.index(now) + delta if now in versions else 0, 0), len(versions) - 1)
+        at = versions.index(now) if now in versions else None
+        if at is not None and not 0 <= at + delta < len(versions):
+            which = "first" if delta < 0 else "last"
+            raise Unavailable(f"'{ref.name}'@{now} is its {which} version ({len(versions)} in all: "
+                              f"{', '.join(f'@{v}' for v in versions)})")
+        k = min(max(at + delta if at is not None else 0, 0), len(versions) - 1)
         self.select_blob(BlobRef(ref.path, ref.name, versions[k]))
 
     def action_focus_pane(self, pane: str) -> None:

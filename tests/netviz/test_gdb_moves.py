@@ -37,6 +37,8 @@ async def test_f_in_the_main_net_says_so_instead_of_running_to_the_end():
         await press_and_wait(pilot, app, "f")
         await wait_for(pilot, lambda: notified(app, "nothing to finish"), "the refusal")
         assert app.session.pc == OpRef((), 1) and not app.session.debugger.finished
+        refusal = next(n for n in app._notifications if "nothing to finish" in n.message)
+        assert (refusal.severity, refusal.title) == ("warning", "Not available")  # a refusal, not an error
 
 
 @asynctest

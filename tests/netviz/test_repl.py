@@ -122,6 +122,10 @@ async def test_the_inspector_is_keyboard_driven():
         assert "fc1_w@1" in blob_text(app)
         await pilot.press("left_square_bracket")
         await wait_for(pilot, lambda: main.blob == BlobRef((), "fc1_w", 0), "[: the previous version")
+        await pilot.press("left_square_bracket")  # NOTE: at its first version: said, not silent
+        await wait_for(pilot, lambda: any("'fc1_w'@0 is its first version" in n.message
+                                          and n.severity == "warning" for n in app._notifications), "[ at the first")
+        assert main.blob == BlobRef((), "fc1_w", 0)
         await pilot.press("h")
         await wait_for(pilot, lambda: main.focused is main.op_tree, "h: back to the op list")
 
