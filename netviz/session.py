@@ -174,7 +174,7 @@ def parse_inputs(specs: list[str] | None, seed: int = 0) -> dict[str, np.ndarray
 
 
 #: one ``--input`` as read at open: (name, shape, dtype, array): an array read from a .npy file
-#: (its shape and dtype), or a random one still to be made (array None; dtype None: float32)
+#: (its shape and dtype), or a random one still to be made (array None)
 _Input = tuple[str, tuple[int, ...], Any, Any]
 
 
@@ -190,7 +190,7 @@ def _read_inputs(specs: list[str] | None) -> list[_Input]:
         if isinstance(value, RandomSpec):
             out.append((name, value.shape, value.dtype, None))
         elif isinstance(value, tuple):
-            out.append((name, value, None, None))
+            out.append((name, value, "float32", None))  # NOTE: a bare shape: random_array's default
         else:
             arr = load_npy(value, name)
             out.append((name, tuple(arr.shape), arr.dtype, arr))
@@ -207,12 +207,7 @@ def _make_inputs(inputs: list[_Input], seed: int = 0) -> dict[str, np.ndarray]:
     from engine.debugger.feeds import random_array
     rng, out = np.random.default_rng(seed), {}
     for name, shape, dtype, arr in inputs:
-        if arr is not None:
-            out[name] = arr
-        elif dtype is not None:
-            out[name] = random_array(shape, rng, dtype)
-        else:
-            out[name] = random_array(shape, rng)
+        out[name] = arr if arr is not None else random_array(shape, rng, dtype)
     return out
 
 

@@ -910,8 +910,7 @@ class MainScreen(Guarded, Screen[None]):
             which = "first" if delta < 0 else "last"
             raise Unavailable(f"'{ref.name}'@{now} is its {which} version ({len(versions)} in all: "
                               f"{', '.join(f'@{v}' for v in versions)})")
-        k = min(max(at + delta if at is not None else 0, 0), len(versions) - 1)
-        self.select_blob(BlobRef(ref.path, ref.name, versions[k]))
+        self.select_blob(BlobRef(ref.path, ref.name, versions[at + delta if at is not None else 0]))
 
     def action_focus_pane(self, pane: str) -> None:
         """``h`` / ``l``: the op list / the blob list of the inspector (keyboard only, focus stays there)."""
