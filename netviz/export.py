@@ -18,15 +18,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pygraphviz as pgv
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BlobNotFoundError, NetvizError
 from netviz import style as S
 from netviz.drawing import DrawOptions, Drawing, draw_net, focus
+from netviz.graphviz_support import pygraphviz
 from netviz.layout import DEFAULT_TIMEOUT, LayoutCrash, LayoutError, LayoutTimeout, run_graphviz
 from proto import caffe2_pb2
+
+if TYPE_CHECKING:
+    import pygraphviz as pgv
 
 __all__ = ["ExportError", "ExportResult", "FORMATS", "LayoutPlan", "plan_layout", "build_agraph", "drawing_json",
            "export_drawing",
@@ -110,7 +112,7 @@ def build_agraph(d: Drawing, plan: LayoutPlan | None = None) -> pgv.AGraph:
 
     `plan` overrides the direction and wraps the drawing into columns (:func:`_wrap`).
     """
-    g = pgv.AGraph(directed=True, strict=False, name=d.name)
+    g = pygraphviz().AGraph(directed=True, strict=False, name=d.name)
     g.graph_attr.update(S.GRAPH_ATTRS, rankdir=plan.rankdir if plan else d.options.rankdir, compound="true")
     g.node_attr.update(S.NODE_DEFAULTS)
     subs: dict[str | None, pgv.AGraph] = {None: g}

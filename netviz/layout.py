@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import signal
 import subprocess
 import threading
@@ -18,11 +17,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import pygraphviz as pgv
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import NetvizError
+from netviz.graphviz_support import find_program, missing_program
+
+if TYPE_CHECKING:
+    import pygraphviz as pgv
 
 __all__ = ["NodeBox", "EdgePath", "ClusterBox", "Layout", "LayoutError", "LayoutTimeout", "LayoutCrash",
            "layout_agraph", "layout_dot", "layout_net", "clear_cache", "DEFAULT_TIMEOUT"]
@@ -154,9 +155,9 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
     LayoutTimeout, LayoutError
         As :func:`layout_agraph`.
     """
-    exe = shutil.which(prog)
+    exe = find_program(prog)
     if exe is None:
-        raise LayoutError(f"graphviz program '{prog}' not found on PATH (install graphviz)")
+        raise LayoutError(missing_program(prog))
     cmd = [exe, f"-T{fmt}", *extra] + ([f"-o{output}"] if output else [])
     with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         try:
