@@ -7,9 +7,10 @@ exit status 2 — never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
 from collections.abc import Sequence
-
 from types import ModuleType
 
 from engine import __version__
@@ -26,14 +27,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check-grad": ("check_grad", "numerically check the gradients of a whole net"),
     "lint": ("lint", "list the ops where Caffe2 1.10.2 computes other values or refuses (docs/fidelity.md)"),
     "diff": ("diff", "run a model on cpu and gpu and list blobs by their largest difference"),
+    "doctor": ("doctor", "versions of netviz's parts, optional parts found or how to install them, its files"),
 }
 
-EPILOG = """examples:
-  netviz model.pb                       open the TUI (init net beside it is picked up)
-  netviz model.pbtxt --init init.pb     open with an explicit init net
-  netviz info model.pb --json           machine-readable summary
-  netviz export model.pb -o net.svg     draw the net
-  netviz grad model.pb --loss loss      show the generated backward pass
+EPILOG = """examples (from a checkout; zoo nets through $NETVIZ_MODEL_ZOO, see docs/files.md):
+  netviz examples/mlp/predict_net.pb                       # the TUI (init_net.pb beside it is read too)
+  netviz info examples/mlp/predict_net.pb --json           # machine-readable summary
+  netviz run examples/mlp/predict_net.pb                   # run it, one line per op
+  netviz grad examples/mlp/predict_net.pb --loss loss      # the generated backward pass
+  netviz export examples/mlp/predict_net.pb -o mlp.svg --force      # draw it (needs Graphviz)
+  netviz info $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt          # a net of the Caffe2 model zoo
+
+`netviz COMMAND --help` has each command's examples.  Caches, logs and every NETVIZ_* variable:
+docs/files.md; `netviz doctor` prints the paths in use and what is installed.
 """
 
 
@@ -66,6 +72,8 @@ def command_module(name: str) -> ModuleType:
         from netviz.commands import lint as mod
     elif name == "diff":
         from netviz.commands import diff as mod
+    elif name == "doctor":
+        from netviz.commands import doctor as mod
     else:
         raise KeyError(name)
     return mod
@@ -106,10 +114,26 @@ def _refuse_plan(args: argparse.Namespace) -> None:
                          "`netviz info`, `netviz run` and the TUI open plans")
 
 
+def closest_command(word: str) -> str | None:
+    """The subcommand `word` is probably a typo of (``inof`` → ``info``), or None: a word naming an
+    existing file is a model path (`netviz PATH`), never a typo."""
+    if word in COMMANDS or os.path.exists(word):
+        return None
+    match = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netviz`` console script."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if sorted(args_list) == ["--verbose", "--version"]:
+        args_list = ["doctor"]  # NOTE: `--version --verbose` is the doctor
     if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
+        typo = closest_command(args_list[0])
+        if typo is not None:
+            print(f"netviz: unknown command '{args_list[0]}'; did you mean '{typo}'? (see `netviz --help`)",
+                  file=sys.stderr)
+            return 2
         args_list.insert(0, "open")  # `netviz PATH` means `netviz open PATH`
     parser = build_parser(args_list[0] if args_list and args_list[0] in COMMANDS else None)
     if not args_list:
