@@ -229,5 +229,8 @@ def run(args: argparse.Namespace) -> int:
         made = ", ".join(o.name for o in last.outputs if o.nan_count or o.inf_count) if last else ""
         by = f" by op {'/'.join(map(str, last.path[1:]))} {last.op_type} ({made})" if last else ""
         print(f"netviz: NaN/Inf produced{by}; stopped before {stop.pc.text()}")
+        from engine.debugger.provenance import explain_debugger
+        for line in explain_debugger(dbg):  # NOTE: the first bad element and what it was computed from
+            print(f"  {line}")
         return 1
     return 0
