@@ -29,6 +29,17 @@ def missing_input(session: Any, detail: str) -> str | None:
     return m.group(1) if m and m.group(1) in session.model.predict.external_input else None
 
 
+def missing_inputs(session: Any, detail: str) -> list[str]:
+    """Every external input nothing gives when a stop's error says one is missing, that one first
+    (the debugger finds the rest up front: ``Debugger.missing_inputs``); empty for any other error."""
+    first = missing_input(session, detail)
+    if first is None:
+        return []
+    dbg = session.debugger
+    rest = dbg.missing_inputs() if dbg is not None and hasattr(dbg, "missing_inputs") else []
+    return [first, *(n for n in rest if n != first)]
+
+
 def _readers(session: Any, name: str) -> list[Any]:
     return [session.op(r) for r in session.walk() if name in session.op(r).input]
 

@@ -270,6 +270,7 @@ class Session:
         self.plan_def: caffe2_pb2.PlanDef | None = None  # a plan file: the debugger steps it whole
         if loss is not None and loss not in self.all_blobs(()):
             raise ModelError(f"--loss {loss!r}: no op of {self.name!r} reads or writes that blob")
+        self._check_input_names([n for n, *_ in unmade])
 
     @classmethod
     def open(cls, path: str | Path, init: str | Path | None = None, inputs: list[str] | None = None,
@@ -290,6 +291,20 @@ class Session:
             return session
         model = load_model(path, init=init)
         return cls(model, None, device, loss, input_specs=inputs)
+
+    def _check_input_names(self, names: list[str]) -> None:
+        """``--input`` names the net does not take: one that is no blob of it at all (a typo, which ran
+        on random data unseen) is refused naming the closest input; an inner blob is fed, with a notice."""
+        from engine.debugger.feeds import stray_inputs  # noqa: PLC0415
+
+        stray, hint = stray_inputs(self.model.predict, names)
+        if not stray:
+            return
+        blobs = {b for ref in self.walk() for b in (*self.op(ref).input, *self.op(ref).output)}
+        unknown = [n for n in stray if n not in blobs]
+        if unknown:
+            raise ModelError(f"--input {', '.join(unknown)}: no blob of {self.name!r} has this name; {hint}")
+        self.notices.append(f"--input {', '.join(stray)}: not an external input of the net (fed anyway)")
 
     @property
     def values(self) -> dict[str, Any]:
@@ -621,14 +636,22 @@ class Session:
                 raise NetvizError(f"skip op #{pc.index} {op.type}: {name.strip() or part!r} is not one of its "
                                   f"outputs ({', '.join(op.output)})")
             given[name.strip()] = value.strip()
+        absent = [b for b in dbg.missing_inputs() if b in op.input] if hasattr(dbg, "missing_inputs") else []
+        if absent:  # NOTE: a stop, not a refusal: the screen asks for every missing input, as after n
+            from engine.debugger.records import Stopped  # noqa: PLC0415
+            return Stopped("error", dbg.pc, f"skip op #{pc.index} {op.type}: its outputs' shapes follow from "
+                                            f"its inputs: input blob '{absent[0]}' not found"), []
         _, outs = self.view(pc.path).ssa[pc.index]
         table = self.shapes(pc.path)
+        now = dbg.output_infos() if hasattr(dbg, "output_infos") else {}  # NOTE: from the inputs' values: exact
         values = {}
         for name, version in outs:
             info = table.get((name, version))
             known = info is not None and info.shape is not None and all(d is not None for d in info.shape)
-            shape = tuple(info.shape) if known else None
-            dtype = _np_dtype(info.dtype) if info is not None and info.dtype else None
+            shape, code = now.get(name, (None, None))
+            shape = shape if shape is not None else tuple(info.shape) if known else None
+            code = code or (info.dtype if info is not None else None)
+            dtype = _np_dtype(code) if code else None
             text_v = given.get(name, "zeros()")
             if shape is None and text_v == "zeros()":
                 raise NetvizError(f"skip op #{pc.index} {op.type}: the shape of {name} is unknown; give it, "

@@ -18,7 +18,7 @@ from engine.runtime import blocking
 from engine.runtime import device as dev
 from engine.runtime import executor
 from engine.debugger.conditions import Condition, has_inf_or_nan, parse_condition
-from engine.debugger.feeds import resolve_feeds
+from engine.debugger.feeds import missing_inputs, resolve_feeds
 from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
 from engine.debugger.places import place
 from engine.debugger.machine import _MISSING, DEFAULT_BUDGET, KEEP_BUDGET, DebuggerError, Machine, _Frame, _Undo
@@ -462,6 +462,36 @@ class Debugger(Machine):
         self._push_undo(_Undo("op", f, f.pc, len(self.frames), writes))
         return writes
 
+    def missing_inputs(self) -> list[str]:
+        """The net's inputs that nothing gives (:func:`engine.debugger.feeds.missing_inputs`): a run
+        stops at the first; these are all of them, for one message or one round of questions.
+        Parameters :attr:`synthesize` will make are left out."""
+        from engine.runtime.params import PARAM_RULES  # noqa: PLC0415
+
+        found = missing_inputs(self._program(), self.frames[0].ws.values)
+        # NOTE: with made-up parameters a weight is made once the data before it is known: not the user's to give
+        return [n for n, (op, k) in found.items() if not (self.synthesize and k and op.type in PARAM_RULES)]
+
+    def output_infos(self) -> dict[str, tuple[tuple[int, ...] | None, int | None]]:
+        """``{output: (shape, dtype)}`` of the op at the pc, inferred from the values its inputs hold
+        now (shape None: its rule cannot tell).  A skip's default outputs: a static inference misses
+        them wherever weights were made up at run time (a zoo net's ``--random-params`` filters)."""
+        from engine.runtime.shapes import UNKNOWN, TensorInfo, infer_op  # noqa: PLC0415 - a skip's only
+
+        op = self.current_op()
+        if op is None:
+            return {}
+        values, ins = self.frames[-1].ws.values, []
+        for name in op.input:
+            v = values[name] if name in values else None
+            dtype = _DTYPE_ENUM.get(str(getattr(v, "dtype", "")))
+            ins.append(TensorInfo(tuple(int(d) for d in v.shape), dtype) if hasattr(v, "shape") else UNKNOWN)
+        try:
+            outs = infer_op(op, ins, self.frames[-1].net.name)
+        except NetvizError:  # NOTE: inputs the rule refuses: no default, the user gives the outputs
+            outs = [UNKNOWN] * len(op.output)
+        return {name: (tuple(o.shape) if o.is_known else None, o.dtype) for name, o in zip(op.output, outs)}
+
     def skip(self, outputs: Mapping[str, Any]) -> Stopped:
         """Step past the current op without running it: `outputs` ({blob: array}) stand for what it
         would write (every output must be given).  Recorded (``skipped``), undoable like a step.
@@ -486,6 +516,13 @@ class Debugger(Machine):
         self._record(f, _Skipped(op), 0.0, {w[1]: w[4] for w in writes}, skipped=True)
         f.pc += 1
         return self._stop("step", f"skipped op {op.type}")
+
+
+#: NumPy dtype name → Caffe2's TensorProto data type (what shape rules read)
+_DTYPE_ENUM = {"float32": caffe2_pb2.TensorProto.FLOAT, "float64": caffe2_pb2.TensorProto.DOUBLE,
+               "float16": caffe2_pb2.TensorProto.FLOAT16, "int32": caffe2_pb2.TensorProto.INT32,
+               "int64": caffe2_pb2.TensorProto.INT64, "uint8": caffe2_pb2.TensorProto.UINT8,
+               "int8": caffe2_pb2.TensorProto.INT8, "bool": caffe2_pb2.TensorProto.BOOL}
 
 
 class _Skipped:

@@ -97,3 +97,45 @@ def resolve_feeds(model: Model, given: Mapping[str, Any] | None, present: set[st
             dtype = {2: np.int32, 10: np.int64, 5: np.bool_}.get(info.data_type, np.float32)
             feeds[name] = random_array(info.shape, rng, dtype)
     return feeds
+
+
+
+def missing_inputs(net: Any, present: set[str] | Mapping[str, Any]) -> dict[str, tuple[Any, int]]:
+    """The external inputs of `net` that some op (or subnet op) reads before any op writes them and
+    that `present` (the workspace after the init net, feeds and made-up parameters) lacks, in the
+    order they are first read, each with that first reader and input slot: all of them at once,
+    where a run stops at the first (issue 42 item 19)."""
+    from engine.model.opdef import subnets_of  # noqa: PLC0415
+
+    external, written, missing = set(net.external_input), set(), {}
+
+    def walk(n: Any) -> None:
+        for op in n.op:
+            for k, b in enumerate(op.input):
+                if b in external and b not in written and b not in present:
+                    missing.setdefault(b, (op, k))
+            for _, sub in subnets_of(op):
+                walk(sub)
+            written.update(op.output)
+    walk(net)
+    return missing
+
+
+def stray_inputs(net: Any, names: list[str]) -> tuple[list[str], str]:
+    """The `names` given with ``--input`` that are no external input of `net`, and a hint naming the
+    closest real input of each (``did you mean data (for dta)?``; else the inputs it has).  One
+    place for the CLI's note and the TUI's refusal (issue 42 item 7: a typo ran on random data)."""
+    import difflib  # noqa: PLC0415
+
+    inputs = list(net.external_input)
+    stray = [n for n in names if n not in inputs]
+    if not stray:
+        return [], ""
+    near = {n: difflib.get_close_matches(n, inputs, n=1, cutoff=0.5) for n in stray}
+    found = [(n, m[0]) for n, m in near.items() if m]
+    if len(found) == 1 and len(stray) == 1:
+        return stray, f"did you mean {found[0][1]}?"
+    if found:
+        return stray, "did you mean " + ", ".join(f"{m} (for {n})" for n, m in found) + "?"
+    shown = ", ".join(inputs[:8]) + (f", … ({len(inputs)} in all)" if len(inputs) > 8 else "")
+    return stray, f"the net's inputs: {shown or 'none'}"

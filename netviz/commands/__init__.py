@@ -25,17 +25,25 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 _NOT_FOUND = re.compile(r"input blob '(.+?)' not found")
 
 
-def missing_blob_hint(detail: str, model: Any, synthesized: bool) -> str:
+def missing_blob_hint(detail: str, model: Any, synthesized: bool, missing: list[str] | None = None) -> str:
     """What to give for an external input a run did not find (appended to its one-line error).
 
     Nets from Caffe2's builders and ``netviz grad -o`` come without ``value_info.json``, so their
     data inputs have no shape to make random values from: the error must say how to feed them,
-    not only (as for a weightless zoo net) how to make up parameters.
+    not only (as for a weightless zoo net) how to make up parameters.  `missing`: every input nothing
+    gives (``Debugger.missing_inputs``), named together so one more run does not find the next.
     """
     m = _NOT_FOUND.search(detail)
     if not m or m.group(1) not in model.predict.external_input:
         return ""
     blob = m.group(1)
+    others = [n for n in missing or () if n != blob]
+    if others:
+        names = [blob, *others]
+        return (f"; {len(names)} inputs of the net are given by neither the init net nor --input: "
+                f"{', '.join(names)}; feed them with " + " ".join(f"--input {n}=SHAPE" for n in names)
+                + " (or NAME=FILE.npy)" + ("" if len(model.init.op) or synthesized else
+                                           ", and --init INIT or --random-params for its parameters"))
     if not len(model.init.op) and not synthesized:
         return ("; the model has no init net: give --init INIT or --random-params for its parameters "
                 "(and --input NAME=FILE.npy or NAME=SHAPE for its inputs)")

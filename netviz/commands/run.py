@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.debugger import Debugger, OpExecuted, parse_input_spec
+from engine.debugger.feeds import stray_inputs
 from engine.debugger.inspect import save_blob
 from engine.debugger.records import VersionFinal
 from engine.errors import NetvizError
@@ -59,9 +60,9 @@ def debugger_from_args(args: argparse.Namespace, **kwargs: Any) -> Debugger:
     """Model + feeds + device from the shared arguments."""
     model = load_model(args.path, init=args.init)
     feeds = dict(parse_input_spec(s) for s in args.input)
-    stray = [n for n in feeds if n not in model.predict.external_input]
+    stray, hint = stray_inputs(model.predict, list(feeds))
     if stray:  # NOTE: fed anyway (Caffe2's FeedBlob takes any name), but a typo should not pass unseen
-        print(f"netviz: note: --input {', '.join(stray)}: not an external input of the net (fed anyway)",
+        print(f"netviz: note: --input {', '.join(stray)}: not an external input of the net (fed anyway); {hint}",
               file=sys.stderr)
     device = None if args.device == "net" else args.device
     if args.param_width < 1:
@@ -208,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         dbg.backward()
     stop = dbg.continue_()
     if stop.reason == "error":  # NOTE: the one useful line first; an empty table and "0 ops" said nothing
-        message = stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize)
+        message = stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize, dbg.missing_inputs())
         if dbg.synthesized and not _MISSING.search(stop.detail):  # NOTE: made-up widths are guesses
             message += (f" (the weights were made up by --random-params, {args.param_width} filters per conv: "
                         "another --param-width, or the real weights with --init, may fit)")

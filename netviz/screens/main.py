@@ -477,28 +477,33 @@ class MainScreen(Guarded, Screen[None]):
         if stop is not None and stop.reason not in ("step",):
             hint = "  (K: skip it, giving its outputs)" if "no kernel" in stop.detail else ""
             hint += "  (a: alerts)" if stop.reason == "nan" else ""
-            missing = feeding.missing_input(self.session, stop.detail) if stop.reason == "error" else None
-            if missing is not None:  # NOTE: the CLI's hint, then a prompt for the value
-                hint = missing_blob_hint(stop.detail, self.session.model, True)
+            missing = feeding.missing_inputs(self.session, stop.detail) if stop.reason == "error" else []
+            if missing:  # NOTE: the CLI's hint (every missing input), then a prompt for each value
+                hint = missing_blob_hint(stop.detail, self.session.model, True, missing)
             self.notify((stop.detail or stop.reason) + hint, title=stop.reason.capitalize(),
                         severity="error" if stop.reason in ("error", "nan") else "information")
-            if missing is not None:
+            if missing:
                 self.ask_feed(missing)
 
-    def ask_feed(self, name: str) -> None:
-        """Ask for a missing input's value (prefilled: value_info, else what its reader expects), then
-        restart with it and run back to where the run stopped."""
-        where = self.session.pc
+    def ask_feed(self, names: list[str], k: int = 0, fed: tuple[str, ...] = ()) -> None:
+        """Ask for each missing input's value in turn (prefilled: value_info, else what its reader
+        expects): the run stopped at the first, the rest were found up front, so one round asks them
+        all (issue 42 item 19).  Then restart with them and run back to where the run stopped."""
+        where, name = self.session.pc, names[k]
 
-        def fed(text: str) -> None:
+        def got(text: str) -> None:
             arr = feeding.feed(self.session, name, text)
-            self.notify(f"{name} = {arr.dtype}{list(arr.shape)}; restarting and running to where it stopped",
-                        title="Input")
+            done = (*fed, f"{name} = {arr.dtype}{list(arr.shape)}")
+            if k + 1 < len(names):
+                self.ask_feed(names, k + 1, done)
+                return
+            self.notify(f"{'; '.join(done)}; restarting and running to where it stopped", title="Input")
             self.move("restart")
             if isinstance(where, OpRef):
                 self.move("run_to", where)
-        self._ask(f"give input {name}  (SHAPE[:DTYPE] for random values, or FILE.npy)",
-                  feeding.suggest(self.session, name), fed,
+        more = f"  [{k + 1} of {len(names)}: {', '.join(names)}]" if len(names) > 1 else ""
+        self._ask(f"give input {name}{more}  (SHAPE[:DTYPE] for random values, or FILE.npy)",
+                  feeding.suggest(self.session, name), got,
                   f"as --input takes it: 1,3 · 16,8:int32 · {name}.npy; Esc leaves it missing")
 
     def update_canvas_marks(self) -> None:
