@@ -19,7 +19,7 @@ from engine.errors import ExecutionError
 from engine.runtime.ops.conv import conv_shape, geometry, geometry_args, windows
 from engine.runtime.ops.conv import conv_transpose_shape
 from engine.runtime.ops.detection import roi_align_shape
-from engine.runtime.ops.tensor import concat_shape, flatten_shape, reshape_shape, slice_shape, transpose_shape
+from engine.runtime.ops.tensor import concat_shape, flatten, flatten_shape, reshape_shape, slice_shape, transpose_shape
 from engine.catalogue.registry import kernel
 from engine.catalogue.registry import shape
 from engine.runtime.ops.pool import pool_shape
@@ -127,7 +127,8 @@ def _conv_acc(x: np.ndarray, w: np.ndarray, x_zp: int, w_zp: int, group: int, k,
         return acc
     out = np.empty((n, oh, ow, m), np.float64)
     for g in range(group):
-        cols = np.stack([v[..., g * cg:(g + 1) * cg] for v in taps], axis=3).reshape(n * oh * ow, -1)
+        # NOTE: sizes, not -1: an empty batch (N = 0, e.g. Mask R-CNN with no boxes) has no -1 to solve
+        cols = np.stack([v[..., g * cg:(g + 1) * cg] for v in taps], axis=3).reshape(n * oh * ow, len(taps) * cg)
         wg = wz[g * mg:(g + 1) * mg].reshape(mg, -1).astype(np.float64)
         out[..., g * mg:(g + 1) * mg] = (cols.astype(np.float64) @ wg.T).reshape(n, oh, ow, mg)
     return np.rint(out).astype(np.int64)
@@ -168,9 +169,8 @@ kernel("Int8ConvRelu", needs_context=True)(
 
 def _fc(ctx, x, w, b, y_scale: float, y_zp: int, relu: bool = False) -> Int8Tensor:
     x, w, b = _int8(ctx, x, 0), _int8(ctx, w, 1), _int8(ctx, b, 2)
-    n = x.data.shape[0]
-    xs = x.data.reshape(n, -1).astype(np.float64) - x.zero_point
-    ws = w.data.reshape(w.data.shape[0], -1).astype(np.float64) - w.zero_point
+    xs = flatten(np, x.data).astype(np.float64) - x.zero_point  # NOTE: flatten keeps an empty batch's (0, K)
+    ws = flatten(np, w.data).astype(np.float64) - w.zero_point
     if xs.shape[1] != ws.shape[1]:
         raise ExecutionError(f"{_where(ctx)}: input {x.shape} has {xs.shape[1]} features, filter {w.shape} "
                              f"expects {ws.shape[1]}")
@@ -300,8 +300,7 @@ def int8_relu(xp, x, *, ctx, Y_scale: float = 1.0, Y_zero_point: int = 0):
 @kernel("Int8Flatten", needs_context=True)
 def int8_flatten(xp, x, *, ctx, axis: int = 1, Y_scale: float = 1.0, Y_zero_point: int = 0):
     x = _int8(ctx, x)
-    lead = int(np.prod(x.data.shape[:axis]))
-    return Int8Tensor(x.data.reshape(lead, -1).copy(), x.scale, x.zero_point)
+    return Int8Tensor(flatten(np, x.data, axis=axis).copy(), x.scale, x.zero_point)
 
 
 def _requant_table(ctx, x: Int8Tensor, y_scale: float, y_zp: int, fn) -> Int8Tensor:
