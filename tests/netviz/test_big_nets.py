@@ -64,7 +64,7 @@ async def test_big_net_tree_blocks_fill_on_demand_and_canvas_follows_the_cursor(
 @pytest.mark.skipif(not HAS_DEBUGGER, reason="engine.debugger not there yet")
 @asynctest
 async def test_a_step_relabels_only_what_changed(tmp_path):
-    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(50)), inputs=["x0=4,8"]))
+    app = NetvizApp(Session.open(write(tmp_path, "chain", chain(50)), inputs=["b0=4,8"]))
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
         tree = app.main.op_tree
