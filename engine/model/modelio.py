@@ -8,10 +8,12 @@ message starts with the file name.
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +24,14 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from engine.errors import ModelError
 from proto import caffe2_pb2
 
+# NOTE: engine.model.valueref (NumPy) is imported when a binary file is big enough to scan
+
 TEXT_SUFFIXES = frozenset({".pbtxt", ".prototxt", ".txt", ".pbtext"})
 MAX_FILE_BYTES = 2 * 1024**3
+"""Protobuf's limit: bigger text files are refused; bigger binary ones go through the scanner."""
+SCAN_MIN_BYTES = 1 << 20
+"""Binary files at least this big are read by :func:`engine.model.valueref.load_binary_net`: fill
+values stay in the memory-mapped file, protobuf parses the rest (issue #41)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +237,10 @@ def _cached_parse(data: bytes, path: str) -> caffe2_pb2.NetDef:
     return net
 
 
-def load_net(path: str | Path) -> caffe2_pb2.NetDef:
-    """Read one NetDef from a binary or text file (big text files through :func:`_cached_parse`).
+def load_net(path: str | Path, *, empty_ok: bool = False) -> caffe2_pb2.NetDef:
+    """Read one NetDef from a binary or text file (big text files through :func:`_cached_parse`, big
+    binary ones through :func:`engine.model.valueref.load_binary_net`); with `empty_ok` a 0-byte
+    file is an empty NetDef, as Caffe2 reads an init net (Glow ships one), else an error.
 
     Examples
     --------
@@ -239,19 +249,59 @@ def load_net(path: str | Path) -> caffe2_pb2.NetDef:
     'Conv'
     """
     path = Path(path)
+    try:
+        size = path.stat().st_size if path.is_file() else -1
+    except OSError:
+        size = -1
+    if size == 0 and empty_ok:
+        return caffe2_pb2.NetDef()
+    if size >= SCAN_MIN_BYTES and not _head_is_text(path):
+        from engine.model.valueref import load_binary_net  # noqa: PLC0415  (NumPy only for big nets)
+        return load_binary_net(path, parse=_parse_binary)
     return _cached_parse(_read_bytes(path), str(path))
+
+
+def _head_is_text(path: Path) -> bool:
+    """Whether the first 4 kB of `path` look like a text NetDef (a UTF-8 character cut at the end is fine)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return _CONTROL.search(text) is None
 
 
 def save_net(net: caffe2_pb2.NetDef, path: str | Path, text: bool | None = None) -> Path:
     """Write `net` to `path`, as text when `text` is True or the suffix says so, else binary."""
     path = Path(path)
     as_text = path.suffix.lower() in TEXT_SUFFIXES if text is None else text
-    data = text_format.MessageToString(net).encode() if as_text else net.SerializeToString()
+    if as_text:
+        data = text_format.MessageToString(_with_values(net)).encode()
+    else:
+        data = _serialized(net)
     try:
         path.write_bytes(data)
     except OSError as e:
         raise ModelError(f"{path}: cannot write: {e.strerror}") from None
     return path
+
+
+def _serialized(net: caffe2_pb2.NetDef) -> bytes:
+    """Binary `net`; values that live in a mapped file are written as its bytes (valueref.serialize_net)."""
+    if "engine.model.valueref" not in sys.modules:  # NOTE: no net refers to a file before it is imported
+        return net.SerializeToString()
+    return sys.modules["engine.model.valueref"].serialize_net(net)
+
+
+def _with_values(net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
+    """`net` with referenced values put back (text format shows fields, not references)."""
+    if "engine.model.valueref" not in sys.modules:
+        return net
+    return sys.modules["engine.model.valueref"].materialized(net)
 
 
 def _init_candidates(path: Path) -> list[Path]:
@@ -289,7 +339,7 @@ def load_model(path: str | Path, init: str | Path | None = None) -> Model:
     path = Path(path)
     predict = load_net(path)
     init_path = Path(init) if init is not None else find_init_net(path)
-    init_net = load_net(init_path) if init_path is not None else caffe2_pb2.NetDef()
+    init_net = load_net(init_path, empty_ok=True) if init_path is not None else caffe2_pb2.NetDef()
     vi_path = path.parent / "value_info.json"
     value_info = load_value_info(vi_path) if vi_path.is_file() else {}
     return Model(predict, init_net, value_info, path, init_path)

@@ -143,7 +143,15 @@ def argument_value(arg: caffe2_pb2.Argument) -> Any:
         values = getattr(arg, f)
         if len(values):
             return [_decode(v) for v in values] if f == "strings" else list(values)
-    return []
+    return _referenced(arg, [])
+
+
+def _referenced(arg: caffe2_pb2.Argument, default: Any) -> Any:
+    """The values of an init net's fill op that stayed in its memory-mapped file (a read-only array,
+    engine.model.valueref), or `default`; only a net read by that module refers to a file."""
+    valueref = sys.modules.get("engine.model.valueref")
+    got = None if valueref is None or arg.name != "values" else valueref.referenced_values(arg)
+    return default if got is None else got
 
 
 def argument_length(arg: caffe2_pb2.Argument) -> int | None:
@@ -151,7 +159,9 @@ def argument_length(arg: caffe2_pb2.Argument) -> int | None:
     (a GivenTensorFill's ``values``: millions of floats in a real init net)."""
     if any(arg.HasField(f) for f in _SINGLE_FIELDS):
         return None
-    return next((n for n in (len(getattr(arg, f)) for f in _REPEATED_FIELDS) if n), 0)
+    n = next((n for n in (len(getattr(arg, f)) for f in _REPEATED_FIELDS) if n), 0)
+    valueref = sys.modules.get("engine.model.valueref")
+    return n or (valueref is not None and arg.name == "values" and valueref.referenced_count(arg)) or 0
 
 
 def _decode(b: bytes) -> str | bytes:

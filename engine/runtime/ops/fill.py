@@ -132,7 +132,7 @@ def given(np_type, field_dtype=None):
         dims = _shape(x, shape, extra_shape, input_as_shape)
         if t is object:
             return np.array([v if isinstance(v, bytes) else str(v).encode() for v in values], dtype=object).reshape(dims)
-        arr = np.array(values, dtype=t)
+        arr = np.asarray(values, dtype=t)  # NOTE: an init net's float values view the mapped file: no copy
         if arr.size != int(np.prod(dims)):
             raise ValueError(f"{arr.size} values for shape {dims}")
         return xp.asarray(arr.reshape(dims))
@@ -147,6 +147,8 @@ for _t, _d in {"GivenTensorFill": np.float32, "GivenTensorDoubleFill": np.float6
 
 @kernel("GivenTensorByteStringToUInt8Fill")
 def given_bytes_fill(xp, x=None, *, values=(), shape: list | None = None):
+    if isinstance(values, np.ndarray):  # NOTE: the string's bytes, viewing the mapped init file
+        return xp.asarray(values.reshape(_shape(x, shape, None, 0)))
     data = values[0] if values else b""
     data = data.encode("latin-1") if isinstance(data, str) else data
     return xp.asarray(np.frombuffer(data, dtype=np.uint8).reshape(_shape(x, shape, None, 0)).copy())

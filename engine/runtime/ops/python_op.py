@@ -69,8 +69,12 @@ class TensorCPU:
 
     @property
     def data(self) -> np.ndarray:
-        """The blob's array itself: in-place writes change the blob."""
-        return self._value()
+        """The blob's array itself: in-place writes change the blob.  A read-only one (an init net's
+        value viewing its mapped file, engine.model.valueref) is copied into the blob first."""
+        v = self._value()
+        if not v.flags.writeable:
+            v = self._ws.values[self.name] = v.copy()
+        return v
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -93,8 +93,11 @@ def int8_dequantize(xp, x, *, ctx):
 @kernel("Int8GivenTensorFill")
 def int8_given_tensor_fill(xp, *, values=b"", shape: list = (), Y_scale: float = 1.0, Y_zero_point: int = 0):
     # NOTE: `values` is one string holding the uint8 bytes.
-    raw = values.encode("latin-1") if isinstance(values, str) else bytes(values)
-    data = np.frombuffer(raw, np.uint8).reshape(tuple(shape)).copy()
+    if isinstance(values, np.ndarray):  # NOTE: the bytes view the mapped init file (engine.model.valueref)
+        data = values.reshape(tuple(shape))
+    else:
+        raw = values.encode("latin-1") if isinstance(values, str) else bytes(values)
+        data = np.frombuffer(raw, np.uint8).reshape(tuple(shape)).copy()
     return Int8Tensor(data, float(np.float32(Y_scale)), int(Y_zero_point))
 
 

@@ -1,0 +1,278 @@
+"""The values of an init net's fill ops, found in the protobuf wire format and viewed in the file.
+
+A trained init net is mostly ``GivenTensor*Fill`` values: millions of floats that protobuf would
+turn into a repeated field and NumPy then into an array, one Python float at a time (issue #41).
+:func:`load_binary_net` memory-maps the file, walks the wire format down to each fill op's
+``values`` argument, cuts those fields out and lets protobuf parse only the rest (so a net over
+protobuf's 2 GiB limit opens too).  Each cut argument gets a small *reference* instead: an unknown
+field (number :data:`REFERENCE_FIELD`) naming the file, its size and mtime and the byte ranges of
+the values.  It travels with the op through copies and serialisation, and
+:func:`referenced_values` turns it into a read-only NumPy array viewing the mapped file (floats,
+packed or not, and byte strings) or decoded from its varints (ints) without Python numbers;
+:func:`serialize_net` writes the referenced bytes back verbatim.
+
+Encodings (proto2 writes repeated scalars unpacked: Caffe2's own files have a 0x2D tag before
+every float, which is a view with a 5-byte stride):
+
+=========  ======================================  ==========================================
+kind       wire form                               value
+=========  ======================================  ==========================================
+``f32``    ``floats`` packed (wire type 2)         ``<f4`` view
+``f32u``   ``floats`` unpacked (tag + 4 bytes)     ``<f4`` view, stride 5
+``var``    ``ints`` packed varints                 int64, decoded vectorised
+``varu``   ``ints`` unpacked (tag + varint)        int64, decoded vectorised
+``bytes``  ``s`` or a single ``strings`` entry     uint8 view
+=========  ======================================  ==========================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import ModelError
+
+REFERENCE_FIELD = 536_870_001
+"""Field number of the reference an Argument carries instead of its values (no Caffe2 field uses it)."""
+_REF_TAG = bytes([(REFERENCE_FIELD << 3 | 2) >> (7 * k) & 0x7F | (0x80 if k < 4 else 0) for k in range(5)])
+
+#: op type -> (Argument field of its values, element kind): which values are cut out and how they read
+VALUE_FIELDS: dict[str, tuple[str, str]] = {
+    **{t: ("floats", "float32") for t in ("GivenTensorFill", "GivenTensorDoubleFill")},
+    **{t: ("ints", "int64") for t in ("GivenTensorIntFill", "GivenTensorInt64Fill", "GivenTensorInt16Fill",
+                                      "GivenTensorBoolFill", "Int8GivenIntTensorFill")},
+    "Int8GivenTensorFill": ("s", "uint8"), "GivenTensorByteStringToUInt8Fill": ("strings", "uint8")}
+_FIELD_NO = {"floats": 5, "ints": 6, "s": 4, "strings": 7}
+MIN_CUT_BYTES = 256
+"""Values smaller than this stay in the proto (a reference costs ~150 bytes and a file mapping)."""
+_ARG, _OP = 5, 2  # OperatorDef.arg, NetDef.op
+
+
+class _Corrupt(Exception):
+    """Where the wire format stops making sense (turned into a ModelError naming op and blob)."""
+
+
+def _varint(buf, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position) of the varint at `pos`; :class:`_Corrupt` past `end` or over 10 bytes."""
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise _Corrupt("truncated varint" if pos >= end else "varint longer than 10 bytes")
+        b = buf[pos]
+        value |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(buf, start: int, end: int):
+    """Yield ``(field number, wire type, field start, data start, data end)`` of a message's bytes."""
+    pos = start
+    while pos < end:
+        key, data = _varint(buf, pos, end)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            stop = _varint(buf, data, end)[1]
+        elif wire == 1 or wire == 5:
+            stop = data + (8 if wire == 1 else 4)
+        elif wire == 2:
+            n, data = _varint(buf, data, end)
+            stop = data + n
+        else:
+            raise _Corrupt(f"wire type {wire} (groups are not used by caffe2.proto)")
+        if stop > end:
+            raise _Corrupt(f"field {field} needs {stop - data} bytes, {end - data} left: truncated")
+        yield field, wire, pos, data, stop
+        pos = stop
+
+
+def _run_end(buf, pos: int, end: int, tag: int, stride: int) -> int:
+    """End of the run of fixed-size fields `tag` starting at `pos` (unpacked floats), vectorised."""
+    k = (end - pos) // stride
+    tags = np.frombuffer(buf, np.uint8, count=k * stride, offset=pos)[::stride]
+    bad = np.flatnonzero(tags != tag)
+    return pos + stride * (int(bad[0]) if bad.size else k)
+
+
+def decode_varints(raw: np.ndarray, interleaved: bool = False) -> np.ndarray:
+    """The int64 values of a stream of varints (every second one when `interleaved`: unpacked ints,
+    whose tags are varints too), vectorised; :class:`_Corrupt` on a cut-off or over-long varint."""
+    ends = np.flatnonzero(raw < 0x80)
+    if raw.size and (not ends.size or ends[-1] != raw.size - 1):
+        raise _Corrupt("truncated varint")
+    starts = np.r_[0, ends[:-1] + 1] if ends.size else ends
+    lengths = ends - starts + 1
+    if lengths.size and lengths.max() > 10:
+        raise _Corrupt("varint longer than 10 bytes")
+    place = np.arange(raw.size) - np.repeat(starts, lengths)
+    parts = (raw & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
+    values = np.bitwise_or.reduceat(parts, starts) if starts.size else parts[:0]
+    return (values[1::2] if interleaved else values).view(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Where one run of values lies: the whole fields ``[start, end)``, their `kind` (module table)."""
+
+    kind: str
+    start: int
+    end: int
+
+
+def _arg_pieces(buf, start: int, end: int, field_name: str) -> tuple[str, list[Piece]]:
+    """The arg's name and the pieces of its `field_name` values (vectorised over unpacked runs)."""
+    name, pieces, strings, number = "", [], 0, _FIELD_NO[field_name]
+    pos = start
+    while pos < end:
+        field, wire, fstart, data, stop = next(_fields(buf, pos, end))
+        if field == 5 == number and wire == 5:
+            stop = _run_end(buf, fstart, end, 0x2D, 5)
+            pieces.append(Piece("f32u", fstart, stop))
+        elif field == 6 == number and wire == 0:
+            stop = _int_run_end(buf, fstart, end)
+            pieces.append(Piece("varu", fstart, stop))
+        elif field == number and wire == 2:
+            if number == 5 and (stop - data) % 4:
+                raise _Corrupt(f"{stop - data} bytes of packed floats is not a whole number of floats")
+            strings += number == 7
+            pieces.append(Piece({5: "f32", 6: "var"}.get(number, "bytes"), fstart, stop))
+        elif field == 1 and wire == 2:
+            name = bytes(buf[data:stop]).decode("utf-8", "replace")
+        pos = stop
+    return name, ([] if strings > 1 else pieces)
+
+
+def _int_run_end(buf, pos: int, end: int) -> int:
+    """End of the run of unpacked ``ints`` fields (tag 0x30, varint) starting at `pos`."""
+    raw = np.frombuffer(buf, np.uint8, count=end - pos, offset=pos)
+    ends = np.flatnonzero(raw < 0x80)
+    starts = np.r_[0, ends[:-1] + 1]
+    tags_ok = (raw[starts[0::2]] == 0x30)[: ends[1::2].size]
+    n = int(np.argmin(tags_ok)) if tags_ok.size and not tags_ok.all() else tags_ok.size
+    if n == 0:
+        raise _Corrupt("truncated varint")
+    return pos + int(ends[2 * n - 1]) + 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """One op's values to cut: op index, arg index, the arg's field range and its pieces."""
+
+    op: int
+    arg: int
+    field: str
+    arg_range: tuple[int, int, int]  # field start, data start, end
+    pieces: tuple[Piece, ...]
+
+
+def _op_info(buf, start: int, end: int) -> tuple[str, str, list[tuple[int, int, int]]]:
+    """(type, first output, arg field ranges) of an OperatorDef's bytes (best effort when cut off)."""
+    op_type, out, args = "", "", []
+    try:
+        for field, wire, fstart, data, stop in _fields(buf, start, end):
+            if wire == 2 and field in (2, 4):
+                text = bytes(buf[data:stop]).decode("utf-8", "replace")
+                op_type = text if field == 4 else op_type
+                out = out or (text if field == 2 else "")
+            elif field == _ARG and wire == 2:
+                args.append((fstart, data, stop))
+    except _Corrupt:
+        if not args and not op_type:
+            raise
+    return op_type, out, args
+
+
+def _where(path: str, i: int, op_type: str, out: str) -> str:
+    return f"{path}: op #{i} {op_type or '?'} '{out}'"
+
+
+def find_cuts(buf, path: str = "<bytes>", min_bytes: int = MIN_CUT_BYTES) -> tuple[list[tuple[int, int, int]], list[_Cut]]:
+    """The NetDef's top-level field ranges and the fill values to cut out of them.
+
+    Raises
+    ------
+    ModelError
+        Truncated or corrupt bytes, naming the op and its output blob where known.
+    """
+    top, cuts, n_op = [], [], 0
+    try:
+        for field, wire, fstart, data, stop in _fields(buf, 0, len(buf)):
+            top.append((fstart, data, stop))
+            if field != _OP or wire != 2:
+                continue
+            op_type, out, args = _op_info(buf, data, stop)
+            if op_type in VALUE_FIELDS:
+                cuts += _cuts_of(buf, n_op, op_type, out, args, path, min_bytes)
+            n_op += 1
+    except _Corrupt as e:
+        op_type, out = _cut_off_op(buf, top[-1] if top else None)
+        where = _where(path, n_op, op_type, out) if op_type or out else f"{path}: op #{n_op}"
+        raise ModelError(f"{where}: not a valid binary NetDef: {e}") from None
+    return top, cuts
+
+
+def _cut_off_op(buf, last: tuple[int, int, int] | None) -> tuple[str, str]:
+    """Type and output of the op whose bytes ran past the end of the file, read as far as they go."""
+    if last is None:
+        return "", ""
+    fstart, _, _ = last
+    try:
+        _, data = _varint(buf, fstart, len(buf))
+        _, data = _varint(buf, data, len(buf))
+        return _op_info(buf, data, len(buf))[:2]
+    except _Corrupt:
+        return "", ""
+
+
+def _cuts_of(buf, i: int, op_type: str, out: str, args, path: str, min_bytes: int) -> list[_Cut]:
+    field = VALUE_FIELDS[op_type][0]
+    cuts = []
+    for k, (fstart, data, stop) in enumerate(args):
+        try:
+            name, pieces = _arg_pieces(buf, data, stop, field)
+        except _Corrupt as e:
+            raise ModelError(f"{_where(path, i, op_type, out)}: argument values: {e}") from None
+        if name == "values" and pieces and sum(p.end - p.start for p in pieces) >= min_bytes:
+            cuts.append(_Cut(i, k, field, (fstart, data, stop), tuple(pieces)))
+    return cuts
+
+
+def _encode_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _without(buf, start: int, end: int, holes) -> bytes:
+    """Bytes ``[start, end)`` of `buf` with the ``(start, end, replacement)`` holes replaced (sorted)."""
+    parts, pos = [], start
+    for s, e, new in holes:
+        parts += [buf[pos:s], new]
+        pos = e
+    parts.append(buf[pos:end])
+    return b"".join(bytes(p) for p in parts)
+
+
+def stripped_bytes(buf, top, cuts: list[_Cut]) -> bytes:
+    """The NetDef's bytes without the cut values (each op and arg re-framed with its new length)."""
+    by_op: dict[int, list[_Cut]] = {}
+    for c in cuts:
+        by_op.setdefault(c.op, []).append(c)
+    holes, n_op = [], 0
+    for fstart, data, stop in top:
+        if buf[fstart] != (_OP << 3 | 2):
+            continue
+        if n_op in by_op:
+            arg_holes = []
+            for c in by_op[n_op]:
+                a0, a1, a2 = c.arg_range
+                body = _without(buf, a1, a2, [(p.start, p.end, b"") for p in c.pieces])
+                arg_holes.append((a0, a2, bytes([_ARG << 3 | 2]) + _encode_varint(len(body)) + body))
+            body = _without(buf, data, stop, arg_holes)
+            holes.append((fstart, stop, bytes([_OP << 3 | 2]) + _encode_varint(len(body)) + body))
+        n_op += 1
+    return _without(buf, 0, len(buf), holes)

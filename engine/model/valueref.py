@@ -1,0 +1,224 @@
+"""References from a parsed init net to its values in the memory-mapped file, and back to bytes.
+
+:func:`load_binary_net` is the fast path of :func:`engine.model.modelio.load_net` for binary nets:
+:mod:`engine.model.tensorscan` finds the fill values, protobuf parses the rest, and each cut
+argument carries a reference (an unknown field, so it survives ``CopyFrom`` and serialisation).
+:func:`referenced_values` is what :func:`engine.model.opdef.argument_value` returns for such an
+argument: a read-only array over the mapped file (resident memory grows with what is read; a write
+goes to a copy, see :func:`engine.runtime.executor.call_kernel`).  :func:`serialize_net` writes a
+net with references as the file's own bytes for them, never through Python numbers.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import weakref
+from pathlib import Path
+
+import numpy as np
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from engine.errors import ModelError
+from engine.model import tensorscan as ts
+from proto import caffe2_pb2
+
+_maps: dict[tuple[str, int, int], mmap.mmap] = {}
+_arrays: weakref.WeakValueDictionary[bytes, np.ndarray] = weakref.WeakValueDictionary()
+_KNOWN_DTYPES = frozenset(caffe2_pb2.TensorProto.DataType.values())
+
+
+def _mapping(path: str, size: int, mtime: int) -> mmap.mmap:
+    """The read-only mapping of `path`, shared by every reference into that version of the file."""
+    key = (path, size, mtime)
+    if key not in _maps:
+        try:
+            st = os.stat(path)
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                raise ModelError(f"{path}: changed on disk since it was read; open it again")
+            with open(path, "rb") as f:
+                _maps[key] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as e:
+            raise ModelError(f"{path}: cannot read: {e.strerror}") from None
+    return _maps[key]
+
+
+def _piece_array(buf, p: ts.Piece) -> np.ndarray:
+    if p.kind == "f32u":
+        return np.ndarray(((p.end - p.start) // 5,), "<f4", buffer=buf, offset=p.start + 1, strides=(5,))
+    _, data = ts._varint(buf, p.start, p.end)
+    if p.kind != "varu":
+        _, data = ts._varint(buf, data, p.end)
+    if p.kind == "f32":
+        return np.frombuffer(buf, "<f4", count=(p.end - data) // 4, offset=data)
+    raw = np.frombuffer(buf, np.uint8, count=p.end - data, offset=data)
+    if p.kind == "bytes":
+        return raw
+    return ts.decode_varints(np.frombuffer(buf, np.uint8, count=p.end - p.start, offset=p.start)
+                             if p.kind == "varu" else raw, interleaved=p.kind == "varu")
+
+
+def pieces_array(buf, pieces) -> np.ndarray:
+    """One read-only array of the values in `pieces` (a view when there is one piece of floats/bytes)."""
+    parts = [_piece_array(buf, p) for p in pieces]
+    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    out.flags.writeable = False
+    return out
+
+
+def reference_of(arg: caffe2_pb2.Argument) -> dict | None:
+    """The reference `arg` carries instead of its values, or None."""
+    for f in UnknownFieldSet(arg):
+        if f.field_number == ts.REFERENCE_FIELD:
+            return json.loads(f.data)
+    return None
+
+
+def referenced_values(arg: caffe2_pb2.Argument) -> np.ndarray | None:
+    """The values `arg` refers to (read-only; floats and bytes view the mapped file), or None.
+
+    Raises
+    ------
+    ModelError
+        The file changed or vanished since the net was read.
+    """
+    for f in UnknownFieldSet(arg):
+        if f.field_number == ts.REFERENCE_FIELD:
+            got = _arrays.get(f.data)
+            if got is None:
+                ref = json.loads(f.data)
+                buf = _mapping(ref["path"], ref["size"], ref["mtime"])
+                got = _arrays[f.data] = pieces_array(buf, [ts.Piece(*p) for p in ref["pieces"]])
+            return got
+    return None
+
+
+def referenced_count(arg: caffe2_pb2.Argument) -> int | None:
+    """How many values `arg` refers to, without reading them; None without a reference."""
+    ref = reference_of(arg)
+    return None if ref is None else ref["count"]
+
+
+def _count(buf, pieces) -> int:
+    n = 0
+    for p in pieces:
+        if p.kind == "f32u":
+            n += (p.end - p.start) // 5
+        elif p.kind in ("var", "varu"):
+            raw = np.frombuffer(buf, np.uint8, count=p.end - p.start, offset=p.start)
+            ends = int(np.count_nonzero(raw < 0x80))
+            n += ends // 2 if p.kind == "varu" else ends - 2  # NOTE: minus the tag and length varints
+        else:
+            _, data = ts._varint(buf, p.start, p.end)
+            _, data = ts._varint(buf, data, p.end)
+            n += (p.end - data) // (4 if p.kind == "f32" else 1)
+    return n
+
+
+def _check(op: caffe2_pb2.OperatorDef, count: int, where: str) -> None:
+    """Values against the op's `shape` (when it has no input) and its `dtype`: one line naming both."""
+    shape = next((list(a.ints) for a in op.arg if a.name == "shape"), None)
+    if shape is not None and not len(op.input) and count != int(np.prod(shape, dtype=np.int64)):
+        raise ModelError(f"{where}: {count} values for shape {tuple(shape)} "
+                         f"({int(np.prod(shape, dtype=np.int64))} expected)")
+    dtype = next((a.i for a in op.arg if a.name == "dtype" and a.HasField("i")), None)
+    if op.type == "GivenTensorFill" and dtype is not None and dtype not in _KNOWN_DTYPES:
+        raise ModelError(f"{where}: unknown dtype {dtype}")
+
+
+def load_binary_net(path: str | Path, min_bytes: int = ts.MIN_CUT_BYTES,
+                    parse=None) -> caffe2_pb2.NetDef:
+    """Read a binary NetDef through the scanner: values referenced in the mapped file, the rest parsed.
+
+    `parse(bytes, path)` parses the stripped bytes (``modelio._parse_binary``: its checks apply).
+
+    Raises
+    ------
+    ModelError
+        Truncated or corrupt bytes, a count that disagrees with the shape, an unknown dtype:
+        one line naming the file, op and blob.
+    """
+    path = str(path)
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read: {e.strerror}") from None
+    top, cuts = ts.find_cuts(buf, path, min_bytes)
+    net = parse(ts.stripped_bytes(buf, top, cuts), path)
+    if cuts:
+        _maps[(path, st.st_size, st.st_mtime_ns)] = buf
+    for c in cuts:
+        op = net.op[c.op]
+        where = ts._where(path, c.op, op.type, op.output[0] if op.output else "")
+        count = _count(buf, c.pieces)
+        _check(op, count, where)
+        ref = {"path": path, "size": st.st_size, "mtime": st.st_mtime_ns, "field": c.field, "count": count,
+               "pieces": [[p.kind, p.start, p.end] for p in c.pieces]}
+        data = json.dumps(ref, separators=(",", ":")).encode()
+        op.arg[c.arg].MergeFromString(ts._REF_TAG + ts._encode_varint(len(data)) + data)
+    return net
+
+
+def _raw(arg: caffe2_pb2.Argument) -> tuple[caffe2_pb2.Argument, bytes] | None:
+    """(`arg` without its reference, the file's own bytes of the referenced fields), or None."""
+    ref = reference_of(arg) if not arg.floats and not arg.ints and not arg.HasField("s") else None
+    if ref is None:
+        return None
+    buf = _mapping(ref["path"], ref["size"], ref["mtime"])
+    bare = caffe2_pb2.Argument()
+    bare.CopyFrom(arg)
+    bare.DiscardUnknownFields()
+    return bare, b"".join(buf[s:e] for _, s, e in ref["pieces"])
+
+
+def _referring(net: caffe2_pb2.NetDef) -> list[int]:
+    return [i for i, op in enumerate(net.op) if op.type in ts.VALUE_FIELDS
+            and any(a.name == "values" and len(UnknownFieldSet(a)) for a in op.arg)]
+
+
+def materialized(net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
+    """A copy of `net` with every referenced value back in its Argument (protobuf parses the file's
+    bytes of the field: no Python numbers); `net` itself when nothing refers to a file."""
+    ops = _referring(net)
+    if not ops:
+        return net
+    out = caffe2_pb2.NetDef()
+    out.CopyFrom(net)
+    for i in ops:
+        for arg in out.op[i].arg:
+            if (got := _raw(arg)) is not None:
+                bare, raw = got
+                arg.CopyFrom(bare)
+                arg.MergeFromString(raw)
+    return out
+
+
+def _framed(field: int, body: bytes) -> bytes:
+    return bytes([field << 3 | 2]) + ts._encode_varint(len(body)) + body
+
+
+def serialize_net(net: caffe2_pb2.NetDef) -> bytes:
+    """`net` as binary protobuf, referenced values written as the file's bytes (verbatim, packed or not)."""
+    ops = set(_referring(net))
+    if not ops:
+        return net.SerializeToString()
+    head = caffe2_pb2.NetDef()
+    head.CopyFrom(net)
+    del head.op[:]
+    parts = [head.SerializeToString()]  # NOTE: fields may come in any order; the ops keep theirs
+    for i, op in enumerate(net.op):
+        if i not in ops:
+            parts.append(_framed(ts._OP, op.SerializeToString()))
+            continue
+        bare_op = caffe2_pb2.OperatorDef()
+        bare_op.CopyFrom(op)
+        del bare_op.arg[:]
+        body = [bare_op.SerializeToString()]
+        for arg in op.arg:
+            got = _raw(arg)
+            body.append(_framed(ts._ARG, arg.SerializeToString() if got is None
+                                else got[0].SerializeToString() + got[1]))
+        parts.append(_framed(ts._OP, b"".join(body)))
+    return b"".join(parts)
