@@ -8,8 +8,8 @@ random values of inferred shapes.  Exit status 1 when an input fails.
 examples:
   netviz check-grad examples/mlp/predict_net.pb --loss loss
   netviz check-grad examples/while_net/predict_net.pb --loss loss --elements 5 --only W
-  netviz check-grad model.pb --loss loss --input data=2,3,32,32 --elements 50 --only fc1_w
-  netviz check-grad squeezenet/predict_net.pb --loss softmaxout --random-params --input data=1,3,64,64
+  netviz check-grad examples/mlp_forward/predict_net.pb --loss loss --input data=16,8 --elements 50 --only fc1_w
+  netviz check-grad $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt --loss gpu_0/softmax --random-params --elements 3 --only gpu_0/pred_w
 """
 from __future__ import annotations
 

@@ -16,10 +16,14 @@ is compared op by op, and the first op whose output differs beyond --rtol/--atol
 values side by side (exit 1).
 
 examples:
-  netviz diff model.pb --devices cpu,gpu
-  netviz diff resnet50/predict_net.pbtxt --devices cpu,gpu --threshold 1e-3 --top 20
-  netviz diff train_net.pb test_net.pb          # what the test net changes
-  netviz diff resnet50/predict_net.pbtxt resnet50.onnx --random-params   # engine vs ONNX Runtime
+  netviz diff examples/mlp_forward/predict_net.pb --init-a examples/mlp_forward/init_net.pb --init-b examples/mlp/init_net.pb   # which op do the weights change?
+  netviz diff examples/mlp_forward/predict_net.pb examples/mlp/predict_net.pb --run      # the same net in another file
+  netviz diff examples/mlp/predict_net.pb --fix-caffe2-b --loss loss                     # what netviz's fixes change
+  netviz diff examples/mlp_forward/predict_net.pb --devices cpu,gpu
+  netviz diff $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt --devices cpu,gpu --threshold 1e-3 --top 20 --random-params
+  netviz diff examples/mlp/predict_net.pb examples/mlp_forward/predict_net.pb          # what the training net adds
+  netviz export $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt -o resnet50.onnx --random-params --force
+  netviz diff $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt resnet50.onnx --random-params   # engine vs ONNX Runtime
 """
 from __future__ import annotations
 

@@ -25,14 +25,14 @@ written beside OUT and netviz prints the `dot` command to finish elsewhere.  An 
 kept unless --force.
 
 examples:
-  netviz export resnet50/predict_net.pbtxt -o resnet.svg
-  netviz export model.pb -o net.pdf --mode minimal --minimal-dependency --rankdir TB
-  netviz export model.pbtxt -o bw.svg --backward --loss loss
-  netviz export examples/mlp/predict_net.pb -o mlp_train.svg --backward
-  netviz export mask_rcnn_2go_int8/model.pbtxt -o if.svg --subnets cluster --focus 99 --depth 2
-  netviz export model.pb --json > graph.json
-  netviz export densenet121/predict_net.pbtxt -o dn.svg --timeout 20 --force
-  netviz export resnet50/predict_net.pbtxt -o resnet50.onnx --random-params   # ONNX (docs/onnx.md)
+  netviz export examples/mlp/predict_net.pb -o mlp.svg --force
+  netviz export examples/mlp/predict_net.pb -o net.pdf --mode minimal --minimal-dependency --rankdir TB --force
+  netviz export examples/while_net/predict_net.pb -o while_bw.svg --backward --loss loss --force
+  netviz export examples/mlp/predict_net.pb -o mlp_train.svg --backward --force
+  netviz export $NETVIZ_MODEL_ZOO/mask_rcnn_2go_int8/model.pbtxt -o if.svg --subnets cluster --focus 99 --depth 2 --force
+  netviz export examples/mlp/predict_net.pb --json > graph.json
+  netviz export $NETVIZ_MODEL_ZOO/inception_v1/predict_net.pbtxt -o inception.svg --timeout 20 --force
+  netviz export $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt -o resnet50.onnx --random-params --force   # ONNX (docs/onnx.md)
 """
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ count, illegal in-place, missing required argument, not a Caffe2 op) are listed 
 pass and optimizer) gets a line with its forward / backward / optimizer sections.
 
 examples:
-  netviz info resnet50/predict_net.pbtxt
+  netviz info $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt
   netviz info examples/mlp/predict_net.pb
   netviz info examples/mlp/plan.pbtxt      # a PlanDef: its nets and steps as a tree
-  netviz info model.pb --init model_init.pb --json
+  netviz info examples/mlp_forward/predict_net.pb --init examples/mlp_forward/init_net.pb --json
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Exit status 1 when some op computes different values or Caffe2 would refuse the 
 examples:
   netviz lint examples/mlp/predict_net.pb
   netviz lint examples/while_net/predict_net.pb --loss loss
-  netviz lint model.pb --loss loss --json
+  netviz lint examples/mlp/predict_net.pb --loss loss --json
 """
 from __future__ import annotations
 

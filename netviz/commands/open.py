@@ -4,9 +4,9 @@ The model and every option are checked before the UI starts: a bad file or optio
 one line on stderr.
 
 examples:
-  netviz model.pb
-  netviz model.pbtxt --init init.pb --device cpu
-  netviz predict_net.pbtxt --input data=1,3,224,224 --loss loss
+  netviz examples/mlp/predict_net.pb
+  netviz examples/mlp_forward/predict_net.pb --init examples/mlp_forward/init_net.pb --device cpu
+  netviz $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt --input gpu_0/data=1,3,224,224
 """
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ steps it and stops at the first op making a NaN or Inf, naming the step and iter
 examples:
   netviz run examples/mlp/predict_net.pb
   netviz run examples/mlp/plan.pbtxt
-  netviz run predict_net.pbtxt --init init_net.pb --input data=1,3,224,224 --loss loss --dump out/
-  netviz run resnet50/predict_net.pbtxt --random-params      # a zoo net without its weights
+  netviz run examples/mlp_forward/predict_net.pb --init examples/mlp_forward/init_net.pb --input data=16,8 --loss loss --dump out/
+  netviz run $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt --random-params      # a zoo net without its weights
 """
 from __future__ import annotations
 
