@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -91,3 +92,98 @@ def test_the_collector_is_off_while_the_tui_starts_and_on_after(tmp_path, monkey
     bad = tmp_path / "bad.pb"
     bad.write_bytes(b"\x00\x01garbage")
     assert main([str(bad)]) == 2 and gc.isenabled()
+
+
+# -- every --help example runs as printed (issue #40 item 6) ----------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def help_examples() -> dict[str, list[str]]:
+    """Per command (``netviz`` for the top-level help), the command lines of its ``examples:`` part,
+    comments cut, in the order printed."""
+    import importlib
+
+    from netviz.cli import COMMANDS, EPILOG
+
+    docs = {"netviz": EPILOG}
+    docs |= {name: importlib.import_module(f"netviz.commands.{module}").__doc__ or "" for name, (module, _) in
+             COMMANDS.items()}
+    out = {}
+    for name, doc in docs.items():
+        tail = doc.split("examples", 1)[1] if "examples" in doc else ""
+        out[name] = [line.strip() for line in tail.splitlines() if line.strip().startswith("netviz ")]
+    return out
+
+
+def _run_example(line: str, cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> int:
+    """Run one printed command line in-process as a shell in `cwd` would: ``$NETVIZ_MODEL_ZOO``
+    expanded, ``> FILE`` redirected; ``netviz PATH`` starts the TUI headless up to its first frame."""
+    import asyncio
+    import os
+
+    from netviz.app import NetvizApp
+
+    async def first_frame(app: NetvizApp) -> int:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+        return 0
+
+    monkeypatch.setattr(NetvizApp, "run", lambda self: asyncio.run(first_frame(self)))
+    words = [os.path.expandvars(w) for w in shlex.split(line, comments=True)[1:]]
+    target = None
+    if ">" in words:
+        words, target = words[:words.index(">")], words[words.index(">") + 1]
+    capsys.readouterr()
+    rc = main(words)
+    if target is not None:
+        (cwd / target).write_text(capsys.readouterr().out)
+    return rc
+
+
+#: exit status 1 is a finding, not a failure, for these (lint: an op that differs; diff: a difference)
+FINDINGS = {"lint", "diff", "check-grad"}
+EXAMPLES = help_examples()
+
+
+def test_help_examples_name_real_files_only() -> None:
+    """No placeholders: each example names a bundled example or a zoo net through $NETVIZ_MODEL_ZOO."""
+    assert set(EXAMPLES) >= {"netviz", "info", "run", "grad", "check-grad", "lint", "export", "diff", "doctor"}
+    for name, lines in EXAMPLES.items():
+        assert lines, f"`netviz {name} --help` shows no example"
+        for line in lines:
+            words = shlex.split(line, comments=True)
+            models = [w for k, w in enumerate(words) if w.endswith((".pb", ".pbtxt")) and words[k - 1] != "-o"]
+            assert all(m.startswith(("examples/", "$NETVIZ_MODEL_ZOO/")) for m in models), line
+            assert "squeezenet" not in line, line
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_help_examples_run_as_printed(name: str, tmp_path: Path, zoo: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The examples of one --help run in order in one folder laid out like the checkout root (a later
+    line may read what an earlier one wrote, as a reader following them would)."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NETVIZ_MODEL_ZOO", str(zoo))
+    for line in EXAMPLES[name]:
+        rc = _run_example(line, tmp_path, monkeypatch, capsys)
+        assert rc in ({0, 1} if line.split()[1] in FINDINGS else {0}), f"`{line}` exited {rc}: {capsys.readouterr().err}"
+
+
+def test_a_mistyped_command_names_the_closest(tmp_path: Path) -> None:
+    r = run_cli("inof", "examples/mlp/predict_net.pb")
+    assert r.returncode == 2 and r.stderr == "netviz: unknown command 'inof'; did you mean 'info'? (see `netviz --help`)\n"
+    r = run_cli("chek-grad")
+    assert r.returncode == 2 and "did you mean 'check-grad'?" in r.stderr
+    model = tmp_path / "lnit"  # NOTE: an existing file is a model, however close its name is to a command
+    model.write_bytes(b"\x00garbage")
+    r = run_cli(str(model))
+    assert r.returncode == 2 and "did you mean" not in r.stderr and str(model) in r.stderr
+
+
+def test_python_m_netviz_is_netviz() -> None:
+    by_module = subprocess.run([sys.executable, "-m", "netviz", "--version"], capture_output=True, text=True)
+    script = subprocess.run([str(Path(sys.executable).parent / "netviz"), "--version"], capture_output=True, text=True)
+    assert by_module.returncode == script.returncode == 0 and by_module.stdout == script.stdout
+    assert by_module.stdout.startswith("netviz ")
