@@ -854,6 +854,8 @@ class Session:
                 stop = dbg.run_to(to_oppath(target)) if how == "run_to" else getattr(dbg, how)()
             finally:
                 dbg.clear_cancel()  # a cancel meant for this move never reaches the next one
+            from engine.debugger.provenance import explain_debugger  # NOTE: in the move's worker, not the UI
+            self.provenance = explain_debugger(dbg) if stop.reason == "nan" else []
         self.last_stop = stop  # NOTE: after the state is published: a new last_stop means a new state
         return stop
 

@@ -480,6 +480,9 @@ class MainScreen(Guarded, Screen[None]):
             missing = feeding.missing_inputs(self.session, stop.detail) if stop.reason == "error" else []
             if missing:  # NOTE: the CLI's hint (every missing input), then a prompt for each value
                 hint = missing_blob_hint(stop.detail, self.session.model, True, missing)
+            if stop.reason == "nan":  # NOTE: the first bad element, back to what made it (engine.debugger.provenance)
+                from rich.markup import escape
+                hint += "".join("\n" + escape(line) for line in getattr(self.session, "provenance", ()))
             self.notify((stop.detail or stop.reason) + hint, title=stop.reason.capitalize(),
                         severity="error" if stop.reason in ("error", "nan") else "information")
             if missing:

@@ -230,7 +230,7 @@ def _flatten(xp, x, *, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return (x.reshape(1),)
     s, e = _ax(start_dim, x.ndim), _ax(end_dim, x.ndim)
-    return (x.reshape(x.shape[:s] + (-1,) + x.shape[e + 1:]),)
+    return (x.reshape(x.shape[:s] + (int(np.prod(x.shape[s:e + 1])),) + x.shape[e + 1:]),)
 
 
 def _squeeze(xp, x, *, dim=None):

@@ -267,7 +267,7 @@ def _lc_columns(xp, x, k, s, pb, pe, d):
     nd = len(k)
     out = win.shape[2:2 + nd]
     cols = win.transpose(0, *range(2, 2 + nd), 1, *range(2 + nd, 2 + 2 * nd))
-    return cols.reshape(x.shape[0], int(np.prod(out)), -1), out
+    return cols.reshape(x.shape[0], int(np.prod(out)), int(np.prod(cols.shape[1 + nd:]))), out  # NOTE: N may be 0
 
 
 def _lc_filter(w, order, nd):

@@ -339,6 +339,8 @@ def generate_proposals(xp, scores, deltas, im_info, anchors, *, ctx, spatial_sca
         keep = np.array(nms_keep(props, keep, nms_thresh, top, legacy_plus_one), np.int64)
         rois.append(np.concatenate([np.full((keep.size, 1), i, F32), props[keep]], axis=1))
         probs.append(s_sorted[keep])
+    if not rois:  # NOTE: no images (an empty batch): Caffe2 gives (0, box_dim + 1) rois and (0,) probs
+        return np.zeros((0, box_dim + 1), F32), np.zeros(0, F32)
     return (np.concatenate(rois).reshape(-1, box_dim + 1).astype(F32),
             np.concatenate(probs).astype(F32))
 

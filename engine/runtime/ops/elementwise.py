@@ -173,6 +173,8 @@ def ensure_clipped(xp, param, indices=None, grad=None, *, min: float = float("-i
 @kernel("ClipTensorByScaling")
 def clip_tensor_by_scaling(xp, x, val, threshold_scale=None, *, threshold: float = 0.0):
     # NOTE: X * threshold / val when val > threshold (threshold times input 2, when given).
+    if x.size == 0:
+        raise ValueError("ClipTensorByScaling needs a non-empty input (Caffe2 refuses size 0)")
     t = float(threshold) * (float(dev.to_host(threshold_scale).reshape(-1)[0]) if threshold_scale is not None else 1.0)
     v = float(dev.to_host(val).reshape(-1)[0])
     return (x * x.dtype.type(t / v)).astype(x.dtype, copy=False) if v > t else x.copy()
@@ -192,7 +194,7 @@ def row_mul(xp, mat, w):
 
 @kernel("ReduceTailSum")
 def reduce_tail_sum(xp, mat):
-    return mat.reshape(mat.shape[0], -1).sum(axis=1).astype(mat.dtype, copy=False)
+    return mat.reshape(mat.shape[0], int(np.prod(mat.shape[1:]))).sum(axis=1).astype(mat.dtype, copy=False)
 
 
 @kernel("Accumulate", needs_context=True)

@@ -203,7 +203,7 @@ def piecewise_linear_transform(xp, x, *params, bounds=(), slopes=(), intercepts=
         two = h.ndim == 2 and h.shape[1] == 2
         y = _piecewise(h[:, 1] if two else h.reshape(-1), b[0], s[0], c[0])
         return xp.asarray(np.stack([1 - y, y], axis=1) if two else y.reshape(h.shape))
-    cols = h.reshape(h.shape[0], -1) if h.ndim > 1 else h.reshape(-1, 1)
+    cols = h.reshape(h.shape[0], int(np.prod(h.shape[1:]))) if h.ndim > 1 else h.reshape(-1, 1)
     b, s, c = _piecewise_params((bounds, slopes, intercepts), params, cols.shape[1])
     out = np.stack([_piecewise(cols[:, j], b[j], s[j], c[j]) for j in range(cols.shape[1])], axis=1)
     return xp.asarray(out.reshape(h.shape))

@@ -116,7 +116,7 @@ def dot_product_with_padding(xp, x, y, *, pad_value: float = 0.0, replicate: int
     lo, sh = (x2, y2) if x_long else (y2, x2)
     if replicate:
         reps = lo.shape[1] // max(sh.shape[1], 1)
-        z = (lo[:, :reps * sh.shape[1]].reshape(lo.shape[0], reps, -1) * sh[:, None, :]).sum(axis=(1, 2))
+        z = (lo[:, :reps * sh.shape[1]].reshape(lo.shape[0], reps, sh.shape[1]) * sh[:, None, :]).sum(axis=(1, 2))
     else:
         d = sh.shape[1]
         z = (lo[:, :d] * sh).sum(axis=1) + lo[:, d:].sum(axis=1) * x.dtype.type(pad_value)
@@ -179,7 +179,8 @@ def l1_distance_gradient(xp, x, y, dz):
 
 
 def _elementwise_linear_rows(x, w, axis):
-    x2 = x.reshape(int(np.prod(x.shape[:axis % max(x.ndim, 1)])), -1)
+    a = axis % max(x.ndim, 1)
+    x2 = x.reshape(int(np.prod(x.shape[:a])), int(np.prod(x.shape[a:])))  # NOTE: no -1: N may be 0
     if w.size != x2.shape[1]:
         raise ValueError(f"ElementwiseLinear: w has {w.size} entries, X has {x2.shape[1]} per row at axis {axis}")
     return x2

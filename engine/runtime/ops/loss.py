@@ -16,7 +16,7 @@ from engine.runtime.shapes import FLOAT, INT32, TensorInfo, dim_op, dims, same_a
 # ---- kernels ----
 
 def _probs(xp, x, axis):
-    x2 = x.reshape(int(np.prod(x.shape[:axis])), -1)
+    x2 = x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))  # NOTE: no -1: N may be 0
     e = xp.exp(x2 - x2.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
@@ -190,7 +190,7 @@ def make_two_class_gradient(xp, dy):
 @kernel("SpatialSoftmaxWithLoss")
 def spatial_softmax_with_loss(xp, x, label, weight=None, *, scale: float = 1.0):
     # NOTE: softmax over C per pixel; label -1 is "don't care"; loss = sum(w * nll) / sum(w) (0 if no weight).
-    p = _probs(xp, xp.moveaxis(x, 1, -1).reshape(-1, x.shape[1]), 1)
+    p = _probs(xp, xp.moveaxis(x, 1, -1).reshape(x.size // max(x.shape[1], 1), x.shape[1]), 1)  # NOTE: N may be 0
     probs = xp.moveaxis(p.reshape(x.shape[:1] + x.shape[2:] + x.shape[1:2]), -1, 1)
     lab, w, care = _spatial_weights(xp, label, weight, x.dtype)
     nll = -xp.log(xp.maximum(p[xp.arange(p.shape[0]), xp.where(care, lab, 0)], x.dtype.type(1e-20)))

@@ -230,6 +230,9 @@ def _rowwise(x, axis):
 
 def _normalize_rows(xp, x2, eps):
     """(xhat, mean, std) of each row, with std = sqrt(biased var + eps)."""
+    if x2.shape[1] == 0:  # NOTE: Caffe2's statistics of an empty row are mean 0, std sqrt(eps) (not NaN)
+        mean = xp.zeros((x2.shape[0], 1), x2.dtype)
+        return x2, mean, xp.sqrt(mean + x2.dtype.type(eps))
     mean = x2.mean(axis=1, keepdims=True)
     std = xp.sqrt(xp.square(x2 - mean).mean(axis=1, keepdims=True) + x2.dtype.type(eps))
     return (x2 - mean) / std, mean, std

@@ -214,7 +214,7 @@ def _sparse_update(xp, indices, grad, states, rowwise, step):
     ones (`rowwise[k]` True) as (rows,).  `grad` is (len(indices), block)."""
     out = [s.copy() for s in states]
     n = out[0].shape[0] if out[0].ndim else 1
-    views = [o.reshape(n) if rw else o.reshape(n, -1) for o, rw in zip(out, rowwise)]
+    views = [o.reshape(n) if rw else o.reshape(n, int(np.prod(o.shape[1:]))) for o, rw in zip(out, rowwise)]
     idx = np.asarray(dev.to_host(indices)).reshape(-1).astype(np.int64)
     g = grad.reshape(idx.size, -1) if idx.size else grad
     for pos in _sparse_rounds(indices):
@@ -599,6 +599,8 @@ def lars(xp, x, dx, wd, trust, lr_max, *, offset: float = 0.5, lr_min: float = 0
 
 @kernel("LearningRateAdaption")
 def learning_rate_adaption(xp, lr, g, eg, *, lr_alpha: float = 0.01, normalized_lr_adaption: int = 1):
+    if lr.size != 1:
+        raise ValueError(f"the learning rate must hold one value, got {lr.size}")
     x = (g * eg).sum(dtype=np.float32)
     a = np.float32(lr_alpha)
     if normalized_lr_adaption:

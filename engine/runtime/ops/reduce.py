@@ -80,6 +80,8 @@ def _front_back(kind, front):
         x2 = _rows(x, num_reduce_dim, front)
         mask = _lengths_mask(xp, *x2.shape, lengths)
         out_shape = x.shape[num_reduce_dim:] if front else x.shape[:x.ndim - num_reduce_dim]
+        if x2.shape[1] == 0:  # NOTE: Caffe2 gives 0 for an empty reduction (Max and Mean too, not -inf or NaN)
+            return xp.zeros(out_shape, x.dtype)
         if kind == "Max":
             y = (x2 if mask is None else xp.where(mask, x2, x.dtype.type(-np.inf))).max(axis=1, initial=-np.inf)
         else:
@@ -182,8 +184,11 @@ def sum_elements_int(xp, x):
 def moments(xp, x, *, axes: list | None = None, keepdims: int = 1):
     # NOTE: the variance is the biased one (divided by the count, not count - 1).
     ax = _axes(x, axes)
-    m = x.mean(axis=ax, keepdims=True)
-    v = xp.square(x - m).mean(axis=ax, keepdims=True)
+    if x.size == 0:  # NOTE: Caffe2's moments of nothing are 0, not NumPy's NaN
+        m = v = xp.zeros(tuple(1 if i in ax else n for i, n in enumerate(x.shape)), x.dtype)
+    else:
+        m = x.mean(axis=ax, keepdims=True)
+        v = xp.square(x - m).mean(axis=ax, keepdims=True)
     shape = tuple(n for i, n in enumerate(m.shape) if keepdims or i not in ax)
     return m.astype(x.dtype).reshape(shape), v.astype(x.dtype).reshape(shape)
 
@@ -220,6 +225,8 @@ def lp_norm(xp, x, *, p: int = 2, average: int = 0):
     # NOTE: p = 2 gives the SUM OF SQUARES (no square root); shape (1,).
     if p not in (1, 2):
         raise ValueError(f"LpNorm: p must be 1 or 2, got {p}")
+    if average and x.size == 0:
+        raise ValueError("LpNorm with average needs a non-empty input (Caffe2 refuses size 0)")
     s = xp.abs(x).sum() if p == 1 else (x * x).sum()
     return (s / (x.size if average else 1)).astype(x.dtype).reshape(1)
 

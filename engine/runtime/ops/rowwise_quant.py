@@ -219,7 +219,7 @@ _reg_nbit()
 
 @kernel("FloatToRowwiseQuantized8Bits")
 def float_to_rowwise_quantized_8bits(xp, x):
-    rows = dev.to_host(x).astype(F32).reshape(x.shape[0], -1)
+    rows = dev.to_host(x).astype(F32).reshape(x.shape[0], int(np.prod(x.shape[1:])))  # NOTE: no -1: N may be 0
     lo = rows.min(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
     hi = rows.max(axis=1) if rows.shape[1] else np.zeros(rows.shape[0], F32)
     flat = (hi - lo) < F32(1e-10)

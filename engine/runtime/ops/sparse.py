@@ -19,7 +19,8 @@ def _outer_rows(xp, data, indices, axis):
         raise ValueError(f"match_outer: INDICES {indices.shape} must start with DATA's outer dims {data.shape[:axis]}")
     outer = int(np.prod(data.shape[:axis]))
     d3 = data.reshape((outer, data.shape[axis]) + data.shape[axis + 1:])
-    return d3, xp.arange(outer).reshape(-1, 1), indices.astype(np.int64).reshape(outer, -1), axis
+    rows = indices.astype(np.int64).reshape(outer, int(np.prod(indices.shape[axis:])))  # NOTE: no -1: outer may be 0
+    return d3, xp.arange(outer).reshape(-1, 1), rows, axis
 
 
 @kernel("Gather")
