@@ -15,6 +15,14 @@ the net runs in the engine and the model in ONNX Runtime on the same inputs; eve
 is compared op by op, and the first op whose output differs beyond --rtol/--atol is printed with its
 values side by side (exit 1).
 
+Two runs of one net, op by op (the divergence localizer, docs/debugging.md): give a side its own
+init net (--init-a/--init-b: two checkpoints), netviz's Caffe2 fixes (--fix-caffe2-a/-b), a device
+(--device-a/-b cpu|gpu), or give OTHER with --run (another model file of the same net).  Each op's
+row holds its output difference, its OWN error (the op re-run in side B's setting on side A's
+inputs, against side A's output) and the difference its inputs inherited; errors are
+max|a-b| / max(1, max|a|).  The first op whose own error exceeds --tol is printed as
+`culprit: op #N Type 'name': own error E (inherited I)` (exit 1); --json gives the same.
+
 examples:
   netviz diff examples/mlp_forward/predict_net.pb --init-a examples/mlp_forward/init_net.pb --init-b examples/mlp/init_net.pb   # which op do the weights change?
   netviz diff examples/mlp_forward/predict_net.pb examples/mlp/predict_net.pb --run      # the same net in another file
@@ -55,9 +63,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rtol", type=float, default=1e-4, help="with an .onnx OTHER: relative tolerance (1e-4)")
     parser.add_argument("--atol", type=float, default=1e-4,
                         help="with an .onnx OTHER: absolute tolerance, times the value's largest magnitude (1e-4)")
+    run = parser.add_argument_group("two runs, op by op (the divergence localizer)")
+    run.add_argument("--run", action="store_true", help="with a Caffe2 OTHER: run both nets op by op (not only "
+                     "compare their ops)")
+    for side in "ab":
+        run.add_argument(f"--init-{side}", metavar="INIT", default=None, help=f"side {side.upper()}'s init net")
+        run.add_argument(f"--fix-caffe2-{side}", action="store_true", help=f"side {side.upper()} applies netviz's "
+                         "fixes of Caffe2 bugs")
+        run.add_argument(f"--device-{side}", choices=("cpu", "gpu"), default=None, help=f"side {side.upper()}'s "
+                         "device (cpu by default)")
+    run.add_argument("--tol", type=float, default=1e-4, help="an op's error allowed, max|a-b| / max(1, max|a|) (1e-4)")
+    run.add_argument("--all", action="store_true", help="print every op's row (default: those over --tol)")
+    run.add_argument("--json", action="store_true", help="print the rows and the culprit as JSON")
 
 
 def _shown(v: Any) -> str:
+    """An argument's value as a user wrote it: a float arg is float32, so 1e-05 (not 9.999999747378752e-06)."""
+    if isinstance(v, float):
+        return f"{v:.7g}"
     return f"<net {v.name!r}>" if isinstance(v, caffe2_pb2.NetDef) else "(unset)" if v is _UNSET else repr(v)
 
 
@@ -116,9 +139,18 @@ def _run_net_diff(args: argparse.Namespace) -> int:
     return 1 if lines else 0
 
 
+def _localizing(args: argparse.Namespace) -> bool:
+    """Whether the command line asks for two runs op by op (any side option, or OTHER with --run)."""
+    return bool(args.run or args.init_a or args.init_b or args.fix_caffe2_a or args.fix_caffe2_b
+                or args.device_a or args.device_b)
+
+
 def run(args: argparse.Namespace) -> int:
     if is_onnx(args.other):
         return run_diff(args)
+    if _localizing(args):
+        from netviz.commands.divergence import run_localizer  # noqa: PLC0415 - only this mode needs it
+        return run_localizer(args)
     if args.other is not None:
         return _run_net_diff(args)
     if sorted(d.strip() for d in args.devices.split(",")) != ["cpu", "gpu"]:

@@ -1,0 +1,313 @@
+"""The divergence localizer: run two sides of a net op by op and name the op whose OWN error starts
+the difference, not the last op that inherited it.
+
+A side is a model (predict + init net) run in a setting: a device and netviz's Caffe2-fix switch.
+Two sides may hold two model files (an epsilon changed), two init nets (checkpoints), or one model
+in two settings (``--fix-caffe2`` on one side, CPU against GPU).  Each op's row holds
+
+- ``out``: how far side B's output is from side A's (what a per-layer compare reports);
+- ``own``: the op re-run in side B's setting (B's op def, device, fix switch, and B's parameters:
+  every blob no earlier op wrote) on side A's inputs, compared with side A's output: the error the
+  op adds by itself;
+- ``inherited``: how far the op's inputs made by earlier ops already were apart when it ran.
+
+The culprit is the first op whose own error exceeds the tolerance; later ops may show a larger
+``out`` but an own error of float rounding.  Errors are ``max|a - b| / max(1, max|a|)``: relative to
+the value's largest magnitude, absolute below 1, so a near-zero element's large relative difference
+does not read as alarming.  A control-flow op (If, While, Do) is re-run whole, subnets included.
+"""
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.runtime import blocking, executor
+from engine.runtime import device as dev
+from engine.runtime.fidelity import fix_caffe2
+from engine.runtime.workspace import Workspace
+from engine.debugger.debugger import Debugger
+from engine.errors import ExecutionError
+from engine.model.modelio import Model
+from engine.model.ssa import get_ssa
+from proto import caffe2_pb2
+
+__all__ = ["Side", "Trace", "OpDivergence", "Divergence", "run_side", "localize", "diverge", "value_error"]
+
+#: default tolerance of an op's error: float32 rounding amplified by a deep net stays well below it
+DEFAULT_TOL = 1e-4
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run of a net: its model and the setting it runs in."""
+
+    model: Model
+    device: str = "cpu"
+    fix_caffe2: bool = False
+    label: str = "A"
+
+    def setting(self) -> Any:
+        """The context the side's kernels run in (netviz's Caffe2 fixes on or off)."""
+        return fix_caffe2(self.fix_caffe2)
+
+
+@dataclass
+class Trace:
+    """A side's run: the program of top-level ops, the values before the first op, each op's outputs
+    (host copies), and per blob the ops that wrote it (for a blob's value before op i)."""
+
+    side: Side
+    net: caffe2_pb2.NetDef
+    start: dict[str, Any]
+    start_devices: dict[str, int]
+    outputs: list[dict[str, Any]]
+    bind_device: str | None
+    writes: dict[str, list[int]] = field(default_factory=dict)
+
+    def made_before(self, name: str, i: int) -> bool:
+        """Whether an op before op `i` wrote `name` (a parameter or a feed is part of the setting)."""
+        return bisect.bisect_left(self.writes.get(name, []), i) > 0
+
+    def before(self, name: str, i: int) -> Any:
+        """Blob `name` as op `i` read it: the last earlier write, else its start value (None: absent)."""
+        ops = self.writes.get(name, [])
+        k = bisect.bisect_left(ops, i)
+        return self.outputs[ops[k - 1]][name] if k else self.start.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class OpDivergence:
+    """One op's row: where it is in side A (and B), and its output, own and inherited errors
+    (NaN where a side lacks the op or the value)."""
+
+    index: int
+    index_b: int | None
+    op_type: str
+    name: str
+    out: float
+    own: float
+    inherited: float
+    blob: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Every op's row in side A's order and the culprit (the first op whose own error exceeds `tol`)."""
+
+    rows: tuple[OpDivergence, ...]
+    tol: float
+    only_b: tuple[int, ...] = ()
+
+    @property
+    def culprit(self) -> OpDivergence | None:
+        return next((r for r in self.rows if r.own > self.tol), None)
+
+    def culprit_line(self) -> str:
+        """``culprit: op #N Type 'name': own error E (inherited I)``, or what was found instead."""
+        c = self.culprit
+        if c is not None:
+            return f"culprit: op #{c.index} {c.op_type} '{c.name}': own error {c.own:.3g} (inherited {c.inherited:.3g})"
+        over = [r for r in self.rows if r.out > self.tol]
+        if over:
+            return (f"no culprit: no op's own error exceeds {self.tol:g}; {len(over)} ops' outputs differ by more "
+                    f"(rounding that grew), first op #{over[0].index} {over[0].op_type}")
+        return f"no culprit: all {len(self.rows)} ops within tolerance {self.tol:g}"
+
+    def to_json(self) -> dict[str, Any]:
+        nan = lambda x: None if x != x else x  # noqa: E731 - JSON has no NaN
+        c = self.culprit
+        return {"tol": self.tol, "culprit": None if c is None else {"op": c.index, "type": c.op_type, "name": c.name,
+                                                                     "own": c.own, "inherited": c.inherited},
+                "summary": self.culprit_line(), "only_in_b": list(self.only_b),
+                "ops": [{"op": r.index, "op_b": r.index_b, "type": r.op_type, "name": r.name, "blob": r.blob,
+                         "out": nan(r.out), "own": nan(r.own), "inherited": nan(r.inherited), "note": r.note}
+                        for r in self.rows]}
+
+
+def value_error(a: Any, b: Any) -> float:
+    """``max|a - b| / max(1, max|a|)`` of two values (0 for NaN in both; inf for another shape or a
+    NaN on one side; strings: 0 when equal, else inf; other objects, such as scopes: 0).
+
+    Examples
+    --------
+    >>> round(value_error(np.array([1e-3, 200.0]), np.array([1.1e-3, 200.0])), 12)
+    5e-07
+    """
+    if a is None or b is None:
+        return 0.0 if a is b else float("inf")
+    na, nb = _numeric(a), _numeric(b)
+    if na is None and nb is None:  # NOTE: scopes, queues, C++ objects: not values to compare
+        return 0.0 if _same(a, b) else float("inf")
+    if na is None or nb is None:
+        return float("inf")
+    a, b = na, nb
+    if a.shape != b.shape:
+        return float("inf")
+    if a.size == 0:
+        return 0.0
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        both = np.isnan(a64) & np.isnan(b64) | (np.isinf(a64) & (a64 == b64))
+        err = np.where(both, 0.0, np.abs(a64 - b64))
+    err = np.where(np.isnan(err), np.inf, err)
+    finite = np.abs(a64[np.isfinite(a64)])
+    return float(err.max() / max(1.0, float(finite.max(initial=0.0))))
+
+
+def _numeric(v: Any) -> np.ndarray | None:
+    if hasattr(v, "data") and hasattr(v, "scale") and hasattr(v.data, "dtype"):  # an Int8 blob: its data
+        v = v.data
+    if not hasattr(v, "dtype") or not hasattr(v, "shape") or v.dtype.kind not in "biuf":
+        return None
+    return np.asarray(dev.to_host(v))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Strings and bytes compare by value; any other object (one numeric, one not) only by identity."""
+    if isinstance(a, (bytes, str)) or isinstance(b, (bytes, str)):
+        return a == b
+    return not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) or bool(np.array_equal(a, b))
+
+
+def _host_copy(v: Any) -> Any:
+    if hasattr(v, "shape") and hasattr(v, "dtype"):
+        return np.array(dev.to_host(v), copy=True)
+    return v.copy() if hasattr(v, "copy") and hasattr(v, "data") else v
+
+
+def run_side(side: Side, feeds: Mapping[str, Any] | None = None, *, loss: str | None = None,
+             synthesize_params: bool = False, param_width: int = 16, seed: int = 0) -> Trace:
+    """Run `side` top-level op by op (its backward pass too when `loss` is given), keeping every
+    op's outputs.  Raises ExecutionError naming the side when an op fails."""
+    with side.setting():
+        dbg = Debugger(side.model, feeds, device=side.device, loss=loss, record_stats=False, budget_bytes=0,
+                       keep_budget=0, synthesize_params=synthesize_params, param_width=param_width, seed=seed)
+        if loss is not None:
+            dbg.backward()
+        net, ws = dbg._program(), dbg.ws
+        trace = Trace(side, net, {k: _host_copy(v) if side.device == "cpu" else v for k, v in ws.values.items()},
+                      dict(ws.devices), [], dbg._bind_device)
+        with executor.random_source(dbg._rng), blocking.single_threaded():
+            for i, op in enumerate(net.op):
+                try:
+                    executor.run_op(op, ws, device=trace.bind_device, index=i, net_name=net.name)
+                except ExecutionError as e:
+                    raise ExecutionError(f"side {side.label}: {e}") from None
+                trace.outputs.append({o: _host_copy(ws.values[o]) for o in op.output if o in ws.values})
+                for o in op.output:
+                    trace.writes.setdefault(o, []).append(i)
+    return trace
+
+
+def match_ops(a: caffe2_pb2.NetDef, b: caffe2_pb2.NetDef) -> list[int | None]:
+    """For each op of `a`, the op of `b` with the same SSA outputs (``name@version``) and type, else the
+    op at the same position when its type is the same, else None."""
+    def keys(net: caffe2_pb2.NetDef) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+        ssa, _ = get_ssa(net)
+        return [(op.type, tuple(outs)) for op, (_, outs) in zip(net.op, ssa)]
+    ka, kb = keys(a), keys(b)
+    by_key: dict[Any, int] = {}
+    for j, k in enumerate(kb):
+        by_key.setdefault(k, j)
+    out: list[int | None] = []
+    for i, k in enumerate(ka):
+        j = by_key.get(k)
+        if j is None and i < len(b.op) and b.op[i].type == a.op[i].type:
+            j = i
+        out.append(j)
+    return out
+
+
+def localize(a: Trace, b: Trace, *, tol: float = DEFAULT_TOL) -> Divergence:
+    """Each op's output, own and inherited error (see the module docstring) and the culprit."""
+    pairs = match_ops(a.net, b.net)
+    state: dict[str, Any] = {}  # side A's op-made values so far, on side B's device
+    rows = []
+    for i, (op, j) in enumerate(zip(a.net.op, pairs)):
+        name = op.name or (op.output[0] if op.output else "")
+        if j is None:
+            rows.append(OpDivergence(i, None, op.type, name, float("nan"), float("nan"), float("nan"), ""))
+        else:
+            op_b = b.net.op[j]
+            inherited = max((value_error(a.before(n, i), b.before(n, j)) for n in op.input
+                             if a.made_before(n, i) and b.before(n, j) is not None), default=0.0)
+            own_out, note = _rerun(b, op_b, j, state)
+            out_err, own_err, blob = 0.0, 0.0 if own_out is not None else float("nan"), ""
+            for k, o in enumerate(op.output):
+                va, ob = a.outputs[i].get(o), op_b.output[k] if k < len(op_b.output) else None
+                e_out = value_error(va, b.outputs[j].get(ob)) if ob is not None else float("inf")
+                e_own = float("nan") if own_out is None else value_error(va, own_out.get(ob)) if ob else float("inf")
+                if (e_own, e_out) > (own_err, out_err):
+                    blob = o
+                out_err, own_err = max(out_err, e_out), own_err if e_own != e_own else max(own_err, e_own)
+            rows.append(OpDivergence(i, j, op.type, name, out_err, own_err, inherited, blob, note))
+        for o, v in a.outputs[i].items():
+            state[o] = _to_side(v, b)
+    used = {j for j in pairs if j is not None}
+    return Divergence(tuple(rows), tol, tuple(j for j in range(len(b.net.op)) if j not in used))
+
+
+def _to_side(v: Any, t: Trace) -> Any:
+    if t.side.device == "gpu" and hasattr(v, "shape") and hasattr(v, "dtype"):
+        return dev.to_device(v, dev.namespace(dev.CUDA))
+    return v
+
+
+def _rerun(b: Trace, op: caffe2_pb2.OperatorDef, j: int, state: Mapping[str, Any]
+           ) -> tuple[dict[str, Any] | None, str]:
+    """`op` (side B's op #j) run in side B's setting on `state` (side A's values) over B's start values,
+    and why not (None) when it cannot run alone: a backward While pops the forward run's saved
+    workspaces, which that run already used up."""
+    ws = Workspace("divergence")
+    ws.values.update(b.start)
+    ws.devices.update(b.start_devices)
+    on = dev.CUDA if b.side.device == "gpu" else dev.CPU
+    for k, v in state.items():
+        ws.values[k], ws.devices[k] = v, on
+    for n in op.input:  # NOTE: an in-place op must not write into side A's recorded value
+        v = ws.values.get(n)
+        if hasattr(v, "copy") and hasattr(v, "shape"):
+            ws.values[n] = v.copy()
+    with b.side.setting(), executor.random_source(np.random.default_rng(j)), blocking.single_threaded():
+        try:
+            executor.run_op(op, ws, device=b.bind_device, index=j, net_name=b.net.name)
+        except ExecutionError as e:
+            return None, f"re-run alone failed: {str(e).split(': ')[-1][:120]}"
+    return {o: _host_copy(ws.values[o]) for o in op.output if o in ws.values}, ""
+
+
+def diverge(a: Side, b: Side, feeds: Mapping[str, Any] | None = None, *, loss: str | None = None,
+            synthesize_params: bool = False, param_width: int = 16, seed: int = 0,
+            tol: float = DEFAULT_TOL) -> Divergence:
+    """Run both sides on the same feeds (and seeded random parameters) and localize the divergence.
+
+    Examples
+    --------
+    >>> from engine.model.opdef import create_operator as op
+    >>> net = caffe2_pb2.NetDef(op=[op("Relu", ["X"], ["Y"])], external_input=["X"])
+    >>> m = Model(net)
+    >>> diverge(Side(m), Side(m, label="B"), {"X": np.ones(3, np.float32)}).culprit is None
+    True
+    """
+    ta = run_side(a, feeds, loss=loss, synthesize_params=synthesize_params, param_width=param_width, seed=seed)
+    tb = run_side(b, feeds, loss=loss, synthesize_params=synthesize_params, param_width=param_width, seed=seed)
+    return localize(ta, tb, tol=tol)
+
+
+def table(d: Divergence, *, only_over: bool = False) -> list[str]:
+    """The rows as aligned text lines: op, type, name, out, own, inherited (``-``: op only in A)."""
+    f = lambda x: "-" if x != x else f"{x:.3g}"  # noqa: E731
+    lines = [f"{'op':>5} {'type':<22} {'name':<32} {'out':>9} {'own':>9} {'inherited':>9}"]
+    for r in d.rows:
+        if only_over and not (r.out > d.tol or r.own > d.tol):
+            continue
+        mark = "  <- culprit" if r is d.culprit else ""
+        lines.append(f"{'#' + str(r.index):>5} {r.op_type[:22]:<22} {r.name[:32]:<32} {f(r.out):>9} {f(r.own):>9} "
+                     f"{f(r.inherited):>9}{mark}{'  (' + r.note + ')' if r.note else ''}")
+    return lines
+

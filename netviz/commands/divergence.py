@@ -1,0 +1,62 @@
+"""The localizer side of `netviz diff`: two runs of a net op by op, a table of each op's output,
+own and inherited error, and the culprit line (:mod:`engine.debugger.divergence` does the work)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from engine.debugger import parse_input_spec
+from engine.debugger.divergence import Side, diverge, table
+from engine.errors import NetvizError
+from engine.model.modelio import load_model
+from engine.runtime import device as dev
+
+
+def sides(args: argparse.Namespace) -> tuple[Side, Side]:
+    """Side A (PATH with --init-a or --init) and side B (OTHER or PATH, --init-b or A's init), each with
+    its device and Caffe2-fix switch.  A gpu side without a GPU is refused in one line."""
+    if args.other is not None and not args.run:
+        raise NetvizError("OTHER with side options: give --run to run both nets op by op")
+    for side in "ab":
+        if getattr(args, f"device_{side}") == "gpu" and not dev.has_gpu():
+            raise NetvizError(f"--device-{side} gpu: no CUDA GPU here (CuPy and a GPU are needed); skipped")
+    init_a = args.init_a or args.init
+    a = load_model(args.path, init=init_a)
+    b = load_model(args.other or args.path, init=args.init_b or (init_a if args.other is None else None))
+    fix = bool(args.fix_caffe2)
+    return (Side(a, args.device_a or "cpu", fix or args.fix_caffe2_a, "A"),
+            Side(b, args.device_b or "cpu", fix or args.fix_caffe2_b, "B"))
+
+
+def _describe(s: Side) -> str:
+    init = s.model.init_path or ("no init net" if not len(s.model.init.op) else "init given")
+    return (f"{s.label}: {s.model.path} (init {init}; {s.device}"
+            f"{'; --fix-caffe2' if s.fix_caffe2 else ''})")
+
+
+def run_localizer(args: argparse.Namespace) -> int:
+    """Run both sides, print the table (rows over --tol, or --all) and the culprit line; exit 1 on a culprit."""
+    a, b = sides(args)
+    feeds = dict(parse_input_spec(s) for s in args.input)
+    synth = bool(args.random_params) or not (len(a.model.init.op) and len(b.model.init.op))
+    d = diverge(a, b, feeds, loss=args.loss, synthesize_params=synth, param_width=args.param_width, tol=args.tol)
+    if args.json:
+        doc: dict[str, Any] = {"a": _describe(a), "b": _describe(b), **d.to_json()}
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+        return 1 if d.culprit else 0
+    print(f"{_describe(a)}\n{_describe(b)}")
+    if synth:
+        print("note: parameters no init net makes are seeded random values (the same on both sides)")
+    lines = table(d, only_over=not args.all)
+    shown = lines[: max(args.top, 0) + 1]
+    print("\n".join(shown))
+    if len(lines) > len(shown):
+        print(f"… {len(lines) - len(shown)} more rows (--top N, --all)")
+    if d.only_b:
+        print(f"{len(d.only_b)} ops of B match no op of A: " + ", ".join(f"#{j}" for j in d.only_b[:10]))
+    print(f"{len(d.rows)} ops compared (errors: max|a-b| / max(1, max|a|); tolerance {args.tol:g})")
+    print(d.culprit_line())
+    return 1 if d.culprit else 0
