@@ -399,6 +399,8 @@ def _dim_text(r: Any, n: int) -> str:
     if np.ndim(r) == 0:
         return str(int(r))
     r = list(r)
+    if len(r) == 1:
+        return str(r[0])
     if len(r) == n and r == list(range(n)):
         return ":"
     if r and r == list(range(r[0], r[-1] + 1)):
