@@ -131,7 +131,7 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
     origin : sequence of int or None
         One entry per backward op: the forward op it was made for (dashed link), or None.
     shapes : mapping, optional
-        ``{(blob, version): TensorInfo}`` of the top net (:func:`engine.runtime.shapes.infer_shapes`);
+        ``{(blob, version): TensorInfo}`` of the top net (:func:`engine.runtime.inference.infer_shapes`);
         known shapes are added under blob labels.
 
     Raises

@@ -444,7 +444,7 @@ class Session:
         return None if table is None else table.get(_shape_key(path), {})
 
     def _infer_shapes(self, net: caffe2_pb2.NetDef) -> dict[tuple[Any, ...], dict[tuple[str, int], Any]]:
-        from engine.runtime import shapes  # noqa: PLC0415 (loads every op family: not before the first frame)
+        from engine.runtime import inference  # noqa: PLC0415 (loads every op family: not before the first frame)
 
         inputs = {**self.model.value_info,
                   **self._fed_shapes()}
@@ -453,7 +453,7 @@ class Session:
             return plan_shapes(self.plan_def, inputs)
         problems: list[str] = []  # NOTE: an op that does not fit leaves its outputs unknown, not every shape
         try:
-            table = shapes.infer_net_shapes(net, inputs, self.model.init, problems=problems)
+            table = inference.infer_net_shapes(net, inputs, self.model.init, problems=problems)
         except NetvizError as e:
             problems, table = [str(e)], {}
         if problems:

@@ -135,7 +135,7 @@ def _arg_pieces(buf, start: int, end: int, field_name: str) -> tuple[str, list[P
         elif field == number and wire == 2:
             if number == 5 and (stop - data) % 4:
                 raise _Corrupt(f"{stop - data} bytes of packed floats is not a whole number of floats")
-            strings += number == 7
+            strings += number in (4, 7)  # NOTE: several: protobuf's own rules (last `s` wins) apply
             pieces.append(Piece({5: "f32", 6: "var"}.get(number, "bytes"), fstart, stop))
         elif field == 1 and wire == 2:
             name = bytes(buf[data:stop]).decode("utf-8", "replace")
@@ -183,8 +183,16 @@ def _op_info(buf, start: int, end: int) -> tuple[str, str, list[tuple[int, int, 
     return op_type, out, args
 
 
+def _shown(text: str | bytes, most: int = 60) -> str:
+    """`text` on one line: control characters escaped, cut to `most` characters (a corrupt name can
+    be anything)."""
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text  # NOTE: protobuf's non-UTF-8
+    text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text[: most + 1])
+    return text if len(text) <= most else text[:most] + "…"
+
+
 def _where(path: str, i: int, op_type: str, out: str) -> str:
-    return f"{path}: op #{i} {op_type or '?'} '{out}'"
+    return f"{path}: op #{i} {_shown(op_type) or '?'} '{_shown(out)}'"
 
 
 def find_cuts(buf, path: str = "<bytes>", min_bytes: int = MIN_CUT_BYTES) -> tuple[list[tuple[int, int, int]], list[_Cut]]:
@@ -206,19 +214,18 @@ def find_cuts(buf, path: str = "<bytes>", min_bytes: int = MIN_CUT_BYTES) -> tup
                 cuts += _cuts_of(buf, n_op, op_type, out, args, path, min_bytes)
             n_op += 1
     except _Corrupt as e:
-        op_type, out = _cut_off_op(buf, top[-1] if top else None)
+        op_type, out = _cut_off_op(buf, top[-1][2] if top else 0)
         where = _where(path, n_op, op_type, out) if op_type or out else f"{path}: op #{n_op}"
         raise ModelError(f"{where}: not a valid binary NetDef: {e}") from None
     return top, cuts
 
 
-def _cut_off_op(buf, last: tuple[int, int, int] | None) -> tuple[str, str]:
-    """Type and output of the op whose bytes ran past the end of the file, read as far as they go."""
-    if last is None:
-        return "", ""
-    fstart, _, _ = last
+def _cut_off_op(buf, at: int) -> tuple[str, str]:
+    """Type and output of the op whose field starts at `at` and runs past the end, read as far as it goes."""
     try:
-        _, data = _varint(buf, fstart, len(buf))
+        key, data = _varint(buf, at, len(buf))
+        if key != (_OP << 3 | 2):
+            return "", ""
         _, data = _varint(buf, data, len(buf))
         return _op_info(buf, data, len(buf))[:2]
     except _Corrupt:

@@ -104,10 +104,8 @@ def _count(buf, pieces) -> int:
     for p in pieces:
         if p.kind == "f32u":
             n += (p.end - p.start) // 5
-        elif p.kind in ("var", "varu"):
-            raw = np.frombuffer(buf, np.uint8, count=p.end - p.start, offset=p.start)
-            ends = int(np.count_nonzero(raw < 0x80))
-            n += ends // 2 if p.kind == "varu" else ends - 2  # NOTE: minus the tag and length varints
+        elif p.kind in ("var", "varu"):  # NOTE: decoded once here, so a bad varint is a load error
+            n += _piece_array(buf, p).size
         else:
             _, data = ts._varint(buf, p.start, p.end)
             _, data = ts._varint(buf, data, p.end)
@@ -126,9 +124,9 @@ def _check(op: caffe2_pb2.OperatorDef, count: int, where: str) -> None:
         raise ModelError(f"{where}: unknown dtype {dtype}")
 
 
-def load_binary_net(path: str | Path, min_bytes: int = ts.MIN_CUT_BYTES,
-                    parse=None) -> caffe2_pb2.NetDef:
-    """Read a binary NetDef through the scanner: values referenced in the mapped file, the rest parsed.
+def parse_scanned(buf, path: str, parse, min_bytes: int = ts.MIN_CUT_BYTES
+                  ) -> tuple[caffe2_pb2.NetDef, list[tuple[ts._Cut, int]]]:
+    """The NetDef of binary `buf` parsed without its fill values, and each cut with its value count.
 
     `parse(bytes, path)` parses the stripped bytes (``modelio._parse_binary``: its checks apply).
 
@@ -138,28 +136,40 @@ def load_binary_net(path: str | Path, min_bytes: int = ts.MIN_CUT_BYTES,
         Truncated or corrupt bytes, a count that disagrees with the shape, an unknown dtype:
         one line naming the file, op and blob.
     """
+    top, cuts = ts.find_cuts(buf, path, min_bytes)
+    net = parse(ts.stripped_bytes(buf, top, cuts), path)
+    counted = []
+    for c in cuts:
+        op = net.op[c.op]
+        where = ts._where(path, c.op, op.type, op.output[0] if op.output else "")
+        try:
+            count = _count(buf, c.pieces)
+        except ts._Corrupt as e:
+            raise ModelError(f"{where}: argument values: {e}") from None
+        _check(op, count, where)
+        counted.append((c, count))
+    return net, counted
+
+
+def load_binary_net(path: str | Path, min_bytes: int = ts.MIN_CUT_BYTES, parse=None) -> caffe2_pb2.NetDef:
+    """Read a binary NetDef through the scanner: fill values referenced in the mapped file, the rest
+    parsed (see :func:`parse_scanned`; any size, protobuf's 2 GiB limit does not apply)."""
     path = str(path)
     try:
         st = os.stat(path)
         with open(path, "rb") as f:
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except OSError as e:
-        raise ModelError(f"{path}: cannot read: {e.strerror}") from None
-    top, cuts = ts.find_cuts(buf, path, min_bytes)
-    net = parse(ts.stripped_bytes(buf, top, cuts), path)
-    if cuts:
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    net, counted = parse_scanned(buf, path, parse, min_bytes)
+    if counted:
         _maps[(path, st.st_size, st.st_mtime_ns)] = buf
-    for c in cuts:
-        op = net.op[c.op]
-        where = ts._where(path, c.op, op.type, op.output[0] if op.output else "")
-        count = _count(buf, c.pieces)
-        _check(op, count, where)
+    for c, count in counted:
         ref = {"path": path, "size": st.st_size, "mtime": st.st_mtime_ns, "field": c.field, "count": count,
                "pieces": [[p.kind, p.start, p.end] for p in c.pieces]}
         data = json.dumps(ref, separators=(",", ":")).encode()
-        op.arg[c.arg].MergeFromString(ts._REF_TAG + ts._encode_varint(len(data)) + data)
+        net.op[c.op].arg[c.arg].MergeFromString(ts._REF_TAG + ts._encode_varint(len(data)) + data)
     return net
-
 
 def _raw(arg: caffe2_pb2.Argument) -> tuple[caffe2_pb2.Argument, bytes] | None:
     """(`arg` without its reference, the file's own bytes of the referenced fields), or None."""

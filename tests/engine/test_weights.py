@@ -1,0 +1,230 @@
+"""Init-net values read in the wire format and viewed in the mapped file (issue #41): equal to
+protobuf's own decoding bit for bit, on every fill type, random shapes and both encodings."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.errors import ExecutionError, ModelError
+from engine.model import modelio, valueref
+from engine.model.opdef import args_of
+from engine.runtime import executor
+from engine.runtime.ops.python_op import TensorCPU
+from engine.runtime.workspace import Workspace
+from proto import caffe2_pb2
+
+#: fill type -> (values field, a NumPy dtype that spans its values)
+FILLS = {"GivenTensorFill": ("floats", np.float32), "GivenTensorDoubleFill": ("floats", np.float32),
+         "GivenTensorIntFill": ("ints", np.int32), "GivenTensorInt64Fill": ("ints", np.int64),
+         "GivenTensorInt16Fill": ("ints", np.int16), "GivenTensorBoolFill": ("ints", np.bool_),
+         "Int8GivenIntTensorFill": ("ints", np.int32), "Int8GivenTensorFill": ("s", np.uint8),
+         "GivenTensorByteStringToUInt8Fill": ("strings", np.uint8)}
+
+
+def packed(field: str, values: np.ndarray) -> bytes:
+    """The packed encoding of `values` as Argument `field`, made by protobuf itself (TensorProto's
+    packed float_data / int64_data, re-tagged)."""
+    if not values.size:
+        return b"\x2a\x00" if field == "floats" else b"\x32\x00"
+    if field == "floats":
+        body = caffe2_pb2.TensorProto(float_data=values.tolist()).SerializeToString()
+        assert body[0] == 0x1A
+        return b"\x2a" + body[1:]
+    body = caffe2_pb2.TensorProto(int64_data=values.astype(np.int64).tolist()).SerializeToString()
+    assert body[0] == 0x52
+    return b"\x32" + body[1:]
+
+
+def fill_op_bytes(op_type: str, out: str, shape: tuple[int, ...], values: np.ndarray, encoding: str) -> bytes:
+    """One OperatorDef: `values` in `encoding` ("packed", "unpacked" or "split": half packed, half not)."""
+    field = FILLS[op_type][0]
+    op = caffe2_pb2.OperatorDef(type=op_type, output=[out])
+    op.arg.add(name="shape", ints=list(shape))
+    arg = caffe2_pb2.Argument(name="values")
+    tail = b""
+    if field == "s":
+        arg.s = values.tobytes()
+    elif field == "strings":
+        arg.strings.append(values.tobytes())
+    elif encoding == "unpacked":
+        getattr(arg, field).extend(values.tolist())
+    elif encoding == "packed":
+        tail = packed(field, values)
+    else:
+        half = values.size // 2
+        getattr(arg, field).extend(values[:half].tolist())
+        tail = packed(field, values[half:])
+    op.arg.append(arg)
+    raw = op.SerializeToString()
+    if tail:  # NOTE: the values arg is the last field: append the packed field inside it
+        arg_bytes = arg.SerializeToString()
+        assert raw.endswith(arg_bytes)
+        body = arg_bytes + tail
+        raw = raw[: -len(arg_bytes) - 1 - len(_varint(len(arg_bytes)))] + b"\x2a" + _varint(len(body)) + body
+    return raw
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def net_bytes(ops: list[bytes], name: str = "init") -> bytes:
+    return caffe2_pb2.NetDef(name=name).SerializeToString() + b"".join(b"\x12" + _varint(len(o)) + o for o in ops)
+
+
+def protobufs_values(op: caffe2_pb2.OperatorDef, op_type: str) -> np.ndarray:
+    """What protobuf's own decoding gives for the op's values, as the scanner's dtype."""
+    arg = next(a for a in op.arg if a.name == "values")
+    field = FILLS[op_type][0]
+    if field == "floats":
+        return np.array(arg.floats, np.float32)
+    if field == "ints":
+        return np.array(arg.ints, np.int64)
+    return np.frombuffer(arg.s if field == "s" else arg.strings[0], np.uint8)
+
+
+def _random_values(draw, op_type: str, n: int) -> np.ndarray:
+    dtype = FILLS[op_type][1]
+    if dtype == np.float32:
+        return np.array(draw(st.lists(st.floats(width=32, allow_nan=True), min_size=n, max_size=n)), np.float32)
+    if dtype == np.bool_:
+        return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), np.int64)
+    info = np.iinfo(dtype)
+    return np.array(draw(st.lists(st.integers(int(info.min), int(info.max)), min_size=n, max_size=n)), dtype)
+
+
+@st.composite
+def fill_cases(draw) -> tuple[str, tuple[int, ...], np.ndarray, str]:
+    op_type = draw(st.sampled_from(sorted(FILLS)))
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=0, max_size=3)))
+    encoding = draw(st.sampled_from(["packed", "unpacked", "split"]))
+    return op_type, shape, _random_values(draw, op_type, int(np.prod(shape, dtype=np.int64))), encoding
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(fill_cases(), min_size=1, max_size=4))
+def test_values_equal_protobufs_decoding_bit_for_bit(tmp_path_factory, cases) -> None:
+    path = tmp_path_factory.mktemp("w") / "init_net.pb"
+    path.write_bytes(net_bytes([fill_op_bytes(t, f"b{i}", s, v, e) for i, (t, s, v, e) in enumerate(cases)]))
+    reference = caffe2_pb2.NetDef.FromString(path.read_bytes())
+    net = valueref.load_binary_net(path, min_bytes=0, parse=modelio._parse_binary)
+    for i, (op_type, _, _, _) in enumerate(cases):
+        got, want = args_of(net.op[i])["values"], protobufs_values(reference.op[i], op_type)
+        if isinstance(got, list):  # no values field at all (empty, unpacked): nothing to cut
+            assert got == [] and want.size == 0
+            continue
+        assert not got.flags.writeable
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()  # NOTE: bits, NaN payloads too
+    ws = Workspace("weights")
+    executor.run_net(net, ws)
+    old = Workspace("protobuf")
+    executor.run_net(reference, old)
+    for i in range(len(cases)):
+        a, b = ws.values[f"b{i}"], old.values[f"b{i}"]
+        a, b = (v if isinstance(v, np.ndarray) else v.data for v in (a, b))  # Int8Tensor: its data
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _init(tmp_path: Path, ops: list[bytes], name: str = "init_net.pb") -> Path:
+    path = tmp_path / name
+    path.write_bytes(net_bytes(ops))
+    return path
+
+
+def _load(path: Path) -> caffe2_pb2.NetDef:
+    return valueref.load_binary_net(path, min_bytes=0, parse=modelio._parse_binary)
+
+
+def test_floats_view_the_file_and_a_write_copies(tmp_path: Path) -> None:
+    values = np.arange(24, dtype=np.float32)
+    path = _init(tmp_path, [fill_op_bytes("GivenTensorFill", "w", (4, 6), values, "unpacked")])
+    ws = Workspace("cow")
+    executor.run_net(_load(path), ws)
+    w = ws.values["w"]
+    assert not w.flags.writeable and not w.flags.owndata  # a view of the mapped file
+    data = TensorCPU(ws, "w").data  # a Python op's in-place write gets a copy, the file stays
+    data[...] = 7
+    assert (ws.values["w"] == 7).all() and (w.reshape(-1) == values).all()
+    assert args_of(_load(path).op[0])["values"].tobytes() == values.tobytes()
+
+
+@pytest.mark.parametrize("mangle, expected", [
+    (lambda b: b[:-3], "truncated"),
+    (lambda b: b.replace(b"\x30\x02\x30\x03", b"\x30\x02\x30\x04"), "6 values for shape (2, 4) (8 expected)"),
+])
+def test_bad_values_are_one_line_naming_op_and_blob(tmp_path: Path, mangle, expected: str) -> None:
+    good = net_bytes([fill_op_bytes("GivenTensorFill", "conv1_w", (2, 3), np.ones(6, np.float32), "packed")])
+    path = tmp_path / "init_net.pb"
+    path.write_bytes(mangle(good))
+    with pytest.raises(ModelError) as e:
+        _load(path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(path)) and expected in msg, msg
+    assert "GivenTensorFill 'conv1_w'" in msg, msg
+
+
+def test_unknown_dtype_is_named(tmp_path: Path) -> None:
+    op = caffe2_pb2.OperatorDef.FromString(fill_op_bytes("GivenTensorFill", "w", (2,), np.ones(2, np.float32), "packed"))
+    op.arg.add(name="dtype", i=99)
+    path = _init(tmp_path, [op.SerializeToString()])
+    with pytest.raises(ModelError, match=r"op #0 GivenTensorFill 'w': unknown dtype 99"):
+        _load(path)
+
+
+def test_a_length_past_the_end_allocates_nothing(tmp_path: Path) -> None:
+    """A values field that claims 2**40 bytes is refused from its header, before anything is read."""
+    arg = caffe2_pb2.Argument(name="values").SerializeToString() + b"\x2a" + _varint(1 << 40) + b"\0" * 8
+    op = caffe2_pb2.OperatorDef(type="GivenTensorFill", output=["w"]).SerializeToString()
+    path = _init(tmp_path, [op + b"\x2a" + _varint(len(arg)) + arg])
+    with pytest.raises(ModelError, match="truncated"):
+        _load(path)
+
+
+def test_save_net_writes_the_files_bytes_back(tmp_path: Path) -> None:
+    values = np.linspace(-1, 1, 300, dtype=np.float32)
+    path = _init(tmp_path, [fill_op_bytes("GivenTensorFill", "w", (300,), values, "unpacked"),
+                            fill_op_bytes("GivenTensorInt64Fill", "i", (300,), np.arange(300) - 150, "packed")])
+    net = _load(path)
+    out = modelio.save_net(net, tmp_path / "copy.pb")
+    again = caffe2_pb2.NetDef.FromString(out.read_bytes())
+    assert np.array(again.op[0].arg[1].floats, np.float32).tobytes() == values.tobytes()
+    assert list(again.op[1].arg[1].ints) == list(range(-150, 150))
+    text = modelio.load_net(modelio.save_net(net, tmp_path / "copy.pbtxt"))
+    assert np.array(text.op[0].arg[1].floats, np.float32).tobytes() == values.tobytes()
+
+
+def test_big_binary_files_take_the_scanner(tmp_path: Path) -> None:
+    values = np.random.default_rng(0).standard_normal(modelio.SCAN_MIN_BYTES // 4).astype(np.float32)
+    path = _init(tmp_path, [fill_op_bytes("GivenTensorFill", "w", (values.size,), values, "packed")])
+    arg = modelio.load_net(path).op[0].arg[1]
+    assert not len(arg.floats) and valueref.referenced_count(arg) == values.size
+
+
+def test_empty_init_file_is_an_empty_netdef(tmp_path: Path) -> None:
+    """#42 item 6: Glow ships a 0-byte init net; Caffe2 reads it as an empty NetDef."""
+    predict = tmp_path / "predict_net.pbtxt"
+    predict.write_text('name: "p"\nop { type: "Relu" input: "X" output: "Y" }\nexternal_input: "X"\n')
+    (tmp_path / "init_net.pb").write_bytes(b"")
+    model = modelio.load_model(predict)
+    assert model.init == caffe2_pb2.NetDef() and len(model.predict.op) == 1
+    with pytest.raises(ModelError, match="empty"):  # a predict net still must say something
+        modelio.load_net(tmp_path / "init_net.pb")
+
+
+def test_a_changed_file_is_an_error_not_garbage(tmp_path: Path) -> None:
+    values = np.ones(100, np.float32)
+    path = _init(tmp_path, [fill_op_bytes("GivenTensorFill", "w", (100,), values, "packed")])
+    net = _load(path)
+    valueref._maps.clear()
+    path.write_bytes(path.read_bytes() + b"\x0a\x01x")
+    with pytest.raises((ModelError, ExecutionError), match="changed on disk"):
+        executor.run_net(net, Workspace("changed"))
