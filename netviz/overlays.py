@@ -22,6 +22,20 @@ def value_of(mode: str, r: Any) -> float | None:
         return r.wall_s
     ratio = getattr(r, "update_ratio", None)
     return ratio if ratio is not None else r.grad_norm
+def loss_seed_note(loss: str, shape: tuple[int, ...] | None) -> str | None:
+    """A warning when the loss to differentiate is not a scalar, else None.
+
+    Caffe2's ``AddGradientOperators`` (and :func:`engine.autodiff.gradient_ir.backward_net`) seeds a
+    loss with ``ConstantFill(loss, value=1.0)``: ones of the loss's shape, so the gradients are those
+    of the sum of its elements.  For a softmax output that sum is constant, and every ‖g‖ is 0.
+    """
+    if shape is None or all(d == 1 for d in shape):
+        return None
+    return (f"loss {loss!r} is {'×'.join(map(str, shape))}, not a scalar: its gradient seed is ones of that shape "
+            "(as Caffe2's AddGradientOperators), so ‖g‖ is of the sum of its elements (0 for a softmax's); "
+            "g again, then name a scalar loss")
+
+
 #: cool → hot
 HEAT = ("#1565C0", "#00897B", "#9E9D24", "#EF6C00", "#C62828")
 NAN, CLEAN, STALE = "#8E24AA", "#2E7D32", "#616161"

@@ -523,7 +523,8 @@ class Session:
                 return self.debugger.written_value(to_oppath(OpRef(ref.path, writers[0])), ref.name), ""
             if not ref.path:
                 return self.debugger.initial_value(ref.name), ""
-            return self.value(ref.name), ""
+            first = self.debugger.initial_value(ref.name, to_oppath(OpRef(ref.path, 0))[:-1])
+            return (self.value(ref.name) if first is None else first), ""  # None: no op of the run overwrote it
         except NetvizError as e:
             return None, str(e) + ("  (R re-runs to it)" if "dropped" in str(e) else "")
 
@@ -567,14 +568,19 @@ class Session:
         return str(save_blob(ref.label(), value, path if path.suffix == ".npy" else path.with_suffix(".npy")))
 
     def _blob_type(self, name: str, path: NetPath = ()) -> tuple[tuple[int, ...] | None, Any]:
-        """Shape and dtype a value for `name` must have: the current value's, else inferred."""
+        """Shape and dtype a value for `name` must have: the current value's, else inferred (in the net
+        at `path` first, then in any net: an output not written yet may be a subnet's), else declared."""
         arr = self.value(name)
         if arr is not None and hasattr(arr, "shape"):
             return tuple(arr.shape), arr.dtype
-        table = self.shapes(path)
-        infos = [info for (n, _), info in table.items() if n == name and info.shape is not None]
-        if infos and all(d is not None for d in infos[-1].shape):
-            return tuple(infos[-1].shape), _np_dtype(infos[-1].dtype)
+        self.shapes(path)  # NOTE: infers every net's table on first use
+        for table in (self.shapes(path), *self._shapes.get(bool(self.show_backward and self.backward), {}).values()):
+            infos = [info for (n, _), info in table.items() if n == name and info.shape is not None]
+            if infos and all(d is not None for d in infos[-1].shape):
+                return tuple(infos[-1].shape), _np_dtype(infos[-1].dtype)
+        if name in self.model.value_info and self.model.value_info[name].shape is not None:
+            vi = self.model.value_info[name]
+            return tuple(vi.shape), _np_dtype(vi.data_type)
         return None, None
 
     def blob_info(self, name: str) -> dict[str, Any]:
@@ -590,7 +596,7 @@ class Session:
             return {"shape": vi.shape, "dtype": DTYPE_NAMES.get(vi.data_type, "?"), "source": "value_info"}
         return {"shape": None, "dtype": None, "source": "unknown until it runs"}
 
-    def inject(self, name: str, text: str, reshape: bool = False) -> np.ndarray:
+    def inject(self, name: str, text: str, reshape: bool = False, path: NetPath = ()) -> np.ndarray:
         """Set a blob from typed text (:func:`engine.debugger.values.parse_value`: ``nan``, ``inf``,
         ``[1, nan]``, ``zeros()``, ``randn(2,3)``, ``x.npy``), keeping its dtype and shape.
 
@@ -603,9 +609,10 @@ class Session:
         """
         from engine.debugger.values import fit_value, parse_value
 
-        shape, dtype = self._blob_type(name)
+        shape, dtype = self._blob_type(name, path)
         arr = fit_value(parse_value(text, shape=shape, dtype=dtype, name=name), name=name, shape=shape,
-                        dtype=dtype, reshape=reshape)
+                        dtype=dtype, reshape=reshape,
+                        of_net=any(name in (*op.input, *op.output) for op in self._every_op()))
         with self.moving():
             self._debugger().inject(name, arr, reshape=reshape)
         self.values[name] = arr

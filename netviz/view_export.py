@@ -84,7 +84,7 @@ def _marked(n: DrawNode, v: ViewSpec) -> DrawNode:
         fill, tag = v.colors[i]
         style = replace(style, fill=fill, color=fill, fontcolor=S.WHITE)
         label += f"\n{tag}"
-    if i in v.executed:
+    if i in v.executed and i not in v.nan:  # NOTE: an op that wrote NaN/Inf is marked NaN, never ✓
         label += " ✓"
     if i in v.nan:
         label += " NaN"

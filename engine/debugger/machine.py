@@ -443,11 +443,18 @@ class Machine:
 
     # ---- values per SSA version ---------------------------------------------------------
     def _keep_initial(self, f: _Frame, old: list[tuple[str, Any, Any]]) -> None:
-        """Version 0 of a main-net blob (a feed, a weight) as it was before its first overwrite."""
+        """Version 0 of a blob as it was before its first overwrite: in the main net (a feed, a weight)
+        once, in a subnet once per run of it (key: the frame's prefix), so an iteration's ``acc@0`` is
+        what that iteration read, not the value its own ops wrote over it."""
         if f is self.frames[0]:
             for n, o, _ in old:
                 if o is not _MISSING and (None, n) not in self.kept:
                     self._keep((None, n), -1, o)
+            return
+        for n, o, _ in old:
+            k = self.kept.get((f.prefix, n))
+            if o is not _MISSING and (k is None or k[0] != f.start):
+                self._keep((f.prefix, n), f.start, o)
 
     def _keep(self, key: tuple[OpPath | None, str], seq: int, value: Any, health: Health | None = None) -> None:
         """Keep `value` as the version op `key[0]` wrote (record `seq`); `health`: its record's counts and
@@ -488,8 +495,13 @@ class Machine:
                                "restart and run to that op to see it")
         return kept[1]
 
-    def initial_value(self, name: str) -> Any:
-        """Version 0 of a main-net blob: its value before any op overwrote it."""
+    def initial_value(self, name: str, prefix: OpPath | None = None) -> Any:
+        """Version 0 of a main-net blob: its value before any op overwrote it.  With `prefix` (a
+        subnet's, ``("op", 2, "loop_net", 0, "net")``): version 0 in that subnet's last run, None when
+        no op of that run overwrote `name` (then it is the value the run left)."""
+        if prefix is not None:
+            kept = self.kept.get((tuple(prefix), name))
+            return kept[1] if kept is not None and kept[0] < len(self.records) else None
         kept = self.kept.get((None, name))
         if kept is not None:
             return kept[1]

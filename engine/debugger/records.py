@@ -169,10 +169,13 @@ class OpRecord:
 
     @property
     def grad_norm(self) -> float | None:
-        """Norm of the gradients a backward op wrote (None for forward ops)."""
+        """Norm of the gradient blobs a backward op wrote (None for forward ops, and for a backward-section
+        op that wrote no gradient: an optimizer's ``LearningRate`` is a rate, not ‖g‖)."""
         if not self.backward:
             return None
-        norms = [o.norm for o in self.outputs if o.norm is not None]
+        from engine.autodiff.training import is_gradient_name  # noqa: PLC0415 - read when an overlay asks
+
+        norms = [o.norm for o in self.outputs if o.norm is not None and is_gradient_name(o.name)]
         return float(sum(n * n for n in norms) ** 0.5) if norms else None
 
 

@@ -4,12 +4,18 @@
 is that name; any other (``gpu_0/conv1``, ``_[mask]_pool5``) is ``b("gpu_0/conv1")`` or
 ``blobs["gpu_0/conv1"]``.  Values are host NumPy copies of the current frame's workspace (a
 subnet's own blobs inside one), fetched only when the expression names them.
+
+A blob's name wins over a helper's (a net with a blob ``b`` or ``np`` gets that blob), except
+:data:`HELPERS`: ``nv`` is never a blob, so ``nv.b("b")``, ``nv.blobs``, ``nv.np`` and ``nv.math``
+always reach the helpers.  A tuple or list result (``acc.mean(), W @ b``) is shown part by part
+(:func:`parts_of`) when its parts are not one array.
 """
 from __future__ import annotations
 
 import importlib
 import math
 from collections.abc import Iterator, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -43,11 +49,12 @@ class EvalError(NetvizError):
 class BlobScope(Mapping[str, Any]):
     """The blobs of the debugger's current frame by name, as host arrays, fetched on use."""
 
-    def __init__(self, dbg: Any) -> None:
+    def __init__(self, dbg: Any, direct: bool = False) -> None:
         self._values = dbg.frames[-1].ws.values
+        self._direct = direct  # NOTE: False for the expression's names: there :data:`HELPERS` is never a blob
 
     def __getitem__(self, name: str) -> Any:
-        if name not in self._values:
+        if name not in self._values or (name == HELPERS and not self._direct):
             raise KeyError(name)
         v = self._values[name]
         return np.asarray(dev.to_host(v)) if hasattr(v, "shape") else v
@@ -59,17 +66,43 @@ class BlobScope(Mapping[str, Any]):
         return len(list(self._values))
 
 
+#: the one name no blob shadows in an expression: the helpers' namespace (``nv.b("b")``)
+HELPERS = "nv"
+
+
 def namespace(dbg: Any) -> tuple[dict[str, Any], BlobScope]:
-    """Globals (``np``, ``math``, ``b``, ``blobs``, :data:`BUILTINS`) and the blob scope an expression sees."""
-    blobs = BlobScope(dbg)
+    """Globals (``np``, ``math``, ``b``, ``blobs``, ``nv``, :data:`BUILTINS`) and the blob scope an
+    expression sees; the first four are shadowed by blobs of those names, ``nv`` never is."""
+    blobs, direct = BlobScope(dbg), BlobScope(dbg, direct=True)
 
     def b(name: str) -> Any:
         """A blob whose name is no identifier: ``b("gpu_0/conv1")``."""
         try:
-            return blobs[name]
+            return direct[name]
         except KeyError:
             raise NameError(f"no blob {name!r} at this point") from None
-    return {"__builtins__": dict(BUILTINS), "np": np, "math": math, "b": b, "blobs": blobs}, blobs
+    helpers = {"np": np, "math": math, "b": b, "blobs": direct}
+    return {"__builtins__": dict(BUILTINS), **helpers, HELPERS: SimpleNamespace(**helpers)}, blobs
+
+
+def parts_of(value: Any) -> list[tuple[str, Any]] | None:
+    """A tuple or list result whose parts are not one array, as ``(label, part)`` rows (``[0]``,
+    ``[1]``); None for a value that is one array (``[fc1, fc2]`` of one shape stacks, as NumPy does).
+
+    >>> [label for label, _ in parts_of((np.float32(1), np.zeros((2, 3))))]
+    ['[0]', '[1]']
+    >>> parts_of([np.zeros(2), np.ones(2)]) is None
+    True
+    """
+    if not isinstance(value, (tuple, list)):
+        return None
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):  # NOTE: ragged: NumPy refuses to make one array of them
+        arr = None
+    if arr is not None and arr.dtype != object:
+        return None
+    return [(f"[{i}]", v) for i, v in enumerate(value)]
 
 
 def evaluate(dbg: Any, expr: str) -> Any:
@@ -90,6 +123,7 @@ def evaluate(dbg: Any, expr: str) -> Any:
     except SyntaxError as e:
         raise EvalError(f"eval {text!r}: syntax error at column {e.offset}: {e.msg}") from None
     except NameError as e:
-        raise EvalError(f"eval {text!r}: {e} (names with / or [ ]: b(\"name\"))") from None
+        raise EvalError(f"eval {text!r}: {e} (names with / or [ ]: b(\"name\"), or nv.b(\"name\") in a net "
+                        "with a blob named b)") from None
     except Exception as e:  # noqa: BLE001 - any error of the user's expression is one line
         raise EvalError(f"eval {text!r}: {type(e).__name__}: {e}") from None

@@ -104,8 +104,10 @@ def parse_value(text: str, *, shape: tuple[int, ...] | None = None, dtype: Any =
 
 
 def fit_value(value: np.ndarray, *, name: str, shape: tuple[int, ...] | None, dtype: Any,
-              reshape: bool = False) -> np.ndarray:
+              reshape: bool = False, of_net: bool = False) -> np.ndarray:
     """`value` in the blob's dtype and shape: a scalar fills the shape; another shape needs `reshape`.
+    `of_net`: `name` is a blob the net's ops read or write, so a scalar for it when its shape is not
+    known (an output not written yet, not inferred) is refused: it would not be the net's shape.
 
     Raises
     ------
@@ -115,6 +117,9 @@ def fit_value(value: np.ndarray, *, name: str, shape: tuple[int, ...] | None, dt
         NaN or Inf for an integer/bool blob, or a value that does not convert.
     """
     arr = np.asarray(value)
+    if shape is None and of_net and arr.ndim == 0:
+        raise BadValueError(f"inject {name}: its shape is not known before it runs (not inferred); give the "
+                            "value in that shape, e.g. full((2,3), 0.5) or zeros(2,3)")
     if shape is not None and arr.shape != tuple(shape):
         if arr.ndim == 0 or arr.size == 1 and not reshape:
             arr = np.full(tuple(shape), arr.reshape(()), dtype=arr.dtype)

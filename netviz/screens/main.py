@@ -41,7 +41,7 @@ from netviz.widgets.footer import KeyFooter
 from netviz.widgets.graph_scene import ZOOMS, common_scope, window_of
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
-from netviz.widgets.status_line import StatusLine
+from netviz.widgets.status_line import StatusLine, random_flag
 
 if TYPE_CHECKING:  # NOTE: imported where used: no part of the first frame
     from netviz.view_export import ViewSpec
@@ -449,6 +449,7 @@ class MainScreen(Guarded, Screen[None]):
             flags.insert(0, f"⏳ {busy.rstrip('_').replace('_', ' ')}" + (f" +{queued} queued" if queued else "")
                          + " (Esc cancels)")
         overlay = [f"overlay:{OVERLAYS[self.overlay]}"] if self.overlay else []  # a narrow legend drops its name
+        flags = random_flag(s) + flags  # NOTE: random parameters are marked as long as they are in use
         status.show(s.pc_label(), cursor, flags + overlay + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
 
     @guarded
@@ -793,7 +794,7 @@ class MainScreen(Guarded, Screen[None]):
             def run() -> None:  # in the move worker: never beside a running move
                 call = self._to_ui
                 try:
-                    arr = self.session.inject(name.strip(), value.strip(), reshape=reshape)
+                    arr = self.session.inject(name.strip(), value.strip(), reshape=reshape, path=self.path)
                 except ShapeMismatch as e:
                     call(self._ask, f"{e} — type yes to inject it anyway", "", lambda yes: inject(text, True)
                          if yes.strip().lower() in ("y", "yes") else None)
@@ -855,7 +856,8 @@ class MainScreen(Guarded, Screen[None]):
         dbg = self._stopped_debugger()
         self._ask("eval  (NumPy over the blobs now: fc1.max(), np.abs(x - y).mean(), b(\"gpu_0/conv1\"))",
                   self.result[0] if self.result else "", lambda expr: self._evaluate(dbg, expr),
-                  "names that are identifiers are blobs; others: b(\"name\") or blobs[\"name\"]; np, math")
+                  "names that are identifiers are blobs; others: b(\"name\") or blobs[\"name\"]; np, math; "
+                  "nv.b, nv.blobs, nv.np: never shadowed by a blob")
 
     @work(thread=True, exclusive=True, group="eval")
     def _evaluate(self, dbg: Any, expr: str) -> None:
@@ -1080,6 +1082,8 @@ class MainScreen(Guarded, Screen[None]):
             self._ask("loss blob to differentiate", "", lambda name: self.action_toggle_backward(name),
                       f"outputs: {outs}")
             return
+        for notice in self.session.pop_notices():  # a loss that is no scalar (netviz.overlays.loss_seed_note)
+            self.notify(notice, title="Backward pass", severity="warning")
         self.op_tree.rebuild()
         if self.selected and self.selected.path == () and self.selected.index >= len(self.session.view(()).net.op):
             self.selected = OpRef((), 0)

@@ -13,6 +13,7 @@ from textual.widgets import Input, Static
 
 from netviz.session import BlobRef, Session
 from netviz.style import plain
+from netviz.widgets.status_line import random_params
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,6 +79,10 @@ def values_table(arr: np.ndarray, rows: int = 10, width: int = 48, col0: int = 0
     cells (a value never cut to ``0.1…``), at most `max_cols`; the slice box scrolls further."""
     import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
     a = np.atleast_2d(arr)
+    if not a.size:  # NOTE: a 0×6×6×16 has no a[0] to take a 2-D view of
+        empty = Table.grid()
+        empty.add_row(Text(f"no values: the shape {'×'.join(map(str, arr.shape))} has a zero dimension", "dim"))
+        return empty
     while a.ndim > 2:
         a = a[0]
     shown = a[:rows]
@@ -105,20 +110,30 @@ def save_value(value: Any, target: str) -> str:
     """Write an eval's value to ``.npy`` (any array-like; a scalar as a 0-d array); returns the path."""
     import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
     from pathlib import Path
+
+    from engine.debugger.repl import parts_of  # noqa: PLC0415 - imports NumPy: off the first frame
+    from engine.errors import NetvizError  # noqa: PLC0415
+
     path = Path(target).expanduser()
+    if value is _NO_ARRAY or parts_of(value) is not None:
+        raise NetvizError(f"save {path}: the value's parts are no one array; evaluate one part (e.g. (…)[0]) "
+                          "and save that")
     np.save(path, np.asarray(value), allow_pickle=False)
     return str(path)
 
 
 def value_history(session: Session, ref: BlobRef, limit: int = 12) -> list[tuple[str, Any]]:
-    """Each run's summary of a blob a subnet op writes (TB Debugger V2's history), oldest first: one
-    per While iteration, RNN timestep or cond check, labelled by it (``iteration 2``)."""
+    """Each run's summary of the version `ref` names (TB Debugger V2's history), oldest first: one per
+    While iteration, RNN timestep or cond check, labelled by it (``iteration 2``).  Only the runs of
+    the op that writes that version: ``acc@1`` and ``acc@2`` of one loop body have their own rows, and
+    a version no op of the subnet writes (``acc@0``, what the run read) has none."""
     if not ref.path:
         return []
     prefix = ("op", *(x for step in ref.path for x in step))
+    writers = {i for i, v in session.producers(ref.path, ref.name) if ref.version is None or v == ref.version}
     rows = []
     for rec in session.state.history:
-        if len(rec.path) == len(prefix) + 1 and rec.path[:-1] == prefix:
+        if len(rec.path) == len(prefix) + 1 and rec.path[:-1] == prefix and rec.path[-1] in writers:
             label = next((f for f in reversed(getattr(rec, "frames", ())) if f != "net"), rec.label)
             rows += [(label, o) for o in rec.outputs if o.name == ref.name]
     return rows[-limit:]
@@ -135,6 +150,29 @@ def _history_table(rows: list[tuple[str, Any]]) -> Table:
         t.add_row(plain(label), "×".join(map(str, o.shape)) or "scalar",
                   Text(health, style="bold #CE93D8" if o.nan_count or o.inf_count else ""))
     return t
+
+
+#: :attr:`BlobInspector.result` of an eval whose tuple or list is no one array (its parts are in the facts)
+_NO_ARRAY = object()
+
+
+def _part_text(part: Any) -> Text:
+    """One part of a tuple result: ``float32 scalar 0.1234`` or ``float32 2×3  min … max … mean …``."""
+    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
+    try:
+        arr = np.asarray(part)
+    except (ValueError, TypeError):
+        arr = np.asarray(None)
+    if arr.dtype == object:
+        return plain(repr(part)[:120])
+    if arr.size == 1:
+        return plain(f"{arr.dtype} {'×'.join(map(str, arr.shape)) or 'scalar'} {_cell(arr.reshape(-1)[0])}")
+    head = f"{arr.dtype} {'×'.join(map(str, arr.shape))}"
+    if arr.dtype.kind in "fiub" and arr.size:
+        fin = arr.astype(np.float64)[np.isfinite(arr.astype(np.float64))]
+        if fin.size:
+            head += f"  min {fin.min():.4g} max {fin.max():.4g} mean {fin.mean():.4g}"
+    return plain(head)
 
 
 class BlobInspector(Vertical):
@@ -166,8 +204,10 @@ class BlobInspector(Vertical):
         facts = Table.grid(padding=(0, 1))
         facts.add_column(style="dim")
         facts.add_column(overflow="fold")
+        random = ref.name in random_params(session) and not (ref.version or 0)  # NOTE: until an op writes it
         facts.add_row("blob", Text.assemble((ref.label(), "bold"), ("  ⚡ injected" if session.injected(ref.name)
-                                                                     else "", "bold #F4B400")))
+                                                                     else "", "bold #F4B400"),
+                                            ("  ⚄ random values (no init net)" if random else "", "bold #DB4437")))
         runtime = session.runtime_shape(ref)
         if runtime is not None:
             shape, _, dtype = runtime.partition(" ")
@@ -196,6 +236,17 @@ class BlobInspector(Vertical):
         facts.add_column(style="dim")
         facts.add_column(overflow="fold")
         facts.add_row("eval", plain(expr, "bold"))
+        from engine.debugger.repl import parts_of  # noqa: PLC0415 - imports NumPy: off the first frame
+
+        parts = parts_of(value)
+        if parts is not None:  # NOTE: `acc.mean(), W @ b`: no one array; each part is shown on its own row
+            self.result = _NO_ARRAY
+            facts.add_row("value", plain(f"{type(value).__name__} of {len(parts)}"))
+            for label, part in parts:
+                facts.add_row(plain(label), _part_text(part))
+            self.facts.update(facts)
+            self.render_values()
+            return
         arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
         facts.add_row("value", plain(f"{arr.dtype} {'×'.join(map(str, arr.shape)) or 'scalar'}"
                                      if arr.dtype != object else repr(value)[:200]))
@@ -208,7 +259,9 @@ class BlobInspector(Vertical):
         import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
         box = self.values
         self._shown_part = None
-        if self.result is not None:
+        if self.result is _NO_ARRAY:
+            arr, why = None, "the parts are listed above (one array each: evaluate a part, e.g. (…)[0], to see it)"
+        elif self.result is not None:
             arr, why = np.asarray(self.result), ""
             arr = arr if arr.dtype != object else None
         else:

@@ -484,6 +484,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         # NOTE: marks take the padding cells inside the borders (a box is its label + 4 wide), never a border
         left = ("▶", S_PC) if n.op == self.pc_op else (" ", inner)
         right = (("●", S_BP) if n.op in self.breakpoints else ("↷", S_SKIP) if self._skipped(n.op)
+                 else ("!", S_NAN) if n.op in self.nan_ops  # NOTE: wrote NaN/Inf: never ✓ (as the op tree's !)
                  else ("✓", S_DONE) if n.op in self.executed else (" ", inner))
         return [("│", border), left, *((c, inner) for c in _fit(n.label, n.w - 4)), right, ("│", border)]
 

@@ -5,6 +5,8 @@ a long pc or cursor path (deep subnets) is cut from the left, so its innermost p
 """
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widget import Widget
 
@@ -26,6 +28,17 @@ def fit_status(pc: str, cursor: str, flags: list[str], width: int | None) -> Tex
             pc = cut_left(pc, pc_room)
             cursor = cut_left(cursor, room - len(pc))
     return Text.assemble(("pc ", "dim"), (pc, "bold"), (BAR, "dim"), cursor, (BAR, "dim"), (tail, "italic"))
+
+
+def random_params(session: Any) -> list[str]:
+    """The parameters the debugger filled with random values (no init net): lasting, not a toast."""
+    return list(getattr(session.debugger, "synthesized", None) or ())
+
+
+def random_flag(session: Any) -> list[str]:
+    """``["params:random(12)"]`` while random parameters are in use (the status line's flag), else []."""
+    made = random_params(session)
+    return [f"params:random({len(made)})"] if made else []
 
 
 class StatusLine(Widget):
