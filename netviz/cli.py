@@ -26,7 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run a model forward (and backward) and print a per-op table"),
     "check-grad": ("check_grad", "numerically check the gradients of a whole net"),
     "lint": ("lint", "list the ops where Caffe2 1.10.2 computes other values or refuses (docs/fidelity.md)"),
-    "diff": ("diff", "run a model on cpu and gpu and list blobs by their largest difference"),
+    "diff": ("diff", "compare two runs of a net op by op and name the culprit op; or cpu and gpu; or two nets"),
+    "extract": ("extract", "cut ops N:M out of a net with the values they read: a repro Caffe2 runs"),
     "doctor": ("doctor", "versions of netviz's parts, optional parts found or how to install them, its files"),
 }
 
@@ -72,6 +73,8 @@ def command_module(name: str) -> ModuleType:
         from netviz.commands import lint as mod
     elif name == "diff":
         from netviz.commands import diff as mod
+    elif name == "extract":
+        from netviz.commands import extract as mod
     elif name == "doctor":
         from netviz.commands import doctor as mod
     else:
