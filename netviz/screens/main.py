@@ -27,7 +27,7 @@ from rich.text import Text
 from engine.errors import NetvizError
 from engine.runtime.plan_view import STEP_OP
 from netviz import feeding
-from netviz.actions import bindings
+from netviz.actions import ACTIONS, bindings
 from netviz.commands import missing_blob_hint
 from netviz.errorlog import Guarded, report
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
@@ -54,6 +54,11 @@ MOVE_GC_YOUNG = 50_000
 _GC_THRESHOLD = gc.get_threshold()
 #: the first frame waits at most this long for the graph's first drawing (a cached one takes ~10 ms)
 FIRST_FRAME_HOLD_S = 0.3
+#: keys of the actions that open a one-line input (search, eval, prompts): what is typed after them is its text
+OPENS_INPUT = frozenset(k for aid in ("search", "repl.eval", "bp.global", "blob.watch", "blob.inject", "op.skip",
+                                      "blob.save") for k in ACTIONS[aid][0].split(","))
+#: how long keys typed after such a key wait for its screen (it opens within a frame; refused, they are dropped)
+TYPE_AHEAD_S = 0.5
 
 
 class BlobList(OptionList):
@@ -124,6 +129,7 @@ class MainScreen(Guarded, Screen[None]):
         self.onnx_rows: tuple[Any, ...] | None = None  # the last ONNX Runtime diff, coloured on the main net
         self._moves = threading.Lock()
         self._stop_drawn = threading.Event()  # the frame showing the last move's stop is drawn (_run_moves)
+        self._held_keys: list[str] | None = None  # typed after a key opening an input, before it is up (on_key)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
@@ -565,6 +571,34 @@ class MainScreen(Guarded, Screen[None]):
         self.notify(f"overlay: {OVERLAYS[self.overlay]}", title="Overlay")
 
     # -- messages --------------------------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """Keys typed right after one that opens a one-line screen (``/relu`` typed fast) belong to its
+        input (issue 42 item 17).  A terminal's read queues them all at the op list; they pass here
+        before the app's bindings open the screen, and were dropped there.  They are held from the
+        opening key until the screen is up (:meth:`on_screen_suspend` hands them over), at most
+        TYPE_AHEAD_S; one reaching here once the screen is up goes to it at once."""
+        over, typed = self.app.screen, event.is_printable and bool(event.character)
+        if over is not self and typed and hasattr(over, "type_ahead"):
+            event.stop()
+            event.prevent_default()
+            over.type_ahead(event.character)
+        elif self._held_keys is not None and typed:
+            event.stop()
+            event.prevent_default()
+            self._held_keys.append(event.character)
+        elif event.key in OPENS_INPUT:
+            self._held_keys = []
+            self.set_timer(TYPE_AHEAD_S, self._drop_held_keys)
+
+    def on_screen_suspend(self) -> None:
+        held, self._held_keys = self._held_keys, None
+        if held and hasattr(self.app.screen, "type_ahead"):
+            self.app.screen.type_ahead("".join(held))
+
+    def _drop_held_keys(self) -> None:
+        """The opening key opened nothing (refused: a notice says why): the keys after it are not commands."""
+        self._held_keys = None
+
     def on_op_selected(self, message: OpSelected) -> None:
         if message.ref != self.selected:  # NOTE: the tree echoes a select() that moved its cursor
             self.run_guarded(self.select, message.ref)

@@ -1,5 +1,5 @@
-"""SearchScreen: type to filter every op (by type, category as ``cat:norm``, name, output) and blob;
-Enter jumps there."""
+"""SearchScreen: type to filter every op (by type, category as ``cat:norm``, name, output, index as
+``#12``) and blob; exact matches first; Enter jumps there."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,13 +14,14 @@ from textual.widgets.option_list import Option
 
 from engine.catalogue import category
 from netviz.errorlog import Guarded
+from netviz.screens.prompt import TypeAhead
 from netviz.session import BlobRef, OpRef, Session
 from netviz.style import category_style
 
 LIMIT = 200
 
 
-class SearchScreen(Guarded, ModalScreen[Any]):
+class SearchScreen(TypeAhead, Guarded, ModalScreen[Any]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="search.cancel"),
                 Binding("down", "move(1)", "Next", show=False, id="search.next"),
                 Binding("up", "move(-1)", "Previous", show=False, id="search.previous")]
@@ -34,7 +35,8 @@ class SearchScreen(Guarded, ModalScreen[Any]):
             cat = category(op.type)
             label = Text.assemble(("op ", "dim"), f"#{ref.index} {op.type} ", (f"[{cat}] ", category_style(cat)),
                                   (op.name or ", ".join(op.output), "dim"), (where, "dim italic"))
-            self.entries.append((f"op {op.type} cat:{cat} {op.name} {' '.join(op.output)}".lower(), label, ref))
+            self.entries.append((f"op #{ref.index} {op.type} cat:{cat} {op.name} {' '.join(op.output)}".lower(), label,
+                                 ref))
         paths = [()] + sorted({r.path for r in session.walk() if r.path}, key=len)
         seen: set[str] = set()
         for path in paths:  # NOTE: a subnet's own blobs too (Mask R-CNN's _[mask]_… live in an If's branches)
@@ -53,10 +55,16 @@ class SearchScreen(Guarded, ModalScreen[Any]):
 
     def on_mount(self) -> None:
         self.filter("")
+        self.take_type_ahead(self.query_one(Input))
 
     def filter(self, text: str) -> None:
+        """Entries holding every word; those where more words are whole (a type, a name, ``#12``, a
+        blob) first, so ``relu`` lists the Relu ops before ``relu1``'s readers and ``#1`` op 1 before #10."""
         words = text.lower().split()
-        hits = [e for e in self.entries if all(w in e[0] for w in words)][:LIMIT]
+        hits = [e for e in self.entries if all(w in e[0] for w in words)]
+        if words:
+            hits.sort(key=lambda e: -sum(w in e[0].split() for w in words))  # NOTE: stable: net order within
+        hits = hits[:LIMIT]
         results = self.query_one(OptionList)
         results.clear_options()
         results.add_options([Option(label, id=str(k)) for k, (_, label, _) in enumerate(hits)])

@@ -69,3 +69,55 @@ def test_skip_at_a_missing_input_asks_for_it() -> None:
     session.skip("")
     assert session.last_stop.reason == "error" and "input blob 'data' not found" in session.last_stop.detail
     assert session.debugger.missing_inputs() == ["data", "im_info"]
+
+
+def _type_fast(app: NetvizApp, keys: str) -> None:
+    """Keys as a terminal hands them over in one read: all queued before any is handled."""
+    from textual import events
+
+    names = {"/": "slash", ":": "colon", " ": "space", "#": "number_sign"}
+    for ch in keys:
+        app.post_message(events.Key(names.get(ch, ch), ch))
+
+
+def _ranked_net():
+    from engine.model.opdef import create_operator as op
+    from proto import caffe2_pb2
+
+    net = caffe2_pb2.NetDef(name="ranked", op=[op("FC", ["X", "W", "b"], "relu_in", name="fc"),
+                                               *(op("Relu", "relu_in" if i == 0 else f"y{i}", f"y{i + 1}")
+                                                 for i in range(12))])
+    net.external_input.extend(["X", "W", "b"])
+    return net
+
+
+@asynctest
+async def test_search_keeps_keys_typed_at_once_and_finds_ops_by_index(tmp_path: Path) -> None:
+    """Item 17: ``/relu`` typed fast lost ``relu`` (4 of 4 tries); ``#N`` found nothing; exact matches
+    were not first (``relu`` listed the FC writing ``relu_in`` before the Relu ops)."""
+    from netviz.screens.search import SearchScreen
+
+    app = NetvizApp(Session.open(write(tmp_path, "ranked", _ranked_net()), inputs=["X=2,3"]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        _type_fast(app, "/relu")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), "the search screen")
+        box = app.screen.query_one("#search-input")
+        await wait_for(pilot, lambda: box.value == "relu", "the typed text in the search box")
+        await wait_for(pilot, lambda: app.screen.hits and app.screen.hits[0][2] == OpRef((), 1), "Relu op #1 first")
+        assert app.screen.hits[0][0].split()[2] == "relu"  # the type, exactly
+        box.value = "#1"
+        await wait_for(pilot, lambda: [h[2].index for h in app.screen.hits if isinstance(h[2], OpRef)][:4] == [1, 10, 11, 12],
+                       "op #1 first, then #10-#12")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is app.main and app.main.selected == OpRef((), 1), "the jump to op #1")
+        # a prompt too: K's outputs typed at once replace its prefilled "zeros"
+        _type_fast(app, "Krelu_in=1")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the skip prompt")
+        await wait_for(pilot, lambda: app.screen.query_one("#prompt-input").value == "relu_in=1", "the typed outputs")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.main, "the prompt to close")
+        _type_fast(app, ":X.sum()")
+        await wait_for(pilot, lambda: app.screen is app.main and notified(app, "not running yet"), "eval's refusal")
+        await pilot.pause(0.6)
+        assert app.session.debugger is None  # the keys after the refused ':' ran nothing (X, s, u, m...)
