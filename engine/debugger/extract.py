@@ -1,0 +1,273 @@
+"""Cut a range of ops out of a run net, with the values it read, into a repro that runs alone.
+
+:func:`extract_range` takes a :class:`~engine.debugger.divergence.Trace` (a net run op by op) and ops
+``start:stop`` of its top-level program, or of a subnet (an If branch, a While body, a Do net) of
+one of its control ops.  It returns the range as a predict net, an init net that fills every blob
+the range reads but does not make with the value it held when the range started, and the values the
+range made (expected).  :func:`write_repro` writes them as a folder that real Caffe2 and netviz run
+the same way (``python repro.py``).
+
+A subnet range starts where its control op started: its first run (an If's branch, a While's first
+iteration); the values it reads are those of the parent at that moment, and its expected values are
+those the range makes from them.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.debugger.divergence import Trace
+from engine.errors import NetvizError
+from engine.model.opdef import create_operator, subnets_of
+from engine.runtime import executor
+from engine.runtime.int8tensor import Int8Tensor
+from engine.runtime.workspace import Workspace, WorkspaceStack
+from proto import caffe2_pb2
+
+__all__ = ["Extracted", "parse_range", "needed_blobs", "extract_range", "fill_op_bytes", "write_repro"]
+
+
+@dataclass
+class Extracted:
+    """A range ready to write: its nets, the values its init net fills, and what it made."""
+
+    predict: caffe2_pb2.NetDef
+    inputs: dict[str, Any]
+    expected: dict[str, np.ndarray]
+    where: str
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_range(spec: str, n_ops: int) -> tuple[int, int]:
+    """``N:M`` (ops N to M-1, as a Python slice; either end may be left out) or ``N`` (op N alone).
+
+    Examples
+    --------
+    >>> parse_range("3:5", 10), parse_range("7", 10), parse_range(":2", 10), parse_range("8:", 10)
+    ((3, 5), (7, 8), (0, 2), (8, 10))
+    """
+    head, sep, tail = spec.partition(":")
+    try:
+        start = int(head) if head.strip() else 0
+        stop = (int(tail) if tail.strip() else n_ops) if sep else start + 1
+    except ValueError:
+        raise NetvizError(f"--ops {spec!r}: give N:M (ops N to M-1) or N") from None
+    start, stop = (start + n_ops if start < 0 else start), (stop + n_ops if stop < 0 else stop)
+    if not 0 <= start < stop <= n_ops:
+        raise NetvizError(f"--ops {spec!r}: the net has ops 0..{n_ops - 1}; give N:M with N < M <= {n_ops}")
+    return start, stop
+
+
+def needed_blobs(ops: Iterable[caffe2_pb2.OperatorDef]) -> list[str]:
+    """Blobs `ops` read before they make them, in first-read order, subnets' reads included (an If/While
+    subnet reads its parent's blobs by name; a Do net's are its op's inputs)."""
+    made: set[str] = set()
+    need: dict[str, None] = {}
+    for op in ops:
+        reads = list(op.input)
+        if op.type != "Do":
+            for _, sub in subnets_of(op):
+                reads += needed_blobs(sub.op)
+        need.update((n, None) for n in reads if n not in made)
+        made.update(op.output)
+    return list(need)
+
+
+def _subnet(trace: Trace, spec: str) -> tuple[int, caffe2_pb2.NetDef]:
+    """``K/ARG`` (``2/loop_net``): top-level op K's subnet held in argument ARG (its index and net)."""
+    k, _, arg = spec.partition("/")
+    try:
+        op = trace.net.op[int(k)]
+    except (ValueError, IndexError):
+        raise NetvizError(f"--subnet {spec!r}: give OP/ARG, OP an op index of {trace.net.name or 'the net'}") from None
+    subs = dict(subnets_of(op))
+    if arg not in subs:
+        raise NetvizError(f"--subnet {spec!r}: op #{k} {op.type} holds {', '.join(subs) or 'no subnet'}")
+    return int(k), subs[arg]
+
+
+def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extracted:
+    """Ops `spec` (:func:`parse_range`) of the trace's program, or of `subnet` (``K/ARG``), with their
+    captured values."""
+    if subnet is None:
+        start, stop = parse_range(spec, len(trace.net.op))
+        ops, at, where = list(trace.net.op[start:stop]), start, f"ops {start}:{stop}"
+    else:
+        at, net = _subnet(trace, subnet)
+        start, stop = parse_range(spec, len(net.op))
+        ops, where = list(net.op[start:stop]), f"ops {start}:{stop} of op #{at}'s {subnet.partition('/')[2]}"
+    inputs = {n: v for n in needed_blobs(ops) if (v := trace.before(n, at)) is not None}
+    made = list(dict.fromkeys(o for op in ops for o in op.output))
+    name = f"{trace.net.name or 'net'}_{where.replace(' ', '_').replace(':', '_').replace('#', '').replace(chr(39), '')}"
+    predict = caffe2_pb2.NetDef(name=name, op=ops, external_input=list(inputs), external_output=made)
+    if subnet is None:
+        expected = {o: v for o in made if isinstance(v := trace.before(o, stop), np.ndarray)}
+    else:
+        expected = _run_alone(predict, inputs)
+    notes = [f"{o}: not an array, not compared" for o in made if o not in expected]
+    return Extracted(predict, inputs, expected, where, notes)
+
+
+def _run_alone(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    ws = Workspace("extract")
+    for n, v in inputs.items():
+        ws.values[n] = WorkspaceStack() if isinstance(v, WorkspaceStack) else v
+    executor.run_net(net, ws, device="cpu")
+    return {o: np.array(v) for o in net.external_output if isinstance(v := ws.values.get(o), np.ndarray)}
+
+
+# ---- the init net: values as packed bytes ------------------------------------------------
+
+def _key(field_no: int, wire: int) -> bytes:
+    return _varint(field_no << 3 | wire)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(field_no: int, payload: bytes) -> bytes:
+    return _key(field_no, 2) + _varint(len(payload)) + payload
+
+
+def fill_op_bytes(name: str, value: Any) -> bytes:
+    """A serialized OperatorDef that makes blob `name` hold `value`: float32 (and float64, float16)
+    in GivenTensorFill's ``values`` as ONE packed field of the array's raw bytes (protobuf parsers
+    read a packed repeated float whatever the .proto says), uint8 and Int8 data as the bytes of a
+    string argument, ints, bools and strings as their repeated fields; a workspace stack as CreateScope.
+
+    Examples
+    --------
+    >>> from engine.model.opdef import args_of
+    >>> op = caffe2_pb2.OperatorDef.FromString(fill_op_bytes("W", np.array([[1.5, -2]], np.float32)))
+    >>> op.type, list(op.output), args_of(op)["shape"], list(args_of(op)["values"])
+    ('GivenTensorFill', ['W'], [1, 2], [1.5, -2.0])
+    """
+    if isinstance(value, WorkspaceStack):
+        return create_operator("CreateScope", [], [name]).SerializeToString()
+    if isinstance(value, Int8Tensor):
+        op = create_operator("Int8GivenTensorFill", [], [name], shape=list(value.data.shape),
+                             values=value.data.astype(np.uint8).tobytes(), Y_scale=float(value.scale),
+                             Y_zero_point=int(value.zero_point))
+        return op.SerializeToString()
+    a = np.asarray(value)
+    shape = list(a.shape)
+    kind = a.dtype.kind
+    if kind == "f":
+        fill = {4: "GivenTensorFill", 8: "GivenTensorDoubleFill"}.get(a.dtype.itemsize, "GivenTensorFill")
+        head = create_operator(fill, [], [name], shape=shape).SerializeToString()
+        raw = np.ascontiguousarray(a, "<f4").tobytes()
+        return head + _field(5, _field(1, b"values") + (_field(5, raw) if raw else b""))
+    if a.dtype == np.uint8:
+        op = create_operator("GivenTensorByteStringToUInt8Fill", [], [name], shape=shape, values=a.tobytes())
+        return op.SerializeToString()
+    if kind == "b":
+        return create_operator("GivenTensorBoolFill", [], [name], shape=shape, values=a.astype(int).ravel().tolist()
+                               ).SerializeToString()
+    if kind in "iu":
+        fill = "GivenTensorInt64Fill" if a.dtype == np.int64 else "GivenTensorIntFill"
+        return create_operator(fill, [], [name], shape=shape, values=a.ravel().tolist()).SerializeToString()
+    if kind in "SOU":
+        vals = [v if isinstance(v, bytes) else str(v).encode() for v in a.ravel()]
+        return create_operator("GivenTensorStringFill", [], [name], shape=shape, values=vals).SerializeToString()
+    raise NetvizError(f"blob '{name}': a {type(value).__name__} value; extract writes arrays, Int8 tensors "
+                      "and scopes")
+
+
+def init_net_bytes(name: str, inputs: Mapping[str, Any]) -> bytes:
+    """A serialized NetDef `name` of one fill op per input (its ops' bytes joined as they are)."""
+    body = _field(1, name.encode()) + b"".join(_field(2, fill_op_bytes(n, v)) for n, v in inputs.items())
+    return body + b"".join(_field(8, n.encode()) for n in inputs)
+
+
+
+REPRO = """\"\"\"Run {where} of {source} alone and compare with expected.npz (written by `netviz extract`).
+
+In real Caffe2 when caffe2.python imports, else in netviz.  Exit status 0 when every output is within
+the tolerance: max|a - b| / max(1, max|a|) <= TOL.
+\"\"\"
+import sys
+from pathlib import Path
+
+import numpy as np
+
+TOL = {tol!r}
+HERE = Path(__file__).resolve().parent
+try:
+    from caffe2.proto import caffe2_pb2
+    from caffe2.python import workspace
+    workspace.GlobalInit(["repro"])
+    WHO = "Caffe2"
+except ImportError:
+    from proto import caffe2_pb2
+    from engine import workspace
+    WHO = "netviz"
+
+
+def net(name):
+    return caffe2_pb2.NetDef.FromString((HERE / name).read_bytes())
+
+
+def main():
+    workspace.RunNetOnce(net("init_net.pb"))
+    workspace.RunNetOnce(net("predict_net.pb"))
+    expected, bad = np.load(HERE / "expected.npz"), 0
+    for name in expected.files:
+        want, got = expected[name], np.asarray(workspace.FetchBlob(name))
+        if want.shape != got.shape:
+            err = float("inf")
+        elif want.size == 0:
+            err = 0.0
+        else:
+            a, b = want.astype(np.float64), got.astype(np.float64)
+            d = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))
+            d = np.where(np.isnan(d), np.inf, d)
+            err = float(d.max() / max(1.0, float(np.abs(a[np.isfinite(a)]).max(initial=0.0))))
+        bad += err > TOL
+        print(f"{{name}}: {{tuple(got.shape)}} error {{err:.3g}} {{'ok' if err <= TOL else 'DIFFERS'}}")
+    print(f"{{WHO}}: {{len(expected.files) - bad}} of {{len(expected.files)}} outputs match expected.npz")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+README = """# {where} of {source}
+
+```
+python repro.py
+```
+
+runs `predict_net.pb` ({n_ops} ops: {types}) after `init_net.pb` (the {n_in} blobs it reads, as they were
+captured) in real Caffe2 when `caffe2.python` imports, else in netviz, and compares its {n_out} outputs
+with `expected.npz`.{onnx}
+"""
+
+
+def write_repro(x: Extracted, folder: str | Path, *, source: str, tol: float = 1e-4, onnx: bool = False) -> list[Path]:
+    """Write the folder: predict_net.pb, init_net.pb, expected.npz, repro.py and README.md (the paths)."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"predict_net.pb": x.predict.SerializeToString(),
+             "init_net.pb": init_net_bytes(f"{x.predict.name}_init", x.inputs),
+             "repro.py": REPRO.format(where=x.where, source=source, tol=tol).encode()}
+    types = ", ".join(dict.fromkeys(op.type for op in x.predict.op))
+    files["README.md"] = README.format(where=x.where, source=source, n_ops=len(x.predict.op), types=types,
+                                       n_in=len(x.inputs), n_out=len(x.expected),
+                                       onnx="\n`model.onnx` is the same range in ONNX." if onnx else "").encode()
+    written = []
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+        written.append(out / name)
+    np.savez(out / "expected.npz", **x.expected)
+    return [*written, out / "expected.npz"]
