@@ -43,8 +43,9 @@ def make_argument(key: str, value: Any) -> caffe2_pb2.Argument:
     if np is None:
         pass
     elif isinstance(value, np.ndarray):
-        if value.dtype == np.float32:
-            arg.floats.extend(value.flatten().tolist())
+        if value.dtype.kind in "fiub" and value.size:  # NOTE: packed bytes of the buffer, no Python numbers
+            from engine.model.tensorscan import packed_field  # noqa: PLC0415  (NumPy is loaded already)
+            arg.MergeFromString(packed_field(5 if value.dtype.kind == "f" else 6, value))
             return arg
         value = value.flatten().tolist()
     elif isinstance(value, np.generic):

@@ -245,7 +245,7 @@ def _cuts_of(buf, i: int, op_type: str, out: str, args, path: str, min_bytes: in
     return cuts
 
 
-def _encode_varint(n: int) -> bytes:
+def encode_varint(n: int) -> bytes:
     out = bytearray()
     while True:
         out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
@@ -278,8 +278,32 @@ def stripped_bytes(buf, top, cuts: list[_Cut]) -> bytes:
             for c in by_op[n_op]:
                 a0, a1, a2 = c.arg_range
                 body = _without(buf, a1, a2, [(p.start, p.end, b"") for p in c.pieces])
-                arg_holes.append((a0, a2, bytes([_ARG << 3 | 2]) + _encode_varint(len(body)) + body))
+                arg_holes.append((a0, a2, bytes([_ARG << 3 | 2]) + encode_varint(len(body)) + body))
             body = _without(buf, data, stop, arg_holes)
-            holes.append((fstart, stop, bytes([_OP << 3 | 2]) + _encode_varint(len(body)) + body))
+            holes.append((fstart, stop, bytes([_OP << 3 | 2]) + encode_varint(len(body)) + body))
         n_op += 1
     return _without(buf, 0, len(buf), holes)
+
+
+def encode_varints(values: np.ndarray) -> bytes:
+    """The packed varint bytes of int64 `values` (two's complement, as protobuf writes int64), vectorised."""
+    v = np.ascontiguousarray(values, dtype=np.int64).reshape(-1).view(np.uint64)
+    lengths = np.ones(v.size, np.int64)
+    for k in range(1, 10):
+        lengths += v >= np.uint64(1 << (7 * k))
+    out = np.empty(int(lengths.sum()), np.uint8)
+    starts = np.cumsum(lengths) - lengths
+    for k in range(10):
+        on = lengths > k
+        if not on.any():
+            break
+        byte = (v[on] >> np.uint64(7 * k)) & np.uint64(0x7F)
+        out[starts[on] + k] = byte.astype(np.uint8) | np.where(lengths[on] > k + 1, 0x80, 0).astype(np.uint8)
+    return out.tobytes()
+
+
+def packed_field(field: int, values: np.ndarray) -> bytes:
+    """A packed repeated field of an Argument (``floats`` 5 as ``<f4``, ``ints`` 6 as varints) from an
+    array's buffer: what protobuf parses in C, never a Python number per value."""
+    body = (np.ascontiguousarray(values, dtype="<f4").tobytes() if field == 5 else encode_varints(values))
+    return bytes([field << 3 | 2]) + encode_varint(len(body)) + body

@@ -168,7 +168,7 @@ def load_binary_net(path: str | Path, min_bytes: int = ts.MIN_CUT_BYTES, parse=N
         ref = {"path": path, "size": st.st_size, "mtime": st.st_mtime_ns, "field": c.field, "count": count,
                "pieces": [[p.kind, p.start, p.end] for p in c.pieces]}
         data = json.dumps(ref, separators=(",", ":")).encode()
-        net.op[c.op].arg[c.arg].MergeFromString(ts._REF_TAG + ts._encode_varint(len(data)) + data)
+        net.op[c.op].arg[c.arg].MergeFromString(ts._REF_TAG + ts.encode_varint(len(data)) + data)
     return net
 
 def _raw(arg: caffe2_pb2.Argument) -> tuple[caffe2_pb2.Argument, bytes] | None:
@@ -206,7 +206,7 @@ def materialized(net: caffe2_pb2.NetDef) -> caffe2_pb2.NetDef:
 
 
 def _framed(field: int, body: bytes) -> bytes:
-    return bytes([field << 3 | 2]) + ts._encode_varint(len(body)) + body
+    return bytes([field << 3 | 2]) + ts.encode_varint(len(body)) + body
 
 
 def serialize_net(net: caffe2_pb2.NetDef) -> bytes:

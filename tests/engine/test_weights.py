@@ -228,3 +228,19 @@ def test_a_changed_file_is_an_error_not_garbage(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes() + b"\x0a\x01x")
     with pytest.raises((ModelError, ExecutionError), match="changed on disk"):
         executor.run_net(net, Workspace("changed"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.int16, np.bool_, np.uint8])
+def test_arrays_become_arguments_through_their_buffers(dtype) -> None:
+    """make_argument writes an array as packed bytes; the values equal those of protobuf's own lists."""
+    from engine.model.opdef import make_argument  # noqa: PLC0415
+
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(1000) * 1e6).astype(dtype) if dtype != np.bool_ else rng.random(1000) > 0.5
+    got = make_argument("values", a)
+    want = caffe2_pb2.Argument(name="values")
+    if a.dtype.kind == "f":
+        want.floats.extend(a.tolist())
+    else:
+        want.ints.extend(int(v) for v in a.tolist())
+    assert got == want
