@@ -129,6 +129,9 @@ def closest_command(word: str) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``netviz`` console script."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list == ["--version"]:  # NOTE: before the parser, which imports every subcommand's module
+        print(f"netviz {__version__}")
+        return 0
     if sorted(args_list) == ["--verbose", "--version"]:
         args_list = ["doctor"]  # NOTE: `--version --verbose` is the doctor
     if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:

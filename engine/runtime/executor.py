@@ -292,7 +292,8 @@ _PLAIN = ((KeyError, "no entry {}"), (IndexError, "index out of range ({})"),
 
 def _plain(e: Exception) -> str:
     """`e` as one line without its Python class name: what kind of failure, then its detail."""
-    detail = " ".join(str(e).split()) or type(e).__name__.lower()
+    from engine.runtime.numpy_errors import numpy_in_op_terms  # noqa: PLC0415  (only on a failure)
+    detail = numpy_in_op_terms(" ".join(str(e).split())) or type(e).__name__.lower()
     if isinstance(e, IndexError) and detail.endswith("index out of range"):  # NOTE: Python's, not the kernel's
         return "a dim or index it reads is out of range: its inputs' ranks or sizes do not fit this op"
     for cls, text in _PLAIN:

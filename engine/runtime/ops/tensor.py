@@ -79,6 +79,11 @@ def reshape(xp, x, new_shape=None, *, shape: list | None = None):
         dims = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(dims)]
     elif -1 in dims:  # NOTE: an empty input: 0 is a literal 0 (no copy) and the -1 dim is 0
         dims[dims.index(-1)] = 0
+    known = prod(d for d in dims if d != -1)
+    if dims.count(-1) > 1 or (known != x.size if -1 not in dims else known == 0 or x.size % known):
+        given = dev.to_host(new_shape).tolist() if new_shape is not None else list(shape)
+        read = f" (read as {tuple(dims)}: 0 copies the input's dim)" if dims != given else ""
+        raise ValueError(f"shape {given}{read} cannot hold the input's {x.size} values {tuple(x.shape)}")
     return x.reshape(dims), np.array(x.shape, dtype=np.int64)
 
 
