@@ -1,7 +1,7 @@
 """pytest plugin for the GPU check: the kernel suites' ``eval_op`` runs each op on the GPU.
 
 Loaded by ``scripts/gpu_check.sh`` (``-p gpu_pytest_plugin`` with scripts/ on PYTHONPATH): a
-test that calls ``engine.runtime.executor.eval_op`` without naming a device gets its array inputs moved
+test that calls ``engine.runtime.workspace.eval_op`` without naming a device gets its array inputs moved
 to the GPU, the op tagged CUDA, and its outputs copied back to the host, so the same goldens
 (real Caffe2's values) judge the CuPy kernels. With ``NETVIZ_GPU_DRY_RUN=1`` the NumPy-backed
 stand-in device plays the GPU (CI tests the plumbing that way). Tests that build workspaces
@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engine.runtime.executor as executor
+import engine.runtime.workspace as workspace
 from engine.runtime import device as dev
 from proto import caffe2_pb2
 
-_original = executor.eval_op
+_original = workspace.eval_op
 _stack = contextlib.ExitStack()
 _ran: dict[str, int] = {}
 
@@ -43,11 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
         _stack.enter_context(dev.use_fake_cuda())
     elif dev.cupy_module() is None:
         raise pytest.UsageError("gpu_pytest_plugin: no CuPy with a GPU (set NETVIZ_GPU_DRY_RUN=1 for the stand-in)")
-    executor.eval_op = eval_op_on_gpu
+    workspace.eval_op = eval_op_on_gpu
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    executor.eval_op = _original
+    workspace.eval_op = _original
     _stack.close()
 
 

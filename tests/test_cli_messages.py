@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from netviz.cli import main
 from tests.conftest import zoo_nets
 

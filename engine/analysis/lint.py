@@ -263,7 +263,7 @@ def _zero_grad(net, diff, losses):
 
 def _input_shapes(net: caffe2_pb2.NetDef) -> dict[int, list[tuple | None]]:
     """Statically inferred shapes of each top-level op's inputs (None: not fully known, or inference failed)."""
-    from engine.runtime.shapes import infer_shapes
+    from engine.runtime.inference import infer_shapes
 
     try:
         infos = infer_shapes(net)

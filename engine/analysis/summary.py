@@ -115,7 +115,7 @@ def shape_summary(model: Model, problems: list[str] | None = None) -> dict[str, 
     Raises :class:`~engine.errors.ShapeError` when known shapes are incompatible, unless a
     `problems` list is given: then each such op is noted there and its outputs stay unknown.
     """
-    from engine.runtime.shapes import infer_model_shapes  # noqa: PLC0415
+    from engine.runtime.inference import infer_model_shapes  # noqa: PLC0415
 
     top = infer_model_shapes(model, problems=problems)[()]
     return {f"{n}@{v}": {"shape": None if i.shape is None else list(i.shape),

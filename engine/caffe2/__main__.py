@@ -1,4 +1,7 @@
-"""``python -m engine.catalogue --coverage``: print netviz's coverage of Caffe2's ops, write docs/ops.md."""
+"""``python -m engine.caffe2 --coverage``: print netviz's coverage of Caffe2's ops, write docs/ops.md.
+
+It counts what the runtime registered against the catalogue, so it sits here, above both (the catalogue
+is the lowest layer but one and imports neither)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +12,7 @@ from engine.caffe2 import coverage
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.catalogue", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m engine.caffe2", description=__doc__)
     parser.add_argument("--coverage", action="store_true", help="print totals, write docs/ops.md and the gaps list")
     parser.add_argument("--no-write", action="store_true", help="only print")
     args = parser.parse_args(argv)

@@ -22,7 +22,7 @@ from engine.analysis.nomnigraph import (  # noqa: F401  (Caffe2's nomnigraph bin
     NNModule, NNModuleFromProtobuf, NNModuleFromProtobufDistributed, NNSubgraph, Node, NodeRef,
     matchSubgraph, replaceAllUsesWith, replaceAsConsumer, replaceProducer)
 from engine.runtime.pybind import (  # noqa: F401  (C.Workspace, C.Blob and net observers live in the runtime)
-    Blob, Observer, Workspace, _Blobs, _CurrentDescriptor, _Net, _netdef, observers)
+    Blob, NetHandle, Observer, Workspace, _Blobs, _CurrentDescriptor, _netdef, observers)
 
 has_mkldnn = False
 use_mkldnn = False

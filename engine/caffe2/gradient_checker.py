@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from engine.runtime import device as dev
-from engine.runtime import executor
+from engine.runtime import executor, workspace as runtime_workspace
 from engine.caffe2 import workspace as wsmod
 from engine.model.opdef import create_operator
 from proto import caffe2_pb2
@@ -196,7 +196,7 @@ def finite_difference_op(op_type: str, inputs: Sequence[np.ndarray], input_to_ch
     flat, gflat = x.reshape(-1), g.reshape(-1)
 
     def f() -> float:
-        out = executor.eval_op(op_type, *xs, n_out=max(n_out, output + 1), **args)[output]
+        out = runtime_workspace.eval_op(op_type, *xs, n_out=max(n_out, output + 1), **args)[output]
         return float((np.asarray(out, dtype=np.float64) * dy).sum())
 
     for d in range(flat.size):

@@ -18,9 +18,9 @@ import numpy as np
 from engine.caffe2 import capi as C  # noqa: N812  (Caffe2 scripts call it workspace.C)
 from engine.runtime import device as dev
 from engine.runtime.blobio import Int8Tensor as Int8Blob  # NOTE: Int8Tensor below is Caffe2's namedtuple
+from engine.runtime.plans import EMPTY
 from engine.runtime.workspace import (  # noqa: F401  (Caffe2 scripts reach these through workspace.*)
-    _EMPTY, Workspace, WorkspaceStack, _current, _workspaces, bind_view, current, step_workspace,
-    tensor_proto_to_array)
+    Workspace, _current, _workspaces, current, tensor_proto_to_array)
 from engine.errors import BlobNotFoundError, ExecutionError
 from proto import caffe2_pb2
 
@@ -204,7 +204,7 @@ def ResetBlob(name: Any) -> None:
     ws = current()
     if not ws.has_blob(str(name)):
         raise BlobNotFoundError(f"Can't find blob: {name}")
-    ws.values[str(name)] = _EMPTY
+    ws.values[str(name)] = EMPTY
 
 
 def SerializeBlob(name: Any) -> bytes:
@@ -319,7 +319,8 @@ def InferShapesAndTypes(nets: Iterable[Any], blob_dimensions: dict | None = None
     """``(shapes, types)`` by blob name from netviz's shape rules, seeded by `blob_dimensions`
     (with `blob_types`) or, when None, by the current workspace's tensors."""
     from engine.runtime.blobio import data_type_of
-    from engine.runtime.shapes import TensorInfo, infer_shapes
+    from engine.runtime.shapes import TensorInfo
+    from engine.runtime.inference import infer_shapes
     if blob_dimensions is None:
         ws = current()
         seeds = {b: TensorInfo(tuple(v.shape), data_type_of(np.asarray(dev.to_host(v))))

@@ -10,7 +10,7 @@ the one-line descriptions are netviz's own (``descriptions.tsv``). Any view can 
 
 :mod:`engine.catalogue.registry` holds netviz's tables (kernel, gradient maker, shape rule, ONNX
 converter per op type) that the op families of ``engine/runtime/ops`` fill; how much of Caffe2 they
-cover is :mod:`engine.caffe2.coverage` (``python -m engine.catalogue --coverage``).
+cover is :mod:`engine.caffe2.coverage` (``python -m engine.caffe2 --coverage``).
 
 May import: engine.model.
 """

@@ -476,7 +476,8 @@ class Debugger(Machine):
         """``{output: (shape, dtype)}`` of the op at the pc, inferred from the values its inputs hold
         now (shape None: its rule cannot tell).  A skip's default outputs: a static inference misses
         them wherever weights were made up at run time (a zoo net's ``--random-params`` filters)."""
-        from engine.runtime.shapes import UNKNOWN, TensorInfo, infer_op  # noqa: PLC0415 - a skip's only
+        from engine.runtime.shapes import UNKNOWN, TensorInfo  # noqa: PLC0415
+        from engine.runtime.inference import infer_op  # noqa: PLC0415 - a skip's only
 
         op = self.current_op()
         if op is None:

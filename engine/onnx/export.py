@@ -25,7 +25,8 @@ import numpy as np
 from engine.errors import NetvizError
 from engine.model.opdef import arg_value, has_arg, subnets_of
 from engine.catalogue.registry import ONNX
-from engine.runtime.shapes import UNKNOWN, TensorInfo, infer_op
+from engine.runtime.shapes import UNKNOWN, TensorInfo
+from engine.runtime.inference import infer_op
 from proto import caffe2_pb2
 
 #: ONNX opset of an export unless --opset says otherwise (ONNX Runtime 1.14+ runs it; Resize, Split

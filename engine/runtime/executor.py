@@ -22,7 +22,7 @@ from engine.catalogue import is_caffe2_op
 from engine.catalogue.schema import NOT_CAFFE2, schema_policy, violations
 from engine.errors import ExecutionError, SchemaError, UnknownOpError
 from engine.model.opdef import args_of
-from engine.runtime.plans import drive
+from engine.runtime.plans import UNCHANGED, drive
 from engine.catalogue.registry import KERNELS
 from proto import caffe2_pb2
 
@@ -231,11 +231,6 @@ def call_kernel(b: BoundOp, ws: Any) -> Any:
         raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
 
 
-UNCHANGED = type("Unchanged", (), {"__repr__": lambda self: "UNCHANGED", "__slots__": ()})()
-"""An output a kernel leaves as it is (a Load that did not find it, a dequeue from a closed queue):
-nothing is stored, so another thread's write to that blob meanwhile is not undone."""
-
-
 def store_outputs(b: BoundOp, ws: Any, out: Any) -> None:
     """Write a kernel's result into `ws`; None (a plan whose subnets wrote them) stores nothing,
     nor does an :data:`UNCHANGED` output."""
@@ -349,24 +344,3 @@ def run_compiled(c: CompiledNet, ws: Any) -> None:
 def run_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -> None:
     """``RunNetOnce``: bind and run every op of `net` in `ws`."""
     run_compiled(compile_net(net, ws, device=device), ws)
-
-
-def eval_op(op_type: str, *inputs: Any, n_out: int = 1, device: str | None = None,
-            device_option: caffe2_pb2.DeviceOption | None = None, **args: Any) -> tuple[Any, ...]:
-    """Run one op alone on arrays and return its `n_out` outputs (kernel tests start here).
-
-    Examples
-    --------
-    >>> eval_op("LeakyRelu", np.array([-2.0, 3.0]), alpha=0.5)[0].tolist()
-    [-1.0, 3.0]
-    """
-    from engine.model.opdef import create_operator  # noqa: PLC0415
-    from engine.runtime.workspace import Workspace  # noqa: PLC0415
-
-    ws = Workspace("eval_op")
-    names = [f"I{i}" for i in range(len(inputs))]
-    for n, x in zip(names, inputs):
-        ws.values[n], ws.devices[n] = x, (device_option.device_type if device_option else dev.CPU)
-    op = create_operator(op_type, names, [f"O{i}" for i in range(n_out)], device_option=device_option, **args)
-    run_op(op, ws, device=device)
-    return tuple(ws.values[f"O{i}"] for i in range(n_out))

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from engine.model.opdef import arg_value, subnets_of
-from engine.runtime.shapes import UNKNOWN, TensorInfo, infer_op
+from engine.runtime.shapes import UNKNOWN, TensorInfo
+from engine.runtime.inference import infer_op
 from proto import caffe2_pb2
 
 ParamRule = Callable[[caffe2_pb2.OperatorDef, TensorInfo, int, int], dict[int, tuple[tuple[int, ...], bool]]]

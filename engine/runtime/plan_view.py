@@ -173,11 +173,11 @@ def plan_program(plan: caffe2_pb2.PlanDef) -> caffe2_pb2.NetDef:
 
 
 def plan_shapes(plan: caffe2_pb2.PlanDef, inputs: dict[str, Any] | None = None) -> dict[tuple[Any, ...], dict]:
-    """Shape infos of every net of `plan` (:func:`engine.runtime.shapes.infer_net_shapes`), keyed by its net
+    """Shape infos of every net of `plan` (:func:`engine.runtime.inference.infer_net_shapes`), keyed by its net
     path in :func:`plan_program` (``("op", 1, "mlp_train")``); each net sees the last versions the
     nets before it (in step order, each once) made.  A net whose inference fails is left out."""
     from engine.errors import NetvizError
-    from engine.runtime.shapes import infer_net_shapes
+    from engine.runtime.inference import infer_net_shapes
 
     nets = {n.name: n for n in plan.network}
     env: dict[str, Any] = dict(inputs or {})

@@ -21,6 +21,9 @@ Example::
             yield SubnetRun(then_net, ctx.workspace, "then_net", "then_net")
         elif else_net is not None:
             yield SubnetRun(else_net, ctx.workspace, "else_net", "else_net")
+
+Two markers a kernel may return for an output live here too, below every op family:
+:data:`UNCHANGED` and :data:`EMPTY`.
 """
 from __future__ import annotations
 
@@ -55,6 +58,14 @@ class SubnetRun:
 
 
 Plan = Generator[SubnetRun, None, Any]
+
+UNCHANGED = type("Unchanged", (), {"__repr__": lambda self: "UNCHANGED", "__slots__": ()})()
+"""An output a kernel leaves as it is (a Load that did not find it, a dequeue from a closed queue):
+the executor stores nothing, so another thread's write to that blob meanwhile is not undone."""
+
+EMPTY = type("Empty", (), {"__repr__": lambda self: "EMPTY", "__slots__": ()})()
+"""A created but never written blob (Caffe2's uninitialized blob): what a workspace holds after
+``CreateBlob`` and what a kernel returns for an output it creates without a value."""
 
 
 def drive(plan: Plan, run_subnet: Callable[[SubnetRun], None]) -> Any:

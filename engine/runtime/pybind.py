@@ -1,48 +1,18 @@
 """What Caffe2's C extension hands to Python, over the runtime's workspaces: ``C.Workspace``, ``C.Blob``,
-a created net's handle, and net observers.
+and (from :mod:`engine.runtime.nethandle`) a created net's handle and net observers.
 
-A Python op registered with ``pass_workspace=True`` gets a :class:`Workspace` of these (as in Caffe2),
-and :meth:`engine.runtime.workspace.Workspace.create_net` returns a net handle, so they belong to the
-runtime; :mod:`engine.caffe2.capi` (``workspace.C``) re-exports them.
+A Python op registered with ``pass_workspace=True`` gets a :class:`Workspace` of these (as in Caffe2):
+this module sits above the executor, so it lends the class to :mod:`engine.runtime.ops.python_op` when
+it loads (``python_op.WORKSPACE_FACE``); :mod:`engine.caffe2.capi` (``workspace.C``) re-exports them all.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from engine.errors import ExecutionError
+from engine.runtime.nethandle import NetHandle, Observer, observers  # noqa: F401  (C's objects)
+from engine.runtime.ops import python_op
 from proto import caffe2_pb2
-
-
-class Observer:
-    """A net observer (``net.AddObserver("TimeObserver" | "RunCountObserver")``): the workspace
-    reports every run of the net and how many of its top-level ops ran."""
-
-    KINDS = ("TimeObserver", "RunCountObserver")
-
-    def __init__(self, kind: str) -> None:
-        if kind not in self.KINDS:
-            raise ExecutionError(f"observer type {kind!r}: netviz has {', '.join(self.KINDS)}")
-        self.kind, self.runs, self.op_runs, self.total_ms = kind, 0, 0, 0.0
-
-    def record(self, ms: float, ops: int) -> None:
-        self.runs, self.op_runs, self.total_ms = self.runs + 1, self.op_runs + ops, self.total_ms + ms
-
-    def average_time(self) -> float:
-        """Milliseconds per net run."""
-        return self.total_ms / self.runs if self.runs else 0.0
-
-    def average_time_children(self) -> float:
-        """Milliseconds per op run."""
-        return self.total_ms / self.op_runs if self.op_runs else 0.0
-
-    def debug_info(self) -> str:
-        return (f"This operator runs {self.op_runs} times." if self.kind == "RunCountObserver"
-                else f"average time {self.average_time():.3f} ms over {self.runs} runs")
-
-
-observers: dict[str, list[Observer]] = {}
-"""Net name -> its observers (engine.runtime.workspace reports runs of those nets)."""
 
 
 class Blob:
@@ -63,10 +33,9 @@ class Blob:
 
     def tensor(self) -> Any:
         """The blob as a Python op's tensor view (``.data``, ``.shape``, ``.feed``, ``.reshape``)."""
-        from engine.runtime.ops.python_op import TensorCPU
         if not self._ws.has_blob(self._name):
             self._ws.create_blob(self._name)
-        return TensorCPU(self._ws, self._name)
+        return python_op.TensorCPU(self._ws, self._name)
 
     as_tensor = tensor
 
@@ -100,33 +69,6 @@ class _Blobs(Mapping):
         return len(self._ws.blobs())
 
 
-class _Net:
-    """A net created in a workspace (``ws.create_net(...)``), runnable by ``.run()``; ``.cancel()``
-    (from another thread) closes the queues its ops wait on and makes the run it stops fail."""
-
-    def __init__(self, ws: Any, name: str) -> None:
-        self._ws, self.name = ws, name
-        self._cancelled = False
-
-    def run(self) -> bool:
-        ok = self._ws.run_net(self.name)
-        if self._cancelled:
-            self._cancelled = False
-            raise ExecutionError(f"{self.name}: the net was cancelled while it ran")
-        return ok
-
-    def cancel(self) -> None:
-        self._cancelled = True
-        compiled = self._ws.nets.get(self.name)
-        for op in compiled.net.op if compiled is not None else ():
-            queue = self._ws.values.get(op.input[0]) if len(op.input) else None
-            if hasattr(queue, "close") and hasattr(queue, "cond"):  # a blobs/rebatching queue
-                queue.close()
-
-    def Proto(self) -> caffe2_pb2.NetDef:  # noqa: N802 (Caffe2's name)
-        return self._ws.nets[self.name].net if hasattr(self._ws.nets[self.name], "net") else caffe2_pb2.NetDef()
-
-
 class _CurrentDescriptor:
     def __get__(self, obj: Any, owner: type) -> "Workspace":
         from engine.runtime import workspace
@@ -155,8 +97,8 @@ class Workspace:
         return _Blobs(self._ws)
 
     @property
-    def nets(self) -> dict[str, _Net]:
-        return {n: _Net(self._ws, n) for n in self._ws.nets}
+    def nets(self) -> dict[str, NetHandle]:
+        return {n: NetHandle(self._ws, n) for n in self._ws.nets}
 
     def create_blob(self, name: str) -> Blob:
         self._ws.create_blob(str(name))
@@ -176,12 +118,12 @@ class Workspace:
 
     _remove_blob = remove_blob
 
-    def create_net(self, net: Any, overwrite: bool = False) -> _Net:
+    def create_net(self, net: Any, overwrite: bool = False) -> NetHandle:
         proto = _netdef(net)
         self._ws.create_net(proto, overwrite)
-        return _Net(self._ws, proto.name)
+        return NetHandle(self._ws, proto.name)
 
-    def _create_net(self, data: bytes, overwrite: bool = False) -> _Net:
+    def _create_net(self, data: bytes, overwrite: bool = False) -> NetHandle:
         return self.create_net(caffe2_pb2.NetDef.FromString(data), overwrite)
 
     def _run_net(self, data: bytes) -> bool:
@@ -217,3 +159,6 @@ def _netdef(net: Any) -> caffe2_pb2.NetDef:
     if not hasattr(net, "Proto"):
         raise TypeError(f"expected a NetDef, a Net or serialized bytes, got {type(net).__name__}")
     return net.Proto()
+
+
+python_op.WORKSPACE_FACE = Workspace  # NOTE: lent downwards (see the module docstring)

@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.runtime import device as dev, pybind
+from engine.runtime import device as dev
+from engine.runtime.nethandle import NetHandle, observers
+from engine.runtime.plans import EMPTY
 from engine.runtime.blobio import Int8Tensor as Int8Blob  # NOTE: Int8Tensor below is Caffe2's namedtuple
 from engine.errors import BlobNotFoundError, ExecutionError
 from proto import caffe2_pb2
 
-_EMPTY = object()  # a created but never written blob (Caffe2's uninitialized blob)
 
 
 class _ChildBlobs(MutableMapping):
@@ -122,23 +123,6 @@ class _StepBlobs(_ChildBlobs):
         super().__delitem__(k)
 
 
-def step_workspace(parent: Workspace, name: str) -> Workspace:
-    """A child of `parent` (sees all its blobs) whose names can be views (:func:`bind_view`)."""
-    ws = Workspace(name, parent)
-    ws.values = _StepBlobs(ws.values.local, parent.values)
-    return ws
-
-
-def bind_view(ws: Workspace, name: str, base: str, rows: slice) -> Any:
-    """Make `name` in step workspace `ws` the view ``base[rows]``; later writes go into `base`."""
-    view = ws.values[base][rows]
-    ws.values.views[name] = (base, rows)
-    ws.values.view_shapes.pop(name, None)
-    ws.values.local[name] = view
-    ws.devices.local[name] = ws.devices[base]
-    return view
-
-
 def _caffe2_strings(arr: np.ndarray) -> np.ndarray:
     """A fed text array as Caffe2 stores it: an object array of ``bytes`` (``str`` is UTF-8 encoded), so
     ``FetchBlob`` gives bytes back whatever was fed; other objects in an object array are kept as they are."""
@@ -176,9 +160,35 @@ class Workspace:
         self.nets: dict[str, Any] = {}
         self.gpu_used = parent.gpu_used if parent is not None else False  # any non-CPU blob written yet
 
-    def child(self, name: str = "child") -> Workspace:
-        """A workspace that sees this one's blobs (control-flow subnets run in one)."""
-        return Workspace(name, parent=self)
+    def child(self, name: str = "child", bindings: dict[str, str] | None = None) -> Workspace:
+        """A workspace that sees this one's blobs (control-flow subnets run in one); with `bindings`
+        (inner -> parent name) it sees only those, as a ``Do`` net's workspace does."""
+        return Workspace(name, self, bindings)
+
+    def step_child(self, name: str) -> Workspace:
+        """A child that sees all this one's blobs and whose names can be row views of them
+        (:meth:`bind_view`): an RNN timestep's workspace."""
+        ws = Workspace(name, self)
+        ws.values = _StepBlobs(ws.values.local, self.values)
+        return ws
+
+    def bind_view(self, name: str, base: str, rows: slice) -> Any:
+        """Make `name` in this step workspace (:meth:`step_child`) the view ``base[rows]``; later writes
+        go into `base`."""
+        view = self.values[base][rows]
+        self.values.views[name] = (base, rows)
+        self.values.view_shapes.pop(name, None)
+        self.values.local[name] = view
+        self.devices.local[name] = self.devices[base]
+        return view
+
+    def rebind(self, parent: Workspace, name: str) -> None:
+        """Empty this child and make it a fresh child of `parent` that sees only blobs bound later
+        (:meth:`add_blob_mapping`): a ``Do`` workspace recycled by its stack."""
+        self.parent, self.name = parent, name
+        self.values = _ChildBlobs({}, parent.values, {}, False)
+        self.devices = _ChildBlobs({}, parent.devices, self.values.bindings, False)
+        self.nets.clear()
 
     # -- forwarded blobs (Caffe2's Workspace(parent, forwarded_blobs)) ------------------
     def add_blob_mapping(self, bindings: dict[str, str], skip_defined: bool = False) -> None:
@@ -233,7 +243,7 @@ class Workspace:
 
     def create_blob(self, name: str) -> bool:
         if name not in self.values:
-            self.values[name], self.devices[name] = _EMPTY, dev.CPU
+            self.values[name], self.devices[name] = EMPTY, dev.CPU
         return True
 
     def remove_blob(self, name: str) -> bool:
@@ -280,9 +290,9 @@ class Workspace:
             v = self.values[name]
         except KeyError:
             raise BlobNotFoundError(f"Can't find blob: {name}") from None
-        if v is _EMPTY:
+        if v is EMPTY:
             return f"{name}, a C++ native class of type nullptr (uninitialized).".encode()
-        if hasattr(v, "cpp_type") and hasattr(v, "describe"):  # a C++ object (engine.runtime.ops.runtime.CppObject)
+        if hasattr(v, "cpp_type") and hasattr(v, "describe"):  # a C++ object (engine.runtime.ops.stateful.CppObject)
             return v.describe(name)  # NOTE: Caffe2 fetches its description, not the object
         if isinstance(v, bytes) or not hasattr(v, "shape"):
             return v
@@ -325,7 +335,7 @@ class Workspace:
             for o in op.output:
                 self.create_blob(o)
         self.nets[net.name] = compiled
-        return pybind._Net(self, net.name)
+        return NetHandle(self, net.name)
 
     def run_net(self, name: str, num_iter: int = 1, allow_fail: bool = False) -> bool:
         from engine.runtime import executor
@@ -334,7 +344,7 @@ class Workspace:
             compiled = self.nets[name]
         except KeyError:
             raise ExecutionError(f"Can't find net {name}") from None
-        watchers = pybind.observers.get(name)
+        watchers = observers.get(name)
         try:
             for _ in range(num_iter):
                 t0, ops0 = time.perf_counter(), executor.OPS_RUN[0]
@@ -360,77 +370,6 @@ class Workspace:
         return True
 
 
-class WorkspaceStack:
-    """Child workspaces of ``Do`` ops, pushed by forward runs and popped by gradient runs.
-
-    The value of a ``CreateScope`` blob.  Workspaces above the top are kept for reuse, as in
-    Caffe2, so a net run twice does not grow the list.
-
-    Examples
-    --------
-    >>> parent = Workspace("p"); parent.feed_blob("x", np.ones(1))
-    True
-    >>> st = WorkspaceStack(); w = st.push_forward_workspace(parent, {"a": "x"})
-    >>> w.fetch_blob("a").tolist(), st.empty()
-    ([1.0], False)
-    >>> st.pop_gradient_workspace(parent, {}) is w, st.empty()
-    (True, True)
-    """
-
-    def __init__(self) -> None:
-        self.workspaces: list[Workspace] = []
-        self.top = -1
-
-    def clear(self) -> None:
-        """Empty the stack (``CreateScope`` run again); spare workspaces stay for reuse."""
-        self.top = -1
-
-    def snapshot(self) -> int:
-        """The state the debugger saves before a control-flow op (undo restores it)."""
-        return self.top
-
-    def restore(self, state: int) -> None:
-        """Undo pushes and pops since :meth:`snapshot` (popped workspaces keep their blobs)."""
-        self.top = state
-
-    def empty(self) -> bool:
-        return self.top < 0
-
-    def __len__(self) -> int:
-        return self.top + 1
-
-    def push_forward_workspace(self, parent: Workspace, bindings: dict[str, str]) -> Workspace:
-        """A fresh (or recycled, emptied) child of `parent` with `bindings`, now on top."""
-        self.top += 1
-        name = f"{parent.name}/do_{self.top}"
-        if self.top == len(self.workspaces):
-            self.workspaces.append(Workspace(name, parent, {}))
-        w = self.workspaces[self.top]
-        # NOTE: Caffe2 keeps a recycled workspace's locals; we empty it (same results, no stale blobs).
-        w.parent, w.name = parent, name
-        w.values = _ChildBlobs({}, parent.values, {}, False)
-        w.devices = _ChildBlobs({}, parent.devices, w.values.bindings, False)
-        w.nets.clear()
-        w.add_blob_mapping(bindings)
-        return w
-
-    def pop_gradient_workspace(self, parent: Workspace, grad_bindings: dict[str, str]) -> Workspace | None:
-        """The top workspace with `grad_bindings` added (names defined there keep their local
-        meaning), popped; None when empty."""
-        if self.top < 0:
-            return None
-        w = self.workspaces[self.top]
-        self.top -= 1
-        w.add_blob_mapping(grad_bindings, skip_defined=True)
-        return w
-
-    def reuse_last_forward_workspace(self, parent: Workspace, bindings: dict[str, str]) -> Workspace:
-        """The top workspace with `bindings` added (``reuse_workspace``), not pushed."""
-        w = self.workspaces[self.top]
-        w.add_blob_mapping(bindings, skip_defined=True)
-        return w
-
-
 def tensor_proto_to_array(t: caffe2_pb2.TensorProto) -> np.ndarray:
     """A TensorProto's content as a numpy array (float/int/string fields)."""
     dt = caffe2_pb2.TensorProto
@@ -453,3 +392,24 @@ _current = ["default"]
 def current() -> Workspace:
     """The current :class:`Workspace` object (``workspace.C`` is Caffe2's C-extension API, :mod:`engine.caffe2.capi`)."""
     return _workspaces[_current[0]]
+
+
+def eval_op(op_type: str, *inputs: Any, n_out: int = 1, device: str | None = None,
+            device_option: caffe2_pb2.DeviceOption | None = None, **args: Any) -> tuple[Any, ...]:
+    """Run one op alone on arrays and return its `n_out` outputs (kernel tests start here).
+
+    Examples
+    --------
+    >>> eval_op("LeakyRelu", np.array([-2.0, 3.0]), alpha=0.5)[0].tolist()
+    [-1.0, 3.0]
+    """
+    from engine.model.opdef import create_operator  # noqa: PLC0415
+    from engine.runtime import executor  # noqa: PLC0415  (it loads every op family)
+
+    ws = Workspace("eval_op")
+    names = [f"I{i}" for i in range(len(inputs))]
+    for n, x in zip(names, inputs):
+        ws.values[n], ws.devices[n] = x, (device_option.device_type if device_option else dev.CPU)
+    op = create_operator(op_type, names, [f"O{i}" for i in range(n_out)], device_option=device_option, **args)
+    executor.run_op(op, ws, device=device)
+    return tuple(ws.values[f"O{i}"] for i in range(n_out))

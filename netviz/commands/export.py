@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     shapes = None
     if args.shapes:
         from engine.model.modelio import load_model
-        from engine.runtime.shapes import infer_model_shapes
+        from engine.runtime.inference import infer_model_shapes
         model = load_model(args.path, init=args.init)
         model.predict = net
         shapes = infer_model_shapes(model)[()]

@@ -17,7 +17,7 @@ import pytest
 
 from engine.runtime import blobio
 from engine.errors import NetvizError
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from engine.autodiff.gradient_ir import IR, GradientSlice
 from engine.autodiff.training import FORWARD, split_training_net
 from proto import caffe2_pb2

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from tests.differential.bugs import assert_differs_from_caffe2, check_numeric
 from tests.differential.goldens import (arrays, assert_same_ops, backward, case_names, check_backward_case,
                                         grad_net_of, load)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from engine.caffe2.gradient_checker import finite_difference_op
 
 RNG = np.random.default_rng(1234)

@@ -153,7 +153,7 @@ def test_coverage_counts_and_gaps_allow_list() -> None:
     new = sorted(gaps - coverage.known_gaps())
     assert not new, f"makers emit op types without a kernel while the forward op has one: {new}"
     if coverage.known_gaps() - gaps:
-        print("no longer gaps (regenerate with python -m engine.catalogue --coverage):",
+        print("no longer gaps (regenerate with python -m engine.caffe2 --coverage):",
               sorted(coverage.known_gaps() - gaps))
 
 

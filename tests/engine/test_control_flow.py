@@ -10,7 +10,7 @@ from engine.runtime.executor import bind, call_kernel, run_net, run_op
 from engine.model.opdef import create_operator as op
 from engine.runtime.ops import control as control_ops
 from engine.runtime.plans import SubnetRun
-from engine.caffe2.workspace import Workspace, WorkspaceStack
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 
@@ -51,7 +51,7 @@ def test_add_blob_mapping_rules_and_copy_forwarded_tensors():
 
 
 def test_workspace_stack_push_pop_lifo_and_reuse():
-    parent, st = Workspace("p"), WorkspaceStack()
+    parent, st = Workspace("p"), control_ops.WorkspaceStack()
     parent.feed_blob("X", np.ones(1))
     w0, w1 = st.push_forward_workspace(parent, {"x": "X"}), st.push_forward_workspace(parent, {"x": "X"})
     assert len(st) == 2 and st.pop_gradient_workspace(parent, {}) is w1

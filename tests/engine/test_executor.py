@@ -6,7 +6,8 @@ import pytest
 
 from engine.runtime import device as dev
 from engine.errors import ExecutionError, UnknownOpError
-from engine.runtime.executor import bind, eval_op, run_net, run_op
+from engine.runtime.executor import bind, run_net, run_op
+from engine.runtime.workspace import eval_op
 from engine.model.opdef import create_operator, device_option
 from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "kernels"
 META = json.loads((GOLDEN / "caffe2_1_10_2.json").read_text())

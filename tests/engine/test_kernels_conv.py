@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import engine.runtime.ops  # noqa: F401  (fills the kernel table)
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from engine.analysis.lint import fix_caffe2
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "kernels_conv"

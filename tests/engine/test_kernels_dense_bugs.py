@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.errors import NetvizError
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 
 
 def _numeric_grad(f, x: np.ndarray, step: float = 1e-6) -> np.ndarray:

@@ -15,7 +15,8 @@ import pytest
 from google.protobuf import text_format
 
 from engine.runtime.blobio import data_type_of
-from engine.runtime.shapes import TensorInfo, inference_is_not_run, infer_op
+from engine.runtime.shapes import TensorInfo, inference_is_not_run
+from engine.runtime.inference import infer_op
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import engine.runtime.ops  # noqa: F401  (fills the kernel table)
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 
 
 def _numeric(op, inputs, wrt, out=0, dy=None, step=1e-3, **args):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from tests.engine.kernel_cases import GradCase, away, check_grad_case, pos, randn
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import engine.runtime.ops  # noqa: F401  (fills the kernel table)
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from engine.analysis.lint import fix_caffe2
 
 R = np.random.RandomState(5)

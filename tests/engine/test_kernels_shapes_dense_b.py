@@ -10,7 +10,8 @@ import pytest
 from google.protobuf import text_format
 
 import engine.runtime.ops  # noqa: F401  (fills SHAPES)
-from engine.runtime.shapes import TensorInfo, inference_is_not_run, infer_op
+from engine.runtime.shapes import TensorInfo, inference_is_not_run
+from engine.runtime.inference import infer_op
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 
 
 def _numeric(f, x: np.ndarray, dy: np.ndarray, eps: float = 1e-3) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from proto import caffe2_pb2
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine.errors import ExecutionError
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from proto import caffe2_pb2
 from tests.engine.kernel_cases import GradCase, check_grad_case, pos, randn
 

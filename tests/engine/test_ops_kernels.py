@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from engine.errors import ExecutionError
-from engine.runtime.executor import eval_op, run_op
+from engine.runtime.executor import run_op
+from engine.runtime.workspace import eval_op
 from engine.caffe2.gradient_checker import finite_difference_op
 from engine.model.opdef import create_operator
 from engine.caffe2.workspace import Workspace

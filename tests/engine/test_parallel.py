@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine.runtime import parallel
-from engine.runtime.executor import eval_op
+from engine.runtime.workspace import eval_op
 from tests.engine.kernel_cases import randn
 
 CASES = [

@@ -11,13 +11,14 @@ from google.protobuf import text_format
 
 from engine.caffe2 import core, recurrent, rnn_cell
 from engine.runtime import executor
+from engine.runtime.workspace import eval_op
 from engine.caffe2 import workspace as wsmod
 from engine.errors import ExecutionError
 from engine.caffe2.gradient_checker import NetGradientChecker, finite_difference_op
 from engine.autodiff.gradient_ir import GradientRegistry
 from engine.runtime.ops.rnn import StepWorkspaces
 from engine.runtime.plans import SubnetRun
-from engine.caffe2.workspace import Workspace, bind_view, step_workspace
+from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "control" / "lstm_T5"
@@ -215,7 +216,7 @@ def test_lstm_unit_matches_numpy(drop, with_seq):
     h, c, gates = rng.standard_normal((1, 3, 2)), rng.standard_normal((1, 3, 2)), rng.standard_normal((1, 3, 8))
     seq, t = np.array([1, 3, 2], np.int32), np.array([2], np.int32)
     ins = [h, c, gates] + ([seq] if with_seq else []) + [t]
-    got = executor.eval_op("LSTMUnit", *ins, n_out=2, forget_bias=0.5, drop_states=drop, sequence_lengths=with_seq)
+    got = eval_op("LSTMUnit", *ins, n_out=2, forget_bias=0.5, drop_states=drop, sequence_lengths=with_seq)
     want = lstm_unit_numpy(h, c, gates, seq if with_seq else None, 2, 0.5, drop)  # 0.5: args are float32
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12)
@@ -228,8 +229,8 @@ def test_lstm_unit_gradient_matches_numeric(drop):
     seq, t = np.array([1, 3, 2], np.int32), np.array([2], np.int32)
     dh, dc = rng.standard_normal((1, 3, 2)), rng.standard_normal((1, 3, 2))
     args = dict(forget_bias=0.3, drop_states=drop)
-    ho, co = executor.eval_op("LSTMUnit", h, c, gates, seq, t, n_out=2, **args)
-    grads = executor.eval_op("LSTMUnitGradient", h, c, gates, seq, t, ho, co, dh, dc, n_out=3, **args)
+    ho, co = eval_op("LSTMUnit", h, c, gates, seq, t, n_out=2, **args)
+    grads = eval_op("LSTMUnitGradient", h, c, gates, seq, t, ho, co, dh, dc, n_out=3, **args)
     for k, g in enumerate(grads):
         num = (finite_difference_op("LSTMUnit", [h, c, gates, seq, t], k, dh, output=0, n_out=2, **args)
                + finite_difference_op("LSTMUnit", [h, c, gates, seq, t], k, dc, output=1, n_out=2, **args))
@@ -299,8 +300,8 @@ def test_forward_only_cycles_workspaces_and_has_no_gradient():
 def test_bind_view_writes_land_in_the_buffer():
     parent = Workspace("p")
     parent.feed_blob("buf", np.zeros((3, 2)))
-    step = step_workspace(parent, "s")
-    bind_view(step, "row", "buf", slice(1, 2))
+    step = parent.step_child("s")
+    step.bind_view("row", "buf", slice(1, 2))
     seen = step.values["row"]
     step.values["row"] = np.ones((1, 2))
     assert parent.fetch_blob("buf").tolist() == [[0, 0], [1, 1], [0, 0]]

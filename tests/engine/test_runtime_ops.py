@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from engine.errors import ExecutionError
-from engine.runtime.executor import eval_op, run_op
+from engine.runtime.executor import run_op
+from engine.runtime.workspace import eval_op
 from engine.model.opdef import create_operator, make_argument
 from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
@@ -158,7 +159,7 @@ def test_world_of_one_store_and_text_reader(tmp_path):
 
 def test_stat_puts_name_truncate_and_bound_as_caffe2():
     """Measured on Caffe2 1.10.2: keys <stat_name or input>/stat_value, int64-truncated values."""
-    from engine.runtime.ops.runtime import GLOBAL_STATS
+    from engine.runtime.ops.stateful import GLOBAL_STATS
 
     GLOBAL_STATS.stats.clear()
     ws = Workspace("t")

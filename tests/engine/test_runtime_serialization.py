@@ -14,7 +14,7 @@ from engine.runtime import blobio
 from engine.errors import ExecutionError
 from engine.runtime.executor import run_op
 from engine.model.opdef import create_operator
-from engine.runtime.ops.runtime import UnorderedMap
+from engine.runtime.ops.stateful import UnorderedMap
 from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 from tests.engine.test_db_ops import _oracle

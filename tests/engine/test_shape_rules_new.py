@@ -22,7 +22,8 @@ import engine.runtime.ops  # noqa: F401  (fills the tables)
 from engine.runtime.blobio import Int8Tensor, data_type_of
 from engine.model.opdef import create_operator
 from engine.catalogue.registry import SHAPES
-from engine.runtime.shapes import OPAQUE, TensorInfo, infer_net_shapes, infer_op, opaque
+from engine.runtime.shapes import OPAQUE, TensorInfo, opaque
+from engine.runtime.inference import infer_net_shapes, infer_op
 from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2
 

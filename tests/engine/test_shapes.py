@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 
 from engine.errors import ShapeError
-from engine.runtime.executor import eval_op, run_op
+from engine.runtime.executor import run_op
+from engine.runtime.workspace import eval_op
 from engine.graph import blob_id, from_netdef
 from engine.model.modelio import load_model
 from engine.model.opdef import create_operator as op
 from engine.runtime.params import synthesize_params
 from engine.runtime.ops.tensor import DTYPES
-from engine.runtime.shapes import (BOOL, FLOAT, INT64, UNKNOWN, TensorInfo, annotate_graph, inference_is_not_run, infer_op,
-                           infer_model_shapes, infer_net_shapes, infer_shapes)
+from engine.runtime.shapes import BOOL, FLOAT, INT64, UNKNOWN, TensorInfo, inference_is_not_run
+from engine.runtime.inference import annotate_graph, infer_op, infer_model_shapes, infer_net_shapes, infer_shapes
 from engine.model.ssa import get_ssa
 from engine.caffe2.workspace import Workspace
 from proto import caffe2_pb2

@@ -16,7 +16,6 @@ from engine.errors import ExecutionError
 from engine.runtime.plans import SubnetRun
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import BOOL, OPAQUE, UNKNOWN, TensorInfo, Unknown, opaque
-from engine.runtime.workspace import Workspace, WorkspaceStack
 
 MAX_WHILE_ITERATIONS = 1_000_000
 """A While stops with an ExecutionError after this many iterations (op arg ``max_iterations`` overrides)."""
@@ -33,6 +32,76 @@ def _condition(ctx, value) -> bool:
     if value.size != 1:
         raise ExecutionError(f"{_where(ctx)}: Invalid condition in {ctx.op.type} operator: single value expected")
     return bool(np.asarray(value).reshape(-1)[0])
+
+
+class WorkspaceStack:
+    """Child workspaces of ``Do`` ops, pushed by forward runs and popped by gradient runs.
+
+    The value of a ``CreateScope`` blob.  Workspaces above the top are kept for reuse, as in
+    Caffe2, so a net run twice does not grow the list.  It holds the runtime's workspaces (this family
+    sits below :mod:`engine.runtime.workspace`, so it makes them through the parent's own methods).
+
+    Examples
+    --------
+    >>> from engine.runtime.workspace import Workspace
+    >>> parent = Workspace("p"); parent.feed_blob("x", np.ones(1))
+    True
+    >>> st = WorkspaceStack(); w = st.push_forward_workspace(parent, {"a": "x"})
+    >>> w.fetch_blob("a").tolist(), st.empty()
+    ([1.0], False)
+    >>> st.pop_gradient_workspace(parent, {}) is w, st.empty()
+    (True, True)
+    """
+
+    def __init__(self) -> None:
+        self.workspaces: list[Any] = []
+        self.top = -1
+
+    def clear(self) -> None:
+        """Empty the stack (``CreateScope`` run again); spare workspaces stay for reuse."""
+        self.top = -1
+
+    def snapshot(self) -> int:
+        """The state the debugger saves before a control-flow op (undo restores it)."""
+        return self.top
+
+    def restore(self, state: int) -> None:
+        """Undo pushes and pops since :meth:`snapshot` (popped workspaces keep their blobs)."""
+        self.top = state
+
+    def empty(self) -> bool:
+        return self.top < 0
+
+    def __len__(self) -> int:
+        return self.top + 1
+
+    def push_forward_workspace(self, parent: Any, bindings: dict[str, str]) -> Any:
+        """A fresh (or recycled, emptied) child of `parent` with `bindings`, now on top."""
+        self.top += 1
+        name = f"{parent.name}/do_{self.top}"
+        if self.top == len(self.workspaces):
+            self.workspaces.append(parent.child(name, {}))
+        w = self.workspaces[self.top]
+        # NOTE: Caffe2 keeps a recycled workspace's locals; we empty it (same results, no stale blobs).
+        w.rebind(parent, name)
+        w.add_blob_mapping(bindings)
+        return w
+
+    def pop_gradient_workspace(self, parent: Any, grad_bindings: dict[str, str]) -> Any | None:
+        """The top workspace with `grad_bindings` added (names defined there keep their local
+        meaning), popped; None when empty."""
+        if self.top < 0:
+            return None
+        w = self.workspaces[self.top]
+        self.top -= 1
+        w.add_blob_mapping(grad_bindings, skip_defined=True)
+        return w
+
+    def reuse_last_forward_workspace(self, parent: Any, bindings: dict[str, str]) -> Any:
+        """The top workspace with `bindings` added (``reuse_workspace``), not pushed."""
+        w = self.workspaces[self.top]
+        w.add_blob_mapping(bindings, skip_defined=True)
+        return w
 
 
 # ---- kernels ----
@@ -141,7 +210,7 @@ def onnx_while(xp, max_trip_count, first_condition, *carried_in, ctx, body=None,
     cond = bool(to_host(first_condition).reshape(-1)[0])
 
     def scope():
-        return parent if disable_scopes else Workspace(f"{parent.name}/onnx_while", parent, {})
+        return parent if disable_scopes else parent.child(f"{parent.name}/onnx_while", {})
 
     ws, carried, scans, i = scope(), [x.copy() for x in carried_in[:n]], [[] for _ in range(n_scan)], 0
     while (not has_trip_count or i < trips) and (not has_cond or cond):
@@ -190,7 +259,7 @@ gradient("While")(gen_while_gradient)
 # ---- shapes ----
 
 # NOTE: If/While outputs are what their subnets leave, which the shape driver infers by running them
-# on the outer blobs (engine.runtime.shapes._shared_subnets); the op itself adds nothing.
+# on the outer blobs (engine.runtime.inference._shared_subnets); the op itself adds nothing.
 shape("If", "While")(lambda *ins, n_out: (UNKNOWN,) * n_out)
 shape("CreateScope")(opaque)  # NOTE: a workspace stack
 shape("HasScope")(lambda stack: TensorInfo((1,), BOOL))
@@ -198,11 +267,9 @@ shape("ONNXWhile")(opaque)  # NOTE: loop-carried and scan outputs follow the bod
 
 
 @shape("Do")
-def do_shape(*ins, net=None, inner_blobs=(), outer_blobs_idx=(), in_names, out_names):
-    """The Do's net inferred on its inner names bound to the outer inputs; each outer output gets its
-    inner blob's final info; the workspace stack (last output) is opaque."""
-    from engine.runtime.shapes import infer_net_shapes  # noqa: PLC0415
-
+def do_shape(*ins, net=None, inner_blobs=(), outer_blobs_idx=(), in_names, out_names, infer_net):
+    """The Do's net inferred (by the driver's `infer_net`) on its inner names bound to the outer inputs;
+    each outer output gets its inner blob's final info; the workspace stack (last output) is opaque."""
     if net is None:
         raise Unknown
     name = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731
@@ -210,7 +277,7 @@ def do_shape(*ins, net=None, inner_blobs=(), outer_blobs_idx=(), in_names, out_n
     inner_of = {outer[i]: name(b) for b, i in zip(inner_blobs, outer_blobs_idx) if 0 <= i < len(outer)}
     given = {inner_of[n]: info for n, info in zip(in_names[:-1], ins) if n in inner_of}
     final = dict(given)
-    for (blob, _v), info in sorted(infer_net_shapes(net, given)[()].items(), key=lambda kv: kv[0][1]):
+    for (blob, _v), info in sorted(infer_net(net, given)[()].items(), key=lambda kv: kv[0][1]):
         final[blob] = info
     return (*(final.get(inner_of.get(o), UNKNOWN) for o in out_names[:-1]), OPAQUE)
 

@@ -16,7 +16,7 @@ import numpy as np
 from engine.runtime import blobio
 from engine.errors import ExecutionError
 from engine.runtime.grad_makers import no_gradient, should_not_do_gradient
-from engine.runtime.ops.runtime import CppObject, _kept
+from engine.runtime.ops.stateful import CppObject, _kept
 from engine.catalogue.registry import kernel
 from engine.catalogue.registry import shape
 from engine.runtime.shapes import BOOL, INT64, TensorInfo, opaque

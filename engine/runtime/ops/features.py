@@ -13,7 +13,7 @@ import numpy as np
 from engine.runtime import device as dev
 from engine.runtime.grad_makers import cc_maker, no_gradient, should_not_do_gradient, simple
 from engine.runtime.ops.lengths import host_lengths, offsets_of
-from engine.runtime.ops.runtime import UnorderedMap
+from engine.runtime.ops.stateful import UnorderedMap
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import BOOL, FLOAT, INT32, INT64, TensorInfo, dims, opaque
 
@@ -364,7 +364,7 @@ def merge_multi_list_feature_tensors_gradient(xp, *ins):
     return tuple(xp.asarray(x) for x in parts)
 
 
-# -- maps (Caffe2's std::unordered_map blobs: engine.runtime.ops.runtime.UnorderedMap, with its order) --
+# -- maps (Caffe2's std::unordered_map blobs: engine.runtime.ops.stateful.UnorderedMap, with its order) --
 
 @kernel("CreateMap")
 def create_map(xp, *, key_dtype: int = 2, value_dtype: int = 2):

@@ -35,7 +35,7 @@ def iter_(xp, it=None, *, ctx):
 @kernel("AtomicIter", needs_context=True)
 def atomic_iter(xp, mutex, it, *, ctx):
     """Iter under the mutex (engine.runtime.executor.MUTEX_OPS), with Caffe2's num_iter stat."""
-    from engine.runtime.ops.runtime import atomic_increment  # noqa: PLC0415  (runtime imports no optimizer)
+    from engine.runtime.ops.stateful import atomic_increment  # noqa: PLC0415  (stateful imports no optimizer)
     return atomic_increment(ctx, it)
 
 

@@ -16,6 +16,7 @@ inputs, outputs and output gradients and fills the input gradients (``grad_outpu
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,12 @@ from engine.model.opdef import arg_value
 from engine.catalogue.registry import kernel, shape
 from engine.runtime.shapes import opaque
 from proto import caffe2_pb2
+
+WORKSPACE_FACE: Callable[[Any], Any] = lambda ws: ws
+"""What a ``pass_workspace`` function gets for the op's workspace: Caffe2's ``C.Workspace`` view of it,
+lent by :mod:`engine.runtime.pybind` when it loads (that module sits above the executor, which runs this
+family); every way to register a Python op (``engine.caffe2``'s ``Net.Python``, ``C.register_python_op``)
+loads it first."""
 
 _FUNCS: dict[str, tuple[Any, bool]] = {}  # token -> (function, pass_workspace); gradients at token + "_gradient"
 
@@ -181,8 +188,7 @@ def _run(ctx: Any, suffix: str, tensor: type[TensorCPU] = TensorCPU) -> tuple[np
         ins = [tensor(ws, n) for n in op.input]
         outs = [tensor(ws, n) for n in op.output]
         if pass_workspace:
-            from engine.runtime.pybind import Workspace
-            func(ins, outs, Workspace(ws))
+            func(ins, outs, WORKSPACE_FACE(ws))
         else:
             func(ins, outs)
     except ExecutionError:

@@ -5,7 +5,7 @@ RecurrentNetwork runs its step net once per timestep, each in its own step works
 ``yield``ing a :class:`~engine.runtime.plans.SubnetRun` per timestep (the executor runs each whole, the
 debugger steps into them).  As in Caffe2, the step net it yields starts with one
 ``rnn_internal_apply_link`` op per link, which makes the link's internal blob a view of rows of
-the external sequence blob (:func:`engine.runtime.workspace.bind_view`), so the step's outputs land in
+the external sequence blob (:meth:`engine.runtime.workspace.Workspace.bind_view`), so the step's outputs land in
 the recurrent state buffer ``(T + 1) x N x D`` and the next step reads them back.
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ from engine.model.opdef import args_of, create_operator
 from engine.runtime.plans import SubnetRun
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import FLOAT, OPAQUE, UNKNOWN, TensorInfo, dim_op, dims, opaque, same_as
-from engine.runtime.workspace import Workspace, bind_view, step_workspace
 from proto import caffe2_pb2
 
 
@@ -31,8 +30,8 @@ class StepWorkspaces:
     """RecurrentNetwork's last output (Caffe2's ScratchWorkspaces): one workspace per timestep,
     all children of one shared-blobs workspace (itself a child of the op's workspace)."""
 
-    shared: Workspace
-    steps: list[Workspace] = field(default_factory=list)
+    shared: Any  # engine.runtime.workspace.Workspace (above this family: reached through its methods)
+    steps: list[Any] = field(default_factory=list)
     #: the timestep blob as Caffe2's RNN executor names it in step t: ``<timestep>_rnnexec_t<t>`` (what
     #: RecurrentNetworkBlobFetcher lists); "" without the executor (enable_rnn_executor=0)
     executor_timestep: str = ""
@@ -48,7 +47,7 @@ def _put(ctx: Any, name: str, value: Any) -> None:
     ws.devices[name] = dev.CPU if ctx.force_cpu else ctx.op.device_option.device_type
 
 
-def _set_timestep(ws: Workspace, name: str, t: int) -> None:
+def _set_timestep(ws: Any, name: str, t: int) -> None:
     # NOTE: written locally even when the parent has a blob of that name.
     ws.values.local[name], ws.devices.local[name] = np.array([t], dtype=np.int32), dev.CPU
 
@@ -218,7 +217,7 @@ def apply_link(xp, t, external, *, ctx, offset: int = 0, window: int = 1):
     rows = slice(start, start + window)
     if not hasattr(ctx.workspace.values, "views"):
         return external[rows], external
-    return bind_view(ctx.workspace, ctx.op.output[0], ctx.op.input[1], rows), external
+    return ctx.workspace.bind_view(ctx.op.output[0], ctx.op.input[1], rows), external
 
 
 @kernel("rnn_internal_accumulate_gradient_input")
@@ -286,7 +285,7 @@ def _initial_state(xp, init, T: int, N: int):
     return buf
 
 
-def _scratch(ws: Workspace, name: str) -> StepWorkspaces:
+def _scratch(ws: Any, name: str) -> StepWorkspaces:
     old = ws.values.get(name) if name in ws.values else None
     if isinstance(old, StepWorkspaces) and old.shared.parent is ws:
         return old  # NOTE: reused across runs, as Caffe2 keeps its step workspaces.
@@ -313,7 +312,7 @@ def recurrent_network(xp, *inputs, ctx, step_net=None, timestep: str = "timestep
     has_backward = isinstance(backward_step_net, caffe2_pb2.NetDef) or bool(backward_step_net)
     k = T if has_backward else (num_workspaces or (4 if enable_rnn_executor else 2))
     while len(scratch.steps) < k:
-        scratch.steps.append(step_workspace(scratch.shared, f"{scratch.shared.name}/step_{len(scratch.steps)}"))
+        scratch.steps.append(scratch.shared.step_child(f"{scratch.shared.name}/step_{len(scratch.steps)}"))
     net = timestep_program(op, "step_net")
     scratch.executor_timestep = timestep if enable_rnn_executor else ""
     for t in range(T):

@@ -14,7 +14,7 @@ import numpy as np
 from engine.runtime import device as dev
 from engine.runtime.grad_makers import no_gradient, should_not_do_gradient, simple
 from engine.runtime.ops.lengths import host_lengths
-from engine.runtime.ops.runtime import UnorderedMap
+from engine.runtime.ops.stateful import UnorderedMap
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import INT32, INT64, UNKNOWN, TensorInfo, dims
 from proto import caffe2_pb2

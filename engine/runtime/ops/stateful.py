@@ -21,6 +21,7 @@ from engine.runtime import blobio, blocking
 from engine.runtime.device import to_host as dev_host
 from engine.errors import ExecutionError
 from engine.runtime.grad_makers import should_not_do_gradient
+from engine.runtime.plans import EMPTY, UNCHANGED
 from engine.catalogue.registry import kernel
 from engine.catalogue.registry import shape
 from engine.runtime.shapes import BOOL, INT32, INT64, OPAQUE, TensorInfo, dim_op, dims, opaque, same_as
@@ -331,7 +332,7 @@ def get_all_blob_names(xp, *, ctx, include_shared: bool = True):
 
 @kernel("Free", needs_context=True)
 def free(xp, *xs, ctx):
-    return tuple(_empty() for _ in ctx.op.output)
+    return tuple(EMPTY for _ in ctx.op.output)
 
 
 @kernel("AliasWithName", needs_context=True)
@@ -421,17 +422,11 @@ def create_blobs_queue(xp, *, capacity: int = 1, num_blobs: int = 1, enforce_uni
     return BlobsQueue(int(capacity), int(num_blobs))
 
 
-def _empty():
-    from engine.runtime.workspace import _EMPTY  # noqa: PLC0415  (engine.runtime.workspace imports the executor)
-    return _EMPTY
-
-
 def _kept(ctx, names) -> list:
     """Outputs an op leaves as they were (a refused dequeue, a blob Load did not find): not stored
     again, so a write by another thread meanwhile stays; a blob that does not exist yet is created empty."""
-    from engine.runtime.executor import UNCHANGED  # noqa: PLC0415  (the executor imports every op family)
     values = ctx.workspace.values
-    return [UNCHANGED if o in values else _empty() for o in names]
+    return [UNCHANGED if o in values else EMPTY for o in names]
 
 
 @kernel("EnqueueBlobs", needs_context=True)
@@ -439,14 +434,14 @@ def enqueue_blobs(xp, q, *xs, ctx):
     """The blobs move into the queue (Caffe2 swaps them): the inputs are left uninitialized."""
     if not _queue(ctx, q).write(ctx, xs):
         raise ExecutionError(f"{_where(ctx)}: queue '{ctx.op.input[0]}' is closed and full")
-    return tuple(_empty() for _ in xs)
+    return tuple(EMPTY for _ in xs)
 
 
 @kernel("SafeEnqueueBlobs", needs_context=True)
 def safe_enqueue_blobs(xp, q, *xs, ctx):
     # NOTE: the last output is a 0-d bool status: true when nothing could be enqueued.
     ok = _queue(ctx, q).write(ctx, xs)
-    return (*(_empty() for _ in xs), np.array(not ok))  # NOTE: swapped out even when refused (measured)
+    return (*(EMPTY for _ in xs), np.array(not ok))  # NOTE: swapped out even when refused (measured)
 
 
 @kernel("DequeueBlobs", needs_context=True)
