@@ -23,7 +23,7 @@ from engine.model.optypes import CONTROL_FLOW, RECURRENT, SHARED_WORKSPACE
 from netviz import style as S
 from proto import caffe2_pb2
 
-__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus", "subnet_at",
+__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus", "subnet_at", "top_roles",
            "MODES", "SUBNET_MODES"]
 
 MODES = ("full", "minimal", "ssa")
@@ -63,6 +63,8 @@ class DrawNode:
     blob: str = ""
     version: int = 0
     backward: bool = False
+    #: "forward", "gradient" or "optimizer": the ladder column it stands in (subnet nodes: their op's)
+    role: str = "forward"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +145,8 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
         raise GraphError(f"{net.name or 'net'}: unknown drawing mode {options.mode!r}/{options.subnets!r}")
     d = Drawing(net.name or "unnamed", options, shapes=shapes or {})
     env = _Env()
-    _add_ops(d, net, env, (), None, n_forward if n_forward is not None else len(net.op))
+    roles = top_roles(net, n_forward if n_forward is not None else len(net.op))
+    _add_ops(d, net, env, (), None, roles)
     for i, j in enumerate(origin):
         src, dst = _op_id((), (n_forward or 0) + i), _op_id((), j) if j is not None else None
         if dst is not None and src in d.nodes:
@@ -173,8 +176,21 @@ def _op_id(path: tuple[tuple[int, str], ...], i: int) -> str:
     return "".join(f"op{j}:{arg}/" for j, arg in path) + f"op{i}"
 
 
+def top_roles(net: caffe2_pb2.NetDef, n_forward: int) -> list[str]:
+    """Each top-level op's ladder column: ``"forward"`` before `n_forward`, then ``"gradient"``, or
+    ``"optimizer"`` for what :func:`engine.autodiff.training.split_training_net` calls an update (SGD,
+    Adam, Iter, LearningRate, a WeightedSum writing a parameter): it is coloured and placed apart."""
+    roles = ["forward"] * min(n_forward, len(net.op)) + ["gradient"] * max(0, len(net.op) - n_forward)
+    if n_forward < len(net.op):
+        from engine.autodiff.training import OPTIMIZER, split_training_net
+        sections = split_training_net(net).sections
+        roles[n_forward:] = ["optimizer" if sections[i] == OPTIMIZER else "gradient"
+                             for i in range(n_forward, len(net.op))]
+    return roles
+
+
 def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tuple, grad: bool,
-               read: bool = False, producer: str | None = None) -> str:
+               read: bool = False, producer: str | None = None, role: str = "forward") -> str:
     """Current node of `name` when read (made at version 0 if new), else a new version node.
 
     Like net_drawer, blobs appear when first used: declared but unused inputs are not drawn.
@@ -186,13 +202,13 @@ def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tupl
     nid = f"{prefix}{name}@{v}"
     env.node[name], env.version[name], env.producer[name] = nid, v, producer
     if d.options.mode != "minimal":
-        st = S.blob_style(grad)
+        st = S.blob_style(grad, role)
         label = S.blob_label(name, v, d.options.mode == "ssa")
         info = d.shapes.get((name, v)) if not path else None
         if info is not None and info.shape is not None:
             label += "\n" + str(info)
         d.nodes[nid] = DrawNode(nid, "blob", label, st,
-                                cluster, path=path, blob=name, version=v, backward=grad)
+                                cluster, path=path, blob=name, version=v, backward=grad, role=role)
     return nid
 
 
@@ -208,33 +224,37 @@ def _scope_cluster(d: Drawing, op: caffe2_pb2.OperatorDef, parent: str | None) -
 
 
 def _add_ops(d: Drawing, net: caffe2_pb2.NetDef, env: _Env, path: tuple, cluster: str | None,
-             n_forward: int) -> None:
+             roles: Sequence[str] | str) -> None:
+    """Draw `net`'s ops; `roles` is one per op at top level, or the one role of the op holding a subnet."""
     blobs = d.options.mode != "minimal"
     for i, op in enumerate(net.op):
-        bw = i >= n_forward and not path
+        role = roles if isinstance(roles, str) else roles[i]
+        bw = role != "forward" and not path
         oc = _scope_cluster(d, op, cluster) if d.options.group_scopes else cluster
         oid = _op_id(path, i)
         label = S.op_label(op.type, i, op.name, list(op.output) if d.options.append_output else None)
-        d.nodes[oid] = DrawNode(oid, "op", label, S.op_style(op.type, bw, op.type in CONTROL_FLOW), oc,
-                                op_index=i, op_type=op.type, name=op.name, path=path, backward=bw)
-        edge = S.BACKWARD_EDGE if bw else S.DATA_EDGE
+        style = S.op_style(op.type, bw, op.type in CONTROL_FLOW, role, bool(set(op.input) & set(op.output)))
+        d.nodes[oid] = DrawNode(oid, "op", label, style, oc, op_index=i, op_type=op.type, name=op.name, path=path,
+                                backward=bw, role=role)
+        edge = S.edge_style(role) if bw else S.DATA_EDGE
         parents: set[str] = set()  # NOTE: net_drawer's minimal graph has one edge per distinct parent
         for name in op.input:
-            src = _blob_node(d, env, name, cluster, path, False, read=True)
+            src = _blob_node(d, env, name, cluster, path, False, read=True, role=role)
             src = src if blobs else env.producer.get(name)
             if src is not None and (blobs or src not in parents):
                 parents.add(src)
-                d.edges.append(DrawEdge(src, oid, "data", edge))
+                read = bw and blobs and d.nodes[src].role == "forward"
+                d.edges.append(DrawEdge(src, oid, "data", S.READ_EDGE if read else edge))
         if op.type in CONTROL_FLOW and d.options.subnets != "none":
-            _add_subnets(d, op, oid, env, path, i, cluster)
+            _add_subnets(d, op, oid, env, path, i, cluster, role)
         for name in op.output:
-            out = _blob_node(d, env, name, oc, path, bw, producer=oid)
+            out = _blob_node(d, env, name, oc, path, bw, producer=oid, role=role)
             if blobs:
                 d.edges.append(DrawEdge(oid, out, "data", edge))
 
 
 def _add_subnets(d: Drawing, op: caffe2_pb2.OperatorDef, oid: str, env: _Env, outer: tuple, i: int,
-                 cluster: str | None) -> None:
+                 cluster: str | None, role: str) -> None:
     for arg, sub in subnets_of(op):
         path = outer + ((i, arg),)
         shared = op.type in SHARED_WORKSPACE or op.type in RECURRENT
@@ -247,8 +267,8 @@ def _add_subnets(d: Drawing, op: caffe2_pb2.OperatorDef, oid: str, env: _Env, ou
         if not sub.op:
             nid = _op_id(path, 0) + ":empty"
             d.nodes[nid] = DrawNode(nid, "note", f"(empty {arg})", S.Style("note", S.BLUE, None, S.BLUE),
-                                    cid, path=path)
-        _add_ops(d, sub, inner, path, cid, len(sub.op))
+                                    cid, path=path, role=role)
+        _add_ops(d, sub, inner, path, cid, role)
         first = _op_id(path, 0) + ("" if sub.op else ":empty")
         d.edges.append(DrawEdge(oid, first, "subnet", S.Style(color=S.BLUE, dashed=True)))
 

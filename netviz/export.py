@@ -24,7 +24,7 @@ from engine.errors import BlobNotFoundError, NetvizError
 from netviz import style as S
 from netviz.drawing import DrawOptions, Drawing, draw_net, focus
 from netviz.graphviz_support import pygraphviz
-from netviz.layout import DEFAULT_TIMEOUT, LayoutCrash, LayoutError, LayoutTimeout, run_graphviz
+from netviz.layout import DEFAULT_TIMEOUT, LayoutError, LayoutTimeout, run_graphviz, run_graphviz_many
 from proto import caffe2_pb2
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ def output_format(out: str | Path | None, fmt: str | None) -> str:
 
 
 def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None,
-                   timeout: float = DEFAULT_TIMEOUT, force: bool = False, rankdir: str | None = None,
+                   timeout: float = DEFAULT_TIMEOUT, force: bool = False, rankdir: str | None = "auto",
                    progress: Callable[[str], None] | None = None) -> ExportResult:
     """Write `d` to `out` (``None`` with JSON: returned in the note, for stdout).
 
@@ -280,8 +280,7 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
         _atomic_write(path, dot.encode())
         return ExportResult(path)
     try:
-        backward = any(n.backward for n in d.nodes.values())
-        data, how = _lay_out(dot, f, timeout, len(d.nodes), backward, plan, progress or (lambda _: None))
+        data, how = _lay_out(d, dot, f, timeout, plan, progress or (lambda _: None))
     except LayoutTimeout:
         fallback = path.with_suffix(".dot")
         _check_writable(fallback, force)
@@ -292,52 +291,46 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
     return ExportResult(path, layout=how)
 
 
-def _lay_out(dot: str, fmt: str, budget: float, n_nodes: int, backward: bool, plan: LayoutPlan | None,
+def _lay_out(d: Drawing, dot: str, fmt: str, budget: float, plan: LayoutPlan | None,
              say: Callable[[str], None]) -> tuple[bytes, str]:
-    """Render DOT source with ``dot``, falling back to ``sfdp`` on a big drawing; (bytes, how).
+    """Render `d` (whose whole-graph DOT is `dot`) as `fmt`; returns (bytes, how it was laid out).
 
-    A drawing of more than :data:`BIG_DRAWING` nodes gives ``dot`` half of `budget` (a quarter with
-    `backward` ops: their long edges to forward blobs defeat it) and ``sfdp``
-    (force-directed, near-linear, no ranks; straight edges) what is left.  Ctrl-C kills the running
-    program (:func:`netviz.layout.run_graphviz` kills and reaps it) and nothing is written.
+    A top-to-bottom drawing (the auto plan, ``TB``, or any drawing with backward ops) is the folded
+    ladder of :mod:`netviz.ladder`: ``dot`` lays out each piece (:data:`ladder.PIECE_NODES` nodes at
+    most) within 85 % of `budget`, the pieces placed by netviz and rendered by ``neato -n2`` in what
+    is left, so the cost grows linearly.  A wide, shallow drawing (``LR``) is one ``dot`` run.  There
+    is no ``sfdp`` fallback.  Ctrl-C kills the running programs (:func:`netviz.layout.run_graphviz_many`
+    kills and reaps them) and nothing is written.
 
     Raises
     ------
     LayoutTimeout
-        If every program ran out of time.
+        If the layout ran out of time.
     LayoutCrash
-        If ``dot`` crashed and the fallback failed too (or there is none): one line naming both.
+        If a graphviz program crashed.
     """
-    shape = plan.describe() if plan else ""
-    big = n_nodes > BIG_DRAWING
-    # NOTE: dot never finished a big drawing with backward ops in 30-40 s (benchmarks/README.md): a quarter.
-    # NOTE: wrapped columns keep dot's ranks short (ResNet-50 with backward: 670 ranks in 4 columns
-    # took 15-25 s under load where a quarter of 60 s cut it off and sfdp drew a scatter): dot gets
-    # most of the budget, the fallback only what a dot run past it leaves
-    wrapped = plan is not None and plan.columns > 1
-    share = 0.85 if wrapped else (0.25 if backward else 0.5)
-    steps = [("dot", budget * (share if big else 1.0), shape)]
-    if big:
-        steps.append(("sfdp", 0.0, "force-directed, straight edges, overlaps removed"))
-    start, failures = time.monotonic(), []
-    for prog, share, what in steps:
-        limit = share or budget - (time.monotonic() - start)
-        say(f"layout: {prog}{', ' + what if what else ''}, {n_nodes} nodes, up to {limit:.0f} s …")
-        t0 = time.monotonic()
-        try:
-            extra = ["-Gsplines=false", "-Goverlap=prism"] if prog == "sfdp" else []  # NOTE: overlaps left: unreadable
-            data = run_graphviz(dot, fmt, max(round(limit, 1), 0.01), prog, extra=extra,
-                                tick=lambda t: say(f"layout: {prog} still running, {t:.0f} s of up to {limit:.0f} s …"))
-        except LayoutError as e:
-            failures.append(e)
-            say(f"layout: {e} after {time.monotonic() - t0:.1f} s")
-            continue
-        say(f"layout: {prog} finished in {time.monotonic() - t0:.1f} s")
-        return data, f"{prog}, {what}" if what else prog
-    crashes = [e for e in failures if not isinstance(e, LayoutTimeout)]
-    if crashes:
-        raise type(crashes[0])("; ".join(str(e) for e in failures))
-    raise failures[-1]
+    from netviz import ladder
+
+    shape, start = plan.describe() if plan else "", time.monotonic()
+    backward = any(n.role != "forward" for n in d.nodes.values())
+    if not backward and (plan is None or plan.rankdir != "TB"):
+        say(f"layout: dot{', ' + shape if shape else ''}, {len(d.nodes)} nodes, up to {budget:.0f} s …")
+        data = run_graphviz(dot, fmt, budget, "dot",
+                            tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {budget:.0f} s …"))
+        say(f"layout: dot finished in {time.monotonic() - start:.1f} s")
+        return data, f"dot{', ' + shape if shape else ''}"
+    pieces = ladder.split(d, max(plan.columns if plan else 1, math.ceil(len(d.nodes) / ladder.PIECE_NODES)))
+    kind = "ladder" if backward else "columns"
+    how = f"dot, TB {kind} in {pieces.count} piece{'s' * (pieces.count > 1)} placed by netviz"
+    limit = budget * 0.85
+    say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.0f} s …")
+    layouts = ladder.run_pieces(ladder.piece_dots(d, pieces), lambda batches: run_graphviz_many(
+        batches, "json0", limit, "dot", tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")))
+    placed = ladder.compose(d, pieces, layouts)
+    left = max(budget - (time.monotonic() - start), 0.5)
+    data = placed.encode() if fmt == "dot" else run_graphviz(placed, fmt, left, "neato", extra=["-n2"])
+    say(f"layout: dot finished in {time.monotonic() - start:.1f} s ({pieces.count} pieces, placed and drawn)")
+    return data, how
 
 
 def _check_writable(path: Path, force: bool) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import pygraphviz as pgv
 
 __all__ = ["NodeBox", "EdgePath", "ClusterBox", "Layout", "LayoutError", "LayoutTimeout", "LayoutCrash",
-           "layout_agraph", "layout_dot", "layout_net", "clear_cache", "DEFAULT_TIMEOUT"]
+           "layout_agraph", "layout_dot", "layout_net", "clear_cache", "DEFAULT_TIMEOUT", "run_graphviz_many"]
 
 DEFAULT_TIMEOUT = 60.0
 _CACHE_SIZE = 64
@@ -168,7 +168,62 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
             if isinstance(e, subprocess.TimeoutExpired):
                 raise LayoutTimeout(f"graphviz '{prog}' took longer than {timeout:g} s") from None
             raise
-    code = proc.returncode
+    return _checked(prog, proc.returncode, out, err_bytes)
+
+
+def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot",
+                      tick: Callable[[float], None] | None = None, every: float = 5.0) -> list[bytes]:
+    """Run one graphviz `prog` per DOT text, all at once, and return their outputs in order.
+
+    One time limit covers them all; on it, Ctrl-C or any failure every program still running is
+    killed and reaped.  Errors as :func:`run_graphviz` (the first failure in order is raised).
+    """
+    if len(dots) == 1:
+        return [run_graphviz(dots[0], fmt, timeout, prog, tick=tick, every=every)]
+    results: list[tuple[bytes, bytes] | BaseException | None] = [None] * len(dots)
+    exe = find_program(prog)
+    if exe is None:
+        raise LayoutError(missing_program(prog))
+    procs = [subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in dots]
+
+    def talk(k: int) -> None:
+        try:
+            results[k] = procs[k].communicate(dots[k].encode())
+        except BaseException as e:  # NOTE: a killed program's pipes close; what it said is dropped
+            results[k] = e
+
+    threads = [threading.Thread(target=talk, args=(k,), daemon=True) for k in range(len(dots))]
+    start, next_tick = time.monotonic(), every
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                elapsed = time.monotonic() - start
+                if elapsed >= timeout:
+                    raise LayoutTimeout(f"graphviz '{prog}' took longer than {timeout:g} s")
+                t.join(min(0.05, timeout - elapsed))
+                if tick is not None and time.monotonic() - start >= next_tick:
+                    tick(time.monotonic() - start)
+                    next_tick += every
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for t in threads:
+            t.join()
+    outs = []
+    for p, r in zip(procs, results):
+        if isinstance(r, BaseException) or r is None:
+            raise LayoutError(f"graphviz '{prog}' failed: {r}")
+        outs.append(_checked(prog, p.returncode, *r))
+    return outs
+
+
+def _checked(prog: str, code: int, out: bytes, err_bytes: bytes) -> bytes:
+    """`out` of a program that exited with `code`; a signal is a :class:`LayoutCrash`, other failures a LayoutError."""
     if code < 0 or code in _SIGNAL_EXITS:  # NOTE: 128+n is a wrapper shell's report of signal n
         raise LayoutCrash(f"graphviz '{prog}' crashed ({_signal_name(code)})")
     if code != 0:

@@ -2,8 +2,9 @@
 
 Forward ops and blobs copy Caffe2's ``net_drawer`` (ops: green filled boxes with white text,
 labelled ``<name>/<type> (op#i)``; blobs: plain octagons).  netviz adds: generated backward ops
-and gradient blobs in their own colour, dashed edges from a backward op to its forward op,
-control-flow ops in blue, and clusters for subnets and name scopes.  The TUI canvas colours
+and gradient blobs in red, optimizer ops in gold, dashed edges from a backward op to its forward op,
+control-flow ops in blue, a double outline on in-place ops, and clusters for subnets and name scopes;
+:data:`LEGEND` says so in every export and on the canvas.  The TUI canvas colours
 forward ops by category (conv, norm, activation, …: :data:`CATEGORY_FILLS`); exports keep
 net_drawer's green.
 
@@ -18,11 +19,13 @@ from dataclasses import dataclass
 __all__ = ["Style", "OP", "BLOB", "BACKWARD_OP", "GRAD_BLOB", "CONTROL_OP", "DATA_EDGE", "BACKWARD_EDGE",
            "FORWARD_LINK_EDGE", "SUBNET_CLUSTER", "SCOPE_CLUSTER", "FOCUS_NODE", "op_label", "op_style",
            "blob_style", "blob_label", "cluster_style", "GRAPH_ATTRS", "NODE_DEFAULTS", "CATEGORY_FILLS",
-           "category_fill", "category_style", "plain"]
+           "category_fill", "category_style", "plain", "OPTIMIZER_OP", "OPTIMIZER_BLOB", "OPTIMIZER_EDGE", "GOLD",
+           "INPLACE", "FIX_MARK", "edge_style", "READ_EDGE", "LEGEND", "legend_html"]
 
 GREEN = "#0F9D58"      # net_drawer's op colour
 RED = "#DB4437"        # generated backward ops and gradient blobs
 BLUE = "#4285F4"       # control flow (If/While/Do/RecurrentNetwork) and subnet clusters
+GOLD = "#B8860B"       # optimizer ops (SGD, Adam, Iter, LearningRate) and the parameters they write
 GREY = "#9AA0A6"       # name-scope clusters
 AMBER = "#F4B400"      # the --focus node
 WHITE = "#FFFFFF"
@@ -63,9 +66,18 @@ BLOB = Style("octagon")
 BACKWARD_OP = Style("box", RED, RED, WHITE)
 GRAD_BLOB = Style("octagon", RED, None, RED)
 CONTROL_OP = Style("box", BLUE, BLUE, WHITE)
+OPTIMIZER_OP = Style("box", GOLD, GOLD, WHITE)
+OPTIMIZER_BLOB = Style("octagon", GOLD, None, GOLD)
+#: an op that writes a blob it reads (``Relu(X) -> X``): a double outline, in any column
+INPLACE = (("peripheries", "2"),)
+#: the mark of an op Caffe2 computes differently or refuses (engine.analysis.lint), as the op list shows it
+FIX_MARK = "⚑"
 FOCUS_NODE = Style("", AMBER, None, BLACK, extra=(("penwidth", "3"),))
 DATA_EDGE = Style()
 BACKWARD_EDGE = Style(color=RED)
+OPTIMIZER_EDGE = Style(color=GOLD)
+#: a gradient or optimizer op reading a forward blob (an activation, a weight): faint, across the columns
+READ_EDGE = Style(color=RED + "66", extra=(("penwidth", "0.6"),))
 #: backward op → the forward op it differentiates; ``constraint=false`` keeps ranks as data flow sets them.
 FORWARD_LINK_EDGE = Style(color=RED, dashed=True, extra=(("constraint", "false"), ("arrowhead", "dot")))
 SUBNET_CLUSTER = Style("", BLUE, None, BLUE, dashed=True)
@@ -122,14 +134,39 @@ def category_style(category: str) -> str:
     return f"bold {category_fill(category)}"
 
 
-def op_style(op_type: str, backward: bool = False, control: bool = False) -> Style:
-    """Style of an op node: backward beats control flow beats the net_drawer green."""
-    return BACKWARD_OP if backward else CONTROL_OP if control else OP
+def op_style(op_type: str, backward: bool = False, control: bool = False, role: str = "",
+             inplace: bool = False) -> Style:
+    """Style of an op node: optimizer, then backward, then control flow, then the net_drawer green;
+    an in-place op gets a double outline (:data:`INPLACE`)."""
+    st = OPTIMIZER_OP if role == "optimizer" else BACKWARD_OP if backward else CONTROL_OP if control else OP
+    return Style(st.shape, st.color, st.fill, st.fontcolor, st.dashed, st.extra + INPLACE) if inplace else st
 
 
-def blob_style(gradient: bool = False) -> Style:
-    """Style of a blob node; `gradient` for blobs written only by backward ops."""
-    return GRAD_BLOB if gradient else BLOB
+def blob_style(gradient: bool = False, role: str = "") -> Style:
+    """Style of a blob node; `gradient` for blobs written only by backward ops (gold: by an optimizer)."""
+    return OPTIMIZER_BLOB if gradient and role == "optimizer" else GRAD_BLOB if gradient else BLOB
+
+
+def edge_style(role: str) -> Style:
+    """The data edges of a backward-pass op: red from a gradient op, gold from an optimizer op."""
+    return OPTIMIZER_EDGE if role == "optimizer" else BACKWARD_EDGE
+
+
+#: The one legend (exports and canvas): what each look means, as (name, fill, text colour, note).
+LEGEND = (("forward op", GREEN, WHITE, ""), ("gradient op", RED, WHITE, "runs upward"),
+          ("optimizer op", GOLD, WHITE, ""), ("control flow", BLUE, WHITE, "If/While/Do/RNN"),
+          ("in-place", WHITE, BLACK, "double outline"), (f"{FIX_MARK} Caffe2 fix", WHITE, AMBER, "netviz differs"))
+
+
+def legend_html() -> str:
+    """:data:`LEGEND` as a graphviz HTML-like label: one row of swatches (the graph label of every export)."""
+    cells = []
+    for name, fill, ink, note in LEGEND:
+        extra = ' border="3"' if name == "in-place" else ""
+        text = name + (f'<font point-size="8"> ({note})</font>' if note else "")
+        cells.append(f'<td bgcolor="{fill}"{extra}><font color="{ink}">{text}</font></td>')
+    return ('<<table border="0" cellborder="1" cellspacing="4" cellpadding="3"><tr><td border="0">legend:</td>'
+            + "".join(cells) + "</tr></table>>")
 
 
 def cluster_style(kind: str) -> Style:

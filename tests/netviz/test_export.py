@@ -90,8 +90,10 @@ def test_backward_ops_are_coloured_and_linked_to_forward(zoo: Path) -> None:
     net = load_net(zoo / "zfnet512" / "predict_net.pbtxt")
     d = draw_net(*_backward(net))
     bw = [n for n in d.ops() if n.backward]
-    assert len(bw) == 22 and all(n.style is S.BACKWARD_OP for n in bw)
-    assert all(n.style is S.OP for n in d.ops() if not n.backward)
+    assert len(bw) == 22 and all(n.style.fill == S.RED for n in bw)
+    assert all(n.style.fill == S.GREEN for n in d.ops() if not n.backward)
+    inplace = [n for n in d.ops() if n.op_type.startswith("Relu")]  # Relu(X) -> X and its gradient
+    assert inplace and all(("peripheries", "2") in n.style.extra for n in inplace)
     assert {n.blob for n in d.blobs() if n.backward} >= {"gpu_0/conv1_w_grad", "gpu_0/softmax_autogen_grad"}
     links = [e for e in d.edges if e.kind == "forward_link"]
     assert len(links) == 21 and all(d.nodes[e.target].op_type + "Gradient" == d.nodes[e.source].op_type

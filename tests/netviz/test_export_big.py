@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from engine.model.opdef import create_operator as op
-from netviz import export
 from netviz.cli import main
 from netviz.drawing import DrawOptions, draw_net
 from netviz.export import backward_drawing_net, export_drawing
+from netviz.layout import LayoutCrash
 from proto import caffe2_pb2
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -68,7 +68,7 @@ def test_resnet50_default_svg_has_a_sane_aspect(zoo: Path, tmp_path: Path, capsy
     w, h = svg_size(out)
     assert max(w, h) / min(w, h) <= 3, (w, h)  # LR, as before auto: 60,343 x 1,248 pt
     err = capsys.readouterr().err
-    assert re.search(r"layout: dot, TB in \d+ columns", err)
+    assert re.search(r"layout: dot, TB columns in \d+ pieces placed by netviz", err)
     assert len(svg_node_titles(out)) == 618
 
 
@@ -95,15 +95,15 @@ def test_crashed_dot_is_reported_as_a_crash(crashing_graphviz: Path, tmp_path: P
     assert not any("Traceback" in line or "longer than" in line for line in err)
 
 
-def test_big_drawing_survives_a_crashed_dot_with_sfdp(crashing_graphviz: Path, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    (crashing_graphviz / "sfdp").unlink()  # the real sfdp again
-    monkeypatch.setattr(export, "BIG_DRAWING", 0)
-    d = draw_net(caffe2_pb2.NetDef(name="n", op=[op("Relu", "X", "Y"), op("Relu", "Y", "Z")]))
+def test_big_drawing_has_no_sfdp_fallback(crashing_graphviz: Path, tmp_path: Path) -> None:
+    """A crashed ``dot`` on a big drawing's pieces is reported as a crash: no force-directed scatter instead."""
+    (crashing_graphviz / "sfdp").unlink()  # the real sfdp again: it must not be tried
+    net, n_fwd, origin = training_net(100)
+    d = draw_net(net, DrawOptions(), n_fwd, origin)
     lines: list[str] = []
-    r = export_drawing(d, tmp_path / "n.svg", progress=lines.append)
-    assert r.layout.startswith("sfdp") and set(svg_node_titles(r.path)) == set(d.nodes)
-    assert any("graphviz 'dot' crashed (SIGSEGV)" in line for line in lines)
+    with pytest.raises(LayoutCrash, match="'dot' crashed"):
+        export_drawing(d, tmp_path / "n.svg", progress=lines.append)
+    assert not any("sfdp" in line for line in lines) and not (tmp_path / "n.svg").exists()
 
 
 def test_ctrl_c_stops_the_layout_and_writes_nothing(tmp_path: Path) -> None:

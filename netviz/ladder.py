@@ -1,0 +1,429 @@
+"""The folded ladder: a drawing cut into pieces that ``dot`` lays out one by one, placed by netviz.
+
+Why: one ``dot`` run over a whole net grows faster than the net (ResNet-50 with its backward pass,
+1,100+ nodes, ran past a minute), and a backward pass drawn by ``dot`` as it likes is a scatter.
+Here each piece is a run of consecutive forward ops (cut where fewest blobs cross, e.g. between
+residual blocks) with everything that hangs on them:
+
+- the forward ops top-down (column 1), their gradient ops bottom-up beside them (column 2), each
+  on the rank of the forward op it differentiates (``rank=same``), gradient edges written reversed
+  (``dir=back``) so they rank and point upward; a ``Sum`` joining a blob's gradients ranks between
+  the gradient ops it joins;
+- optimizer ops in a third column, each on the rank of the gradient op whose output it reads.
+
+Every piece is a small ``dot`` graph (all pieces go through at most :data:`JOBS` ``dot`` processes at
+once); netviz then places the pieces side by side in rows, like pages of a book, and writes one DOT
+file with every position pinned, which ``neato -n2`` renders as it is: the cost is linear in the net.
+Edges between pieces are drawn straight.  The legend (:func:`netviz.style.legend_html`) is the
+graph's label.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from netviz import style as S
+from netviz.drawing import DrawEdge, Drawing, DrawNode
+
+__all__ = ["anchors", "cut_points", "Pieces", "split", "piece_dot", "compose", "dot_quote", "JOBS",
+           "PIECE_NODES"]
+
+#: ``dot`` processes run at once (the pieces are shared out among them)
+JOBS = 2
+#: a piece holds about this many nodes at most: what ``dot`` lays out in ~0.1 s
+PIECE_NODES = 260
+#: points between pieces side by side, and between rows of pieces
+GAP_X, GAP_Y = 60.0, 90.0
+#: the folded picture aims at this width:height ratio (a screen)
+RATIO = 1.5
+ROLE_ORDER = ("forward", "gradient", "optimizer")
+
+
+def dot_quote(text: str) -> str:
+    """`text` as a DOT double-quoted string (a model name may hold ``"`` or ``\\``; newlines break lines)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _attrs(a: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v if v.startswith('<') else dot_quote(v)}" for k, v in a.items())
+
+
+def _top(n: DrawNode) -> int | None:
+    return n.path[0][0] if n.path else n.op_index
+
+
+def anchors(d: Drawing) -> dict[str, int]:
+    """Node id → the top-level forward op it hangs on (the ladder rung it belongs to).
+
+    A forward op is its own rung; a gradient op is its forward op's (the dashed ``forward_link``);
+    a gradient op without one (a ``Sum``, a seed) takes the rung of the op reading its output, else of
+    the op writing its input; an optimizer op the rung of the gradient op whose output it reads; a
+    blob its writer's (an input: its first reader's); a subnet's nodes their op's.
+    """
+    link = {e.source: e.target for e in d.edges if e.kind == "forward_link"}
+    succ: dict[str, list[str]] = {}
+    pred: dict[str, list[str]] = {}
+    writer: dict[str, str] = {}
+    for e in d.edges:
+        if e.kind == "data":
+            succ.setdefault(e.source, []).append(e.target)
+            pred.setdefault(e.target, []).append(e.source)
+            if d.nodes[e.source].kind == "op":
+                writer[e.target] = e.source
+    a: dict[str, int] = {}
+    ops = [n for n in d.nodes.values() if n.kind == "op" and not n.path]
+    for n in ops:
+        if n.role == "forward" and n.op_index is not None:
+            a[n.id] = n.op_index
+    for n in ops:
+        if n.id in link and link[n.id] in a:
+            a[n.id] = a[link[n.id]]
+
+    def next_ops(nid: str, step: dict[str, list[str]]) -> Iterable[str]:
+        for m in step.get(nid, ()):
+            yield from (step.get(m, ()) if d.nodes[m].kind == "blob" else (m,))
+
+    last = 0
+    for n in reversed(ops):  # NOTE: a Sum comes before the gradient op reading it: walk back to meet it first
+        if n.id not in a and n.role == "gradient":
+            found = [a[m] for m in next_ops(n.id, succ) if m in a]
+            a[n.id] = max(found) if found else max((a[m] for m in next_ops(n.id, pred) if m in a), default=-1)
+    for n in ops:
+        if n.id not in a or a[n.id] < 0:
+            found = [a[m] for m in next_ops(n.id, pred) if m in a and a[m] >= 0]
+            a[n.id] = max(found) if found else last
+        last = a[n.id]
+    tops = {(n.op_index, n.path): n.id for n in ops}
+    for n in d.nodes.values():
+        if n.id in a:
+            continue
+        if n.path:
+            a[n.id] = a.get(tops.get((n.path[0][0], ()), ""), 0)
+        elif n.id in writer and writer[n.id] in a:
+            a[n.id] = a[writer[n.id]]
+        else:
+            a[n.id] = min((a[m] for m in succ.get(n.id, ()) if m in a), default=0)
+    for n in d.nodes.values():  # NOTE: a subnet's blobs were skipped above when their op came later
+        if n.kind == "blob" and n.path and n.id in writer:
+            a[n.id] = a.get(writer[n.id], a[n.id])
+    return a
+
+
+def cut_points(d: Drawing, a: dict[str, int], pieces: int) -> list[int]:
+    """The first forward op of each piece after the first: `pieces` runs of about equal length, each cut
+    moved (within a quarter run) to where the fewest forward blobs are live across it."""
+    fwd = sorted({v for nid, v in a.items() if d.nodes[nid].role == "forward" and d.nodes[nid].kind == "op"})
+    n = len(fwd)
+    if pieces <= 1 or n < 2:
+        return []
+    live = [0] * (n + 1)
+    reach: dict[str, int] = {}
+    for e in d.edges:
+        s, t = d.nodes[e.source], d.nodes[e.target]
+        if e.kind == "data" and s.role == "forward" and t.role == "forward" and e.source in a and e.target in a:
+            reach[e.source] = max(reach.get(e.source, a[e.source]), a[e.target])
+    for nid, far in reach.items():
+        lo, hi = bisect_right(fwd, a[nid]), bisect_right(fwd, far)
+        if hi > lo:
+            live[lo] += 1
+            live[hi] -= 1
+    acc = 0
+    for k in range(n + 1):
+        acc += live[k]
+        live[k] = acc
+    run, cuts = n / pieces, []
+    for p in range(1, pieces):
+        ideal = round(p * run)
+        lo, hi = max(1, ideal - int(run / 4)), min(n - 1, ideal + int(run / 4))
+        best = min(range(lo, hi + 1), key=lambda k: (live[k], abs(k - ideal)), default=ideal)
+        if not cuts or fwd[best] > cuts[-1]:
+            cuts.append(fwd[best])
+    return cuts
+
+
+@dataclass(frozen=True, slots=True)
+class Pieces:
+    """Node id → piece number, and the number of pieces."""
+
+    of: dict[str, int]
+    count: int
+
+
+def split(d: Drawing, pieces: int | None = None) -> Pieces:
+    """Cut `d` into pieces (their number from its size when `pieces` is None: see :data:`PIECE_NODES`)."""
+    a = anchors(d)
+    n_fwd = len({v for nid, v in a.items() if d.nodes[nid].kind == "op" and d.nodes[nid].role == "forward"})
+    if pieces is None:
+        pieces = max(1, min(max(n_fwd, 1), math.ceil(len(d.nodes) / PIECE_NODES)))
+    cuts = cut_points(d, a, pieces)
+    return Pieces({nid: bisect_right(cuts, v) for nid, v in a.items()}, len(cuts) + 1)
+
+
+def _rank_pairs(d: Drawing, members: Collection[str]) -> list[tuple[str, str]]:
+    """(forward op, gradient op) and (gradient op, optimizer op) pairs that share a rank, both in `members`."""
+    pairs = [(e.target, e.source) for e in d.edges if e.kind == "forward_link"
+             and e.source in members and e.target in members]
+    writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.source].kind == "op"}
+    seen: set[str] = set()
+    for e in d.edges:
+        o, b = d.nodes[e.target], e.source
+        if (e.kind == "data" and o.role == "optimizer" and not o.path and o.id in members and o.id not in seen
+                and d.nodes[b].role == "gradient"):
+            w = writer.get(b, b)
+            if w in members and d.nodes[w].kind == "op":
+                pairs.append((w, o.id))
+                seen.add(o.id)
+    return pairs
+
+
+def _edge_attrs(d: Drawing, e: DrawEdge, ladder: bool) -> tuple[str, str, dict[str, str]]:
+    """How an edge is written in a piece: (tail, head, attrs); gradient edges reversed with ``dir=back``."""
+    attrs = e.style.attrs()
+    rs, rt = d.nodes[e.source].role, d.nodes[e.target].role
+    if e.kind == "data" and ladder and rs == rt == "gradient":
+        return e.target, e.source, attrs | {"dir": "back"}
+    if e.kind == "data" and ladder and rs != rt:
+        attrs["constraint"] = "false"
+    return e.source, e.target, attrs
+
+
+def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tuple[int, DrawEdge]]) -> str:
+    """The DOT of piece `k` (nodes `members`, `edges` with their index in ``d.edges``): columns by role
+    as clusters, drawing clusters (subnets, scopes) inside them, the ladder's rank pairs."""
+    roles = {d.nodes[m].role for m in members if d.nodes[m].kind == "op"}
+    ladder = len(roles) > 1
+    tree: dict[tuple[str, str | None], list[str]] = {}
+    kids: dict[tuple[str, str | None], list[str]] = {}
+    for nid in members:  # NOTE: members is in the drawing's order (a dict view), so each run's dot is stable
+        n = d.nodes[nid]
+        tree.setdefault((n.role, n.cluster), []).append(nid)
+        c = n.cluster
+        while c is not None and c in d.clusters:
+            parent = d.clusters[c].parent
+            kids.setdefault((n.role, parent), [])
+            if c not in kids[(n.role, parent)]:
+                kids[(n.role, parent)].append(c)
+            c = parent
+    out = [f"digraph {dot_quote(f'p{k}')} {{",
+           f"graph [{_attrs(S.GRAPH_ATTRS | {'rankdir': 'TB', 'compound': 'true', 'nodesep': '0.3'})}];",
+           f"node [{_attrs(S.NODE_DEFAULTS)}];"]
+
+    def emit(role: str, cid: str | None, indent: str) -> None:
+        for c in kids.get((role, cid), []):
+            cl = d.clusters[c]
+            out.append(f"{indent}subgraph {dot_quote(f'cluster_{k}_{role}_{c}')} {{")
+            out.append(f"{indent}graph [{_attrs({'label': cl.label} | S.cluster_style(cl.kind).attrs())}];")
+            emit(role, c, indent + " ")
+            out.append(f"{indent}}}")
+        for nid in tree.get((role, cid), []):
+            n = d.nodes[nid]
+            out.append(f"{indent}{dot_quote(nid)} [{_attrs({'label': n.label} | n.style.attrs())}];")
+
+    for role in ROLE_ORDER:
+        if (role, None) not in tree and (role, None) not in kids:
+            continue
+        if ladder:
+            out.append(f"subgraph {dot_quote(f'cluster_{k}_{role}')} {{")
+            out.append(f"graph [{_attrs(COLUMN_STYLE | {'label': COLUMN_LABEL[role]})}];")
+        emit(role, None, " ")
+        if ladder:
+            out.append("}")
+    for f, g in _rank_pairs(d, members) if ladder else ():
+        out.append(f"{{rank=same; {dot_quote(f)}; {dot_quote(g)};}}")
+    for i, e in edges:
+        t, h, attrs = _edge_attrs(d, e, ladder)
+        if e.kind == "subnet" and "lhead" in attrs:
+            attrs.pop("lhead")
+        out.append(f"{dot_quote(t)} -> {dot_quote(h)} [{_attrs(attrs | {'nvid': str(i)})}];")
+    out.append("}")
+    return "\n".join(out)
+
+
+COLUMN_STYLE = {"style": "dashed,rounded", "color": "#DADCE0", "fontcolor": "#80868B", "fontsize": "9"}
+COLUMN_LABEL = {"forward": "forward", "gradient": "gradient (upward)", "optimizer": "optimizer"}
+
+
+def piece_dots(d: Drawing, p: Pieces) -> list[str]:
+    """One DOT graph per piece; edges whose ends are in two pieces are left to :func:`compose`."""
+    members: list[dict[str, None]] = [{} for _ in range(p.count)]
+    for nid in d.nodes:
+        members[p.of[nid]][nid] = None
+    edges: list[list[tuple[int, DrawEdge]]] = [[] for _ in range(p.count)]
+    for i, e in enumerate(d.edges):
+        if p.of[e.source] == p.of[e.target]:
+            edges[p.of[e.source]].append((i, e))
+    return [piece_dot(d, m.keys(), k, edges[k]) for k, m in enumerate(members)]
+
+
+def read_json0(text: bytes) -> list[dict]:
+    """The json0 outputs of one ``dot`` run over several graphs, in order."""
+    dec, s, out, i = json.JSONDecoder(), text.decode(), [], 0
+    while True:
+        while i < len(s) and s[i].isspace():
+            i += 1
+        if i >= len(s):
+            return out
+        obj, i = dec.raw_decode(s, i)
+        out.append(obj)
+
+
+_PAIR = re.compile(r"(-?[\d.]+(?:e-?\d+)?),(-?[\d.]+(?:e-?\d+)?)")
+
+
+def _shift(text: str, dx: float, dy: float, mirror: float | None = None) -> str:
+    """Every ``x,y`` in `text` moved by (dx, dy); first reflected about ``x = mirror / 2`` when `mirror` is set."""
+    def one(m: re.Match) -> str:
+        x = float(m.group(1))
+        return f"{(mirror - x if mirror is not None else x) + dx:.1f},{float(m.group(2)) + dy:.1f}"
+    return _PAIR.sub(one, text)
+
+
+def _mirrored(g: dict) -> float | None:
+    """The width of a piece whose ``dot`` run put the gradient column left of the forward one (to reflect
+    it: ``dot`` orders clusters as it likes), else None."""
+    left = {o["name"].rsplit("_", 1)[-1]: float(o["bb"].split(",")[0]) for o in g.get("objects", [])
+            if "bb" in o and o.get("name", "").startswith("cluster_") and o["name"].count("_") == 2}
+    if "forward" in left and "gradient" in left and left["gradient"] < left["forward"]:
+        return float(g["bb"].split(",")[2])
+    return None
+
+
+def _reverse_pos(pos: str) -> str:
+    """A spline written reversed (``dir=back``, arrow at its start ``s,``) as the true edge (``e,``)."""
+    parts = pos.split()
+    tip = [p for p in parts if p.startswith("s,")]
+    pts = [p for p in parts if not p.startswith(("s,", "e,"))]
+    return " ".join(["e," + tip[0][2:]] if tip else []) + (" " if tip else "") + " ".join(reversed(pts))
+
+
+def _grid(sizes: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Top-left corners (y down) of pieces in rows: the number per row that brings the whole nearest :data:`RATIO`."""
+    best: tuple[float, list[tuple[float, float]]] | None = None
+    for per_row in range(1, len(sizes) + 1):
+        corners, x, y, row_h, width = [], 0.0, 0.0, 0.0, 0.0
+        for k, (w, h) in enumerate(sizes):
+            if k and k % per_row == 0:
+                x, y, row_h = 0.0, y + row_h + GAP_Y, 0.0
+            corners.append((x, y))
+            x += w + GAP_X
+            width, row_h = max(width, x - GAP_X), max(row_h, h)
+        score = abs(math.log(max(width, 1.0) / max(y + row_h, 1.0) / RATIO))
+        if best is None or score < best[0]:
+            best = (score, corners)
+        if width > RATIO * (y + row_h) * 2:
+            break
+    return best[1] if best else []
+
+
+def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
+    """One DOT graph of `d` with every node, edge and cluster where its piece's ``dot`` run put it, the
+    pieces placed by :func:`_grid`; edges between pieces are straight.  ``neato -n2`` renders it."""
+    sizes = []
+    for g in layouts:
+        x0, y0, x1, y1 = (float(v) for v in g.get("bb", "0,0,0,0").split(","))
+        sizes.append((x1 - x0, y1 - y0))
+    corners = _grid(sizes)
+    total_h = max((c[1] + s[1] for c, s in zip(corners, sizes)), default=0.0)
+    total_w = max((c[0] + s[0] for c, s in zip(corners, sizes)), default=0.0)
+    # NOTE: graphviz's y runs up: a piece's top-left (x, y down) moves its points by (x, H - y - h)
+    shifts = [(cx, total_h - cy - h) for (cx, cy), (_, h) in zip(corners, sizes)]
+    pos: dict[str, tuple[float, float, float, float]] = {}
+    node_lines: list[str] = []
+    edge_lines: list[str] = []
+    for k, g in enumerate(layouts):
+        dx, dy = shifts[k]
+        names: dict[int, str] = {}
+        mirror = _mirrored(g)
+        _emit_objects(d, g, dx, dy, names, pos, node_lines, mirror)
+        for e in g.get("edges", []):
+            if "nvid" not in e:  # NOTE: the invisible flat edges that order the columns
+                continue
+            i = int(e["nvid"])
+            de = d.edges[i]
+            reverse = e.get("dir") == "back"
+            path = _shift(e.get("pos", ""), dx, dy, mirror)
+            attrs = de.style.attrs() | {"pos": _reverse_pos(path) if reverse else path}
+            attrs.pop("constraint", None)
+            edge_lines.append(f"{dot_quote(de.source)} -> {dot_quote(de.target)} [{_attrs(attrs)}];")
+    for i, e in enumerate(d.edges):
+        if p.of[e.source] != p.of[e.target] and e.source in pos and e.target in pos:
+            attrs = e.style.attrs() | {"pos": _straight(pos[e.source], pos[e.target])}
+            attrs.pop("constraint", None)
+            edge_lines.append(f"{dot_quote(e.source)} -> {dot_quote(e.target)} [{_attrs(attrs)}];")
+    head = {"bb": f"0,0,{total_w:.1f},{total_h:.1f}", "label": S.legend_html(), "labelloc": "t",
+            "labeljust": "l", "fontname": S.GRAPH_ATTRS["fontname"], "fontsize": "10", "splines": "true"}
+    return "\n".join([f"digraph {dot_quote(title or d.name)} {{", f"graph [{_attrs(head)}];",
+                      f"node [{_attrs(S.NODE_DEFAULTS)}];", *node_lines, *edge_lines, "}"])
+
+
+def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, names: dict[int, str],
+                  pos: dict[str, tuple[float, float, float, float]], lines: list[str], mirror: float | None) -> None:
+    """The nodes and clusters of one piece's json0, moved by (dx, dy), as pinned DOT lines."""
+    objects = g.get("objects", [])
+    for obj in objects:
+        if "nodes" in obj or "subgraphs" in obj or "bb" in obj:
+            continue
+        nid = obj["name"]
+        names[obj["_gvid"]] = nid
+        if "pos" not in obj or nid not in d.nodes:
+            continue
+        x, y = (float(v) for v in obj["pos"].split(",")[:2])
+        x = mirror - x if mirror is not None else x
+        w, h = float(obj["width"]) * 72, float(obj["height"]) * 72
+        pos[nid] = (x + dx, y + dy, w, h)
+        n = d.nodes[nid]
+        a = {"label": n.label} | n.style.attrs() | {"pos": f"{x + dx:.1f},{y + dy:.1f}!",
+                                                    "width": f"{w / 72:.3f}", "height": f"{h / 72:.3f}"}
+        lines.append(f"{dot_quote(nid)} [{_attrs(a)}];")
+    inner = {c for obj in objects for c in obj.get("subgraphs", [])}
+    for k, obj in enumerate(objects):
+        if obj.get("name", "").startswith("cluster") and k not in inner:
+            _emit_cluster(objects, k, dx, dy, lines, mirror)
+
+
+def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, lines: list[str], mirror: float | None) -> None:
+    """Cluster `k` of a json0 object list with its box and label pinned, its sub-clusters nested."""
+    obj = objects[k]
+    a = {key: obj[key] for key in ("label", "style", "color", "fillcolor", "fontcolor", "fontsize") if key in obj}
+    x0, y0, x1, y1 = (float(v) for v in obj["bb"].split(","))
+    if mirror is not None:
+        x0, x1 = mirror - x1, mirror - x0
+    a["bb"] = f"{x0 + dx:.1f},{y0 + dy:.1f},{x1 + dx:.1f},{y1 + dy:.1f}"
+    if "lp" in obj:
+        a["lp"] = _shift(obj["lp"], dx, dy, mirror)
+    kids = [c for c in obj.get("subgraphs", []) if objects[c].get("name", "").startswith("cluster")]
+    taken = {n for c in kids for n in objects[c].get("nodes", [])}
+    lines.append(f"subgraph {dot_quote(obj['name'])} {{ graph [{_attrs(a)}]; "
+                 + " ".join(dot_quote(objects[n]["name"]) + ";" for n in obj.get("nodes", []) if n not in taken))
+    for c in kids:
+        _emit_cluster(objects, c, dx, dy, lines, mirror)
+    lines.append("}")
+
+
+def _straight(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> str:
+    """A straight spline from box `a`'s border to box `b`'s, arrow at `b` (pieces are far apart)."""
+    (ax, ay, aw, ah), (bx, by, bw, bh) = a, b
+    down = by < ay
+    sy, ey = ay - ah / 2 if down else ay + ah / 2, by + bh / 2 if down else by - bh / 2
+    ux, uy = bx - ax, ey - sy
+    norm = math.hypot(ux, uy) or 1.0
+    tx, ty = bx - 10 * ux / norm, ey - 10 * uy / norm
+    pts = [(ax + (tx - ax) * t, sy + (ty - sy) * t) for t in (0, 1 / 3, 2 / 3, 1)]
+    return f"e,{bx:.1f},{ey:.1f} " + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+
+
+def run_pieces(dots: list[str], run: Callable[[list[str]], list[bytes]]) -> list[dict]:
+    """Share `dots` out over :data:`JOBS` batches (one ``dot`` process each, several graphs per input);
+    `run` runs the batches at once and returns each one's output; the layouts come back in order."""
+    jobs = max(1, min(JOBS, len(dots)))
+    batches = [dots[j::jobs] for j in range(jobs)]
+    outs = [read_json0(b) for b in run(["\n".join(b) for b in batches])]
+    layouts: list[dict] = [{}] * len(dots)
+    for j, out in enumerate(outs):
+        for m, g in enumerate(out):
+            layouts[j + m * jobs] = g
+    return layouts
