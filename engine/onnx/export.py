@@ -548,6 +548,7 @@ class Exporter:
         self.names = Names()
         self.top: list[list[str | None]] = []             # top-level op -> ONNX name of each output
         self.at = ""                                      # the op being converted (subnets name it)
+        self.workspace: Any = None                        # the engine's, after its run (the stylizer's noise)
 
     def convert_ops(self, g: Graph, net: caffe2_pb2.NetDef, trace: Sequence[Mapping[str, Any]] | None,
                     path: str = "") -> None:
@@ -660,6 +661,7 @@ def export(src: Source, *, opset: int = DEFAULT_OPSET, where: str = "net") -> Ex
     if opset < MIN_OPSET:
         raise OnnxExportError(f"--opset {opset}: netviz writes opset {MIN_OPSET} or newer")
     ex = Exporter(opset)
+    ex.workspace = src.workspace
     g = Graph(ex.names)
     graph_inputs = []
     for b in src.inputs:

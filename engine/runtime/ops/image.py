@@ -15,7 +15,7 @@ from engine.runtime import device as dev
 from engine.errors import ExecutionError
 from engine.runtime.grad_makers import cc_maker, simple
 from engine.runtime.fidelity import fixes_enabled
-from engine.runtime.ops.conv import col2im, from_nchw, geometry, geometry_args, to_nchw, windows
+from engine.runtime.ops.conv import col2im, from_nchw, geometry, geometry_args, onnx_geometry, to_nchw, windows
 from engine.runtime.ops.tensor import concat, concat_gradient, concat_shape
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import FLOAT, UINT8, TensorInfo, dim_op, dims, same_as, split_layout
@@ -430,3 +430,59 @@ shape("PackedInt8BGRANHWCToNCHWCStylizerPreprocess")(
     lambda x, mean: TensorInfo((dims(x)[0], 3, *dims(x)[1:3]), FLOAT))
 shape("BRGNCHWCToPackedInt8BGRAStylizerDeprocess")(
     lambda x, mean: TensorInfo((dims(x)[0], *dims(x)[2:4], 4), UINT8))
+
+
+# ---- onnx ----
+from engine.catalogue.registry import onnx_converter  # noqa: E402
+
+
+@onnx_converter("PadImage")
+def pad_image_onnx(c):
+    """ONNX Pad in the same mode on the two spatial dims: constant (with `value`), reflect (NumPy's:
+    the edge not repeated) and edge, as Caffe2 pads (checked with Caffe2 1.10.2, NCHW and NHWC).
+    reflect needs every pad smaller than its dim: Caffe2 then reads outside the image."""
+    mode = c.arg("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise c.refuse(f"mode {mode!r}")
+    r = c.rank(0)
+    if r != 4:
+        raise c.refuse(f"a {r}-D input (PadImage pads 2-D images)")
+    _, _, pb, pe, _ = onnx_geometry(c, 2, None)  # NOTE: as the kernel reads them (no legacy_pad)
+    sp = [1, 2] if c.arg("order", "NCHW") == "NHWC" else [2, 3]
+    if mode == "reflect" and any(p >= c.shape(0)[a] for a, p in zip(sp + sp, pb + pe)):
+        raise c.refuse(f"reflect pads {pb + pe} not smaller than the image {[c.shape(0)[a] for a in sp]}")
+    begin, end = [0] * r, [0] * r
+    for a, b, e in zip(sp, pb, pe):
+        begin[a], end[a] = b, e
+    value = [c.const(np.array(c.arg("value", 0.0), c.np_dtype(0)), "value")] if mode == "constant" else []
+    c.emit("Pad", [c.x(0), c.ints(begin + end), *value], [c.y(0)], mode=mode)
+
+
+@onnx_converter("PackedInt8BGRANHWCToNCHWCStylizerPreprocess")
+def stylizer_preprocess_onnx(c):
+    """BGR of the packed BGRA image as float, minus the mean, plus the stylizer's noise, to NCHW: the
+    noise is the one the engine's run drew (``__CAFFE2_STYLIZER_NOISE__``, read cyclically per image),
+    an initializer of the image's (H, W, 3)."""
+    ws = getattr(c.exporter, "workspace", None)
+    noise = None if ws is None else ws.values.get(STYLIZER_NOISE)
+    if not hasattr(noise, "dtype"):
+        raise c.refuse(f"no {STYLIZER_NOISE} in the workspace (the net has not run)")
+    n, h, w, _ = c.shape(0)
+    size = int(c.arg("noise_size", 491))
+    cycle = dev.to_host(noise).reshape(-1)[np.arange(h * w * 3) % size].reshape(h, w, 3).astype(np.float32)
+    bgr = c.emit("Cast", [c.emit("Slice", [c.x(0), c.ints([0]), c.ints([3]), c.ints([3])])], to=1)
+    mean = c.emit("Reshape", [c.emit("Cast", [c.x(1)], to=1), c.ints([3])])
+    y = c.emit("Add", [c.emit("Sub", [bgr, mean]), c.const(cycle, "noise")])
+    c.emit("Transpose", [y], [c.y(0)], perm=[0, 3, 1, 2])
+
+
+@onnx_converter("BRGNCHWCToPackedInt8BGRAStylizerDeprocess")
+def stylizer_deprocess_onnx(c):
+    """Value plus the mean, clipped to [0, 255] and cast to uint8 (truncating, as the kernel), to NHWC,
+    then the alpha plane of 255 padded on."""
+    mean = c.emit("Reshape", [c.emit("Cast", [c.x(1)], to=1), c.ints([1, 3, 1, 1])])
+    v = c.emit("Clip", [c.emit("Add", [c.emit("Cast", [c.x(0)], to=1), mean]),
+                        c.const(np.array(0, np.float32), "lo"), c.const(np.array(255, np.float32), "hi")])
+    bgr = c.emit("Transpose", [c.emit("Cast", [v], to=2)], perm=[0, 2, 3, 1])
+    c.emit("Pad", [bgr, c.ints([0, 0, 0, 0, 0, 0, 0, 1]), c.const(np.array(255, np.uint8), "alpha")], [c.y(0)],
+           mode="constant")

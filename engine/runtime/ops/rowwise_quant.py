@@ -573,3 +573,57 @@ def fused_rand_shape(x, *, bitwidth: int = 8):
 
 
 shape("FusedRandRowwiseQuantizedToFloat")(lambda q: TensorInfo((dims(q)[0], None), FLOAT))
+
+
+# ---- onnx ----
+from engine.catalogue.registry import onnx_converter  # noqa: E402
+from engine.runtime.ops.sparse import _onnx_segment_sum  # noqa: E402
+
+#: fused-table lookups -> (bits, Sum | Mean | WeightedSum)
+_FUSED = {f"SparseLengths{kind}Fused{bits}BitRowwise": (bits, kind) for bits in (8, 4, 2)
+          for kind in ("Sum", "Mean", "WeightedSum")}
+#: lookups over a uint8 table and its (N, 2) scale_bias input -> (weighted, mean)
+_ROWWISE8 = {"SparseLengthsSum8BitsRowwise": (False, False), "SparseLengthsMean8BitsRowwise": (False, True),
+             "SparseLengthsWeightedSum8BitsRowwise": (True, False),
+             "SparseLengthsWeightedMean8BitsRowwise": (True, True)}
+
+
+def _onnx_lookup(c, q, scale, bias, indices, lengths, weights=None, mean=False):
+    """Gather the indexed rows of the uint8 values and of the per-row (K, 1) scale and bias, dequantise
+    them (q * scale + bias in float32, the kernel's table), weight them, and sum (mean) each segment."""
+    rows = c.emit("Cast", [c.emit("Gather", [q, indices], axis=0)], to=1)
+    rows = c.emit("Add", [c.emit("Mul", [rows, c.emit("Gather", [scale, indices], axis=0)]),
+                          c.emit("Gather", [bias, indices], axis=0)])
+    if weights is not None:
+        rows = c.emit("Mul", [rows, c.emit("Reshape", [c.emit("Cast", [weights], to=1), c.ints([-1, 1])])])
+    return _onnx_segment_sum(c, rows, lengths, mean)
+
+
+@onnx_converter(*_FUSED)
+def sparse_lengths_fused_onnx(c):
+    """Gather, dequantise, segment-reduce.  The fused table is split at export into its values (uint8;
+    4- and 2-bit ones unpacked, low bits first) and its per-row scale and bias as float32 initializers:
+    ONNX cannot reinterpret a row's trailing bytes as floats, so the table must be fixed in the model
+    (an init-net fill or a weight)."""
+    bits, kind = _FUSED[c.op.type]
+    table = c.const_value(0)
+    if table is None:
+        raise c.refuse(f"the fused table '{c.op.input[0]}' is computed in the net (only a fixed table exports)")
+    body, scale, bias, _ = _unfuse(table, bits, False)
+    w = kind == "WeightedSum"
+    out = _onnx_lookup(c, c.const(body.astype(np.uint8), "q"), c.const(scale[:, None], "scale"),
+                       c.const(bias[:, None], "bias"), c.x(1 + w), c.x(2 + w), c.x(1) if w else None, kind == "Mean")
+    c.emit("Identity", [out], [c.y(0)])
+
+
+@onnx_converter(*_ROWWISE8)
+def sparse_lengths_8bits_rowwise_onnx(c):
+    """The same lookup over DATA (uint8, rows flattened to 2-D) and its SCALE_BIAS input (N, 2); the
+    result shaped as DATA's rows."""
+    w, mean = _ROWWISE8[c.op.type]
+    sb = c.emit("Cast", [c.x(3 + w)], to=1)
+    scale, bias = (c.emit("Slice", [sb, c.ints([k]), c.ints([k + 1]), c.ints([1])]) for k in (0, 1))
+    out = _onnx_lookup(c, c.emit("Flatten", [c.x(0)], axis=1), scale, bias, c.x(1 + w), c.x(2 + w),
+                       c.x(1) if w else None, mean)
+    tail = c.emit("Slice", [c.shape_of(c.x(0)), c.ints([1]), c.ints([np.iinfo(np.int64).max])])
+    c.emit("Reshape", [out, c.emit("Concat", [c.ints([-1]), tail], axis=0)], [c.y(0)])

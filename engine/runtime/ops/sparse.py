@@ -309,6 +309,16 @@ def sparse_lengths_onnx(c):
     c.emit("Identity", [out], [c.y(0)])
 
 
+@onnx_converter("ScatterAssign")
+def scatter_assign_onnx(c):
+    """ONNX ScatterND with the indices as (K, 1) row numbers and the slices reshaped to (K, *DATA's
+    row): DATA[INDICES[k]] = SLICES[k]; int32 and int64 indices alike."""
+    idx = c.emit("Reshape", [c.emit("Cast", [c.x(1)], to=7), c.ints([-1, 1])])
+    tail = c.emit("Slice", [c.shape_of(c.x(0)), c.ints([1]), c.ints([np.iinfo(np.int64).max])])
+    rows = c.emit("Reshape", [c.x(2), c.emit("Concat", [c.ints([-1]), tail], axis=0)])
+    c.emit("ScatterND", [c.x(0), idx, rows], [c.y(0)])
+
+
 @onnx_converter("LengthsSum", "LengthsMean")
 def lengths_sum_onnx(c):
     if c.np_dtype(0) != np.float32:

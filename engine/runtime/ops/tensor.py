@@ -738,9 +738,14 @@ def split_onnx(c):
 @onnx_converter("Reshape")
 def reshape_onnx(c):
     """ONNX Reshape reads 0 as "copy the input's dim" and -1 as inferred, as Caffe2 does (allowzero 0);
-    the second output, the old shape, is Shape(X)."""
-    dims = _onnx_ints(c, 1, "the new shape") if c.n_in > 1 else list(c.arg("shape") or [])
-    c.emit("Reshape", [c.x(0), c.ints(dims)], [c.y(0)])
+    a shape computed in the net is read at run time (cast to int64); the second output, the old
+    shape, is Shape(X)."""
+    if c.n_in > 1 and c.const_value(1) is None:  # NOTE: no no-op Cast: ORT 1.2x's Reshape fusion mistypes it
+        dims = c.x(1) if c.np_dtype(1) == np.int64 else c.emit("Cast", [c.x(1)], to=7)
+        dims = dims if c.info(1).shape is not None and len(c.info(1).shape) == 1 else c.emit("Reshape", [dims, c.ints([-1])])
+    else:
+        dims = c.ints(_onnx_ints(c, 1, "the new shape") if c.n_in > 1 else list(c.arg("shape") or []))
+    c.emit("Reshape", [c.x(0), dims], [c.y(0)])
     if c.n_out > 1:
         c.emit("Shape", [c.x(0)], [c.y(1)])
 
