@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 import json
 import re
 from pathlib import Path
@@ -193,9 +194,37 @@ _MISSING = re.compile(r"input blob '.+?' not found")
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.runtime.plan_view import is_plan_file
-    if is_plan_file(args.path):
-        return _run_plan(args)
+    # NOTE: NumPy's RuntimeWarnings (with its source paths) say what the table's NaN×/Inf× cells and the
+    # note below say better; one line per run, not a warning per op on stderr (issue #42 item 16).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        from engine.runtime.plan_view import is_plan_file
+        return _run_plan(args) if is_plan_file(args.path) else _run_net(args)
+
+
+def _nan_note(records: list) -> str | None:
+    """One line naming how many ops made NaN/Inf and the first of them, or None."""
+    bad = [r for r in records if any(o.nan_count or o.inf_count for o in r.outputs)]
+    if not bad:
+        return None
+    first = bad[0]
+    return (f"note: {len(bad)} op{'s' * (len(bad) != 1)} made NaN/Inf, first op {'/'.join(map(str, first.path[1:]))} "
+            f"{first.op_type}; --break-on-nan stops there")
+
+
+def _blames_params(dbg: Debugger) -> bool:
+    """Whether the failing op reads made-up parameters and no empty data input, so their widths may be at fault
+    (an op on an empty batch, e.g. Mask R-CNN with no boxes, fails for another reason)."""
+    op = dbg.current_op()
+    made = set(dbg.synthesized)
+    if op is None or not made & set(op.input):
+        return False
+    ws = dbg.ws
+    data = [n for n in op.input if n not in made and ws.has_blob(n)]
+    return not any(getattr(ws.fetch_blob(n), "size", 1) == 0 for n in data)
+
+
+def _run_net(args: argparse.Namespace) -> int:
     dbg = debugger_from_args(args)
     if dbg.synthesized:
         print(f"note: no values for {len(dbg.synthesized)} parameters; filled with random values "
@@ -210,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     stop = dbg.continue_()
     if stop.reason == "error":  # NOTE: the one useful line first; an empty table and "0 ops" said nothing
         message = stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize, dbg.missing_inputs())
-        if dbg.synthesized and not _MISSING.search(stop.detail):  # NOTE: made-up widths are guesses
+        if dbg.synthesized and not _MISSING.search(stop.detail) and _blames_params(dbg):  # NOTE: widths are guesses
             message += (f" (the weights were made up by --random-params, {args.param_width} filters per conv: "
                         "another --param-width, or the real weights with --init, may fit)")
         if not dbg.records:
@@ -221,6 +250,9 @@ def run(args: argparse.Namespace) -> int:
     if dumper:
         dumper.finish()
         print(f"dumped {len(dumper.index)} blob versions to {Path(args.dump)}/ (index.json)")
+    note = None if stop.reason == "condition" else _nan_note(dbg.records)
+    if note:  # NOTE: before the summary, which stays the last line
+        print(note)
     total = sum(r.wall_s for r in dbg.records)
     print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
     if stop.reason == "error":
