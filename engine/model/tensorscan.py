@@ -91,8 +91,14 @@ def _run_end(buf, pos: int, end: int, tag: int, stride: int) -> int:
     """End of the run of fixed-size fields `tag` starting at `pos` (unpacked floats), vectorised."""
     k = (end - pos) // stride
     tags = np.frombuffer(buf, np.uint8, count=k * stride, offset=pos)[::stride]
-    bad = np.flatnonzero(tags != tag)
-    return pos + stride * (int(bad[0]) if bad.size else k)
+    for first in range(0, k, _CHUNK):  # NOTE: in chunks: small temporaries stay in the cache
+        part = tags[first:first + _CHUNK]
+        if not (part == tag).all():
+            return pos + stride * (first + int(np.argmax(part != tag)))
+    return pos + stride * k
+
+
+_CHUNK = 1 << 16
 
 
 def decode_varints(raw: np.ndarray, interleaved: bool = False) -> np.ndarray:
