@@ -609,12 +609,13 @@ class Session:
         """
         from engine.debugger.values import fit_value, parse_value
 
-        shape, dtype = self._blob_type(name, path)
-        arr = fit_value(parse_value(text, shape=shape, dtype=dtype, name=name), name=name, shape=shape,
-                        dtype=dtype, reshape=reshape,
-                        of_net=any(name in (*op.input, *op.output) for op in self._every_op()))
         with self.moving():
-            self._debugger().inject(name, arr, reshape=reshape)
+            dbg = self._debugger()  # NOTE: first: a weightless net's parameters exist (and have shapes) once it is made
+            shape, dtype = self._blob_type(name, path)
+            arr = fit_value(parse_value(text, shape=shape, dtype=dtype, name=name), name=name, shape=shape,
+                            dtype=dtype, reshape=reshape,
+                            of_net=any(name in (*op.input, *op.output) for op in self._every_op()))
+            dbg.inject(name, arr, reshape=reshape)
         self.values[name] = arr
         return arr
 
