@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import BlobNotFoundError, NetvizError
 from netviz import style as S
 from netviz.drawing import DrawOptions, Drawing, draw_net, focus
-from netviz.graphviz_support import pygraphviz
+from netviz.graphviz_support import find_program, missing_program, pygraphviz
 from netviz.layout import DEFAULT_TIMEOUT, LayoutError, LayoutTimeout, run_graphviz, run_graphviz_many
 from proto import caffe2_pb2
 
@@ -279,6 +279,8 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
     if f == "dot":
         _atomic_write(path, dot.encode())
         return ExportResult(path)
+    if find_program("dot") is None:  # NOTE: one line saying what to install, before any progress line
+        raise LayoutError(missing_program("dot"))
     try:
         data, how = _lay_out(d, dot, f, timeout, plan, progress or (lambda _: None))
     except LayoutTimeout:
