@@ -23,6 +23,7 @@ import numpy as np
 from engine.debugger.divergence import Trace
 from engine.errors import NetvizError
 from engine.model.opdef import create_operator, subnets_of
+from engine.runtime import device as dev
 from engine.runtime import executor
 from engine.runtime.int8tensor import Int8Tensor
 from engine.runtime.workspace import Workspace, WorkspaceStack
@@ -53,10 +54,11 @@ def parse_range(spec: str, n_ops: int) -> tuple[int, int]:
     head, sep, tail = spec.partition(":")
     try:
         start = int(head) if head.strip() else 0
+        start = start + n_ops if start < 0 else start
         stop = (int(tail) if tail.strip() else n_ops) if sep else start + 1
     except ValueError:
         raise NetvizError(f"--ops {spec!r}: give N:M (ops N to M-1) or N") from None
-    start, stop = (start + n_ops if start < 0 else start), (stop + n_ops if stop < 0 else stop)
+    stop = stop + n_ops if stop < 0 else stop
     if not 0 <= start < stop <= n_ops:
         raise NetvizError(f"--ops {spec!r}: the net has ops 0..{n_ops - 1}; give N:M with N < M <= {n_ops}")
     return start, stop
@@ -100,7 +102,8 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
         at, net = _subnet(trace, subnet)
         start, stop = parse_range(spec, len(net.op))
         ops, where = list(net.op[start:stop]), f"ops {start}:{stop} of op #{at}'s {subnet.partition('/')[2]}"
-    inputs = {n: v for n in needed_blobs(ops) if (v := trace.before(n, at)) is not None}
+    outer = _outer_names(trace.net.op[at]) if subnet is not None else {}
+    inputs = {n: v for n in needed_blobs(ops) if (v := trace.before(outer.get(n, n), at)) is not None}
     made = list(dict.fromkeys(o for op in ops for o in op.output))
     name = f"{trace.net.name or 'net'}_{where.replace(' ', '_').replace(':', '_').replace('#', '').replace(chr(39), '')}"
     predict = caffe2_pb2.NetDef(name=name, op=ops, external_input=list(inputs), external_output=made)
@@ -112,10 +115,21 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
     return Extracted(predict, inputs, expected, where, notes)
 
 
+def _outer_names(op: caffe2_pb2.OperatorDef) -> dict[str, str]:
+    """A Do op's inner blob name -> the parent blob it is bound to (``inner_blobs``/``outer_blobs_idx``)."""
+    if op.type != "Do":
+        return {}
+    a = {x.name: x for x in op.arg}
+    inner = [b.decode() for b in a["inner_blobs"].strings] if "inner_blobs" in a else []
+    idx = list(a["outer_blobs_idx"].ints) if "outer_blobs_idx" in a else []
+    outs = list(dict.fromkeys([*op.input, *op.output]))  # NOTE: indices run over inputs then new outputs
+    return {n: outs[i] for n, i in zip(inner, idx) if 0 <= i < len(outs)}
+
+
 def _run_alone(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
     ws = Workspace("extract")
     for n, v in inputs.items():
-        ws.values[n] = WorkspaceStack() if isinstance(v, WorkspaceStack) else v
+        ws.values[n], ws.devices[n] = (WorkspaceStack() if isinstance(v, WorkspaceStack) else v), dev.CPU
     executor.run_net(net, ws, device="cpu")
     return {o: np.array(v) for o in net.external_output if isinstance(v := ws.values.get(o), np.ndarray)}
 
@@ -156,9 +170,8 @@ def fill_op_bytes(name: str, value: Any) -> bytes:
         return create_operator("CreateScope", [], [name]).SerializeToString()
     if isinstance(value, Int8Tensor):
         op = create_operator("Int8GivenTensorFill", [], [name], shape=list(value.data.shape),
-                             values=value.data.astype(np.uint8).tobytes(), Y_scale=float(value.scale),
-                             Y_zero_point=int(value.zero_point))
-        return op.SerializeToString()
+                             Y_scale=float(value.scale), Y_zero_point=int(value.zero_point))
+        return op.SerializeToString() + _bytes_arg(value.data.astype(np.uint8), one_string=True)
     a = np.asarray(value)
     shape = list(a.shape)
     kind = a.dtype.kind
@@ -168,8 +181,8 @@ def fill_op_bytes(name: str, value: Any) -> bytes:
         raw = np.ascontiguousarray(a, "<f4").tobytes()
         return head + _field(5, _field(1, b"values") + (_field(5, raw) if raw else b""))
     if a.dtype == np.uint8:
-        op = create_operator("GivenTensorByteStringToUInt8Fill", [], [name], shape=shape, values=a.tobytes())
-        return op.SerializeToString()
+        op = create_operator("GivenTensorByteStringToUInt8Fill", [], [name], shape=shape)
+        return op.SerializeToString() + _bytes_arg(a)
     if kind == "b":
         return create_operator("GivenTensorBoolFill", [], [name], shape=shape, values=a.astype(int).ravel().tolist()
                                ).SerializeToString()
@@ -181,6 +194,14 @@ def fill_op_bytes(name: str, value: Any) -> bytes:
         return create_operator("GivenTensorStringFill", [], [name], shape=shape, values=vals).SerializeToString()
     raise NetvizError(f"blob '{name}': a {type(value).__name__} value; extract writes arrays, Int8 tensors "
                       "and scopes")
+
+
+def _bytes_arg(a: np.ndarray, one_string: bool = False) -> bytes:
+    """The serialized ``arg`` field ``values`` holding `a`'s bytes: as ``s`` (Int8GivenTensorFill reads one
+    string) or as the one item of ``strings`` (GivenTensorByteStringToUInt8Fill reads a list of one)."""
+    data = np.ascontiguousarray(a).tobytes()
+    arg = caffe2_pb2.Argument(name="values", s=data) if one_string else caffe2_pb2.Argument(name="values", strings=[data])
+    return _field(5, arg.SerializeToString())
 
 
 def init_net_bytes(name: str, inputs: Mapping[str, Any]) -> bytes:

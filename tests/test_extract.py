@@ -1,0 +1,108 @@
+"""`netviz extract NET --ops N:M -o DIR` (issue #44 item 2): the folder's repro.py runs the range in real
+Caffe2 (the oracle venv) and in netviz to the values captured in the full run, for zoo nets, ResNet-50
+and the control-flow examples, subnets included; the init net's values are packed bytes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.debugger.extract import fill_op_bytes, init_net_bytes, parse_range
+from engine.errors import NetvizError
+from engine.model.modelio import load_net
+from engine.runtime import executor
+from engine.runtime.workspace import Workspace
+from netviz.cli import main
+from proto import caffe2_pb2
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+R50 = ROOT / "tests" / "golden" / "models" / "resnet50" / "predict_net.pb"
+CAFFE2 = ROOT / ".venv-caffe2" / "bin" / "python"
+
+
+def _extract(tmp_path: Path, net: Path, *opts: str) -> Path:
+    out = tmp_path / "repro"
+    assert main(["extract", str(net), *opts, "-o", str(out)]) == 0
+    return out
+
+
+def _repro(folder: Path, python: Path | str) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" or python == sys.executable}
+    done = subprocess.run([str(python), "repro.py"], cwd=folder, capture_output=True, text=True, timeout=300, env=env)
+    return done.returncode, done.stdout + done.stderr[-2000:]
+
+
+def _caffe2_runs_it(folder: Path) -> None:
+    if not CAFFE2.is_file():
+        pytest.skip("no .venv-caffe2 (real Caffe2) here")
+    rc, out = _repro(folder, CAFFE2)
+    n = len(np.load(folder / "expected.npz").files)
+    assert rc == 0 and f"\nCaffe2: {n} of {n} outputs match expected.npz\n" in out, out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool", "uint8"])
+def test_the_init_net_fills_each_value_back(dtype: str) -> None:
+    value = (np.arange(-3, 9).reshape(3, 4) * 1.25).astype(dtype)
+    data = init_net_bytes("init", {"X": value, "E": np.zeros((0, 2), dtype)})
+    ws = Workspace("t")
+    executor.run_net(caffe2_pb2.NetDef.FromString(data), ws)
+    assert ws.values["X"].dtype == value.dtype and np.array_equal(ws.values["X"], value)
+    assert ws.values["E"].shape == (0, 2)
+
+
+def test_float_values_are_one_packed_field_of_the_arrays_bytes() -> None:
+    w = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    data = fill_op_bytes("W", w)
+    assert w.tobytes() in data and len(data) < w.nbytes + 64  # packed: 4 bytes a value, not 5
+
+
+def test_a_range_is_a_python_slice() -> None:
+    assert parse_range("3:5", 10) == (3, 5) and parse_range("-1", 10) == (9, 10)
+    with pytest.raises(NetvizError, match="the net has ops 0..9"):
+        parse_range("5:3", 10)
+
+
+def test_resnet50_range_runs_in_caffe2_and_netviz(tmp_path: Path) -> None:
+    out = _extract(tmp_path, R50, "--ops", "10:14")
+    net = load_net(out / "predict_net.pb")
+    assert [op.type for op in net.op] == ["Conv", "SpatialBN", "Conv", "SpatialBN"]
+    assert sorted(np.load(out / "expected.npz").files) == sorted(o for op in net.op for o in op.output)
+    rc, text = _repro(out, sys.executable)
+    assert rc == 0 and "\nnetviz: 4 of 4 outputs match expected.npz\n" in text, text
+    _caffe2_runs_it(out)
+    # the check bites: a wrong expected value fails
+    exp = dict(np.load(out / "expected.npz"))
+    exp["comp_0_conv_3"] = exp["comp_0_conv_3"] + 0.01
+    np.savez(out / "expected.npz", **exp)
+    rc, text = _repro(out, sys.executable)
+    assert rc == 1 and "comp_0_conv_3: (1, 256, 56, 56) error" in text and "DIFFERS" in text
+
+
+@pytest.mark.parametrize("name, opts", [
+    ("while_net", ["--ops", "0:4"]), ("if_net", ["--ops", "0:4"]), ("do_net", ["--ops", "0:3"]),
+    ("nested_if_in_while", ["--ops", "0:4"]),
+    ("while_net", ["--subnet", "2/loop_net", "--ops", "0:"]), ("while_net", ["--subnet", "2/cond_net", "--ops", "0:"]),
+    ("if_net", ["--subnet", "2/then_net", "--ops", "0:"]), ("do_net", ["--subnet", "1/net", "--ops", "0:"]),
+])
+def test_control_flow_ranges_and_subnets_run_in_caffe2(tmp_path: Path, name: str, opts: list[str]) -> None:
+    _caffe2_runs_it(_extract(tmp_path, EXAMPLES / name / "predict_net.pb", *opts))
+
+
+@pytest.mark.parametrize("name", ["inception_v1", "densenet121"])
+def test_zoo_ranges_around_a_concat_run_in_caffe2(zoo: Path, tmp_path: Path, name: str) -> None:
+    path = zoo / name / "predict_net.pbtxt"
+    k = next(i for i, op in enumerate(load_net(path).op) if op.type == "Concat")
+    out = _extract(tmp_path, path, "--ops", f"{k - 2}:{k + 2}", "--random-params")
+    assert "Concat" in [op.type for op in load_net(out / "predict_net.pb").op]
+    _caffe2_runs_it(out)
+
+
+def test_a_subnet_that_does_not_exist_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["extract", str(EXAMPLES / "while_net" / "predict_net.pb"), "--subnet", "2/then_net", "--ops", "0",
+                 "-o", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == ("netviz: --subnet '2/then_net': op #2 While holds loop_net, cond_net")
