@@ -658,8 +658,8 @@ def export(src: Source, *, opset: int = DEFAULT_OPSET, where: str = "net") -> Ex
     """Build a checked ONNX ModelProto of `src.net` (raises OnnxExportError naming every op that stops it)."""
     onnx = onnx_module()
     import engine.runtime.ops  # noqa: F401, PLC0415 - fills the converter table
-    if opset < MIN_OPSET:
-        raise OnnxExportError(f"--opset {opset}: netviz writes opset {MIN_OPSET} or newer")
+    from engine.onnx.opset import check_opset  # noqa: PLC0415  (an opset onnx and ONNX Runtime both take)
+    check_opset(onnx, opset, MIN_OPSET)
     ex = Exporter(opset)
     ex.workspace = src.workspace
     g = Graph(ex.names)
