@@ -15,9 +15,12 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+# Results go to benchmarks/results.local.json (untracked); BENCH_OUT=benchmarks/results.json make bench
+# updates the tracked figures on purpose.
 bench: setup
 	$(PY) -m benchmarks
 
+# One line per golden script and a summary; Caffe2's own output goes to oracle.log (ORACLE_LOG=...).
 oracle:
 	bash scripts/oracle.sh
 

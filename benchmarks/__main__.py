@@ -1,6 +1,8 @@
 """Run every benchmark and print one table: netviz figure, references, ratio, target, pass/fail.
 
-``python -m benchmarks`` (what ``make bench`` runs) writes ``benchmarks/results.json``;
+``python -m benchmarks`` (what ``make bench`` runs) writes ``benchmarks/results.local.json``, which
+git ignores, unless ``--out`` or ``BENCH_OUT`` names another file (``BENCH_OUT=benchmarks/results.json
+make bench`` updates the tracked figures on purpose);
 ``--quick`` runs tiny sizes (the smoke test uses it so the benchmarks cannot rot);
 ``--only NAME`` runs the modules whose name contains NAME.
 
@@ -57,12 +59,19 @@ def _plain(v: Any) -> Any:
     raise TypeError(f"{type(v).__name__} is not JSON serializable")
 
 
+def default_out() -> Path:
+    """Where results go without ``--out``: ``$BENCH_OUT``, else the untracked ``results.local.json``
+    (a run on a laptop must not rewrite the tracked ``results.json`` by accident)."""
+    return Path(os.environ.get("BENCH_OUT") or HERE / "results.local.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--only", default="", help="run modules whose name contains this")
-    parser.add_argument("--out", default=str(HERE / "results.json"), help="where to write the JSON results")
+    parser.add_argument("--out", default=str(default_out()),
+                        help="where to write the JSON results (default $BENCH_OUT, else benchmarks/results.local.json)")
     ns = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     names = sorted(m.name for m in pkgutil.iter_modules([str(HERE)]) if m.name.startswith("bench_"))
@@ -79,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows))
     if not ns.quick:
         Path(ns.out).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2, default=_plain) + "\n")
+        print(f"results written to {ns.out}", file=sys.stderr)
     return 0
 
 

@@ -10,6 +10,9 @@
 # finally tests/oracle/make_index.py, which writes OUTDIR/index.json.
 # Output is deterministic: two runs on one machine give byte-identical trees; another CPU
 # rounds floats differently, so compare with tests/oracle/golden_compare.py (check_goldens.sh).
+# The terminal gets one line per script; what Caffe2 prints (thousands of lines of its warnings and
+# expected tracebacks) goes to $ORACLE_LOG (default: oracle.log at the repo root, git-ignored), and a
+# failing script's last 40 lines are shown with the log's name.
 # The scripts import caffe2 only (never netviz / engine).
 set -euo pipefail
 
@@ -56,11 +59,30 @@ export OMP_NUM_THREADS=1
 export MKL_NUM_THREADS=1
 export NETVIZ_MODEL_ZOO="${NETVIZ_MODEL_ZOO:-$ROOT/../shared/models/caffe2-model-zoo}"
 
-start=$(date +%s)
-for script in "$ROOT"/tests/oracle/gen_*.py; do
+LOG="${ORACLE_LOG:-$ROOT/oracle.log}"
+: > "$LOG"
+quiet() {  # quiet NAME COMMAND...: run with its output appended to $LOG; on failure show its tail
+    local t0 rc mark
     t0=$(date +%s)
-    "$VENV/bin/python" "$script" "$OUTDIR"
-    echo "oracle.sh: $(basename "$script") done in $(( $(date +%s) - t0 ))s" >&2
+    mark=$(wc -l < "$LOG")
+    echo "=== $1" >> "$LOG"
+    "${@:2}" >> "$LOG" 2>&1 && rc=0 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        tail -n +"$((mark + 1))" "$LOG" | tail -40 >&2
+        echo "oracle.sh: $1 FAILED (exit $rc); its whole output is in $LOG" >&2
+        exit "$rc"
+    fi
+    echo "oracle.sh: $1 done in $(( $(date +%s) - t0 ))s" >&2
+}
+
+start=$(date +%s)
+stamp="$(mktemp)"
+trap 'rm -f "$stamp"' EXIT
+n=0
+for script in "$ROOT"/tests/oracle/gen_*.py; do
+    quiet "$(basename "$script")" "$VENV/bin/python" "$script" "$OUTDIR"
+    n=$((n + 1))
 done
-"$VENV/bin/python" "$ROOT/tests/oracle/make_index.py" "$OUTDIR"
-echo "oracle.sh: all goldens written to $OUTDIR in $(( $(date +%s) - start ))s" >&2
+quiet make_index.py "$VENV/bin/python" "$ROOT/tests/oracle/make_index.py" "$OUTDIR"
+cases=$(find "$OUTDIR" -type f -newer "$stamp" | wc -l)
+echo "oracle.sh: all goldens written to $OUTDIR in $(( $(date +%s) - start ))s: $n scripts, $cases files; Caffe2's output ($(wc -l < "$LOG") lines) in $LOG" >&2

@@ -1,0 +1,64 @@
+"""Quiet, clean Make targets (issue #40 item 8): `make bench` writes an untracked file unless told
+otherwise, `make oracle` prints a summary and sends Caffe2's output to a log file."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_results_go_to_an_untracked_file_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.__main__ import default_out
+
+    monkeypatch.delenv("BENCH_OUT", raising=False)
+    out = default_out()
+    assert out == ROOT / "benchmarks" / "results.local.json"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(out.relative_to(ROOT))], cwd=ROOT)
+    assert ignored.returncode == 0, "benchmarks/results.local.json is not git-ignored"
+    monkeypatch.setenv("BENCH_OUT", "benchmarks/results.json")
+    assert default_out() == Path("benchmarks/results.json")
+
+
+def _fake_checkout(tmp_path: Path, fail: bool) -> Path:
+    """A tree with scripts/oracle.sh, two noisy golden scripts and a ready .venv-caffe2 (this Python)."""
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy2(ROOT / "scripts" / "oracle.sh", root / "scripts" / "oracle.sh")
+    oracle = root / "tests" / "oracle"
+    oracle.mkdir(parents=True)
+    noise = "import sys\nfor i in range(500): print('W caffe2 warning', i, file=sys.stderr)\n"
+    (oracle / "gen_a.py").write_text(noise + "open(sys.argv[1] + '/a.json', 'w').write('{}')\n")
+    (oracle / "gen_b.py").write_text(noise + ("raise SystemExit('gen_b broke')\n" if fail else ""))
+    (oracle / "make_index.py").write_text("import sys; open(sys.argv[1] + '/index.json', 'w').write('{}')\n")
+    venv = root / ".venv-caffe2"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    reqs = re.search(r"^REQS='(.*)'$", (ROOT / "scripts" / "oracle.sh").read_text(), re.M).group(1)
+    (venv / ".netviz-reqs").write_text(reqs)  # NOTE: oracle.sh installs nothing when its stamp matches
+    return root
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["ok", "a script fails"])
+def test_oracle_prints_a_summary_and_logs_caffe2s_noise(tmp_path: Path, fail: bool) -> None:
+    root = _fake_checkout(tmp_path, fail)
+    log = tmp_path / "oracle.log"
+    env = dict(os.environ, ORACLE_LOG=str(log))
+    r = subprocess.run(["bash", "scripts/oracle.sh", str(tmp_path / "out")], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    printed = (r.stdout + r.stderr).splitlines()
+    assert log.read_text().count("W caffe2 warning") == 1000
+    if not fail:
+        assert r.returncode == 0 and len(printed) == 4, printed  # gen_a, gen_b, make_index, the summary
+        assert re.fullmatch(rf"oracle.sh: all goldens written to {tmp_path / 'out'} in \d+s: 2 scripts, 2 files; "
+                            rf"Caffe2's output \(\d+ lines\) in {log}", printed[-1])
+    else:
+        assert r.returncode != 0 and len(printed) <= 42
+        assert printed[-1] == f"oracle.sh: gen_b.py FAILED (exit 1); its whole output is in {log}"
+        assert "gen_b broke" in printed[-2]
