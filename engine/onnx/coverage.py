@@ -52,6 +52,15 @@ graph outputs for the run).  Both take `--init`, `--input NAME=SHAPE[:DTYPE]` an
   largest magnitude plus 1e-4 relative; int8 values exactly); the detection nets stop on
   GenerateProposals, BBoxTransform and BoxWithNMSLimit (ONNX's NonMaxSuppression neither keeps Caffe2's
   +1-pixel box areas nor its per-class limits; BBoxTransform's decoding has no converter yet).
+- What real nets use beyond the zoo (`tests/engine/test_onnx_real_nets.py`, each checked in ONNX Runtime):
+  `PadImage` is `Pad` in its mode (constant, reflect, edge; a reflect pad as wide as the image is refused:
+  Caffe2 reads outside the image there); `ScatterAssign` is `ScatterND`; a `Reshape` to a shape the net
+  computes reads it at run time; the fused row-wise 8/4/2-bit `SparseLengths{{Sum,Mean,WeightedSum}}` and the
+  8-bit `SparseLengths*8BitsRowwise` lookups are Gather, dequantise (q * scale + bias) and a segment sum
+  (the fused table is split into values, scales and biases at export: ONNX cannot read a row's trailing
+  bytes as floats, so that table must be fixed in the model); the Stylizer's pre- and post-processing are
+  Slice, Cast, Sub, Add (the noise the engine's run drew, as an initializer), Transpose, Clip and Pad.  A
+  style-transfer net and a DLRM-shaped ranking net built of them export whole and equal.
 - Of the test corpus's 63 builder and ONNX-exported nets, 60 export and diff clean.  The three
   `reservoir_dedup` nets stop on purpose: `ReservoirSampling` keeps its reservoir in a mutex
   (NativeBlob) and an id-to-position map (UnorderedMap) that live in the workspace across runs and

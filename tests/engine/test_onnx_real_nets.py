@@ -127,3 +127,71 @@ def test_stylizer_preprocess_and_deprocess() -> None:
     n.BRGNCHWCToPackedInt8BGRAStylizerDeprocess(["scaled", "mean"], "out")
     got = check(n, {"img": x, "mean": np.array([103.9, 116.8, 123.7], np.float32)})
     assert got["out"].dtype == np.uint8 and (got["out"][..., 3] == 255).all() and got["planes"].shape == (2, 3, 12, 15)
+
+
+def _fills(init: core.Net, **shapes: tuple[int, ...]) -> None:
+    for name, shape in shapes.items():
+        init.GivenTensorFill([], name, shape=list(shape), values=(_x(*shape) * 0.2).ravel().tolist())
+
+
+def test_a_style_transfer_net_exports_whole() -> None:
+    """A fast-style-transfer net as Caffe2's stylizer nets are built: the packed image in, reflect pads
+    before the convs, instance norms, a residual block, an upsampling ConvTranspose, the packed image
+    out.  Before these converters it stopped on the preprocess, PadImage and the deprocess."""
+    init, n = core.Net("init"), core.Net("stylizer")
+    _fills(init, w1=(8, 3, 9, 9), b1=(8,), w2=(16, 8, 3, 3), b2=(16,), wr1=(16, 16, 3, 3), br1=(16,),
+           wr2=(16, 16, 3, 3), br2=(16,), wt=(16, 8, 4, 4), bt=(8,), w3=(3, 8, 9, 9), b3=(3,))
+    for k, c in (("1", 8), ("2", 16), ("r1", 16), ("r2", 16), ("t", 8)):
+        init.ConstantFill([], f"s{k}", shape=[c], value=1.0)
+        init.ConstantFill([], f"h{k}", shape=[c], value=0.1)
+    n.PackedInt8BGRANHWCToNCHWCStylizerPreprocess(["img", "mean"], "x")
+    n.PadImage("x", "p1", pad=4, mode="reflect")
+    n.Conv(["p1", "w1", "b1"], "c1", kernel=9)
+    n.InstanceNorm(["c1", "s1", "h1"], "n1")
+    n.Relu("n1", "n1")
+    n.Conv(["n1", "w2", "b2"], "c2", kernel=3, stride=2, pad=1)
+    n.InstanceNorm(["c2", "s2", "h2"], "n2")
+    n.Relu("n2", "n2")
+    n.PadImage("n2", "pr1", pad=1, mode="reflect")
+    n.Conv(["pr1", "wr1", "br1"], "cr1", kernel=3)
+    n.InstanceNorm(["cr1", "sr1", "hr1"], "nr1")
+    n.Relu("nr1", "nr1")
+    n.PadImage("nr1", "pr2", pad=1, mode="edge")
+    n.Conv(["pr2", "wr2", "br2"], "cr2", kernel=3)
+    n.InstanceNorm(["cr2", "sr2", "hr2"], "nr2")
+    n.Sum(["nr2", "n2"], "res")
+    n.ConvTranspose(["res", "wt", "bt"], "up", kernel=4, stride=2, pad=1)
+    n.InstanceNorm(["up", "st", "ht"], "nt")
+    n.Relu("nt", "nt")
+    n.PadImage("nt", "p3", pad=4, mode="reflect")
+    n.Conv(["p3", "w3", "b3"], "c3", kernel=9)
+    n.Scale("c3", "out_f", scale=40.0)
+    n.BRGNCHWCToPackedInt8BGRAStylizerDeprocess(["out_f", "mean"], "out")
+    img = RNG.integers(0, 256, size=(1, 24, 24, 4)).astype(np.uint8)
+    got = check(n, {"img": img, "mean": np.array([103.9, 116.8, 123.7], np.float32)}, init)
+    assert got["out"].shape == (1, 24, 24, 4) and len(np.unique(got["out"][..., :3])) > 10
+
+
+def test_a_recommender_net_with_quantised_embeddings_exports_whole() -> None:
+    """A DLRM-shaped ranking net: a dense MLP, two quantised embedding tables (fused 8-bit, weighted;
+    fused 4-bit, mean), pairwise dot products of the features, a top MLP and a sigmoid."""
+    init, n = core.Net("init"), core.Net("dlrm")
+    _fills(init, e1_f=(20, 16), e2_f=(12, 16), wd=(16, 13), bd=(16,), wt=(1, 19), bt=(1,))
+    init.FloatToFused8BitRowwiseQuantized("e1_f", "e1")
+    init.FloatToFused4BitRowwiseQuantized("e2_f", "e2")
+    n.FC(["dense", "wd", "bd"], "d")
+    n.Relu("d", "d")
+    n.SparseLengthsWeightedSumFused8BitRowwise(["e1", "w1", "i1", "l1"], "emb1")
+    n.SparseLengthsMeanFused4BitRowwise(["e2", "i2", "l2"], "emb2")
+    n.Concat(["d", "emb1", "emb2"], ["z", "z_info"], axis=1)
+    n.Reshape(["z", "zshape"], ["z3", "z_old"])  # NOTE: (B, 3, 16), the shape fed at run time
+    n.BatchMatMul(["z3", "z3"], "zz", trans_b=1)
+    n.Flatten("zz", "zf")
+    n.Concat(["zf", "d_one"], ["top", "top_info"], axis=1)
+    n.FC(["top", "wt", "bt"], "logit")
+    n.Sigmoid("logit", "prob")
+    feeds = {"dense": _x(4, 13), "w1": _x(9), "i1": RNG.integers(0, 20, 9).astype(np.int64),
+             "l1": np.array([3, 1, 0, 5], np.int32), "i2": RNG.integers(0, 12, 6).astype(np.int32),
+             "l2": np.array([2, 2, 1, 1], np.int32), "zshape": np.array([-1, 3, 16], np.int64), "d_one": _x(4, 10)}
+    got = check(n, feeds, init)
+    assert got["prob"].shape == (4, 1)
