@@ -62,3 +62,21 @@ def test_oracle_prints_a_summary_and_logs_caffe2s_noise(tmp_path: Path, fail: bo
         assert r.returncode != 0 and len(printed) <= 42
         assert printed[-1] == f"oracle.sh: gen_b.py FAILED (exit 1); its whole output is in {log}"
         assert "gen_b broke" in printed[-2]
+
+
+def test_every_netviz_variable_is_documented_in_one_place() -> None:
+    """docs/files.md names every NETVIZ_* variable the code reads (and the XDG ones), the doctor lists
+    the same, and the top-level --help points to both."""
+    from netviz.cli import EPILOG
+    from netviz.commands.doctor import VARIABLES
+
+    read = set()
+    for folder in ("engine", "netviz"):
+        for path in (ROOT / folder).rglob("*.py"):
+            read |= set(re.findall(r"environ(?:\.get)?\(?\[?\s*[\"'](NETVIZ_\w+|XDG_\w+)", path.read_text()))
+    assert {"NETVIZ_CACHE_DIR", "NETVIZ_NO_CACHE", "NETVIZ_LOG_DIR", "NETVIZ_THREADS", "NETVIZ_SCHEMA",
+            "XDG_CACHE_HOME", "XDG_STATE_HOME"} <= read
+    doc = (ROOT / "docs" / "files.md").read_text()
+    assert all(f"`{name}`" in doc for name in read | {"NETVIZ_MODEL_ZOO"}), sorted(n for n in read if n not in doc)
+    assert {n for n in read if n.startswith("NETVIZ_")} <= set(VARIABLES)
+    assert "docs/files.md" in EPILOG and "netviz doctor" in EPILOG
