@@ -113,7 +113,8 @@ def build_agraph(d: Drawing, plan: LayoutPlan | None = None) -> pgv.AGraph:
     `plan` overrides the direction and wraps the drawing into columns (:func:`_wrap`).
     """
     g = pygraphviz().AGraph(directed=True, strict=False, name=d.name)
-    g.graph_attr.update(S.GRAPH_ATTRS, rankdir=plan.rankdir if plan else d.options.rankdir, compound="true")
+    g.graph_attr.update(S.GRAPH_ATTRS, rankdir=plan.rankdir if plan else d.options.rankdir, compound="true",
+                        label=S.legend_html(), labelloc="t", labeljust="l")
     g.node_attr.update(S.NODE_DEFAULTS)
     subs: dict[str | None, pgv.AGraph] = {None: g}
 

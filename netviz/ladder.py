@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing, DrawNode
 
-__all__ = ["anchors", "cut_points", "Pieces", "split", "piece_dot", "compose", "dot_quote", "JOBS",
+__all__ = ["anchors", "cut_points", "joining_ops", "Pieces", "split", "piece_dot", "compose", "dot_quote", "JOBS",
            "PIECE_NODES"]
 
 #: ``dot`` processes run at once (the pieces are shared out among them)
@@ -163,11 +163,28 @@ def split(d: Drawing, pieces: int | None = None) -> Pieces:
     return Pieces({nid: bisect_right(cuts, v) for nid, v in a.items()}, len(cuts) + 1)
 
 
+def joining_ops(d: Drawing, writer: dict[str, str] | None = None) -> list[str]:
+    """Gradient ops that read what another gradient op of the same forward op wrote: the ``Sum`` joining a
+    multi-use blob's gradients.  They are not pinned to the forward op's rank (its gradient op is) but
+    rank just above it, where the gradients join."""
+    if writer is None:
+        writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.source].kind == "op"}
+    link = {e.source: e.target for e in d.edges if e.kind == "forward_link"}
+    out = []
+    for e in d.edges:
+        w = writer.get(e.source, e.source)
+        if (e.kind == "data" and e.target in link and w in link and w != e.target
+                and link[w] == link[e.target] and e.target not in out):
+            out.append(e.target)
+    return out
+
+
 def _rank_pairs(d: Drawing, members: Collection[str]) -> list[tuple[str, str]]:
     """(forward op, gradient op) and (gradient op, optimizer op) pairs that share a rank, both in `members`."""
-    pairs = [(e.target, e.source) for e in d.edges if e.kind == "forward_link"
-             and e.source in members and e.target in members]
     writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.source].kind == "op"}
+    joins = set(joining_ops(d, writer))
+    pairs = [(e.target, e.source) for e in d.edges if e.kind == "forward_link"
+             and e.source in members and e.target in members and e.source not in joins]
     seen: set[str] = set()
     for e in d.edges:
         o, b = d.nodes[e.target], e.source
@@ -272,24 +289,13 @@ def read_json0(text: bytes) -> list[dict]:
 
 
 _PAIR = re.compile(r"(-?[\d.]+(?:e-?\d+)?),(-?[\d.]+(?:e-?\d+)?)")
+#: points between a piece's columns once netviz has put them in order
+COLUMN_GAP = 24.0
 
 
-def _shift(text: str, dx: float, dy: float, mirror: float | None = None) -> str:
-    """Every ``x,y`` in `text` moved by (dx, dy); first reflected about ``x = mirror / 2`` when `mirror` is set."""
-    def one(m: re.Match) -> str:
-        x = float(m.group(1))
-        return f"{(mirror - x if mirror is not None else x) + dx:.1f},{float(m.group(2)) + dy:.1f}"
-    return _PAIR.sub(one, text)
-
-
-def _mirrored(g: dict) -> float | None:
-    """The width of a piece whose ``dot`` run put the gradient column left of the forward one (to reflect
-    it: ``dot`` orders clusters as it likes), else None."""
-    left = {o["name"].rsplit("_", 1)[-1]: float(o["bb"].split(",")[0]) for o in g.get("objects", [])
-            if "bb" in o and o.get("name", "").startswith("cluster_") and o["name"].count("_") == 2}
-    if "forward" in left and "gradient" in left and left["gradient"] < left["forward"]:
-        return float(g["bb"].split(",")[2])
-    return None
+def _shift(text: str, dx: float, dy: float) -> str:
+    """Every ``x,y`` in `text` moved by (dx, dy)."""
+    return _PAIR.sub(lambda m: f"{float(m.group(1)) + dx:.1f},{float(m.group(2)) + dy:.1f}", text)
 
 
 def _reverse_pos(pos: str) -> str:
@@ -298,6 +304,41 @@ def _reverse_pos(pos: str) -> str:
     tip = [p for p in parts if p.startswith("s,")]
     pts = [p for p in parts if not p.startswith(("s,", "e,"))]
     return " ".join(["e," + tip[0][2:]] if tip else []) + (" " if tip else "") + " ".join(reversed(pts))
+
+
+def _column_role(name: str) -> str | None:
+    """The role of a piece's cluster: ``cluster_<k>_<role>`` (a column) or ``cluster_<k>_<role>_<id>`` (inside one)."""
+    parts = name.split("_", 3)
+    return parts[2] if len(parts) >= 3 and parts[0] == "cluster" and parts[2] in ROLE_ORDER else None
+
+
+def _column_shifts(g: dict) -> dict[str, float]:
+    """Role → x shift that puts a piece's columns in :data:`ROLE_ORDER`, left to right (``dot`` orders
+    clusters as it likes); empty for a piece of one column."""
+    boxes: dict[str, tuple[float, float]] = {}
+    for o in g.get("objects", []):
+        name = o.get("name", "")
+        if "bb" in o and name.count("_") == 2 and _column_role(name):
+            x0, _, x1, _ = (float(v) for v in o["bb"].split(","))
+            boxes[name.rsplit("_", 1)[1]] = (x0, x1)
+    if len(boxes) < 2:
+        return {}
+    x, out = min(x0 for x0, _ in boxes.values()), {}
+    for role in ROLE_ORDER:
+        if role in boxes:
+            out[role] = x - boxes[role][0]
+            x += boxes[role][1] - boxes[role][0] + COLUMN_GAP
+    return out
+
+
+def _size(g: dict, shifts: dict[str, float]) -> tuple[float, float]:
+    """A piece's width and height once its columns are in order."""
+    x0, y0, x1, y1 = (float(v) for v in g.get("bb", "0,0,0,0").split(","))
+    for o in g.get("objects", []):
+        name = o.get("name", "")
+        if shifts and "bb" in o and name.count("_") == 2 and _column_role(name):
+            x1 = max(x1, float(o["bb"].split(",")[2]) + shifts[name.rsplit("_", 1)[1]])
+    return x1 - x0, y1 - y0
 
 
 def _grid(sizes: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -319,38 +360,39 @@ def _grid(sizes: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return best[1] if best else []
 
 
+Box = tuple[float, float, float, float]  # centre x, centre y, width, height (points)
+
+
 def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
     """One DOT graph of `d` with every node, edge and cluster where its piece's ``dot`` run put it, the
-    pieces placed by :func:`_grid`; edges between pieces are straight.  ``neato -n2`` renders it."""
-    sizes = []
-    for g in layouts:
-        x0, y0, x1, y1 = (float(v) for v in g.get("bb", "0,0,0,0").split(","))
-        sizes.append((x1 - x0, y1 - y0))
+    columns of each piece in order and the pieces placed by :func:`_grid`; edges between pieces or
+    columns are straight.  ``neato -n2`` renders it as it is."""
+    shifts = [_column_shifts(g) for g in layouts]
+    sizes = [_size(g, s) for g, s in zip(layouts, shifts)]
     corners = _grid(sizes)
     total_h = max((c[1] + s[1] for c, s in zip(corners, sizes)), default=0.0)
     total_w = max((c[0] + s[0] for c, s in zip(corners, sizes)), default=0.0)
-    # NOTE: graphviz's y runs up: a piece's top-left (x, y down) moves its points by (x, H - y - h)
-    shifts = [(cx, total_h - cy - h) for (cx, cy), (_, h) in zip(corners, sizes)]
-    pos: dict[str, tuple[float, float, float, float]] = {}
+    pos: dict[str, Box] = {}
     node_lines: list[str] = []
     edge_lines: list[str] = []
+    laid: set[int] = set()
     for k, g in enumerate(layouts):
-        dx, dy = shifts[k]
-        names: dict[int, str] = {}
-        mirror = _mirrored(g)
-        _emit_objects(d, g, dx, dy, names, pos, node_lines, mirror)
+        # NOTE: graphviz's y runs up: a piece's top-left (x, y down) moves its points by (x, H - y - h)
+        x0, y0 = (float(v) for v in g.get("bb", "0,0").split(",")[:2])
+        dx, dy, cs = corners[k][0] - x0, total_h - corners[k][1] - sizes[k][1] - y0, shifts[k]
+        _emit_objects(d, g, dx, dy, cs, pos, node_lines)
         for e in g.get("edges", []):
-            if "nvid" not in e:  # NOTE: the invisible flat edges that order the columns
-                continue
-            i = int(e["nvid"])
-            de = d.edges[i]
-            reverse = e.get("dir") == "back"
-            path = _shift(e.get("pos", ""), dx, dy, mirror)
-            attrs = de.style.attrs() | {"pos": _reverse_pos(path) if reverse else path}
+            de = d.edges[int(e["nvid"])]
+            rs, rt = d.nodes[de.source].role, d.nodes[de.target].role
+            if cs and rs != rt:
+                continue  # NOTE: its columns moved apart: drawn straight below
+            path = _shift(e.get("pos", ""), dx + cs.get(rs, 0.0), dy)
+            attrs = de.style.attrs() | {"pos": _reverse_pos(path) if e.get("dir") == "back" else path}
             attrs.pop("constraint", None)
             edge_lines.append(f"{dot_quote(de.source)} -> {dot_quote(de.target)} [{_attrs(attrs)}];")
+            laid.add(int(e["nvid"]))
     for i, e in enumerate(d.edges):
-        if p.of[e.source] != p.of[e.target] and e.source in pos and e.target in pos:
+        if i not in laid and e.source in pos and e.target in pos:
             attrs = e.style.attrs() | {"pos": _straight(pos[e.source], pos[e.target])}
             attrs.pop("constraint", None)
             edge_lines.append(f"{dot_quote(e.source)} -> {dot_quote(e.target)} [{_attrs(attrs)}];")
@@ -360,60 +402,58 @@ def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
                       f"node [{_attrs(S.NODE_DEFAULTS)}];", *node_lines, *edge_lines, "}"])
 
 
-def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, names: dict[int, str],
-                  pos: dict[str, tuple[float, float, float, float]], lines: list[str], mirror: float | None) -> None:
-    """The nodes and clusters of one piece's json0, moved by (dx, dy), as pinned DOT lines."""
+def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: dict[str, Box],
+                  lines: list[str]) -> None:
+    """The nodes and clusters of one piece's json0, moved by (dx, dy) and their column's shift, pinned."""
     objects = g.get("objects", [])
     for obj in objects:
-        if "nodes" in obj or "subgraphs" in obj or "bb" in obj:
+        nid = obj.get("name", "")
+        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or "pos" not in obj or nid not in d.nodes:
             continue
-        nid = obj["name"]
-        names[obj["_gvid"]] = nid
-        if "pos" not in obj or nid not in d.nodes:
-            continue
-        x, y = (float(v) for v in obj["pos"].split(",")[:2])
-        x = mirror - x if mirror is not None else x
-        w, h = float(obj["width"]) * 72, float(obj["height"]) * 72
-        pos[nid] = (x + dx, y + dy, w, h)
         n = d.nodes[nid]
-        a = {"label": n.label} | n.style.attrs() | {"pos": f"{x + dx:.1f},{y + dy:.1f}!",
-                                                    "width": f"{w / 72:.3f}", "height": f"{h / 72:.3f}"}
+        x, y = (float(v) for v in obj["pos"].split(",")[:2])
+        x, y, w, h = x + dx + cs.get(n.role, 0.0), y + dy, float(obj["width"]) * 72, float(obj["height"]) * 72
+        pos[nid] = (x, y, w, h)
+        a = {"label": n.label} | n.style.attrs() | {"pos": f"{x:.1f},{y:.1f}!", "width": f"{w / 72:.3f}",
+                                                    "height": f"{h / 72:.3f}"}
         lines.append(f"{dot_quote(nid)} [{_attrs(a)}];")
     inner = {c for obj in objects for c in obj.get("subgraphs", [])}
     for k, obj in enumerate(objects):
-        if obj.get("name", "").startswith("cluster") and k not in inner:
-            _emit_cluster(objects, k, dx, dy, lines, mirror)
+        if obj.get("name", "").startswith("cluster") and "bb" in obj and k not in inner:
+            _emit_cluster(objects, k, dx, dy, cs, lines)
 
 
-def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, lines: list[str], mirror: float | None) -> None:
+def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, cs: dict[str, float], lines: list[str]) -> None:
     """Cluster `k` of a json0 object list with its box and label pinned, its sub-clusters nested."""
     obj = objects[k]
+    sx = dx + cs.get(_column_role(obj["name"]) or "", 0.0)
     a = {key: obj[key] for key in ("label", "style", "color", "fillcolor", "fontcolor", "fontsize") if key in obj}
-    x0, y0, x1, y1 = (float(v) for v in obj["bb"].split(","))
-    if mirror is not None:
-        x0, x1 = mirror - x1, mirror - x0
-    a["bb"] = f"{x0 + dx:.1f},{y0 + dy:.1f},{x1 + dx:.1f},{y1 + dy:.1f}"
+    a["bb"] = _shift(obj["bb"], sx, dy)
     if "lp" in obj:
-        a["lp"] = _shift(obj["lp"], dx, dy, mirror)
+        a["lp"] = _shift(obj["lp"], sx, dy)
     kids = [c for c in obj.get("subgraphs", []) if objects[c].get("name", "").startswith("cluster")]
     taken = {n for c in kids for n in objects[c].get("nodes", [])}
     lines.append(f"subgraph {dot_quote(obj['name'])} {{ graph [{_attrs(a)}]; "
                  + " ".join(dot_quote(objects[n]["name"]) + ";" for n in obj.get("nodes", []) if n not in taken))
     for c in kids:
-        _emit_cluster(objects, c, dx, dy, lines, mirror)
+        _emit_cluster(objects, c, dx, dy, cs, lines)
     lines.append("}")
 
 
-def _straight(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> str:
-    """A straight spline from box `a`'s border to box `b`'s, arrow at `b` (pieces are far apart)."""
+def _straight(a: Box, b: Box) -> str:
+    """A straight spline from box `a`'s border to box `b`'s, arrow at `b`: through the top and bottom
+    borders when the boxes are further apart up and down than sideways, else through their sides."""
     (ax, ay, aw, ah), (bx, by, bw, bh) = a, b
-    down = by < ay
-    sy, ey = ay - ah / 2 if down else ay + ah / 2, by + bh / 2 if down else by - bh / 2
-    ux, uy = bx - ax, ey - sy
-    norm = math.hypot(ux, uy) or 1.0
-    tx, ty = bx - 10 * ux / norm, ey - 10 * uy / norm
-    pts = [(ax + (tx - ax) * t, sy + (ty - sy) * t) for t in (0, 1 / 3, 2 / 3, 1)]
-    return f"e,{bx:.1f},{ey:.1f} " + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+    if abs(by - ay) - (ah + bh) / 2 >= abs(bx - ax) - (aw + bw) / 2:
+        sgn = -1.0 if by < ay else 1.0
+        sx, sy, ex, ey = ax, ay + sgn * ah / 2, bx, by - sgn * bh / 2
+    else:
+        sgn = -1.0 if bx < ax else 1.0
+        sx, sy, ex, ey = ax + sgn * aw / 2, ay, bx - sgn * bw / 2, by
+    norm = math.hypot(ex - sx, ey - sy) or 1.0
+    tx, ty = ex - 8 * (ex - sx) / norm, ey - 8 * (ey - sy) / norm
+    pts = [(sx + (tx - sx) * t, sy + (ty - sy) * t) for t in (0, 1 / 3, 2 / 3, 1)]
+    return f"e,{ex:.1f},{ey:.1f} " + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
 
 
 def run_pieces(dots: list[str], run: Callable[[list[str]], list[bytes]]) -> list[dict]:

@@ -1,0 +1,147 @@
+"""The backward ladder, read back from the exported SVG's coordinates: each gradient op on its forward op's
+rank, forward edges running down and gradient edges up inside each piece, optimizer ops a third column in
+their own colour, the pieces cut small enough that ``dot`` never sees the whole net, one legend everywhere."""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from engine.model.modelio import load_net
+from engine.model.opdef import create_operator as op
+from netviz import ladder
+from netviz import style as S
+from netviz.cli import main
+from netviz.drawing import DrawOptions, Drawing, draw_net
+from netviz.export import backward_drawing_net, build_agraph, export_drawing
+from proto import caffe2_pb2
+
+SVG = "{http://www.w3.org/2000/svg}"
+ROOT = Path(__file__).resolve().parents[2]
+COLUMN = re.compile(r"cluster_(\d+)_(forward|gradient|optimizer)")
+
+
+def svg_boxes(path: Path) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float, float, float]],
+                                   dict[str, str]]:
+    """(node id → centre, cluster name → (x0, y0, x1, y1), node id → fill) in SVG units (y grows down)."""
+    nodes, clusters, fills = {}, {}, {}
+    for g in ET.parse(path).getroot().iter(f"{SVG}g"):
+        shape = next((c for c in g if c.tag in (f"{SVG}polygon", f"{SVG}path", f"{SVG}ellipse")), None)
+        if shape is None or g.get("class") not in ("node", "cluster"):
+            continue
+        if shape.tag == f"{SVG}ellipse":
+            cx, cy = float(shape.get("cx", 0)), float(shape.get("cy", 0))
+            pts = [(cx, cy)]
+        else:
+            pts = [(float(a), float(b)) for a, b in
+                   re.findall(r"(-?[\d.]+),(-?[\d.]+)", shape.get("points") or shape.get("d") or "")]
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        title = g.findtext(f"{SVG}title") or ""
+        if g.get("class") == "node":
+            nodes[title] = ((min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2)
+            fills[title] = (shape.get("fill") or "").upper()
+        else:
+            clusters[title] = (min(xs), min(ys), max(xs), max(ys))
+    return nodes, clusters, fills
+
+
+def piece_of(nodes: dict[str, tuple[float, float]], clusters: dict[str, tuple[float, float, float, float]]
+             ) -> dict[str, tuple[int, str]]:
+    """Node id → (piece, column) by the column cluster its centre lies in."""
+    cols = [(int(m.group(1)), m.group(2), box) for name, box in clusters.items() if (m := COLUMN.fullmatch(name))]
+    out = {}
+    for nid, (x, y) in nodes.items():
+        for k, role, (x0, y0, x1, y1) in cols:
+            if x0 <= x <= x1 and y0 <= y <= y1:
+                out[nid] = (k, role)
+    return out
+
+
+def check_ladder(d: Drawing, svg: Path) -> None:
+    """The ladder's promises on `d` as drawn in `svg` (the assertions of both nets below)."""
+    nodes, clusters, _ = svg_boxes(svg)
+    assert set(nodes) == set(d.nodes)
+    where = piece_of(nodes, clusters)
+    joins = set(ladder.joining_ops(d))
+    assert {d.nodes[j].op_type for j in joins} <= {"Sum"}
+    links = [e for e in d.edges if e.kind == "forward_link" and e.source not in joins]
+    assert links
+    for e in links:  # each gradient op on the rank of the forward op it differentiates, to its right
+        (gx, gy), (fx, fy) = nodes[e.source], nodes[e.target]
+        assert abs(gy - fy) < 0.5 and gx > fx, (d.nodes[e.source].label, d.nodes[e.target].label)
+        assert where[e.source][0] == where[e.target][0] and where[e.source][1] == "gradient"
+    counted = {"forward": 0, "gradient": 0}
+    for e in d.edges:
+        s, t = d.nodes[e.source], d.nodes[e.target]
+        if (e.kind != "data" or s.role != t.role or s.role not in counted or s.path or t.path
+                or where.get(e.source, (None,))[0] != where.get(e.target, (None,))[0]):
+            continue
+        dy = nodes[e.target][1] - nodes[e.source][1]
+        assert (dy > 0) if s.role == "forward" else (dy < 0), (s.role, s.label, t.label, dy)
+        counted[s.role] += 1
+    assert counted["forward"] > 10 and counted["gradient"] > 10, counted
+
+
+def backward_drawing(path: Path) -> Drawing:
+    net, n_fwd, origin = backward_drawing_net(load_net(path), None)
+    return draw_net(net, DrawOptions(), n_fwd, origin)
+
+
+def test_resnet50_backward_ladder_from_svg(zoo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, out = zoo / "resnet50" / "predict_net.pbtxt", tmp_path / "r50.svg"
+    assert main(["export", str(path), "--backward", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "ladder in" in err and "sfdp" not in err
+    d = backward_drawing(path)
+    check_ladder(d, out)
+    assert len(ladder.joining_ops(d)) == 16  # the Sums of the 16 residual joins
+
+
+def test_lstm_backward_ladder_from_svg(tmp_path: Path) -> None:
+    """The LSTM training net (its own backward pass and SGD): ladder as ResNet-50's, optimizer ops gold, right."""
+    path, out = ROOT / "examples" / "lstm" / "predict_net.pb", tmp_path / "lstm.svg"
+    assert main(["export", str(path), "--backward", "-o", str(out)]) == 0
+    d = backward_drawing(path)
+    check_ladder(d, out)
+    nodes, clusters, fills = svg_boxes(out)
+    opt = [n for n in d.ops() if n.role == "optimizer" and not n.path]
+    grad = [n for n in d.ops() if n.role == "gradient" and not n.path]
+    assert opt and all(fills[n.id] == S.GOLD for n in opt) and all(fills[n.id] == S.RED for n in grad)
+    assert min(nodes[n.id][0] for n in opt) > max(nodes[n.id][0] for n in grad)
+
+
+def chain_training(n: int) -> Drawing:
+    """`n` FC+Relu layers, their backward pass and an SGD step per weight."""
+    ops, x = [], "data"
+    for i in range(n):
+        ops += [op("FC", [x, f"w{i}", f"b{i}"], f"fc{i}"), op("Relu", f"fc{i}", f"fc{i}")]
+        x = f"fc{i}"
+    ops.append(op("AveragedLoss", x, "loss"))
+    net, n_fwd, origin = backward_drawing_net(caffe2_pb2.NetDef(name="chain", op=ops), "loss")
+    net.op.extend(op("WeightedSum", [f"w{i}", "ONE", f"w{i}_grad", "LR"], f"w{i}") for i in range(n))
+    return draw_net(net, DrawOptions(), n_fwd, origin)
+
+
+def test_pieces_stay_small_and_every_node_is_placed(tmp_path: Path) -> None:
+    """A 300-layer net is cut into pieces of at most ~PIECE_NODES nodes each (dot never sees the whole), and
+    the composed SVG still holds every node, each forward op and its gradient op in one piece."""
+    d = chain_training(300)
+    p = ladder.split(d, None)
+    sizes = [list(p.of.values()).count(k) for k in range(p.count)]
+    assert p.count >= len(d.nodes) // ladder.PIECE_NODES and max(sizes) <= 2 * ladder.PIECE_NODES, sizes
+    links = [e for e in d.edges if e.kind == "forward_link"]
+    assert all(p.of[e.source] == p.of[e.target] for e in links)
+    r = export_drawing(d, tmp_path / "c.svg")
+    assert "ladder in" in r.layout and set(svg_boxes(r.path)[0]) == set(d.nodes)
+
+
+def test_one_legend_in_svg_and_dot(tmp_path: Path) -> None:
+    d = chain_training(2)
+    path = export_drawing(d, tmp_path / "c.svg").path
+    svg = " ".join(ET.parse(path).getroot().itertext()) + path.read_text()
+    dot = build_agraph(d).string()
+    for name, *_ in S.LEGEND:
+        assert name.split()[-1] in svg and name.split()[-1] in dot
+    assert S.GOLD.lower() in svg.lower() and "⚑" in svg and "⚑" in dot
