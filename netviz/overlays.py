@@ -135,10 +135,12 @@ def diff_header(rows: Sequence[Any], side: str = ONNX_SIDE) -> str:
         return f"{side}: all {len(worst)} ops equal ({len(rows)} values)"
     top = max(differ, key=lambda r: r.max_abs)
     first = next((r for r in rows if not r.ok), None)
-    return (f"{side}: {len(differ)} of {len(worst)} ops differ, worst op #{top.op_index} {top.op_type} "
-            f"'{top.blob}' (abs {top.max_abs:.3g}); "
-            + (f"first over the tolerance: op #{first.op_index} {first.op_type} '{first.blob}'" if first
-               else "none over the tolerance (float rounding)"))
+    if first is None:  # NOTE: "175 of 175 ops differ" read as alarming when every one is float rounding
+        return (f"{side}: all {len(worst)} ops within tolerance ({len(differ)} differ by float rounding, "
+                f"largest op #{top.op_index} {top.op_type} '{top.blob}': abs {top.max_abs:.3g})")
+    over = sum(not r.ok for r in worst.values())
+    return (f"{side}: {over} of {len(worst)} ops over the tolerance, first over the tolerance: op #{first.op_index} "
+            f"{first.op_type} '{first.blob}'; worst op #{top.op_index} {top.op_type} '{top.blob}' (abs {top.max_abs:.3g})")
 
 
 def diff_legend(rows: Sequence[Any]) -> Text:

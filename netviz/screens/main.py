@@ -1097,8 +1097,9 @@ class MainScreen(Guarded, Screen[None]):
             self.notify(note, title="ONNX diff")
         worst = worst_per_op(rows)
         ops = sorted(worst)
-        lines = [f"#{i} {worst[i].op_type}  {worst[i].blob}  abs {worst[i].max_abs:.3g}  rel {worst[i].max_rel:.3g}"
-                 + ("" if worst[i].ok else "  over tol") for i in ops]
+        lines = [f"#{i} {worst[i].op_type}  {worst[i].blob}  abs {worst[i].max_abs:.3g}  "  # NOTE: no raw rel:
+                 + ("over tol" if not worst[i].ok else "within tol" if worst[i].max_abs else "equal")  # 3% of ~0
+                 for i in ops]
         first = next((r.op_index for r in rows if not r.ok), None)
         start = ops.index(first) if first is not None else 0
         from netviz.screens.pick import PickScreen  # noqa: PLC0415 - a later key's screen
