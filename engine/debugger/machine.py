@@ -73,6 +73,7 @@ class _Undo:
     nbytes: int = 0
     nrec: int = 0                    # records before this unit ran
     states: list[tuple[Any, Any]] = field(default_factory=list)  # (object, snapshot) of stateful blobs
+    rng: Any = None                  # an enter's: the random source's state, so a replay draws the same numbers
 
 
 def _nbytes(v: Any) -> int:
@@ -145,6 +146,8 @@ class Machine:
     record_stats: bool
     device: str | None
     fwd_index: list[int | None]
+    #: ``u`` after a finished subnet run goes back to its last op (False: undoes the whole control-flow op)
+    replay_into_subnets = True
 
     def _reset_machine(self, main: _Frame) -> None:
         self.frames = [main]
@@ -306,7 +309,9 @@ class Machine:
                 values = f.ws.values
                 before = [(f.ws, n, values[n] if n in values else _MISSING, f.ws.devices[n] if n in values else None,
                            None) for n in b.outs]
-                self._push_undo(_Undo("enter", f, f.pc, len(self.frames), writes=before, states=states))
+                rng = getattr(self, "_rng", None)
+                self._push_undo(_Undo("enter", f, f.pc, len(self.frames), writes=before, states=states,
+                                      rng=rng.bit_generator.state if rng is not None else None))
                 return self._resume(f, b, executor.call_kernel(b, f.ws), first=True)
             return "op", self._run_plain(f, b)
         if len(self.frames) == 1:
@@ -539,11 +544,15 @@ class Machine:
         if not self._undo:
             raise DebuggerError("nothing to step back over" + (
                 f" (history beyond the {self.budget >> 20} MiB budget was dropped)" if self.undo_truncated else ""))
-        u = self._undo.pop()
+        u = self._undo[-1]
+        replay = 0
         if u.kind == "op" and u.frame is self.frames[-1]:
+            self._undo.pop()
             self._restore(u)
             u.frame.pc = u.pc
         else:
+            replay = self._replay_units()
+            u = self._undo.pop()
             owner, op_index = u.frame, u.pc  # the control-flow op this unit belongs to
             while not (u.kind == "enter" and u.frame is owner and u.pc == op_index):
                 self._restore(u)
@@ -553,6 +562,8 @@ class Machine:
                 u = self._undo.pop()
             for obj, state in u.states:
                 obj.restore(state)
+            if u.rng is not None:
+                self._rng.bit_generator.state = u.rng
             for ws, name, old, old_dev, _ in u.writes:  # the outputs as before the op (versions: done above)
                 if old is not _MISSING:
                     ws.values[name], ws.devices[name] = old, old_dev
@@ -565,5 +576,47 @@ class Machine:
         self.records_by_path = {r.path: r for r in self.records}
         self._linked = {n: v for n, v in self._linked.items() if v[1] < u.nrec}
         self.error = None
+        if replay:  # NOTE: into the finished subnet run: its units again, up to the last op it ran
+            with executor.random_source(getattr(self, "_rng", None)), blocking.single_threaded():
+                for _ in range(replay):
+                    self._advance_unit()
+            return self._stop("step", "stepped back into the subnet run")
         return self._stop("step", "stepped back")
+
+    def _replay_units(self) -> int:
+        """How many units, from the start of the control-flow op the last unit belongs to, lead to
+        the last op run inside it (0: none, or one that cannot be run again as it was).
+
+        A plan's generator cannot be rewound, so stepping back from after a finished subnet run (the
+        op after a While, an iteration's first op) undid the whole op (issue 42 item 18: ``u`` never
+        stepped back into a finished subnet).  Undone whole and run again this many units, the pc
+        is at that last op, as ``n`` had passed it: the same values (the enter restores the random
+        source).  An inject or a skipped op on the way is not a unit to run again: then the whole op."""
+        undo = self._undo
+        if not self.replay_into_subnets:
+            return 0
+        owner, index = undo[-1].frame, undo[-1].pc
+        inside = owner.path(index)
+        e = next((j for j in range(len(undo) - 1, -1, -1)
+                  if undo[j].kind == "enter" and undo[j].frame is owner and undo[j].pc == index), None)
+        if e is None:
+            return 0
+        n, records = len(inside), self.records
+        k = next((k for k in range(len(records) - 1, undo[e].nrec - 1, -1)
+                  if len(records[k].path) > n and records[k].path[:n] == inside), None)
+        if k is None:
+            return 0
+        target = records[k].path
+        start = next((j for j in range(len(undo) - 1, e, -1) if undo[j].kind in ("op", "enter")
+                      and undo[j].nrec <= k and undo[j].frame.path(undo[j].pc) == target), None)
+        if start is None:
+            return 0
+        for j in range(e, start):
+            v = undo[j]
+            if v.kind != "op":
+                continue
+            rec = records[v.nrec] if v.nrec < len(records) else None
+            if rec is None or rec.skipped or rec.path != v.frame.path(v.pc) or undo[j + 1].nrec == v.nrec:
+                return 0  # NOTE: a skip (its record says so) or an inject (no record of its own)
+        return start - e
 

@@ -86,6 +86,9 @@ class PlanDebugger(Debugger):
         As :class:`~engine.debugger.Debugger` (device, budgets, seed…).
     """
 
+    #: a step is undone whole by ``u`` (its runner's net-run marks are not replayed: Machine._replay_units)
+    replay_into_subnets = False
+
     def __init__(self, plan: caffe2_pb2.PlanDef, path: Path | None = None, **kwargs: Any) -> None:
         self.plan = plan
         self.program = plan_program(plan)

@@ -927,9 +927,22 @@ class MainScreen(Guarded, Screen[None]):
         bound = {"ws": dbg.frames[-1].ws, "net": dbg.frames[-1].net, "dbg": dbg, "np": np, "session": self.session}
         banner = (f"netviz shell at {self.session.pc_label()}\n  ws: the workspace here (ws.fetch_blob(name)), "
                   "net: its NetDef, dbg: the Debugger, np: NumPy.  Ctrl+D returns to the TUI.")
-        with self.app.suspend():
-            code.interact(banner=banner, local=bound, exitmsg="back to netviz")
-        self.after_step()
+        from engine.debugger.records import Stopped  # noqa: PLC0415
+
+        stops: list[Any] = []
+
+        def listen(event: Any) -> None:
+            if isinstance(event, Stopped):
+                stops.append(event)
+        dbg.listeners.append(listen)
+        try:  # NOTE: a move: the state the screen shows is copied at its end (a dbg.step() there showed the old pc)
+            with self.app.suspend(), self.session.moving():
+                code.interact(banner=banner, local=bound, exitmsg="back to netviz")
+        finally:
+            dbg.listeners.remove(listen)
+        if stops:
+            self.session.last_stop = stops[-1]
+        self.after_step(stops[-1] if stops else None)
 
     def _stopped_debugger(self) -> Any:
         dbg = self.session.debugger

@@ -121,3 +121,72 @@ async def test_search_keeps_keys_typed_at_once_and_finds_ops_by_index(tmp_path: 
         await wait_for(pilot, lambda: app.screen is app.main and notified(app, "not running yet"), "eval's refusal")
         await pilot.pause(0.6)
         assert app.session.debugger is None  # the keys after the refused ':' ran nothing (X, s, u, m...)
+
+
+def _while_app(tmp_path: Path) -> NetvizApp:
+    return NetvizApp(Session.open(write(tmp_path, "loop", while_net()), inputs=["x=3"]))
+
+
+BODY = ((5, "loop_net"),)  # while_net's While is op #5; its body: double, inc, check
+
+
+async def _stopped(pilot, app, key: str, pc: OpRef, what: str) -> None:
+    before = app.session.last_stop
+    await pilot.press(key)
+    await wait_for(pilot, lambda: app.main.idle and app.session.last_stop is not before and app.session.pc == pc,
+                   what)
+
+
+@asynctest
+async def test_second_t_runs_to_the_next_iteration_and_u_steps_back_into_a_finished_one(tmp_path: Path) -> None:
+    """Item 18: a second ``t`` at the same loop-body op did nothing; ``u`` after an iteration (or after
+    the loop) undid the whole While instead of going back to the last op that ran in it."""
+    app = _while_app(tmp_path)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        inc = OpRef(BODY, 1)
+        app.main.select(inc)
+        await _stopped(pilot, app, "t", inc, "t to inc")
+        assert "iteration 0" in app.session.pc_label()
+        app.main.select(inc)
+        await _stopped(pilot, app, "t", inc, "the second t to inc")
+        assert "iteration 1" in app.session.pc_label()
+        i_now = float(app.session.debugger.value("i")[0])
+        cond = OpRef(((5, "cond_net"),), 0)
+        await _stopped(pilot, app, "n", OpRef(BODY, 2), "n to check")
+        await _stopped(pilot, app, "n", cond, "n to the next cond_net check")
+        await _stopped(pilot, app, "n", OpRef(BODY, 0), "n into the next iteration")
+        assert "iteration 2" in app.session.pc_label()
+        await _stopped(pilot, app, "u", cond, "u back into cond_net check 2")
+        await _stopped(pilot, app, "u", OpRef(BODY, 2), "u back into iteration 1's last op")
+        assert "iteration 1" in app.session.pc_label() and float(app.session.debugger.value("i")[0]) == i_now + 1
+        assert app.main.canvas.pc_op == 2 and app.main.path == BODY
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.main.idle and app.session.last_stop.reason == "end", "the end")
+        await _stopped(pilot, app, "r", OpRef((), 0), "restart")
+        app.main.select(OpRef((), 6))
+        await _stopped(pilot, app, "t", OpRef((), 6), "t past the loop")
+        y = app.session.debugger.value("x").copy()
+        await _stopped(pilot, app, "u", cond, "u back into the loop's last op (its last cond_net check)")
+        assert "check 3" in app.session.pc_label()
+        await _stopped(pilot, app, "n", OpRef((), 6), "n out of the loop again")
+        assert (app.session.debugger.value("x") == y).all()
+
+
+@asynctest
+async def test_a_move_made_in_the_shell_shows_on_return(tmp_path: Path, monkeypatch) -> None:
+    """Item 18: ``!`` then ``dbg.step()`` left the screen showing the old pc."""
+    import code
+    import contextlib
+
+    app = _while_app(tmp_path)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        await _stopped(pilot, app, "n", OpRef((), 1), "n")
+        monkeypatch.setattr(code, "interact", lambda local, **kw: (local["dbg"].step(), local["dbg"].step()))
+        monkeypatch.setattr(app, "suspend", contextlib.nullcontext)
+        await pilot.press("exclamation_mark")
+        await wait_for(pilot, lambda: app.session.pc == OpRef((), 3), "the pc the shell moved to")
+        await pilot.pause()
+        assert app.main.selected == OpRef((), 3) and app.main.canvas.pc_op == 3
+        assert "op#3" in app.session.pc_label()
