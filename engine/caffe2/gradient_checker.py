@@ -213,6 +213,11 @@ def finite_difference_op(op_type: str, inputs: Sequence[np.ndarray], input_to_ch
 __all__ = ["GradientChecker", "NetGradientChecker", "finite_difference_op", "create_operator"]
 
 
+#: |analytic gradient| at or below which a checked input counts as one the loss does not depend on
+#: (float32 rounding of a constant loss gives ~1e-8; a real gradient's 20 samples are far above it).
+FLAT_GRADIENT = 1e-6
+
+
 @dataclass(frozen=True, slots=True)
 class InputGradCheck:
     """Analytic vs numeric gradient of the loss for one input (sampled elements)."""
@@ -223,6 +228,14 @@ class InputGradCheck:
     max_abs: float
     max_rel: float
     passed: bool
+    max_analytic: float = 0.0   #: largest |analytic gradient| of the checked elements
+    max_numeric: float = 0.0    #: largest |numeric gradient| of the checked elements
+
+    @property
+    def flat(self) -> bool:
+        """True when the loss does not move with this input (both gradients about 0): a pass that shows
+        nothing, e.g. a Softmax output as the loss (its rows sum to 1 whatever the input)."""
+        return self.max_analytic <= FLAT_GRADIENT and self.passed
 
 
 def check_model_gradients(predict: caffe2_pb2.NetDef, init: caffe2_pb2.NetDef | None, loss: Sequence[str],
@@ -279,6 +292,7 @@ def check_model_gradients(predict: caffe2_pb2.NetDef, init: caffe2_pb2.NetDef | 
         err = np.abs(a - numeric)
         results.append(InputGradCheck(name, x.shape, len(picks), float(err.max(initial=0)),
                                       float((err / np.maximum(np.maximum(np.abs(numeric), np.abs(a)), 1e-3)).max(initial=0)),
-                                      bool(np.all(err <= threshold * (1 + np.abs(numeric))))))
+                                      bool(np.all(err <= threshold * (1 + np.abs(numeric)))),
+                                      float(np.abs(a).max(initial=0)), float(np.abs(numeric).max(initial=0))))
     return results
 

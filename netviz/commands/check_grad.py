@@ -20,7 +20,7 @@ import numpy as np
 from engine.debugger import parse_input_spec
 from engine.debugger.feeds import resolve_feeds
 from engine.errors import BlobNotFoundError, NetvizError
-from engine.caffe2.gradient_checker import check_model_gradients
+from engine.caffe2.gradient_checker import InputGradCheck, check_model_gradients
 from engine.model.modelio import Model, load_model
 from proto.caffe2_pb2 import NetDef
 from engine.autodiff.training import forward_net, split_training_net
@@ -65,6 +65,20 @@ def _explain_exact_mode(net: NetDef, losses: list[str]) -> None:
               f"({ops}; `netviz lint`); --fix-caffe2 checks netviz's corrected gradients")
 
 
+def _flat_warning(results: list[InputGradCheck], losses: list[str]) -> str | None:
+    """One line when checked gradients are all 0: their pass says nothing (the loss ignores those inputs)."""
+    flat = [str(r.name) for r in results if r.flat]
+    if not flat:
+        return None
+    loss = " + ".join(losses)
+    if len(flat) == len(results):
+        return (f"warning: every checked gradient is 0: the loss (sum of {loss}) does not depend on the checked "
+                f"inputs, so these passes show nothing (a Softmax output sums to 1 per row: check a loss such as "
+                f"the AveragedLoss of a cross entropy)")
+    names = ", ".join(flat[:4]) + (", …" if len(flat) > 4 else "")
+    return f"warning: the gradients of {names} are 0: the loss (sum of {loss}) does not depend on them"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.elements < 1 or args.step <= 0:
         raise NetvizError("--elements must be ≥ 1 and --step > 0")
@@ -99,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
               f"{'ok' if r.passed else 'FAIL'}")
     failed = [r.name for r in results if not r.passed]
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    if (warning := _flat_warning(results, args.loss)) is not None:
+        print(warning)
     if failed:
         _explain_exact_mode(model.predict, args.loss)  # op numbers as `netviz lint PATH` gives them
     return 1 if failed else 0
