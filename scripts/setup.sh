@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs everything netviz needs on a fresh Debian/Ubuntu machine, idempotently:
-# Debian's graphviz + libgraphviz-dev (for pygraphviz) and python3-venv when missing,
-# then .venv with the package and its dev and onnx extras.  Used by `make demo` and `make test`.
+# Installs everything netviz needs on a fresh machine, idempotently: Graphviz with its headers (for
+# pygraphviz), python3-venv and tmux when missing, with apt (Debian/Ubuntu), dnf (Fedora) or brew
+# (macOS), then .venv with the package (editable) and its dev and onnx extras.  Used by `make demo`
+# and `make test`.  Another system: install those yourself (README, "Install"); this script then
+# only makes .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -25,15 +27,39 @@ if [ -x .venv/bin/python ]; then
   fi
 fi
 
-need_apt=()
-dpkg -s libgraphviz-dev >/dev/null 2>&1 || need_apt+=(libgraphviz-dev)
-command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
-$PY -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "setup: installing Debian packages: ${need_apt[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" build-essential pkg-config >/dev/null
+have_headers() {  # Graphviz's C headers, which pygraphviz compiles against
+  pkg-config --exists libcgraph 2>/dev/null || dpkg -s libgraphviz-dev >/dev/null 2>&1 \
+    || rpm -q graphviz-devel >/dev/null 2>&1 || { command -v brew >/dev/null 2>&1 && brew list graphviz >/dev/null 2>&1; }
+}
+need=()
+if command -v apt-get >/dev/null 2>&1; then
+  have_headers || need+=(libgraphviz-dev)
+  command -v dot >/dev/null 2>&1 || need+=(graphviz)
+  $PY -c "import venv, ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
+  command -v tmux >/dev/null 2>&1 || need+=(tmux)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${need[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" build-essential pkg-config >/dev/null
+  fi
+elif command -v dnf >/dev/null 2>&1; then
+  have_headers && command -v dot >/dev/null 2>&1 || need+=(graphviz graphviz-devel)
+  command -v tmux >/dev/null 2>&1 || need+=(tmux)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing Fedora packages: ${need[*]}"
+    $SUDO dnf install -y -q "${need[@]}" gcc python3-devel pkgconf-pkg-config >/dev/null
+  fi
+elif command -v brew >/dev/null 2>&1; then
+  brew list graphviz >/dev/null 2>&1 || need+=(graphviz)
+  command -v tmux >/dev/null 2>&1 || need+=(tmux)
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing Homebrew packages: ${need[*]}"
+    brew install "${need[@]}"
+  fi
+  # NOTE: pygraphviz finds Homebrew's Graphviz only through these (pygraphviz's install docs)
+  export CFLAGS="-I$(brew --prefix graphviz)/include ${CFLAGS:-}" LDFLAGS="-L$(brew --prefix graphviz)/lib ${LDFLAGS:-}"
+elif ! have_headers || ! command -v dot >/dev/null 2>&1; then
+  echo "setup: no apt, dnf or brew here: install Graphviz with its headers yourself (README, \"Install\")" >&2
 fi
 
 stamp=.venv/.netviz-installed
