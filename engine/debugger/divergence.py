@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -102,6 +102,7 @@ class Divergence:
     rows: tuple[OpDivergence, ...]
     tol: float
     only_b: tuple[int, ...] = ()
+    nonfinite: tuple[str, ...] = ()  # each side's first NaN/Inf, back to its origin (engine.debugger.provenance)
 
     @property
     def culprit(self) -> OpDivergence | None:
@@ -123,7 +124,7 @@ class Divergence:
         c = self.culprit
         return {"tol": self.tol, "culprit": None if c is None else {"op": c.index, "type": c.op_type, "name": c.name,
                                                                      "own": c.own, "inherited": c.inherited},
-                "summary": self.culprit_line(), "only_in_b": list(self.only_b),
+                "summary": self.culprit_line(), "only_in_b": list(self.only_b), "nonfinite": list(self.nonfinite),
                 "ops": [{"op": r.index, "op_b": r.index_b, "type": r.op_type, "name": r.name, "blob": r.blob,
                          "out": nan(r.out), "own": nan(r.own), "inherited": nan(r.inherited), "note": r.note}
                         for r in self.rows]}
@@ -296,7 +297,8 @@ def diverge(a: Side, b: Side, feeds: Mapping[str, Any] | None = None, *, loss: s
     """
     ta = run_side(a, feeds, loss=loss, synthesize_params=synthesize_params, param_width=param_width, seed=seed)
     tb = run_side(b, feeds, loss=loss, synthesize_params=synthesize_params, param_width=param_width, seed=seed)
-    return localize(ta, tb, tol=tol)
+    from engine.debugger.provenance import explain_trace  # noqa: PLC0415
+    return replace(localize(ta, tb, tol=tol), nonfinite=tuple(explain_trace(ta) + explain_trace(tb)))
 
 
 def table(d: Divergence, *, only_over: bool = False) -> list[str]:

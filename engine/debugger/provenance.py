@@ -595,3 +595,12 @@ def explain_debugger(dbg: Any, blob: str | None = None) -> list[str]:
         if at:
             return trace(h, *at)
     return []
+
+
+def explain_trace(trace: Any) -> list[str]:
+    """Provenance of the first NaN/Inf in one side of ``netviz diff`` (a
+    :class:`engine.debugger.divergence.Trace`: its top-level ops, their outputs, the start values),
+    each line headed by the side's label."""
+    params = [o for op in trace.side.model.init.op for o in op.output]
+    return [f"{trace.side.label}: {line}" for line in explain_nonfinite(trace.net.op, trace.outputs, trace.start,
+                                                                       params=params)]

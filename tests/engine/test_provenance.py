@@ -154,3 +154,25 @@ def test_unknown_op_reads_its_whole_inputs(n: int) -> None:
     x[n - 1, 1] = np.nan
     lines = explain([op("LpNorm", "x", "y")], {"x": x})  # NOTE: no rule: every element is read
     assert lines[0] == f"op#0 LpNorm: y[0] = nan ← LpNorm(x[:, :] ∋ x[{n - 1}, 1] = nan)"
+
+
+def test_netviz_diff_names_where_a_sides_nan_came_from(tmp_path, capsys) -> None:
+    """Two inits of one net, B's weight holding a NaN: the diff's culprit, then B's provenance."""
+    from engine.model.modelio import save_net
+    from netviz.cli import main
+
+    net = caffe2_pb2.NetDef(name="net", op=[op("FC", ["x", "w", "b"], "y"), op("Relu", "y", "z")])
+    net.external_input.extend(["x", "w", "b"])
+    save_net(net, tmp_path / "predict_net.pb")
+    w = np.ones((3, 2), np.float32)
+    for side, bad in (("a", False), ("b", True)):
+        w[1, 0] = np.nan if bad else 1.0
+        save_net(caffe2_pb2.NetDef(name="init", op=[
+            op("GivenTensorFill", [], "w", shape=[3, 2], values=w.ravel().tolist()),
+            op("GivenTensorFill", [], "b", shape=[3], values=[0.0, 0.5, 1.0])]), tmp_path / f"init_{side}.pb")
+    assert main(["diff", str(tmp_path / "predict_net.pb"), "--init-a", str(tmp_path / "init_a.pb"),
+                 "--init-b", str(tmp_path / "init_b.pb"), "--input", "x=2,2"]) == 1
+    out = capsys.readouterr().out
+    assert "culprit: op #0 FC" in out
+    assert "B: op #0 FC: y[0, 1] = nan ← FC(x[0, :] = [" in out and "w[1, :] ∋ w[1, 0] = nan, b[1] = 0.5)" in out
+    assert "B: origin: w[1, 0] = nan is a parameter (no op wrote it)" in out
