@@ -102,6 +102,9 @@ def run_diff(args: argparse.Namespace) -> int:
     ops = len({d.op_index for d in rows})
     print(f"{len(rows)} values of {ops} ops compared (engine vs ONNX Runtime {_ort_version()}; "
           f"tolerance {args.atol:g} x max|value| + {args.rtol:g} x |value|)")
+    from engine.debugger.provenance import explain_nonfinite  # noqa: PLC0415 - the engine's first NaN/Inf, if any
+    for line in explain_nonfinite(src.net.op, src.trace, src.values, params=src.params):
+        print(f"engine: {line}")
     if bad is None:
         print(f"all equal within tolerance; largest difference {worst.max_abs:.3g} "
               f"({worst.blob} at {_where(worst, src.net)})")

@@ -176,3 +176,22 @@ def test_netviz_diff_names_where_a_sides_nan_came_from(tmp_path, capsys) -> None
     assert "culprit: op #0 FC" in out
     assert "B: op #0 FC: y[0, 1] = nan ← FC(x[0, :] = [" in out and "w[1, :] ∋ w[1, 0] = nan, b[1] = 0.5)" in out
     assert "B: origin: w[1, 0] = nan is a parameter (no op wrote it)" in out
+
+
+def test_netviz_diff_against_onnx_names_the_engines_nan(tmp_path, capsys) -> None:
+    pytest.importorskip("onnxruntime")
+    from engine.model.modelio import save_net
+    from netviz.cli import main
+
+    net = caffe2_pb2.NetDef(name="net", op=[op("Log", "x", "y"), op("Sum", ["y", "y"], "z")])
+    net.external_input.append("x")
+    path = save_net(net, tmp_path / "predict_net.pb")
+    np.save(tmp_path / "x.npy", np.array([[1.0, 2.0], [-3.0, 4.0]], np.float32))
+    feed = f"x={tmp_path / 'x.npy'}"
+    with np.errstate(all="ignore"):
+        assert main(["export", str(path), "-o", str(tmp_path / "net.onnx"), "--input", feed]) == 0
+        capsys.readouterr()
+        main(["diff", str(path), str(tmp_path / "net.onnx"), "--input", feed])
+    out = capsys.readouterr().out
+    assert ("engine: op #0 Log: y[1, 0] = nan ← Log(x[1, 0] = -3)\n"
+            "engine: origin: op #0 Log made nan from finite inputs\n") in out
