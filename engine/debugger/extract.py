@@ -26,7 +26,8 @@ from engine.model.opdef import create_operator, subnets_of
 from engine.runtime import device as dev
 from engine.runtime import executor
 from engine.runtime.int8tensor import Int8Tensor
-from engine.runtime.workspace import Workspace, WorkspaceStack
+from engine.runtime.ops.control import WorkspaceStack
+from engine.runtime.workspace import Workspace
 from proto import caffe2_pb2
 
 __all__ = ["Extracted", "parse_range", "needed_blobs", "extract_range", "fill_op_bytes", "write_repro"]
