@@ -20,7 +20,7 @@ external_output: "Y"
 
 RESHAPE_NET = """name: "fc_reshape"
 op { input: "X" input: "W" input: "b" output: "Y" type: "FC" }
-op { input: "Y" output: "Z" output: "old" type: "Reshape" arg { name: "shape" ints: 1 ints: -1 ints: 0 } }
+op { input: "X" output: "Z" output: "old" type: "Reshape" arg { name: "shape" ints: 1 ints: -1 ints: 0 } }
 external_input: "X"
 external_input: "W"
 external_input: "b"
@@ -44,7 +44,8 @@ def test_nan_warnings_become_one_note(tmp_path: Path):
 
 
 def test_a_reshape_error_is_in_the_ops_terms_and_does_not_blame_made_up_weights(tmp_path: Path):
-    """A Reshape reading no made-up blob failed with NumPy's text and blamed --random-params."""
+    """A Reshape of a given input (no made-up weight before it) failed with NumPy's text and blamed
+    --random-params."""
     (tmp_path / "net.pbtxt").write_text(RESHAPE_NET)
     p = _run(tmp_path / "net.pbtxt", "--random-params", "--input", "X=3,4")
     assert p.returncode == 2

@@ -213,15 +213,19 @@ def _nan_note(records: list) -> str | None:
 
 
 def _blames_params(dbg: Debugger) -> bool:
-    """Whether the failing op reads made-up parameters and no empty data input, so their widths may be at fault
-    (an op on an empty batch, e.g. Mask R-CNN with no boxes, fails for another reason)."""
+    """Whether the failing op computes on made-up parameters (read directly or through earlier ops), so their
+    guessed widths may be at fault; not when one of its inputs is empty (Mask R-CNN with no boxes fails for that)."""
     op = dbg.current_op()
-    made = set(dbg.synthesized)
-    if op is None or not made & set(op.input):
+    if op is None:
         return False
     ws = dbg.ws
-    data = [n for n in op.input if n not in made and ws.has_blob(n)]
-    return not any(getattr(ws.fetch_blob(n), "size", 1) == 0 for n in data)
+    if any(ws.has_blob(n) and getattr(ws.fetch_blob(n), "size", 1) == 0 for n in op.input):
+        return False
+    tainted = set(dbg.synthesized)
+    for prior in (o for f in dbg.frames for o in f.net.op):  # NOTE: net order: taint flows forward
+        if tainted & set(prior.input):
+            tainted.update(prior.output)
+    return bool(tainted & set(op.input))
 
 
 def _run_net(args: argparse.Namespace) -> int:
