@@ -195,3 +195,15 @@ def test_netviz_diff_against_onnx_names_the_engines_nan(tmp_path, capsys) -> Non
     out = capsys.readouterr().out
     assert ("engine: op #0 Log: y[1, 0] = nan ← Log(x[1, 0] = -3)\n"
             "engine: origin: op #0 Log made nan from finite inputs\n") in out
+
+
+def test_max_pool_gradient_reads_the_windows_over_the_element() -> None:
+    """MaxPoolGradient(X, Y, dY): dX[h, w] reads Y and dY at every output whose window covers (h, w)."""
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    dy = np.zeros((1, 1, 3, 3))
+    dy[0, 0, 2, 1] = np.nan
+    y = np.lib.stride_tricks.sliding_window_view(x, (2, 2), axis=(2, 3)).max(axis=(-1, -2))
+    lines = explain([op("MaxPoolGradient", ["x", "y", "dy"], "dx", kernel=2, stride=1)], {"x": x, "y": y, "dy": dy})
+    assert lines[0].startswith("op#0 MaxPoolGradient: dx[0, 0, 2, 1] = nan ← MaxPoolGradient(x[0, 0, 2, 1] = 9, "
+                               "y[0, 0, 1:3, 0:2] = [")
+    assert lines[0].endswith("dy[0, 0, 1:3, 0:2] ∋ dy[0, 0, 2, 1] = nan)")
