@@ -216,6 +216,43 @@ def pool_gradient(c: Ctx) -> list[Region | None]:
     return [tuple(c.idx), tuple(y), tuple(y)]
 
 
+def conv_gradient(c: Ctx) -> list[Region | None]:
+    """ConvGradient(X, W, dY) -> dW[m, c, k…] ← X[:, c's channel, every position tap k reads], dY[:, m];
+    db[m] ← dY[:, m]; dX[n, c, h, w] ← W[c's group's filters, c], dY[n, those filters, windows over (h, w)]."""
+    xs, ws, ys = c.shape(0), c.shape(1), c.shape(2)
+    ch, sp = _layout(c, 0)
+    wch, wsp = _layout(c, 1)
+    k, s, pb, _, d = _geometry(c, len(sp), [xs[a] for a in sp], [ws[a] for a in wsp])
+    kind = (("dW", "dX") if c.arg("no_bias", 0) else ("dW", "db", "dX"))[c.out]
+    per = ws[0] // max(c.arg("group", 1), 1)
+    if kind == "db":
+        return [None, None, tuple(c.idx[0] if a == ch else ALL for a in range(len(ys)))]
+    if kind == "dW":
+        m = c.idx[0]
+        x = [ALL] * len(xs)
+        x[ch] = (m // per) * ws[wch] + c.idx[wch]
+        for a, wa, sa, pa, da in zip(sp, wsp, s, pb, d):
+            x[a] = [p for o in range(ys[a]) if 0 <= (p := o * sa - pa + c.idx[wa] * da) < xs[a]]
+        return [tuple(x), None, tuple(m if a == ch else ALL for a in range(len(ys)))]
+    g = c.idx[ch] // ws[wch]
+    ms = list(range(g * per, (g + 1) * per))
+    w = [ALL] * len(ws)
+    w[0], w[wch] = ms, c.idx[ch] % ws[wch]
+    y = list(c.idx)
+    y[ch] = ms
+    for a, ka, sa, pa, da in zip(sp, k, s, pb, d):
+        y[a] = _windows_over(c.idx[a], ka, sa, pa, da, ys[a])
+    return [None, tuple(w), tuple(y)]
+
+
+def lrn(c: Ctx) -> list[Region | None]:
+    """LRN: the `size` channels around the element's."""
+    ch, _ = _layout(c, 0)
+    n, half = c.shape(0)[ch], (c.arg("size", 1) - 1) // 2
+    return [tuple(list(range(max(0, c.idx[ch] - half), min(n, c.idx[ch] + half + 1))) if a == ch else v
+                  for a, v in enumerate(c.idx))]
+
+
 def spatial_bn(c: Ctx) -> list[Region | None]:
     """Y[n, c, …] ← X[n, c, …] and the channel's scale, bias, mean, var (training: the whole channel)."""
     ch, _ = _layout(c, 0)
@@ -353,7 +390,9 @@ RULES: dict[str, Callable[[Ctx], list[Region | None]]] = {
                          "AveragePool1D", "AveragePool2D", "AveragePool3D")},
     **{t: pool_gradient for t in ("MaxPoolGradient", "AveragePoolGradient", "MaxPool2DGradient",
                                   "AveragePool2DGradient")},
-    "SpatialBN": spatial_bn, "PRelu": prelu, "LabelCrossEntropy": label_cross_entropy,
+    **{t: conv_gradient for t in ("ConvGradient", "Conv1DGradient", "Conv2DGradient", "Conv3DGradient")},
+    "SpatialBN": spatial_bn, "PRelu": prelu, "LabelCrossEntropy": label_cross_entropy, "LRN": lrn,
+    "AveragedLossGradient": elementwise, "SumElementsGradient": elementwise,
     "Gather": gather, "BatchGather": lambda c: gather(c, 1),
     **{t: lengths_reduce for t in ("LengthsSum", "LengthsMean", "LengthsMax", "SparseLengthsSum",
                                    "SparseLengthsMean", "SparseLengthsWeightedSum")},

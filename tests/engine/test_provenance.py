@@ -207,3 +207,17 @@ def test_max_pool_gradient_reads_the_windows_over_the_element() -> None:
     assert lines[0].startswith("op#0 MaxPoolGradient: dx[0, 0, 2, 1] = nan ← MaxPoolGradient(x[0, 0, 2, 1] = 9, "
                                "y[0, 0, 1:3, 0:2] = [")
     assert lines[0].endswith("dy[0, 0, 1:3, 0:2] ∋ dy[0, 0, 2, 1] = nan)")
+
+
+def test_conv_gradient_filter_bias_and_input() -> None:
+    """ConvGradient(X, W, dY): dW reads X at the taps' positions and dY's channel; dX the filters over it."""
+    x = np.ones((1, 2, 4, 4))
+    dy = np.zeros((1, 2, 4, 4))
+    dy[0, 1, 3, 2] = np.nan
+    grad = [op("ConvGradient", ["x", "w", "dy"], ["dw", "db", "dx"], kernel=3, pad=1)]
+    feeds = {"x": x, "w": np.full((2, 2, 3, 3), 0.5), "dy": dy}
+    assert explain(grad, feeds)[0] == ("op#0 ConvGradient: dw[1, 0, 0, 0] = nan ← ConvGradient(x[:, 0, 0:3, 0:3] in [1, 1], "
+                                       "dy[:, 1, :, :] ∋ dy[0, 1, 3, 2] = nan)")
+    assert explain(grad, feeds, blob="db")[0] == "op#0 ConvGradient: db[1] = nan ← ConvGradient(dy[:, 1, :, :] ∋ dy[0, 1, 3, 2] = nan)"
+    assert explain(grad, feeds, blob="dx")[0] == ("op#0 ConvGradient: dx[0, 0, 2, 1] = nan ← ConvGradient("
+                                                  "w[:, 0, :, :] in [0.5, 0.5], dy[0, :, 1:4, 0:3] ∋ dy[0, 1, 3, 2] = nan)")
