@@ -522,8 +522,18 @@ def _step(h: History, k: int, j: int, idx: tuple[int, ...]) -> tuple[str, tuple[
     return line, follow
 
 
-def trace(h: History, k: int, j: int, idx: tuple[int, ...] | None = None, max_depth: int = 32) -> list[str]:
-    """The provenance lines of op k's output j at `idx` (its first NaN/Inf element when None)."""
+def trace(h: History, k: int, j: int, idx: tuple[int, ...] | None = None, max_depth: int = 1000,
+          max_lines: int = 10) -> list[str]:
+    """The provenance lines of op k's output j at `idx` (its first NaN/Inf element when None); a walk
+    longer than `max_lines` keeps its first and last lines (where the value is, and where it began)."""
+    lines = _walk(h, k, j, idx, max_depth)
+    if len(lines) <= max_lines:
+        return lines
+    head, tail = max_lines // 2 - 1, max_lines - max_lines // 2
+    return lines[:head] + [f"… {len(lines) - head - tail} ops between …"] + lines[-tail:]
+
+
+def _walk(h: History, k: int, j: int, idx: tuple[int, ...] | None, max_depth: int) -> list[str]:
     idx = idx if idx is not None else first_nonfinite(h.outputs[k].get(h.ops[k].output[j]))
     if idx is None:
         return [f"{h.label(k)}: '{h.ops[k].output[j]}' holds no NaN/Inf"]

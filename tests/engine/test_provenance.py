@@ -221,3 +221,12 @@ def test_conv_gradient_filter_bias_and_input() -> None:
     assert explain(grad, feeds, blob="db")[0] == "op#0 ConvGradient: db[1] = nan ← ConvGradient(dy[:, 1, :, :] ∋ dy[0, 1, 3, 2] = nan)"
     assert explain(grad, feeds, blob="dx")[0] == ("op#0 ConvGradient: dx[0, 0, 2, 1] = nan ← ConvGradient("
                                                   "w[:, 0, :, :] in [0.5, 0.5], dy[0, :, 1:4, 0:3] ∋ dy[0, 1, 3, 2] = nan)")
+
+
+def test_a_long_walk_keeps_its_first_and_last_lines() -> None:
+    """Through 30 Relus back to the input: the lines where the value is and where it began, the middle counted."""
+    x = np.array([[1.0, np.inf]])
+    lines = explain([op("Relu", "x" if i == 0 else f"r{i - 1}", f"r{i}") for i in range(30)], {"x": x})
+    assert len(lines) == 10 and lines[4] == "… 22 ops between …"
+    assert lines[0] == "op#29 Relu: r29[0, 1] = inf ← Relu(r28[0, 1] = inf)"
+    assert lines[-2:] == ["op#0 Relu: r0[0, 1] = inf ← Relu(x[0, 1] = inf)", "origin: x[0, 1] = inf is a net input (no op wrote it)"]
