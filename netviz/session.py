@@ -289,7 +289,7 @@ class Session:
                                    "and one iteration of its net, f finishes the iteration, n runs a step whole")
             session.plan, session.plan_def = plan_lines(plan), plan
             return session
-        model = load_model(path, init=init)
+        model = load_model(path, init=init, lazy_values=True)  # NOTE: values read after the first frame (netviz.weights)
         return cls(model, None, device, loss, input_specs=inputs)
 
     def _check_input_names(self, names: list[str]) -> None:

@@ -237,10 +237,11 @@ def _cached_parse(data: bytes, path: str) -> caffe2_pb2.NetDef:
     return net
 
 
-def load_net(path: str | Path, *, empty_ok: bool = False) -> caffe2_pb2.NetDef:
+def load_net(path: str | Path, *, empty_ok: bool = False, lazy_values: bool = False) -> caffe2_pb2.NetDef:
     """Read one NetDef from a binary or text file (big text files through :func:`_cached_parse`, big
     binary ones through :func:`engine.model.valueref.load_binary_net`); with `empty_ok` a 0-byte
     file is an empty NetDef, as Caffe2 reads an init net (Glow ships one), else an error.
+    `lazy_values` opens without reading the values (valueref.bind_values checks them later).
 
     Examples
     --------
@@ -257,7 +258,7 @@ def load_net(path: str | Path, *, empty_ok: bool = False) -> caffe2_pb2.NetDef:
         return caffe2_pb2.NetDef()
     if size >= SCAN_MIN_BYTES and not _head_is_text(path):
         from engine.model.valueref import load_binary_net  # noqa: PLC0415  (NumPy only for big nets)
-        return load_binary_net(path, parse=_parse_binary)
+        return load_binary_net(path, parse=_parse_binary, quick=lazy_values)
     return _cached_parse(_read_bytes(path), str(path))
 
 
@@ -334,12 +335,14 @@ def load_value_info(path: str | Path) -> dict[str, InputInfo]:
         raise ModelError(f"{path}: not a value_info file ({{blob: [data_type, shape]}}): {e}") from None
 
 
-def load_model(path: str | Path, init: str | Path | None = None) -> Model:
-    """Read a predict net, its init net (explicit `init` wins over siblings) and value_info.json."""
+def load_model(path: str | Path, init: str | Path | None = None, *, lazy_values: bool = False) -> Model:
+    """Read a predict net, its init net (explicit `init` wins over siblings) and value_info.json;
+    `lazy_values`: the init net's values are not read yet (see :func:`load_net`; the TUI)."""
     path = Path(path)
     predict = load_net(path)
     init_path = Path(init) if init is not None else find_init_net(path)
-    init_net = load_net(init_path, empty_ok=True) if init_path is not None else caffe2_pb2.NetDef()
+    init_net = (load_net(init_path, empty_ok=True, lazy_values=lazy_values) if init_path is not None
+                else caffe2_pb2.NetDef())
     vi_path = path.parent / "value_info.json"
     value_info = load_value_info(vi_path) if vi_path.is_file() else {}
     return Model(predict, init_net, value_info, path, init_path)

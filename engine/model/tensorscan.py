@@ -87,10 +87,17 @@ def _fields(buf, start: int, end: int):
         pos = stop
 
 
-def _run_end(buf, pos: int, end: int, tag: int, stride: int) -> int:
-    """End of the run of fixed-size fields `tag` starting at `pos` (unpacked floats), vectorised."""
+def _run_end(buf, pos: int, end: int, tag: int, stride: int, quick: bool = False) -> int:
+    """End of the run of fixed-size fields `tag` starting at `pos` (unpacked floats), vectorised.
+
+    `quick` checks :data:`SAMPLED_TAGS` tags spread over a run that fills the rest of the message
+    (what every protobuf writer makes of a values argument), so opening costs no read of the values;
+    :func:`engine.model.valueref.bind_values` checks every tag later (the TUI's worker)."""
     k = (end - pos) // stride
     tags = np.frombuffer(buf, np.uint8, count=k * stride, offset=pos)[::stride]
+    if quick and k * stride == end - pos and (tags[np.linspace(0, k - 1, min(k, SAMPLED_TAGS)).astype(np.int64)]
+                                                == tag).all():
+        return end
     for first in range(0, k, _CHUNK):  # NOTE: in chunks: small temporaries stay in the cache
         part = tags[first:first + _CHUNK]
         if not (part == tag).all():
@@ -99,6 +106,7 @@ def _run_end(buf, pos: int, end: int, tag: int, stride: int) -> int:
 
 
 _CHUNK = 1 << 16
+SAMPLED_TAGS = 256
 
 
 def decode_varints(raw: np.ndarray, interleaved: bool = False) -> np.ndarray:
@@ -126,14 +134,14 @@ class Piece:
     end: int
 
 
-def _arg_pieces(buf, start: int, end: int, field_name: str) -> tuple[str, list[Piece]]:
+def _arg_pieces(buf, start: int, end: int, field_name: str, quick: bool = False) -> tuple[str, list[Piece]]:
     """The arg's name and the pieces of its `field_name` values (vectorised over unpacked runs)."""
     name, pieces, strings, number = "", [], 0, _FIELD_NO[field_name]
     pos = start
     while pos < end:
         field, wire, fstart, data, stop = next(_fields(buf, pos, end))
         if field == 5 == number and wire == 5:
-            stop = _run_end(buf, fstart, end, 0x2D, 5)
+            stop = _run_end(buf, fstart, end, 0x2D, 5, quick)
             pieces.append(Piece("f32u", fstart, stop))
         elif field == 6 == number and wire == 0:
             stop = _int_run_end(buf, fstart, end)
@@ -201,8 +209,10 @@ def _where(path: str, i: int, op_type: str, out: str) -> str:
     return f"{path}: op #{i} {_shown(op_type) or '?'} '{_shown(out)}'"
 
 
-def find_cuts(buf, path: str = "<bytes>", min_bytes: int = MIN_CUT_BYTES) -> tuple[list[tuple[int, int, int]], list[_Cut]]:
-    """The NetDef's top-level field ranges and the fill values to cut out of them.
+def find_cuts(buf, path: str = "<bytes>", min_bytes: int = MIN_CUT_BYTES, quick: bool = False
+              ) -> tuple[list[tuple[int, int, int]], list[_Cut]]:
+    """The NetDef's top-level field ranges and the fill values to cut out of them (`quick`: see
+    :func:`_run_end`).
 
     Raises
     ------
@@ -217,7 +227,7 @@ def find_cuts(buf, path: str = "<bytes>", min_bytes: int = MIN_CUT_BYTES) -> tup
                 continue
             op_type, out, args = _op_info(buf, data, stop)
             if op_type in VALUE_FIELDS:
-                cuts += _cuts_of(buf, n_op, op_type, out, args, path, min_bytes)
+                cuts += _cuts_of(buf, n_op, op_type, out, args, path, min_bytes, quick)
             n_op += 1
     except _Corrupt as e:
         op_type, out = _cut_off_op(buf, top[-1][2] if top else 0)
@@ -238,12 +248,12 @@ def _cut_off_op(buf, at: int) -> tuple[str, str]:
         return "", ""
 
 
-def _cuts_of(buf, i: int, op_type: str, out: str, args, path: str, min_bytes: int) -> list[_Cut]:
+def _cuts_of(buf, i: int, op_type: str, out: str, args, path: str, min_bytes: int, quick: bool) -> list[_Cut]:
     field = VALUE_FIELDS[op_type][0]
     cuts = []
     for k, (fstart, data, stop) in enumerate(args):
         try:
-            name, pieces = _arg_pieces(buf, data, stop, field)
+            name, pieces = _arg_pieces(buf, data, stop, field, quick)
         except _Corrupt as e:
             raise ModelError(f"{_where(path, i, op_type, out)}: argument values: {e}") from None
         if name == "values" and pieces and sum(p.end - p.start for p in pieces) >= min_bytes:

@@ -26,7 +26,7 @@ from rich.text import Text
 
 from engine.errors import NetvizError
 from engine.runtime.plan_view import STEP_OP
-from netviz import feeding
+from netviz import feeding, weights
 from netviz.actions import ACTIONS, bindings
 from netviz.commands import missing_blob_hint
 from netviz.errorlog import Guarded, report
@@ -225,6 +225,7 @@ class MainScreen(Guarded, Screen[None]):
     def _start_whole_net(self) -> None:
         self.infer_shapes()
         self.check_net()
+        weights.start(self)  # NOTE: the init net's file-backed values, read in a worker (status line: progress)
 
     def relint(self) -> None:
         """Lint again (the backward view may have chosen the loss): markers come when done."""
@@ -455,7 +456,7 @@ class MainScreen(Guarded, Screen[None]):
             flags.insert(0, f"⏳ {busy.rstrip('_').replace('_', ' ')}" + (f" +{queued} queued" if queued else "")
                          + " (Esc cancels)")
         overlay = [f"overlay:{OVERLAYS[self.overlay]}"] if self.overlay else []  # a narrow legend drops its name
-        flags = random_flag(s) + flags  # NOTE: random parameters are marked as long as they are in use
+        flags = weights.status_flag(s) + random_flag(s) + flags  # NOTE: random parameters are marked as long as they are in use
         status.show(s.pc_label(), cursor, flags + overlay + [f"zoom:{ZOOMS[self.effective_zoom()][0]}"])
 
     @guarded

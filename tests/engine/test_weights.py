@@ -244,3 +244,48 @@ def test_arrays_become_arguments_through_their_buffers(dtype) -> None:
     else:
         want.ints.extend(int(v) for v in a.tolist())
     assert got == want
+
+
+def write_sparse_embedding(path: Path, rows: int, dim: int, marked: tuple[int, ...]) -> Path:
+    """An init net of one packed GivenTensorFill ``emb`` (rows, dim), written sparse: zeros but for the
+    `marked` rows, which hold 0..dim-1 (the file's size costs no disk)."""
+    n_bytes = rows * dim * 4
+    op = caffe2_pb2.OperatorDef(type="GivenTensorFill", output=["emb"])
+    op.arg.add(name="shape", ints=[rows, dim])
+    values_head = caffe2_pb2.Argument(name="values").SerializeToString() + b"\x2a" + _varint(n_bytes)
+    op_head = op.SerializeToString() + b"\x2a" + _varint(len(values_head) + n_bytes) + values_head
+    with open(path, "wb") as f:
+        f.write(caffe2_pb2.NetDef(name="init").SerializeToString() + b"\x12" + _varint(len(op_head) + n_bytes)
+                + op_head)
+        data_at = f.tell()
+        for row in marked:
+            f.seek(data_at + row * dim * 4)
+            f.write(np.arange(dim, dtype="<f4").tobytes())
+        f.truncate(data_at + n_bytes)
+    return path
+
+
+@pytest.mark.slow
+def test_a_3_gib_embedding_opens_and_its_first_op_runs(tmp_path: Path) -> None:
+    """Past protobuf's 2 GiB limit: one GivenTensorFill of 3 GiB (a sparse file: zeros but for two
+    rows) opens through the scanner, and a Gather reads its rows without reading the table."""
+    import resource  # noqa: PLC0415
+
+    rows, dim = (3 << 30) // (4 * 64), 64
+    init = write_sparse_embedding(tmp_path / "init_net.pb", rows, dim, (7, rows - 1))
+    assert init.stat().st_size > 3 << 30
+    if init.stat().st_blocks * 512 > 1 << 30:
+        pytest.skip("this filesystem does not keep sparse files sparse")
+    predict = tmp_path / "predict_net.pbtxt"
+    predict.write_text('name: "lookup"\nop { type: "Gather" input: "emb" input: "ids" output: "rows" }\n'
+                       'external_input: "emb"\nexternal_input: "ids"\n')
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model = modelio.load_model(predict, init=init)
+    ws = Workspace("embedding")
+    executor.run_net(model.init, ws)
+    ws.values["ids"] = np.array([7, rows - 1, 0], np.int64)
+    executor.run_op(model.predict.op[0], ws)
+    got = ws.values["rows"]
+    assert ws.values["emb"].shape == (rows, dim)
+    assert (got[0] == np.arange(dim)).all() and (got[1] == np.arange(dim)).all() and not got[2].any()
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 < 256 << 20

@@ -23,11 +23,17 @@ def _outer_rows(xp, data, indices, axis):
     return d3, xp.arange(outer).reshape(-1, 1), rows, axis
 
 
+def rows_of(data, indices):
+    """``take(data, indices, axis=0)`` by fancy indexing: an embedding table viewing its init file
+    (unaligned, engine.model.valueref) is read row by row, where ``take`` first copies it whole."""
+    return data[indices.astype(np.int64)]
+
+
 @kernel("Gather")
 def gather(xp, data, indices, *, axis: int = 0, match_outer: int = 0):
     # NOTE: match_outer: the dims of INDICES before `axis` are DATA's, gathered row by row.
     if not match_outer:
-        return xp.take(data, indices.astype(np.int64), axis=axis)
+        return rows_of(data, indices) if axis == 0 else xp.take(data, indices.astype(np.int64), axis=axis)
     d3, rows, idx, axis = _outer_rows(xp, data, indices, axis)
     return d3[rows, idx].reshape(data.shape[:axis] + indices.shape[axis:] + data.shape[axis + 1:])
 
@@ -93,17 +99,17 @@ def lengths_mean(xp, data, lengths):
 
 @kernel("SparseLengthsSum")
 def sparse_lengths_sum(xp, data, indices, lengths):
-    return _segment_sum(xp, xp.take(data, indices.astype(np.int64), axis=0), lengths)
+    return _segment_sum(xp, rows_of(data, indices), lengths)
 
 
 @kernel("SparseLengthsMean")
 def sparse_lengths_mean(xp, data, indices, lengths):
-    return _segment_sum(xp, xp.take(data, indices.astype(np.int64), axis=0), lengths, mean=True)
+    return _segment_sum(xp, rows_of(data, indices), lengths, mean=True)
 
 
 @kernel("SparseLengthsWeightedSum")
 def sparse_lengths_weighted_sum(xp, data, weights, indices, lengths):
-    rows = xp.take(data, indices.astype(np.int64), axis=0)
+    rows = rows_of(data, indices)
     return _segment_sum(xp, rows * weights.reshape((-1,) + (1,) * (rows.ndim - 1)), lengths)
 
 
