@@ -4,8 +4,8 @@ Builds the sdist and, from it, the wheel (so the sdist is proven whole too) out 
 packaged files; checks that both hold every file the code reads at run time; installs the wheel
 with its ``onnx`` and ``graphviz`` extras into a fresh venv; then, from a folder outside the
 checkout (the source tree is not importable there), runs every command on a copy of a bundled
-example and the TUI to its first frame.  ``pipx install`` of the checkout and the README's install
-commands run too.
+example and the TUI to its first frame.  The README's install commands (``pipx install`` of the
+checkout, pip from the checkout, a Git URL and a wheel) run too, each in a venv of its own.
 
 Slow (a venv, pip, ~1-2 min), so ``.ci/run`` runs it as its own step with NETVIZ_INSTALL_TEST=1
 and the suite skips it.  pip's own cache keeps the dependencies' downloads from run to run.
@@ -161,11 +161,39 @@ def test_the_tui_draws_its_first_frame_outside_the_checkout(venv: Path, outside:
     assert "SoftmaxWithLoss" in svg and "mlp_train" in svg  # the op tree and the breadcrumb are drawn
 
 
-def test_pipx_installs_the_checkout(work: Path, src: Path, venv: Path, outside: Path) -> None:
-    """``pipx install`` of a checkout (the copy of its packaged files): its own venv, netviz on PATH."""
-    sh(venv / "bin" / "python", "-m", "pip", "install", "-q", "pipx", cwd=work)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env |= {"PIPX_HOME": str(work / "pipx"), "PIPX_BIN_DIR": str(work / "pipx" / "bin")}
-    sh(venv / "bin" / "pipx", "install", f"{src}[onnx]", cwd=work, env=env)
-    r = sh(work / "pipx" / "bin" / "netviz", "info", "mlp/predict_net.pb", cwd=outside, env=env)
+def readme_install_lines() -> list[str]:
+    """The command lines of the README's Install block (``sh``, run from a checkout's root)."""
+    section = (ROOT / "README.md").read_text().split("\n## Install\n", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("   #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def clone(src: Path) -> Path:
+    """The packaged files as a git repository (the README's Git-URL line installs from one)."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    for cmd in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "netviz")):
+        sh("git", *cmd, cwd=src, env=env)
+    return src
+
+
+@pytest.mark.parametrize("k", range(len(readme_install_lines())))
+def test_readme_install_commands(k: int, clone: Path, work: Path, outside: Path) -> None:
+    """Each of the README's install lines, as printed, in a venv of its own (pipx: its own home), from
+    the checkout's root; then the netviz it installed runs outside the checkout."""
+    line = readme_install_lines()[k]
+    venv = work / f"readme{k}"
+    sh(sys.executable, "-m", "venv", venv, cwd=work)
+    env = {key: v for key, v in os.environ.items() if key not in ("PYTHONPATH",)}
+    env |= {"PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(venv),
+            "PIPX_HOME": str(work / f"pipx{k}"), "PIPX_BIN_DIR": str(work / f"pipx{k}" / "bin")}
+    if line.startswith("pipx "):
+        sh(venv / "bin" / "python", "-m", "pip", "install", "-q", "pipx", cwd=work, env=env)
+    shutil.rmtree(clone / "dist", ignore_errors=True)
+    sh("bash", "-c", line, cwd=clone, env=env)
+    netviz = (work / f"pipx{k}" / "bin" / "netviz") if line.startswith("pipx ") else venv / "bin" / "netviz"
+    r = sh(netviz, "info", "mlp/predict_net.pb", cwd=outside, env=env)
     assert "net 'mlp_train' (simple): 15 ops" in r.stdout
+    r = sh(netviz, "export", "mlp/predict_net.pb", "-o", f"readme{k}.onnx", cwd=outside, env=env)
+    assert "onnx.checker: ok" in r.stdout  # the [onnx] extra came along
