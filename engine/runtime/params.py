@@ -4,13 +4,14 @@ A weightless net still says a lot: kernel sizes, strides and the input shape fix
 size, and the input channels of each layer follow from the layer before.  What it cannot say
 is how many filters a layer has, so each conv gets `width` filters and each FC `classes`
 outputs, unless a reader fixes the number: a grouped (depthwise) conv, a Reshape to a fixed
-shape (ONNX SqueezeNet's 1000 classes), a given filter, a detection head; synthesis then runs
-again with those widths.  The result runs end to end with true spatial shapes, so a user can step through
+shape (ONNX SqueezeNet's 1000 classes), a given filter, a detection head; a width one input of
+a Sum (Add, Mul, …) needs, all its inputs get, and what a Concat lacks goes to an input that can
+grow; ChannelShuffle passes widths through.  Synthesis then runs again with those widths.  The result runs end to end with true spatial shapes, so a user can step through
 ResNet-50 from the zoo; the session says plainly which blobs were made up.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -158,7 +159,8 @@ _SAME_CHANNELS = frozenset({"Relu", "Sigmoid", "Tanh", "SpatialBN", "AffineChann
                             "Softmax", "Reshape", "Flatten", "Dropout", "Copy", "Clip", "ResizeNearest",
                             "MaxPool", "AveragePool", "Int8Relu", "Int8ResizeNearest", "Int8MaxPool",
                             "Int8AveragePool", "Int8Quantize", "Int8Dequantize", "NHWC2NCHW", "NCHW2NHWC",
-                            "Sum", "Int8Sum", "Int8Add", "Int8SumRelu", "Int8AddRelu"})
+                            "Sum", "Int8Sum", "Int8Add", "Int8SumRelu", "Int8AddRelu", "ChannelShuffle",
+                            "Int8ChannelShuffle"})
 _CONV_FC = frozenset({"Conv", "FC", "Int8Conv", "Int8ConvRelu", "Int8FC"})
 
 
@@ -246,7 +248,12 @@ def synthesize_params(net: caffe2_pb2.NetDef, known: Mapping[str, Any], *, width
 _CHANNELS_CHANGE = frozenset({"Conv", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose", "FC", "Int8Conv", "Int8ConvRelu",
                               "Int8FC", "MatMul", "BatchMatMul", "Concat", "Split", "Reshape", "Flatten", "Transpose",
                               "Slice", "Gather", "Int8Reshape", "Int8Flatten", "Int8Transpose", "Int8Concat",
-                              "ChannelShuffle", "DepthConcat", "SpaceToBatch", "BatchToSpace", "Im2Col"})
+                              "DepthConcat", "SpaceToBatch", "BatchToSpace", "Im2Col"})
+#: Ops whose inputs all have their output's channels: a width one of them needs, all of them need.
+_JOINS = frozenset({"Sum", "Add", "Sub", "Mul", "Div", "Max", "Min", "Int8Sum", "Int8Add", "Int8SumRelu",
+                    "Int8AddRelu"})
+#: Ops whose output channels are their inputs' summed (Concat on the channel axis).
+_CONCATS = frozenset({"Concat", "DepthConcat", "Int8Concat"})
 _WEIGHTED = frozenset({"Conv", "Conv1D", "Conv2D", "Conv3D", "ConvTranspose", "FC", "Int8Conv", "Int8ConvRelu",
                        "Int8FC", "MatMul", "BatchMatMul"})
 
@@ -262,8 +269,16 @@ class _State:
         self.demands = demands
         self.source: dict[str, str] = {}
         self.found: dict[str, int] = {}
+        self.parts: dict[str, tuple[str, list[str], bool]] = {}   # join/concat output -> (kind, inputs, NHWC)
 
     def track(self, op: caffe2_pb2.OperatorDef) -> None:
+        if (op.type in _JOINS and len(op.input) > 1 and self._same_shapes(op.input)) or \
+                (op.type in _CONCATS and self._channel_axis(op)):
+            nhwc = arg_value(op, "order", "NHWC" if op.type.startswith("Int8") else "NCHW") == "NHWC"
+            self.parts[op.output[0]] = ("join" if op.type in _JOINS else "concat", list(op.input), nhwc)
+        else:
+            for o in op.output:
+                self.parts.pop(o, None)
         if op.type in _WEIGHTED and len(op.input) > 1 and op.input[1] in self.made:
             self.source.update(dict.fromkeys(op.output, op.input[1]))
         elif op.type not in _CHANNELS_CHANGE and op.input and op.input[0] in self.source:
@@ -272,11 +287,48 @@ class _State:
             for o in op.output:
                 self.source.pop(o, None)
 
-    def need(self, blob: str, channels: int | float) -> None:
-        """`blob` needs `channels` channels: widen the made layer that fixes them, if any."""
+    def _same_shapes(self, blobs: Sequence[str]) -> bool:
+        """All of `blobs` have one known rank (an elementwise join, not a broadcast of a constant)."""
+        shapes = [self.env.get(b, UNKNOWN).shape for b in blobs]
+        return all(sh is not None for sh in shapes) and len({len(sh) for sh in shapes}) == 1 and len(shapes[0]) > 1
+
+    def _channel_axis(self, op: caffe2_pb2.OperatorDef) -> bool:
+        nhwc = arg_value(op, "order", "NHWC" if op.type.startswith("Int8") else "NCHW") == "NHWC"
+        axis = arg_value(op, "axis", 3 if nhwc else 1)
+        x = self.env.get(op.input[0], UNKNOWN) if op.input else UNKNOWN
+        return x.shape is not None and axis % max(len(x.shape), 1) == (len(x.shape) - 1 if nhwc else 1) \
+            and not arg_value(op, "add_axis", 0)
+
+    def need(self, blob: str, channels: int | float, depth: int = 0) -> None:
+        """`blob` needs `channels` channels: widen the made layer that fixes them, if any; through a join
+        (Sum, Add, …) every input needs them, through a Concat an input that can grow takes the rest."""
+        if channels != int(channels) or channels <= 0 or depth > 64:
+            return
+        kind, inputs, nhwc = self.parts.get(blob, ("", [], False))
+        if kind == "join":
+            for b in inputs:
+                self.need(b, channels, depth + 1)
+            return
+        if kind == "concat":
+            have = [self._channels_of(b, nhwc) for b in inputs]
+            if None in have or sum(have) >= channels:
+                return
+            grow = next((k for k, b in enumerate(inputs) if self._grows(b)), None)
+            if grow is not None:
+                self.need(inputs[grow], have[grow] + int(channels) - sum(have), depth + 1)
+            return
         w = self.source.get(blob)
-        if w is not None and channels == int(channels) and channels > 0:
+        if w is not None:
             self.found.setdefault(w, int(channels))
+
+    def _channels_of(self, blob: str, nhwc: bool) -> int | None:
+        x = self.env.get(blob, UNKNOWN)
+        c = x.shape[-1 if nhwc else 1] if x.shape is not None and len(x.shape) > 1 else None
+        return c if isinstance(c, int) else None
+
+    def _grows(self, blob: str) -> bool:
+        """Whether a made layer (or a join/concat of them) decides `blob`'s channels."""
+        return blob in self.source or blob in self.parts
 
     def check(self, op: caffe2_pb2.OperatorDef) -> None:
         """Note the widths `op` needs of the layers before it (grouped convs, given filters, fixed
@@ -287,6 +339,11 @@ class _State:
         c = _channels(op, x)
         if c is None:
             return
+        if op.type in _JOINS and len(op.input) > 1 and self._same_shapes(op.input):
+            widths = [_channels(op, self.env.get(b, UNKNOWN)) for b in op.input]
+            if None not in widths and len(set(widths)) > 1 and 1 not in widths:  # NOTE: 1 broadcasts (attention)
+                for b in op.input:
+                    self.need(b, max(widths))
         if op.type in ("Conv", "Conv2D", "Int8Conv", "Int8ConvRelu") and len(op.input) > 1:
             group = arg_value(op, "group", 1)
             w = self.known.get(op.input[1])
