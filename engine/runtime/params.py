@@ -6,8 +6,9 @@ is how many filters a layer has, so each conv gets `width` filters and each FC `
 outputs, unless a reader fixes the number: a grouped (depthwise) conv, a Reshape to a fixed
 shape (ONNX SqueezeNet's 1000 classes), a given filter, a detection head; a width one input of
 a Sum (Add, Mul, …) needs, all its inputs get, and what a Concat lacks goes to an input that can
-grow; ChannelShuffle passes widths through.  Synthesis then runs again with those widths.  The result runs end to end with true spatial shapes, so a user can step through
-ResNet-50 from the zoo; the session says plainly which blobs were made up.
+grow; ChannelShuffle passes widths through.  Synthesis then runs again with those widths.
+The result runs end to end with true spatial shapes, so a user can step through ResNet-50 from
+the zoo; the session says plainly which blobs were made up.
 """
 from __future__ import annotations
 
