@@ -56,6 +56,8 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "export": ("e", "export", "Export the current view or the whole net", "Export"),
     "view.device-diff": ("D", "device_diff", "CPU vs GPU diff", ""),
     "view.onnx-diff": ("O", "onnx_diff", "ONNX Runtime vs engine: export, run both, differences on the graph", ""),
+    "view.run-diff": ("A", "run_diff", "Two runs op by op (another init, model file, fix, gpu): ops by own error", ""),
+    "export.extract": ("X", "extract", "Extract the culprit / selected op / N:M with its values into a repro folder", ""),
     "help": ("question_mark,f1", "app.help", "Help", "Help"),
     "quit": ("q", "app.quit", "Quit", "Quit"),
 }

@@ -126,9 +126,10 @@ def diff_colors(rows: Sequence[Any]) -> dict[int, tuple[str, str]]:
             for i, r in worst_per_op(rows).items()}
 
 
-def diff_header(rows: Sequence[Any], side: str = ONNX_SIDE) -> str:
+def diff_header(rows: Sequence[Any], side: str | None = None) -> str:
     """What a per-op comparison found, in one line: how many ops differ, the worst (op and blob), and
     the first op (in run order) over the tolerance, or that none is."""
+    side = side or (f"{rows[0].label} (own error per op)" if rows and hasattr(rows[0], "label") else ONNX_SIDE)
     worst = worst_per_op(rows)
     differ = [r for r in worst.values() if r.max_abs > 0]
     if not differ:
@@ -145,6 +146,7 @@ def diff_header(rows: Sequence[Any], side: str = ONNX_SIDE) -> str:
 
 def diff_legend(rows: Sequence[Any]) -> Text:
     """The breadcrumb's key while a per-op comparison colours the graph."""
-    return Text.assemble(("  ·  ", "dim"), ("ONNX diff", "bold"), " ", ("■", OVER), (" over tol ", "dim"),
+    label = getattr(rows[0], "label", "ONNX diff") if rows else "ONNX diff"  # NOTE: a run diff's rows say theirs
+    return Text.assemble(("  ·  ", "dim"), (label, "bold"), " ", ("■", OVER), (" over tol ", "dim"),
                          ("■", ROUNDING), (" rounding ", "dim"), ("■", CLEAN), (" equal", "dim"),
                          (f"  ({len(worst_per_op(rows))} ops; m clears)", "dim"))

@@ -1085,6 +1085,27 @@ class MainScreen(Guarded, Screen[None]):
         self.app.push_screen(PickScreen(head, rows, [d.name for d in report.diffs], start), jump)
 
     @guarded
+    def action_run_diff(self) -> None:
+        """Two runs of the net op by op (side B asked for: an init net, a model file, fix, gpu): ops
+        coloured by their OWN error, the culprit first in the list (netviz/run_diff.py)."""
+        from netviz import run_diff  # noqa: PLC0415 - a later key's module
+
+        self._ask("side B: INIT.pb · MODEL.pb · fix · gpu", "", lambda text: self._start_diff(
+            "Run diff", "running both sides op by op… (Esc cancels)",
+            lambda cancel: run_diff.compare(self.session, text, cancel), self._show_onnx_diff))
+
+    @guarded
+    def action_extract(self) -> None:
+        """Cut the culprit, the selected op or the first NaN op (or any N:M typed) into a repro folder."""
+        from netviz import run_diff  # noqa: PLC0415 - a later key's module
+
+        spec = run_diff.default_range(self.session, self.selected, self.onnx_rows)
+        self._ask("extract [K/ARG] N:M DIR (ops N to M-1)", f"{spec} /tmp/netviz-extract-{spec.replace('/', '_')}",
+                  lambda text: self._start_diff("Extract", "running the net and writing the repro…",
+                                                lambda cancel: run_diff.extract(self.session, text, cancel),
+                                                lambda line: self.notify(line, title="Extract")))
+
+    @guarded
     def action_onnx_diff(self) -> None:
         """Export the net to a temporary .onnx, run it in ONNX Runtime and colour each op of the
         main net by its worst value's difference from the engine (Esc cancels between stages)."""

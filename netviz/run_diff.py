@@ -1,0 +1,103 @@
+"""The TUI's two-run diff and extract (no Textual here: the main screen runs these in a worker).
+
+``A`` asks for side B (an init net, another model file of the net, ``fix`` for netviz's Caffe2
+fixes, ``gpu``) and runs :func:`engine.debugger.divergence.diverge`; its rows come back shaped as the
+ONNX diff's (:class:`OwnRow`: ``max_abs`` is the op's OWN error), so the graph colours ops by own
+error and the list names the culprit first.  ``X`` cuts the selected op, the culprit, or the first
+op with a NaN/Inf (or any ``N:M`` typed) into a repro folder (:mod:`engine.debugger.extract`).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ExecutionError, NetvizError
+
+
+@dataclass(frozen=True, slots=True)
+class OwnRow:
+    """One op of a two-run diff in the ONNX diff's row shape (netviz.overlays reads these fields)."""
+
+    op_index: int
+    op_type: str
+    blob: str
+    max_abs: float
+    max_rel: float
+    ok: bool
+    out: float
+    inherited: float
+    label: str = "run diff"
+
+
+def side_b(session: Any, text: str) -> Any:
+    """Side B from the prompt: ``fix``, ``gpu``, or a file: an init net, or a model file of the net
+    (told apart by whether it makes blobs the predict net reads without running any of its ops)."""
+    from engine.debugger.divergence import Side  # noqa: PLC0415 - the runtime, only when asked for
+    from engine.model.modelio import Model, load_model, load_net  # noqa: PLC0415
+
+    m, word = session.model, text.strip()
+    if word in ("fix", "--fix-caffe2"):
+        return Side(m, fix_caffe2=True, label="B")
+    if word == "gpu":
+        from engine.runtime import device as dev  # noqa: PLC0415
+        if not dev.has_gpu():
+            raise NetvizError("side B gpu: no CUDA GPU here (CuPy and a GPU are needed); skipped")
+        return Side(m, device="gpu", label="B")
+    if not Path(word).is_file():
+        raise NetvizError(f"{word}: no such file (give an init net, a model file, fix or gpu)")
+    net = load_net(word)
+    reads = {b for op in m.predict.op for b in op.input}
+    if net.op and all(not op.input for op in net.op) and {o for op in net.op for o in op.output} & reads:
+        return Side(Model(m.predict, net, m.value_info, m.path, Path(word)), label="B")
+    return Side(load_model(word, init=m.init_path), label="B")
+
+
+def compare(session: Any, text: str, cancel: threading.Event | None = None, tol: float = 1e-4) -> Any:
+    """Run the session's net as side A and `text`'s side B op by op; the rows as :class:`OwnRow`s in a
+    :class:`netviz.onnx_diff.RuntimeDiff` (what the ONNX diff's view shows), the culprit line its note."""
+    from engine.debugger.divergence import Side, diverge  # noqa: PLC0415
+    from netviz.onnx_diff import RuntimeDiff  # noqa: PLC0415
+
+    b = side_b(session, text)
+    if cancel is not None and cancel.is_set():
+        raise ExecutionError("run diff cancelled")
+    synth = not (len(session.model.init.op) and len(b.model.init.op))
+    d = diverge(Side(session.model), b, session.values, synthesize_params=synth, tol=tol)
+    rows = tuple(OwnRow(r.index, r.op_type, r.blob or r.name, r.own if r.own == r.own else 0.0, r.out,
+                        not r.own > tol, r.out, r.inherited) for r in d.rows if r.index_b is not None)
+    return RuntimeDiff(rows, (d.culprit_line(),))
+
+
+def default_range(session: Any, selected: Any, rows: Any) -> str:
+    """What ``X`` offers: the culprit of the last diff, else the selected op, else the first op whose
+    output has a NaN/Inf, as ``N`` (with ``K/ARG`` first for an op of a subnet one level down)."""
+    first_bad = next((r.op_index for r in rows or () if not r.ok), None)
+    if first_bad is not None:
+        return str(first_bad)
+    if selected is not None:
+        path = selected.path
+        return (f"{path[0][0]}/{path[0][1]} " if len(path) == 1 else "") + str(selected.index)
+    nan = next((i for i, r in sorted(session.records_in(()).items()) if r.has_inf_or_nan), None)
+    return str(nan) if nan is not None else "0"
+
+
+def extract(session: Any, text: str, cancel: threading.Event | None = None) -> str:
+    """``[K/ARG] N[:M] DIR`` from the prompt: write the repro folder; the one-line summary."""
+    from engine.debugger.divergence import Side, run_side  # noqa: PLC0415
+    from engine.debugger.extract import extract_range, write_repro  # noqa: PLC0415
+
+    words = text.split()
+    if len(words) not in (2, 3):
+        raise NetvizError(f"extract: give [K/ARG] N:M DIR, got {text!r}")
+    subnet, spec, folder = (None, *words) if len(words) == 2 else words
+    out = Path(folder).expanduser()
+    if out.is_dir() and any(out.iterdir()):
+        raise NetvizError(f"{out}: not empty (give another folder)")
+    trace = run_side(Side(session.model), session.values, synthesize_params=not len(session.model.init.op))
+    if cancel is not None and cancel.is_set():
+        raise ExecutionError("extract cancelled")
+    x = extract_range(trace, spec, subnet)
+    write_repro(x, out, source=str(session.model.path or "net"))
+    return f"{x.where}: {len(x.predict.op)} ops, {len(x.inputs)} values captured → {out} (python repro.py)"

@@ -1,0 +1,54 @@
+"""Issue #44 items 1-2 in the TUI: `A` runs the net against side B (here while_net with W off by 0.01 in
+another init net) and colours ops by their own error, the culprit (the While) first in the list and red
+on the graph; `X` then offers the culprit and writes a repro folder that runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from textual.widgets import Input
+
+from engine.model.modelio import load_net, save_net
+from netviz.app import NetvizApp
+from netviz.overlays import OVER
+from netviz.screens.pick import PickScreen
+from netviz.screens.prompt import PromptScreen
+from netviz.session import Session
+from tests.netviz.waiting import asynctest, notified, ready, wait_for
+
+WHILE = Path(__file__).resolve().parents[2] / "examples" / "while_net"
+
+
+async def _answer(pilot, app, text: str) -> None:
+    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the prompt")
+    app.screen.query_one(Input).value = text
+    await pilot.press("enter")
+
+
+@asynctest
+async def test_run_diff_names_the_while_and_extract_writes_its_repro(tmp_path: Path) -> None:
+    init = load_net(WHILE / "init_net.pb")
+    next(a for a in next(o for o in init.op if o.output[0] == "W").arg if a.name == "values").floats[0] += 0.01
+    init_b = save_net(init, tmp_path / "init_b.pb")
+    app = NetvizApp(Session.open(WHILE / "predict_net.pb"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("A")
+        await _answer(pilot, app, str(init_b))
+        await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the run diff list", timeout=120)
+        pick = app.screen
+        assert "run diff (own error per op)" in pick.title_text, pick.title_text
+        assert "first over the tolerance: op #2 While" in pick.title_text, pick.title_text
+        assert pick.values[pick.start] == 2 and pick.rows[pick.start].endswith("over tol"), pick.rows
+        assert notified(app, "culprit: op #2 While 'acc': own error")
+        assert app.main.canvas.overlay[2].bgcolor.triplet.hex.lower() == OVER.lower()
+        assert all(s.bgcolor.triplet.hex.lower() != OVER.lower() for i, s in app.main.canvas.overlay.items() if i != 2)
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("X")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the extract prompt")
+        assert app.screen.query_one(Input).value.startswith("2 ")  # the culprit is offered
+        await _answer(pilot, app, f"2 {tmp_path / 'repro'}")
+        await wait_for(pilot, lambda: notified(app, "ops 2:3: 1 ops"), "the extract notice", timeout=120)
+    assert sorted(np.load(tmp_path / "repro" / "expected.npz").files) == ["acc", "cond", "i"]
+    assert (tmp_path / "repro" / "repro.py").is_file()
