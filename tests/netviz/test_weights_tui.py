@@ -1,0 +1,79 @@
+"""The TUI binds an init net's weights after the first frame, in a worker with a progress line, and
+the first step does not wait for it (issue #41)."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.model import modelio, tensorscan, valueref
+from netviz import weights
+from netviz.app import NetvizApp
+from netviz.session import Session
+from netviz.widgets.status_line import StatusLine
+from tests.engine.test_weights import fill_op_bytes, net_bytes
+from tests.netviz.tui_nets import mlp, write
+from tests.netviz.waiting import asynctest, notified, text_of, wait_for
+
+RNG = np.random.default_rng(41)
+SHAPES = {"W1": (600, 8), "b1": (600,), "W2": (500, 600), "b2": (500,)}  # W2: 1.5 MB unpacked: the scanner path
+
+
+def _trained(tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    values = {n: RNG.standard_normal(s).astype(np.float32) for n, s in SHAPES.items()}
+    init = tmp / "init_net.pb"
+    init.write_bytes(net_bytes([fill_op_bytes("GivenTensorFill", n, v.shape, v.reshape(-1), "unpacked") for n, v in values.items()]))
+    assert init.stat().st_size >= modelio.SCAN_MIN_BYTES
+    return write(tmp, "predict_net.pb", mlp()), init, values
+
+
+@asynctest
+async def test_weights_bind_in_a_worker_and_the_first_step_does_not_wait(tmp_path: Path, monkeypatch) -> None:
+    predict, init, values = _trained(tmp_path)
+    release, started = threading.Event(), threading.Event()
+    bind = valueref.bind_values
+
+    def held(net, progress=None, cancelled=lambda: False):
+        progress(1, 2)
+        started.set()
+        assert release.wait(30), "the test never released the weights"
+        return bind(net, progress, cancelled)
+
+    monkeypatch.setattr(valueref, "bind_values", held)
+    monkeypatch.setattr(weights, "SHOW_MIN_BYTES", 0)
+    session = Session.open(predict, init=init, inputs=["X=4,8", "label=4:int32"])
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        main = app.main
+        await wait_for(pilot, started.is_set, "the weights worker to start")
+        await wait_for(pilot, lambda: "of weights … 50 %" in text_of(main.query_one(StatusLine)), "the progress line")
+        await pilot.press("n")  # NOTE: the worker still holds: the step reads the views it needs
+        await wait_for(pilot, lambda: session.debugger is not None and session.pc is not None
+                       and getattr(session.pc, "index", None) == 1, "the first step")
+        assert session.debugger.ws.values["W1"].tobytes() == values["W1"].tobytes()
+        release.set()
+        await wait_for(pilot, lambda: session.weights_line is None
+                       and "of weights" not in text_of(main.query_one(StatusLine)), "the line to go")
+        assert not notified(app, "Weights")
+
+
+@asynctest
+async def test_a_broken_run_of_floats_is_told_once_bound(tmp_path: Path, monkeypatch) -> None:
+    """A quick open samples the floats' tags; the worker checks them all and says what is wrong."""
+    predict, init, _ = _trained(tmp_path)
+    data = bytearray(init.read_bytes())
+    _, cuts = tensorscan.find_cuts(bytes(data))
+    run = next(c.pieces[0] for c in cuts if c.pieces[0].end - c.pieces[0].start > 1 << 20)  # W2's floats
+    n = (run.end - run.start) // 5
+    sampled = set(np.linspace(0, n - 1, tensorscan.SAMPLED_TAGS).astype(np.int64).tolist())
+    k = next(k for k in range(n // 2, n) if k not in sampled)
+    data[run.start + 5 * k] = 0x35  # floats' tag (field 5, wire type 5) -> field 6: another field in the run
+    init.write_bytes(bytes(data))
+    session = Session.open(predict, init=init, inputs=["X=4,8", "label=4:int32"])
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: notified(app, "another field inside its floats"), "the weights error")
+    with pytest.raises(Exception, match="ints|NetDef|field"):
+        modelio.load_net(init)  # NOTE: a full open refuses it up front
