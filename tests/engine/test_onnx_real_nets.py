@@ -195,3 +195,21 @@ def test_a_recommender_net_with_quantised_embeddings_exports_whole() -> None:
              "l2": np.array([2, 2, 1, 1], np.int32), "zshape": np.array([-1, 3, 16], np.int64), "d_one": _x(4, 10)}
     got = check(n, feeds, init)
     assert got["prob"].shape == (4, 1)
+
+
+@pytest.mark.parametrize("cols,images", [(5, 2), (4, 1)])
+@pytest.mark.parametrize("apply_scale", [1, 0])
+def test_bbox_transform_decodes_every_class(cols: int, images: int, apply_scale: int) -> None:
+    """Detectron's box decoding: per-image scale and size, per-class deltas, clamped exp, clipping."""
+    r, k = 6, 3
+    xy = RNG.uniform(0, 300, size=(r, 2)).astype(np.float32)
+    boxes = np.concatenate([xy, xy + RNG.uniform(4, 200, size=(r, 2)).astype(np.float32)], axis=1)
+    rois = np.concatenate([np.array([[0], [0], [1], [1], [1], [0]], np.float32)[:r] % images, boxes], axis=1)
+    deltas = RNG.normal(0, 1.5, size=(r, 4 * k)).astype(np.float32)
+    deltas[0, 2] = 9.0  # NOTE: past the log(1000/16) clamp
+    info = np.array([[480, 640, 1.5], [400, 333, 0.8]], np.float32)[:images]
+    n = core.Net("bbox")
+    n.BBoxTransform(["rois", "deltas", "info"], ["boxes", "splits"], weights=[10.0, 10.0, 5.0, 5.0],
+                    apply_scale=apply_scale)
+    got = check(n, {"rois": rois[:, 5 - cols:], "deltas": deltas, "info": info})
+    assert got["boxes"].shape == (r, 4 * k) and got["splits"].sum() == r

@@ -980,3 +980,63 @@ def roi_align_onnx(c):
            spatial_scale=float(c.arg("spatial_scale", 1.0)),
            coordinate_transformation_mode="half_pixel" if c.arg("aligned", 0) else "output_half_pixel")
     c.done_nchw(0, y, r)
+
+
+@onnx_converter("BBoxTransform")
+def bbox_transform_onnx(c):
+    """Upright boxes decoded as the kernel does, in float32 elementwise ops: each RoI's image (its batch
+    id; 4-column RoIs: the one image) gives the scale and the rounded unscaled image size, every class's
+    deltas decode against the RoI (dw, dh clamped at log(1000/16), exp taken in float64 as glibc's expf),
+    the boxes are clipped to the image and scaled back; the second output counts the RoIs per image."""
+    if c.arg("rotated", 0):
+        raise c.refuse("rotated boxes")
+    one = float(bool(c.arg("legacy_plus_one", 1)))
+    wts = [float(v) for v in c.arg("weights", [1.0, 1.0, 1.0, 1.0])]
+    f = lambda v, hint="k": c.const(np.array(v, F32), hint)  # noqa: E731
+    col = lambda t, k: c.emit("Slice", [t, c.ints([k]), c.ints([k + 1]), c.ints([-1])])  # noqa: E731
+    rois, deltas, info = c.emit("Cast", [c.x(0)], to=1), c.emit("Cast", [c.x(1)], to=1), c.emit("Cast", [c.x(2)], to=1)
+    cols, n_img = c.shape(0)[1], c.shape(2)[0]
+    counts = None
+    if cols == 5:  # NOTE: as Caffe2, each image takes the next count(id) rows: RoIs are sorted by image
+        ids = c.emit("Cast", [c.emit("Reshape", [col(rois, 0), c.ints([-1])])], to=7)
+        images = c.emit("Range", [c.const(np.array(0, np.int64)), c.const(np.array(n_img, np.int64)),
+                                  c.const(np.array(1, np.int64))])
+        hit = c.emit("Cast", [c.emit("Equal", [c.emit("Unsqueeze", [ids, c.ints([1])]), images])], to=7)
+        counts = c.emit("ReduceSum", [hit, c.ints([0])], keepdims=0)
+        n_rois = c.emit("Gather", [c.shape_of(ids), c.const(np.array(0, np.int64))])
+        rows = c.emit("Range", [c.const(np.array(0, np.int64)), n_rois, c.const(np.array(1, np.int64))])
+        past = c.emit("GreaterOrEqual", [c.emit("Unsqueeze", [rows, c.ints([1])]),
+                                         c.emit("CumSum", [counts, c.const(np.array(0, np.int64))])])
+        image = c.emit("ReduceSum", [c.emit("Cast", [past], to=7), c.ints([1])], keepdims=0)
+        per = c.emit("Gather", [info, image], axis=0)  # (R, 3)
+        boxes = c.emit("Slice", [rois, c.ints([1]), c.ints([5]), c.ints([1])])
+    elif n_img == 1:
+        per, boxes = info, rois
+    else:
+        raise c.refuse(f"RoIs without batch ids and {n_img} images")
+    before = col(per, 2)
+    after = c.emit("Unsqueeze", [before, c.ints([1])]) if c.arg("apply_scale", 1) else f(1.0)
+    size = lambda k: c.emit("Floor", [c.emit("Add", [c.emit("Div", [col(per, k), before]), f(0.5)])])  # noqa: E731
+    img_h, img_w = (c.emit("Unsqueeze", [size(k), c.ints([1])]) for k in (0, 1))  # (R, 1, 1)
+    b = c.emit("Unsqueeze", [c.emit("Div", [boxes, before]), c.ints([1])])  # (R, 1, 4)
+    d = c.emit("Reshape", [deltas, c.ints([0, -1, 4])])  # (R, K, 4)
+    x1, y1, x2, y2 = (col(b, k) for k in range(4))
+    widths = c.emit("Add", [c.emit("Sub", [x2, x1]), f(one)])
+    heights = c.emit("Add", [c.emit("Sub", [y2, y1]), f(one)])
+    ctr_x = c.emit("Add", [x1, c.emit("Mul", [f(0.5), widths])])
+    ctr_y = c.emit("Add", [y1, c.emit("Mul", [f(0.5), heights])])
+    dx, dy, dw, dh = (c.emit("Div", [col(d, k), f(wts[k])]) for k in range(4))
+    clip = f(BBOX_XFORM_CLIP)
+    px = c.emit("Add", [c.emit("Mul", [dx, widths]), ctr_x])
+    py = c.emit("Add", [c.emit("Mul", [dy, heights]), ctr_y])
+    exp = lambda t: c.emit("Cast", [c.emit("Exp", [c.emit("Cast", [c.emit("Min", [t, clip])], to=11)])], to=1)  # noqa: E731
+    pw, ph = c.emit("Mul", [exp(dw), widths]), c.emit("Mul", [exp(dh), heights])
+    hw, hh = c.emit("Mul", [f(0.5), pw]), c.emit("Mul", [f(0.5), ph])
+    xy = [c.emit("Sub", [px, hw]), c.emit("Sub", [py, hh]),
+          c.emit("Sub", [c.emit("Add", [px, hw]), f(one)]), c.emit("Sub", [c.emit("Add", [py, hh]), f(one)])]
+    hi = [c.emit("Sub", [s, f(one)]) for s in (img_w, img_h, img_w, img_h)]
+    out = [c.emit("Mul", [c.emit("Max", [c.emit("Min", [v, h]), f(0.0)]), after]) for v, h in zip(xy, hi)]
+    c.emit("Reshape", [c.emit("Concat", out, axis=2), c.emit("Shape", [deltas])], [c.y(0)])
+    if c.n_out > 1:
+        counts = counts or c.emit("Slice", [c.shape_of(rois), c.ints([0]), c.ints([1])])
+        c.emit("Cast", [counts], [c.y(1)], to=1)
