@@ -51,7 +51,7 @@ def run_localizer(args: argparse.Namespace) -> int:
     if synth:
         print("note: parameters no init net makes are seeded random values (the same on both sides)")
     lines = table(d, only_over=not args.all)
-    shown = lines[: max(args.top, 0) + 1]
+    shown = lines if args.all else lines[: max(args.top, 0) + 1]
     print("\n".join(shown))
     if len(lines) > len(shown):
         print(f"… {len(lines) - len(shown)} more rows (--top N, --all)")
