@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import CAFFE2_PY, ROOT, best, run_reference
+from engine.model.tensorscan import encode_varint as _varint
 
 RESNET = ROOT / "tests" / "golden" / "models" / "resnet50"
 NETVIZ = [sys.executable, "-m", "netviz"]
@@ -42,15 +43,6 @@ VGG19 = ([(c_out, c_in, 3, 3) for c_in, c_out in
           [(3, 64), (64, 64), (64, 128), (128, 128), (128, 256)] + [(256, 256)] * 3 + [(256, 512)]
           + [(512, 512)] * 7]
          + [(4096, 25088), (4096, 4096), (1000, 4096)])
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
 
 
 def _field(number: int, body: bytes) -> bytes:

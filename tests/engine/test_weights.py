@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from engine.errors import ExecutionError, ModelError
 from engine.model import modelio, valueref
 from engine.model.opdef import args_of
+from engine.model.tensorscan import encode_varint as _varint
 from engine.runtime import executor
 from engine.runtime.ops.python_op import TensorCPU
 from engine.runtime.workspace import Workspace
@@ -66,15 +67,6 @@ def fill_op_bytes(op_type: str, out: str, shape: tuple[int, ...], values: np.nda
         body = arg_bytes + tail
         raw = raw[: -len(arg_bytes) - 1 - len(_varint(len(arg_bytes)))] + b"\x2a" + _varint(len(body)) + body
     return raw
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
 
 
 def net_bytes(ops: list[bytes], name: str = "init") -> bytes:
