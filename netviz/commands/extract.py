@@ -75,7 +75,8 @@ def write_onnx(x, out: Path) -> str:
         src = ox.prepare_model(Model(x.predict, _init(x)), {}, where=x.where)
         done = ox.export(src, where=x.where)
     except NetvizError as e:
-        return f"no model.onnx ({str(e).split(': ', 1)[-1][:160]})"
+        why = str(e).split(": ", 1)[-1]
+        return f"no model.onnx ({why[:100]}{'…' if len(why) > 100 else ''})"
     except Exception as e:  # noqa: BLE001 - an export failure must not lose the repro
         print(f"netviz: note: no model.onnx ({type(e).__name__})", file=sys.stderr)
         return "no model.onnx"
