@@ -496,8 +496,9 @@ def _step(h: History, k: int, j: int, idx: tuple[int, ...]) -> tuple[str, tuple[
     op = h.ops[k]
     name = op.output[j]
     out = np.asarray(h.outputs[k].get(name))
-    values = [h.read(k, b) for b in op.input]
-    values = [v if isinstance(v, (np.ndarray, np.generic)) else None for v in values]
+    raw = [h.read(k, b) for b in op.input]
+    values = [v if isinstance(v, (np.ndarray, np.generic)) else None for v in raw]
+    unknown = [b for b, v in zip(op.input, raw) if v is None]  # NOTE: gone, not merely no tensor (a scope)
     ctx = Ctx(op, values, j, idx, tuple(out.shape))
     try:
         regions = RULES.get(op.type, _whole)(ctx)
@@ -518,8 +519,9 @@ def _step(h: History, k: int, j: int, idx: tuple[int, ...]) -> tuple[str, tuple[
         if full is not None and follow is None:
             follow = (i, blob, full)
         parts.append(_region_text(blob, a, region, full))
+    parts += [f"{b} = ?" for b in dict.fromkeys(unknown)]
     line = f"{h.label(k)}: {name}{_index_text(idx)} = {_fmt(out[idx])} ← {op.type}({', '.join(parts)})"
-    return line, follow
+    return line, follow if follow is not None or not unknown else (-1, unknown[0], ())
 
 
 def trace(h: History, k: int, j: int, idx: tuple[int, ...] | None = None, max_depth: int = 1000,
@@ -547,13 +549,14 @@ def _walk(h: History, k: int, j: int, idx: tuple[int, ...] | None, max_depth: in
             return lines
         i, blob, idx = follow
         p = h.producer(k, blob)
+        if i < 0:  # NOTE: an input whose value is gone: never claim the op made it from finite inputs
+            lines.append(f"origin: not known: the value {h.label(p[0])} wrote to '{blob}' was not kept" if p else
+                         f"origin: not known: the value of '{blob}' {h.label(k)} read was not kept")
+            return lines
         if p is None:
             kind = "a parameter" if blob in h.params else "a net input"
             lines.append(f"origin: {blob}{_index_text(idx)} = {_fmt(np.asarray(h.read(k, blob))[idx])} "
                          f"is {kind} (no op wrote it)")
-            return lines
-        if h.outputs[p[0]].get(blob) is None:
-            lines.append(f"origin: not known: the value {h.label(p[0])} wrote to '{blob}' was not kept")
             return lines
         k, j = p
     lines.append(f"… (stopped after {max_depth} ops)")
@@ -613,6 +616,9 @@ def debugger_history(dbg: Any) -> History:
     from engine.debugger.places import place  # noqa: PLC0415
 
     program = dbg._program()
+    # NOTE: what each op wrote, from the undo history too: kept values are one per op path (a loop's
+    # op keeps its last iteration's), the undo units hold every run's (within their memory budget)
+    undone = {u.nrec: {n: new for _, n, _, _, new in u.writes} for u in getattr(dbg, "_undo", ()) if u.kind == "op"}
     ops, outs, labels = [], [], []
     for rec in dbg.records:
         op = op_at(program, rec.path)
@@ -621,8 +627,9 @@ def debugger_history(dbg: Any) -> History:
         got = {}
         for name in op.output:
             kept = dbg.kept.get((tuple(rec.path), name))
-            if kept is not None and kept[0] == rec.seq:
-                got[name] = kept[1]
+            value = kept[1] if kept is not None and kept[0] == rec.seq else undone.get(rec.seq, {}).get(name)
+            if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__cuda_array_interface__"):
+                got[name] = value
         ops.append(op)
         outs.append(got)
         labels.append(place(program, rec.path, rec.frames).removeprefix("main › "))

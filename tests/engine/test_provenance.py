@@ -230,3 +230,40 @@ def test_a_long_walk_keeps_its_first_and_last_lines() -> None:
     assert len(lines) == 10 and lines[4] == "… 22 ops between …"
     assert lines[0] == "op#29 Relu: r29[0, 1] = inf ← Relu(r28[0, 1] = inf)"
     assert lines[-2:] == ["op#0 Relu: r0[0, 1] = inf ← Relu(x[0, 1] = inf)", "origin: x[0, 1] = inf is a net input (no op wrote it)"]
+
+
+def _log_loop() -> caffe2_pb2.NetDef:
+    """``while i < 3: x = Log(x)``: x = 0.5 turns negative in iteration 0 and NaN in iteration 1."""
+    cond = caffe2_pb2.NetDef(name="cond", op=[op("LT", ["i", "three"], "cond")])
+    body = caffe2_pb2.NetDef(name="body", op=[op("Log", "x", "x"), op("Add", ["i", "one"], "i"),
+                                              op("LT", ["i", "three"], "cond")])
+    net = caffe2_pb2.NetDef(name="loop", op=[
+        op("ConstantFill", [], "i", shape=[1], value=0.0), op("ConstantFill", [], "three", shape=[1], value=3.0),
+        op("ConstantFill", [], "one", shape=[1], value=1.0), op("LT", ["i", "three"], "cond"),
+        op("While", ["cond"], [], loop_net=body, cond_net=cond), op("Relu", "x", "y")])
+    net.external_input.append("x")
+    return net
+
+
+def test_control_flow_walks_back_through_the_loops_iterations() -> None:
+    """Each iteration's value of an in-place loop blob comes from the undo history (one kept value per op)."""
+    dbg = Debugger(Model(_log_loop()), {"x": np.array([3.0, 0.5], np.float32)})
+    with np.errstate(all="ignore"):
+        assert dbg.run_to_nan().reason == "nan"
+        assert explain_debugger(dbg) == ["While op#4 iteration 1 › op#0 Log: x[1] = nan ← Log(x[1] = -0.693147)",
+                                         "origin: While op#4 iteration 1 › op#0 Log made nan from finite inputs"]
+        dbg.continue_()
+    assert explain_debugger(dbg) == ["op#5 Relu: y[1] = nan ← Relu(x[1] = nan)",
+                                     "While op#4 iteration 2 › op#0 Log: x[1] = nan ← Log(x[1] = nan)",
+                                     "While op#4 iteration 1 › op#0 Log: x[1] = nan ← Log(x[1] = -0.693147)",
+                                     "origin: While op#4 iteration 1 › op#0 Log made nan from finite inputs"]
+
+
+def test_a_value_no_longer_kept_is_not_called_finite() -> None:
+    """A value the memory budget dropped: the walk says it does not know, never 'from finite inputs'."""
+    nan = np.array([np.nan], np.float32)
+    ops = [op("Log", "x", "y"), op("Relu", "y", "z")]
+    assert explain_nonfinite(ops, [{}, {"z": nan}], {"x": -nan})[-1] == \
+        "origin: not known: the value op #0 Log wrote to 'y' was not kept"
+    assert explain_nonfinite(ops[:1], [{"y": nan}], {}) == [
+        "op #0 Log: y[0] = nan ← Log(x = ?)", "origin: not known: the value of 'x' op #0 Log read was not kept"]
