@@ -165,6 +165,7 @@ class Machine:
         self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, Health | None]] = {}
         self.kept_bytes, self.kept_evicted = 0, 0
         self.injected: dict[str, int] = {}   # blob → version an inject gave it (until an op writes it)
+        self.run_starts: dict[OpPath, int] = {}  # subnet prefix → records made before its last run began
         # NOTE: blob → (path, seq, version) of the latest version of a buffer rnn_internal_apply_link made
         # views of: the step's ops write its rows through the views after the record (_close_version).
         self._linked: dict[str, tuple[OpPath, int, int]] = {}
@@ -309,6 +310,7 @@ class Machine:
                 values = f.ws.values
                 before = [(f.ws, n, values[n] if n in values else _MISSING, f.ws.devices[n] if n in values else None,
                            None) for n in b.outs]
+                self._keep_initial(f, [(n, o, d) for _, n, o, d, _ in before])  # NOTE: not at completion: see above
                 rng = getattr(self, "_rng", None)
                 self._push_undo(_Undo("enter", f, f.pc, len(self.frames), writes=before, states=states,
                                       rng=rng.bit_generator.state if rng is not None else None))
@@ -336,6 +338,7 @@ class Machine:
             parent.checks = 0 if first else parent.checks + 1
             label = f"cond_net check {parent.checks}"
         self.frames.append(_Frame(run.net, run.workspace, label, prefix, plan, b, start=len(self.records)))
+        self.run_starts[prefix] = len(self.records)  # NOTE: the last run of each subnet (initial_value)
         if not first:
             self._push_undo(_Undo("next", parent, parent.pc, len(self.frames)))
         return ("enter" if first else "next"), {}
@@ -506,7 +509,8 @@ class Machine:
         no op of that run overwrote `name` (then it is the value the run left)."""
         if prefix is not None:
             kept = self.kept.get((tuple(prefix), name))
-            return kept[1] if kept is not None and kept[0] < len(self.records) else None
+            last = self.run_starts.get(tuple(prefix))
+            return kept[1] if kept is not None and kept[0] == last and kept[0] < len(self.records) else None
         kept = self.kept.get((None, name))
         if kept is not None:
             return kept[1]
