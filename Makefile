@@ -38,6 +38,7 @@ FUZZ_N ?= 200000
 fuzz: setup
 	NETVIZ_FUZZ_N=$(FUZZ_N) NETVIZ_FUZZ_KEYS=full $(PY) -m pytest -q tests/test_fuzz_loaders.py tests/netviz/test_abuse.py \
 		tests/netviz/test_app_robustness.py::test_thousand_random_keys_and_resizes
+	NETVIZ_ORACLE=full $(PY) -m pytest -q tests/netviz/test_screen_oracle.py
 
 # Caffe2 1.10.2's own unit tests against netviz (needs .venv-caffe2: scripts/oracle.sh builds it);
 # writes docs/conformance.md + .json.  The quick subset is what CI runs.
