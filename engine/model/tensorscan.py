@@ -66,7 +66,7 @@ def _varint(buf, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf, start: int, end: int):
+def fields(buf, start: int, end: int):
     """Yield ``(field number, wire type, field start, data start, data end)`` of a message's bytes."""
     pos = start
     while pos < end:
@@ -119,9 +119,10 @@ def decode_varints(raw: np.ndarray, interleaved: bool = False) -> np.ndarray:
     lengths = ends - starts + 1
     if lengths.size and lengths.max() > 10:
         raise _Corrupt("varint longer than 10 bytes")
-    place = np.arange(raw.size) - np.repeat(starts, lengths)
-    parts = (raw & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
-    values = np.bitwise_or.reduceat(parts, starts) if starts.size else parts[:0]
+    values = (raw[starts] & 0x7F).astype(np.uint64)
+    for k in range(1, int(lengths.max()) if lengths.size else 0):  # NOTE: a pass per byte place, not per byte
+        on = np.flatnonzero(lengths > k)
+        values[on] |= (raw[starts[on] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
     return (values[1::2] if interleaved else values).view(np.int64)
 
 
@@ -139,7 +140,7 @@ def _arg_pieces(buf, start: int, end: int, field_name: str, quick: bool = False)
     name, pieces, strings, number = "", [], 0, _FIELD_NO[field_name]
     pos = start
     while pos < end:
-        field, wire, fstart, data, stop = next(_fields(buf, pos, end))
+        field, wire, fstart, data, stop = next(fields(buf, pos, end))
         if field == 5 == number and wire == 5:
             stop = _run_end(buf, fstart, end, 0x2D, 5, quick)
             pieces.append(Piece("f32u", fstart, stop))
@@ -184,7 +185,7 @@ def _op_info(buf, start: int, end: int) -> tuple[str, str, list[tuple[int, int, 
     """(type, first output, arg field ranges) of an OperatorDef's bytes (best effort when cut off)."""
     op_type, out, args = "", "", []
     try:
-        for field, wire, fstart, data, stop in _fields(buf, start, end):
+        for field, wire, fstart, data, stop in fields(buf, start, end):
             if wire == 2 and field in (2, 4):
                 text = bytes(buf[data:stop]).decode("utf-8", "replace")
                 op_type = text if field == 4 else op_type
@@ -221,7 +222,7 @@ def find_cuts(buf, path: str = "<bytes>", min_bytes: int = MIN_CUT_BYTES, quick:
     """
     top, cuts, n_op = [], [], 0
     try:
-        for field, wire, fstart, data, stop in _fields(buf, 0, len(buf)):
+        for field, wire, fstart, data, stop in fields(buf, 0, len(buf)):
             top.append((fstart, data, stop))
             if field != _OP or wire != 2:
                 continue
