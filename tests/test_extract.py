@@ -31,10 +31,14 @@ def _extract(tmp_path: Path, net: Path, *opts: str) -> Path:
     return out
 
 
-def _repro(folder: Path, python: Path | str) -> tuple[int, str]:
+def _repro(folder: Path, python: Path | str, script: str = "repro.py") -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" or python == sys.executable}
-    done = subprocess.run([str(python), "repro.py"], cwd=folder, capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run([str(python), script], cwd=folder, capture_output=True, text=True, timeout=300, env=env)
     return done.returncode, done.stdout + done.stderr[-2000:]
+
+
+def _repro_script(folder: Path, script: str) -> tuple[int, str]:
+    return _repro(folder, CAFFE2, script)
 
 
 def _caffe2_runs_it(folder: Path) -> None:
@@ -53,6 +57,25 @@ def test_the_init_net_fills_each_value_back(dtype: str) -> None:
     executor.run_net(caffe2_pb2.NetDef.FromString(data), ws)
     assert ws.values["X"].dtype == value.dtype and np.array_equal(ws.values["X"], value)
     assert ws.values["E"].shape == (0, 2)
+
+
+def test_every_dtype_fills_back_in_real_caffe2(tmp_path: Path) -> None:
+    """Packed floats and packed varints (negative ints too) parse in Caffe2's C++ protobuf."""
+    if not CAFFE2.is_file():
+        pytest.skip("no .venv-caffe2 (real Caffe2) here")
+    vals = {"i32": np.array([[-3, 5, 70000]], np.int32), "i64": np.array([-2**40, 7]), "i16": np.array([-5, 300], np.int16),
+            "b": np.array([True, False]), "f": np.array([1.5, -2.25], np.float32), "u8": np.array([1, 255], np.uint8),
+            "e": np.zeros((0, 3), np.float32)}
+    (tmp_path / "init.pb").write_bytes(init_net_bytes("t", vals))
+    np.savez(tmp_path / "want.npz", **vals)
+    script = ("import numpy as np\nfrom caffe2.python import workspace\nfrom caffe2.proto import caffe2_pb2\n"
+              "workspace.RunNetOnce(caffe2_pb2.NetDef.FromString(open('init.pb', 'rb').read()))\n"
+              "z = np.load('want.npz')\nfor k in z.files:\n    got = workspace.FetchBlob(k)\n"
+              "    print(k, got.dtype == z[k].dtype and got.shape == z[k].shape and np.array_equal(got, z[k]))\n")
+    (tmp_path / "check.py").write_text(script)
+    rc, out = _repro_script(tmp_path, "check.py")
+    assert rc == 0 and sorted(ln for ln in out.splitlines() if ln.endswith(("True", "False"))) == \
+        sorted(f"{k} True" for k in vals), out
 
 
 def test_float_values_are_one_packed_field_of_the_arrays_bytes() -> None:

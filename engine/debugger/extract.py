@@ -23,6 +23,7 @@ import numpy as np
 from engine.debugger.divergence import Trace
 from engine.errors import NetvizError
 from engine.model.opdef import create_operator, subnets_of
+from engine.model.tensorscan import encode_varint, packed_field
 from engine.runtime import device as dev
 from engine.runtime import executor
 from engine.runtime.int8tensor import Int8Tensor
@@ -137,28 +138,22 @@ def _run_alone(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any]) -> dict[str, n
 
 # ---- the init net: values as packed bytes ------------------------------------------------
 
-def _key(field_no: int, wire: int) -> bytes:
-    return _varint(field_no << 3 | wire)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
 def _field(field_no: int, payload: bytes) -> bytes:
-    return _key(field_no, 2) + _varint(len(payload)) + payload
+    """A length-delimited protobuf field (a string, bytes or a message)."""
+    return encode_varint(field_no << 3 | 2) + encode_varint(len(payload)) + payload
+
+
+def _values_arg(field_no: int, a: np.ndarray) -> bytes:
+    """The serialized ``arg`` field ``values`` with `a` as one packed ``floats`` (5) or ``ints`` (6) field."""
+    return _field(5, _field(1, b"values") + packed_field(field_no, a.ravel()))
 
 
 def fill_op_bytes(name: str, value: Any) -> bytes:
     """A serialized OperatorDef that makes blob `name` hold `value`: float32 (and float64, float16)
-    in GivenTensorFill's ``values`` as ONE packed field of the array's raw bytes (protobuf parsers
-    read a packed repeated float whatever the .proto says), uint8 and Int8 data as the bytes of a
-    string argument, ints, bools and strings as their repeated fields; a workspace stack as CreateScope.
+    in GivenTensorFill's ``values`` as ONE packed field of the array's raw bytes, ints and bools as
+    one packed field of varints (protobuf parsers read a packed repeated field whatever the .proto
+    says; :func:`engine.model.tensorscan.packed_field`), uint8 and Int8 data as the bytes of a
+    string argument, strings as their repeated field; a workspace stack as CreateScope.
 
     Examples
     --------
@@ -178,18 +173,14 @@ def fill_op_bytes(name: str, value: Any) -> bytes:
     kind = a.dtype.kind
     if kind == "f":
         fill = {4: "GivenTensorFill", 8: "GivenTensorDoubleFill"}.get(a.dtype.itemsize, "GivenTensorFill")
-        head = create_operator(fill, [], [name], shape=shape).SerializeToString()
-        raw = np.ascontiguousarray(a, "<f4").tobytes()
-        return head + _field(5, _field(1, b"values") + (_field(5, raw) if raw else b""))
+        return create_operator(fill, [], [name], shape=shape).SerializeToString() + _values_arg(5, a)
     if a.dtype == np.uint8:
         op = create_operator("GivenTensorByteStringToUInt8Fill", [], [name], shape=shape)
         return op.SerializeToString() + _bytes_arg(a)
-    if kind == "b":
-        return create_operator("GivenTensorBoolFill", [], [name], shape=shape, values=a.astype(int).ravel().tolist()
-                               ).SerializeToString()
-    if kind in "iu":
-        fill = "GivenTensorInt64Fill" if a.dtype == np.int64 else "GivenTensorIntFill"
-        return create_operator(fill, [], [name], shape=shape, values=a.ravel().tolist()).SerializeToString()
+    if kind in "biu":
+        fills = {"b": "GivenTensorBoolFill", "i8": "GivenTensorInt64Fill", "i2": "GivenTensorInt16Fill"}
+        fill = fills.get("b" if kind == "b" else f"i{a.itemsize}", "GivenTensorIntFill")
+        return create_operator(fill, [], [name], shape=shape).SerializeToString() + _values_arg(6, a.astype(np.int64))
     if kind in "SOU":
         vals = [v if isinstance(v, bytes) else str(v).encode() for v in a.ravel()]
         return create_operator("GivenTensorStringFill", [], [name], shape=shape, values=vals).SerializeToString()
