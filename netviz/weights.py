@@ -2,9 +2,9 @@
 
 The TUI opens the init net without reading its values (``load_model(..., lazy_values=True)``): they
 stay in the memory-mapped file and the first step reads only what its ops read.  After the first
-frame :func:`start` reads them all once in a thread (engine.model.valueref.bind_values: checks every
-tag a quick open only sampled, brings the pages in) while the status line says
-"loading 128 MB of weights … 61 %".
+frame :func:`start` checks in a thread every tag of the unpacked floats (Caffe2's own layout) that
+the quick open only sampled (engine.model.valueref.bind_values; reading them brings their pages in)
+while the status line says "loading 128 MB of weights … 61 %".
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def status_flag(session: Any) -> list[str]:
 
 
 def start(screen: Any) -> None:
-    """Bind the session's file-backed init values in a thread worker (nothing when there are none)."""
+    """Check the session's file-backed init values in a thread worker (nothing when none needs it)."""
     valueref = sys.modules.get("engine.model.valueref")
     init = screen.session.model.init
     if valueref is None or not len(init.op):

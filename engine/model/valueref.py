@@ -238,16 +238,22 @@ def serialize_net(net: caffe2_pb2.NetDef) -> bytes:
     return b"".join(parts)
 
 
+def _unchecked(net: caffe2_pb2.NetDef) -> list[tuple[int, int, dict, int]]:
+    """(start, end, reference, op index) of each run of unpacked floats, in file order: what a quick
+    open sampled (packed floats and bytes need no check: they are read when an op reads them)."""
+    return sorted((b, e, ref, i) for i in _referring(net) for a in net.op[i].arg
+                  if (ref := reference_of(a)) for kind, b, e in ref["pieces"] if kind == "f32u")
+
+
 def referenced_bytes(net: caffe2_pb2.NetDef) -> int:
-    """How many bytes of files `net`'s values refer to (what :func:`bind_values` reads)."""
-    return sum(e - b for i in _referring(net) for a in net.op[i].arg if (ref := reference_of(a))
-               for _, b, e in ref["pieces"])
+    """How many bytes :func:`bind_values` reads: `net`'s runs of unpacked floats."""
+    return sum(e - b for b, e, _, _ in _unchecked(net))
 
 
 def bind_values(net: caffe2_pb2.NetDef, progress: Callable[[int, int], None] | None = None,
                 cancelled: Callable[[], bool] = lambda: False) -> None:
-    """Read every value `net` refers to once, in file order, checking each tag of the unpacked runs a
-    quick load only sampled; ``progress(done, total)`` in bytes after each chunk (the TUI's line
+    """Check each tag of the runs of unpacked floats a quick open only sampled (reading them brings
+    their pages in); ``progress(done, total)`` in bytes after each chunk (the TUI's line
     "loading 128 MB of weights … 61 %"); stops early when `cancelled()`.
 
     Raises
@@ -255,20 +261,17 @@ def bind_values(net: caffe2_pb2.NetDef, progress: Callable[[int, int], None] | N
     ModelError
         A run of floats holds another field (then the net must be opened again, fully checked).
     """
-    todo = sorted((b, e, kind, ref, i) for i in _referring(net) for a in net.op[i].arg
-                  if (ref := reference_of(a)) for kind, b, e in ref["pieces"])
-    total, done = sum(e - b for b, e, *_ in todo), 0
-    for b, e, kind, ref, i in todo:
+    todo = _unchecked(net)
+    total, done = sum(e - b for b, e, _, _ in todo), 0
+    for b, e, ref, i in todo:
         buf = _mapping(ref["path"], ref["size"], ref["mtime"])
         for at in range(b, e, _BIND_CHUNK):
             stop = min(e, at + _BIND_CHUNK)
             raw = np.frombuffer(buf, np.uint8, count=stop - at, offset=at)
-            if kind == "f32u" and not (raw[(b - at) % 5::5] == 0x2D).all():
+            if not (raw[(b - at) % 5::5] == 0x2D).all():
                 op = net.op[i]
                 raise ModelError(f"{ts._where(ref['path'], i, op.type, op.output[0] if op.output else '')}: "
                                  "argument values: another field inside its floats; open the file again")
-            if kind != "f32u":
-                raw[::4096].sum()  # NOTE: one byte a page brings the page in (what the ops read next)
             done += stop - at
             if progress is not None:
                 progress(done, total)
