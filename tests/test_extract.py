@@ -129,3 +129,15 @@ def test_a_subnet_that_does_not_exist_is_one_line(capsys: pytest.CaptureFixture[
     assert main(["extract", str(EXAMPLES / "while_net" / "predict_net.pb"), "--subnet", "2/then_net", "--ops", "0",
                  "-o", str(tmp_path / "x")]) == 2
     assert capsys.readouterr().err.strip() == ("netviz: --subnet '2/then_net': op #2 While holds loop_net, cond_net")
+
+
+def test_an_int8_range_runs_in_caffe2_bit_for_bit(zoo: Path, tmp_path: Path) -> None:
+    """int8 Mask R-CNN's first Int8ConvRelu/Int8Conv/Int8Sum: Int8 tensors (uint8 weights, int32 biases)
+    captured with their scales and zero points; Caffe2's outputs equal the captured ones exactly."""
+    out = _extract(tmp_path, zoo / "mask_rcnn_2go_int8" / "model.pbtxt", "--ops", "2:7", "--random-params",
+                   "--input", "data=1,3,64,64", "--input", "im_info=1,3")
+    types = {op.type for op in caffe2_pb2.NetDef.FromString((out / "init_net.pb").read_bytes()).op}
+    assert {"Int8GivenTensorFill", "Int8GivenIntTensorFill"} <= types, types
+    _caffe2_runs_it(out)
+    rc, text = _repro(out, CAFFE2 if CAFFE2.is_file() else sys.executable)
+    assert text.count(" error 0 ok") == 5, text

@@ -176,9 +176,12 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _host_copy(v: Any) -> Any:
+    """A host copy of an array (an Int8 tensor stays one, with its scale and zero point); other objects as they are."""
+    if hasattr(v, "scale") and hasattr(v, "data") and hasattr(v, "copy"):
+        return v.copy()
     if hasattr(v, "shape") and hasattr(v, "dtype"):
         return np.array(dev.to_host(v), copy=True)
-    return v.copy() if hasattr(v, "copy") and hasattr(v, "data") else v
+    return v
 
 
 def run_side(side: Side, feeds: Mapping[str, Any] | None = None, *, loss: str | None = None,

@@ -110,7 +110,7 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
     name = f"{trace.net.name or 'net'}_{where.replace(' ', '_').replace(':', '_').replace('#', '').replace(chr(39), '')}"
     predict = caffe2_pb2.NetDef(name=name, op=ops, external_input=list(inputs), external_output=made)
     if subnet is None:
-        expected = {o: v for o in made if isinstance(v := trace.before(o, stop), np.ndarray)}
+        expected = {o: v for o in made if isinstance(v := _array(trace.before(o, stop)), np.ndarray)}
     else:
         expected = _run_alone(predict, inputs)
     notes = [f"{o}: not an array, not compared" for o in made if o not in expected]
@@ -133,7 +133,12 @@ def _run_alone(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any]) -> dict[str, n
     for n, v in inputs.items():
         ws.values[n], ws.devices[n] = (WorkspaceStack() if isinstance(v, WorkspaceStack) else v), dev.CPU
     executor.run_net(net, ws, device="cpu")
-    return {o: np.array(v) for o in net.external_output if isinstance(v := ws.values.get(o), np.ndarray)}
+    return {o: np.array(v) for o in net.external_output if isinstance(v := _array(ws.values.get(o)), np.ndarray)}
+
+
+def _array(v: Any) -> Any:
+    """An Int8 tensor's quantized data (what repro.py compares), anything else as it is."""
+    return v.data if isinstance(v, Int8Tensor) else v
 
 
 # ---- the init net: values as packed bytes ------------------------------------------------
@@ -164,10 +169,12 @@ def fill_op_bytes(name: str, value: Any) -> bytes:
     """
     if isinstance(value, WorkspaceStack):
         return create_operator("CreateScope", [], [name]).SerializeToString()
-    if isinstance(value, Int8Tensor):
-        op = create_operator("Int8GivenTensorFill", [], [name], shape=list(value.data.shape),
-                             Y_scale=float(value.scale), Y_zero_point=int(value.zero_point))
-        return op.SerializeToString() + _bytes_arg(value.data.astype(np.uint8), one_string=True)
+    if isinstance(value, Int8Tensor):  # NOTE: uint8 data as one string; an int32 bias as packed ints
+        wide = value.data.dtype != np.uint8
+        op = create_operator("Int8GivenIntTensorFill" if wide else "Int8GivenTensorFill", [], [name],
+                             shape=list(value.data.shape), Y_scale=float(value.scale), Y_zero_point=int(value.zero_point))
+        return op.SerializeToString() + (_values_arg(6, value.data.astype(np.int64)) if wide
+                                         else _bytes_arg(value.data, one_string=True))
     a = np.asarray(value)
     shape = list(a.shape)
     kind = a.dtype.kind
@@ -230,12 +237,20 @@ def net(name):
     return caffe2_pb2.NetDef.FromString((HERE / name).read_bytes())
 
 
+def fetch(name):
+    try:
+        return workspace.FetchBlob(name)
+    except TypeError:  # Caffe2 fetches an Int8 blob with its own call
+        return workspace.FetchInt8Blob(name)
+
+
 def main():
     workspace.RunNetOnce(net("init_net.pb"))
     workspace.RunNetOnce(net("predict_net.pb"))
     expected, bad = np.load(HERE / "expected.npz"), 0
     for name in expected.files:
-        want, got = expected[name], np.asarray(workspace.FetchBlob(name))
+        got = fetch(name)
+        want, got = expected[name], np.asarray(got.data if hasattr(got, "scale") else got)  # Int8: its data
         if want.shape != got.shape:
             err = float("inf")
         elif want.size == 0:
