@@ -882,7 +882,8 @@ class Session:
         if self.state.pc is None:
             return "not running"
         stop = getattr(self, "last_stop", None)
-        reason = f"  [{stop.reason}: {stop.detail}]" if stop is not None and stop.reason != "step" else ""
+        reason = "" if stop is None or stop.reason == "step" else (
+            f"  [{stop.reason}: {stop.detail}]" if stop.detail and stop.detail != stop.reason else f"  [{stop.reason}]")
         return self.state.pc.text() + reason
 
     def record(self, ref: OpRef) -> Any:

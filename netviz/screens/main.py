@@ -486,8 +486,10 @@ class MainScreen(Guarded, Screen[None]):
             hint = "  (K: skip it, giving its outputs)" if "no kernel" in stop.detail else ""
             hint += "  (a: alerts)" if stop.reason == "nan" else ""
             missing = feeding.missing_inputs(self.session, stop.detail) if stop.reason == "error" else []
-            if missing:  # NOTE: the CLI's hint (every missing input), then a prompt for each value
-                hint = missing_blob_hint(stop.detail, self.session.model, True, missing)
+            if missing:  # NOTE: every missing input named (the CLI's hint lists --input flags), then a prompt each
+                hint = (f"; {len(missing)} inputs nothing gives: {', '.join(missing)} (asked for in turn; --input "
+                        "NAME=SHAPE gives them at start)" if len(missing) > 1
+                        else missing_blob_hint(stop.detail, self.session.model, True))
             if stop.reason == "nan":  # NOTE: the first bad element, back to what made it (engine.debugger.provenance)
                 from rich.markup import escape
                 hint += "".join("\n" + escape(line) for line in getattr(self.session, "provenance", ()))

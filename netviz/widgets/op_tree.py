@@ -14,6 +14,7 @@ marker changed (:meth:`OpTree.update_markers`), never every node.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
@@ -89,6 +90,57 @@ def elide_middle(name: str, room: int) -> str:
         return "…"[:max(room, 0)]
     head = room // 4 if room >= 10 else 0
     return name[:head] + "…" + name[len(name) - (room - head - 1):]
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading characters `a` and `b` share."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def differs_at(name: str, names: Sequence[str], backwards: Sequence[str]) -> tuple[int, int] | None:
+    """Where `name` differs from the names most like it: (p, q), `p` the first character that tells it
+    from the closest name by beginning, `q` the last that tells it from the closest by ending.
+    `names` sorted, `backwards` the reversed names sorted (neighbours in sort order are the closest).
+    None: a twin (another op of the same name), or `name` is not among them."""
+    def closest(seq: Sequence[str], key: str) -> int | None:
+        k = bisect_left(seq, key)
+        if k >= len(seq) or seq[k] != key:
+            return None
+        near = [seq[j] for j in (k - 1, k + 1) if 0 <= j < len(seq)]
+        return max((_shared(key, other) for other in near), default=None)  # NOTE: alone of its type: None
+    p, rev = closest(names, name), name[::-1]
+    s = closest(backwards, rev)
+    if p is None or s is None or p >= len(name) or s >= len(name):
+        return None
+    return p, len(name) - s - 1
+
+
+def elide_distinct(name: str, room: int, where: tuple[int, int] | None) -> str:
+    """`name` in `room` cells keeping where it differs from its closest names (:func:`differs_at`):
+    four ``SpatialBNGradient`` lines read ``…2c_grad`` alike (res2_0 / res2_1 / res3_0 …); kept, they
+    read ``…2_1…h2c_grad``.  Without a place (or when the middle elision shows both), as
+    :func:`elide_middle`."""
+    plain = elide_middle(name, room)
+    if where is None or len(name) <= room or room < 6:
+        return plain
+    p, q = where
+    head = room // 4 if room >= 10 else 0
+    tail_from = len(name) - (room - head - 1)
+    if all(i < head or i >= tail_from for i in (p, q)):
+        return plain
+    if q >= p - 4:  # one place (or two close together): from a little before it, as much as fits
+        start = max(0, min(q, p) - 4)
+        seg = name[start:]
+        lead = "…" if start else ""
+        return lead + (seg if len(lead) + len(seg) <= room else seg[:room - len(lead) - 1] + "…")
+    # NOTE: the place and a little around it (res2_0, not es2), then the name's end from the other place on;
+    # tight, the place alone (2_0), and the end cut only if even then it would not reach the other place
+    for left in (name[max(0, q - 3):min(q + 3, p - 1)], name[q:min(q + 3, p - 1)]):
+        fit = room - len(left) - 2  # "…" left "…" tail
+        if fit >= 3 and len(name) - fit <= p:
+            return "…" + left + "…" + name[len(name) - fit:]
+    return "…" + left + "…" + name[p - 1:p + fit - 2] + "…" if fit >= 3 else plain
 
 
 class _Fitted:
@@ -381,10 +433,25 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
                 cut = max(len(op.type) - short, TYPE_MIN)
                 if cut < len(op.type):
                     text = text[:type_at + cut - 1] + Text("…", TYPE_STYLE[kind]) + text[type_at + len(op.type):]
-            what = elide_middle(what, room - text.cell_len - 1)
+            what = elide_distinct(what, room - text.cell_len - 1, self._differs(ref.path, op.type, what))
         if what:  # the distinguishing tail: the scope every name of the net (or its block) shares is dropped
             text.append(f" {what}", "dim")
         return text
+
+    def _differs(self, path: NetPath, op_type: str, what: str) -> tuple[int, int] | None:
+        """Where `what` (a shown name of an `op_type` op of the net at `path`) differs from the names of
+        the net's other ops of that type most like it (the lines that look alike); sorted both ways
+        once per net shown (a backward view is another net)."""
+        view = self.session.view(path)
+        cache = self.__dict__.setdefault("_names", {})
+        key = (path, id(view.net))
+        if key not in cache:
+            scope, by_type = self._scope(path), {}
+            for op in view.net.op:
+                by_type.setdefault(op.type, []).append(strip_scope(name_of(op), scope))
+            cache[key] = ({t: (sorted(ns), sorted(n[::-1] for n in ns)) for t, ns in by_type.items()},
+                          view.net)  # NOTE: the net kept, so its id stays its own
+        return differs_at(what, *cache[key][0].get(op_type, ((), ())))
 
     def _scope(self, path: NetPath) -> str:
         """The name scope all blobs of the net at `path` share (``gpu_0/``), computed once.  Of the

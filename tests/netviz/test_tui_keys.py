@@ -190,3 +190,64 @@ async def test_a_move_made_in_the_shell_shows_on_return(tmp_path: Path, monkeypa
         await pilot.pause()
         assert app.main.selected == OpRef((), 3) and app.main.canvas.pc_op == 3
         assert "op#3" in app.session.pc_label()
+
+
+def test_an_elided_name_keeps_where_it_differs() -> None:
+    """Item 21: four ``SpatialBNGradi… …2c_grad`` rows (res2_0 / res2_1 / res3_0 / … branch2c) read alike."""
+    from netviz.widgets.op_tree import differs_at, elide_distinct
+
+    names = ["res2_0_branch2c_grad", "res2_1_branch2c_grad", "res2_0_branch2b_grad", "res3_0_branch2c_grad",
+             "res2_0_branch1_grad", "res3_1_branch2c_grad"]
+    forward, backward = sorted(names), sorted(n[::-1] for n in names)
+    for room in (8, 10, 14):
+        shown = [elide_distinct(n, room, differs_at(n, forward, backward)) for n in names]
+        assert len(set(shown)) == len(names) and all(len(s) <= room for s in shown), shown
+    assert elide_distinct("res2_0_branch2c_grad", 8, differs_at("res2_0_branch2c_grad", forward, backward)) \
+        == "…2_0…2c…"
+    assert elide_distinct("conv1_grad", 14, None) == "conv1_grad"
+
+
+@pytest.mark.skipif("resnet50" not in ZOO, reason="no model zoo")
+@asynctest
+async def test_backward_rows_of_resnet_read_apart() -> None:
+    app = NetvizApp(Session.open(ZOO["resnet50"], loss="gpu_0/softmax"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: app.session.show_backward and app.main.op_tree.populated, "the backward tree")
+        tree = app.main.op_tree
+        refs = [OpRef((), i) for i in range(300, 351) if app.session.op(OpRef((), i)).type == "SpatialBNGradient"]
+        tree.select_ref(refs[0])
+        rows = [str(tree.label_of(r, tree._room(tree.nodes_by_ref[r]))) for r in refs]  # as drawn: room at its depth
+        shown = [r.split(maxsplit=1)[1] for r in rows]  # NOTE: without the op index (every row has its own)
+        assert len(shown) > 4 and len(set(shown)) == len(shown), rows
+
+
+@asynctest
+async def test_a_notice_is_wide_and_never_over_the_dialog(tmp_path: Path) -> None:
+    """Item 21: at 80x24 the missing-input notice was a 40x12 toast drawn over the prompt it explained."""
+    from textual.widgets._toast import Toast
+
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp())))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and app.screen.query(Toast), "prompt and notice")
+        await pilot.pause(0.3)
+        box = app.screen.query_one("#prompt-box").region
+        toasts = [t.region for t in app.screen.query(Toast)]
+        assert all(not t.overlaps(box) for t in toasts), (box, toasts)
+        assert all(t.width >= 50 and t.height <= 8 for t in toasts), toasts
+        assert any("give input X" in line for line in screen_text(app))
+
+
+def test_a_cancelled_stop_is_said_once(tmp_path: Path) -> None:
+    """Item 21: the status line read ``[cancelled: cancelled]``."""
+    from engine.debugger.records import Stopped
+
+    session = Session.open(write(tmp_path, "loop", while_net()), inputs=["x=3"])
+    session.step("step")
+    session.last_stop = Stopped("cancelled", session.debugger.pc, "cancelled")
+    assert session.pc_label().endswith("op#1 ConstantFill  [cancelled]")
+    session.last_stop = Stopped("error", session.debugger.pc, "boom")
+    assert session.pc_label().endswith("  [error: boom]")
