@@ -175,6 +175,10 @@ def _check_scanned(data: bytes, name: str = "fuzz_init.pb") -> None:
     from engine.model import modelio, valueref  # noqa: PLC0415
     from google.protobuf.message import DecodeError  # noqa: PLC0415
 
+    try:  # NOTE: the quick open (the TUI's) samples tags and counts varints: one line or a net, too
+        valueref.parse_scanned(data, name, modelio._parse_binary, min_bytes=0, quick=True)
+    except ModelError as e:
+        assert str(e).startswith(name) and "\n" not in str(e), str(e)
     try:
         net, counted = valueref.parse_scanned(data, name, modelio._parse_binary, min_bytes=0)
     except ModelError as e:

@@ -27,10 +27,14 @@ kind       wire form                               value
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from engine.errors import ModelError
+
+# NOTE: NumPy is imported by the functions that need it: a quick open (the TUI's) needs none, and the
+# TUI's first frame imports no NumPy
+if TYPE_CHECKING:
+    import numpy as np
 
 REFERENCE_FIELD = 536_870_001
 """Field number of the reference an Argument carries instead of its values (no Caffe2 field uses it)."""
@@ -94,10 +98,12 @@ def _run_end(buf, pos: int, end: int, tag: int, stride: int, quick: bool = False
     (what every protobuf writer makes of a values argument), so opening costs no read of the values;
     :func:`engine.model.valueref.bind_values` checks every tag later (the TUI's worker)."""
     k = (end - pos) // stride
-    tags = np.frombuffer(buf, np.uint8, count=k * stride, offset=pos)[::stride]
-    if quick and k * stride == end - pos and (tags[np.linspace(0, k - 1, min(k, SAMPLED_TAGS)).astype(np.int64)]
-                                                == tag).all():
+    if quick and k * stride == end - pos and all(
+            buf[pos + stride * (i * (k - 1) // max(SAMPLED_TAGS - 1, 1))] == tag for i in range(min(k, SAMPLED_TAGS))):
         return end
+    import numpy as np  # noqa: PLC0415
+
+    tags = np.frombuffer(buf, np.uint8, count=k * stride, offset=pos)[::stride]
     for first in range(0, k, _CHUNK):  # NOTE: in chunks: small temporaries stay in the cache
         part = tags[first:first + _CHUNK]
         if not (part == tag).all():
@@ -107,11 +113,14 @@ def _run_end(buf, pos: int, end: int, tag: int, stride: int, quick: bool = False
 
 _CHUNK = 1 << 16
 SAMPLED_TAGS = 256
+_SMALL_RUN = 1 << 12
 
 
 def decode_varints(raw: np.ndarray, interleaved: bool = False) -> np.ndarray:
     """The int64 values of a stream of varints (every second one when `interleaved`: unpacked ints,
     whose tags are varints too), vectorised; :class:`_Corrupt` on a cut-off or over-long varint."""
+    import numpy as np  # noqa: PLC0415
+
     ends = np.flatnonzero(raw < 0x80)
     if raw.size and (not ends.size or ends[-1] != raw.size - 1):
         raise _Corrupt("truncated varint")
@@ -159,7 +168,14 @@ def _arg_pieces(buf, start: int, end: int, field_name: str, quick: bool = False)
 
 
 def _int_run_end(buf, pos: int, end: int) -> int:
-    """End of the run of unpacked ``ints`` fields (tag 0x30, varint) starting at `pos`."""
+    """End of the run of unpacked ``ints`` fields (tag 0x30, varint) starting at `pos` (a field at a
+    time for a small run, vectorised for a big one)."""
+    if end - pos <= _SMALL_RUN:
+        while pos < end and buf[pos] == 0x30:
+            pos = _varint(buf, pos + 1, end)[1]
+        return pos
+    import numpy as np  # noqa: PLC0415
+
     raw = np.frombuffer(buf, np.uint8, count=end - pos, offset=pos)
     ends = np.flatnonzero(raw < 0x80)
     starts = np.r_[0, ends[:-1] + 1]
@@ -304,6 +320,8 @@ def stripped_bytes(buf, top, cuts: list[_Cut]) -> bytes:
 
 def encode_varints(values: np.ndarray) -> bytes:
     """The packed varint bytes of int64 `values` (two's complement, as protobuf writes int64), vectorised."""
+    import numpy as np  # noqa: PLC0415
+
     v = np.ascontiguousarray(values, dtype=np.int64).reshape(-1).view(np.uint64)
     lengths = np.ones(v.size, np.int64)
     for k in range(1, 10):
@@ -322,5 +340,7 @@ def encode_varints(values: np.ndarray) -> bytes:
 def packed_field(field: int, values: np.ndarray) -> bytes:
     """A packed repeated field of an Argument (``floats`` 5 as ``<f4``, ``ints`` 6 as varints) from an
     array's buffer: what protobuf parses in C, never a Python number per value."""
+    import numpy as np  # noqa: PLC0415
+
     body = (np.ascontiguousarray(values, dtype="<f4").tobytes() if field == 5 else encode_varints(values))
     return bytes([field << 3 | 2]) + encode_varint(len(body)) + body

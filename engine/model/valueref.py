@@ -13,16 +13,20 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import math
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from pathlib import Path
 
-import numpy as np
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from engine.errors import ModelError
 from engine.model import tensorscan as ts
 from proto import caffe2_pb2
+
+if TYPE_CHECKING:  # NOTE: NumPy is imported when a value is made: a quick open (the TUI's first frame) needs none
+    import numpy as np
 
 _maps: dict[tuple[str, int, int], mmap.mmap] = {}
 _arrays: weakref.WeakValueDictionary[bytes, np.ndarray] = weakref.WeakValueDictionary()
@@ -45,6 +49,8 @@ def _mapping(path: str, size: int, mtime: int) -> mmap.mmap:
 
 
 def _piece_array(buf, p: ts.Piece) -> np.ndarray:
+    import numpy as np  # noqa: PLC0415
+
     if p.kind == "f32u":
         return np.ndarray(((p.end - p.start) // 5,), "<f4", buffer=buf, offset=p.start + 1, strides=(5,))
     _, data = ts._varint(buf, p.start, p.end)
@@ -61,6 +67,8 @@ def _piece_array(buf, p: ts.Piece) -> np.ndarray:
 
 def pieces_array(buf, pieces) -> np.ndarray:
     """One read-only array of the values in `pieces` (a view when there is one piece of floats/bytes)."""
+    import numpy as np  # noqa: PLC0415
+
     parts = [_piece_array(buf, p) for p in pieces]
     out = parts[0] if len(parts) == 1 else np.concatenate(parts)
     out.flags.writeable = False
@@ -89,7 +97,10 @@ def referenced_values(arg: caffe2_pb2.Argument) -> np.ndarray | None:
             if got is None:
                 ref = json.loads(f.data)
                 buf = _mapping(ref["path"], ref["size"], ref["mtime"])
-                got = _arrays[f.data] = pieces_array(buf, [ts.Piece(*p) for p in ref["pieces"]])
+                try:
+                    got = _arrays[f.data] = pieces_array(buf, [ts.Piece(*p) for p in ref["pieces"]])
+                except ts._Corrupt as e:  # NOTE: a quick open counted varints without decoding them
+                    raise ModelError(f"{ref['path']}: argument values: {e}") from None
             return got
     return None
 
@@ -100,12 +111,20 @@ def referenced_count(arg: caffe2_pb2.Argument) -> int | None:
     return None if ref is None else ref["count"]
 
 
-def _count(buf, pieces) -> int:
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+
+
+def _count(buf, pieces, quick: bool = False) -> int:
+    """How many values `pieces` hold; varints are decoded (a bad one is a load error) unless `quick`,
+    which counts their last bytes (checked when the values are made)."""
     n = 0
     for p in pieces:
         if p.kind == "f32u":
             n += (p.end - p.start) // 5
-        elif p.kind in ("var", "varu"):  # NOTE: decoded once here, so a bad varint is a load error
+        elif p.kind in ("var", "varu") and quick:
+            ends = len(bytes(buf[p.start:p.end]).translate(None, _HIGH_BYTES))
+            n += ends // 2 if p.kind == "varu" else ends - 2  # NOTE: without the tag and length varints
+        elif p.kind in ("var", "varu"):
             n += _piece_array(buf, p).size
         else:
             _, data = ts._varint(buf, p.start, p.end)
@@ -117,9 +136,8 @@ def _count(buf, pieces) -> int:
 def _check(op: caffe2_pb2.OperatorDef, count: int, where: str) -> None:
     """Values against the op's `shape` (when it has no input) and its `dtype`: one line naming both."""
     shape = next((list(a.ints) for a in op.arg if a.name == "shape"), None)
-    if shape is not None and not len(op.input) and count != int(np.prod(shape, dtype=np.int64)):
-        raise ModelError(f"{where}: {count} values for shape {tuple(shape)} "
-                         f"({int(np.prod(shape, dtype=np.int64))} expected)")
+    if shape is not None and not len(op.input) and count != math.prod(shape):
+        raise ModelError(f"{where}: {count} values for shape {tuple(shape)} ({math.prod(shape)} expected)")
     dtype = next((a.i for a in op.arg if a.name == "dtype" and a.HasField("i")), None)
     if op.type == "GivenTensorFill" and dtype is not None and dtype not in _KNOWN_DTYPES:
         raise ModelError(f"{where}: unknown dtype {dtype}")
@@ -144,7 +162,7 @@ def parse_scanned(buf, path: str, parse, min_bytes: int = ts.MIN_CUT_BYTES, quic
         op = net.op[c.op]
         where = ts._where(path, c.op, op.type, op.output[0] if op.output else "")
         try:
-            count = _count(buf, c.pieces)
+            count = _count(buf, c.pieces, quick)
         except ts._Corrupt as e:
             raise ModelError(f"{where}: argument values: {e}") from None
         _check(op, count, where)
@@ -261,6 +279,8 @@ def bind_values(net: caffe2_pb2.NetDef, progress: Callable[[int, int], None] | N
     ModelError
         A run of floats holds another field (then the net must be opened again, fully checked).
     """
+    import numpy as np  # noqa: PLC0415
+
     todo = _unchecked(net)
     total, done = sum(e - b for b, e, _, _ in todo), 0
     for b, e, ref, i in todo:

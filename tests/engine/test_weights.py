@@ -103,12 +103,13 @@ def fill_cases(draw) -> tuple[str, tuple[int, ...], np.ndarray, str]:
 
 
 @settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(fill_cases(), min_size=1, max_size=4))
-def test_values_equal_protobufs_decoding_bit_for_bit(tmp_path_factory, cases) -> None:
+@given(st.lists(fill_cases(), min_size=1, max_size=4), st.booleans())
+def test_values_equal_protobufs_decoding_bit_for_bit(tmp_path_factory, cases, quick: bool) -> None:
+    """Both opens: the full one (`netviz run`) and the quick one (the TUI: tags sampled, varints counted)."""
     path = tmp_path_factory.mktemp("w") / "init_net.pb"
     path.write_bytes(net_bytes([fill_op_bytes(t, f"b{i}", s, v, e) for i, (t, s, v, e) in enumerate(cases)]))
     reference = caffe2_pb2.NetDef.FromString(path.read_bytes())
-    net = valueref.load_binary_net(path, min_bytes=0, parse=modelio._parse_binary)
+    net = valueref.load_binary_net(path, min_bytes=0, parse=modelio._parse_binary, quick=quick)
     for i, (op_type, _, _, _) in enumerate(cases):
         got, want = args_of(net.op[i])["values"], protobufs_values(reference.op[i], op_type)
         if isinstance(got, list):  # no values field at all (empty, unpacked): nothing to cut

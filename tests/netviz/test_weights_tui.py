@@ -2,6 +2,8 @@
 the first step does not wait for it (issue #41)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from tests.engine.test_weights import fill_op_bytes, net_bytes
 from tests.netviz.tui_nets import mlp, write
 from tests.netviz.waiting import asynctest, notified, text_of, wait_for
 
+ROOT = Path(__file__).resolve().parents[2]
 RNG = np.random.default_rng(41)
 SHAPES = {"W1": (600, 8), "b1": (600,), "W2": (500, 600), "b2": (500,)}  # W2: 1.5 MB unpacked: the scanner path
 
@@ -77,3 +80,14 @@ async def test_a_broken_run_of_floats_is_told_once_bound(tmp_path: Path, monkeyp
         await wait_for(pilot, lambda: notified(app, "another field inside its floats"), "the weights error")
     with pytest.raises(Exception, match="ints|NetDef|field"):
         modelio.load_net(init)  # NOTE: a full open refuses it up front
+
+
+def test_opening_a_trained_model_imports_no_numpy(tmp_path: Path) -> None:
+    """The TUI's first frame imports no NumPy (netviz/session.py); a quick open of an init net of
+    GivenTensorFill values needs none either."""
+    predict, init, _ = _trained(tmp_path)
+    code = ("import sys\nfrom netviz.session import Session\n"
+            f"s = Session.open({str(predict)!r}, init={str(init)!r})\n"
+            "assert len(s.model.init.op) == 4\nprint('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split()[-1] == "False", out.stdout + out.stderr
