@@ -360,7 +360,9 @@ def _fill_op(name: str, value: Any) -> caffe2_pb2.OperatorDef:
     a = np.asarray(value)
     if a.dtype not in _FILL_FOR:
         raise GraphError(f"blob '{name}': no GivenTensor*Fill for dtype {a.dtype}")
-    values = [a.tobytes()] if a.dtype == np.uint8 else a.reshape(-1).tolist()  # NOTE: uint8 as one string
+    # NOTE: uint8 as one string; numbers as the array itself, which make_argument writes as packed bytes
+    flat = a.reshape(-1)
+    values = [a.tobytes()] if a.dtype == np.uint8 else flat if a.dtype.kind in "fib" else flat.tolist()
     return create_operator(_FILL_FOR[a.dtype], [], [name], shape=list(a.shape), values=values)
 
 

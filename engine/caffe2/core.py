@@ -616,8 +616,8 @@ class Net:
                 np.dtype(np.bool_): "GivenTensorBoolFill"}.get(array.dtype, "GivenTensorFill")
         if array.dtype.kind in "US":
             fill = "GivenTensorStringFill"
-        return getattr(self, fill)([], blob_out or 1, shape=array.shape,
-                                   values=array.flatten().tolist())
+        return getattr(self, fill)([], blob_out or 1, shape=array.shape,  # NOTE: numbers as packed bytes
+                                   values=array.flatten() if array.dtype.kind in "fiub" else array.flatten().tolist())
 
     def AppendNet(self, net: "Net") -> "Net":
         defined = self._op_outputs()
