@@ -67,7 +67,7 @@ def compare(session: Any, text: str, cancel: threading.Event | None = None, tol:
     d = diverge(Side(session.model), b, session.values, synthesize_params=synth, tol=tol)
     rows = tuple(OwnRow(r.index, r.op_type, r.blob or r.name, r.own if r.own == r.own else 0.0, r.out,
                         not r.own > tol, r.out, r.inherited) for r in d.rows if r.index_b is not None)
-    return RuntimeDiff(rows, (d.culprit_line(),))
+    return RuntimeDiff(rows, (d.culprit_line(), *(["\n".join(d.culprit_detail())] if d.culprit_values else [])))
 
 
 def default_range(session: Any, selected: Any, rows: Any) -> str:

@@ -59,6 +59,10 @@ def test_a_perturbed_parameter_in_one_init_names_the_op_that_reads_it(tmp_path: 
     later = [r for r in doc["ops"] if r["op"] > 62]
     assert all(r["own"] < 1e-5 for r in later) and sum(r["out"] > 1e-4 for r in later) > 50
     assert all(r["out"] == 0 for r in doc["ops"] if r["op"] < 62)
+    # both values and their difference where the culprit's re-run differs most: B = 1.05 A (the bias is 0)
+    assert doc["detail"][0] == "op #62 output 'comp_5_spatbn_2', where side B's re-run differs most:"
+    rows = [ln.split() for ln in doc["detail"][2:]]
+    assert len(rows) == 5 and all(float(r[-2]) == pytest.approx(1.05 * float(r[-3]), rel=1e-5) for r in rows)
 
 
 def test_the_culprit_is_named_where_later_ops_inherit_a_larger_difference(tmp_path: Path, capsys) -> None:

@@ -35,7 +35,8 @@ from engine.model.modelio import Model
 from engine.model.ssa import get_ssa
 from proto import caffe2_pb2
 
-__all__ = ["Side", "Trace", "OpDivergence", "Divergence", "run_side", "localize", "diverge", "value_error"]
+__all__ = ["Side", "Trace", "OpDivergence", "Divergence", "run_side", "localize", "diverge", "value_error",
+           "side_by_side"]
 
 #: default tolerance of an op's error: float32 rounding amplified by a deep net stays well below it
 DEFAULT_TOL = 1e-4
@@ -103,6 +104,15 @@ class Divergence:
     tol: float
     only_b: tuple[int, ...] = ()
     nonfinite: tuple[str, ...] = ()  # each side's first NaN/Inf, back to its origin (engine.debugger.provenance)
+    #: the culprit's worst output: (blob, side A's value, side B's re-run of it on A's inputs)
+    culprit_values: tuple[str, Any, Any] | None = None
+
+    def culprit_detail(self) -> list[str]:
+        """Where the culprit's output differs most: side A's value, B's re-run and the difference."""
+        if self.culprit_values is None:
+            return []
+        blob, a, b = self.culprit_values
+        return [f"op #{self.culprit.index} output '{blob}', where side B's re-run differs most:", *side_by_side(a, b)]
 
     @property
     def culprit(self) -> OpDivergence | None:
@@ -124,7 +134,8 @@ class Divergence:
         c = self.culprit
         return {"tol": self.tol, "culprit": None if c is None else {"op": c.index, "type": c.op_type, "name": c.name,
                                                                      "own": c.own, "inherited": c.inherited},
-                "summary": self.culprit_line(), "only_in_b": list(self.only_b), "nonfinite": list(self.nonfinite),
+                "summary": self.culprit_line(), "detail": self.culprit_detail(), "only_in_b": list(self.only_b),
+                "nonfinite": list(self.nonfinite),
                 "ops": [{"op": r.index, "op_b": r.index_b, "type": r.op_type, "name": r.name, "blob": r.blob,
                          "out": nan(r.out), "own": nan(r.own), "inherited": nan(r.inherited), "note": r.note}
                         for r in self.rows]}
@@ -228,32 +239,59 @@ def match_ops(a: caffe2_pb2.NetDef, b: caffe2_pb2.NetDef) -> list[int | None]:
 
 
 def localize(a: Trace, b: Trace, *, tol: float = DEFAULT_TOL) -> Divergence:
-    """Each op's output, own and inherited error (see the module docstring) and the culprit."""
+    """Each op's output, own and inherited error (see the module docstring) and the culprit, with the
+    culprit's worst output as side A made it and as side B's setting re-made it from A's inputs."""
     pairs = match_ops(a.net, b.net)
     state: dict[str, Any] = {}  # side A's op-made values so far, on side B's device
-    rows = []
+    rows, values = [], None
     for i, (op, j) in enumerate(zip(a.net.op, pairs)):
-        name = op.name or (op.output[0] if op.output else "")
         if j is None:
+            name = op.name or (op.output[0] if op.output else "")
             rows.append(OpDivergence(i, None, op.type, name, float("nan"), float("nan"), float("nan"), ""))
         else:
-            op_b = b.net.op[j]
-            inherited = max((value_error(a.before(n, i), b.before(n, j)) for n in op.input
-                             if a.made_before(n, i) and b.before(n, j) is not None), default=0.0)
-            own_out, note = _rerun(b, op_b, j, state)
-            out_err, own_err, blob = 0.0, 0.0 if own_out is not None else float("nan"), ""
-            for k, o in enumerate(op.output):
-                va, ob = a.outputs[i].get(o), op_b.output[k] if k < len(op_b.output) else None
-                e_out = value_error(va, b.outputs[j].get(ob)) if ob is not None else float("inf")
-                e_own = float("nan") if own_out is None else value_error(va, own_out.get(ob)) if ob else float("inf")
-                if (e_own, e_out) > (own_err, out_err):
-                    blob = o
-                out_err, own_err = max(out_err, e_out), own_err if e_own != e_own else max(own_err, e_own)
-            rows.append(OpDivergence(i, j, op.type, name, out_err, own_err, inherited, blob, note))
+            row, own_out = _compare_op(a, b, i, j, state)
+            rows.append(row)
+            if values is None and row.own > tol:
+                k = list(op.output).index(row.blob)
+                values = (row.blob, a.outputs[i].get(row.blob), own_out.get(b.net.op[j].output[k]))
         for o, v in a.outputs[i].items():
             state[o] = _to_side(v, b)
     used = {j for j in pairs if j is not None}
-    return Divergence(tuple(rows), tol, tuple(j for j in range(len(b.net.op)) if j not in used))
+    return Divergence(tuple(rows), tol, tuple(j for j in range(len(b.net.op)) if j not in used), culprit_values=values)
+
+
+def _compare_op(a: Trace, b: Trace, i: int, j: int, state: Mapping[str, Any]) -> tuple[OpDivergence, dict[str, Any]]:
+    """Side A's op #i against side B's op #j: its row (worst output) and B's re-run outputs ({} if none)."""
+    op, op_b = a.net.op[i], b.net.op[j]
+    inherited = max((value_error(a.before(n, i), b.before(n, j)) for n in op.input
+                     if a.made_before(n, i) and b.before(n, j) is not None), default=0.0)
+    own_out, note = _rerun(b, op_b, j, state)
+    out_err, own_err, blob = 0.0, 0.0 if own_out is not None else float("nan"), ""
+    for k, o in enumerate(op.output):
+        va, ob = a.outputs[i].get(o), op_b.output[k] if k < len(op_b.output) else None
+        e_out = value_error(va, b.outputs[j].get(ob)) if ob is not None else float("inf")
+        e_own = float("nan") if own_out is None else value_error(va, own_out.get(ob)) if ob else float("inf")
+        if (e_own, e_out) > (own_err, out_err) or not blob:
+            blob = o
+        out_err, own_err = max(out_err, e_out), own_err if e_own != e_own else max(own_err, e_own)
+    name = op.name or (op.output[0] if op.output else "")
+    return OpDivergence(i, j, op.type, name, out_err, own_err, inherited, blob, note), own_out or {}
+
+
+def side_by_side(a: Any, b: Any, n: int = 5) -> list[str]:
+    """The `n` elements where two values differ most: index, side A, side B, |A - B| (one line each)."""
+    na, nb = _numeric(a), _numeric(b)
+    if na is None or nb is None or na.shape != nb.shape:
+        return [f"    values not comparable element by element: A {getattr(a, 'shape', type(a).__name__)}, "
+                f"B {getattr(b, 'shape', type(b).__name__)}"]
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(na.astype(np.float64) - nb.astype(np.float64)).ravel()
+    order = np.argsort(-np.nan_to_num(gap, nan=np.inf), kind="stable")[:n]
+    lines = [f"    {'index':<20} {'A':>13} {'B (re-run)':>13} {'|A-B|':>10}"]
+    for k in order:
+        at = tuple(int(x) for x in np.unravel_index(int(k), na.shape)) if na.ndim else ()
+        lines.append(f"    {str(at):<20} {na.ravel()[k]:>13.6g} {nb.ravel()[k]:>13.6g} {gap[k]:>10.3g}")
+    return lines
 
 
 def _to_side(v: Any, t: Trace) -> Any:

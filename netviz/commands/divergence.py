@@ -58,6 +58,8 @@ def run_localizer(args: argparse.Namespace) -> int:
     if d.only_b:
         print(f"{len(d.only_b)} ops of B match no op of A: " + ", ".join(f"#{j}" for j in d.only_b[:10]))
     print(f"{len(d.rows)} ops compared (errors: max|a-b| / max(1, max|a|); tolerance {args.tol:g})")
+    for line in d.culprit_detail():
+        print(line)
     print(d.culprit_line())
     for line in d.nonfinite:  # NOTE: where each side's first NaN/Inf came from (engine.debugger.provenance)
         print(line)
