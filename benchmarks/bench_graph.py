@@ -1,7 +1,9 @@
-"""SSA + graph-model build time: synthetic chains/DAGs (linear-time check) and the model zoo.
+"""SSA + graph-model build time: synthetic chains/DAGs (linear-time check) and the model zoo; the export
+of drawings (issue #43): a backward-pass export against its forward-only one (ResNet-50, DenseNet-121,
+<= 4x, laid out by ``dot``), a 10k-op chain with its backward pass against the 1k one (<= 10x: linear).
 
 ``run(quick)`` returns rows ``{"name", "netviz_s", "reference", "target", "ok"}``; quick mode
-skips the 100k-op nets.  ``python -m benchmarks.bench_graph`` prints them.
+skips the 100k-op nets.  ``python -m benchmarks.bench_graph`` prints them (``--export`` only the export rows).
 """
 from __future__ import annotations
 
@@ -58,6 +60,54 @@ def _zoo(path: Path) -> dict[str, Any]:
             "target": f"<= {ZOO_TARGET_S} s", "ok": secs <= ZOO_TARGET_S}
 
 
+def grad_chain(n: int) -> caffe2_pb2.NetDef:
+    """`n - 1` Relus and an AveragedLoss: every op differentiable (no in-place overwrite of a needed blob)."""
+    net = caffe2_pb2.NetDef(name=f"grad_chain_{n}", external_input=["b0"])
+    for i in range(n - 1):
+        net.op.add(type="Relu", input=[f"b{i}"], output=[f"b{i + 1}"])
+    net.op.add(type="AveragedLoss", input=[f"b{n - 1}"], output=["loss"])
+    return net
+
+
+def _export_s(net: caffe2_pb2.NetDef, backward: bool, repeat: int = 2) -> tuple[float, str]:
+    """Best wall time of ``netviz export NET -o x.svg [--backward]`` in-process (load excluded), and how it
+    was laid out."""
+    import tempfile
+
+    from netviz.export import export_net
+    how = []
+    with tempfile.TemporaryDirectory() as tmp:
+        def once() -> None:
+            how.append(export_net(net, Path(tmp) / "x.svg", backward=backward, force=True, rankdir="auto",
+                                  loss="loss" if net.name.startswith("grad_chain") else None).layout)
+        return best(once, repeat), how[-1]
+
+
+def _ratio_row(name: str, slow: tuple[float, str], fast: tuple[float, str], limit: float) -> dict[str, Any]:
+    ratio = slow[0] / fast[0]
+    by_dot = slow[1].startswith("dot") and fast[1].startswith("dot")
+    return {"name": name, "netviz_s": ratio, "reference": {"slow_s": round(slow[0], 3), "fast_s": round(fast[0], 3),
+                                                           "layout": slow[1]},
+            "target": f"<= {limit:g} (ratio), dot", "ok": ratio <= limit and by_dot}
+
+
+def export_rows() -> list[dict[str, Any]]:
+    """The drawing-export rows of issue #43, each a ratio measured in this run."""
+    from engine.model.modelio import load_net
+    rows = []
+    from engine.errors import GradientError
+    for model in ("resnet50", "densenet121"):
+        net, name = load_net(ZOO / model / "predict_net.pbtxt"), f"export {model} --backward / forward-only"
+        try:
+            rows.append(_ratio_row(name, _export_s(net, True), _export_s(net, False), 4.0))
+        except GradientError as e:  # NOTE: DenseNet-121: an Add overwrites the input a Mul's gradient needs
+            rows.append({"name": name, "netviz_s": float("nan"), "reference": {"refused": str(e)},
+                         "target": "<= 4 (ratio), dot", "ok": False})
+    rows.append(_ratio_row("export chain 10k / 1k ops, with backward", _export_s(grad_chain(10_000), True),
+                           _export_s(grad_chain(1_000), True), 10.0))
+    return rows
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
     rows = []
     for n in SIZES[:2] if quick else SIZES:
@@ -70,11 +120,12 @@ def run(quick: bool) -> list[dict[str, Any]]:
                      "reference": {}, "target": "<= 2.0 (ratio)", "ok": ratio <= 2.0})
     zoo = sorted(p for p in ZOO.glob("*/*.pbtxt") if p.name in ("predict_net.pbtxt", "model.pbtxt"))
     rows.extend(_zoo(p) for p in zoo)
+    rows.extend(export_rows())
     return rows
 
 
 if __name__ == "__main__":
     import sys
-    for row in run(quick="--quick" in sys.argv):
+    for row in export_rows() if "--export" in sys.argv else run(quick="--quick" in sys.argv):
         print(f"{row['name']:<55} {row['netviz_s']:9.4f}  {row['target']:<18} "
               f"{'ok' if row['ok'] else 'SLOW'}")

@@ -23,7 +23,7 @@ from engine.model.optypes import CONTROL_FLOW, RECURRENT, SHARED_WORKSPACE
 from netviz import style as S
 from proto import caffe2_pb2
 
-__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus", "subnet_at", "top_roles",
+__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus", "subnet_at", "top_roles", "ops_only",
            "MODES", "SUBNET_MODES"]
 
 MODES = ("full", "minimal", "ssa")
@@ -282,6 +282,48 @@ def _reduce(d: Drawing) -> None:
         return
     keep = set(nx.transitive_reduction(g).edges)
     d.edges = [e for e in d.edges if e.kind != "data" or (e.source, e.target) in keep]
+
+
+def ops_only(d: Drawing) -> Drawing:
+    """`d` without blob nodes: an edge from each blob's writer to each of its readers, labelled with the
+    blob's name (what a big export draws: half the nodes, every name kept).
+
+    A blob no op writes stays a node when some op reads it first (``data``); one read only in later
+    slots (a weight, a bias, a learning rate) is left out.  A blob no op reads (an output) stays.
+    """
+    writer: dict[str, str] = {}
+    readers: dict[str, list[tuple[str, Any]]] = {}
+    slot: dict[str, int] = {}
+    first_slot: set[str] = set()
+    for e in d.edges:
+        if e.kind != "data":
+            continue
+        if d.nodes[e.source].kind == "op" and d.nodes[e.target].kind == "blob":
+            writer[e.target] = e.source
+        elif d.nodes[e.source].kind == "blob":
+            readers.setdefault(e.source, []).append((e.target, e.style))
+            if slot.get(e.target, 0) == 0 and d.nodes[e.source].version == 0:
+                first_slot.add(e.source)
+            slot[e.target] = slot.get(e.target, 0) + 1
+    keep = {nid for nid, n in d.nodes.items()
+            if n.kind != "blob" or (nid in first_slot if nid not in writer else nid not in readers)}
+    out = Drawing(d.name, d.options, clusters=dict(d.clusters), shapes=d.shapes)
+    out.nodes = {nid: n for nid, n in d.nodes.items() if nid in keep}
+    for e in d.edges:
+        if e.source in keep and e.target in keep:
+            out.edges.append(e)
+    for blob, reads in readers.items():
+        src = writer.get(blob, blob)
+        if src not in keep:
+            continue
+        for target, style in reads:
+            if target in keep and src != blob:
+                label = d.nodes[blob].label.split("\n")[0]
+                # NOTE: a gradient op's read of a forward blob crosses the columns: its name there is clutter
+                extra = style.extra + (() if style is S.READ_EDGE else
+                                       (("xlabel", label), ("fontsize", "8"), ("fontcolor", style.color)))
+                out.edges.append(DrawEdge(src, target, "data", replace(style, extra=extra)))
+    return out
 
 
 def focus(d: Drawing, target: str, depth: int) -> Drawing:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import BlobNotFoundError, NetvizError
 from netviz import style as S
-from netviz.drawing import DrawOptions, Drawing, draw_net, focus
+from netviz.drawing import DrawOptions, Drawing, draw_net, focus, ops_only
 from netviz.graphviz_support import find_program, missing_program, pygraphviz
 from netviz.layout import DEFAULT_TIMEOUT, LayoutError, LayoutTimeout, run_graphviz, run_graphviz_many
 from proto import caffe2_pb2
@@ -51,7 +51,7 @@ class ExportResult:
     layout: str = ""  # how it was laid out, e.g. "dot, TB in 6 columns"; empty for DOT/JSON
 
 
-#: Drawings with more nodes than this give ``dot`` half the budget and keep the rest for ``sfdp``.
+#: Drawings with more nodes than this are drawn ops-only, blob names on the edges (:func:`netviz.drawing.ops_only`).
 BIG_DRAWING = 500
 #: Points per node across (with the weights beside it) and per rank down, measured on ResNet-50 at fontsize 10.
 _NODE_W, _NODE_H = 300.0, 76.0
@@ -275,28 +275,29 @@ def export_drawing(d: Drawing, out: str | Path | None, *, fmt: str | None = None
     if f == "json":
         _atomic_write(path, json.dumps(drawing_json(d), indent=1).encode())
         return ExportResult(path)
-    plan = plan_layout(d, rankdir) if rankdir else None
-    dot = build_agraph(d, plan).string()
     if f == "dot":
-        _atomic_write(path, dot.encode())
+        _atomic_write(path, build_agraph(d, plan_layout(d, rankdir) if rankdir else None).string().encode())
         return ExportResult(path)
+    whole = d
+    if len(d.nodes) > BIG_DRAWING and d.options.mode != "minimal":
+        d = ops_only(d)  # NOTE: blob names go on the edges: half the nodes to lay out and to read
     if find_program("dot") is None:  # NOTE: one line saying what to install, before any progress line
         raise LayoutError(missing_program("dot"))
     try:
-        data, how = _lay_out(d, dot, f, timeout, plan, progress or (lambda _: None))
+        data, how = _lay_out(d, f, timeout, plan_layout(d, rankdir) if rankdir else None, progress or (lambda _: None))
     except LayoutTimeout:
         fallback = path.with_suffix(".dot")
         _check_writable(fallback, force)
-        _atomic_write(fallback, dot.encode())
+        _atomic_write(fallback, build_agraph(whole, plan_layout(whole, rankdir) if rankdir else None).string().encode())
         return ExportResult(fallback, True, f"layout took longer than {timeout:g} s; wrote {fallback} instead. "
                             f"Lay it out elsewhere: `dot -T{f} {fallback} -o {path}` (or raise --timeout)")
     _atomic_write(path, data)
     return ExportResult(path, layout=how)
 
 
-def _lay_out(d: Drawing, dot: str, fmt: str, budget: float, plan: LayoutPlan | None,
+def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
              say: Callable[[str], None]) -> tuple[bytes, str]:
-    """Render `d` (whose whole-graph DOT is `dot`) as `fmt`; returns (bytes, how it was laid out).
+    """Render `d` as `fmt`; returns (bytes, how it was laid out).
 
     A top-to-bottom drawing (the auto plan, ``TB``, or any drawing with backward ops) is the folded
     ladder of :mod:`netviz.ladder`: ``dot`` lays out each piece (:data:`ladder.PIECE_NODES` nodes at
@@ -318,7 +319,7 @@ def _lay_out(d: Drawing, dot: str, fmt: str, budget: float, plan: LayoutPlan | N
     backward = any(n.role != "forward" for n in d.nodes.values())
     if not backward and (plan is None or plan.rankdir != "TB"):
         say(f"layout: dot{', ' + shape if shape else ''}, {len(d.nodes)} nodes, up to {budget:.0f} s …")
-        data = run_graphviz(dot, fmt, budget, "dot",
+        data = run_graphviz(build_agraph(d, plan).string(), fmt, budget, "dot",
                             tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {budget:.0f} s …"))
         say(f"layout: dot finished in {time.monotonic() - start:.1f} s")
         return data, f"dot{', ' + shape if shape else ''}"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import lru_cache
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -29,13 +30,13 @@ from dataclasses import dataclass
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing, DrawNode
 
-__all__ = ["anchors", "cut_points", "joining_ops", "Pieces", "split", "piece_dot", "compose", "dot_quote", "JOBS",
+__all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "compose", "dot_quote", "JOBS",
            "PIECE_NODES"]
 
 #: ``dot`` processes run at once (the pieces are shared out among them)
 JOBS = 2
-#: a piece holds about this many nodes at most: what ``dot`` lays out in ~0.1 s
-PIECE_NODES = 260
+#: a piece holds about this many nodes at most: what ``dot`` lays out in ~0.05 s (its cost grows faster than a piece)
+PIECE_NODES = 130
 #: points between pieces side by side, and between rows of pieces
 GAP_X, GAP_Y = 60.0, 90.0
 #: the folded picture aims at this width:height ratio (a screen)
@@ -50,6 +51,12 @@ def dot_quote(text: str) -> str:
 
 def _attrs(a: dict[str, str]) -> str:
     return ", ".join(f"{k}={v if v.startswith('<') else dot_quote(v)}" for k, v in a.items())
+
+
+@lru_cache(maxsize=None)
+def _style_text(st: S.Style) -> str:
+    """A style's DOT attributes, written once per style (a 10k-op drawing writes ~100k attribute lists)."""
+    return _attrs(st.attrs())
 
 
 def _top(n: DrawNode) -> int | None:
@@ -168,7 +175,7 @@ def joining_ops(d: Drawing, writer: dict[str, str] | None = None) -> list[str]:
     multi-use blob's gradients.  They are not pinned to the forward op's rank (its gradient op is) but
     rank just above it, where the gradients join."""
     if writer is None:
-        writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.source].kind == "op"}
+        writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.target].kind == "blob"}
     link = {e.source: e.target for e in d.edges if e.kind == "forward_link"}
     out = []
     for e in d.edges:
@@ -179,19 +186,18 @@ def joining_ops(d: Drawing, writer: dict[str, str] | None = None) -> list[str]:
     return out
 
 
-def _rank_pairs(d: Drawing, members: Collection[str]) -> list[tuple[str, str]]:
-    """(forward op, gradient op) and (gradient op, optimizer op) pairs that share a rank, both in `members`."""
-    writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.source].kind == "op"}
+def rank_pairs(d: Drawing) -> list[tuple[str, str]]:
+    """(forward op, gradient op) and (gradient op, optimizer op) pairs that share a rank (joins excepted)."""
+    writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.target].kind == "blob"}
     joins = set(joining_ops(d, writer))
-    pairs = [(e.target, e.source) for e in d.edges if e.kind == "forward_link"
-             and e.source in members and e.target in members and e.source not in joins]
+    pairs = [(e.target, e.source) for e in d.edges if e.kind == "forward_link" and e.source not in joins]
     seen: set[str] = set()
     for e in d.edges:
         o, b = d.nodes[e.target], e.source
-        if (e.kind == "data" and o.role == "optimizer" and not o.path and o.id in members and o.id not in seen
-                and d.nodes[b].role == "gradient"):
+        if e.kind == "data" and o.role == "optimizer" and not o.path and o.id not in seen \
+                and d.nodes[b].role == "gradient":
             w = writer.get(b, b)
-            if w in members and d.nodes[w].kind == "op":
+            if d.nodes[w].kind == "op":
                 pairs.append((w, o.id))
                 seen.add(o.id)
     return pairs
@@ -208,9 +214,10 @@ def _edge_attrs(d: Drawing, e: DrawEdge, ladder: bool) -> tuple[str, str, dict[s
     return e.source, e.target, attrs
 
 
-def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tuple[int, DrawEdge]]) -> str:
+def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tuple[int, DrawEdge]],
+              pairs: Sequence[tuple[str, str]]) -> str:
     """The DOT of piece `k` (nodes `members`, `edges` with their index in ``d.edges``): columns by role
-    as clusters, drawing clusters (subnets, scopes) inside them, the ladder's rank pairs."""
+    as clusters, drawing clusters (subnets, scopes) inside them, the ladder's rank `pairs`."""
     roles = {d.nodes[m].role for m in members if d.nodes[m].kind == "op"}
     ladder = len(roles) > 1
     tree: dict[tuple[str, str | None], list[str]] = {}
@@ -238,7 +245,7 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
             out.append(f"{indent}}}")
         for nid in tree.get((role, cid), []):
             n = d.nodes[nid]
-            out.append(f"{indent}{dot_quote(nid)} [{_attrs({'label': n.label} | n.style.attrs())}];")
+            out.append(f"{indent}{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}];")
 
     for role in ROLE_ORDER:
         if (role, None) not in tree and (role, None) not in kids:
@@ -249,7 +256,7 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
         emit(role, None, " ")
         if ladder:
             out.append("}")
-    for f, g in _rank_pairs(d, members) if ladder else ():
+    for f, g in pairs if ladder else ():
         out.append(f"{{rank=same; {dot_quote(f)}; {dot_quote(g)};}}")
     for i, e in edges:
         t, h, attrs = _edge_attrs(d, e, ladder)
@@ -273,7 +280,11 @@ def piece_dots(d: Drawing, p: Pieces) -> list[str]:
     for i, e in enumerate(d.edges):
         if p.of[e.source] == p.of[e.target]:
             edges[p.of[e.source]].append((i, e))
-    return [piece_dot(d, m.keys(), k, edges[k]) for k, m in enumerate(members)]
+    pairs: list[list[tuple[str, str]]] = [[] for _ in range(p.count)]
+    for f, g in rank_pairs(d):
+        if f in p.of and p.of[f] == p.of.get(g):
+            pairs[p.of[f]].append((f, g))
+    return [piece_dot(d, m.keys(), k, edges[k], pairs[k]) for k, m in enumerate(members)]
 
 
 def read_json0(text: bytes) -> list[dict]:
@@ -387,19 +398,25 @@ def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
             if cs and rs != rt:
                 continue  # NOTE: its columns moved apart: drawn straight below
             path = _shift(e.get("pos", ""), dx + cs.get(rs, 0.0), dy)
-            attrs = de.style.attrs() | {"pos": _reverse_pos(path) if e.get("dir") == "back" else path}
-            attrs.pop("constraint", None)
-            edge_lines.append(f"{dot_quote(de.source)} -> {dot_quote(de.target)} [{_attrs(attrs)}];")
+            where = {"pos": _reverse_pos(path) if e.get("dir") == "back" else path}
+            if "xlp" in e:
+                where["xlp"] = _shift(e["xlp"], dx + cs.get(rs, 0.0), dy)
+            edge_lines.append(_edge_line(de, where))
             laid.add(int(e["nvid"]))
     for i, e in enumerate(d.edges):
         if i not in laid and e.source in pos and e.target in pos:
-            attrs = e.style.attrs() | {"pos": _straight(pos[e.source], pos[e.target])}
-            attrs.pop("constraint", None)
-            edge_lines.append(f"{dot_quote(e.source)} -> {dot_quote(e.target)} [{_attrs(attrs)}];")
+            (ax, ay, *_), (bx, by, *_) = pos[e.source], pos[e.target]
+            where = {"pos": _straight(pos[e.source], pos[e.target]), "xlp": f"{(ax + bx) / 2:.1f},{(ay + by) / 2:.1f}"}
+            edge_lines.append(_edge_line(e, where))
     head = {"bb": f"0,0,{total_w:.1f},{total_h:.1f}", "label": S.legend_html(), "labelloc": "t",
             "labeljust": "l", "fontname": S.GRAPH_ATTRS["fontname"], "fontsize": "10", "splines": "true"}
     return "\n".join([f"digraph {dot_quote(title or d.name)} {{", f"graph [{_attrs(head)}];",
                       f"node [{_attrs(S.NODE_DEFAULTS)}];", *node_lines, *edge_lines, "}"])
+
+
+def _edge_line(e: DrawEdge, where: dict[str, str]) -> str:
+    """An edge of the composed graph: its style, and where it runs (``pos``; ``xlp`` of its name, if any)."""
+    return f"{dot_quote(e.source)} -> {dot_quote(e.target)} [{_style_text(e.style)}, {_attrs(where)}];"
 
 
 def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: dict[str, Box],
@@ -414,9 +431,8 @@ def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float
         x, y = (float(v) for v in obj["pos"].split(",")[:2])
         x, y, w, h = x + dx + cs.get(n.role, 0.0), y + dy, float(obj["width"]) * 72, float(obj["height"]) * 72
         pos[nid] = (x, y, w, h)
-        a = {"label": n.label} | n.style.attrs() | {"pos": f"{x:.1f},{y:.1f}!", "width": f"{w / 72:.3f}",
-                                                    "height": f"{h / 72:.3f}"}
-        lines.append(f"{dot_quote(nid)} [{_attrs(a)}];")
+        lines.append(f'{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}, pos="{x:.1f},{y:.1f}!", '
+                     f'width="{w / 72:.3f}", height="{h / 72:.3f}"];')
     inner = {c for obj in objects for c in obj.get("subgraphs", [])}
     for k, obj in enumerate(objects):
         if obj.get("name", "").startswith("cluster") and "bb" in obj and k not in inner:
