@@ -31,8 +31,9 @@ def sides(args: argparse.Namespace) -> tuple[Side, Side]:
 
 
 def _describe(s: Side) -> str:
-    init = s.model.init_path or ("no init net" if not len(s.model.init.op) else "init given")
-    return (f"{s.label}: {s.model.path} (init {init}; {s.device}"
+    init = (f"init {s.model.init_path}" if s.model.init_path else "no init net" if not len(s.model.init.op)
+            else "init net given")
+    return (f"{s.label}: {s.model.path} ({init}; {s.device}"
             f"{'; --fix-caffe2' if s.fix_caffe2 else ''})")
 
 
