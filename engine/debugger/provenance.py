@@ -253,6 +253,59 @@ def lrn(c: Ctx) -> list[Region | None]:
                   for a, v in enumerate(c.idx))]
 
 
+def conv_transpose(c: Ctx) -> list[Region | None]:
+    """Y[n, m, oh, ow] ← X[n, m's group's channels, the positions whose taps reach (oh, ow)], W[those, m], b[m]."""
+    from engine.runtime.ops.conv import GEOMETRY, transpose_geometry  # noqa: PLC0415
+
+    xs, ws = c.shape(0), c.shape(1)
+    ch, sp = _layout(c, 0)
+    wch, wsp = _layout(c, 1)
+    g = {**GEOMETRY, **{k: v for k, v in args_of(c.op).items() if k in GEOMETRY}}
+    k, s, pb, _, _ = transpose_geometry(g, [ws[a] for a in wsp], c.arg("adj", 0), c.arg("adjs"), c.arg("adj_h", 0),
+                                        c.arg("adj_w", 0))
+    m, per_out = c.idx[ch], ws[wch]
+    per_in = xs[ch] // max(c.arg("group", 1), 1)
+    cins = list(range((m // per_out) * per_in, (m // per_out + 1) * per_in))
+    x = [c.idx[0]] + [ALL] * (len(xs) - 1)
+    x[ch] = cins
+    for a, ka, sa, pa in zip(sp, k, s, pb):
+        x[a] = _windows_over(c.idx[a], ka, sa, pa, 1, xs[a])
+    w = [ALL] * len(ws)
+    w[0], w[wch] = cins, m % per_out
+    return [tuple(x), tuple(w), (m,) if c.shape(2) else None][:len(c.values)]
+
+
+def instance_norm(c: Ctx) -> list[Region | None]:
+    """Y[n, c, …] (and the saved mean and inverse std[n, c]) ← X[n, c, the whole plane], scale[c], bias[c]."""
+    ch, _ = _layout(c, 0)
+    chan = c.idx[ch] if c.out == 0 else c.idx[1]
+    x = tuple(c.idx[0] if a == 0 else chan if a == ch else ALL for a in range(len(c.shape(0))))
+    return [x, (chan,), (chan,)]
+
+
+def pad_image(c: Ctx) -> list[Region | None]:
+    """PadImage: the element it copies (reflect, edge) or none (a constant pad)."""
+    from engine.runtime.ops.image import _pad_index  # noqa: PLC0415 - the kernel's own index map
+
+    xs = c.shape(0)
+    _, sp = _layout(c, 0)
+    _, _, pb, pe, _ = _geometry(c, 2, [xs[a] for a in sp])
+    x = list(c.idx)
+    for a, b, e in zip(sp, pb, pe):
+        x[a] = int(_pad_index(xs[a], b, e, c.arg("mode", "constant"))[c.idx[a]])
+    return [None if min(x) < 0 else tuple(x)]
+
+
+def resize_nearest(c: Ctx) -> list[Region | None]:
+    """ResizeNearest: source index floor(i / scale), clamped."""
+    xs = c.shape(0)
+    _, sp = _layout(c, 0)
+    x = list(c.idx)
+    for a, scale in zip(sp, (c.arg("height_scale", 1.0), c.arg("width_scale", 1.0))):
+        x[a] = min(int(c.idx[a] / scale), xs[a] - 1)
+    return [tuple(x)] + [None] * (len(c.values) - 1)
+
+
 def spatial_bn(c: Ctx) -> list[Region | None]:
     """Y[n, c, …] ← X[n, c, …] and the channel's scale, bias, mean, var (training: the whole channel)."""
     ch, _ = _layout(c, 0)
@@ -391,6 +444,8 @@ RULES: dict[str, Callable[[Ctx], list[Region | None]]] = {
     **{t: pool_gradient for t in ("MaxPoolGradient", "AveragePoolGradient", "MaxPool2DGradient",
                                   "AveragePool2DGradient")},
     **{t: conv_gradient for t in ("ConvGradient", "Conv1DGradient", "Conv2DGradient", "Conv3DGradient")},
+    "ConvTranspose": conv_transpose, "InstanceNorm": instance_norm, "PadImage": pad_image,
+    "ResizeNearest": resize_nearest,
     "SpatialBN": spatial_bn, "PRelu": prelu, "LabelCrossEntropy": label_cross_entropy, "LRN": lrn,
     "AveragedLossGradient": elementwise, "SumElementsGradient": elementwise,
     "Gather": gather, "BatchGather": lambda c: gather(c, 1),

@@ -267,3 +267,19 @@ def test_a_value_no_longer_kept_is_not_called_finite() -> None:
         "origin: not known: the value op #0 Log wrote to 'y' was not kept"
     assert explain_nonfinite(ops[:1], [{"y": nan}], {}) == [
         "op #0 Log: y[0] = nan ← Log(x = ?)", "origin: not known: the value of 'x' op #0 Log read was not kept"]
+
+
+def test_image_ops_of_a_style_transfer_net() -> None:
+    """PadImage (reflect: the mirrored source), ConvTranspose (the inputs whose taps reach the element),
+    InstanceNorm (the instance's whole plane), ResizeNearest (the source pixel)."""
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    x[0, 0, 1, 2] = np.nan
+    lines = explain([op("PadImage", "x", "y", pad=2, mode="reflect")], {"x": x})
+    assert lines[0] == "op#0 PadImage: y[0, 0, 1, 0] = nan ← PadImage(x[0, 0, 1, 2] = nan)"  # NOTE: col 0 mirrors col 2
+    lines = explain([op("ConvTranspose", ["x", "w", "b"], "y", kernel=2, stride=2)], {"x": x},
+                    {"w": np.ones((1, 3, 2, 2)), "b": np.zeros(3)})
+    assert lines[0] == "op#0 ConvTranspose: y[0, 0, 2, 4] = nan ← ConvTranspose(x[0, 0, 1, 2] = nan, w[0, 0, :, :] = [1, 1, 1, 1], b[0] = 0)"
+    lines = explain([op("InstanceNorm", ["x", "s", "b"], "y")], {"x": x}, {"s": np.ones(1), "b": np.zeros(1)})
+    assert lines[0] == "op#0 InstanceNorm: y[0, 0, 0, 0] = nan ← InstanceNorm(x[0, 0, :, :] ∋ x[0, 0, 1, 2] = nan, s[0] = 1, b[0] = 0)"
+    lines = explain([op("ResizeNearest", "x", "y", width_scale=2.0, height_scale=2.0)], {"x": x})
+    assert lines[0] == "op#0 ResizeNearest: y[0, 0, 2, 4] = nan ← ResizeNearest(x[0, 0, 1, 2] = nan)"
