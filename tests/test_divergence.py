@@ -140,3 +140,21 @@ def test_a_gpu_side_without_a_gpu_is_skipped_in_one_line(capsys) -> None:
 def test_cpu_against_gpu_has_no_culprit_on_resnet50(capsys) -> None:
     assert main(["diff", str(R50 / "predict_net.pb"), "--device-b", "gpu", "--tol", "1e-3"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("no culprit")
+
+
+def test_an_op_only_in_b_is_listed_and_the_others_match_by_ssa_name(tmp_path: Path, capsys) -> None:
+    """B inserts an in-place Scale between FC and Relu: FC and Relu still match by their SSA outputs
+    (h@1, y@1); Relu inherits the difference but adds none; the Scale is listed as B's alone."""
+    fc, relu = op("FC", ["X", "W", "b"], ["h"]), op("Relu", ["h"], ["y"])
+    nets = [caffe2_pb2.NetDef(name="n", op=ops, external_input=["X", "W", "b"], external_output=["y"])
+            for ops in ([fc, relu], [fc, op("Scale", ["h"], ["h"], scale=2.0), relu])]
+    a, b = (save_net(n, tmp_path / f"{k}.pb") for k, n in zip("ab", nets))
+    rng = np.random.default_rng(1)
+    for name, shape in (("X", (2, 3)), ("W", (4, 3)), ("b", (4,))):
+        np.save(tmp_path / f"{name}.npy", rng.standard_normal(shape).astype(np.float32))
+    feeds = [f"--input={n}={tmp_path / n}.npy" for n in "XWb"]
+    assert main(["diff", str(a), str(b), "--run", "--all", *feeds]) == 0
+    out = capsys.readouterr().out
+    assert "1 ops of B match no op of A: #1" in out and "no culprit: no op's own error exceeds" in out
+    relu_row = next(ln.split() for ln in out.splitlines() if ln.split()[:2] == ["#1", "Relu"])
+    assert relu_row[3] != "0" and relu_row[4] == "0"  # out differs, own is 0
