@@ -12,7 +12,7 @@ before any inner write are the outer blobs, so edges run from the outer node int
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -119,7 +119,7 @@ class _Env:
 
 def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
              n_forward: int | None = None, origin: Sequence[int | None] = (),
-             shapes: Mapping[tuple[str, int], Any] | None = None) -> Drawing:
+             shapes: Mapping[tuple[str, int], Any] | None = None, flags: Collection[int] = ()) -> Drawing:
     """Build the drawing of `net`.
 
     Parameters
@@ -135,6 +135,9 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
     shapes : mapping, optional
         ``{(blob, version): TensorInfo}`` of the top net (:func:`engine.runtime.inference.infer_shapes`);
         known shapes are added under blob labels.
+    flags : collection of int, optional
+        Top-level ops where Caffe2 computes other values or refuses (:func:`engine.analysis.lint.lint_net`):
+        their label ends in ``⚑``, as in the TUI's op list.
 
     Raises
     ------
@@ -147,6 +150,9 @@ def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
     env = _Env()
     roles = top_roles(net, n_forward if n_forward is not None else len(net.op))
     _add_ops(d, net, env, (), None, roles)
+    for i in flags:
+        if (n := d.nodes.get(_op_id((), i))) is not None:
+            d.nodes[n.id] = replace(n, label=f"{n.label} {S.FIX_MARK}")
     for i, j in enumerate(origin):
         src, dst = _op_id((), (n_forward or 0) + i), _op_id((), j) if j is not None else None
         if dst is not None and src in d.nodes:

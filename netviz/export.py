@@ -1,12 +1,14 @@
 """Write a :class:`~netviz.drawing.Drawing` as graphviz (DOT, SVG, PNG, PDF) or net_drawer JSON.
 
-Layout runs graphviz in a subprocess under one time budget.  :func:`plan_layout` picks what will
-finish and stay viewable: with ``rankdir="auto"`` a deep net is drawn top-to-bottom and wrapped into
-side-by-side columns (edges between columns do not constrain ranks), a wide shallow one left-to-right;
-a big drawing gives ``dot`` half the budget and then falls back to ``sfdp`` (graphviz 2.43's ``dot``
-crashes or stalls on some 300+-op training nets).  When everything runs out the DOT file is written
-instead and the returned :class:`ExportResult` says how to lay it out elsewhere; a crash is reported
-as a crash.  Existing files are never overwritten without ``force``.
+Layout runs graphviz in subprocesses under one time budget.  :func:`plan_layout` picks the direction:
+with ``rankdir="auto"`` a deep net is drawn top-to-bottom, a wide shallow one left-to-right.  A
+top-to-bottom drawing (and every drawing with backward ops) is the folded ladder of
+:mod:`netviz.ladder`: ``dot`` lays out each piece on its own (85 % of the budget), netviz places
+them, ``neato -n2`` draws the whole, so the cost grows linearly; there is no ``sfdp`` fallback.  A
+drawing of more than :data:`BIG_DRAWING` nodes is drawn ops-only, blob names on the edges.  When the
+budget runs out the DOT file is written instead and the returned :class:`ExportResult` says how to
+lay it out elsewhere; a crash is reported as a crash.  Existing files are never overwritten
+without ``force``.
 """
 from __future__ import annotations
 
@@ -53,6 +55,8 @@ class ExportResult:
 
 #: Drawings with more nodes than this are drawn ops-only, blob names on the edges (:func:`netviz.drawing.ops_only`).
 BIG_DRAWING = 500
+#: The share of the time budget the pieces' ``dot`` runs get (``neato -n2`` draws the whole in what is left).
+DOT_SHARE = 0.85
 #: Points per node across (with the weights beside it) and per rank down, measured on ResNet-50 at fontsize 10.
 _NODE_W, _NODE_H = 300.0, 76.0
 #: Wrapped columns aim at this width:height ratio (a screen), never more than _MAX_COLUMNS columns.
@@ -326,7 +330,7 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     pieces = ladder.split(d, max(plan.columns if plan else 1, math.ceil(len(d.nodes) / ladder.PIECE_NODES)))
     kind = "ladder" if backward else "columns"
     how = f"dot, TB {kind} in {pieces.count} piece{'s' * (pieces.count > 1)} placed by netviz"
-    limit = budget * 0.85
+    limit = budget * DOT_SHARE
     say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.0f} s …")
     layouts = ladder.run_pieces(ladder.piece_dots(d, pieces), lambda batches: run_graphviz_many(
         batches, "json0", limit, "dot", tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")))

@@ -1,11 +1,14 @@
 """Write a graphviz diagram of a net (.dot, .svg, .png, .pdf) or net_drawer-style JSON.
 
 Styles are Caffe2 net_drawer's: ops are green filled boxes labelled `<name>/<type> (op#i)`,
-blobs are octagons with a new node per overwrite.  Generated backward ops (--backward) are red,
-with dashed edges to the forward op each was made for; control-flow ops are blue, and their
-subnets are dashed clusters.  A training net that already holds its backward pass is drawn with
-its own backward ops paired the same way (--loss naming another forward blob regenerates the
-backward pass of the forward section instead).
+blobs are octagons with a new node per overwrite.  With --backward the drawing is a ladder: the
+forward ops run top-down, their generated gradient ops (red) bottom-up beside them, each on the
+rank of the forward op it differentiates, with dashed links to it; the Sum joining a blob's
+gradients sits where they join; optimizer ops (gold) form a third column.  Control-flow ops are
+blue and their subnets dashed clusters; in-place ops have a double outline.  A legend heads every
+SVG, PNG, PDF and DOT.  A training net that already holds its backward pass is drawn with its own
+backward ops paired the same way (--loss naming another forward blob regenerates the backward
+pass of the forward section instead).
 
 modes:
   full      ops and blobs (net_drawer's GetPydotGraph)
@@ -13,11 +16,14 @@ modes:
             edges implied by others, as net_drawer's minimal_dependency)
   ssa       like full, blob nodes labelled name@version
 
-The default direction (--rankdir auto) keeps a deep net viewable: top to bottom, wrapped into
-side-by-side columns whose count follows the net's depth and width; a wide shallow net flows left
-to right.  Layout runs `dot` within one time budget (--timeout, 60 s); a drawing of over 500 nodes
-gives `dot` half of it (a quarter with --backward) and then falls back to `sfdp` (force-directed,
-straight edges).  Each step prints a progress line on stderr; Ctrl-C stops it and writes nothing.
+The default direction (--rankdir auto) keeps a deep net viewable: top to bottom, folded into
+side-by-side pieces (column pairs with --backward) whose count follows the net's size; a wide,
+shallow net flows left to right in one `dot` run.  Each piece (at most ~130 nodes) is laid out by
+`dot` on its own, netviz places the pieces and `neato -n2` draws the whole, so the time grows
+linearly with the net (ResNet-50 with --backward: about 2x its forward-only export); there is no
+`sfdp` fallback.  A drawing of over 500 nodes is drawn ops-only, blob names on the edges.  The
+pieces get 85 % of the time budget (--timeout, 60 s), the drawing what is left.  Each step
+prints a progress line on stderr; Ctrl-C stops it and writes nothing.
 A graphviz program killed by a signal is reported as a crash.  An OUT ending in .onnx writes an ONNX
 model instead (onnx.checker-checked; --opset, --input, --random-params; `netviz diff NET OUT.onnx`
 verifies it against ONNX Runtime).  Past the budget the DOT file is
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from engine.model.modelio import load_net
 from netviz.commands import add_model_arguments, naming
@@ -77,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(parser, with_input=True)
 
 
+def lint_flags(net: Any, loss: str | None) -> set[int]:
+    """The ops to mark ``⚑`` (Caffe2 computes other values or refuses there): the TUI op list's marks."""
+    from engine.analysis.lint import lint_net
+    return {f.op_index for f in lint_net(net, [loss] if loss else ())}
+
+
 def run(args: argparse.Namespace) -> int:
     if is_onnx(args.output):
         return run_export(args)
@@ -86,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         args.backward = True
     if args.depth < 0 or args.timeout <= 0:
         raise ExportError(f"--depth must be ≥ 0 and --timeout > 0 (got {args.depth}, {args.timeout:g})")
-    net = load_net(args.path)
+    net = original = load_net(args.path)
     n_fwd, origin = None, []
     if args.backward:
         with naming(net.name or args.path):
@@ -100,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         model = load_model(args.path, init=args.init)
         model.predict = net
         shapes = infer_model_shapes(model)[()]
-    d = draw_net(net, options, n_fwd, origin, shapes)
+    d = draw_net(net, options, n_fwd, origin, shapes, lint_flags(original, args.loss if args.backward else None))
     if args.focus is not None:
         d = focus(d, args.focus, args.depth)
     result = export_drawing(d, args.output, fmt=fmt, timeout=args.timeout, force=args.force, rankdir=args.rankdir,

@@ -149,3 +149,22 @@ def test_one_legend_in_svg_and_dot(tmp_path: Path) -> None:
     for name, *_ in S.LEGEND:
         assert name.split()[-1] in svg and name.split()[-1] in dot
     assert S.GOLD.lower() in svg.lower() and "⚑" in svg and "⚑" in dot
+
+
+def test_help_says_what_the_layout_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """``export --help`` names dot's real share of the budget (it said half, a quarter with --backward)."""
+    from netviz.export import DOT_SHARE
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"{round(DOT_SHARE * 100)} % of the time budget" in text
+    assert "half" not in text and "quarter" not in text and "no `sfdp` fallback" in text
+
+
+def test_caffe2_fix_mark_on_linted_ops(tmp_path: Path) -> None:
+    """Ops the lint flags (Caffe2 computes other values or refuses) end in ⚑ in the export, as in the op list."""
+    out = tmp_path / "lstm.svg"
+    assert main(["export", str(ROOT / "examples" / "lstm" / "predict_net.pb"), "--backward", "-o", str(out)]) == 0
+    labels = [t for t in ET.parse(out).getroot().itertext() if "(op#" in t]
+    assert any(t.startswith("RecurrentNetwork (op#") and t.endswith(S.FIX_MARK) for t in labels)
+    assert sum(t.endswith(S.FIX_MARK) for t in labels) < len(labels) / 2
