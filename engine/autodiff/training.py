@@ -378,8 +378,8 @@ def update_ratio(op: caffe2_pb2.OperatorDef, writes: Sequence[tuple[Any, str, An
         if name not in inputs or is_gradient_name(name) or getattr(old, "dtype", None) is None \
                 or (params is not None and name not in params):
             continue
-        if old.dtype.kind != "f" or getattr(new, "shape", None) != old.shape or not old.size:
-            continue
+        if old.dtype.kind != "f" or getattr(new, "shape", None) != old.shape or not old.size or new is old:
+            continue  # NOTE: new is old: an RNN state buffer written through a link's view, no update to measure
         xp = dev.array_module(new)
         o, n = xp.asarray(old, dtype=xp.float64), xp.asarray(new, dtype=xp.float64)
         delta, base, found = delta + float(xp.sum((n - o) ** 2)), base + float(xp.sum(o * o)), True

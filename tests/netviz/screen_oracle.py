@@ -51,10 +51,12 @@ class Dump:
     entries: list[dict[str, Any]] = field(default_factory=list)
     runs: dict[tuple[Any, ...], list[dict[str, int]]] = field(default_factory=dict)  # op path → [{blob: entry}]
     _arrays: dict[int, np.ndarray] = field(default_factory=dict)
+    linked: set[str] = field(default_factory=set)  # RNN state buffers: their files hold the final rows
 
     @classmethod
     def read(cls, folder: Path) -> Dump:
         d = cls(folder, json.loads((folder / "index.json").read_text()))
+        d.linked = {e["blob"] for e in d.entries if e["op_type"] == "rnn_internal_apply_link"}
         last: tuple[Any, ...] | None = None
         for i, e in enumerate(d.entries):
             if e["op"] is None:
@@ -271,7 +273,7 @@ def check_blob(app: Any, dump: Dump, ref: BlobRef, reader: OpRef, tally: Tally) 
     arr = dump.array(i)
     if arr.dtype.kind not in "biuf" or "dequantized" in values:
         return
-    if dump.entries[i]["op_type"] == "rnn_internal_apply_link":
+    if dump.entries[i]["blob"] in dump.linked:
         # NOTE: a state buffer's later timesteps write its rows through the link's view: the dump holds the
         # final value (VersionFinal), the screen the rows written so far
         tally.count("not shown or not in the dump")
@@ -334,7 +336,7 @@ async def check_marks_and_overlays(pilot: Any, app: Any, dump: Dump, tally: Tall
                                     f"{math.sqrt(sum(x * x for x in norms)):.3g}")
         elif tag is not None and tag.group(2) not in (None, "/0") and rec is not None:
             name = next(iter(arrays))
-            old = dump.before(name, dump.run_start(p, k))
+            old = dump.before(name, dump.run_start(p, k), p[:-1])
             if old is not None:
                 w0 = dump.array(old).astype(np.float64)
                 ratio = np.linalg.norm(arrays[name].astype(np.float64) - w0) / np.linalg.norm(w0)

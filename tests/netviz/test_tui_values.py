@@ -211,3 +211,15 @@ async def test_random_parameters_are_marked_in_the_status_line_and_inspector(tmp
         assert f"params:random({len(made)})" in status, status
         app.main.select_blob(BlobRef((), "W1", 0))
         await wait_for(pilot, lambda: "random values (no init net)" in blob_text(app), "the inspector's mark")
+
+
+def test_a_state_buffer_written_through_a_view_has_no_update_ratio():
+    """The oracle's find (lstm, grad-norm overlay): rnn_internal_apply_link hands back the buffer it
+    was given, rows written through a view; its tag read Δ0, as if a parameter had not moved."""
+    from engine.autodiff.training import update_ratio
+
+    link = op("rnn_internal_apply_link", ["h0", "states"], ["h_prev", "states"])
+    states = np.ones((3, 2), np.float32)
+    assert update_ratio(link, [(None, "states", states, None, states)], {"states"}) is None
+    moved = states + 1
+    assert update_ratio(link, [(None, "states", states, None, moved)], {"states"}) == pytest.approx(1.0)
