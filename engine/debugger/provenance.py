@@ -694,7 +694,9 @@ def debugger_history(dbg: Any) -> History:
             return dbg.initial_value(name)
         except Exception:  # NOTE: dropped, or a subnet-local blob: the walk says it does not know
             return None
-    params = {o for op in dbg.model.init.op for o in op.output} | set(getattr(dbg, "synthesized", ()))
+    # NOTE: a blob the init net makes but the user fed (an example's data) is an input, not a parameter
+    fed = set(getattr(dbg, "given_feeds", ()))
+    params = ({o for op in dbg.model.init.op for o in op.output} - fed) | set(getattr(dbg, "synthesized", ()))
     return History(ops, outs, initial, frozenset(params), labels)
 
 

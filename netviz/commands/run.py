@@ -265,9 +265,9 @@ def _run_net(args: argparse.Namespace) -> int:
         last = dbg.records[-1] if dbg.records else None
         made = ", ".join(o.name for o in last.outputs if o.nan_count or o.inf_count) if last else ""
         by = f" by op {'/'.join(map(str, last.path[1:]))} {last.op_type} ({made})" if last else ""
-        print(f"netviz: NaN/Inf produced{by}; stopped before {stop.pc.text()}")
         from engine.debugger.provenance import explain_debugger
         for line in explain_debugger(dbg):  # NOTE: the first bad element and what it was computed from
             print(f"  {line}")
+        print(f"netviz: NaN/Inf produced{by}; stopped before {stop.pc.text()}")  # NOTE: last: the run's verdict
         return 1
     return 0

@@ -53,3 +53,16 @@ async def test_x_notifies_the_first_bad_element_and_where_it_came_from(log_fc_ne
         await pilot.press("x")  # the next op writing NaN: FC, traced back through Log
         await wait_for(pilot, lambda: app.main.idle and notified(app, "← FC("), "the second NaN notification")
         assert notified(app, "\n".join(CHAIN[1:]))
+
+
+def test_a_fed_blob_the_init_net_also_makes_is_a_net_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The mlp example's init net fills `data`; fed with --input it is the user's input, not a parameter."""
+    data = np.ones((16, 8), np.float32)
+    data[2, 3] = np.nan
+    np.save(tmp_path / "nan.npy", data)
+    example = Path(__file__).resolve().parents[2] / "examples" / "mlp" / "predict_net.pb"
+    assert main(["run", str(example), "--input", f"data={tmp_path / 'nan.npy'}", "--break-on-nan"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2] == "  origin: data[2, 3] = nan is a net input (no op wrote it)"
+    assert lines[-3].startswith("  op#0 FC: fc1[2, 0] = nan ← FC(data[2, :] ∋ data[2, 3] = nan, fc1_w[0, :] in [")
+    assert lines[-1].startswith("netviz: NaN/Inf produced by op 0 FC (fc1)")
