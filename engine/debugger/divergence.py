@@ -115,6 +115,11 @@ class Divergence:
         return [f"op #{self.culprit.index} output '{blob}', where side B's re-run differs most:", *side_by_side(a, b)]
 
     @property
+    def differs(self) -> bool:
+        """Whether any op's output, or own error, is over the tolerance (``netviz diff`` exits 1)."""
+        return any(r.out > self.tol or r.own > self.tol for r in self.rows)
+
+    @property
     def culprit(self) -> OpDivergence | None:
         return next((r for r in self.rows if r.own > self.tol), None)
 
@@ -125,8 +130,10 @@ class Divergence:
             return f"culprit: op #{c.index} {c.op_type} '{c.name}': own error {c.own:.3g} (inherited {c.inherited:.3g})"
         over = [r for r in self.rows if r.out > self.tol]
         if over:
+            why = (f"side B's ops {', '.join(f'#{j}' for j in self.only_b[:5])} match no op of A: look there first"
+                   if self.only_b else "rounding that grew")
             return (f"no culprit: no op's own error exceeds {self.tol:g}; {len(over)} ops' outputs differ by more "
-                    f"(rounding that grew), first op #{over[0].index} {over[0].op_type}")
+                    f"({why}), first op #{over[0].index} {over[0].op_type}")
         return f"no culprit: all {len(self.rows)} ops within tolerance {self.tol:g}"
 
     def to_json(self) -> dict[str, Any]:
