@@ -52,3 +52,18 @@ async def test_run_diff_names_the_while_and_extract_writes_its_repro(tmp_path: P
         await wait_for(pilot, lambda: notified(app, "ops 2:3: 1 ops"), "the extract notice", timeout=120)
     assert sorted(np.load(tmp_path / "repro" / "expected.npz").files) == ["acc", "cond", "i"]
     assert (tmp_path / "repro" / "repro.py").is_file()
+
+
+def test_x_offers_the_culprit_then_the_selected_op_then_the_first_nan_op() -> None:
+    from types import SimpleNamespace as NS
+
+    from netviz.run_diff import default_range
+    from netviz.session import OpRef
+
+    session = NS(records_in=lambda path: {0: NS(has_inf_or_nan=False), 3: NS(has_inf_or_nan=True),
+                                          5: NS(has_inf_or_nan=True)})
+    rows = [NS(op_index=1, ok=True), NS(op_index=4, ok=False)]
+    assert default_range(session, OpRef((), 2), rows) == "4"
+    assert default_range(session, OpRef((), 2), None) == "2"
+    assert default_range(session, OpRef(((2, "loop_net"),), 0), None) == "2/loop_net 0"
+    assert default_range(session, None, None) == "3"
