@@ -54,3 +54,8 @@ class SchemaError(ExecutionError):
 
 class IllegalGraphTransformError(NetvizError, ValueError):
     """A graph transform would change the meaning of the net."""
+
+
+class OnnxExportError(NetvizError):
+    """The net cannot become a faithful ONNX model (one line naming every op that stops it), or the
+    asked-for opset is one the installed onnx / ONNX Runtime cannot take."""

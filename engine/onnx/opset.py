@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from engine.onnx.export import OnnxExportError
+from engine.errors import OnnxExportError
 
 
 def check_opset(onnx: Any, opset: int, minimum: int) -> None:
