@@ -5,6 +5,7 @@ what is shown: the inspector's rendered text, the op list's line, the canvas's c
 """
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 
@@ -37,6 +38,16 @@ def rendered(renderable, width: int = 100) -> str:
     console = Console(width=width, record=True, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
+
+
+@contextlib.asynccontextmanager
+async def ended(path: Path):
+    """The app on `path` at 160×48, run to its end (``c``)."""
+    app = NetvizApp(Session.open(path))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await continue_to_end(pilot, app)
+        yield pilot, app
 
 
 def blob_text(app) -> str:
@@ -76,10 +87,7 @@ def test_tuple_and_list_results_are_shown_part_by_part():
 
 @asynctest
 async def test_eval_of_a_tuple_shows_each_part_in_the_inspector():
-    app = NetvizApp(Session.open(WHILE))
-    async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await continue_to_end(pilot, app)
+    async with ended(WHILE) as (pilot, app):
         await pilot.press("colon")
         await answer(pilot, app, "acc.mean(), W @ b")
         await wait_for(pilot, lambda: "tuple of 2" in blob_text(app), "the tuple in the inspector")
@@ -144,10 +152,7 @@ def test_grad_norm_counts_only_gradient_blobs():
 
 @asynctest
 async def test_learning_rate_has_no_gradient_norm_in_the_overlay():
-    app = NetvizApp(Session.open(MLP))
-    async with app.run_test(size=(160, 48)) as pilot:
-        await ready(pilot)
-        await continue_to_end(pilot, app)
+    async with ended(MLP) as (pilot, app):
         app.main.overlay = OVERLAYS.index("grad-norm")
         await pilot.pause()
         line = tree_line(app, OpRef((), LEARNING_RATE))
