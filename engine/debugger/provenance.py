@@ -459,8 +459,18 @@ RULES: dict[str, Callable[[Ctx], list[Region | None]]] = {
 
 # ---- the walk ---------------------------------------------------------------------------
 
+def _host(value: Any) -> Any:
+    """A GPU array's host copy (a run with --device gpu keeps its values there); anything else as it is."""
+    if hasattr(value, "__cuda_array_interface__"):
+        from engine.runtime import device as dev  # noqa: PLC0415
+
+        return dev.to_host(value)
+    return value
+
+
 def first_nonfinite(value: Any) -> tuple[int, ...] | None:
     """Index of the first NaN/Inf element (row-major) of a float array, or None."""
+    value = _host(value)
     a = np.asarray(value) if isinstance(value, (np.ndarray, np.generic)) else None
     if a is None or a.dtype.kind not in "fc":
         return None
@@ -528,7 +538,7 @@ class History:
     def read(self, k: int, blob: str) -> Any:
         """The value of `blob` op k read."""
         p = self.producer(k, blob)
-        return self.outputs[p[0]].get(blob) if p else self.initial(blob)
+        return _host(self.outputs[p[0]].get(blob) if p else self.initial(blob))
 
 
 def _region_text(name: str, value: np.ndarray, region: Region, bad: tuple[int, ...] | None) -> str:
@@ -550,7 +560,7 @@ def _step(h: History, k: int, j: int, idx: tuple[int, ...]) -> tuple[str, tuple[
     """One line for element `idx` of op k's output j, and the bad input element to follow (or None)."""
     op = h.ops[k]
     name = op.output[j]
-    out = np.asarray(h.outputs[k].get(name))
+    out = np.asarray(_host(h.outputs[k].get(name)))
     raw = [h.read(k, b) for b in op.input]
     values = [v if isinstance(v, (np.ndarray, np.generic)) else None for v in raw]
     unknown = [b for b, v in zip(op.input, raw) if v is None]  # NOTE: gone, not merely no tensor (a scope)
@@ -599,7 +609,7 @@ def _walk(h: History, k: int, j: int, idx: tuple[int, ...] | None, max_depth: in
         line, follow = _step(h, k, j, idx)
         lines.append(line)
         if follow is None:
-            bad = _fmt(np.asarray(h.outputs[k][h.ops[k].output[j]])[idx])
+            bad = _fmt(np.asarray(_host(h.outputs[k][h.ops[k].output[j]]))[idx])
             lines.append(f"origin: {h.label(k)} made {bad} from finite inputs")
             return lines
         i, blob, idx = follow

@@ -283,3 +283,23 @@ def test_image_ops_of_a_style_transfer_net() -> None:
     assert lines[0] == "op#0 InstanceNorm: y[0, 0, 0, 0] = nan ← InstanceNorm(x[0, 0, :, :] ∋ x[0, 0, 1, 2] = nan, s[0] = 1, b[0] = 0)"
     lines = explain([op("ResizeNearest", "x", "y", width_scale=2.0, height_scale=2.0)], {"x": x})
     assert lines[0] == "op#0 ResizeNearest: y[0, 0, 2, 4] = nan ← ResizeNearest(x[0, 0, 1, 2] = nan)"
+
+
+class _DeviceArray:
+    """A CuPy-like array: a GPU run's recorded values are these, read through ``get()``."""
+
+    __cuda_array_interface__: dict = {}
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def get(self) -> np.ndarray:
+        return self.a
+
+
+def test_values_kept_on_a_gpu_are_read_on_the_host() -> None:
+    x = np.array([[2.0, -1.0]], np.float32)
+    with np.errstate(all="ignore"):
+        y = np.log(x)
+    lines = explain_nonfinite([op("Log", "x", "y")], [{"y": _DeviceArray(y)}], {"x": _DeviceArray(x)})
+    assert lines == ["op #0 Log: y[0, 1] = nan ← Log(x[0, 1] = -1)", "origin: op #0 Log made nan from finite inputs"]
