@@ -160,3 +160,15 @@ def test_an_op_only_in_b_is_listed_and_the_others_match_by_ssa_name(tmp_path: Pa
                                             "more (side B's ops #1 match no op of A: look there first), first op #1 Relu")
     relu_row = next(ln.split() for ln in out.splitlines() if ln.split()[:2] == ["#1", "Relu"])
     assert relu_row[3] != "0" and relu_row[4] == "0"  # out differs, own is 0
+
+
+def test_a_random_op_re_run_alone_draws_what_its_run_drew(tmp_path: Path, capsys) -> None:
+    """GaussianFill and a training Dropout in the predict net: the same net on both sides has no
+    culprit (the re-run of a random op gets the run's random source as it was before that op)."""
+    net = caffe2_pb2.NetDef(name="r", op=[op("Dropout", ["X"], ["Y", "mask"], ratio=0.5, is_test=0),
+                                          op("GaussianFill", [], ["G"], shape=[4, 5]), op("Add", ["Y", "G"], ["Z"])],
+                            external_input=["X"])
+    path = save_net(net, tmp_path / "rand.pb")
+    np.save(tmp_path / "x.npy", np.ones((4, 5), np.float32))
+    assert main(["diff", str(path), "--run", "--input", f"X={tmp_path / 'x.npy'}"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "no culprit: all 3 ops within tolerance 0.0001"

@@ -68,6 +68,8 @@ class Trace:
     outputs: list[dict[str, Any]]
     bind_device: str | None
     writes: dict[str, list[int]] = field(default_factory=dict)
+    #: the run's random source before each op (a random op re-run alone draws the same numbers)
+    rng_states: list[dict[str, Any]] = field(default_factory=list)
 
     def made_before(self, name: str, i: int) -> bool:
         """Whether an op before op `i` wrote `name` (a parameter or a feed is part of the setting)."""
@@ -216,6 +218,7 @@ def run_side(side: Side, feeds: Mapping[str, Any] | None = None, *, loss: str | 
                       dict(ws.devices), [], dbg._bind_device)
         with executor.random_source(dbg._rng), blocking.single_threaded():
             for i, op in enumerate(net.op):
+                trace.rng_states.append(dbg._rng.bit_generator.state)  # NOTE: a re-run draws what this run drew
                 try:
                     executor.run_op(op, ws, device=trace.bind_device, index=i, net_name=net.name)
                 except ExecutionError as e:
@@ -322,7 +325,10 @@ def _rerun(b: Trace, op: caffe2_pb2.OperatorDef, j: int, state: Mapping[str, Any
         v = ws.values.get(n)
         if hasattr(v, "copy") and hasattr(v, "shape"):
             ws.values[n] = v.copy()
-    with b.side.setting(), executor.random_source(np.random.default_rng(j)), blocking.single_threaded():
+    rng = np.random.default_rng()
+    if j < len(b.rng_states):
+        rng.bit_generator.state = b.rng_states[j]
+    with b.side.setting(), executor.random_source(rng), blocking.single_threaded():
         try:
             executor.run_op(op, ws, device=b.bind_device, index=j, net_name=b.net.name)
         except ExecutionError as e:
