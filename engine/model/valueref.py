@@ -133,14 +133,15 @@ def _count(buf, pieces, quick: bool = False) -> int:
     return n
 
 
-def _check(op: caffe2_pb2.OperatorDef, count: int, where: str) -> None:
-    """Values against the op's `shape` (when it has no input) and its `dtype`: one line naming both."""
+def _check(op: caffe2_pb2.OperatorDef, count: int) -> None:
+    """Values against the op's `shape` (when it has no input) and its `dtype`: ValueError saying what
+    is wrong (the caller names file, op and blob)."""
     shape = next((list(a.ints) for a in op.arg if a.name == "shape"), None)
     if shape is not None and not len(op.input) and count != math.prod(shape):
-        raise ModelError(f"{where}: {count} values for shape {tuple(shape)} ({math.prod(shape)} expected)")
+        raise ValueError(f"{count} values for shape {tuple(shape)} ({math.prod(shape)} expected)")
     dtype = next((a.i for a in op.arg if a.name == "dtype" and a.HasField("i")), None)
     if op.type == "GivenTensorFill" and dtype is not None and dtype not in _KNOWN_DTYPES:
-        raise ModelError(f"{where}: unknown dtype {dtype}")
+        raise ValueError(f"unknown dtype {dtype}")
 
 
 def parse_scanned(buf, path: str, parse, min_bytes: int = ts.MIN_CUT_BYTES, quick: bool = False
@@ -160,12 +161,12 @@ def parse_scanned(buf, path: str, parse, min_bytes: int = ts.MIN_CUT_BYTES, quic
     counted = []
     for c in cuts:
         op = net.op[c.op]
-        where = ts._where(path, c.op, op.type, op.output[0] if op.output else "")
         try:
             count = _count(buf, c.pieces, quick)
-        except ts._Corrupt as e:
-            raise ModelError(f"{where}: argument values: {e}") from None
-        _check(op, count, where)
+            _check(op, count)
+        except (ts._Corrupt, ValueError) as e:
+            where = ts._where(path, c.op, op.type, op.output[0] if op.output else "")
+            raise ModelError(f"{where}: {'argument values: ' if isinstance(e, ts._Corrupt) else ''}{e}") from None
         counted.append((c, count))
     return net, counted
 
