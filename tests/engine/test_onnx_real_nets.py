@@ -73,9 +73,11 @@ def test_scatter_assign_rows(dtype: type) -> None:
     n = core.Net("scatter")
     n.ScatterAssign(["data", "idx", "slices"], "out")
     n.ScatterAssign(["data3", "idx", "slices3"], "out3")
+    n.ScatterAssign(["data", "twice", "slices"], "last_wins")
     data, slices = _x(6, 3), _x(3, 3)
     got = check(n, {"data": data, "idx": np.array([4, 0, 2], dtype), "slices": slices,
-                    "data3": _x(5, 2, 2), "slices3": _x(3, 2, 2)})
+                    "data3": _x(5, 2, 2), "slices3": _x(3, 2, 2), "twice": np.array([1, 1, 3], dtype)})
+    assert np.array_equal(got["last_wins"][1], slices[1])
     assert np.array_equal(got["out"][[4, 0, 2]], slices) and np.array_equal(got["out"][[1, 3, 5]], data[[1, 3, 5]])
 
 

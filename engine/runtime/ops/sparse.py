@@ -318,7 +318,8 @@ def sparse_lengths_onnx(c):
 @onnx_converter("ScatterAssign")
 def scatter_assign_onnx(c):
     """ONNX ScatterND with the indices as (K, 1) row numbers and the slices reshaped to (K, *DATA's
-    row): DATA[INDICES[k]] = SLICES[k]; int32 and int64 indices alike."""
+    row): DATA[INDICES[k]] = SLICES[k]; int32 and int64 indices alike.  A repeated index keeps its last
+    slice in both (ONNX leaves that to the runtime; ONNX Runtime's CPU kernel writes in order)."""
     idx = c.emit("Reshape", [c.emit("Cast", [c.x(1)], to=7), c.ints([-1, 1])])
     tail = c.emit("Slice", [c.shape_of(c.x(0)), c.ints([1]), c.ints([np.iinfo(np.int64).max])])
     rows = c.emit("Reshape", [c.x(2), c.emit("Concat", [c.ints([-1]), tail], axis=0)])
