@@ -144,6 +144,17 @@ def diff_header(rows: Sequence[Any], side: str | None = None) -> str:
             f"{first.op_type} '{first.blob}'; worst op #{top.op_index} {top.op_type} '{top.blob}' (abs {top.max_abs:.3g})")
 
 
+def diff_row(r: Any) -> str:
+    """One op's line in the comparison's list: its worst value's difference and whether it is within the
+    tolerance (no raw relative difference: 3 % of a value near 0 is rounding); a run diff's row gives
+    the op's own error, its output's difference and what it inherited."""
+    verdict = "over tol" if not r.ok else "within tol" if r.max_abs else "equal"
+    if hasattr(r, "inherited"):
+        return (f"#{r.op_index} {r.op_type}  {r.blob}  own {r.max_abs:.3g}  out {r.out:.3g}  "
+                f"inherited {r.inherited:.3g}  {verdict}")
+    return f"#{r.op_index} {r.op_type}  {r.blob}  abs {r.max_abs:.3g}  {verdict}"
+
+
 def diff_legend(rows: Sequence[Any]) -> Text:
     """The breadcrumb's key while a per-op comparison colours the graph."""
     label = getattr(rows[0], "label", "ONNX diff") if rows else "ONNX diff"  # NOTE: a run diff's rows say theirs

@@ -31,7 +31,8 @@ from netviz.actions import ACTIONS, bindings
 from netviz.commands import missing_blob_hint
 from netviz.errorlog import Guarded, report
 from netviz.messages import BlobSelected, DrillRequested, OpSelected
-from netviz.overlays import OVERLAYS, diff_colors, diff_header, diff_legend, legend, overlay_colors, worst_per_op
+from netviz.overlays import (OVERLAYS, diff_colors, diff_header, diff_legend, diff_row, legend, overlay_colors,
+                             worst_per_op)
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath, to_oppath
 from netviz.style import plain
 from netviz.widgets.breadcrumb import Breadcrumb
@@ -1134,9 +1135,7 @@ class MainScreen(Guarded, Screen[None]):
             self.notify(note, title="ONNX diff")
         worst = worst_per_op(rows)
         ops = sorted(worst)
-        lines = [f"#{i} {worst[i].op_type}  {worst[i].blob}  abs {worst[i].max_abs:.3g}  "  # NOTE: no raw rel:
-                 + ("over tol" if not worst[i].ok else "within tol" if worst[i].max_abs else "equal")  # 3% of ~0
-                 for i in ops]
+        lines = [diff_row(worst[i]) for i in ops]
         first = next((r.op_index for r in rows if not r.ok), None)
         start = ops.index(first) if first is not None else 0
         from netviz.screens.pick import PickScreen  # noqa: PLC0415 - a later key's screen

@@ -40,6 +40,7 @@ async def test_run_diff_names_the_while_and_extract_writes_its_repro(tmp_path: P
         assert "run diff (own error per op)" in pick.title_text, pick.title_text
         assert "first over the tolerance: op #2 While" in pick.title_text, pick.title_text
         assert pick.values[pick.start] == 2 and pick.rows[pick.start].endswith("over tol"), pick.rows
+        assert pick.rows[pick.start].startswith("#2 While  acc  own 0.00107  out 0.00107  inherited 0  ")
         assert notified(app, "culprit: op #2 While 'acc': own error")
         assert app.main.canvas.overlay[2].bgcolor.triplet.hex.lower() == OVER.lower()
         assert all(s.bgcolor.triplet.hex.lower() != OVER.lower() for i, s in app.main.canvas.overlay.items() if i != 2)
