@@ -141,7 +141,8 @@ def fc_gradient(c: Ctx) -> list[Region | None]:
 def matmul(c: Ctx) -> list[Region | None]:
     """Y[i, j] ← A[i, :], B[:, j] (transposes swap); BatchMatMul's leading dims broadcast."""
     a_s, b_s = c.shape(0), c.shape(1)
-    if a_s is None or b_s is None or len(a_s) < 2 or len(b_s) < 2:
+    # NOTE: Caffe2's MatMul flattens higher-rank inputs to 2-D at axis_a/axis_b: those read whole
+    if a_s is None or b_s is None or len(a_s) < 2 or len(b_s) < 2 or c.op.type == "MatMul" and len(a_s) + len(b_s) > 4:
         return _whole(c)
     i, j, batch = c.idx[-2], c.idx[-1], c.idx[:-2]
     ra = (i, ALL) if not c.arg("trans_a", 0) else (ALL, i)
