@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from engine.errors import ExecutionError, NetvizError
 
 
@@ -57,17 +59,43 @@ def side_b(session: Any, text: str) -> Any:
 def compare(session: Any, text: str, cancel: threading.Event | None = None, tol: float = 1e-4) -> Any:
     """Run the session's net as side A and `text`'s side B op by op; the rows as :class:`OwnRow`s in a
     :class:`netviz.onnx_diff.RuntimeDiff` (what the ONNX diff's view shows), the culprit line its note."""
-    from engine.debugger.divergence import Side, diverge  # noqa: PLC0415
+    from engine.debugger.divergence import Side, localize, run_side  # noqa: PLC0415
     from netviz.onnx_diff import RuntimeDiff  # noqa: PLC0415
 
     b = side_b(session, text)
-    if cancel is not None and cancel.is_set():
-        raise ExecutionError("run diff cancelled")
     synth = not (len(session.model.init.op) and len(b.model.init.op))
-    d = diverge(Side(session.model), b, session.values, synthesize_params=synth, tol=tol)
+    traces = []
+    for side in (Side(session.model), b):
+        if cancel is not None and cancel.is_set():
+            raise ExecutionError("run diff cancelled")
+        traces.append(run_side(side, session.values, synthesize_params=synth))
+    d = localize(*traces, tol=tol)
+    _LAST[id(session)] = (*traces, {r.index: r.index_b for r in d.rows})  # NOTE: for op_detail, one per session
     rows = tuple(OwnRow(r.index, r.op_type, r.blob or r.name, r.own if r.own == r.own else 0.0, r.out,
                         not r.own > tol, r.out, r.inherited) for r in d.rows if r.index_b is not None)
-    return RuntimeDiff(rows, (d.culprit_line(), *(["\n".join(d.culprit_detail())] if d.culprit_values else [])))
+    return RuntimeDiff(rows, (escape(d.culprit_line()),
+                              *([escape("\n".join(d.culprit_detail()))] if d.culprit_values else [])))
+
+
+def op_detail(session: Any, i: int) -> str | None:
+    """Side A's and side B's values of top-level op `i`'s outputs after the session's last run diff: where
+    B's op re-run on A's inputs differs most (both values and the difference), or None (no run diff)."""
+    from engine.debugger.divergence import op_values, side_by_side, value_error  # noqa: PLC0415
+
+    last = _LAST.get(id(session))
+    if last is None or last[2].get(i) is None:
+        return None
+    a, b, pairs = last
+    lines = []
+    for blob, va, vb, own in op_values(a, b, i, pairs[i]):
+        lines += [f"'{escape(blob)}': B's run {value_error(va, vb):.3g} from A, B's op on A's inputs "
+                  + (f"{value_error(va, own):.3g}" if own is not None else "(cannot run alone)"),
+                  *(side_by_side(va, own if own is not None else vb, n=3))]
+    return "\n".join(lines)
+
+
+#: the traces of each session's last run diff (id(session) -> side A, side B, op of B per op of A)
+_LAST: dict[int, tuple[Any, Any, dict[int, int | None]]] = {}
 
 
 def default_range(session: Any, selected: Any, rows: Any) -> str:

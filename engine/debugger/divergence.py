@@ -36,7 +36,7 @@ from engine.model.ssa import get_ssa
 from proto import caffe2_pb2
 
 __all__ = ["Side", "Trace", "OpDivergence", "Divergence", "run_side", "localize", "diverge", "value_error",
-           "side_by_side"]
+           "side_by_side", "op_values"]
 
 #: default tolerance of an op's error: float32 rounding amplified by a deep net stays well below it
 DEFAULT_TOL = 1e-4
@@ -334,6 +334,15 @@ def _rerun(b: Trace, op: caffe2_pb2.OperatorDef, j: int, state: Mapping[str, Any
         except ExecutionError as e:
             return None, f"re-run alone failed: {str(e).split(': ')[-1][:120]}"
     return {o: _host_copy(ws.values[o]) for o in op.output if o in ws.values}, ""
+
+
+def op_values(a: Trace, b: Trace, i: int, j: int) -> list[tuple[str, Any, Any, Any]]:
+    """Per output of side A's op #i (side B's op #j): its name, side A's value, side B's value and side B's
+    op re-run on side A's inputs (None where it cannot run alone): what an inspector shows side by side."""
+    state = {n: _to_side(a.before(n, i), b) for n in a.writes if a.made_before(n, i)}
+    own, _ = _rerun(b, b.net.op[j], j, state)
+    return [(o, a.outputs[i].get(o), b.outputs[j].get(ob), None if own is None else own.get(ob))
+            for o, ob in zip(a.net.op[i].output, b.net.op[j].output)]
 
 
 def diverge(a: Side, b: Side, feeds: Mapping[str, Any] | None = None, *, loss: str | None = None,

@@ -1140,7 +1140,18 @@ class MainScreen(Guarded, Screen[None]):
         start = ops.index(first) if first is not None else 0
         from netviz.screens.pick import PickScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(PickScreen(diff_header(rows) + "; Enter jumps to the op", lines, ops, start),
-                             lambda i: self.run_guarded(self.select, OpRef((), i)) if isinstance(i, int) else None)
+                             self._jump_to_compared_op)
+
+    def _jump_to_compared_op(self, i: Any) -> None:
+        """Enter in a comparison's list selects the op; after a run diff (`A`) a worker then shows its values
+        on both sides and their difference (netviz/run_diff.py)."""
+        if not isinstance(i, int):
+            return
+        self.run_guarded(self.select, OpRef((), i))
+        if self.onnx_rows and hasattr(self.onnx_rows[0], "inherited"):
+            from netviz.run_diff import op_detail  # noqa: PLC0415 - a later key's module
+            self._start_diff("Run diff", f"op #{i}: side A's and side B's values…", lambda _: op_detail(self.session, i),
+                             lambda text: text and self.notify(text, title=f"Run diff: op #{i}, A and B", timeout=30))
 
     @guarded
     def action_toggle_backward(self, loss: str | None = None) -> None:

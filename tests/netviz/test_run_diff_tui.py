@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from textual.widgets import Input
 
 from engine.model.modelio import load_net, save_net
@@ -44,7 +45,13 @@ async def test_run_diff_names_the_while_and_extract_writes_its_repro(tmp_path: P
         assert notified(app, "culprit: op #2 While 'acc': own error")
         assert app.main.canvas.overlay[2].bgcolor.triplet.hex.lower() == OVER.lower()
         assert all(s.bgcolor.triplet.hex.lower() != OVER.lower() for i, s in app.main.canvas.overlay.items() if i != 2)
-        await pilot.press("escape")
+        await pilot.press("enter")  # jumps to the While and shows its values on both sides
+        await wait_for(pilot, lambda: notified(app, "'acc': B's run 0.00107 from A, B's op on A's inputs 0.00107"),
+                       "the op's values on both sides", timeout=60)
+        assert app.main.selected is not None and app.main.selected.index == 2
+        detail = next(n.message for n in app._notifications if n.message.startswith("'acc'"))
+        (_, a, b, gap), *_ = [ln.rsplit(None, 3) for ln in detail.splitlines()[2:]]
+        assert float(gap) == pytest.approx(abs(float(a) - float(b)), rel=1e-2)  # A, B and their difference
         await pilot.pause()
         await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the extract prompt")
