@@ -225,3 +225,32 @@ def test_bbox_transform_decodes_every_class(cols: int, images: int, apply_scale:
                     apply_scale=apply_scale)
     got = check(n, {"rois": rois[:, 5 - cols:], "deltas": deltas, "info": info})
     assert got["boxes"].shape == (r, 4 * k) and got["splits"].sum() == r
+
+
+@pytest.mark.parametrize("bits,kind", LOOKUPS)
+def test_sparse_lengths_pruned_rowwise(bits: int, kind: str) -> None:
+    """The pruned tables: each index read through the mapping, a -1 row adding nothing (a mean still counts it)."""
+    init = core.Net("init")
+    init.GivenTensorFill([], "table_f", shape=[4, 8], values=_x(4, 8).ravel().tolist())
+    init.__getattr__(f"FloatToFused{bits}BitRowwiseQuantized")("table_f", "table")
+    init.GivenTensorIntFill([], "mapping", shape=[6], values=[2, -1, 0, 3, -1, 1])
+    init.GivenTensorIntFill([], "unpruned", shape=[1], values=[0])
+    n = core.Net("pruned")
+    weighted = kind == "WeightedSum"
+    ins = ["table", "w", "idx", "len", "mapping"] if weighted else ["table", "idx", "len", "mapping"]
+    n.__getattr__(f"SparseLengths{kind}{bits}BitRowwiseSparse")(ins, "out")
+    n.__getattr__(f"SparseLengths{kind}{bits}BitRowwiseSparse")([*ins[:-1], "unpruned"], "out_all")
+    got = check(n, {"w": _x(5), "idx": np.array([1, 0, 3, 2, 3], np.int64), "len": np.array([2, 3], np.int32)}, init)
+    assert got["out"].shape == (2, 8) and not np.allclose(got["out"], got["out_all"])
+
+
+def test_sparse_lengths_pruned_mapping_given_at_run_time_is_refused() -> None:
+    n = core.Net("pruned")
+    n.SparseLengthsSum8BitRowwiseSparse(["table", "idx", "len", "mapping"], "out")
+    feeds = {"table": RNG.integers(0, 256, size=(4, 11)).astype(np.uint8), "idx": np.array([1, 0], np.int64),
+             "len": np.array([2], np.int32), "mapping": np.array([0], np.int32)}
+    init = core.Net("init")
+    init.GivenTensorByteStringToUInt8Fill([], "table", shape=[4, 11], values=[feeds.pop("table").tobytes()])
+    src = prepare_model(Model(n.Proto(), init.Proto()), feeds)
+    with pytest.raises(OnnxExportError, match="the index mapping 'mapping' is computed in the net"):
+        export(src)

@@ -579,40 +579,59 @@ shape("FusedRandRowwiseQuantizedToFloat")(lambda q: TensorInfo((dims(q)[0], None
 from engine.catalogue.registry import onnx_converter  # noqa: E402
 from engine.runtime.ops.sparse import _onnx_segment_sum  # noqa: E402
 
-#: fused-table lookups -> (bits, Sum | Mean | WeightedSum)
+#: fused-table lookups -> (bits, Sum | Mean | WeightedSum); the pruned (*RowwiseSparse) forms map indices first
 _FUSED = {f"SparseLengths{kind}Fused{bits}BitRowwise": (bits, kind) for bits in (8, 4, 2)
           for kind in ("Sum", "Mean", "WeightedSum")}
+_PRUNED = {f"SparseLengths{kind}{bits}BitRowwiseSparse": (bits, kind) for bits in (8, 4, 2)
+           for kind in ("Sum", "Mean", "WeightedSum")}
 #: lookups over a uint8 table and its (N, 2) scale_bias input -> (weighted, mean)
 _ROWWISE8 = {"SparseLengthsSum8BitsRowwise": (False, False), "SparseLengthsMean8BitsRowwise": (False, True),
              "SparseLengthsWeightedSum8BitsRowwise": (True, False),
              "SparseLengthsWeightedMean8BitsRowwise": (True, True)}
 
 
-def _onnx_lookup(c, q, scale, bias, indices, lengths, weights=None, mean=False):
+def _onnx_lookup(c, q, scale, bias, indices, lengths, weights=None, mean=False, mapping=None):
     """Gather the indexed rows of the uint8 values and of the per-row (K, 1) scale and bias, dequantise
-    them (q * scale + bias in float32, the kernel's table), weight them, and sum (mean) each segment."""
+    them (q * scale + bias in float32, the kernel's table), weight them, and sum (mean) each segment.
+    `mapping` (a pruned table): an index reads row mapping[index]; a -1 row adds nothing (a mean still
+    counts it, as the kernel divides by the segment's length)."""
+    keep = None
+    if mapping is not None:
+        mapped = c.emit("Cast", [c.emit("Gather", [mapping, indices], axis=0)], to=7)
+        keep = c.emit("Unsqueeze", [c.emit("GreaterOrEqual", [mapped, c.ints([0])]), c.ints([1])])
+        indices = c.emit("Max", [mapped, c.ints([0])])
     rows = c.emit("Cast", [c.emit("Gather", [q, indices], axis=0)], to=1)
     rows = c.emit("Add", [c.emit("Mul", [rows, c.emit("Gather", [scale, indices], axis=0)]),
                           c.emit("Gather", [bias, indices], axis=0)])
     if weights is not None:
         rows = c.emit("Mul", [rows, c.emit("Reshape", [c.emit("Cast", [weights], to=1), c.ints([-1, 1])])])
+    if keep is not None:
+        rows = c.emit("Where", [keep, rows, c.const(np.zeros((1, 1), F32), "zero")])
     return _onnx_segment_sum(c, rows, lengths, mean)
 
 
-@onnx_converter(*_FUSED)
+@onnx_converter(*_FUSED, *_PRUNED)
 def sparse_lengths_fused_onnx(c):
     """Gather, dequantise, segment-reduce.  The fused table is split at export into its values (uint8;
     4- and 2-bit ones unpacked, low bits first) and its per-row scale and bias as float32 initializers:
     ONNX cannot reinterpret a row's trailing bytes as floats, so the table must be fixed in the model
-    (an init-net fill or a weight)."""
-    bits, kind = _FUSED[c.op.type]
+    (an init-net fill or a weight).  The pruned forms' COMPRESSED_INDICES_MAPPING (a single 0: not
+    pruned) maps each index first."""
+    bits, kind = _FUSED.get(c.op.type) or _PRUNED[c.op.type]
     table = c.const_value(0)
     if table is None:
         raise c.refuse(f"the fused table '{c.op.input[0]}' is computed in the net (only a fixed table exports)")
     body, scale, bias, _ = _unfuse(table, bits, False)
     w = kind == "WeightedSum"
+    mapping = c.x(3 + w) if c.op.type in _PRUNED else None
+    if mapping is not None:  # NOTE: fixed, as the table: a single 0 given at run time would mean "not pruned"
+        fixed = c.const_value(3 + w)
+        if fixed is None:
+            raise c.refuse(f"the index mapping '{c.op.input[3 + w]}' is computed in the net (only a fixed one exports)")
+        mapping = None if fixed.size == 1 and int(fixed.reshape(-1)[0]) == 0 else mapping
     out = _onnx_lookup(c, c.const(body.astype(np.uint8), "q"), c.const(scale[:, None], "scale"),
-                       c.const(bias[:, None], "bias"), c.x(1 + w), c.x(2 + w), c.x(1) if w else None, kind == "Mean")
+                       c.const(bias[:, None], "bias"), c.x(1 + w), c.x(2 + w), c.x(1) if w else None, kind == "Mean",
+                       mapping)
     c.emit("Identity", [out], [c.y(0)])
 
 
