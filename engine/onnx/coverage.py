@@ -56,7 +56,7 @@ graph outputs for the run).  Both take `--init`, `--input NAME=SHAPE[:DTYPE]` an
 - What real nets use beyond the zoo (`tests/engine/test_onnx_real_nets.py`, each checked in ONNX Runtime):
   `PadImage` is `Pad` in its mode (constant, reflect, edge; a reflect pad as wide as the image is refused:
   Caffe2 reads outside the image there); `ScatterAssign` is `ScatterND`; a `Reshape` to a shape the net
-  computes reads it at run time; the fused row-wise 8/4/2-bit `SparseLengths{{Sum,Mean,WeightedSum}}` and the
+  computes reads it at run time; the fused row-wise 8/4/2-bit `SparseLengths{{Sum,Mean,WeightedSum}}` (and their pruned `*RowwiseSparse` forms) and the
   8-bit `SparseLengths*8BitsRowwise` lookups are Gather, dequantise (q * scale + bias) and a segment sum
   (the fused table is split into values, scales and biases at export: ONNX cannot read a row's trailing
   bytes as floats, so that table must be fixed in the model); the Stylizer's pre- and post-processing are
