@@ -254,3 +254,12 @@ def test_sparse_lengths_pruned_mapping_given_at_run_time_is_refused() -> None:
     src = prepare_model(Model(n.Proto(), init.Proto()), feeds)
     with pytest.raises(OnnxExportError, match="the index mapping 'mapping' is computed in the net"):
         export(src)
+
+
+@pytest.mark.parametrize("axis", [1, 0, -1])
+def test_scatter_elements_along_an_axis(axis: int) -> None:
+    n = core.Net("scatter")
+    n.Scatter(["data", "idx", "upd"], "out", axis=axis)
+    idx = np.array([[0, 2, -1], [1, 1, 0]], np.int32)
+    got = check(n, {"data": _x(3, 3), "idx": idx, "upd": _x(2, 3)})
+    assert got["out"].shape == (3, 3)

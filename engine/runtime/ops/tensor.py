@@ -750,6 +750,14 @@ def reshape_onnx(c):
         c.emit("Shape", [c.x(0)], [c.y(1)])
 
 
+@onnx_converter("Scatter")
+def scatter_onnx(c):
+    """ONNX ScatterElements along `axis` (negative indices count from the end in both); a repeated
+    index keeps its last update in both."""
+    c.emit("ScatterElements", [c.x(0), c.emit("Cast", [c.x(1)], to=7), c.x(2)], [c.y(0)],
+           axis=_in_range(c.arg("axis", 1), c.rank(0)))
+
+
 @onnx_converter("Transpose")
 def transpose_onnx(c):
     axes = c.arg("axes")
