@@ -44,7 +44,8 @@ graph outputs for the run).  Both take `--init`, `--input NAME=SHAPE[:DTYPE]` an
   ConvInteger/MatMulInteger plus QNNPACK's Q31 requantisation spelled out in int64 ops (ONNX's
   QLinearConv rounds a float product half to even and would differ in the last bit now and then),
   `Int8Sum`/`Int8Add` QNNPACK's multiplier-and-shift add, `Int8AveragePool` its 24-bit average-pool
-  requantisation, `Int8Softmax` its exp table: not a dequantised float model.  Int8 ops without a
+  requantisation, `Int8Softmax` its exp table, and `Int8Reshape`/`Flatten`/`Transpose`/`Slice`/`Concat`
+  move the uint8 values as the float ops do: not a dequantised float model.  Int8 ops without a
   converter are refused by name.
 - Checked by `tests/test_onnx_export.py`: ResNet-50, DenseNet-121, Inception v1/v2, VGG-19, AlexNet and
   ZFNet from the model zoo, every bundled example (If, While, nested If in While, Do, the LSTM), and the

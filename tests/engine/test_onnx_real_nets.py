@@ -263,3 +263,21 @@ def test_scatter_elements_along_an_axis(axis: int) -> None:
     idx = np.array([[0, 2, -1], [1, 1, 0]], np.int32)
     got = check(n, {"data": _x(3, 3), "idx": idx, "upd": _x(2, 3)})
     assert got["out"].shape == (3, 3)
+
+
+def test_int8_data_movement_is_exact() -> None:
+    """Int8Reshape, Int8Transpose, Int8Slice, Int8Flatten and Int8Concat move the uint8 values as the float ops do."""
+    n = core.Net("q")
+    n.Int8Quantize("x", "xq", Y_scale=0.02, Y_zero_point=120)
+    n.Int8Quantize("z", "zq", Y_scale=0.02, Y_zero_point=120)
+    n.Int8Concat(["xq", "zq"], ["cat", "cat_info"], Y_scale=0.02, Y_zero_point=120)  # NOTE: NHWC: the channels
+    n.Int8Transpose("cat", "tr", axes=[0, 3, 1, 2])
+    n.Int8Slice("tr", "sl", starts=[0, 1, 0, 1], ends=[-1, 5, 3, -1])
+    n.Int8Reshape("sl", ["rs", "rs_old"], shape=[2, -1])
+    n.Int8Flatten("tr", "fl", axis=2)
+    n.Int8Dequantize("rs", "y")
+    src = prepare_model(Model(n.Proto(), core.Net("init").Proto()), {"x": _x(2, 3, 4, 2), "z": _x(2, 3, 4, 4)})
+    rows = diff_against_runtime(src, export(src).model, rtol=0, atol=0)
+    assert [r.op_type for r in rows if r.blob in ("cat", "tr", "sl", "rs", "fl", "y")] == \
+        ["Int8Concat", "Int8Transpose", "Int8Slice", "Int8Reshape", "Int8Flatten", "Int8Dequantize"]
+    assert all(r.ok for r in rows) and rows[2].engine.shape == (2, 3, 4, 6)

@@ -731,3 +731,18 @@ def int8_softmax_onnx(c):
     q = c.emit("Min", [c.emit("Div", [num, total]), _i64(c, 255)])
     c.emit("Reshape", [c.emit("Cast", [q], to=2), c.ints(list(c.shape(0)))], [c.y(0)])
     c.set_qparams(0, 1.0 / 256, 0)
+
+
+from engine.runtime.ops.tensor import concat_onnx, flatten_onnx, reshape_onnx, slice_onnx, transpose_onnx  # noqa: E402
+
+#: Int8 ops that only move uint8 values -> the float op's converter (Int8Concat's default layout is NHWC)
+_INT8_MOVES = {"Int8Reshape": reshape_onnx, "Int8Flatten": flatten_onnx, "Int8Transpose": transpose_onnx,
+               "Int8Slice": slice_onnx, "Int8Concat": lambda c: concat_onnx(c, order="NHWC")}
+
+
+@onnx_converter(*_INT8_MOVES)
+def int8_move_onnx(c):
+    """The float op's ONNX form on the uint8 values, exact; the output keeps the input's scale and zero
+    point (Int8Concat's inputs all share them)."""
+    _INT8_MOVES[c.op.type](c)
+    c.set_qparams(0, *c.qparams(0))

@@ -701,12 +701,13 @@ def _onnx_ints(c, i, what):
 
 
 @onnx_converter("Concat")
-def concat_onnx(c):
+def concat_onnx(c, order: str = "NCHW"):
     """ONNX Concat (add_axis: each input unsqueezed first); split_info, the sizes along the axis
-    (int32), from the static shapes or, where unknown, from Shape at run time."""
+    (int32), from the static shapes or, where unknown, from Shape at run time.  `order`: the op's
+    default layout (Int8Concat's is NHWC)."""
     add = c.arg("add_axis", 0) and c.has("axis")
     r = c.rank(0) + (1 if add else 0)
-    axis = _in_range(_concat_axis(c.arg("axis"), c.arg("order", "NCHW")), r)
+    axis = _in_range(_concat_axis(c.arg("axis"), c.arg("order", order)), r)
     xs = [c.emit("Unsqueeze", [c.x(i), c.ints([axis])]) if add else c.x(i) for i in range(c.n_in)]
     c.emit("Concat", xs, [c.y(0)], axis=axis)
     if c.n_out > 1:
