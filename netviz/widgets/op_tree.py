@@ -774,6 +774,16 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         data = self.cursor_node.data if self.cursor_node is not None else None
         return data if isinstance(data, OpRef) else None
 
+    def watch_cursor_line(self, previous_line: int, line: int) -> None:
+        """The cursor moved: the screen shows its op now (issue 42 item 21).  Told by message (the
+        highlight, then OpSelected: two hops), the screen drew the moved cursor line alone in a frame
+        and the canvas, inspector and status line in the next: two repaints per move."""
+        super().watch_cursor_line(previous_line, line)
+        node = self.cursor_node
+        shown = getattr(self.screen, "on_op_selected", None) if previous_line != line and self.is_attached else None
+        if shown is not None and node is not None and isinstance(node.data, OpRef):
+            shown(OpSelected(node.data))  # NOTE: a step's select_ref moves the cursor too: the screen ignores its own op
+
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
         event.stop()
         if event.node is not self.cursor_node:

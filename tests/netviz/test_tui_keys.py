@@ -251,3 +251,46 @@ def test_a_cancelled_stop_is_said_once(tmp_path: Path) -> None:
     assert session.pc_label().endswith("op#1 ConstantFill  [cancelled]")
     session.last_stop = Stopped("error", session.debugger.pc, "boom")
     assert session.pc_label().endswith("  [error: boom]")
+
+
+@asynctest
+async def test_a_cursor_move_is_one_repaint(tmp_path: Path, monkeypatch) -> None:
+    """Item 21: ↓ in the op list drew the moved cursor line in a frame of its own, and the graph,
+    inspector and status line in the next (the op reached the screen two messages later)."""
+    from netviz.screens.main import MainScreen
+
+    frames: list[set[str]] = []
+    draw = MainScreen._compositor_refresh
+
+    def counted(self) -> None:
+        frames.append({w.id or type(w).__name__ for w in self._dirty_widgets})
+        draw(self)
+    monkeypatch.setattr(MainScreen, "_compositor_refresh", counted)
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp()), inputs=["X=4,8"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.pause(0.5)
+        for k in (1, 2, 3):
+            frames.clear()
+            await pilot.press("down")
+            await wait_for(pilot, lambda: app.main.details_ref == OpRef((), k), f"op {k} shown")
+            await pilot.pause(0.2)
+            with_tree = [f for f in frames if "ops" in f]
+            assert with_tree and all({"op-info", "graph", "status"} <= f for f in with_tree), frames
+
+
+@asynctest
+async def test_an_empty_subnet_says_zero_ops(tmp_path: Path) -> None:
+    """Item 21: drilling into an empty branch showed a blank canvas and no word of why."""
+    from engine.model.opdef import create_operator as op
+    from proto import caffe2_pb2
+
+    then = caffe2_pb2.NetDef(name="then", op=[op("Relu", "x", "y")])
+    net = caffe2_pb2.NetDef(name="branchy", op=[op("If", ["c"], [], then_net=then,
+                                                   else_net=caffe2_pb2.NetDef(name="else"))])
+    net.external_input.extend(["c", "x"])
+    app = NetvizApp(Session.open(write(tmp_path, "branchy", net)))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ready(pilot)
+        app.main.path = ((0, "else_net"),)
+        await wait_for(pilot, lambda: any("else_net (0 ops: empty)" in line for line in screen_text(app)), "0 ops")
