@@ -60,6 +60,8 @@ def _reduce(np_fn: Callable[..., np.ndarray]) -> Callable[..., tuple]:
 
 
 def _softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    if x.size == 0:  # NOTE: nothing to normalise (an empty dim has no max)
+        return x.copy()
     e = np.exp(x - x.max(axis=dim, keepdims=True))
     return e / e.sum(axis=dim, keepdims=True)
 
@@ -170,6 +172,8 @@ def _sort(xp, x, *, dim=-1, descending=0):
 
 
 def _topk(xp, x, *, k, dim=-1, largest=1, sorted=1):
+    if not 0 <= int(k) <= (x.shape[_ax(dim, x.ndim)] if x.ndim else 1):
+        raise ValueError(f"ATen topk: k = {k} is past dim {dim} of size {x.shape[_ax(dim, x.ndim)] if x.ndim else 1}")
     vals, order = _sort(xp, x, dim=dim, descending=largest)
     sl = [slice(None)] * x.ndim
     sl[_ax(dim, x.ndim)] = slice(0, int(k))
@@ -253,7 +257,14 @@ def _constant_pad_nd(xp, x, *, pad, value=0.0):
     return (np.pad(x, widths, constant_values=value),)
 
 
+def _pooled_image(x, what: str) -> None:
+    """ATen's 2-D pools take (C, H, W) or (N, C, H, W) with no empty dim but N (as torch 1.10)."""
+    if x.ndim not in (3, 4) or 0 in x.shape[x.ndim - 3:]:
+        raise ValueError(f"ATen {what}: input {tuple(x.shape)} must be (C, H, W) or (N, C, H, W) with C, H, W > 0")
+
+
 def _max_pool2d(xp, x, *, kernel_size, stride=(), padding=(0,), dilation=(1,), ceil_mode=0):
+    _pooled_image(x, "max_pool2d")
     if ceil_mode:
         raise ValueError("ATen max_pool2d: ceil_mode=1 is not supported by netviz")
     k = _pair(kernel_size)
@@ -275,6 +286,7 @@ def _pair(v: Any) -> tuple[int, int]:
 
 
 def _adaptive_avg_pool2d(xp, x, *, output_size):
+    _pooled_image(x, "adaptive_avg_pool2d")
     oh, ow = _pair(output_size)
     h, w = x.shape[-2:]
     out = np.empty(x.shape[:-2] + (oh, ow), x.dtype)

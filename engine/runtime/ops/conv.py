@@ -30,6 +30,13 @@ def geometry_args(fn):
     return fn
 
 
+def require_image(x) -> None:
+    """Caffe2's conv/pool base refuses an input whose C x H x W is empty (``inner_size > 0``); N may be 0."""
+    shape = tuple(getattr(x, "shape", ()))
+    if len(shape) > 1 and int(np.prod(shape[1:])) == 0:
+        raise ValueError(f"input {shape} has no values per image (C x H x W is 0); Caffe2 refuses it")
+
+
 def geometry(nd, g, kshape=(), sp=None):
     """(kernel, stride, pad_begin, pad_end, dilation) per spatial dim from Caffe2's many arg spellings;
     with the input's spatial dims `sp`, ``legacy_pad`` 1-3 (VALID, SAME, CAFFE_LEGACY_POOLING) recomputes the pads."""
@@ -239,6 +246,7 @@ def conv(xp, x, w, b=None, *, group: int = 1, activation: str = "identity", ctx=
     # NOTE: only the NNPACK engine reads `activation` (FuseNNPACKConvRelu writes it); others ignore it.
     if activation == "Relu" and ctx is not None and ctx.op.engine == "NNPACK":
         return xp.maximum(conv(xp, x, w, b, group=group, **g), 0)
+    require_image(x)
     x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
     k, s, pb, pe, d = geometry(x.ndim - 2, g, w.shape[2:], x.shape[2:])
     m = w.shape[0]
@@ -423,6 +431,7 @@ def transpose_out(sp, k, s, pb, pe, a):
 @geometry_args
 def conv_transpose(xp, x, w, b=None, *, group: int = 1, adj: int = 0, adjs=None, adj_h: int = 0, adj_w: int = 0, **g):
     # NOTE: W is (C_in, C_out/group, kH, kW) (NHWC: (C_in, kH, kW, C_out/group)); Y = col2im(W^T X) per group.
+    require_image(x)
     x, w = to_nchw(x, g["order"]), to_nchw(w, g["order"])
     k, s, pb, pe, a = transpose_geometry(g, w.shape[2:], adj, adjs, adj_h, adj_w)
     (n, m), sp, c = x.shape[:2], x.shape[2:], w.shape[1] * group

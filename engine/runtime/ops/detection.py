@@ -314,6 +314,8 @@ def generate_proposals(xp, scores, deltas, im_info, anchors, *, ctx, spatial_sca
     if deltas.shape != (n, a * box_dim, h, w) or im_info.shape != (n, 3) or anchors.shape[0] != a:
         raise ExecutionError(f"{_where(ctx)}: bbox_deltas {deltas.shape}, im_info {im_info.shape} and anchors "
                              f"{anchors.shape} do not fit scores {scores.shape}")
+    if n and not h * w:  # NOTE: no images is fine; images of an empty feature map Caffe2 refuses
+        raise ExecutionError(f"{_where(ctx)}: scores {scores.shape} hold an empty (H x W = 0) feature map")
     stride = F32(1.0 / spatial_scale)
     bound = (angle_bound_lo, angle_bound_hi) if angle_bound_on else None
     rois, probs = [], []
@@ -827,7 +829,7 @@ def rmac_regions(xp, x, *, scales: int = 3, overlap: float = 0.4):
     """R-MAC's square regions at `scales` scales ([batch, x1, y1, x2, y2] rows, repeated per image):
     l regions (plus the best extra `step` along the long side for ~`overlap`) of side 2*min/(l+1)."""
     n, _, h, w = np.shape(x)
-    if n == 0:
+    if n == 0 or h == 0 or w == 0:  # NOTE: no image, or an empty one: no regions
         return np.zeros((0, 5), F32)
     short = min(h, w)
     step, best = 0, np.inf

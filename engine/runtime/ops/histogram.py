@@ -200,6 +200,8 @@ def piecewise_linear_transform(xp, x, *params, bounds=(), slopes=(), intercepts=
     h = dev.to_host(x).astype(np.float32)
     if binary:
         b, s, c = _piecewise_params((bounds, slopes, intercepts), params, 1)
+        if h.ndim == 2 and h.shape[1] not in (1, 2):
+            raise ValueError(f"binary PiecewiseLinearTransform needs (N, 2) or (N, 1) predictions, got {h.shape}")
         two = h.ndim == 2 and h.shape[1] == 2
         y = _piecewise(h[:, 1] if two else h.reshape(-1), b[0], s[0], c[0])
         return xp.asarray(np.stack([1 - y, y], axis=1) if two else y.reshape(h.shape))

@@ -15,7 +15,8 @@ from engine.runtime import device as dev
 from engine.errors import ExecutionError
 from engine.runtime.grad_makers import cc_maker, simple
 from engine.runtime.fidelity import fixes_enabled
-from engine.runtime.ops.conv import col2im, from_nchw, geometry, geometry_args, onnx_geometry, to_nchw, windows
+from engine.runtime.ops.conv import (col2im, from_nchw, geometry, geometry_args, onnx_geometry, require_image, to_nchw,
+                                     windows)
 from engine.runtime.ops.tensor import concat, concat_gradient, concat_shape
 from engine.catalogue.registry import gradient, kernel, shape
 from engine.runtime.shapes import FLOAT, UINT8, TensorInfo, dim_op, dims, same_as, split_layout
@@ -42,6 +43,9 @@ def im2col_op(xp, x, **g):
         raise ExecutionError(f"Im2Col needs a 4-D input, got {x.ndim}-D")
     k, s, pb, pe, d = _im2col_geometry(g)
     xc = to_nchw(x, g["order"])
+    if any(size < dd * (kk - 1) + 1 for size, kk, dd in zip(xc.shape[2:], k, d)):  # NOTE: pads do not count
+        raise ExecutionError(f"Im2Col: image {tuple(xc.shape[2:])} is smaller than its dilated kernel (Caffe2 "
+                             "refuses it, whatever the pads)")
     win = windows(xp, xc, k, s, pb, pe, d)  # (N, C, oh, ow, kh, kw)
     n, c, oh, ow = win.shape[:4]
     if g["order"] == "NCHW":
@@ -78,6 +82,7 @@ def _pad_index(size, before, after, mode):
 
 
 def _pad_geometry(x, g, mode):
+    require_image(x)
     _, _, pb, pe, _ = geometry(2, g)
     if mode not in ("constant", "reflect", "edge"):
         raise ExecutionError(f"PadImage: unknown mode '{mode}' (constant, reflect, edge)")

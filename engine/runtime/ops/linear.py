@@ -79,9 +79,14 @@ def batch_matmul(xp, a, b, *, trans_a: int = 0, trans_b: int = 0, broadcast: int
     return y.reshape(1) if y.ndim == 0 else y
 
 
-def _rows2(x):
-    """(N, D) view of a 1-D or 2-D (or higher) tensor: rows are the first dim, 1-D is N rows of 1."""
-    return x.reshape(x.shape[0] if x.ndim else 1, -1) if x.size else x.reshape(0, 0)
+def _rows2(x, keep_rows: bool = False):
+    """(N, D) view of a 1-D or 2-D (or higher) tensor: rows are the first dim, 1-D is N rows of 1.
+
+    NOTE: an empty tensor is (0, 0) for DotProduct (Caffe2 takes N = 0 when X has no values), but
+    CosineSimilarity and L1Distance keep its N rows (`keep_rows`): (4, 0) gives 4 results."""
+    if x.size == 0 and not keep_rows:
+        return x.reshape(0, 0)
+    return x.reshape(x.shape[0] if x.ndim else 1, int(np.prod(x.shape[1:])))
 
 
 def _same_shape(x, y, what):
@@ -106,12 +111,15 @@ def _pad_split(x, y):
     """Rows of X and Y, and which is longer: (x2, y2, x_longer)."""
     if x.shape[0] != y.shape[0]:
         raise ValueError(f"DotProductWithPadding: X and Y have {x.shape[0]} and {y.shape[0]} rows")
-    return _rows2(x), _rows2(y), _rows2(x).shape[1] > _rows2(y).shape[1]
+    x2, y2 = _rows2(x, keep_rows=True), _rows2(y, keep_rows=True)
+    return x2, y2, x2.shape[1] > y2.shape[1]
 
 
 @kernel("DotProductWithPadding")
 def dot_product_with_padding(xp, x, y, *, pad_value: float = 0.0, replicate: int = 0):
     # NOTE: the shorter row is padded with pad_value, or (replicate) repeated to the longer length.
+    if x.size == 0:  # NOTE: Caffe2 takes N = 0 when X has no values, whatever its first dim
+        return xp.zeros(0, x.dtype)
     x2, y2, x_long = _pad_split(x, y)
     lo, sh = (x2, y2) if x_long else (y2, x2)
     if replicate:
@@ -148,7 +156,7 @@ _COS_EPS = 1e-12  # Caffe2 clips both squared norms below at this
 @kernel("CosineSimilarity")
 def cosine_similarity(xp, x, y):
     _same_shape(x, y, "CosineSimilarity")
-    x2, y2 = _rows2(x), _rows2(y)
+    x2, y2 = _rows2(x, keep_rows=True), _rows2(y, keep_rows=True)
     xx, yy = xp.maximum((x2 * x2).sum(axis=1), _COS_EPS), xp.maximum((y2 * y2).sum(axis=1), _COS_EPS)
     return ((x2 * y2).sum(axis=1) / xp.sqrt(xx * yy)).astype(x.dtype, copy=False)
 
@@ -167,7 +175,7 @@ def cosine_similarity_gradient(xp, x, y, dz):
 @kernel("L1Distance")
 def l1_distance(xp, x, y):
     _same_shape(x, y, "L1Distance")
-    return xp.abs(_rows2(x) - _rows2(y)).sum(axis=1).astype(x.dtype, copy=False)
+    return xp.abs(_rows2(x, keep_rows=True) - _rows2(y, keep_rows=True)).sum(axis=1).astype(x.dtype, copy=False)
 
 
 @kernel("L1DistanceGradient")

@@ -33,9 +33,15 @@ def _channel_sum(xp, t, axes, order):
 def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test: int = 0, epsilon: float = 1e-5,
                momentum: float = 0.9, order: str = "NCHW", num_batches: int = 1):
     axes, bshape = _channel_view(x, order)
-    if not is_test and x.size == 0:  # NOTE: an empty batch leaves the running stats; saved stats are 0
-        z = xp.zeros_like(mean)
+    if x.ndim > 1 and x.shape[1 if order == "NCHW" else -1] == 0:
+        raise ValueError(f"input {tuple(x.shape)} has no channels; Caffe2 refuses C = 0")
+    if not is_test and x.size == 0 and x.shape[0] == 0:  # NOTE: an empty batch leaves the running stats;
+        z = xp.zeros_like(mean)                            # saved stats are 0
         return x.copy(), mean.copy(), var.copy(), z, z.copy()
+    if not is_test and x.size == 0 and num_batches == 1:  # NOTE: images of no pixels: batch mean and var are 0
+        m = mean.dtype.type(momentum)
+        inv_std = xp.full_like(mean, 1 / np.sqrt(mean.dtype.type(epsilon)))
+        return x.copy(), (mean * m).astype(mean.dtype), (var * m).astype(var.dtype), xp.zeros_like(mean), inv_std
     if not is_test and num_batches > 1:
         return _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order,
                                      num_batches)
@@ -76,9 +82,10 @@ def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, m
         raise ValueError("SpatialBN with num_batches > 1 needs the sums and sumsq inputs (7 inputs)")
     _, bshape = _channel_view(x, order)
     dt, cnt = x.dtype, num_batches * (x.size // max(scale.size, 1))
-    bm = (sums / dt.type(cnt)).astype(dt)
-    bv = (sumsq / dt.type(cnt) - bm * bm).astype(dt)
-    inv = (1 / xp.sqrt(bv + dt.type(epsilon))).astype(dt)
+    with np.errstate(divide="ignore", invalid="ignore"):  # NOTE: no pixels (count 0): inf and NaN, as in Caffe2
+        bm = (sums / dt.type(cnt)).astype(dt)
+        bv = (sumsq / dt.type(cnt) - bm * bm).astype(dt)
+        inv = (1 / xp.sqrt(bv + dt.type(epsilon))).astype(dt)
     y = ((x - bm.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)).astype(dt)
     m = dt.type(momentum)
     unbiased = bv * (cnt / max(cnt - 1, 1))

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 
 from engine.runtime import parallel
-from engine.runtime.ops.conv import from_nchw, geometry, geometry_args, to_nchw, windows
+from engine.runtime.ops.conv import from_nchw, geometry, geometry_args, require_image, to_nchw, windows
 from engine.runtime.grad_makers import simple
 from engine.catalogue.registry import gradient, kernel
 from engine.catalogue.registry import shape
@@ -16,6 +16,7 @@ from engine.runtime.shapes import TensorInfo, dims, join_layout, same_as, spatia
 # ---- kernels ----
 
 def _pool_geometry(x, g):
+    require_image(x)
     nd = x.ndim - 2
     if g["global_pooling"]:
         # NOTE: the window is the whole image, so legacy_pad has nothing to recompute (its pads came

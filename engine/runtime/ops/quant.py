@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.runtime.blobio import Int8Tensor
 from engine.errors import ExecutionError
-from engine.runtime.ops.conv import conv_shape, geometry, geometry_args, windows
+from engine.runtime.ops.conv import conv_shape, geometry, geometry_args, require_image, windows
 from engine.runtime.ops.conv import conv_transpose_shape
 from engine.runtime.ops.detection import roi_align_shape
 from engine.runtime.ops.tensor import concat_shape, flatten, flatten_shape, reshape_shape, slice_shape, transpose_shape
@@ -148,6 +148,7 @@ def _conv_scale(ctx, x: Int8Tensor, w: Int8Tensor, y_scale: float) -> np.float32
 @geometry_args
 def _int8_conv(xp, x, w, b, *, ctx, relu: bool, group: int = 1, Y_scale: float = 1.0, Y_zero_point: int = 0, **g):
     x, w, b = _int8(ctx, x, 0), _int8(ctx, w, 1), _int8(ctx, b, 2)
+    require_image(x.data)
     if g["order"] != "NHWC":
         raise ExecutionError(f"{_where(ctx)}: Int8Conv only supports NHWC order")
     if x.data.ndim != 4 or w.data.ndim != 4 or x.data.shape[3] != w.data.shape[3] * group:
@@ -227,6 +228,7 @@ def _pool_windows(ctx, x: Int8Tensor, g: dict, pad_value: float):
     if g["order"] != "NHWC":
         raise ExecutionError(f"{_where(ctx)}: Int8 pooling only supports NHWC order")
     data = x.data
+    require_image(data)
     sp = data.shape[1:3]
     if g["global_pooling"]:
         k, s, pb, pe, d = list(sp), [1, 1], [0, 0], [0, 0], [1, 1]
@@ -366,6 +368,8 @@ def int8_channel_shuffle(xp, x, *, ctx, group: int = 1, kernel: int = 0, order: 
         raise ExecutionError(f"{_where(ctx)}: kernel_[dim] > 0 (Int8ChannelShuffle needs a kernel argument)")
     x = _int8(ctx, x)
     c = x.data.shape[-1]
+    if c == 0:
+        raise ExecutionError(f"{_where(ctx)}: input {x.shape} has no channels (QNNPACK refuses C = 0)")
     d = x.data.reshape(x.data.shape[:-1] + (group, c // group))
     return _same_q(ctx, x, np.swapaxes(d, -1, -2).reshape(x.data.shape))
 

@@ -209,7 +209,9 @@ def _channels(x, order):
 def batch_moments(xp, x, *, order: str = "NCHW"):
     # NOTE: the 2nd output is the mean of X squared, E[X^2], not the variance.
     ax = _channels(x, order)
-    return x.mean(axis=ax).astype(x.dtype), (x * x).mean(axis=ax).astype(x.dtype)
+    count = x.dtype.type(x.size // max(x.shape[1 if order == "NCHW" else -1], 1) if x.ndim > 1 else x.size)
+    with np.errstate(invalid="ignore"):  # NOTE: no values per channel: 0 / 0 = NaN, as in Caffe2
+        return (x.sum(axis=ax) / count).astype(x.dtype), ((x * x).sum(axis=ax) / count).astype(x.dtype)
 
 
 @kernel("BatchMomentsGradient")

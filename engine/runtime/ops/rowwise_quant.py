@@ -34,7 +34,7 @@ def _rows(x):
     h = dev.to_host(x)
     if h.ndim < 1:
         raise ValueError("input must have at least one dimension")
-    return h.reshape(-1, h.shape[-1]).astype(F32)
+    return h.reshape(int(np.prod(h.shape[:-1])), h.shape[-1]).astype(F32)  # NOTE: no -1: a row may be empty
 
 
 def _bytes_of(v, dtype):
@@ -42,11 +42,21 @@ def _bytes_of(v, dtype):
     return np.ascontiguousarray(v.astype(dtype).reshape(-1, 1)).view(np.uint8)
 
 
+def _empty_rows(x, half: bool):
+    """Fused rows of a 0-wide input: Caffe2's min/max start at FLT_MAX / lowest and nothing moves them,
+    so the scale is (lowest - FLT_MAX) / 255 = -inf and the bias FLT_MAX (+inf as fp16)."""
+    n = int(np.prod(x.shape[:-1]))
+    scale, bias = np.full(n, -np.inf, F32), np.full(n, np.finfo(F32).max, F32)
+    tail = ([_bytes_of(scale, F16), _bytes_of(np.full(n, np.inf, F32), F16)] if half
+            else [_bytes_of(scale, F32), _bytes_of(bias, F32)])
+    return np.concatenate(tail, axis=1).reshape(tuple(x.shape[:-1]) + (8 // (1 + half),))
+
+
 def _fused8(x, half_scale_bias):
+    if x.shape[-1] == 0:
+        return _empty_rows(x, half_scale_bias)
     rows = _rows(x)
     lo, hi = rows.min(axis=1, initial=np.inf), rows.max(axis=1, initial=-np.inf)
-    if rows.shape[1] == 0:
-        lo, hi = np.zeros(rows.shape[0], F32), np.zeros(rows.shape[0], F32)
     rng = (hi - lo).astype(F32)
     scale, bias = (rng / F32(255)).astype(F32), lo
     if half_scale_bias:
@@ -124,6 +134,8 @@ def _fused_nbit(x, bits, greedy=False):
     per = 8 // bits
     if x.shape[-1] % per:
         raise ValueError(f"the number of columns must be a multiple of {per}")
+    if x.shape[-1] == 0 and not greedy:
+        return _empty_rows(x, half=True)
     rows = _rows(x)
     scale, lo, inv = _nbit_params(rows, bits, greedy)
     q = _quantise(rows, lo, inv, bits).reshape(rows.shape[0], rows.shape[1] // per, per).astype(np.uint16)
@@ -147,7 +159,7 @@ def _unfuse(data, bits, half_scale_bias):
     h = dev.to_host(data)
     if h.dtype != np.uint8:
         raise TypeError(f"fused data must be uint8, got {h.dtype}")
-    rows = h.reshape(-1, h.shape[-1])
+    rows = h.reshape(int(np.prod(h.shape[:-1])), h.shape[-1])
     sb = 4 if (bits < 8 or half_scale_bias) else 8
     sbt = F16 if sb == 4 else F32
     if rows.shape[1] < sb:
