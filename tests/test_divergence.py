@@ -172,3 +172,18 @@ def test_a_random_op_re_run_alone_draws_what_its_run_drew(tmp_path: Path, capsys
     np.save(tmp_path / "x.npy", np.ones((4, 5), np.float32))
     assert main(["diff", str(path), "--run", "--input", f"X={tmp_path / 'x.npy'}"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "no culprit: all 3 ops within tolerance 0.0001"
+
+
+def test_an_rnn_reading_a_changed_weight_is_the_culprit_and_its_gradient_cannot_run_alone(tmp_path: Path,
+                                                                                          capsys) -> None:
+    """The LSTM example with its gates bias 0 -> 0.01 in init B: RecurrentNetwork (op #1) is the culprit;
+    RecurrentNetworkGradient reads the step workspaces its forward op saved, so its own error is `-`
+    with the reason, never an internal error."""
+    lstm = ROOT / "examples" / "lstm"
+    init = load_net(lstm / "init_net.pb")
+    next(o for o in init.op if o.output[0] == "lstm/gates_t_b").arg.add(name="value", f=0.01)  # it had none: 0
+    init_b = save_net(init, tmp_path / "init_b.pb")
+    rc, line, doc = _culprit(capsys, lstm / "predict_net.pb", "--init-b", init_b)
+    assert rc == 1 and line.startswith("culprit: op #1 RecurrentNetwork 'lstm/hidden_state_all': own error ")
+    grad = next(r for r in doc["ops"] if r["type"] == "RecurrentNetworkGradient")
+    assert grad["own"] is None and grad["note"].startswith("re-run alone failed: ") and grad["out"] > 1e-4

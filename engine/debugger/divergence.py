@@ -313,8 +313,8 @@ def _to_side(v: Any, t: Trace) -> Any:
 def _rerun(b: Trace, op: caffe2_pb2.OperatorDef, j: int, state: Mapping[str, Any]
            ) -> tuple[dict[str, Any] | None, str]:
     """`op` (side B's op #j) run in side B's setting on `state` (side A's values) over B's start values,
-    and why not (None) when it cannot run alone: a backward While pops the forward run's saved
-    workspaces, which that run already used up."""
+    and why not (None) when it cannot run alone: a backward While (or RecurrentNetworkGradient) reads
+    the workspaces its forward op saved, which side A's run already used up."""
     ws = Workspace("divergence")
     ws.values.update(b.start)
     ws.devices.update(b.start_devices)
@@ -333,6 +333,8 @@ def _rerun(b: Trace, op: caffe2_pb2.OperatorDef, j: int, state: Mapping[str, Any
             executor.run_op(op, ws, device=b.bind_device, index=j, net_name=b.net.name)
         except ExecutionError as e:
             return None, f"re-run alone failed: {str(e).split(': ')[-1][:120]}"
+        except (KeyError, IndexError, AttributeError) as e:  # NOTE: a backward op missing its forward run's saved state
+            return None, f"re-run alone failed: {type(e).__name__} {str(e)[:100]}"
     return {o: _host_copy(ws.values[o]) for o in op.output if o in ws.values}, ""
 
 
