@@ -281,3 +281,23 @@ def test_int8_data_movement_is_exact() -> None:
     assert [r.op_type for r in rows if r.blob in ("cat", "tr", "sl", "rs", "fl", "y")] == \
         ["Int8Concat", "Int8Transpose", "Int8Slice", "Int8Reshape", "Int8Flatten", "Int8Dequantize"]
     assert all(r.ok for r in rows) and rows[2].engine.shape == (2, 3, 4, 6)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_unique_sorted_with_positions(dtype: type) -> None:
+    n = core.Net("unique")
+    n.Unique("x", ["u", "pos"])
+    n.Unique("x", "u_only")
+    got = check(n, {"x": np.array([[5, 1, 5], [3, 1, 9]], dtype)})
+    assert got["u"].tolist() == [1, 3, 5, 9] and got["pos"].tolist() == [2, 0, 2, 1, 0, 3]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sparse_lengths_sum_sparse_lookup(weighted: bool) -> None:
+    """Indices through the mapping; pruned ones (-1) leave their segment, which is recounted."""
+    n = core.Net("lookup")
+    ins = ["idx", "len", "mapping"] + (["w"] if weighted else [])
+    n.SparseLengthsSumSparseLookup(ins, ["new_idx", "new_len"] + (["new_w"] if weighted else []))
+    got = check(n, {"idx": np.array([0, 3, 1, 4, 2, 3], np.int32), "len": np.array([2, 0, 4], np.int32),
+                    "mapping": np.array([1, -1, 0, 2, -1], np.int32), "w": _x(6)})
+    assert got["new_idx"].tolist() == [1, 2, 0, 2] and got["new_len"].tolist() == [2, 0, 2]

@@ -658,3 +658,19 @@ def sparse_lengths_8bits_rowwise_onnx(c):
                        c.x(1) if w else None, mean)
     tail = c.emit("Slice", [c.shape_of(c.x(0)), c.ints([1]), c.ints([np.iinfo(np.int64).max])])
     c.emit("Reshape", [out, c.emit("Concat", [c.ints([-1]), tail], axis=0)], [c.y(0)])
+
+
+@onnx_converter("SparseLengthsSumSparseLookup")
+def sparse_lengths_sum_sparse_lookup_onnx(c):
+    """Each index through COMPRESSED_INDICES_MAPPING; the pruned ones (-1) dropped (Compress), with their
+    weights, and each segment's length recounted (a segment sum of the kept flags)."""
+    idx = c.emit("Cast", [c.emit("Reshape", [c.x(0), c.ints([-1])])], to=7)
+    mapping = c.emit("Cast", [c.emit("Reshape", [c.x(2), c.ints([-1])])], to=7)
+    new = c.emit("Gather", [mapping, idx], axis=0)
+    keep = c.emit("GreaterOrEqual", [new, c.ints([0])])
+    c.emit("Cast", [c.emit("Compress", [new, keep], axis=0)], [c.y(0)], to=c.dtype(c.np_dtype(0)))
+    flags = c.emit("Reshape", [c.emit("Cast", [keep], to=1), c.ints([-1, 1])])
+    counts = c.emit("Reshape", [_onnx_segment_sum(c, flags, c.x(1)), c.ints([-1])])
+    c.emit("Cast", [counts], [c.y(1)], to=c.dtype(c.np_dtype(1)))
+    if c.n_out > 2:
+        c.emit("Compress", [c.emit("Reshape", [c.x(3), c.ints([-1])]), keep], [c.y(2)], axis=0)

@@ -751,6 +751,16 @@ def reshape_onnx(c):
         c.emit("Shape", [c.x(0)], [c.y(1)])
 
 
+@onnx_converter("Unique")
+def unique_onnx(c):
+    """ONNX Unique, sorted, of the flattened input; the second output, each input's position among the
+    uniques, as int32."""
+    outs = c.emit("Unique", [c.emit("Reshape", [c.x(0), c.ints([-1])])], [c.y(0), c.tmp("indices"), c.tmp("inverse")],
+                  sorted=1)
+    if c.n_out > 1:
+        c.emit("Cast", [outs[2]], [c.y(1)], to=6)
+
+
 @onnx_converter("Scatter")
 def scatter_onnx(c):
     """ONNX ScatterElements along `axis` (negative indices count from the end in both); a repeated
