@@ -238,7 +238,7 @@ def read_minidb(path: str | Path) -> Iterator[tuple[str, bytes]]:
         size = os.fstat(f.fileno()).st_size
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     pos = 0
-    while pos < len(data):
+    while pos + 4 <= len(data):  # NOTE: fewer than 4 bytes left is the end, as Caffe2's fread of a key length
         if pos + 8 > len(data):
             raise ExecutionError(f"minidb {path}: truncated record header at byte {pos}")
         klen, vlen = struct.unpack_from("<ii", data, pos)

@@ -297,3 +297,32 @@ def test_saved_tensors_load_back_from_their_bytes(dtype) -> None:
     got = blobio.load_blobs(records)["w"]
     assert got.dtype == a.dtype and got.shape == a.shape and got.tobytes() == a.tobytes()
     assert got.flags.writeable
+
+
+#: Caffe2 1.10.2's answers (oracle venv, Save of a and b then a tail appended): (tail, Load a, load_all)
+_MINIDB_TAILS = [(b"\x05\x00\x00", True, True),  # < 4 bytes: the end of the DB (fread of a key length)
+                 (b"\x05\x00\x00\x00\x01", True, False),  # a cut value length: load_all fails, Load a stops before
+                 (b"\x01\x00\x00\x00\x01\x00\x00\x00k", True, False)]  # a cut value
+
+
+@pytest.mark.parametrize("tail, one_loads, all_loads", _MINIDB_TAILS)
+def test_load_reads_a_minidb_record_by_record_as_caffe2(tmp_path: Path, tail: bytes, one_loads: bool,
+                                                         all_loads: bool) -> None:
+    """Load reads records as it needs them (a DB bigger than memory loads) and stops once it has its
+    blobs, so a bad tail after them is never read, as in Caffe2."""
+    from engine.model.opdef import create_operator  # noqa: PLC0415
+
+    ws = Workspace("db")
+    ws.values["a"], ws.values["b"] = np.arange(6, dtype=np.float32), np.ones(3, np.float32)
+    db = str(tmp_path / "w.minidb")
+    executor.run_op(create_operator("Save", ["a", "b"], [], db=db, db_type="minidb", absolute_path=1), ws)
+    Path(db).write_bytes(Path(db).read_bytes() + tail)
+    for outputs, loads, extra in ((["a"], one_loads, {}), (["a", "b"], all_loads, {"load_all": 1})):
+        fresh = Workspace("load")
+        op = create_operator("Load", [], outputs, db=db, db_type="minidb", absolute_path=1, **extra)
+        if loads:
+            executor.run_op(op, fresh)
+            assert fresh.values["a"].tolist() == list(range(6))
+        else:
+            with pytest.raises(ExecutionError, match="minidb"):
+                executor.run_op(op, fresh)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,8 +41,14 @@ def _check_type(ctx, db_type: str) -> None:
 
 
 def _read(ctx, path: str, db_type: str = "minidb") -> list[tuple[str, bytes]]:
+    return list(_stream(ctx, path, db_type))
+
+
+def _stream(ctx, path: str, db_type: str = "minidb") -> Iterator[tuple[str, bytes]]:
+    """The DB's records one at a time: Load holds a record only while it merges it, so a DB bigger
+    than memory loads (minidb through a memory map, engine.runtime.blobio.read_minidb)."""
     try:
-        return list(blobio.READERS[db_type](path))
+        yield from blobio.READERS[db_type](path)
     except FileNotFoundError:
         raise ExecutionError(f"{_where(ctx)}: cannot open db {path}: no such file") from None
     except ExecutionError as e:
@@ -212,7 +219,7 @@ def load(xp, *readers, ctx, db: str = "", dbs: list = (), db_type: str = "", abs
     db_of: dict[str, int] = {}
     done = 0
     for d in range(len(readers) or len(files)):
-        records = readers[d].records if readers else _read(ctx, _path(ctx, files[d], absolute_path), db_type)
+        records = readers[d].records if readers else _stream(ctx, _path(ctx, files[d], absolute_path), db_type)
         for db_key, value in records:
             key = add_prefix + _strip(db_key.split(blobio.CHUNK_SEPARATOR, 1)[0], strip_prefix)
             if not load_all and key not in index:
