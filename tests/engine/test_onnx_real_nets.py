@@ -301,3 +301,16 @@ def test_sparse_lengths_sum_sparse_lookup(weighted: bool) -> None:
     got = check(n, {"idx": np.array([0, 3, 1, 4, 2, 3], np.int32), "len": np.array([2, 0, 4], np.int32),
                     "mapping": np.array([1, -1, 0, 2, -1], np.int32), "w": _x(6)})
     assert got["new_idx"].tolist() == [1, 2, 0, 2] and got["new_len"].tolist() == [2, 0, 2]
+
+
+@pytest.mark.parametrize("merge", [1, 0])
+@pytest.mark.parametrize("lengths", [True, False])
+def test_ctc_greedy_decoder(merge: int, lengths: bool) -> None:
+    """Best class per step, blanks dropped, repeats merged (or not), each sequence cut at its length."""
+    logits = _x(6, 3, 4)
+    logits[1:3, 0, 2] = 9.0  # NOTE: a repeat to merge
+    logits[4, 1, 0] = 9.0    # a blank
+    n = core.Net("ctc")
+    n.CTCGreedyDecoder(["x", "len"] if lengths else ["x"], ["out_len", "values"], merge_repeated=merge)
+    got = check(n, {"x": logits, "len": np.array([6, 4, 2], np.int32)})
+    assert got["out_len"].sum() == got["values"].size and got["values"].dtype == np.int32

@@ -820,3 +820,23 @@ def sigmoid_xent_onnx(c):
                                          c.emit("Exp", [c.emit("Neg", [c.emit("Abs", [x])])])])])
     ll = c.emit("Sub", [c.emit("Mul", [x, c.emit("Sub", [t, pos])]), soft])
     c.emit("Neg", [c.reduce("ReduceMean", ll, [-1], 0)], [c.y(0)])
+
+
+@onnx_converter("CTCGreedyDecoder")
+def ctc_greedy_decoder_onnx(c):
+    """Each step's first-maximum class (ArgMax), kept where it is no blank (0), inside the sequence's
+    length and (merge_repeated) unlike the step before; each sequence's kept count, and the kept classes
+    of all sequences in order (Compress), both int32."""
+    t_max, n = c.shape(0)[:2]
+    lab = c.emit("Transpose", [c.emit("ArgMax", [c.x(0)], axis=2, keepdims=0)], perm=[1, 0])  # (N, T)
+    lens = c.emit("Cast", [c.emit("Reshape", [c.x(1), c.ints([-1, 1])])], to=7) if c.n_in > 1 else c.ints([t_max])
+    steps = c.const(np.arange(t_max, dtype=np.int64).reshape(1, -1), "steps")
+    keep = c.emit("And", [c.emit("Not", [c.emit("Equal", [lab, c.ints([0])])]), c.emit("Less", [steps, lens])])
+    if c.arg("merge_repeated", 1):
+        prev = c.emit("Concat", [c.const(np.zeros((n, 1), np.int64), "blank"),
+                                 c.emit("Slice", [lab, c.ints([0]), c.ints([t_max - 1]), c.ints([1])])], axis=1)
+        keep = c.emit("And", [keep, c.emit("Not", [c.emit("Equal", [lab, prev])])])
+    counts = c.emit("ReduceSum", [c.emit("Cast", [keep], to=7), c.ints([1])], keepdims=0)
+    c.emit("Cast", [counts], [c.y(0)], to=6)
+    flat = [c.emit("Reshape", [t, c.ints([-1])]) for t in (lab, keep)]
+    c.emit("Cast", [c.emit("Compress", flat, axis=0)], [c.y(1)], to=6)
