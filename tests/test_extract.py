@@ -108,7 +108,7 @@ def test_resnet50_range_runs_in_caffe2_and_netviz(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name, opts", [
     ("while_net", ["--ops", "0:4"]), ("if_net", ["--ops", "0:4"]), ("do_net", ["--ops", "0:3"]),
-    ("nested_if_in_while", ["--ops", "0:4"]),
+    ("nested_if_in_while", ["--ops", "0:4"]), ("lstm", ["--ops", "0:4"]),
     ("while_net", ["--subnet", "2/loop_net", "--ops", "0:"]), ("while_net", ["--subnet", "2/cond_net", "--ops", "0:"]),
     ("if_net", ["--subnet", "2/then_net", "--ops", "0:"]), ("do_net", ["--subnet", "1/net", "--ops", "0:"]),
 ])
@@ -141,3 +141,12 @@ def test_an_int8_range_runs_in_caffe2_bit_for_bit(zoo: Path, tmp_path: Path) -> 
     _caffe2_runs_it(out)
     rc, text = _repro(out, CAFFE2 if CAFFE2.is_file() else sys.executable)
     assert text.count(" error 0 ok") == 5, text
+
+
+def test_a_range_reading_a_forward_ops_saved_state_is_refused_in_one_line(capsys, tmp_path: Path) -> None:
+    """RecurrentNetworkGradient alone reads the step workspaces RecurrentNetwork saved: no init net
+    can make them, so extract says where the range must start (it wrote them as a string tensor)."""
+    assert main(["extract", str(EXAMPLES / "lstm" / "predict_net.pb"), "--ops", "5", "-o", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "netviz: ops 5:6: blob 'lstm/step_workspaces' is a StepWorkspaces (state an op saved for a later one), "
+        "not a value an init net can fill; start the range at op #1, which makes it")

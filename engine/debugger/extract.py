@@ -106,6 +106,12 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
         ops, where = list(net.op[start:stop]), f"ops {start}:{stop} of op #{at}'s {subnet.partition('/')[2]}"
     outer = _outer_names(trace.net.op[at]) if subnet is not None else {}
     inputs = {n: v for n in needed_blobs(ops) if (v := trace.before(outer.get(n, n), at)) is not None}
+    for n, v in inputs.items():
+        if not _fillable(v):
+            made_by = [i for i in trace.writes.get(outer.get(n, n), []) if i < at]
+            start_at = f"start the range at op #{made_by[-1]}, which makes it" if made_by else "it cannot be captured"
+            raise NetvizError(f"{where}: blob '{n}' is a {type(v).__name__} (state an op saved for a later one), "
+                              f"not a value an init net can fill; {start_at}")
     made = list(dict.fromkeys(o for op in ops for o in op.output))
     name = f"{trace.net.name or 'net'}_{where.replace(' ', '_').replace(':', '_').replace('#', '').replace(chr(39), '')}"
     predict = caffe2_pb2.NetDef(name=name, op=ops, external_input=list(inputs), external_output=made)
@@ -115,6 +121,14 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
         expected = _run_alone(predict, inputs)
     notes = [f"{o}: not an array, not compared" for o in made if o not in expected]
     return Extracted(predict, inputs, expected, where, notes)
+
+
+def _fillable(v: Any) -> bool:
+    """Whether an init net can make `v`: an array (strings included), an Int8 tensor, a workspace scope."""
+    if isinstance(v, (Int8Tensor, WorkspaceStack, bytes, str)):
+        return True
+    a = np.asarray(v) if isinstance(v, (np.ndarray, np.generic, int, float, bool)) else None
+    return a is not None and (a.dtype.kind != "O" or all(isinstance(x, (bytes, str)) for x in a.ravel()))
 
 
 def _outer_names(op: caffe2_pb2.OperatorDef) -> dict[str, str]:
