@@ -185,6 +185,9 @@ def _plan_to_nan(plan: Any, path: Path) -> int:
     if stop.reason == "error":
         raise NetvizError(stop.detail)
     if stop.reason == "condition":
+        from engine.debugger.provenance import explain_debugger
+        for line in explain_debugger(dbg):  # NOTE: as a net's run: the first bad element, back to its origin
+            print(f"  {line}")
         print(f"netviz: NaN/Inf produced; stopped at {stop.pc.text()}")
         return 1
     return 0

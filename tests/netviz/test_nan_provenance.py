@@ -66,3 +66,24 @@ def test_a_fed_blob_the_init_net_also_makes_is_a_net_input(tmp_path: Path, capsy
     assert lines[-2] == "  origin: data[2, 3] = nan is a net input (no op wrote it)"
     assert lines[-3].startswith("  op#0 FC: fc1[2, 0] = nan ← FC(data[2, :] ∋ data[2, 3] = nan, fc1_w[0, :] in [")
     assert lines[-1].startswith("netviz: NaN/Inf produced by op 0 FC (fc1)")
+
+
+def test_a_plan_with_break_on_nan_prints_the_provenance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A PlanDef steps in the plan debugger: the same walk names the iteration's op that overflowed."""
+    from google.protobuf import text_format
+
+    from engine.caffe2 import core
+
+    init, grow = core.Net("init"), core.Net("grow")
+    init.ConstantFill([], "x", shape=[2], value=1.0)
+    grow.Scale(["x"], "x", scale=1e30)
+    plan = core.Plan("blowup")
+    plan.AddStep(core.execution_step("init", init))
+    plan.AddStep(core.execution_step("grow", grow, num_iter=5))
+    path = tmp_path / "plan.pbtxt"
+    path.write_text(text_format.MessageToString(plan.Proto()))
+    with np.errstate(over="ignore"):
+        assert main(["run", str(path), "--break-on-nan"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-3].endswith("grow iteration 1 · net grow › op#0 Scale: x[0] = inf ← Scale(x[0] = 1e+30)")
+    assert lines[-2].endswith("› op#0 Scale made inf from finite inputs") and lines[-1].startswith("netviz: NaN/Inf")
