@@ -8,13 +8,12 @@ runs the range in real Caffe2 when caffe2.python imports, in netviz otherwise, a
 
 N:M is a Python slice (ops N to M-1); N alone is one op.  --subnet K/ARG takes the range from the
 subnet of top-level op K held in argument ARG (an If's then_net, a While's loop_net, a Do's net),
-as it ran the first time.
+as it ran the first time.  Then `cd DIR && python repro.py` (docs/debugging.md: a whole session).
 
 examples:
-  netviz extract resnet50/predict_net.pbtxt --ops 10:14 -o /tmp/r50_10 --random-params
-  netviz extract examples/while_net/predict_net.pb --ops 2 -o /tmp/loop        # the While, body included
-  netviz extract examples/while_net/predict_net.pb --subnet 2/loop_net --ops 0:2 -o /tmp/body
-  cd /tmp/r50_10 && python repro.py
+  netviz extract $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt --ops 10:14 -o r50_ops_10_14 --random-params
+  netviz extract examples/while_net/predict_net.pb --ops 2 -o while_op2        # the While, its body included
+  netviz extract examples/while_net/predict_net.pb --subnet 2/loop_net --ops 0: -o while_body
 """
 from __future__ import annotations
 
