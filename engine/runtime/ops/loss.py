@@ -561,6 +561,8 @@ def lambda_rank_ndcg(xp, y, r, session_lengths, *, use_ndcg_as_loss: int = 0, us
     # NOTE: outputs (loss per session, dY cache); ranks by sorting scores and labels (descending).
     yh, rh = dev.to_host(y).reshape(-1), dev.to_host(r).reshape(-1)
     lens = dev.to_host(session_lengths).reshape(-1).astype(np.int64)
+    if lens.sum() > yh.size:
+        raise ValueError(f"session lengths sum to {int(lens.sum())} but there are {yh.size} predictions")
     starts = np.r_[0, np.cumsum(lens)[:-1]]
     parts = [_lambdarank_session(yh[a:a + n], rh[a:a + n], use_ndcg_as_loss, use_idcg_normalization, use_exp_gain)
              for a, n in zip(starts, lens)]  # NOTE: one sort per session (segments of different lengths)
@@ -625,6 +627,8 @@ def ctc_beam_search_decoder(xp, inputs, seq_len=None, *, ctx, beam_width: int = 
     x = dev.to_host(inputs)
     t_max, n = x.shape[:2]
     lens = np.full(n, t_max) if seq_len is None else dev.to_host(seq_len).reshape(-1)
+    if np.any(lens > (t_max if x.size else 0)):  # NOTE: Caffe2 refuses to read a step past the scores it has
+        raise ExecutionError(f"CTCBeamSearchDecoder: sequence lengths {lens.tolist()} read past the scores {x.shape}")
     k = int(num_candidates)
     found = [_ctc_beam(x[:int(lens[i]), i], int(beam_width), np.float32(prune_threshold), k) for i in range(n)]
     lengths, probs = np.zeros((n, k), np.int32), np.zeros((n, k), np.float32)

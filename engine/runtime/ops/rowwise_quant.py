@@ -353,6 +353,8 @@ def sparse_lengths_sum_sparse_lookup(xp, indices, lengths, mapping, weights=None
     m = dev.to_host(mapping).astype(np.int64).reshape(-1)
     if idx.size and (idx.min() < 0 or idx.max() >= m.size):
         raise IndexError(f"index out of range [0, {m.size}) in INDICES")
+    if int(n.sum()) > idx.size:
+        raise ValueError(f"LENGTHS sum to {int(n.sum())} but there are {idx.size} indices")
     new = m[idx]
     keep = new >= 0
     seg = np.repeat(np.arange(n.size), n)
