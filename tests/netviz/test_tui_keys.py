@@ -26,16 +26,21 @@ def test_a_mistyped_input_is_refused_naming_the_closest(tmp_path: Path) -> None:
         "--input h1: not an external input of the net (fed anyway)"]
 
 
+async def _at_missing_input(pilot, app: NetvizApp) -> None:
+    """`n` on the mlp fed nothing: it stops at X, and the prompt for it opens."""
+    await ready(pilot)
+    await pilot.press("n")
+    await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the missing-input prompt")
+
+
 @asynctest
 async def test_every_missing_input_is_asked_for_in_one_round(tmp_path: Path) -> None:
     """Item 19: the mlp lacks X and label; a run asked for X, and only the next run found label."""
     app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp())))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
-        await ready(pilot)
-        await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the missing-input prompt")
+        await _at_missing_input(pilot, app)
         assert app.screen.title_text.startswith("give input X  [1 of 2: X, label]")
-        assert notified(app, "2 inputs of the net are given by neither the init net nor --input: X, label")
+        assert notified(app, "2 inputs nothing gives: X, label (asked for in turn")
         await answer(pilot, app, "4,8", then="give input label  [2 of 2: X, label]")
         await answer(pilot, app, "4:int32")
         await wait_for(pilot, lambda: notified(app, "X = float32[4, 8]; label = int32[4]; restarting"), "the feeds")
@@ -230,9 +235,8 @@ async def test_a_notice_is_wide_and_never_over_the_dialog(tmp_path: Path) -> Non
 
     app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp())))
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
-        await ready(pilot)
-        await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and app.screen.query(Toast), "prompt and notice")
+        await _at_missing_input(pilot, app)
+        await wait_for(pilot, lambda: bool(app.screen.query(Toast)), "the notice")
         await pilot.pause(0.3)
         box = app.screen.query_one("#prompt-box").region
         toasts = [t.region for t in app.screen.query(Toast)]
