@@ -64,13 +64,6 @@ XFAIL = {
                     "netviz gives (0, G)"),
     **dict.fromkeys(["tensor.Expand", "tensor.Expand_bad", "tensor.Expand_rank", "tensor.Expand_rank~last"],
                     "Caffe2's Expand refuses an input with a 0 dim even where the shape keeps it; netviz expands it"),
-    **dict.fromkeys(["last.SparseLengthsWeightedSum_maker~last", "segment.SparseLengthsMean_fp16~last",
-                     "segment.SparseLengthsPositionalWeightedSum~last",
-                     "segment.SparseLengthsPositionalWeightedSum_i32~last", "segment.SparseLengthsSum_fp16~last",
-                     "segment.SparseLengthsWeightedSum_fp16~last",
-                     "segment.SparseLengthsWeightedSum_grad_on_weights~last"],
-                    "Caffe2's fp16 / weighted SparseLengths kernels refuse 0-wide rows (an internal check with no "
-                    "message); netviz gives (N, 0)"),
 }
 
 

@@ -181,6 +181,8 @@ def sparse_lengths_positional_weighted_sum(xp, data, weights, indices, lengths):
     pos = np.arange(s.size) - np.repeat(np.cumsum(n) - n, n)
     if pos.size and pos.max() >= weights.size:
         raise IndexError(f"segment of length {int(n.max())} longer than WEIGHT ({weights.size})")
+    from engine.runtime.ops.sparse import require_rows  # noqa: PLC0415  (the check of Caffe2's lookup)
+    require_rows(data, indices)
     return _reduce(xp, _take(xp, data, indices), dev.to_host(s), n.size,
                    weights=xp.take(weights.reshape(-1), xp.asarray(pos)))
 

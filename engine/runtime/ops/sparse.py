@@ -29,6 +29,19 @@ def rows_of(data, indices):
     return data[indices.astype(np.int64)]
 
 
+def require_rows(data, indices) -> None:
+    """Caffe2's embedding lookup (the SparseLengths reducers) refuses rows of no values (DATA (5, 0),
+    (5, 2, 0)) once there is an index to look up."""
+    if data.ndim > 1 and indices.size and not int(np.prod(data.shape[1:])):
+        raise ValueError(f"DATA {tuple(data.shape)} has rows of no values to look up")
+
+
+def embedding_rows(data, indices):
+    """The rows of `data` that `indices` pick, checked as Caffe2's embedding lookup checks them."""
+    require_rows(data, indices)
+    return rows_of(data, indices)
+
+
 @kernel("Gather")
 def gather(xp, data, indices, *, axis: int = 0, match_outer: int = 0):
     # NOTE: match_outer: the dims of INDICES before `axis` are DATA's, gathered row by row.
@@ -99,17 +112,17 @@ def lengths_mean(xp, data, lengths):
 
 @kernel("SparseLengthsSum")
 def sparse_lengths_sum(xp, data, indices, lengths):
-    return _segment_sum(xp, rows_of(data, indices), lengths)
+    return _segment_sum(xp, embedding_rows(data, indices), lengths)
 
 
 @kernel("SparseLengthsMean")
 def sparse_lengths_mean(xp, data, indices, lengths):
-    return _segment_sum(xp, rows_of(data, indices), lengths, mean=True)
+    return _segment_sum(xp, embedding_rows(data, indices), lengths, mean=True)
 
 
 @kernel("SparseLengthsWeightedSum")
 def sparse_lengths_weighted_sum(xp, data, weights, indices, lengths):
-    rows = rows_of(data, indices)
+    rows = embedding_rows(data, indices)
     return _segment_sum(xp, rows * weights.reshape((-1,) + (1,) * (rows.ndim - 1)), lengths)
 
 
