@@ -20,7 +20,8 @@ NOT_FOUND = re.compile(r"input blob '([^']+)' not found")
 IM_INFO_READERS = {"GenerateProposals": 2, "GenerateProposalsCPP": 2, "BBoxTransform": 2, "CollectRpnProposals": -1,
                    "BoxWithNMSLimit": -1}
 CONV_LIKE = ("Conv", "ConvTranspose", "Int8Conv", "Int8ConvRelu", "ConvRelu", "SpatialBN", "MaxPool", "AveragePool",
-             "Int8Quantize", "Int8MaxPool", "Int8AveragePool", "Relu", "Int8Relu")
+             "Int8Quantize", "Int8MaxPool", "Int8AveragePool", "Relu", "Int8Relu", "NCHW2NHWC")
+# NOTE: NCHW2NHWC too: Mask R-CNN2Go's image goes through it to its first conv (the suggestion was "1")
 
 
 def missing_input(session: Any, detail: str) -> str | None:

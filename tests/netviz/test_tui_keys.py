@@ -66,6 +66,18 @@ async def test_skip_default_works_on_a_zoo_net() -> None:
         assert not [n.message for n in app._notifications if n.severity == "error"]
 
 
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_skip_default_at_every_zoo_nets_first_op(name: str) -> None:
+    """Item 15 on every zoo net: K's default (zeros of the inferred shapes) skips op #0, or, where op #0
+    reads an input nothing gives (Mask R-CNN2Go's data), stops naming it (the screen then asks for it)."""
+    session = Session.open(ZOO[name])
+    session.skip("")
+    if name.startswith("mask_rcnn"):
+        assert session.last_stop.reason == "error" and "input blob 'data' not found" in session.last_stop.detail
+    else:
+        assert session.pc == OpRef((), 1) and session.record(OpRef((), 0)).skipped
+
+
 @pytest.mark.skipif("mask_rcnn_2go_int8" not in ZOO, reason="no model zoo")
 def test_skip_at_a_missing_input_asks_for_it() -> None:
     """Item 15 on Mask R-CNN2Go: op #0 reads `data`, which nothing gives; K's stop names it (the screen
@@ -74,6 +86,8 @@ def test_skip_at_a_missing_input_asks_for_it() -> None:
     session.skip("")
     assert session.last_stop.reason == "error" and "input blob 'data' not found" in session.last_stop.detail
     assert session.debugger.missing_inputs() == ["data", "im_info"]
+    from netviz import feeding  # the prompts' prefills: the image through NCHW2NHWC to its conv (was "1")
+    assert [feeding.suggest(session, n) for n in ("data", "im_info")] == ["1,3,224,224", "1,3"]
 
 
 def _type_fast(app: NetvizApp, keys: str) -> None:
