@@ -43,6 +43,21 @@ def dump_run(model: Path, folder: Path, extra: list[str]) -> None:
     assert code == 0 and (folder / "index.json").exists(), f"netviz run --dump {model} exited {code}"
 
 
+def dump_plan(plan: Path, folder: Path) -> None:
+    """What ``run --dump`` writes, for a PlanDef (which ``run`` runs as written, with no dump): the same
+    writer on the plan debugger the TUI steps, run to the end."""
+    from engine.debugger.plan import PlanDebugger
+    from netviz.commands.run import _Dumper
+    from netviz.session import Session
+
+    session = Session.open(plan)
+    dbg = PlanDebugger(session.plan_def, session.model.path, feeds=session.values)
+    dumper = _Dumper(folder, dbg)
+    dbg.listeners.append(dumper)
+    assert dbg.continue_().reason == "end", f"{plan}: the plan did not run to its end"
+    dumper.finish()
+
+
 @dataclass
 class Dump:
     """A ``run --dump`` folder: entries in write order, grouped into runs of each op."""
@@ -166,7 +181,12 @@ def inspector_text(app: Any) -> tuple[str, str]:
 
 
 def check_stats(where: str, text: str, arr: np.ndarray, tally: Tally) -> None:
-    """The inspector's min/max, mean/std, nan/inf and zeros rows against the array."""
+    """The inspector's min/max, mean/std, nan/inf and zeros rows against the array (none for an empty one)."""
+    if not arr.size:
+        if re.search(r"^\s*(min/max|mean/std|nan/inf|zeros)\s", text, re.M):
+            tally.differ(where, "statistics shown for a zero-size value")
+        tally.count("statistics")
+        return
     a = arr.astype(np.float64)
     fin = a[np.isfinite(a)]
     want = {"min/max": (fin.min(), fin.max()) if fin.size else None,
