@@ -25,13 +25,14 @@ MASK = ZOO / "mask_rcnn_2go_fp32" / "model.pbtxt"
 def test_the_tui_takes_every_input_form_run_takes(tmp_path):
     np.save(tmp_path / "x.npy", np.arange(6, dtype=np.float64).reshape(2, 3))
     path = str(ROOT / "examples" / "mlp" / "predict_net.pb")
-    specs = ["data=16,8:int32", "label=16", f"other={tmp_path / 'x.npy'}", "w=2x3"]
+    # NOTE: names of the net's inputs: the TUI refuses a name that is no blob of the net (issue 42 item 7)
+    specs = ["data=16,8:int32", "label=16", f"fc1_w={tmp_path / 'x.npy'}", "fc2_b=2x3"]
     args = build_parser().parse_args(["open", path, *(a for s in specs for a in ("--input", s))])
     s = Session.open(path, inputs=args.input)
     assert s.values["data"].dtype == np.int32 and s.values["data"].shape == (16, 8)
     assert set(np.unique(s.values["data"])) <= {0, 1}
     assert s.values["label"].shape == (16,) and s.values["label"].dtype == np.float32
-    assert s.values["other"].dtype == np.float64 and s.values["w"].shape == (2, 3)
+    assert s.values["fc1_w"].dtype == np.float64 and s.values["fc2_b"].shape == (2, 3)
 
 
 @asynctest
