@@ -62,8 +62,6 @@ XFAIL = {
     **dict.fromkeys([f"norm.GroupNorm{c}" for c in ("", "_g1", "_nhwc")],
                     "Caffe2 leaves GroupNorm's mean and inv_std outputs unshaped (shape ()) for N = 0; "
                     "netviz gives (0, G)"),
-    **dict.fromkeys(["tensor.Expand", "tensor.Expand_bad", "tensor.Expand_rank", "tensor.Expand_rank~last"],
-                    "Caffe2's Expand refuses an input with a 0 dim even where the shape keeps it; netviz expands it"),
 }
 
 
@@ -99,3 +97,15 @@ def test_zero_batch_matches_caffe2(path: Path) -> None:
 def test_sweep_covers_the_kernel_cases() -> None:
     """The sweep is not silently empty: most kernel oracle cases have a batch to cut, many a last dim too."""
     assert len([p for p in CASES if "~" not in p.stem]) > 1000 and len([p for p in CASES if "~last" in p.stem]) > 700
+
+
+@pytest.mark.parametrize("op_type, inputs, shape", [
+    # NOTE: read off Caffe2 1.10.2: a 0 in Expand's shape keeps X's dim (each output dim is the max)
+    ("Expand", [np.zeros((3, 1), np.float32), np.array([3, 0], np.int64)], (3, 1)),
+    ("Expand", [np.zeros((1,), np.float32), np.array([0], np.int64)], (1,)),
+    # NOTE: rows of no values are fine while no index looks one up
+    ("SparseLengthsSum", [np.zeros((5, 0), np.float32), np.zeros(0, np.int64), np.array([0, 0], np.int32)], (2, 0)),
+])
+def test_zero_in_a_shape_or_rows_with_no_index(op_type: str, inputs: list, shape: tuple) -> None:
+    from engine.runtime.workspace import eval_op
+    assert eval_op(op_type, *inputs)[0].shape == shape

@@ -255,9 +255,17 @@ def numpy_tile(xp, x, repeats):
 
 @kernel("Expand")
 def expand(xp, x, shape_in):
-    # NOTE: bidirectional broadcast: the output shape is broadcast(X.shape, shape); a negative dim counts
-    # as its absolute value (-1 keeps X's dim, like 1).
-    target = np.broadcast_shapes(x.shape, tuple(abs(int(v)) for v in dev.to_host(shape_in).reshape(-1)))
+    # NOTE: bidirectional broadcast, Caffe2's way: each output dim is max(X's, shape's), so a 0 or 1 in
+    # the shape keeps X's dim (a negative one counts as its absolute value); X's dims must be 1 or that.
+    # Caffe2 refuses an empty X (any 0 dim), whatever the shape.
+    s = [abs(int(v)) for v in dev.to_host(shape_in).reshape(-1)]
+    if x.size == 0:
+        raise ValueError(f"Expand: input {tuple(x.shape)} is empty; Caffe2 refuses it")
+    rank = max(x.ndim, len(s))
+    xd, sd = (1,) * (rank - x.ndim) + tuple(x.shape), [1] * (rank - len(s)) + s
+    target = tuple(max(a, b) for a, b in zip(xd, sd))
+    if any(a not in (1, y) for a, y in zip(xd, target)):
+        raise ValueError(f"Expand: input {tuple(x.shape)} does not broadcast to {target} (shape {s})")
     return xp.ascontiguousarray(xp.broadcast_to(x, target))
 
 
