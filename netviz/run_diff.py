@@ -9,7 +9,7 @@ op with a NaN/Inf (or any ``N:M`` typed) into a repro folder (:mod:`engine.debug
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ def side_b(session: Any, text: str) -> Any:
 def compare(session: Any, text: str, cancel: threading.Event | None = None, tol: float = 1e-4) -> Any:
     """Run the session's net as side A and `text`'s side B op by op; the rows as :class:`OwnRow`s in a
     :class:`netviz.onnx_diff.RuntimeDiff` (what the ONNX diff's view shows), the culprit line its note."""
+    from engine.debugger.descend import with_inside  # noqa: PLC0415
     from engine.debugger.divergence import Side, localize, run_side  # noqa: PLC0415
     from netviz.onnx_diff import RuntimeDiff  # noqa: PLC0415
 
@@ -69,7 +70,7 @@ def compare(session: Any, text: str, cancel: threading.Event | None = None, tol:
         if cancel is not None and cancel.is_set():
             raise ExecutionError("run diff cancelled")
         traces.append(run_side(side, session.values, synthesize_params=synth))
-    d = localize(*traces, tol=tol)
+    d = with_inside(replace(localize(*traces, tol=tol), traces=tuple(traces)))
     _LAST[id(session)] = (*traces, {r.index: r.index_b for r in d.rows})  # NOTE: for op_detail, one per session
     rows = tuple(OwnRow(r.index, r.op_type, r.blob or r.name, r.own if r.own == r.own else 0.0, r.out,
                         not r.own > tol, r.out, r.inherited) for r in d.rows if r.index_b is not None)

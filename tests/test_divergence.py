@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engine.debugger.descend import with_inside
 from engine.debugger.divergence import Side, diverge, value_error
 from engine.model.modelio import Model, load_model, load_net, save_net
 from engine.model.opdef import create_operator as op
@@ -124,8 +125,12 @@ def test_the_loop_of_a_control_flow_net_is_named_as_one_op(tmp_path: Path) -> No
     next(a for a in w.arg if a.name == "values").floats[0] += 0.01
     a = load_model(WHILE / "predict_net.pb")
     b = Model(a.predict, init, a.value_info, a.path)
-    d = diverge(Side(a), Side(b, label="B"))
+    d = with_inside(diverge(Side(a), Side(b, label="B")))
     assert d.culprit is not None and (d.culprit.index, d.culprit.op_type) == (2, "While")
+    # inside: the loop body's Do, and in its net the FC that reads W (first iteration)
+    assert [step.split(":")[:2] for step in d.inside] == [["loop_net", " op #0 Do 'acc'"], ["net", " op #0 FC 'h'"]]
+    assert d.culprit_line().endswith("; in its loop_net: op #0 Do 'acc': own error 0.00895; in its net: op #0 FC 'h': "
+                                     "own error 0.0122")
     assert d.rows[3].op_type == "AveragedLoss" and d.rows[3].own == 0 and d.rows[3].inherited > 1e-4
 
 
@@ -187,3 +192,15 @@ def test_an_rnn_reading_a_changed_weight_is_the_culprit_and_its_gradient_cannot_
     assert rc == 1 and line.startswith("culprit: op #1 RecurrentNetwork 'lstm/hidden_state_all': own error ")
     grad = next(r for r in doc["ops"] if r["type"] == "RecurrentNetworkGradient")
     assert grad["own"] is None and grad["note"].startswith("re-run alone failed: ") and grad["out"] > 1e-4
+
+
+def test_an_if_is_followed_into_the_branch_its_condition_chose(tmp_path: Path, capsys) -> None:
+    """if_net with W off by 0.01 in init B: the If is the culprit; inside, then_net's Do and its FC."""
+    init = load_net(ROOT / "examples" / "if_net" / "init_net.pb")
+    next(a for a in next(o for o in init.op if o.output[0] == "W").arg if a.name == "values").floats[0] += 0.01
+    init_b = save_net(init, tmp_path / "init_b.pb")
+    rc, line, doc = _culprit(capsys, ROOT / "examples" / "if_net" / "predict_net.pb", "--init-b", init_b)
+    assert rc == 1 and line.startswith("culprit: op #2 If 'Y': own error ")
+    assert line.endswith("; in its then_net: op #0 Do 'Y': own error 0.00652; in its net: op #0 FC 'h_then': "
+                         "own error 0.00652")
+    assert doc["culprit"]["inside"][-1].startswith("net: op #0 FC 'h_then'")

@@ -108,6 +108,10 @@ class Divergence:
     nonfinite: tuple[str, ...] = ()  # each side's first NaN/Inf, back to its origin (engine.debugger.provenance)
     #: the culprit's worst output: (blob, side A's value, side B's re-run of it on A's inputs)
     culprit_values: tuple[str, Any, Any] | None = None
+    #: a culprit control op's path down to the op of its subnet that makes the error (engine.debugger.descend)
+    inside: tuple[str, ...] = ()
+    #: the two runs compared (side A, side B): what :mod:`engine.debugger.descend` looks into
+    traces: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def culprit_detail(self) -> list[str]:
         """Where the culprit's output differs most: side A's value, B's re-run and the difference."""
@@ -129,7 +133,8 @@ class Divergence:
         """``culprit: op #N Type 'name': own error E (inherited I)``, or what was found instead."""
         c = self.culprit
         if c is not None:
-            return f"culprit: op #{c.index} {c.op_type} '{c.name}': own error {c.own:.3g} (inherited {c.inherited:.3g})"
+            return (f"culprit: op #{c.index} {c.op_type} '{c.name}': own error {c.own:.3g} (inherited {c.inherited:.3g})"
+                    + "".join(f"; in its {step}" for step in self.inside))
         over = [r for r in self.rows if r.out > self.tol]
         if over:
             why = (f"side B's ops {', '.join(f'#{j}' for j in self.only_b[:5])} match no op of A: look there first"
@@ -142,7 +147,8 @@ class Divergence:
         nan = lambda x: None if x != x else x  # noqa: E731 - JSON has no NaN
         c = self.culprit
         return {"tol": self.tol, "culprit": None if c is None else {"op": c.index, "type": c.op_type, "name": c.name,
-                                                                     "own": c.own, "inherited": c.inherited},
+                                                                     "own": c.own, "inherited": c.inherited,
+                                                                     "inside": list(self.inside)},
                 "summary": self.culprit_line(), "detail": self.culprit_detail(), "only_in_b": list(self.only_b),
                 "nonfinite": list(self.nonfinite),
                 "ops": [{"op": r.index, "op_b": r.index_b, "type": r.op_type, "name": r.name, "blob": r.blob,
@@ -216,17 +222,24 @@ def run_side(side: Side, feeds: Mapping[str, Any] | None = None, *, loss: str | 
         net, ws = dbg._program(), dbg.ws
         trace = Trace(side, net, {k: _host_copy(v) if side.device == "cpu" else v for k, v in ws.values.items()},
                       dict(ws.devices), [], dbg._bind_device)
-        with executor.random_source(dbg._rng), blocking.single_threaded():
-            for i, op in enumerate(net.op):
-                trace.rng_states.append(dbg._rng.bit_generator.state)  # NOTE: a re-run draws what this run drew
-                try:
-                    executor.run_op(op, ws, device=trace.bind_device, index=i, net_name=net.name)
-                except ExecutionError as e:
-                    raise ExecutionError(f"side {side.label}: {e}") from None
-                trace.outputs.append({o: _host_copy(ws.values[o]) for o in op.output if o in ws.values})
-                for o in op.output:
-                    trace.writes.setdefault(o, []).append(i)
+        record_ops(trace, ws, dbg._rng)
     return trace
+
+
+def record_ops(trace: Trace, ws: Workspace, rng: np.random.Generator) -> None:
+    """Run the trace's net op by op in `ws` (in the side's setting), keeping each op's outputs and the
+    random source before it.  Raises ExecutionError naming the side when an op fails."""
+    net = trace.net
+    with trace.side.setting(), executor.random_source(rng), blocking.single_threaded():
+        for i, op in enumerate(net.op):
+            trace.rng_states.append(rng.bit_generator.state)  # NOTE: a re-run draws what this run drew
+            try:
+                executor.run_op(op, ws, device=trace.bind_device, index=i, net_name=net.name)
+            except ExecutionError as e:
+                raise ExecutionError(f"side {trace.side.label}: {e}") from None
+            trace.outputs.append({o: _host_copy(ws.values[o]) for o in op.output if o in ws.values})
+            for o in op.output:
+                trace.writes.setdefault(o, []).append(i)
 
 
 def match_ops(a: caffe2_pb2.NetDef, b: caffe2_pb2.NetDef) -> list[int | None]:
@@ -363,7 +376,7 @@ def diverge(a: Side, b: Side, feeds: Mapping[str, Any] | None = None, *, loss: s
     ta = run_side(a, feeds, loss=loss, synthesize_params=synthesize_params, param_width=param_width, seed=seed)
     tb = run_side(b, feeds, loss=loss, synthesize_params=synthesize_params, param_width=param_width, seed=seed)
     from engine.debugger.provenance import explain_trace  # noqa: PLC0415
-    return replace(localize(ta, tb, tol=tol), nonfinite=tuple(explain_trace(ta) + explain_trace(tb)))
+    return replace(localize(ta, tb, tol=tol), nonfinite=tuple(explain_trace(ta) + explain_trace(tb)), traces=(ta, tb))
 
 
 def table(d: Divergence, *, only_over: bool = False) -> list[str]:

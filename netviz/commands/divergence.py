@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from engine.debugger import parse_input_spec
+from engine.debugger.descend import with_inside
 from engine.debugger.divergence import Side, diverge, table
 from engine.errors import NetvizError
 from engine.model.modelio import load_model
@@ -43,7 +44,8 @@ def run_localizer(args: argparse.Namespace) -> int:
     a, b = sides(args)
     feeds = dict(parse_input_spec(s) for s in args.input)
     synth = bool(args.random_params) or not (len(a.model.init.op) and len(b.model.init.op))
-    d = diverge(a, b, feeds, loss=args.loss, synthesize_params=synth, param_width=args.param_width, tol=args.tol)
+    d = with_inside(diverge(a, b, feeds, loss=args.loss, synthesize_params=synth, param_width=args.param_width,
+                            tol=args.tol))
     if args.json:
         doc: dict[str, Any] = {"a": _describe(a), "b": _describe(b), **d.to_json()}
         json.dump(doc, sys.stdout, indent=1)
