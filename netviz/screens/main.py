@@ -98,7 +98,7 @@ class MainScreen(Guarded, Screen[None]):
     BINDINGS = bindings()
 
     ssa: reactive[bool] = reactive(False)
-    zoom: reactive[int] = reactive(0)
+    zoom: reactive[int] = reactive(-1)  # -1: chosen from the graph pane's size (GraphCanvas.auto_zoom)
     follow: reactive[bool] = reactive(True)
     focus_mode: reactive[bool] = reactive(False)
     path: reactive[NetPath] = reactive(())
@@ -198,6 +198,11 @@ class MainScreen(Guarded, Screen[None]):
             self._held = False
             self.refresh()
 
+    def on_graph_canvas_zoom_fits(self) -> None:
+        if self.zoom < 0:  # NOTE: the zoom follows the pane (GraphCanvas.auto_zoom): laid out anew at the new one
+            self.show_graph()
+            self.update_status()
+
     def on_graph_canvas_shown(self) -> None:
         """After the first frame with the graph, the whole-net work: shape inference (the drawing
         infers them itself when it shows blobs), the lint and the schema check.  Started earlier
@@ -277,7 +282,8 @@ class MainScreen(Guarded, Screen[None]):
     def effective_zoom(self) -> int:
         """Blob-level detail only for nets up to DETAIL_MAX_OPS ops (``dot`` gets slow beyond)."""
         big = len(self.session.view(self.path).net.op) > DETAIL_MAX_OPS
-        return max(self.zoom, 1) if big else self.zoom
+        zoom = self.zoom if self.zoom >= 0 else self.canvas.auto_zoom()
+        return max(zoom, 1) if big else zoom
 
     def _cursor_op(self) -> int | None:
         ref = self.selected
@@ -294,7 +300,7 @@ class MainScreen(Guarded, Screen[None]):
         window = window_of(n_ops, self._cursor_op())
         if len(window) < n_ops:
             extra += f"  ·  ops {window.start}–{window.stop - 1} of {n_ops} (follows the cursor)"
-        if zoom != self.zoom:
+        if zoom != (self.zoom if self.zoom >= 0 else self.canvas.auto_zoom()):
             extra += f"  ·  (blob detail up to {DETAIL_MAX_OPS} ops)"
         if blobs:
             scope = common_scope(self.session.view(self.path).net)

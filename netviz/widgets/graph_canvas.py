@@ -30,8 +30,8 @@ from netviz import style as looks
 from netviz.messages import BlobSelected, OpSelected
 from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import BlobRef, NetPath, OpRef
-from netviz.widgets.graph_scene import (ZOOMS, Scene, SceneNode, bands_for, build_scene, fold_scroll, plan_view,
-                                        shape_text, window_of, wrap_scene)
+from netviz.widgets.graph_scene import (ZOOMS, Scene, SceneNode, bands_for, build_scene, default_zoom, fold_scroll,
+                                        plan_view, shape_text, window_of, wrap_scene)
 
 FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks.BACKWARD_OP.fill}
 S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
@@ -135,6 +135,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             self.refresh()
         self._layout(key, direction or "auto", self._pane(), *self._args)
 
+    def auto_zoom(self) -> int:
+        """The zoom the pane's size calls for (:func:`~netviz.widgets.graph_scene.default_zoom`)."""
+        return default_zoom(*self._pane())
+
     def _pane(self) -> tuple[int, int]:
         """The cells a drawing may take: the widget less a scrollbar's cell each way, so a drawing
         folded to the pane's height (or width) still fits once the other scrollbar appears."""
@@ -152,8 +156,14 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         """Flow "TB", "LR" or "auto"; takes effect at the next :meth:`show`."""
         self.direction = direction
 
+    class ZoomFits(Message):
+        """The pane's size now calls for another zoom than the one shown (:meth:`auto_zoom`): a screen
+        whose zoom follows the pane shows the graph again."""
+
     def on_resize(self) -> None:
         """Re-plan the shown view for the new size: other columns now, another direction in a worker."""
+        if self.key is not None and self.key[3] != self.auto_zoom():
+            self.post_message(self.ZoomFits())
         if self._base is not None:
             self._replan()
 

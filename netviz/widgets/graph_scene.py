@@ -299,6 +299,10 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
                          "style": "grad" if name.endswith("_grad") else "blob"}
         return blob_ids[key]
 
+    # NOTE: optimizer ops in their own colour, as the exports draw them (not red like gradient ops)
+    if n_forward < len(net.op):
+        from netviz.drawing import top_roles  # noqa: PLC0415 (only a backward view needs it)
+        roles = top_roles(net, n_forward)
     for i in ops:
         op, (ins, outs) = net.op[i], ssa_list[i]
         oid, bwd = f"o{i}", i >= n_forward
@@ -312,7 +316,8 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
         # NOTE: the map zoom keeps the op number whole and clips the type (a bare 8-letter type
         # said neither which op it was nor told two Conv boxes apart)
         label = f"{op.type} #{i}" if zoom < 3 else f"{_clip_right(op.type, 10)} #{i}"
-        style = "backward" if bwd else "control" if op.type in CONTROL_FLOW else category(op.type)
+        style = (("optimizer" if roles[i] == "optimizer" else "backward") if bwd
+                 else "control" if op.type in CONTROL_FLOW else category(op.type))
         meta[oid] = {"w": len(label) + (4 if op_h == 3 else 2), "h": op_h, "kind": "op", "label": label, "op": i,
                      "style": style}
         if op.type in CONTROL_FLOW and op_h == 3:  # NOTE: a line for what its run did (the canvas fills it)
@@ -496,6 +501,27 @@ def plan_view(extents: Mapping[str, tuple[int, int]], pane_w: int, pane_h: int,
         wrapped = {"TB": (k * (tw + g_tb) - g_tb, min(th, pane_h)), "LR": (min(lw, pane_w), j * (lh + g_lr) - g_lr)}
         direction = choose_direction(wrapped, pane_w, pane_h)
     return direction, band_length(direction, extents[direction], pane_w, pane_h)
+
+
+#: the default zoom shows at least this many op boxes around the cursor
+MIN_VIEW_OPS = 6
+#: cells across one folded band of a chain per zoom level (its widest boxes: a blob with its shape, a type)
+_BAND_W = (20, 18, 16, 12)
+
+
+def default_zoom(pane_w: int, pane_h: int) -> int:
+    """The most detailed zoom at which a pane of `pane_w`×`pane_h` cells shows :data:`MIN_VIEW_OPS` ops
+    of a chain folded into bands (estimated from box heights and spacing, no layout): a 160×48
+    terminal keeps the detail zoom, an 80×24 one (its graph pane about 26×18) starts at overview."""
+    if pane_w <= 0 or pane_h <= 0:
+        return 0
+    for z, (_, blobs, op_h) in enumerate(ZOOMS[:3]):
+        gap = SPACING["TB"][z][0]
+        rows = op_h + gap + ((2 + gap) if blobs else 0)
+        bands = max(1, (pane_w + WRAP_GAP["TB"]) // (_BAND_W[z] + WRAP_GAP["TB"]))
+        if (pane_h // rows) * bands >= MIN_VIEW_OPS:
+            return z
+    return 2
 
 
 def band_length(direction: str, size: tuple[int, int], pane_w: int, pane_h: int) -> int:

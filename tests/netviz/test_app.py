@@ -369,7 +369,7 @@ async def test_every_palette_command_runs(mlp_path, aid):
         await pilot.pause()
         checks = {"view.ssa": lambda: app.main.ssa, "graph.focus": lambda: app.main.focus_mode,
                   "graph.follow": lambda: not app.main.follow, "view.backward": lambda: app.session.show_backward,
-                  "graph.zoom-out": lambda: app.main.zoom == 1, "view.scopes": lambda: app.main.op_tree.group_scopes,
+                  "graph.zoom-out": lambda: app.main.zoom == app.main.canvas.auto_zoom() + 1, "view.scopes": lambda: app.main.op_tree.group_scopes,
                   "bp.toggle": lambda: bool(app.session.breakpoints), "help": lambda: isinstance(app.screen, HelpScreen),
                   "search": lambda: isinstance(app.screen, SearchScreen), "copy": lambda: app.clipboard == "fc1",
                   "bp.list": lambda: isinstance(app.screen, BreakpointsScreen),
