@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.debugger.descend import outer_names
 from engine.debugger.divergence import Trace
 from engine.errors import NetvizError
 from engine.model.opdef import create_operator, subnets_of
@@ -104,7 +105,7 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
         at, net = _subnet(trace, subnet)
         start, stop = parse_range(spec, len(net.op))
         ops, where = list(net.op[start:stop]), f"ops {start}:{stop} of op #{at}'s {subnet.partition('/')[2]}"
-    outer = _outer_names(trace.net.op[at]) if subnet is not None else {}
+    outer = outer_names(trace.net.op[at]) if subnet is not None else {}
     inputs = {n: v for n in needed_blobs(ops) if (v := trace.before(outer.get(n, n), at)) is not None}
     for n, v in inputs.items():
         if not _fillable(v):
@@ -129,17 +130,6 @@ def _fillable(v: Any) -> bool:
         return True
     a = np.asarray(v) if isinstance(v, (np.ndarray, np.generic, int, float, bool)) else None
     return a is not None and (a.dtype.kind != "O" or all(isinstance(x, (bytes, str)) for x in a.ravel()))
-
-
-def _outer_names(op: caffe2_pb2.OperatorDef) -> dict[str, str]:
-    """A Do op's inner blob name -> the parent blob it is bound to (``inner_blobs``/``outer_blobs_idx``)."""
-    if op.type != "Do":
-        return {}
-    a = {x.name: x for x in op.arg}
-    inner = [b.decode() for b in a["inner_blobs"].strings] if "inner_blobs" in a else []
-    idx = list(a["outer_blobs_idx"].ints) if "outer_blobs_idx" in a else []
-    outs = list(dict.fromkeys([*op.input, *op.output]))  # NOTE: indices run over inputs then new outputs
-    return {n: outs[i] for n, i in zip(inner, idx) if 0 <= i < len(outs)}
 
 
 def _run_alone(net: caffe2_pb2.NetDef, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
