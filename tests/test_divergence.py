@@ -204,3 +204,13 @@ def test_an_if_is_followed_into_the_branch_its_condition_chose(tmp_path: Path, c
     assert line.endswith("; in its then_net: op #0 Do 'Y': own error 0.00652; in its net: op #0 FC 'h_then': "
                          "own error 0.00652")
     assert doc["culprit"]["inside"][-1].startswith("net: op #0 FC 'h_then'")
+
+
+def test_a_gpu_side_runs_on_the_stand_in_device_without_a_gpu() -> None:
+    """The gpu side's plumbing (blobs moved to CUDA, A's values copied to B's device for the re-runs),
+    exercised on the NumPy stand-in behind CUDA device options: the same kernels, so no culprit."""
+    m = load_model(WHILE / "predict_net.pb")
+    with dev.use_fake_cuda():
+        d = diverge(Side(m), Side(m, device="gpu", label="B"))
+    assert d.culprit is None and all(r.own == 0 or r.note for r in d.rows)
+    assert dev.CUDA in set(d.traces[1].start_devices.values()) and dev.CUDA not in set(d.traces[0].start_devices.values())
