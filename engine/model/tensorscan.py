@@ -114,7 +114,7 @@ def _run_end(buf, pos: int, end: int, tag: int, stride: int, quick: bool = False
 
 
 _CHUNK = 1 << 16
-SAMPLED_TAGS = 256
+SAMPLED_TAGS = 64
 _SMALL_RUN = 1 << 12
 
 

@@ -10,7 +10,6 @@ net with references as the file's own bytes for them, never through Python numbe
 """
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import math
@@ -79,8 +78,20 @@ def reference_of(arg: caffe2_pb2.Argument) -> dict | None:
     """The reference `arg` carries instead of its values, or None."""
     for f in UnknownFieldSet(arg):
         if f.field_number == ts.REFERENCE_FIELD:
-            return json.loads(f.data)
+            return _decode_ref(f.data)
     return None
+
+
+def _encode_ref(path: str, size: int, mtime: int, field: str, count: int, pieces) -> bytes:
+    """A reference's bytes: NUL-separated text (a path holds no NUL), ~10x cheaper than JSON both ways."""
+    return "\0".join([path, str(size), str(mtime), field, str(count),
+                      *(f"{p.kind}:{p.start}:{p.end}" for p in pieces)]).encode("utf-8", "surrogateescape")
+
+
+def _decode_ref(data: bytes) -> dict:
+    path, size, mtime, field, count, *pieces = data.decode("utf-8", "surrogateescape").split("\0")
+    return {"path": path, "size": int(size), "mtime": int(mtime), "field": field, "count": int(count),
+            "pieces": [(k, int(b), int(e)) for k, b, e in (p.split(":") for p in pieces)]}
 
 
 def referenced_values(arg: caffe2_pb2.Argument) -> np.ndarray | None:
@@ -95,7 +106,7 @@ def referenced_values(arg: caffe2_pb2.Argument) -> np.ndarray | None:
         if f.field_number == ts.REFERENCE_FIELD:
             got = _arrays.get(f.data)
             if got is None:
-                ref = json.loads(f.data)
+                ref = _decode_ref(f.data)
                 buf = _mapping(ref["path"], ref["size"], ref["mtime"])
                 try:
                     got = _arrays[f.data] = pieces_array(buf, [ts.Piece(*p) for p in ref["pieces"]])
@@ -188,9 +199,7 @@ def load_binary_net(path: str | Path, min_bytes: int = ts.MIN_CUT_BYTES, parse=N
     if counted:
         _maps[(path, st.st_size, st.st_mtime_ns)] = buf
     for c, count in counted:
-        ref = {"path": path, "size": st.st_size, "mtime": st.st_mtime_ns, "field": c.field, "count": count,
-               "pieces": [[p.kind, p.start, p.end] for p in c.pieces]}
-        data = json.dumps(ref, separators=(",", ":")).encode()
+        data = _encode_ref(path, st.st_size, st.st_mtime_ns, c.field, count, c.pieces)
         net.op[c.op].arg[c.arg].MergeFromString(ts._REF_TAG + ts.encode_varint(len(data)) + data)
     return net
 
