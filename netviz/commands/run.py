@@ -258,8 +258,8 @@ def _run_net(args: argparse.Namespace) -> int:
         dumper.finish()
         print(f"dumped {len(dumper.index)} blob versions to {Path(args.dump)}/ (index.json)")
     note = None if stop.reason == "condition" else _nan_note(dbg.records)
-    if note:  # NOTE: before the summary, which stays the last line
-        print(note)
+    if note:  # NOTE: on stderr: stdout keeps the table and its summary line as they were
+        print(f"netviz: {note}", file=sys.stderr, flush=True)
     total = sum(r.wall_s for r in dbg.records)
     print(f"{len(dbg.records)} ops in {total * 1e3:.1f} ms; stopped: {stop.reason}")
     if stop.reason == "error":
