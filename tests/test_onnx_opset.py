@@ -49,5 +49,6 @@ def test_an_opset_onnx_runtime_cannot_load_is_refused():
     newer_onnx = types.SimpleNamespace(__version__="99.0", defs=types.SimpleNamespace(onnx_opset_version=lambda: 500))
     with pytest.raises(OnnxExportError) as e:
         check_opset(newer_onnx, 400, 13)
-    assert str(e.value) == f"--opset 400: the installed ONNX Runtime {ort.__version__} cannot load a model of this opset"
+    assert str(e.value) == (f"--opset 400: the installed ONNX Runtime {ort.__version__} cannot load a model of "
+                            "this opset")
     check_opset(newer_onnx, 17, 13)  # NOTE: the runtime loads opset 17: no error
