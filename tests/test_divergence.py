@@ -81,7 +81,8 @@ def test_the_culprit_is_named_where_later_ops_inherit_a_larger_difference(tmp_pa
         inits.append(save_net(init, tmp_path / f"init_{k}.pb"))
     np.save(tmp_path / "x.npy", x)
     path = save_net(net, tmp_path / "predict_net.pb")
-    rc, line, doc = _culprit(capsys, path, "--init-a", inits[0], "--init-b", inits[1], "--input", f"X={tmp_path / 'x.npy'}")
+    rc, line, doc = _culprit(capsys, path, "--init-a", inits[0], "--init-b", inits[1],
+                             "--input", f"X={tmp_path / 'x.npy'}")
     fc, scale, _ = doc["ops"]
     assert rc == 1 and line.startswith("culprit: op #0 FC 'h': own error 0.000")
     assert scale["out"] == pytest.approx(100 * fc["out"], rel=1e-3) and scale["own"] == 0
@@ -161,8 +162,9 @@ def test_an_op_only_in_b_is_listed_and_the_others_match_by_ssa_name(tmp_path: Pa
     assert main(["diff", str(a), str(b), "--run", "--all", *feeds]) == 1  # outputs apart: not "the same"
     out = capsys.readouterr().out
     assert "1 ops of B match no op of A: #1" in out
-    assert out.strip().splitlines()[-1] == ("no culprit: no op's own error exceeds 0.0001; 1 ops' outputs differ by "
-                                            "more (side B's ops #1 match no op of A: look there first), first op #1 Relu")
+    assert out.strip().splitlines()[-1] == (
+        "no culprit: no op's own error exceeds 0.0001; 1 ops' outputs differ by more (side B's ops #1 match no op "
+        "of A: look there first), first op #1 Relu")
     relu_row = next(ln.split() for ln in out.splitlines() if ln.split()[:2] == ["#1", "Relu"])
     assert relu_row[3] != "0" and relu_row[4] == "0"  # out differs, own is 0
 
@@ -213,4 +215,5 @@ def test_a_gpu_side_runs_on_the_stand_in_device_without_a_gpu() -> None:
     with dev.use_fake_cuda():
         d = diverge(Side(m), Side(m, device="gpu", label="B"))
     assert d.culprit is None and all(r.own == 0 or r.note for r in d.rows)
-    assert dev.CUDA in set(d.traces[1].start_devices.values()) and dev.CUDA not in set(d.traces[0].start_devices.values())
+    on_b, on_a = (set(t.start_devices.values()) for t in reversed(d.traces))
+    assert dev.CUDA in on_b and dev.CUDA not in on_a

@@ -63,7 +63,8 @@ def test_every_dtype_fills_back_in_real_caffe2(tmp_path: Path) -> None:
     """Packed floats and packed varints (negative ints too) parse in Caffe2's C++ protobuf."""
     if not CAFFE2.is_file():
         pytest.skip("no .venv-caffe2 (real Caffe2) here")
-    vals = {"i32": np.array([[-3, 5, 70000]], np.int32), "i64": np.array([-2**40, 7]), "i16": np.array([-5, 300], np.int16),
+    vals = {"i32": np.array([[-3, 5, 70000]], np.int32), "i64": np.array([-2**40, 7]),
+            "i16": np.array([-5, 300], np.int16),
             "b": np.array([True, False]), "f": np.array([1.5, -2.25], np.float32), "u8": np.array([1, 255], np.uint8),
             "e": np.zeros((0, 3), np.float32)}
     (tmp_path / "init.pb").write_bytes(init_net_bytes("t", vals))

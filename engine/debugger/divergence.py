@@ -133,7 +133,8 @@ class Divergence:
         """``culprit: op #N Type 'name': own error E (inherited I)``, or what was found instead."""
         c = self.culprit
         if c is not None:
-            return (f"culprit: op #{c.index} {c.op_type} '{c.name}': own error {c.own:.3g} (inherited {c.inherited:.3g})"
+            return (f"culprit: op #{c.index} {c.op_type} '{c.name}': own error {c.own:.3g} "
+                    f"(inherited {c.inherited:.3g})"
                     + "".join(f"; in its {step}" for step in self.inside))
         over = [r for r in self.rows if r.out > self.tol]
         if over:

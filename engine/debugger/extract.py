@@ -13,6 +13,7 @@ those the range makes from them.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,7 +115,7 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
             raise NetvizError(f"{where}: blob '{n}' is a {type(v).__name__} (state an op saved for a later one), "
                               f"not a value an init net can fill; {start_at}")
     made = list(dict.fromkeys(o for op in ops for o in op.output))
-    name = f"{trace.net.name or 'net'}_{where.replace(' ', '_').replace(':', '_').replace('#', '').replace(chr(39), '')}"
+    name = f"{trace.net.name or 'net'}_{re.sub(r'[^0-9A-Za-z_]+', '_', where).strip('_')}"
     predict = caffe2_pb2.NetDef(name=name, op=ops, external_input=list(inputs), external_output=made)
     if subnet is None:
         expected = {o: v for o in made if isinstance(v := _array(trace.before(o, stop)), np.ndarray)}
@@ -176,7 +177,8 @@ def fill_op_bytes(name: str, value: Any) -> bytes:
     if isinstance(value, Int8Tensor):  # NOTE: uint8 data as one string; an int32 bias as packed ints
         wide = value.data.dtype != np.uint8
         op = create_operator("Int8GivenIntTensorFill" if wide else "Int8GivenTensorFill", [], [name],
-                             shape=list(value.data.shape), Y_scale=float(value.scale), Y_zero_point=int(value.zero_point))
+                             shape=list(value.data.shape), Y_scale=float(value.scale),
+                             Y_zero_point=int(value.zero_point))
         return op.SerializeToString() + (_values_arg(6, value.data.astype(np.int64)) if wide
                                          else _bytes_arg(value.data, one_string=True))
     a = np.asarray(value)
@@ -203,7 +205,8 @@ def _bytes_arg(a: np.ndarray, one_string: bool = False) -> bytes:
     """The serialized ``arg`` field ``values`` holding `a`'s bytes: as ``s`` (Int8GivenTensorFill reads one
     string) or as the one item of ``strings`` (GivenTensorByteStringToUInt8Fill reads a list of one)."""
     data = np.ascontiguousarray(a).tobytes()
-    arg = caffe2_pb2.Argument(name="values", s=data) if one_string else caffe2_pb2.Argument(name="values", strings=[data])
+    arg = caffe2_pb2.Argument(name="values", s=data) if one_string else \
+        caffe2_pb2.Argument(name="values", strings=[data])
     return _field(5, arg.SerializeToString())
 
 
