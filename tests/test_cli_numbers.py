@@ -63,3 +63,15 @@ def test_int8_mask_rcnn_with_no_boxes_runs_to_the_end(zoo: Path, tmp_path: Path)
              "--input", f"im_info={tmp_path / 'im_info.npy'}")
     assert p.returncode == 0, p.stderr
     assert "roi_features[0, 6, 6, 16]" in p.stdout and p.stdout.splitlines()[-1].endswith("stopped: end")
+
+
+def test_check_grad_keeps_numpy_warnings_off_stderr(tmp_path: Path):
+    """A loss through Log of a negative input: NumPy warned on stderr with its paths; the FAIL row says it."""
+    (tmp_path / "log.pbtxt").write_text('name: "lognet"\nop { input: "X" output: "L" type: "Log" }\n'
+                                        'op { input: "L" output: "S" type: "SumElements" }\n'
+                                        'external_input: "X"\nexternal_output: "S"\n')
+    np.save(tmp_path / "x.npy", np.array([[-1.0, 0.5, 2.0]], np.float32))
+    p = subprocess.run([sys.executable, "-m", "netviz", "check-grad", str(tmp_path / "log.pbtxt"), "--loss", "S",
+                        "--input", f"X={tmp_path / 'x.npy'}"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "FAIL" in p.stdout
+    assert "RuntimeWarning" not in p.stderr and "site-packages" not in p.stderr
