@@ -145,10 +145,10 @@ class Divergence:
         return f"no culprit: all {len(self.rows)} ops within tolerance {self.tol:g}"
 
     def to_json(self) -> dict[str, Any]:
-        nan = lambda x: None if x != x else x  # noqa: E731 - JSON has no NaN
+        nan = lambda x: None if x != x else "inf" if x == float("inf") else x  # noqa: E731 - JSON has no NaN, no inf
         c = self.culprit
         return {"tol": self.tol, "culprit": None if c is None else {"op": c.index, "type": c.op_type, "name": c.name,
-                                                                     "own": c.own, "inherited": c.inherited,
+                                                                     "own": nan(c.own), "inherited": nan(c.inherited),
                                                                      "inside": list(self.inside)},
                 "summary": self.culprit_line(), "detail": self.culprit_detail(), "only_in_b": list(self.only_b),
                 "nonfinite": list(self.nonfinite),
@@ -231,7 +231,7 @@ def record_ops(trace: Trace, ws: Workspace, rng: np.random.Generator) -> None:
     """Run the trace's net op by op in `ws` (in the side's setting), keeping each op's outputs and the
     random source before it.  Raises ExecutionError naming the side when an op fails."""
     net = trace.net
-    with trace.side.setting(), executor.random_source(rng), blocking.single_threaded():
+    with trace.side.setting(), executor.random_source(rng), blocking.single_threaded(), _quiet():
         for i, op in enumerate(net.op):
             trace.rng_states.append(rng.bit_generator.state)  # NOTE: a re-run draws what this run drew
             try:
@@ -241,6 +241,12 @@ def record_ops(trace: Trace, ws: Workspace, rng: np.random.Generator) -> None:
             trace.outputs.append({o: _host_copy(ws.values[o]) for o in op.output if o in ws.values})
             for o in op.output:
                 trace.writes.setdefault(o, []).append(i)
+
+
+def _quiet() -> Any:
+    """NumPy's float warnings off while ops run: a Log of -1 is a NaN in the values compared, not a
+    RuntimeWarning with a source path on stderr."""
+    return np.errstate(all="ignore")
 
 
 def match_ops(a: caffe2_pb2.NetDef, b: caffe2_pb2.NetDef) -> list[int | None]:
@@ -342,7 +348,7 @@ def _rerun(b: Trace, op: caffe2_pb2.OperatorDef, j: int, state: Mapping[str, Any
     rng = np.random.default_rng()
     if j < len(b.rng_states):
         rng.bit_generator.state = b.rng_states[j]
-    with b.side.setting(), executor.random_source(rng), blocking.single_threaded():
+    with b.side.setting(), executor.random_source(rng), blocking.single_threaded(), _quiet():
         try:
             executor.run_op(op, ws, device=b.bind_device, index=j, net_name=b.net.name)
         except ExecutionError as e:
