@@ -70,6 +70,8 @@ class Trace:
     writes: dict[str, list[int]] = field(default_factory=dict)
     #: the run's random source before each op (a random op re-run alone draws the same numbers)
     rng_states: list[dict[str, Any]] = field(default_factory=list)
+    #: parameters the run made up (seeded random values: no init net made them)
+    synthesized: tuple[str, ...] = ()
 
     def made_before(self, name: str, i: int) -> bool:
         """Whether an op before op `i` wrote `name` (a parameter or a feed is part of the setting)."""
@@ -222,7 +224,7 @@ def run_side(side: Side, feeds: Mapping[str, Any] | None = None, *, loss: str | 
             dbg.backward()
         net, ws = dbg._program(), dbg.ws
         trace = Trace(side, net, {k: _host_copy(v) if side.device == "cpu" else v for k, v in ws.values.items()},
-                      dict(ws.devices), [], dbg._bind_device)
+                      dict(ws.devices), [], dbg._bind_device, synthesized=tuple(dbg.synthesized))
         record_ops(trace, ws, dbg._rng)
     return trace
 

@@ -52,8 +52,9 @@ def run_localizer(args: argparse.Namespace) -> int:
         print()
         return 1 if d.differs else 0
     print(f"{_describe(a)}\n{_describe(b)}")
-    if synth:
-        print("note: parameters no init net makes are seeded random values (the same on both sides)")
+    made = sorted({n for t in d.traces for n in t.synthesized})
+    if made:
+        print(f"note: {len(made)} parameters no init net makes are seeded random values (the same on both sides)")
     lines = table(d, only_over=not args.all)
     shown = lines if args.all else lines[: max(args.top, 0) + 1]
     print("\n".join(shown))
