@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "lint": ("lint", "list the ops where Caffe2 1.10.2 computes other values or refuses (docs/fidelity.md)"),
     "diff": ("diff", "compare two runs of a net op by op and name the culprit op; or cpu and gpu; or two nets"),
     "extract": ("extract", "cut ops N:M out of a net with the values they read: a repro Caffe2 runs"),
+    "query": ("query", "ask a recorded run (run --record) where a condition holds, or a blob's history"),
     "doctor": ("doctor", "versions of netviz's parts, optional parts found or how to install them, its files"),
 }
 
@@ -75,6 +76,8 @@ def command_module(name: str) -> ModuleType:
         from netviz.commands import diff as mod
     elif name == "extract":
         from netviz.commands import extract as mod
+    elif name == "query":
+        from netviz.commands import query as mod
     elif name == "doctor":
         from netviz.commands import doctor as mod
     else:

@@ -6,11 +6,14 @@ Grammar::
     term     := factor ("and" factor)*
     factor   := "not" factor | "(" expr ")" | nan_test | operand CMP operand
     nan_test := "has_inf_or_nan" [ "(" [ BLOB | "any" ] [ "," "exclude" "=" STRING ] ")" ]
-    operand  := NUMBER | "step" | STAT "(" BLOB ")" | BLOB
+    operand  := atom (("*" | "/") atom)*
+    atom     := NUMBER | "step" | STAT "(" BLOB ")" | BLOB
     STAT     := max_abs | min | max | mean | std | sum | norm | nan_count | inf_count | zero_count | size
     CMP      := > | >= | < | <= | == | !=
 
 Examples: ``loss > 10``, ``max_abs(x) > 1e3``, ``has_inf_or_nan(any)``, ``step >= 3``,
+``norm(fc_w_grad) / norm(fc_w) > 0.1`` (``*`` and ``/`` need a space or a parenthesis before them:
+blob names may hold ``/``),
 ``has_inf_or_nan(exclude="^label")``, ``mean(gpu_0/conv1) < 0 and not has_inf_or_nan``.
 
 What a condition sees (:class:`Env`): the blobs the op just wrote, the whole workspace, and
@@ -58,7 +61,7 @@ FUNCTIONS = ("has_inf_or_nan", *STATS)
 KEYWORDS = frozenset({"and", "or", "not", "step", "any", "exclude"})
 EXAMPLES = ("loss > 10", "max_abs(x) > 1e3", "has_inf_or_nan(any)", "step >= 3")
 _TOKEN = re.compile(r'\s*(?:(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf\b|nan\b)'
-                    r"|(?P<str>\"[^\"]*\"|'[^']*')|(?P<op>>=|<=|==|!=|[<>()=,])"
+                    r"|(?P<str>\"[^\"]*\"|'[^']*')|(?P<op>>=|<=|==|!=|[<>()=,*/])"
                     r"|(?P<word>[A-Za-z_][\w/.:\-]*))")
 
 
@@ -91,9 +94,14 @@ class Condition:
     fn: Callable[[Env], bool]
     blobs: frozenset[str] = field(default_factory=frozenset)
     every_op: bool = False   # reads `step` or "any written blob": re-checked after every op
+    shown: Callable[[Env], Any] | None = None  # the first compared value (what a query prints)
 
     def __call__(self, written: Mapping[str, Any], values: Mapping[str, Any] | None = None, step: int = 0) -> bool:
         return bool(self.fn(Env(written, written if values is None else values, step)))
+
+    def value(self, written: Mapping[str, Any], values: Mapping[str, Any] | None = None, step: int = 0) -> Any:
+        """The value the condition compares first (``max_abs(x)`` of ``max_abs(x) > 1e3``); None without one."""
+        return None if self.shown is None else self.shown(Env(written, written if values is None else values, step))
 
     def triggered_by(self, written: Mapping[str, Any]) -> bool:
         """Whether an op that wrote `written` can have changed the condition's answer."""
@@ -123,6 +131,7 @@ class _Parser:
         self.text, self.pos = text, 0
         self.blobs: set[str] = set()
         self.every_op = False
+        self.shown: Operand | None = None
 
     def error(self, what: str) -> ConditionError:
         return ConditionError(f"condition {self.text!r}: {what} at column {self.pos + 1} "
@@ -226,6 +235,21 @@ class _Parser:
         return lambda e: (v := e.lookup(blob)) is not None and has_inf_or_nan({blob: v})
 
     def operand(self) -> Operand:
+        left = self.atom()
+        while self.peek() in (("op", "*"), ("op", "/")):
+            arith = np.multiply if self.take()[1] == "*" else np.divide
+            right = self.atom()
+
+            def combined(e: Env, a: Operand = left, b: Operand = right, f: Any = arith) -> Any:
+                x, y = a(e), b(e)
+                if x is None or y is None:
+                    return None
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return f(x, y)
+            left = combined
+        return left
+
+    def atom(self) -> Operand:
         kind, text = self.take()
         if kind == "num":
             value = float(text)
@@ -258,6 +282,8 @@ class _Parser:
 
     def compare(self) -> Callable[[Env], bool]:
         left = self.operand()
+        if self.shown is None:
+            self.shown = left
         tok = self.peek()
         if tok is None or tok[0] != "op" or tok[1] not in COMPARE:
             raise self.error(f"expected one of {' '.join(COMPARE)} after the value")
@@ -293,4 +319,4 @@ def parse_condition(text: str) -> Condition:
     """
     p = _Parser(text.strip())
     fn = p.parse()
-    return Condition(text.strip(), fn, frozenset(p.blobs), p.every_op)
+    return Condition(text.strip(), fn, frozenset(p.blobs), p.every_op, p.shown)

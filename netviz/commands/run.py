@@ -29,6 +29,7 @@ from engine.debugger.records import VersionFinal
 from engine.errors import NetvizError
 from engine.model.modelio import load_model
 from netviz.commands import add_model_arguments, missing_blob_hint
+from netviz.commands.record import finish_recording, recorder_for
 
 
 def add_input_argument(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     add_session_arguments(parser)
     parser.add_argument("--dump", metavar="DIR", help="write every SSA version of every blob as .npy + index.json")
+    parser.add_argument("--record", metavar="FILE.nvrec", help="record the run to one file: nets, every blob version, "
+                        "op times (read it with `netviz query`)")
     parser.add_argument("--break-on-nan", action="store_true", help="stop at the first op producing NaN/Inf (exit 1)")
 
 
@@ -150,6 +153,7 @@ def _run_plan(args: argparse.Namespace) -> int:
 
     ignored = [flag for flag, given in (("--init", args.init), ("--input", args.input), ("--loss", args.loss),
                                         ("--random-params", args.random_params), ("--dump", args.dump),
+                                        ("--record", getattr(args, "record", None)),
                                         ("--device " + args.device, args.device != "cpu")) if given]
     if ignored:  # NOTE: a plan runs its own nets as written; silently dropping these would mislead
         raise NetvizError(f"{args.path}: a PlanDef runs its own nets as written: {', '.join(ignored)} "
@@ -241,9 +245,12 @@ def _run_net(args: argparse.Namespace) -> int:
     dumper = _Dumper(Path(args.dump), dbg) if args.dump else None
     if dumper:
         dbg.listeners.append(dumper)
+    recorder = recorder_for(args, dbg)
     if args.loss:
         dbg.backward()
     stop = dbg.continue_()
+    if recorder:
+        finish_recording(recorder, stop)
     if stop.reason == "error":  # NOTE: the one useful line first; an empty table and "0 ops" said nothing
         message = stop.detail + missing_blob_hint(stop.detail, dbg.model, dbg.synthesize, dbg.missing_inputs())
         if dbg.synthesized and not _MISSING.search(stop.detail) and _blames_params(dbg):  # NOTE: widths are guesses

@@ -1,0 +1,285 @@
+"""Moving through a recording both ways, and asking it questions: cursor, breakpoints, query, history.
+
+A recording (:class:`engine.debugger.recorded.Recording`) holds every op run in program order, so
+going back costs what going forward does: the :class:`Cursor` is an index into its stops, not an
+undo log.  Breakpoints are the live debugger's (:class:`engine.debugger.records.Breakpoint`, the
+condition language of :mod:`engine.debugger.conditions`) and mean the same here: a location
+breakpoint stops *before* its op, a condition breakpoint *after* the op whose writes make it true.
+
+:func:`query` runs a condition over every op run and lists where it holds; :func:`history` gives a
+blob's per-iteration statistics (While iterations, RNN timesteps, repeated runs), from a recording
+or live (:class:`LiveHistory`, a debugger listener).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.debugger.conditions import Condition, parse_condition
+from engine.debugger.recorded import Recording, Stop
+from engine.debugger.records import Breakpoint, OpExecuted, Stopped
+from engine.errors import NetvizError
+
+
+class CursorError(NetvizError):
+    """A move a recording's cursor cannot make."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """Where a breakpoint stopped the cursor: the position, the stop that made it, which breakpoint."""
+
+    pos: int
+    stop: Stop
+    breakpoint: Breakpoint
+
+
+class Cursor:
+    """A position in a recording: ``pos`` ops have run, the pc is at ``stops[pos]`` (== len: the end).
+
+    Every move goes both ways and any distance; stepping one op at a time enters finished subnets,
+    iterations and timesteps (each of their ops is a stop), and :meth:`step_over` passes them whole.
+    """
+
+    def __init__(self, rec: Recording, pos: int = 0) -> None:
+        self.rec, self.pos = rec, 0
+        self.breakpoints: dict[int, Breakpoint] = {}
+        self._next_id = 1
+        self.goto(pos)
+
+    @property
+    def stop(self) -> Stop | None:
+        """The op the pc is at (None at the end)."""
+        return self.rec.stops[self.pos] if self.pos < len(self.rec.stops) else None
+
+    @property
+    def last(self) -> Stop | None:
+        """The op that ran last (None at the start)."""
+        return self.rec.stops[self.pos - 1] if self.pos else None
+
+    def goto(self, pos: int) -> int:
+        if not 0 <= pos <= len(self.rec.stops):
+            raise CursorError(f"{self.rec.path}: no stop #{pos} (0..{len(self.rec.stops)})")
+        self.pos = pos
+        return pos
+
+    def step(self, n: int = 1) -> int:
+        """Move `n` ops (negative: back), clamped to the start and the end."""
+        return self.goto(min(max(self.pos + n, 0), len(self.rec.stops)))
+
+    def step_over(self, back: bool = False) -> int:
+        """Move to the next (previous) op at the pc's depth or above: a control op's subnet runs pass whole."""
+        stops, here = self.rec.stops, self.stop or self.last
+        if here is None:
+            return self.pos
+        depth = len(here.path)
+        if back:
+            k = next((k for k in range(self.pos - 1, -1, -1) if len(stops[k].path) <= depth), 0)
+            return self.goto(k)
+        k = next((k for k in range(self.pos + 1, len(stops)) if len(stops[k].path) <= depth), len(stops))
+        return self.goto(k)
+
+    def add_breakpoint(self, kind: str, spec: Any = None, condition: str | None = None) -> Breakpoint:
+        """A breakpoint as :meth:`engine.debugger.Debugger.add_breakpoint` takes it (path, type, name, condition)."""
+        if kind not in ("path", "type", "name", "condition"):
+            raise CursorError(f"breakpoint kind must be path, type, name or condition, not {kind!r}")
+        cond = parse_condition(condition) if condition else None
+        if kind == "condition" and cond is None:
+            raise CursorError("a condition breakpoint needs a condition")
+        bp = Breakpoint(self._next_id, kind, tuple(spec) if kind == "path" else spec, cond,
+                        _regex=re.compile(str(spec)) if kind == "name" else None)
+        self.breakpoints[bp.id] = bp
+        self._next_id += 1
+        return bp
+
+    def _hit_at(self, pos: int) -> Hit | None:
+        """A breakpoint stopping the cursor at `pos`: before op `pos` (location) or after op `pos - 1` (condition)."""
+        stops = self.rec.stops
+        for bp in self.breakpoints.values():
+            if not bp.enabled:
+                continue
+            if bp.kind == "condition":
+                if pos and bp.condition is not None and holds(self.rec, stops[pos - 1], bp.condition):
+                    return Hit(pos, stops[pos - 1], bp)
+            elif pos < len(stops) and _at(bp, stops[pos]) and (
+                    bp.condition is None or bp.condition({}, self.rec.state(pos - 1), pos)):
+                return Hit(pos, stops[pos], bp)
+        return None
+
+    def continue_(self) -> Hit | None:
+        """Move forward to the next breakpoint hit (None: to the end)."""
+        return self._scan(range(self.pos + 1, len(self.rec.stops) + 1), len(self.rec.stops))
+
+    def reverse_continue(self) -> Hit | None:
+        """Move back to the previous breakpoint hit (None: to the start)."""
+        return self._scan(range(self.pos - 1, -1, -1), 0)
+
+    def _scan(self, positions: range, end: int) -> Hit | None:
+        for pos in positions:
+            hit = self._hit_at(pos)
+            if hit is not None:
+                hit.breakpoint.hits += 1
+                self.goto(pos)
+                return hit
+        self.goto(end)
+        return None
+
+
+def _at(bp: Breakpoint, stop: Stop) -> bool:
+    if bp.kind == "path":
+        return tuple(bp.spec) == stop.path
+    if bp.kind == "type":
+        return bp.spec == stop.op_type
+    return bp._regex is not None and any(bp._regex.search(o.name) for o in stop.outputs)
+
+
+def holds(rec: Recording, stop: Stop, cond: Condition) -> bool:
+    """Whether `cond` holds right after `stop` ran (its writes, the workspace then, its op count)."""
+    names = {o.name: None for o in stop.outputs}
+    if not cond.triggered_by(names):
+        return False
+    return cond(_Written(rec, stop), rec.state(stop.seq), stop.seq + 1)
+
+
+class _Written(dict):
+    """The blobs a stop wrote, each read when a condition first looks at it."""
+
+    def __init__(self, rec: Recording, stop: Stop) -> None:
+        super().__init__()
+        self.rec, self.outs = rec, {o.name: o for o in stop.outputs if o.key in rec.members}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.outs
+
+    def __getitem__(self, name: str) -> Any:
+        if not dict.__contains__(self, name):
+            o = self.outs[name]
+            dict.__setitem__(self, name, self.rec.value(o.name, o.version))
+        return dict.__getitem__(self, name)
+
+    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+        return ((n, self[n]) for n in self.outs)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.outs)
+
+    def __len__(self) -> int:
+        return len(self.outs)
+
+
+# ---- query ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One place where a query's condition holds."""
+
+    seq: int
+    place: str
+    blobs: tuple[str, ...]     # blob@version the condition read (or the op wrote, for has_inf_or_nan)
+    iteration: str
+    value: Any                 # the value the condition compared first (None for has_inf_or_nan)
+
+    def as_json(self) -> dict[str, Any]:
+        v = self.value
+        return {"op": self.seq, "place": self.place, "blobs": list(self.blobs), "iteration": self.iteration,
+                "value": v.tolist() if hasattr(v, "tolist") else v}
+
+
+def query(rec: Recording, expr: str) -> list[Row]:
+    """Every op run after which condition `expr` holds, in program order.
+
+    Raises
+    ------
+    ConditionError
+        `expr` does not parse (one line with the column and examples).
+    """
+    cond = parse_condition(expr)
+    rows = []
+    for stop in rec.stops:
+        if holds(rec, stop, cond):
+            state = rec.state(stop.seq)
+            if cond.blobs:
+                blobs = tuple(f"{b}@{state.version(b)}" for b in sorted(cond.blobs) if state.version(b) is not None)
+            else:
+                blobs = tuple(o.key for o in stop.outputs)
+            value = cond.value(_Written(rec, stop), state, stop.seq + 1)
+            rows.append(Row(stop.seq, rec.place(stop), blobs, stop.iteration, value))
+    return rows
+
+
+# ---- iteration history ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class IterationStat:
+    """Statistics of one version of a blob: where it was written and its min, max, mean and L2 norm."""
+
+    seq: int
+    iteration: str      # "iteration 2", "timestep 0", "run 1"; "" in the main net
+    version: int
+    min: float
+    max: float
+    mean: float
+    norm: float
+
+
+def stats_of(seq: int, iteration: str, version: int, value: Any) -> IterationStat | None:
+    """One :class:`IterationStat` (None for an empty or non-numeric value)."""
+    a = np.asarray(value)
+    if a.dtype.kind not in "fiub" or a.size == 0:
+        return None
+    f = a.astype(np.float64, copy=False)
+    return IterationStat(seq, iteration, version, float(f.min()), float(f.max()), float(f.mean()),
+                         float(np.sqrt(np.square(f).sum())))
+
+
+def history(rec: Recording, blob: str) -> list[IterationStat]:
+    """Every recorded version of `blob` written by an op, in program order, with its statistics."""
+    out = []
+    for stop in rec.stops:
+        for o in stop.outputs:
+            if o.name == blob and o.key in rec.members:
+                s = stats_of(stop.seq, stop.iteration, o.version, rec.value(o.name, o.version))
+                if s is not None:
+                    out.append(s)
+    return out
+
+
+def first_iteration_where(rec: Recording, expr: str) -> Stop | None:
+    """The first op run inside a loop iteration or timestep after which `expr` holds (None: never)."""
+    cond = parse_condition(expr)
+    return next((s for s in rec.stops if s.iteration and holds(rec, s, cond)), None)
+
+
+class LiveHistory:
+    """A debugger listener keeping `blob`'s per-version statistics as it runs, across restarts.
+
+    Each :meth:`Debugger.restart` (a training net run again with ``c``) starts ``run N+1``; inside a
+    loop the label is the iteration's.  Attach with ``dbg.listeners.append(h)``."""
+
+    def __init__(self, dbg: Any, blob: str) -> None:
+        self.dbg, self.blob, self.run, self.stats = dbg, blob, 1, []
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, Stopped) and event.detail == "restarted":
+            self.run += 1
+        elif isinstance(event, OpExecuted) and any(o.name == self.blob for o in event.record.outputs):
+            r = event.record
+            label = next((f for f in reversed(r.frames) if f[-1:].isdigit()), "") or f"run {self.run}"
+            from engine.runtime.device import to_host  # noqa: PLC0415
+            s = stats_of(r.seq, label, self.dbg.versions.get(self.blob, 0), to_host(self.dbg.value(self.blob)))
+            if s is not None:
+                self.stats.append(s)
+
+
+def run_to_first_iteration(dbg: Any, expr: str) -> Stopped:
+    """Live: continue `dbg` to the first op inside a loop iteration or timestep after which `expr` holds."""
+    bp = dbg.add_breakpoint("condition", condition=expr)
+    try:
+        while True:
+            stop = dbg.continue_()
+            if stop.reason != "condition" or any(f[-1:].isdigit() for f in dbg.records[-1].frames):
+                return stop
+    finally:
+        dbg.remove(bp.id)
