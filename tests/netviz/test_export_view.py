@@ -119,3 +119,23 @@ def test_view_of_a_subnet_and_of_a_net_holding_one(tmp_path):
     assert set(_ops(tmp_path / "main.dot")) == {4, 5}
     assert [g.name for g in drawn.subgraphs() if g.name.startswith("cluster")]  # the While's loop_net/cond_net
     assert any(n.startswith("op5:loop_net/") for n in drawn.nodes())
+
+
+def test_current_view_svg_is_folded_not_one_tall_column(tmp_path):
+    """The view export of a 200-op window is laid out as the CLI's: pieces side by side (it was one tall
+    diagonal column, 25x taller than wide), every op of the window drawn."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    from netviz.view_export import ViewSpec
+
+    s = Session.open(write(tmp_path, "chain", chain(N)))
+    window = window_of(N, 500)
+    out = tmp_path / "view.svg"
+    s.export_view(ViewSpec((), "view", ops=frozenset(window), pc=500), str(out))
+    head = out.read_text()[:2000]
+    w, h = (float(re.search(rf'{k}="([\d.]+)pt"', head).group(1)) for k in ("width", "height"))
+    assert max(w, h) / min(w, h) <= 3, (w, h)
+    svg = "{http://www.w3.org/2000/svg}"
+    titles = {g.findtext(f"{svg}title") for g in ET.parse(out).getroot().iter(f"{svg}g") if g.get("class") == "node"}
+    assert {f"op{i}" for i in window} <= titles
