@@ -216,7 +216,7 @@ class IterationStat:
     """Statistics of one version of a blob: where it was written and its min, max, mean and L2 norm."""
 
     seq: int
-    iteration: str      # "iteration 2", "timestep 0", "run 1"; "" in the main net
+    iteration: str      # "iteration 2", "timestep 0"; "run N" in the main net
     version: int
     min: float
     max: float
@@ -235,12 +235,13 @@ def stats_of(seq: int, iteration: str, version: int, value: Any) -> IterationSta
 
 
 def history(rec: Recording, blob: str) -> list[IterationStat]:
-    """Every recorded version of `blob` written by an op, in program order, with its statistics."""
+    """Every recorded version of `blob` written by an op, in program order, with its statistics; a version
+    written in the main net is labelled ``run 1`` (a recording holds one run), as :class:`LiveHistory` does."""
     out = []
     for stop in rec.stops:
         for o in stop.outputs:
             if o.name == blob and o.key in rec.members:
-                s = stats_of(stop.seq, stop.iteration, o.version, rec.value(o.name, o.version))
+                s = stats_of(stop.seq, stop.iteration or "run 1", o.version, rec.value(o.name, o.version))
                 if s is not None:
                     out.append(s)
     return out
