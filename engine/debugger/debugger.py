@@ -148,6 +148,10 @@ class Debugger(Machine):
         the program ends, an op fails, (with `on_nan`) an op writes NaN/Inf, or :meth:`cancel`
         is called.  A cancel that came before the move started (a UI's Escape racing the
         start of the worker) is honoured: :meth:`cancel` sets a flag that only a finished move clears."""
+        starts = self._move_starts  # NOTE: what u reverses (Machine._replay_units); the last few are ever read
+        starts.append((self._pushed, self.pc.path))
+        if len(starts) > 512:
+            del starts[:-256]
         try:
             self._hand_over_norms()
             # NOTE: one random source and one single-threaded block around the whole move, not per op

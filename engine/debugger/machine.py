@@ -74,6 +74,7 @@ class _Undo:
     nrec: int = 0                    # records before this unit ran
     states: list[tuple[Any, Any]] = field(default_factory=list)  # (object, snapshot) of stateful blobs
     rng: Any = None                  # an enter's: the random source's state, so a replay draws the same numbers
+    serial: int = 0                  # units pushed before it and it (a move's start is the serial then)
 
 
 def _nbytes(v: Any) -> int:
@@ -171,6 +172,8 @@ class Machine:
         self._linked: dict[str, tuple[OpPath, int, int]] = {}
         self.error: str | None = None
         self._undo: list[_Undo] = []
+        self._move_starts: list[tuple[int, OpPath]] = []  # (units pushed then, pc path) at each move's start
+        self._pushed = 0
         self._undo_bytes = 0
         self.undo_truncated = False
 
@@ -522,6 +525,8 @@ class Machine:
     # ---- undo -------------------------------------------------------------------------
     def _push_undo(self, u: _Undo) -> None:
         u.nbytes, u.nrec = sum(_nbytes(w[2]) for w in u.writes), len(self.records)
+        self._pushed += 1
+        u.serial = self._pushed
         self._undo.append(u)
         self._undo_bytes += u.nbytes
         while self._undo_bytes > self.budget and len(self._undo) > 1:
@@ -555,7 +560,7 @@ class Machine:
             self._restore(u)
             u.frame.pc = u.pc
         else:
-            replay = self._replay_units()
+            replay, floor = self._replay_units()
             u = self._undo.pop()
             owner, op_index = u.frame, u.pc  # the control-flow op this unit belongs to
             while not (u.kind == "enter" and u.frame is owner and u.pc == op_index):
@@ -581,46 +586,70 @@ class Machine:
         self._linked = {n: v for n, v in self._linked.items() if v[1] < u.nrec}
         self.error = None
         if replay:  # NOTE: into the finished subnet run: its units again, up to the last op it ran
-            with executor.random_source(getattr(self, "_rng", None)), blocking.single_threaded():
-                for _ in range(replay):
-                    self._advance_unit()
+            try:
+                with executor.random_source(getattr(self, "_rng", None)), blocking.single_threaded():
+                    for _ in range(replay):
+                        self._advance_unit()
+            except NetvizError:  # NOTE: a run that does not replay (a backward Do's workspace stack): undone whole
+                self.replay_into_subnets = False
+                try:
+                    while len(self._undo) > floor:
+                        self.step_back()
+                finally:
+                    del self.replay_into_subnets
+                return self._stop("step", "stepped back")
             return self._stop("step", "stepped back into the subnet run")
         return self._stop("step", "stepped back")
 
-    def _replay_units(self) -> int:
+    def _replay_units(self) -> tuple[int, int]:
         """How many units, from the start of the control-flow op the last unit belongs to, lead to
-        the last op run inside it (0: none, or one that cannot be run again as it was).
+        the last op run inside it (0: none, or one that cannot be run again as it was), and how many
+        undo units there were before that start.
 
         A plan's generator cannot be rewound, so stepping back from after a finished subnet run (the
         op after a While, an iteration's first op) undid the whole op (issue 42 item 18: ``u`` never
         stepped back into a finished subnet).  Undone whole and run again this many units, the pc
         is at that last op, as ``n`` had passed it: the same values (the enter restores the random
-        source).  An inject or a skipped op on the way is not a unit to run again: then the whole op."""
+        source).  An inject or a skipped op on the way is not a unit to run again: then the whole op;
+        so too when the last move began at the op itself (``n`` over a While: ``u`` undoes that ``n``)."""
         undo = self._undo
         if not self.replay_into_subnets:
-            return 0
+            return 0, 0
         owner, index = undo[-1].frame, undo[-1].pc
         inside = owner.path(index)
+        starts = self._move_starts
+        while starts and starts[-1][0] >= undo[-1].serial:  # NOTE: moves undone, or that ran nothing
+            starts.pop()
+        if starts and starts[-1][1] == inside:
+            return 0, 0  # NOTE: the last move stepped over the whole op (n at a While): u goes back over it whole
         e = next((j for j in range(len(undo) - 1, -1, -1)
                   if undo[j].kind == "enter" and undo[j].frame is owner and undo[j].pc == index), None)
         if e is None:
-            return 0
-        n, records = len(inside), self.records
-        k = next((k for k in range(len(records) - 1, undo[e].nrec - 1, -1)
+            return 0, 0
+        n, records, low = len(inside), self.records, undo[e].nrec
+        k = next((k for k in range(len(records) - 1, low - 1, -1)
                   if len(records[k].path) > n and records[k].path[:n] == inside), None)
         if k is None:
-            return 0
+            return 0, 0
+        # NOTE: into the innermost last op (a body's Tanh, not the Do that ran it), but no deeper than the
+        # move began (n over that Do, then out of the body: u goes back before the Do)
+        began = starts[-1][1] if starts else ()
+        limit = len(began) if began[:n] == inside else None
+        while k > low and len(records[k - 1].path) > len(records[k].path) \
+                and (limit is None or len(records[k - 1].path) <= limit) \
+                and records[k - 1].path[:len(records[k].path)] == records[k].path:
+            k -= 1
         target = records[k].path
         start = next((j for j in range(len(undo) - 1, e, -1) if undo[j].kind in ("op", "enter")
                       and undo[j].nrec <= k and undo[j].frame.path(undo[j].pc) == target), None)
         if start is None:
-            return 0
+            return 0, 0
         for j in range(e, start):
             v = undo[j]
             if v.kind != "op":
                 continue
             rec = records[v.nrec] if v.nrec < len(records) else None
             if rec is None or rec.skipped or rec.path != v.frame.path(v.pc) or undo[j + 1].nrec == v.nrec:
-                return 0  # NOTE: a skip (its record says so) or an inject (no record of its own)
-        return start - e
+                return 0, 0  # NOTE: a skip (its record says so) or an inject (no record of its own)
+        return start - e, e
 
