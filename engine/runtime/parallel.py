@@ -107,19 +107,25 @@ def matmuls(jobs: list[tuple[Any, Any, Any]]) -> None:
     each GEMM on a single-threaded BLAS.  NOTE: independent GEMMs on their own cores scale better than
     OpenBLAS's own threads on small GEMMs, and far better when another process shares the cores
     (OpenBLAS's threads spin-wait on each other).  Without OpenBLAS: one after another."""
+    blas_calls([lambda a=a, b=b, o=o: np.matmul(a, b, out=o) for a, b, o in jobs])
+
+
+def blas_calls(calls: list[Callable[[], Any]]) -> None:
+    """Run every BLAS-bound call, the calls spread over :data:`THREADS` threads with OpenBLAS at one
+    thread (see :func:`matmuls`); nested in a pool thread or without OpenBLAS: one after another."""
     nested = threading.current_thread().name.startswith("netviz-kernel")
-    fns = _openblas() if THREADS > 1 and len(jobs) > 1 and not nested else None
+    fns = _openblas() if THREADS > 1 and len(calls) > 1 and not nested else None
     if fns is None:
-        for a, b, o in jobs:
-            np.matmul(a, b, out=o)
+        for call in calls:
+            call()
         return
     get, set_ = fns
-    per = -(-len(jobs) // THREADS)
-    parts = [jobs[i:i + per] for i in range(0, len(jobs), per)]
+    per = -(-len(calls) // THREADS)
+    parts = [calls[i:i + per] for i in range(0, len(calls), per)]
 
-    def work(part: list[tuple[Any, Any, Any]]) -> None:
-        for a, b, o in part:
-            np.matmul(a, b, out=o)
+    def work(part: list[Callable[[], Any]]) -> None:
+        for call in part:
+            call()
 
     with _blas_lock:  # one caller at a time changes BLAS's thread count
         old = get()

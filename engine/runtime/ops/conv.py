@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 
 import numpy as np
 
-from engine.runtime import parallel
+from engine.runtime import blas, parallel
 from engine.runtime.grad_makers import cc_maker
 from engine.catalogue.registry import gradient, kernel
 from engine.catalogue.registry import shape
@@ -208,11 +209,85 @@ def _plain(k, s, pb, pe, d):
     return all(v == 1 for v in (*k, *d)) and not any(pb) and not any(pe)
 
 
+# NOTE: NETVIZ_PLAIN_CONV=1 (or FAST_CONV = False) forces the im2col reference path everywhere.
+FAST_CONV = os.environ.get("NETVIZ_PLAIN_CONV", "") in ("", "0")
+_IMPLICIT_MIN_PIXELS = 144  # output pixels per image from which the implicit GEMM wins (7x7 maps lose 2x)
+
+
+def implicit_ok(xp, x, w, k, s, pb, pe, d) -> bool:
+    """Whether :func:`conv_implicit` runs this conv: NumPy float32 2-D stride-1 with a kernel bigger
+    than 1x1, maps of at least :data:`_IMPLICIT_MIN_PIXELS` outputs, and NumPy's OpenBLAS at hand."""
+    if not (FAST_CONV and xp is np and len(k) == 2 and x.dtype == w.dtype == np.float32 and blas.available()):
+        return False
+    ho, wo = (x.shape[2 + i] + pb[i] + pe[i] - d[i] * (k[i] - 1) for i in range(2))
+    return s[0] == s[1] == 1 and k[0] * k[1] > 1 and min(ho, wo) > 0 and ho * wo >= _IMPLICIT_MIN_PIXELS
+
+
+def _padded_flat(x, pb, pe):
+    """(N, C, (H + pads + 1) * Wp) zero-padded copy of NCHW float32 `x` (one spare zero row, so the
+    last shifted view of the implicit GEMM stays inside its image), and Wp."""
+    n, c, h, w = x.shape
+    hp, wp = h + pb[0] + pe[0] + 1, w + pb[1] + pe[1]
+    xp = np.empty((n, c, hp, wp), dtype=np.float32)
+    xp[:, :, :pb[0]] = 0
+    xp[:, :, pb[0] + h:] = 0
+    xp[:, :, pb[0]:pb[0] + h, :pb[1]] = 0
+    xp[:, :, pb[0]:pb[0] + h, pb[1] + w:] = 0
+    parallel.split(lambda t: t(xp)[:, :, pb[0]:pb[0] + h, pb[1]:pb[1] + w].__setitem__(Ellipsis, t(x)), x.shape,
+                   xp.nbytes)
+    return xp.reshape(n, c, hp * wp), wp
+
+
+def _jobs(n, m):
+    """(image, rows lo, rows hi) jobs: one per image, or the output channels cut over the threads
+    when the batch is smaller than the thread count."""
+    if n >= parallel.THREADS or m < 2 * parallel.THREADS:
+        return [(i, 0, m) for i in range(n)]
+    cuts = [m * j // parallel.THREADS for j in range(parallel.THREADS + 1)]
+    return [(i, lo, hi) for i in range(n) for lo, hi in zip(cuts, cuts[1:])]
+
+
+def conv_implicit(x, w, k, pb, pe, d, b=None):
+    """Stride-1 2-D float32 NCHW convolution (+ bias `b`) without an im2col buffer: an implicit GEMM.
+
+    With the padded image flattened to (C, Hp * Wp), output pixel ``(r, col)`` reads input
+    ``r * Wp + col + off`` for kernel tap offset ``off = i * dh * Wp + j * dw``: each tap is ONE GEMM
+    ``W[:, :, i, j] (M x C) @ X[:, off:off + Ho * Wp]`` on a shifted view (no copy), all taps
+    accumulated in place (BLAS beta = 1) into an (M, Ho, Wp) grid whose last Wp - Wo columns are
+    junk; one pass drops them (and adds the bias).  Images (or channel halves) on both cores."""
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    xf, wp = _padded_flat(x, pb, pe)
+    ho = x.shape[2] + pb[0] + pe[0] - d[0] * (k[0] - 1)
+    wo = wp - d[1] * (k[1] - 1)
+    L, ld = ho * wp, xf.shape[2]
+    taps = np.ascontiguousarray(w.transpose(2, 3, 0, 1).reshape(k[0] * k[1], m, c))  # (taps, M, C)
+    t = np.empty((n, m, L), dtype=np.float32)
+    offs = [(i * d[0] * wp + j * d[1]) * 4 for i in range(k[0]) for j in range(k[1])]
+
+    def job(i, lo, hi):
+        xb, tb, wb = xf[i].ctypes.data, t[i, lo].ctypes.data, taps[:, lo].ctypes.data
+        for q, off in enumerate(offs):
+            blas.sgemm(wb + q * m * c * 4, c, xb + off, ld, tb, L, hi - lo, L, c, beta=float(q > 0))
+    parallel.blas_calls([lambda j=j: job(*j) for j in _jobs(n, m)])
+    y = np.empty((n, m, ho, wo), dtype=np.float32)
+    tv = t.reshape(n, m, ho, wp)[..., :wo]
+    if b is None:
+        parallel.split(lambda tk: tk(y).__setitem__(Ellipsis, tk(tv)), y.shape, y.nbytes)
+    else:
+        bb = np.asarray(b, dtype=np.float32).reshape(m, 1, 1)
+        parallel.split(lambda tk: np.add(tk(tv), bb, out=tk(y)), y.shape, y.nbytes)
+    return y
+
+
 def conv_gemm(xp, x, w, k, s, pb, pe, d):
     """group=1 NCHW convolution as float32 GEMMs: a 1x1 conv multiplies the image itself (no
-    im2col); else channel-major columns, one GEMM per image for big maps, one for the batch else."""
+    im2col); a stride-1 KxK conv on a big enough map is an implicit GEMM (:func:`conv_implicit`);
+    else channel-major columns, one GEMM per image for big maps, one for the batch else."""
     n, m = x.shape[0], w.shape[0]
     w2 = w.reshape(m, -1)
+    if implicit_ok(xp, x, w, k, s, pb, pe, d):
+        return conv_implicit(x, w, k, pb, pe, d)
     if _plain(k, s, pb, pe, d):
         if any(v != 1 for v in s):
             x = xp.ascontiguousarray(x[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)])
@@ -252,6 +327,8 @@ def conv(xp, x, w, b=None, *, group: int = 1, activation: str = "identity", ctx=
     m = w.shape[0]
     if x.shape[0] == 0:  # NOTE: an empty batch (legal in Caffe2): no GEMM to run, only the output shape
         return from_nchw(xp.zeros((0, m) + spatial_out(x.shape[2:], k, s, pb, pe, d), dtype=x.dtype), g["order"])
+    if group == 1 and b is not None and implicit_ok(xp, x, w, k, s, pb, pe, d):
+        return from_nchw(conv_implicit(x, w, k, pb, pe, d, b), g["order"])  # NOTE: bias added in its last pass
     if group == 1 and x.dtype == w.dtype:
         y, out = conv_gemm(xp, x, w, k, s, pb, pe, d), None
     else:

@@ -1,0 +1,132 @@
+"""The fast convolution paths against the plain im2col path (issue 46).
+
+`conv.FAST_CONV = False` (env NETVIZ_PLAIN_CONV=1) is the reference; the fast paths must agree to
+float32 tolerance over shapes, strides, pads, groups, dilations, orders and odd sizes.  The
+pixel threshold of the implicit GEMM is lowered to 1 so that small hypothesis shapes take it, and
+each differential test checks the fast path really ran (a test of a path never taken cannot fail).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engine.runtime.ops  # noqa: F401  (fills the kernel table)
+from engine.runtime import blas
+from engine.runtime.ops import conv as conv_ops
+from engine.runtime.workspace import eval_op
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason="NumPy's BLAS is not an OpenBLAS with cblas_sgemm")
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Every shape takes the fast path when it applies; returns the list its calls are counted in."""
+    calls: list[tuple] = []
+    real = conv_ops.conv_implicit
+
+    def spy(x, w, *a, **kw):
+        calls.append(x.shape)
+        return real(x, w, *a, **kw)
+    monkeypatch.setattr(conv_ops, "_IMPLICIT_MIN_PIXELS", 1)
+    monkeypatch.setattr(conv_ops, "conv_implicit", spy)
+    return calls
+
+
+def _both(monkeypatch, op_type, *inputs, n_out=1, **args):
+    """(plain, fast) outputs of one op."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", False)
+    plain = eval_op(op_type, *inputs, n_out=n_out, **args)
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    return plain, eval_op(op_type, *inputs, n_out=n_out, **args)
+
+
+def _close(plain, fast):
+    for a, b in zip(plain, fast):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        scale = max(1.0, float(np.abs(a).max(initial=0)))
+        np.testing.assert_allclose(b, a, rtol=0, atol=2e-5 * scale)
+
+
+geometries = st.fixed_dictionaries({
+    "n": st.integers(1, 3), "c": st.integers(1, 6), "m": st.integers(1, 7), "group": st.sampled_from([1, 1, 2]),
+    "h": st.integers(1, 13), "w": st.integers(1, 13), "kh": st.integers(1, 4), "kw": st.integers(1, 4),
+    "stride": st.sampled_from([1, 1, 1, 2]), "dilation": st.sampled_from([1, 1, 2]),
+    "pads": st.tuples(*[st.integers(0, 2)] * 4), "order": st.sampled_from(["NCHW", "NHWC"]),
+    "bias": st.booleans(), "seed": st.integers(0, 2 ** 16)})
+
+
+def _case(g):
+    """Inputs and args of one drawn Conv; None when the geometry leaves no output."""
+    c, m = g["c"] * g["group"], g["m"] * g["group"]
+    ho = g["h"] + g["pads"][0] + g["pads"][2] - g["dilation"] * (g["kh"] - 1)
+    wo = g["w"] + g["pads"][1] + g["pads"][3] - g["dilation"] * (g["kw"] - 1)
+    if min(ho, wo) < 1:
+        return None
+    r = np.random.default_rng(g["seed"])
+    x = r.standard_normal((g["n"], c, g["h"], g["w"])).astype(np.float32)
+    w = r.standard_normal((m, c // g["group"], g["kh"], g["kw"])).astype(np.float32)
+    if g["order"] == "NHWC":
+        x, w = x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy()
+    ins = [x, w] + ([r.standard_normal(m).astype(np.float32)] if g["bias"] else [])
+    args = dict(kernel_h=g["kh"], kernel_w=g["kw"], stride=g["stride"], dilation=g["dilation"], order=g["order"],
+                group=g["group"], pad_t=g["pads"][0], pad_l=g["pads"][1], pad_b=g["pads"][2], pad_r=g["pads"][3])
+    return ins, args
+
+
+def _takes_fast_path(g):
+    return g["group"] == 1 and g["stride"] == 1 and g["kh"] * g["kw"] > 1
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(g=geometries)
+def test_conv_forward_fast_equals_plain(monkeypatch, counted, g):
+    case = _case(g)
+    if case is None:
+        return
+    ins, args = case
+    counted.clear()
+    plain, fast = _both(monkeypatch, "Conv", *ins, **args)
+    _close(plain, fast)
+    assert bool(counted) == _takes_fast_path(g)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(g=geometries)
+def test_conv_gradient_fast_equals_plain(monkeypatch, counted, g):
+    case = _case(g)
+    if case is None:
+        return
+    ins, args = case
+    y = eval_op("Conv", *ins, **args)[0]
+    dy = np.random.default_rng(g["seed"] + 1).standard_normal(y.shape).astype(np.float32)
+    n_out = 3 if g["bias"] else 2
+    if not g["bias"]:
+        args["no_bias"] = 1
+    plain, fast = _both(monkeypatch, "ConvGradient", ins[0], ins[1], dy, n_out=n_out, **args)
+    _close(plain, fast)
+
+
+def test_resnet_shape_takes_the_implicit_gemm_at_the_default_threshold(monkeypatch):
+    """A ResNet 3x3 layer (big map) takes the fast path without any lowered threshold; a 7x7 map does not."""
+    calls: list[tuple] = []
+    real = conv_ops.conv_implicit
+    monkeypatch.setattr(conv_ops, "conv_implicit", lambda x, *a, **kw: calls.append(x.shape) or real(x, *a, **kw))
+    r = np.random.default_rng(0)
+    for hw, expect in ((28, True), (7, False)):
+        calls.clear()
+        x = r.standard_normal((2, 16, hw, hw)).astype(np.float32)
+        w = r.standard_normal((8, 16, 3, 3)).astype(np.float32)
+        b = r.standard_normal(8).astype(np.float32)
+        plain, fast = _both(monkeypatch, "Conv", x, w, b, kernel=3, pad=1)
+        _close(plain, fast)
+        assert bool(calls) == expect
+
+
+def test_float64_keeps_the_plain_path(monkeypatch, counted):
+    r = np.random.default_rng(1)
+    x, w = r.standard_normal((1, 3, 9, 9)), r.standard_normal((4, 3, 3, 3))
+    plain, fast = _both(monkeypatch, "Conv", x, w, kernel=3)
+    np.testing.assert_allclose(fast[0], plain[0], rtol=1e-12)
+    assert not counted
