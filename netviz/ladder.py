@@ -42,6 +42,8 @@ GAP_X, GAP_Y = 60.0, 90.0
 #: the folded picture aims at this width:height ratio (a screen)
 RATIO = 1.5
 ROLE_ORDER = ("forward", "gradient", "optimizer")
+#: the blob names on an ops-only drawing's edges: the nodes' font, smaller
+EDGE_DEFAULTS = {"fontname": S.NODE_DEFAULTS["fontname"], "fontsize": "8"}
 
 
 def dot_quote(text: str) -> str:
@@ -234,7 +236,7 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
             c = parent
     out = [f"digraph {dot_quote(f'p{k}')} {{",
            f"graph [{_attrs(S.GRAPH_ATTRS | {'rankdir': 'TB', 'compound': 'true', 'nodesep': '0.3'})}];",
-           f"node [{_attrs(S.NODE_DEFAULTS)}];"]
+           f"node [{_attrs(S.NODE_DEFAULTS)}];", f"edge [{_attrs(EDGE_DEFAULTS)}];"]
 
     def emit(role: str, cid: str | None, indent: str) -> None:
         for c in kids.get((role, cid), []):
@@ -411,7 +413,8 @@ def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
     head = {"bb": f"0,0,{total_w:.1f},{total_h:.1f}", "label": S.legend_html(), "labelloc": "t",
             "labeljust": "l", "fontname": S.GRAPH_ATTRS["fontname"], "fontsize": "10", "splines": "true"}
     return "\n".join([f"digraph {dot_quote(title or d.name)} {{", f"graph [{_attrs(head)}];",
-                      f"node [{_attrs(S.NODE_DEFAULTS)}];", *node_lines, *edge_lines, "}"])
+                      f"node [{_attrs(S.NODE_DEFAULTS)}];", f"edge [{_attrs(EDGE_DEFAULTS)}];", *node_lines,
+                      *edge_lines, "}"])
 
 
 def _edge_line(e: DrawEdge, where: dict[str, str]) -> str:

@@ -7,6 +7,9 @@ a While iteration, the blob inspector on a histogram, the op inspector on a Spat
 after 40 steps (shapes of the values, the minimap's ran ops), the same with the graph widened (W),
 and DenseNet-121 after a jump from the minimap (J, arrows, Enter).  Each drives the app with Pilot at
 160×48 and waits for the op list and the layout, never for time.
+
+Exports (:data:`EXPORTS`, issue #43): ``netviz export`` of ResNet-50, DenseNet-121, Inception v2 and
+Mask R-CNN with and without their backward pass, and the LSTM and While training nets, as SVG and PNG.
 """
 from __future__ import annotations
 
@@ -116,6 +119,52 @@ def shots(zoo: Path, tmp: Path) -> list[tuple[str, Callable[[], Session], Callab
     ]
 
 
+#: exports of the corpus (issue #43): (file stem, model path under the zoo or the repo, --backward, loss)
+EXPORTS = [
+    ("export_resnet50", "zoo:resnet50/predict_net.pbtxt", False, None),
+    ("export_resnet50_backward", "zoo:resnet50/predict_net.pbtxt", True, None),
+    ("export_densenet121", "zoo:densenet121/predict_net.pbtxt", False, None),
+    # NOTE: no densenet121 --backward: each dense block's Add overwrites the input its Mul's gradient needs
+    # (Caffe2 refuses the net too); the script says so when asked for it
+    ("export_densenet121_backward", "zoo:densenet121/predict_net.pbtxt", True, None),
+    ("export_inception_v2", "zoo:inception_v2/predict_net.pbtxt", False, None),
+    ("export_inception_v2_backward", "zoo:inception_v2/predict_net.pbtxt", True, None),
+    ("export_mask_rcnn", "zoo:mask_rcnn_2go_fp32/model.pbtxt", False, None),
+    # NOTE: its outputs come out of BoxWithNMSLimit (no gradient): the box head's class probabilities instead
+    ("export_mask_rcnn_backward", "zoo:mask_rcnn_2go_fp32/model.pbtxt", True, "cls_prob"),
+    ("export_lstm_train", "examples/lstm/predict_net.pb", True, None),
+    ("export_while_train", "examples/while_net/predict_net.pb", True, None),
+]
+#: an exported PNG is scaled down to at most this many pixels on its long side (the SVG keeps every detail)
+PNG_MAX = 6000
+
+
+def export_shot(name: str, model: str, backward: bool, loss: str | None, zoo: Path, out: Path) -> str:
+    """Write ``out/<name>.svg`` and ``.png`` as ``netviz export`` draws them; returns what was written."""
+    from engine.errors import NetvizError
+    from engine.model.modelio import load_net
+    from netviz.export import export_net
+
+    path = zoo / model[4:] if model.startswith("zoo:") else ROOT / model
+    net = load_net(path)
+    try:
+        for fmt in ("svg", "png"):
+            r = export_net(net, out / f"{name}.{fmt}", backward=backward, loss=loss, force=True, rankdir="auto")
+    except NetvizError as e:
+        return f"skipped {name}: {e}"
+    try:
+        from PIL import Image
+    except ImportError:
+        return f"wrote {out / name}.svg (+ .png), {r.layout}"
+    Image.MAX_IMAGE_PIXELS = None
+    with Image.open(out / f"{name}.png") as im:
+        im.load()
+    im.thumbnail((PNG_MAX, PNG_MAX))
+    # NOTE: a drawing has few colours: a 256-colour palette keeps them and makes the file ~4x smaller
+    im.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(out / f"{name}.png", optimize=True)
+    return f"wrote {out / name}.svg (+ .png {im.size[0]}x{im.size[1]}), {r.layout}"
+
+
 async def take(name: str, make: Callable[[], Session], drive: Callable[..., Awaitable[None]], out: Path) -> Path:
     app = NetvizApp(make())
     async with app.run_test(size=SIZE) as pilot:
@@ -164,6 +213,9 @@ def main() -> int:
         import cairosvg
     except ImportError:
         cairosvg = None
+    for name, model, backward, loss in EXPORTS:
+        if not args.only or name in args.only:
+            print(export_shot(name, model, backward, loss, args.zoo, args.out))
     with tempfile.TemporaryDirectory() as tmp:
         for name, make, drive in shots(args.zoo, Path(tmp)):
             if args.only and name not in args.only:

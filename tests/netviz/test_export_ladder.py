@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 from engine.model.modelio import load_net
-from engine.model.opdef import create_operator as op
 from netviz import ladder
 from netviz import style as S
 from netviz.cli import main
 from netviz.drawing import DrawOptions, Drawing, draw_net, ops_only
 from netviz.export import BIG_DRAWING, backward_drawing_net, build_agraph, export_drawing
-from proto import caffe2_pb2
+from tests.netviz.test_export_big import training_net
 
 SVG = "{http://www.w3.org/2000/svg}"
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,14 +116,8 @@ def test_lstm_backward_ladder_from_svg(tmp_path: Path) -> None:
 
 
 def chain_training(n: int) -> Drawing:
-    """`n` FC+Relu layers, their backward pass and an SGD step per weight."""
-    ops, x = [], "data"
-    for i in range(n):
-        ops += [op("FC", [x, f"w{i}", f"b{i}"], f"fc{i}"), op("Relu", f"fc{i}", f"fc{i}")]
-        x = f"fc{i}"
-    ops.append(op("AveragedLoss", x, "loss"))
-    net, n_fwd, origin = backward_drawing_net(caffe2_pb2.NetDef(name="chain", op=ops), "loss")
-    net.op.extend(op("WeightedSum", [f"w{i}", "ONE", f"w{i}_grad", "LR"], f"w{i}") for i in range(n))
+    """`n` FC+Relu layers, their backward pass and an SGD step per parameter (test_export_big's net), drawn."""
+    net, n_fwd, origin = training_net(n)
     return draw_net(net, DrawOptions(), n_fwd, origin)
 
 
