@@ -20,18 +20,21 @@ from engine.runtime.workspace import eval_op
 pytestmark = pytest.mark.skipif(not blas.available(), reason="NumPy's BLAS is not an OpenBLAS with cblas_sgemm")
 
 
+def _spy(monkeypatch) -> list[tuple]:
+    """The list every call of the implicit-GEMM kernels appends its input's shape to."""
+    calls: list[tuple] = []
+    for name in ("conv_implicit", "conv_implicit_dw"):
+        real = getattr(conv_ops, name)
+        monkeypatch.setattr(conv_ops, name, lambda x, *a, real=real, **kw: calls.append(x.shape) or real(x, *a, **kw))
+    return calls
+
+
 @pytest.fixture
 def counted(monkeypatch):
     """Every shape takes the fast path when it applies; returns the list its calls are counted in."""
-    calls: list[tuple] = []
-    real = conv_ops.conv_implicit
-
-    def spy(x, w, *a, **kw):
-        calls.append(x.shape)
-        return real(x, w, *a, **kw)
     monkeypatch.setattr(conv_ops, "_IMPLICIT_MIN_PIXELS", 1)
-    monkeypatch.setattr(conv_ops, "conv_implicit", spy)
-    return calls
+    monkeypatch.setattr(conv_ops, "_IMPLICIT_DW_MIN_PIXELS", 1)
+    return _spy(monkeypatch)
 
 
 def _both(monkeypatch, op_type, *inputs, n_out=1, **args):
@@ -104,15 +107,17 @@ def test_conv_gradient_fast_equals_plain(monkeypatch, counted, g):
     n_out = 3 if g["bias"] else 2
     if not g["bias"]:
         args["no_bias"] = 1
+    counted.clear()
     plain, fast = _both(monkeypatch, "ConvGradient", ins[0], ins[1], dy, n_out=n_out, **args)
     _close(plain, fast)
+    # NOTE: dX is a full conv of dY (fast) only when no pad exceeds the kernel's reach d * (k - 1)
+    reach = (g["dilation"] * (g["kh"] - 1), g["dilation"] * (g["kw"] - 1)) * 2
+    assert bool(counted) == (_takes_fast_path(g) and all(p <= r for p, r in zip(g["pads"], reach)))
 
 
 def test_resnet_shape_takes_the_implicit_gemm_at_the_default_threshold(monkeypatch):
     """A ResNet 3x3 layer (big map) takes the fast path without any lowered threshold; a 7x7 map does not."""
-    calls: list[tuple] = []
-    real = conv_ops.conv_implicit
-    monkeypatch.setattr(conv_ops, "conv_implicit", lambda x, *a, **kw: calls.append(x.shape) or real(x, *a, **kw))
+    calls = _spy(monkeypatch)
     r = np.random.default_rng(0)
     for hw, expect in ((28, True), (7, False)):
         calls.clear()

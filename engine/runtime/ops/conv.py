@@ -212,6 +212,7 @@ def _plain(k, s, pb, pe, d):
 # NOTE: NETVIZ_PLAIN_CONV=1 (or FAST_CONV = False) forces the im2col reference path everywhere.
 FAST_CONV = os.environ.get("NETVIZ_PLAIN_CONV", "") in ("", "0")
 _IMPLICIT_MIN_PIXELS = 144  # output pixels per image from which the implicit GEMM wins (7x7 maps lose 2x)
+_IMPLICIT_DW_MIN_PIXELS = 576  # the same for dW (measured: 56x56 and 28x28 win 10-20 %, 14x14 loses 20-40 %)
 
 
 def implicit_ok(xp, x, w, k, s, pb, pe, d) -> bool:
@@ -278,6 +279,31 @@ def conv_implicit(x, w, k, pb, pe, d, b=None):
         bb = np.asarray(b, dtype=np.float32).reshape(m, 1, 1)
         parallel.split(lambda tk: np.add(tk(tv), bb, out=tk(y)), y.shape, y.nbytes)
     return y
+
+
+def conv_implicit_dw(x, dy, k, pb, pe, d):
+    """dW of a :func:`conv_implicit` conv by the same shifted views: tap (i, j)'s (M, C) slice is
+    ``dY' @ X[:, off:off + Ho * Wp].T`` summed over images, with dY' = dY on the (M, Ho, Wp) grid
+    (zeros in its junk columns).  Each thread sums its images in place (beta = 1); the threads'
+    partial sums are added once at the end."""
+    n, c = x.shape[:2]
+    m, (ho, wo) = dy.shape[1], dy.shape[2:]
+    xf, wp = _padded_flat(x, pb, pe)
+    L, ld, taps = ho * wp, xf.shape[2], k[0] * k[1]
+    dyp = np.zeros((n, m, ho, wp), dtype=np.float32)
+    dyp[..., :wo] = dy
+    offs = [(i * d[0] * wp + j * d[1]) * 4 for i in range(k[0]) for j in range(k[1])]
+    chunks = [range(j, n, parallel.THREADS) for j in range(min(n, parallel.THREADS))]
+    parts = np.empty((len(chunks), taps, m, c), dtype=np.float32)
+
+    def job(j):
+        for first, i in enumerate(chunks[j]):
+            xb, db_ = xf[i].ctypes.data, dyp[i].ctypes.data
+            for q, off in enumerate(offs):
+                blas.sgemm(db_, L, xb + off, ld, parts[j, q].ctypes.data, c, m, c, L, beta=float(first > 0),
+                           trans_b=True)
+    parallel.blas_calls([lambda j=j: job(j) for j in range(len(chunks))])
+    return parts.sum(axis=0).reshape(k[0], k[1], m, c).transpose(2, 3, 0, 1)
 
 
 def conv_gemm(xp, x, w, k, s, pb, pe, d):
@@ -413,6 +439,10 @@ def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
     out, c = dy.shape[2:], x.shape[1]
     w2, p, plain = w.reshape(m, -1), int(np.prod(dy.shape[2:])), _plain(k, s, pb, pe, d)
     tb, te = [d_ * (k_ - 1) - v for d_, k_, v in zip(d, k, pb)], [d_ * (k_ - 1) - v for d_, k_, v in zip(d, k, pe)]
+    if not need_dx and p >= _IMPLICIT_DW_MIN_PIXELS and dy.dtype == np.float32 \
+            and implicit_ok(xp, x, w, k, s, pb, pe, d):
+        dw = np.ascontiguousarray(conv_implicit_dw(x, dy, k, pb, pe, d))
+        return dw, dy.reshape(n, m, p).sum(axis=2).sum(axis=0), None
     if need_dx and not plain and all(v == 1 for v in s) and min(tb + te) >= 0:
         # NOTE: a stride-1 conv's dX is the "full" conv of dY with the flipped, transposed filter:
         # one im2col + GEMM instead of prod(k) scatter-adds (col2im).
