@@ -1052,8 +1052,15 @@ class MainScreen(Guarded, Screen[None]):
         self.app.copy_to_clipboard(text)
         self.notify(f"copied {self.blob.label()} ({len(text)} characters)", title="Copy")
 
+    def _not_a_plan(self, what: str) -> None:
+        """A diff runs one net: a PlanDef's step ops have no kernel (D said "the cpu run failed: op #0
+        ExecutionStep … not a Caffe2 op")."""
+        if self.session.plan_def is not None:
+            raise Unavailable(f"{what} runs one net, not a PlanDef's steps: open one of its nets")
+
     @guarded
     def action_device_diff(self) -> None:
+        self._not_a_plan("the device diff")
         self._start_diff("Device diff", "running the net on cpu and gpu… (Esc cancels)", self.session.device_diff,
                          self._show_diff)
 
@@ -1120,6 +1127,7 @@ class MainScreen(Guarded, Screen[None]):
     def action_onnx_diff(self) -> None:
         """Export the net to a temporary .onnx, run it in ONNX Runtime and colour each op of the
         main net by its worst value's difference from the engine (Esc cancels between stages)."""
+        self._not_a_plan("the ONNX Runtime diff")
         from netviz.onnx_diff import runtime_diff
 
         def run(cancel: threading.Event) -> Any:

@@ -312,3 +312,17 @@ async def test_an_empty_subnet_says_zero_ops(tmp_path: Path) -> None:
         await ready(pilot)
         app.main.path = ((0, "else_net"),)
         await wait_for(pilot, lambda: any("else_net (0 ops: empty)" in line for line in screen_text(app)), "0 ops")
+
+
+@asynctest
+async def test_diffs_of_a_plan_say_why_not() -> None:
+    """Driving every help key on examples/mlp/plan.pbtxt: D said "device diff: the cpu run failed: …
+    op ExecutionStep is not a Caffe2 op (no kernel)", an error of netviz's own making."""
+    app = NetvizApp(Session.open(Path(__file__).resolve().parents[2] / "examples" / "mlp" / "plan.pbtxt"))
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        for key in ("D", "O"):
+            await pilot.press(key)
+        await wait_for(pilot, lambda: sum("runs one net, not a PlanDef's steps" in n.message
+                                          for n in app._notifications) == 2, "two refusals")
+        assert not [n for n in app._notifications if n.severity == "error"]
