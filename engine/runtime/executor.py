@@ -108,6 +108,9 @@ class BoundOp:
     ctx: OpContext | None = field(default=None)
     plan: bool = False  # the kernel is a generator of SubnetRun (engine.runtime.plans)
     mutex: bool = False  # runs under the mutex of input 0 (MUTEX_OPS)
+    #: a CPU op without context, plan, mutex or CPU-side blobs, with one output: :func:`run_compiled`
+    #: calls its kernel inline (no per-op helper calls: the dispatch overhead of tiny ops)
+    direct: bool = False
 
 
 def _arity(fn: Any) -> tuple[int, float]:
@@ -167,9 +170,11 @@ def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
                         for i in range(len(op.output)))
     cross = op.type in CROSS_DEVICE or force_cpu
     checked = () if cross else tuple(n for i, n in enumerate(op.input) if i not in cpu_in)
+    plan, mutex = inspect.isgeneratorfunction(spec.fn), op.type in MUTEX_OPS
+    direct = (device_type == dev.CPU and not any(out_devices) and ctx is None and not plan and not mutex
+              and len(op.output) == 1)
     return BoundOp(index, op, net_name, spec.fn, xp, kwargs, tuple(op.input), tuple(op.output),
-                   device_type, out_devices, checked, any(out_devices), ctx,
-                   inspect.isgeneratorfunction(spec.fn), op.type in MUTEX_OPS)
+                   device_type, out_devices, checked, any(out_devices), ctx, plan, mutex, direct)
 
 
 def run_bound(b: BoundOp, ws: Any) -> None:
@@ -335,10 +340,27 @@ OPS_RUN = [0]
 
 
 def run_compiled(c: CompiledNet, ws: Any) -> None:
-    """Run the ops of a compiled net in order, stopping at the first failure."""
+    """Run the ops of a compiled net in order, stopping at the first failure.
+
+    NOTE: a :attr:`BoundOp.direct` op in a CPU-only workspace runs inline, what :func:`run_bound`
+    would do spelled out for its case (same result, same one-line error): a tiny op's cost is the
+    Python calls around its kernel, not the kernel."""
     OPS_RUN[0] += len(c.ops)
+    values, devices, cpu = ws.values, ws.devices, dev.CPU
     for b in c.ops:
-        run_bound(b, ws)
+        if not b.direct or ws.gpu_used or THROW_IF_FP_EXCEPTIONS[0]:
+            run_bound(b, ws)
+            values, devices = ws.values, ws.devices  # NOTE: a subnet op may have rebound them
+            continue
+        try:
+            out = b.fn(b.xp, *[values[n] for n in b.ins], **b.kwargs)
+        except Exception as e:
+            raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
+        if type(out) is tuple:
+            store_outputs(b, ws, out)
+        elif out is not UNCHANGED:
+            values[b.outs[0]] = out
+            devices[b.outs[0]] = cpu
 
 
 def run_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -> None:
