@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("diff", "compare two runs of a net op by op and name the culprit op; or cpu and gpu; or two nets"),
     "extract": ("extract", "cut ops N:M out of a net with the values they read: a repro Caffe2 runs"),
     "query": ("query", "ask a recorded run (run --record) where a condition holds, or a blob's history"),
+    "replay": ("replay", "open the TUI on a recorded run (run --record): no kernel runs, steps go both ways"),
     "doctor": ("doctor", "versions of netviz's parts, optional parts found or how to install them, its files"),
 }
 
@@ -78,6 +79,8 @@ def command_module(name: str) -> ModuleType:
         from netviz.commands import extract as mod
     elif name == "query":
         from netviz.commands import query as mod
+    elif name == "replay":
+        from netviz.commands import replay as mod
     elif name == "doctor":
         from netviz.commands import doctor as mod
     else:

@@ -1,0 +1,271 @@
+"""A recording behind the live debugger's face: what ``netviz replay`` gives the TUI's session.
+
+:class:`ReplayDebugger` has the methods and state ``netviz/session.py`` uses on a
+:class:`~engine.debugger.Debugger` (moves, ``pc``, records, values, breakpoints) over a
+:class:`~engine.debugger.timetravel.Cursor`: a move is a cursor move, so nothing runs, no model file
+or device is needed, and ``step_back`` goes into finished subnets, iterations and timesteps at any
+distance.  Edits (inject, skip) are refused: a recording is what happened.
+
+Positions are the recording's stops: the pc at ``stops[pos]`` is that op, about to run.  A control
+op's own stop comes after its subnets' (it completes last): ``n`` over the op before it passes the
+subnet runs to that stop (the pc then reads ``op#2 While``), ``s`` enters them, ``u`` from the control
+op's stop goes back to the last op its subnets ran.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
+from engine.debugger.machine import DebuggerError
+from engine.debugger.provenance import op_at
+from engine.debugger.recorded import Recording, Stop
+from engine.debugger.records import BlobSummary, FrameInfo, OpRecord, ProgramCounter, Stopped
+from engine.debugger.timetravel import Cursor
+from engine.model.modelio import Model
+from engine.model.opdef import subnets_of
+
+
+def op_record(stop: Stop) -> OpRecord:
+    """The live debugger's record of a stop (norms are not recorded: None)."""
+    outs = tuple(BlobSummary(o.name, o.shape, o.dtype, (o.nan, o.inf, None)) for o in stop.outputs)
+    return OpRecord(stop.seq, stop.path, stop.op_type, stop.label, stop.wall_s, outs, stop.backward, None,
+                    stop.skipped, None, stop.frames)
+
+
+class _Versions(Mapping[str, int]):
+    """``dbg.versions`` at the cursor: each blob's version once the ops before it ran."""
+
+    def __init__(self, dbg: ReplayDebugger) -> None:
+        self.dbg = dbg
+
+    def __getitem__(self, name: str) -> int:
+        v = self.dbg.rec.version_at(name, self.dbg.cursor.pos - 1)
+        if v is None:
+            raise KeyError(name)
+        return v
+
+    def __iter__(self) -> Any:
+        return (n for n in self.dbg.rec.blobs() if n in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.dbg.rec.version_at(name, self.dbg.cursor.pos - 1) is not None
+
+
+class ReplayDebugger:
+    """The live debugger's interface over a recording (see the module doc)."""
+
+    def __init__(self, rec: Recording) -> None:
+        self.rec, self.cursor = rec, Cursor(rec)
+        self.model = Model(rec.predict, rec.init)
+        self.loss, self.device = list(rec.meta.get("loss") or []), rec.meta.get("device")
+        self.synthesized = list(rec.meta.get("synthesized") or [])
+        self.listeners: list[Any] = []
+        self.injected: dict[str, int] = {}
+        self.stale: set[Any] = set()
+        self.given_feeds: dict[str, Any] = {}
+        self.watchpoints: dict[int, Any] = {}
+        self.skip_end_stops = True
+        self.error: str | None = None
+        self._all = [op_record(s) for s in rec.stops]
+        self.versions = _Versions(self)
+
+    # ---- state ---------------------------------------------------------------------------
+    @property
+    def breakpoints(self) -> dict[int, Any]:
+        return self.cursor.breakpoints
+
+    def _program(self) -> Any:
+        return self.rec.program
+
+    @property
+    def records(self) -> list[OpRecord]:
+        return self._all[:self.cursor.pos]
+
+    @property
+    def records_by_path(self) -> dict[Any, OpRecord]:
+        return {r.path: r for r in self.records}
+
+    def current_records(self) -> dict[Any, OpRecord]:
+        """:attr:`records_by_path`, less the runs of the pc's subnets other than the one it is in."""
+        out, here = self.records_by_path, self.cursor.stop
+        if here is None:
+            return out
+        for level in range(len(here.frames)):
+            prefix = here.path[:2 + 2 * level + 1]
+            for path, rec in list(out.items()):
+                if path[:len(prefix)] == prefix and len(path) > len(prefix) and rec.frames[level:level + 1] != \
+                        here.frames[level:level + 1]:
+                    del out[path]
+        return out
+
+    @property
+    def pc(self) -> ProgramCounter:
+        here, net = self.cursor.stop, self.rec.program
+        if here is None:
+            return ProgramCounter((FrameInfo(net.name, "main", len(net.op), "", ("op", len(net.op))),))
+        infos, labels = [], ("main", *here.frames)
+        for level in range((len(here.path) - 2) // 2 + 1):
+            path = here.path[:2 + 2 * level]
+            op = op_at(net, path)
+            infos.append(FrameInfo(net.name, labels[level] if level < len(labels) else "net", path[-1],
+                                   op.type if op is not None else here.op_type, path))
+        return ProgramCounter(tuple(infos))
+
+    @property
+    def finished(self) -> bool:
+        return self.cursor.stop is None
+
+    def current_op(self) -> Any:
+        here = self.cursor.stop
+        return None if here is None else op_at(self.rec.program, here.path)
+
+    @property
+    def num_forward(self) -> int:
+        return len(self.rec.predict.op)
+
+    def behind(self, path: Any) -> bool:
+        here = self.cursor.stop
+        return here is None or (len(path) > 1 and isinstance(path[1], int) and path[1] < here.path[1])
+
+    def alerts(self) -> list[OpRecord]:
+        return [r for r in self.records if r.has_inf_or_nan]
+
+    # ---- moves -----------------------------------------------------------------------------
+    def _move(self, pos: int, reason: str = "step", detail: str = "") -> Stopped:
+        self.cursor.goto(pos)
+        stop = Stopped(reason, self.pc, detail)
+        for fn in list(self.listeners):
+            fn(stop)
+        return stop
+
+    def _completes(self, k: int) -> bool:
+        """Stop `k` is a control op completing (its subnets' stops came before it)."""
+        op = op_at(self.rec.program, self.rec.stops[k].path)
+        return op is not None and bool(subnets_of(op))
+
+    def _next_at(self, depth: int, past: bool = False) -> int:
+        """The next position at `depth` or above: a control op's subnet runs pass whole, to its own stop
+        (`past`: beyond it, as a step out of its subnet ends after the op)."""
+        stops, pos = self.rec.stops, self.cursor.pos
+        q = next((k for k in range(pos + 1, len(stops)) if len(stops[k].path) <= depth), len(stops))
+        return q + 1 if past and q < len(stops) and self._completes(q) else q
+
+    def step(self) -> Stopped:
+        here = self.cursor.stop
+        return self._move(self._next_at(len(here.path)) if here else self.cursor.pos)
+
+    def step_into(self) -> Stopped:
+        return self._move(min(self.cursor.pos + 1, len(self.rec.stops)))
+
+    def step_back(self) -> Stopped:
+        if not self.cursor.pos:
+            raise DebuggerError("nothing to step back over: the replay is at its first op")
+        return self._move(self.cursor.pos - 1, detail="stepped back")
+
+    def step_out(self) -> Stopped:
+        here = self.cursor.stop
+        if here is None or len(here.path) <= 2:
+            raise DebuggerError("step out: the pc is in the main net, not in a subnet — nothing to finish")
+        return self._move(self._next_at(len(here.path) - 2, past=True))
+
+    def continue_(self) -> Stopped:
+        hit = self.cursor.continue_()
+        if hit is None:
+            return self._move(len(self.rec.stops), "end", "end of recording")
+        kind = "condition" if hit.breakpoint.kind == "condition" else "breakpoint"
+        return self._move(hit.pos, kind, hit.breakpoint.describe())
+
+    def reverse_continue(self) -> Stopped:
+        hit = self.cursor.reverse_continue()
+        if hit is None:
+            return self._move(0, "step", "start of recording")
+        return self._move(hit.pos, "breakpoint", hit.breakpoint.describe())
+
+    def run_to(self, path: Any) -> Stopped:
+        target = tuple(path)
+        q = next((k for k in range(self.cursor.pos + 1, len(self.rec.stops)) if self.rec.stops[k].path == target), None)
+        if q is None:
+            raise DebuggerError(f"run to {'/'.join(map(str, target[1:]))}: no later run of that op in the recording")
+        return self._move(q)
+
+    def run_to_nan(self) -> Stopped:
+        q = next((s.seq for s in self.rec.stops[self.cursor.pos:] if s.has_inf_or_nan), None)
+        if q is None:
+            return self._move(len(self.rec.stops), "end", "no op wrote NaN/Inf")
+        # NOTE: "condition", not the live "nan": the session's provenance walk runs kernels
+        return self._move(q + 1, "condition", f"{self.rec.stops[q].op_type} wrote NaN/Inf")
+
+    def restart(self) -> Stopped:
+        return self._move(0, detail="restarted")
+
+    def backward(self, loss: Any = None) -> int:
+        """The recording holds the program as it ran (its backward pass if one was generated)."""
+        return len(self.rec.program.op) - len(self.rec.predict.op)
+
+    def cancel(self) -> None:
+        """Moves are immediate: nothing to cancel."""
+
+    clear_cancel = cancel
+
+    def idle_work(self, stop: Any) -> None:
+        """Nothing to bind or compute between moves."""
+
+    # ---- breakpoints ----------------------------------------------------------------------
+    def add_breakpoint(self, kind: str, spec: Any = None, condition: str | None = None, ignore: int = 0) -> Any:
+        bp = self.cursor.add_breakpoint(kind, spec, condition)
+        bp.ignore = int(ignore)
+        return bp
+
+    def add_watchpoint(self, blob: str, on: str = "write") -> Any:
+        """A write watchpoint stops before the next op writing `blob` (a name breakpoint)."""
+        import re  # noqa: PLC0415
+        return self.cursor.add_breakpoint("name", f"^{re.escape(blob)}$")
+
+    def remove(self, point_id: int) -> None:
+        if self.cursor.breakpoints.pop(point_id, None) is None:
+            raise DebuggerError(f"no breakpoint or watchpoint #{point_id}")
+
+    # ---- values ----------------------------------------------------------------------------
+    def value(self, name: str, version: int | None = None) -> Any:
+        if version is None:
+            version = self.rec.version_at(name, self.cursor.pos - 1)
+            if version is None:
+                raise DebuggerError(f"blob '{name}' does not exist at this point")
+        return self.rec.value(name, version)
+
+    def written_value(self, path: Any, name: str) -> Any:
+        path = tuple(path)
+        rec = next((r for r in reversed(self.records) if r.path == path), None)
+        if rec is None:
+            raise DebuggerError(f"op {'/'.join(map(str, path[1:]))} has not run yet: no value for '{name}' there")
+        out = next(o for o in self.rec.stops[rec.seq].outputs if o.name == name)
+        return self.rec.value(name, out.version)
+
+    def initial_value(self, name: str, prefix: Any = None) -> Any:
+        if prefix is not None:
+            return None
+        return self.rec.value(name, 0)
+
+    def inspect(self, name: str, version: int | None = None) -> BlobStats:
+        return blob_stats(name, self.value(name, version))
+
+    def slice(self, name: str, index: str = "", version: int | None = None) -> Any:
+        return value_slice(name, self.value(name, version), index)
+
+    def save(self, name: str, path: str, version: int | None = None) -> str:
+        return str(save_blob(name, self.value(name, version), path))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise DebuggerError("a recording is read-only: record a new run to change values (netviz run --record)")
+
+    inject = skip = _read_only
+
+    def output_infos(self) -> dict[str, Any]:
+        return {}
+
+    def missing_inputs(self) -> list[str]:
+        return []

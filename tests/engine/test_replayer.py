@@ -1,0 +1,58 @@
+"""The recording behind the live debugger's face (engine.debugger.replayer): the session's moves and
+values over a recording, stepping back into finished subnets, no kernel run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.debugger import Debugger
+from engine.debugger.machine import DebuggerError
+from engine.debugger.recorded import Recording
+from engine.debugger.recording import record_run
+from engine.debugger.replayer import ReplayDebugger
+from engine.model.modelio import load_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _replay(tmp: Path, name: str) -> tuple[ReplayDebugger, Debugger]:
+    live = Debugger(load_model(ROOT / "examples" / name / "predict_net.pb"), {}, device="cpu")
+    record_run(live, tmp / "run.nvrec")
+    return ReplayDebugger(Recording.open(tmp / "run.nvrec")), live
+
+
+def test_moves_match_the_live_records_and_values(tmp_path: Path) -> None:
+    dbg, live = _replay(tmp_path, "while_net")
+    assert dbg.step().pc.text() == "main › op#1 CreateScope"
+    stop = dbg.step()
+    assert stop.pc.text() == "main › op#2 While" and dbg.records[-1].frames  # the While's runs passed whole
+    back = dbg.step_back()
+    # u goes back into the finished loop: its last op run (the last cond check, after iteration 2)
+    assert back.pc.text().startswith("main › While op#2 cond_net check 3 ›") and len(dbg.cursor.stop.path) > 2
+    assert dbg.continue_().reason == "end" and dbg.finished
+    assert [r.path for r in dbg.records] == [r.path for r in live.records]
+    for name in ("acc", "i"):
+        np.testing.assert_array_equal(dbg.value(name), np.asarray(live.value(name)))
+    dbg.restart()
+    assert dbg.cursor.pos == 0 and dbg.records == []
+
+
+def test_breakpoints_and_run_to_inside_a_loop(tmp_path: Path) -> None:
+    dbg, _ = _replay(tmp_path, "while_net")
+    tanh = next(s for s in dbg.rec.stops if s.op_type == "Tanh")
+    bp = dbg.add_breakpoint("path", tanh.path)
+    assert dbg.continue_().reason == "breakpoint" and dbg.cursor.stop == tanh
+    assert dbg.continue_().pc.text().endswith("op#1 Tanh") and dbg.cursor.stop.iteration == "iteration 1"
+    assert dbg.reverse_continue().reason == "breakpoint" and dbg.cursor.stop == tanh
+    dbg.remove(bp.id)
+    dbg.run_to(tanh.path)
+    assert dbg.cursor.stop.iteration == "iteration 1"
+    assert "iteration" in dbg.step_out().pc.text() or dbg.cursor.stop.path[:2] == tanh.path[:2]
+
+
+def test_edits_are_refused_in_one_line(tmp_path: Path) -> None:
+    dbg, _ = _replay(tmp_path, "mlp")
+    with pytest.raises(DebuggerError, match="read-only"):
+        dbg.inject("data", 0.0)
