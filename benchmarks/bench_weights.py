@@ -18,7 +18,7 @@ Rows:
 - **TUI first frame, 128 MB init vs fill-op init** (``benchmarks/probes/tui_probe.py``, alternated,
   best of TUI_REPEAT = 5): target <= 1.1x.
 - **TUI first n with the 128 MB init**: the key to the complete repaint on op 1 (the first step
-  makes the workspace and binds the parameters); target <= 0.5 s.
+  makes the workspace and runs the init net: views of the file, while the worker checks them); target <= 0.5 s.
 """
 from __future__ import annotations
 
