@@ -36,23 +36,30 @@ def start(screen: Any) -> None:
 def _bind(screen: Any, valueref: Any, init: Any, total: int) -> None:
     from textual.worker import get_current_worker  # noqa: PLC0415
 
-    session, app = screen.session, screen.app
+    session, app, worker = screen.session, screen.app, get_current_worker()
     shown = [-1]
+
+    def tell(fn: Any, *args: Any, **kwargs: Any) -> None:
+        """Run `fn` on the UI thread, unless the app has gone (quit while the worker read)."""
+        if not worker.is_cancelled:
+            try:
+                app.call_from_thread(fn, *args, **kwargs)
+            except RuntimeError:
+                worker.cancel()
 
     def progress(done: int, _total: int) -> None:
         pct = 100 * done // max(_total, 1)
         if total >= SHOW_MIN_BYTES and pct != shown[0] and done < _total:
             shown[0] = pct
             session.weights_line = f"loading {total / 1e6:.0f} MB of weights … {pct} %"
-            app.call_from_thread(screen.update_status)
+            tell(screen.update_status)
 
     try:
-        valueref.bind_values(init, progress, cancelled=lambda: get_current_worker().is_cancelled)
+        valueref.bind_values(init, progress, cancelled=lambda: worker.is_cancelled)
     except Exception as e:  # noqa: BLE001 - a broken weight file is told, the net stays open
         from rich.markup import escape  # noqa: PLC0415
 
-        app.call_from_thread(screen.notify, escape(str(e)), title="Weights", severity="error")
+        tell(screen.notify, escape(str(e)), title="Weights", severity="error")
     finally:
         session.weights_line = None
-        if not get_current_worker().is_cancelled:
-            app.call_from_thread(screen.update_status)
+        tell(screen.update_status)
