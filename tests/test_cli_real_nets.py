@@ -233,11 +233,12 @@ def test_a_plan_given_to_a_netdef_command_is_named(capsys):
 
 
 def test_a_missing_input_says_how_to_feed_it(capsys):
-    """Builder nets have no value_info.json: the data input must be fed, and the line says how."""
+    """Builder nets have no value_info.json: the data and label inputs must be fed, and one line names
+    both (not one per run) and says how."""
     rc, _, err = _cli(capsys, "run", GOLDEN / "builders" / "mlp_sgd.pb")
     assert rc == 2 and _one_line_error(err).endswith(
-        "'data' is an input of the net that neither the init net nor --input gives: "
-        "feed it with --input data=FILE.npy or --input data=SHAPE")
+        "2 inputs of the net are given by neither the init net nor --input: data, label; "
+        "feed them with --input data=SHAPE --input label=SHAPE (or NAME=FILE.npy)")
 
 
 def test_float_labels_are_refused_as_caffe2_refuses_them(capsys):
