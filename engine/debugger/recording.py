@@ -18,7 +18,8 @@ random access, so one blob version loads without reading the rest.  Members::
 
 Members are deflated when that pays and stays cheap (mostly-zero activations, small arrays) and
 stored otherwise: deflating 500 MB of dense float32 weights and gradients of ResNet-50 took ~20 s
-for 10-20 % on a 4 s run.  The index is redundant on purpose: blob members are named by their blob
+for 10-20 % on a 4 s run.  A writer thread writes the members in the order the run makes them
+(at most MAX_PENDING bytes behind it), beside the kernels.  The index is redundant on purpose: blob members are named by their blob
 and version and the stops come in chunks, so a recording cut short (no central directory, no index)
 is read back from its local headers up to the cut (:mod:`engine.debugger.recorded`).
 """
@@ -27,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import queue
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -45,6 +48,8 @@ SMALL_BYTES = 1 << 16
 #: a larger member is deflated when at least this share of its bytes are zero (ReLU outputs)
 ZERO_SHARE = 0.6
 _DATE = (2026, 1, 1, 0, 0, 0)  # NOTE: a fixed member date: time.localtime per member is a cost and no fact
+#: bytes of values handed to the writer thread and not written yet, beyond which the run waits for it
+MAX_PENDING = 256 << 20
 
 
 class RecordingError(NetvizError):
@@ -109,9 +114,16 @@ class Recorder:
         self.pending: list[dict[str, Any]] = []
         self.chunks: list[str] = []
         self.nstops, self.bytes_in, self.program = 0, 0, False
+        # NOTE: members are written on a thread of their own: zlib's crc32/deflate and the file writes let go
+        # of the GIL, so they overlap the kernels (ResNet-50 fwd+bwd: 500 MB beside a 3-4 s run)
+        self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
+        self._room = threading.Condition()
+        self._pending_bytes, self._error = 0, None
+        self._thread = threading.Thread(target=self._drain, name="netviz-recorder", daemon=True)
+        self._thread.start()
         self._json("meta.json", self._meta())
         for name, net in (("predict", dbg.model.predict), ("init", dbg.model.init)):
-            self.zf.writestr(self._info(f"nets/{name}.pb", zipfile.ZIP_DEFLATED), net.SerializeToString())
+            self._submit(self._bytes, f"nets/{name}.pb", net.SerializeToString())
         for name in sorted(dbg.ws.values):
             self._write(name, 0, dbg.ws.values[name])
         dbg.listeners.append(self)
@@ -138,7 +150,34 @@ class Recorder:
         return info
 
     def _json(self, member: str, obj: Any) -> None:
-        self.zf.writestr(self._info(member, zipfile.ZIP_DEFLATED), json.dumps(obj, separators=(",", ":")))
+        self._submit(self._bytes, member, json.dumps(obj, separators=(",", ":")).encode())
+
+    def _bytes(self, member: str, data: bytes) -> None:
+        self.zf.writestr(self._info(member, zipfile.ZIP_DEFLATED), data)
+
+    def _submit(self, fn: Any, *args: Any, nbytes: int = 0) -> None:
+        """Queue one member write for the writer thread (waiting while MAX_PENDING bytes are queued)."""
+        if self._error is not None:
+            raise self._error
+        with self._room:
+            self._room.wait_for(lambda: self._pending_bytes <= MAX_PENDING or self._error is not None)
+            self._pending_bytes += nbytes
+        self._queue.put((fn, args, nbytes))
+
+    def _drain(self) -> None:
+        """The writer thread: members in the order they were queued, until close() queues None."""
+        while (item := self._queue.get()) is not None:
+            fn, args, nbytes = item
+            try:
+                if self._error is None:
+                    fn(*args)
+            except RecordingError as e:
+                self._error = e
+            except (OSError, ValueError, zipfile.LargeZipFile) as e:
+                self._error = RecordingError(f"{self.path}: cannot write the recording: {e}")
+            with self._room:
+                self._pending_bytes -= nbytes
+                self._room.notify_all()
 
     def _write(self, name: str, version: int, value: Any, final: bool = False) -> bool:
         """Write one blob version; False for a value that is not a numeric array (not recorded)."""
@@ -148,15 +187,18 @@ class Recorder:
         key = f"{name}@{version}"
         rewrite = self.rewrites[key] = self.rewrites.get(key, -1) + 1 if final else 0
         member = blob_member(name, version, rewrite)
+        self._submit(self._array, member, arr, f"blob '{name}' version {version}", nbytes=arr.nbytes)
+        self.blobs[key] = member
+        self.bytes_in += arr.nbytes
+        return True
+
+    def _array(self, member: str, arr: np.ndarray, what: str) -> None:
         info = self._info(member, zipfile.ZIP_DEFLATED if _deflates(arr) else zipfile.ZIP_STORED)
         try:
             with self.zf.open(info, "w", force_zip64=arr.nbytes > (1 << 30)) as out:
                 np.lib.format.write_array(out, arr, allow_pickle=False)
         except (OSError, ValueError) as e:
-            raise RecordingError(f"{self.path}: cannot write blob '{name}' version {version}: {e}") from None
-        self.blobs[key] = member
-        self.bytes_in += arr.nbytes
-        return True
+            raise RecordingError(f"{self.path}: cannot write {what}: {e}") from None
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, OpExecuted):
@@ -178,8 +220,7 @@ class Recorder:
             self._write(event.name, event.version, event.value, final=True)
 
     def _program(self) -> None:
-        self.zf.writestr(self._info("nets/program.pb", zipfile.ZIP_DEFLATED),
-                         self.dbg.frames[0].net.SerializeToString())
+        self._submit(self._bytes, "nets/program.pb", self.dbg.frames[0].net.SerializeToString())
         self.program = True
 
     def _flush(self) -> None:
@@ -201,7 +242,11 @@ class Recorder:
         if not self.program:
             self._program()
         self._json("index.json", index)
+        self._queue.put(None)
+        self._thread.join()
         self.zf.close()
+        if self._error is not None:
+            raise self._error
         return index
 
 
