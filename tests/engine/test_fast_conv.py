@@ -129,6 +129,17 @@ def test_resnet_shape_takes_the_implicit_gemm_at_the_default_threshold(monkeypat
         assert bool(calls) == expect
 
 
+def test_one_big_image_with_bias_cut_over_channels(monkeypatch):
+    """A single image whose output passes parallel.MIN_BYTES: its bias pass is cut along channels."""
+    r = np.random.default_rng(2)
+    x, w = r.standard_normal((1, 4, 130, 130)).astype(np.float32), r.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    b = r.standard_normal(16).astype(np.float32)
+    calls = _spy(monkeypatch)
+    plain, fast = _both(monkeypatch, "Conv", x, w, b, kernel=3, pad=1)
+    _close(plain, fast)
+    assert calls
+
+
 def test_float64_keeps_the_plain_path(monkeypatch, counted):
     r = np.random.default_rng(1)
     x, w = r.standard_normal((1, 3, 9, 9)), r.standard_normal((4, 3, 3, 3))

@@ -276,8 +276,8 @@ def conv_implicit(x, w, k, pb, pe, d, b=None):
     if b is None:
         parallel.split(lambda tk: tk(y).__setitem__(Ellipsis, tk(tv)), y.shape, y.nbytes)
     else:
-        bb = np.asarray(b, dtype=np.float32).reshape(m, 1, 1)
-        parallel.split(lambda tk: np.add(tk(tv), bb, out=tk(y)), y.shape, y.nbytes)
+        bb = np.asarray(b, dtype=np.float32).reshape(1, m, 1, 1)  # NOTE: 4-D: split may cut the channel axis
+        parallel.split(lambda tk: np.add(tk(tv), tk(bb), out=tk(y)), y.shape, y.nbytes)
     return y
 
 
