@@ -266,3 +266,23 @@ def test_stop_at_the_first_iteration_where_live_and_recorded(tmp_path: Path) -> 
     stop = run_to_first_iteration(dbg, expr)
     assert stop.reason == "condition" and dbg.records[-1].frames[0] == "iteration 2"
     assert dbg.records[-1].path == found.path
+
+
+def _has_gpu() -> bool:
+    from engine.runtime import device as dev
+
+    return dev.has_gpu()
+
+
+@pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU")
+def test_a_gpu_run_is_recorded_as_host_arrays_equal_to_the_cpu_run(tmp_path: Path) -> None:
+    model = load_model(ROOT / "examples" / "while_net" / "predict_net.pb")
+    record_run(Debugger(model, {}, device="gpu"), tmp_path / "gpu.nvrec")
+    record_run(Debugger(model, {}, device="cpu"), tmp_path / "cpu.nvrec")
+    gpu, cpu = Recording.open(tmp_path / "gpu.nvrec"), Recording.open(tmp_path / "cpu.nvrec")
+    assert gpu.meta["device"] == "gpu" and set(gpu.members) == set(cpu.members)
+    for key in cpu.members:
+        name, _, v = key.rpartition("@")
+        got = gpu.value(name, int(v))
+        assert type(got) is np.ndarray
+        np.testing.assert_allclose(got, cpu.value(name, int(v)), rtol=1e-5, atol=1e-6)
