@@ -20,7 +20,7 @@ __all__ = ["Style", "OP", "BLOB", "BACKWARD_OP", "GRAD_BLOB", "CONTROL_OP", "DAT
            "FORWARD_LINK_EDGE", "SUBNET_CLUSTER", "SCOPE_CLUSTER", "FOCUS_NODE", "op_label", "op_style",
            "blob_style", "blob_label", "cluster_style", "GRAPH_ATTRS", "NODE_DEFAULTS", "CATEGORY_FILLS",
            "category_fill", "category_style", "plain", "OPTIMIZER_OP", "OPTIMIZER_BLOB", "OPTIMIZER_EDGE", "GOLD",
-           "INPLACE", "FIX_MARK", "edge_style", "READ_EDGE", "LEGEND", "legend_html"]
+           "INPLACE", "FIX_MARK", "edge_style", "READ_EDGE", "LEGEND", "legend_html", "legend_text"]
 
 GREEN = "#0F9D58"      # net_drawer's op colour
 RED = "#DB4437"        # generated backward ops and gradient blobs
@@ -156,6 +156,18 @@ def edge_style(role: str) -> Style:
 LEGEND = (("forward op", GREEN, WHITE, ""), ("gradient op", RED, WHITE, "runs upward"),
           ("optimizer op", GOLD, WHITE, ""), ("control flow", BLUE, WHITE, "If/While/Do/RNN"),
           ("in-place", WHITE, BLACK, "double outline"), (f"{FIX_MARK} Caffe2 fix", WHITE, AMBER, "netviz differs"))
+
+
+def legend_text() -> "Text":
+    """:data:`LEGEND`'s colours for the canvas's breadcrumb: ``■ forward op ■ gradient op …``, each square in
+    its fill.  The canvas's boxes are fills only: in-place and ``⚑`` are marked in the op list there."""
+    from rich.text import Text
+    text = Text("  ·  ", "dim")
+    for name, fill, _, _ in LEGEND:
+        if fill != WHITE:
+            text.append("■", fill)
+            text.append(f" {name.split()[0]} ", "dim")
+    return text
 
 
 def legend_html() -> str:

@@ -34,7 +34,7 @@ from netviz.messages import BlobSelected, DrillRequested, OpSelected
 from netviz.overlays import (OVERLAYS, diff_colors, diff_header, diff_legend, diff_row, legend, overlay_colors,
                              worst_per_op)
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath, to_oppath
-from netviz.style import plain
+from netviz.style import legend_text as looks_legend, plain
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
 from netviz.widgets.minimap import Minimap
@@ -307,6 +307,8 @@ class MainScreen(Guarded, Screen[None]):
             extra += f"  ·  blobs in {scope}" if scope else ""
         key = (diff_legend(self.onnx_rows) if self.onnx_rows is not None and self.path == ()
                else legend(OVERLAYS[self.overlay], self._records() if self.overlay else []))
+        if not key.plain and self.session.show_backward:  # NOTE: the exports' legend (colours) for the ladder's ops
+            key = looks_legend()
         # NOTE: an empty net's canvas is blank: the crumb says why, at the path's end (a label is cut from the left)
         self.query_one(Breadcrumb).show(self.session.path_label(self.path) + ("" if n_ops else " (0 ops: empty)"),
                                         f"zoom {name}", extra, key)

@@ -1,0 +1,39 @@
+"""The canvas shows the exports' legend (netviz.style.LEGEND's colours) above the drawing while the backward
+pass is shown, as every exported SVG/PNG/DOT carries it; the canvas draws optimizer ops gold, not red."""
+from __future__ import annotations
+
+from netviz import style as S
+from netviz.app import NetvizApp
+from netviz.session import Session
+from netviz.widgets.breadcrumb import Breadcrumb
+from tests.netviz.tui_nets import mlp, write
+from tests.netviz.waiting import asynctest, ready, wait_for
+
+
+def crumb(app) -> str:
+    return app.main.query_one(Breadcrumb).render().plain
+
+
+@asynctest
+async def test_backward_view_shows_the_legend(tmp_path) -> None:
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp())))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        assert "gradient" not in crumb(app)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: app.session.show_backward and "■ gradient" in crumb(app), "the legend")
+        legend = app.main.query_one(Breadcrumb)._parts[3]
+        colours = {str(span.style) for span in legend.spans}
+        assert {S.GREEN, S.RED, S.GOLD, S.BLUE} <= {c.upper() for c in colours}, colours
+
+
+def test_view_graph_colours_optimizer_ops_apart() -> None:
+    from netviz.widgets.graph_scene import view_graph
+    from tests.netviz.test_export_big import training_net
+
+    net, n_fwd, _ = training_net(2)
+    ssa = [([(b, 0) for b in o.input], [(b, 1) for b in o.output]) for o in net.op]
+    g = view_graph(net, ssa, n_fwd, False, 1)
+    styles = {m["op"]: m["style"] for m in g.meta.values() if m["kind"] == "op"}
+    kinds = {net.op[i].type: s for i, s in styles.items() if i >= n_fwd}
+    assert kinds["WeightedSum"] == "optimizer" and kinds["FCGradient"] == "backward"
