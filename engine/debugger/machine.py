@@ -166,7 +166,7 @@ class Machine:
         self.kept: dict[tuple[OpPath | None, str], tuple[int, Any, Health | None]] = {}
         self.kept_bytes, self.kept_evicted = 0, 0
         self.injected: dict[str, int] = {}   # blob → version an inject gave it (until an op writes it)
-        self.run_starts: dict[OpPath, int] = {}  # subnet prefix → records made before its last run began
+        self.run_starts: dict[OpPath, int] = {}  # subnet prefix → records made before the last run an op ran in
         # NOTE: blob → (path, seq, version) of the latest version of a buffer rnn_internal_apply_link made
         # views of: the step's ops write its rows through the views after the record (_close_version).
         self._linked: dict[str, tuple[OpPath, int, int]] = {}
@@ -341,7 +341,6 @@ class Machine:
             parent.checks = 0 if first else parent.checks + 1
             label = f"cond_net check {parent.checks}"
         self.frames.append(_Frame(run.net, run.workspace, label, prefix, plan, b, start=len(self.records)))
-        self.run_starts[prefix] = len(self.records)  # NOTE: the last run of each subnet (initial_value)
         if not first:
             self._push_undo(_Undo("next", parent, parent.pc, len(self.frames)))
         return ("enter" if first else "next"), {}
@@ -462,6 +461,7 @@ class Machine:
                 if o is not _MISSING and (None, n) not in self.kept:
                     self._keep((None, n), -1, o)
             return
+        self.run_starts[f.prefix] = f.start  # NOTE: the last run an op of ran in: a run just begun shows the last
         for n, o, _ in old:
             k = self.kept.get((f.prefix, n))
             if o is not _MISSING and (k is None or k[0] != f.start):

@@ -140,8 +140,10 @@ def value_history(session: Session, ref: BlobRef, limit: int = 12) -> list[tuple
 
 
 def _history_table(rows: list[tuple[str, Any]]) -> Table:
+    """One row per run; in a narrow pane a long label (``train iteration 3 · net mlp_train``) folds,
+    the shape and the norm stay whole (they were cut: the oracle read no norm at 160×48)."""
     t = Table.grid(padding=(0, 1))
-    t.add_column(style="dim", no_wrap=True)
+    t.add_column(style="dim", overflow="fold")
     t.add_column(no_wrap=True)
     t.add_column(no_wrap=True)
     for label, o in rows:

@@ -119,6 +119,29 @@ def test_loop_body_versions_show_their_own_iteration():
     assert value_history(s, BlobRef(BODY, "acc", 0)) == []  # no op of the body writes @0: no rows
 
 
+def test_a_loop_body_just_entered_shows_its_last_runs_versions():
+    """The oracle's find (the PlanDef's train iterations): with the pc at the first op of iteration 1,
+    before any op of it ran, @0 and @1 are both iteration 0's (@0 was iteration 1's input, equal to @1)."""
+    s = Session.open(WHILE)
+    while "iteration 1 › Do op#0 › op#0 FC" not in s.pc_label():
+        s.step("step_into")
+    acc0, _ = s.version_value(BlobRef(BODY, "acc", 0))
+    acc1, _ = s.version_value(BlobRef(BODY, "acc", 1))
+    (_, first), = value_history(s, BlobRef(BODY, "acc", 1))
+    assert np.linalg.norm(acc1) == pytest.approx(first.norm, rel=1e-6)  # iteration 0's Tanh output
+    assert not np.allclose(acc0, acc1)  # what iteration 0 read
+
+
+def test_history_rows_keep_their_norms_in_a_narrow_pane():
+    """The oracle's find (the PlanDef at 160×48): a long run label cut the norm off the row."""
+    from netviz.widgets.blob_inspector import _history_table
+
+    rows = [(f"train iteration {i} · net mlp_train", BlobSummary("fc1", (16, 16), "float32", (0, 0, 1.2345 + i)))
+            for i in range(3)]
+    text = rendered(_history_table(rows), width=34)
+    assert all(f"‖·‖ {1.2345 + i:.4g}" in text for i in range(3)), text
+
+
 # ---- item 9: no ✓ on an op that wrote NaN/Inf ------------------------------------------------------
 @asynctest
 async def test_an_op_that_wrote_nan_is_not_ticked_on_the_canvas():
