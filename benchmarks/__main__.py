@@ -40,9 +40,11 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         refs = r.get("reference") or {}
+        # NOTE: a text reference (a layout's name, why a run was refused) is shown as it is, never divided by
         ref_txt = ", ".join(f"{k} {v:.4g}{'' if '(ratio)' in (r.get('target') or '') else 's'}"
+                            if isinstance(v, (int, float)) else f"{k}: {v}"
                             for k, v in refs.items() if v is not None) or "-"
-        first = next((v for v in refs.values() if v), None)
+        first = next((v for v in refs.values() if v and isinstance(v, (int, float))), None)
         ratio = f"{r['netviz_s'] / first:.2f}" if first and r.get("netviz_s") is not None else "-"
         unit = "" if "(ratio)" in (r.get("target") or "") else "s"
         val = f"{r['netviz_s']:.4g}{unit}" if r.get("netviz_s") is not None else "-"

@@ -80,3 +80,14 @@ def test_every_netviz_variable_is_documented_in_one_place() -> None:
     assert all(f"`{name}`" in doc for name in read | {"NETVIZ_MODEL_ZOO"}), sorted(n for n in read if n not in doc)
     assert {n for n in read if n.startswith("NETVIZ_")} <= set(VARIABLES)
     assert "docs/files.md" in EPILOG and "netviz doctor" in EPILOG
+
+
+def test_bench_table_shows_a_text_reference_as_text() -> None:
+    """A row may name a layout or a refusal as its reference (bench_graph): the table prints it and
+    takes the ratio from the first number (a text reference crashed the whole table)."""
+    from benchmarks.__main__ import format_table
+
+    table = format_table([{"name": "export x", "netviz_s": 3.0, "target": "<= 2x", "ok": False,
+                           "reference": {"layout": "dot, TB ladder in 4 pieces", "forward-only": 1.5}}])
+    row = table.splitlines()[-1]
+    assert "layout: dot, TB ladder in 4 pieces" in row and "forward-only 1.5s" in row and " 2.00 " in row
