@@ -17,7 +17,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -231,12 +231,14 @@ def backward_drawing_net(net: caffe2_pb2.NetDef, loss: str | None
 def export_net(net: caffe2_pb2.NetDef, out: str | Path | None, options: DrawOptions = DrawOptions(), *,
                backward: bool = False, loss: str | None = None, focus_on: str | None = None, depth: int = 2,
                fmt: str | None = None, timeout: float = DEFAULT_TIMEOUT, force: bool = False,
-               rankdir: str | None = None, progress: Callable[[str], None] | None = None) -> ExportResult:
-    """Draw `net` and write it to `out` (format from `fmt` or the suffix). See :func:`export_drawing`."""
+               rankdir: str | None = None, progress: Callable[[str], None] | None = None,
+               flags: Collection[int] = ()) -> ExportResult:
+    """Draw `net` and write it to `out` (format from `fmt` or the suffix); `flags` are the ops marked ``⚑``
+    (:func:`netviz.drawing.draw_net`). See :func:`export_drawing`."""
     n_fwd, origin = None, []
     if backward:
         net, n_fwd, origin = backward_drawing_net(net, loss)
-    d = draw_net(net, options, n_fwd, origin)
+    d = draw_net(net, options, n_fwd, origin, flags=flags)
     if focus_on is not None:
         d = focus(d, focus_on, depth)
     return export_drawing(d, out, fmt=fmt, timeout=timeout, force=force, rankdir=rankdir, progress=progress)

@@ -935,7 +935,7 @@ class Session:
         backward = self.show_backward and not path
         net = self.model.predict if backward or not path else self.view(path).net
         result = export.export_net(net, target, options, backward=backward, loss=self.loss, force=force,
-                                   rankdir="auto", progress=progress)
+                                   rankdir="auto", progress=progress, flags=() if path else self.lint_findings())
         how = f"laid out with {result.layout}" if result.layout else ""
         return f"{result.path}" + "".join(f" ({t})" for t in (how, result.note) if t)
 

@@ -50,7 +50,7 @@ from engine.model.modelio import load_net
 from netviz.commands import add_model_arguments, naming
 from netviz.commands.onnx_io import add_source_arguments, is_onnx, run_export
 from netviz.drawing import MODES, SUBNET_MODES, DrawOptions, draw_net, focus
-from netviz.export import ExportError, backward_drawing_net, count_summary, export_drawing, output_format
+from netviz.export import ExportError, backward_drawing_net, count_summary, default_loss, export_drawing, output_format
 from netviz.layout import DEFAULT_TIMEOUT
 
 
@@ -85,9 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def lint_flags(net: Any, loss: str | None) -> set[int]:
-    """The ops to mark ``⚑`` (Caffe2 computes other values or refuses there): the TUI op list's marks."""
+    """The ops to mark ``⚑`` (Caffe2 computes other values or refuses there): the TUI op list's marks, for
+    the same loss (a net netviz cannot differentiate has none)."""
     from engine.analysis.lint import lint_net
-    return {f.op_index for f in lint_net(net, [loss] if loss else ())}
+    from engine.errors import NetvizError
+    try:
+        return {f.op_index for f in lint_net(net, [loss] if loss else ())}
+    except NetvizError:
+        return set()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         model = load_model(args.path, init=args.init)
         model.predict = net
         shapes = infer_model_shapes(model)[()]
-    d = draw_net(net, options, n_fwd, origin, shapes, lint_flags(original, args.loss if args.backward else None))
+    loss = (args.loss or default_loss(original)) if args.backward else None
+    d = draw_net(net, options, n_fwd, origin, shapes, lint_flags(original, loss))
     if args.focus is not None:
         d = focus(d, args.focus, args.depth)
     result = export_drawing(d, args.output, fmt=fmt, timeout=args.timeout, force=args.force, rankdir=args.rankdir,
