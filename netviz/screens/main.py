@@ -148,6 +148,8 @@ class MainScreen(Guarded, Screen[None]):
     def on_mount(self) -> None:
         self.op_tree, self.canvas = self.query_one(OpTree), self.query_one(GraphCanvas)
         self.op_tree.focus()
+        if self.session.plan_def is not None:  # NOTE: steps top-down in their order: left-right, dot drew #1 above #0
+            self.canvas.set_direction("TB")
         if self.session.view(()).net.op:
             # NOTE: the inspector fills after the first drawing (on_graph_canvas_shown): its op
             # facts (engine.catalogue's tables) and Rich table are no part of the first frame

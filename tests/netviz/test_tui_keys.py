@@ -326,3 +326,16 @@ async def test_diffs_of_a_plan_say_why_not() -> None:
         await wait_for(pilot, lambda: sum("runs one net, not a PlanDef's steps" in n.message
                                           for n in app._notifications) == 2, "two refusals")
         assert not [n for n in app._notifications if n.severity == "error"]
+
+
+@asynctest
+async def test_a_plans_steps_are_drawn_in_their_order() -> None:
+    """Item 21: examples/mlp/plan.pbtxt drew ExecutionStep #1 above #0 (dot's left-right flow stacks a
+    rank's nodes upwards); its steps are drawn top-down, #0 first in reading order."""
+    app = NetvizApp(Session.open(Path(__file__).resolve().parents[2] / "examples" / "mlp" / "plan.pbtxt"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        lines = screen_text(app)
+        at = {k: next((i, line.index(f"ExecutionStep #{k}")) for i, line in enumerate(lines)
+                      if f"ExecutionStep #{k}" in line) for k in (0, 1)}
+        assert at[0] < at[1], "\n".join(lines)  # (row, column): above it, or beside it to the left
