@@ -118,9 +118,9 @@ def differs_at(name: str, names: Sequence[str], backwards: Sequence[str]) -> tup
 
 def elide_distinct(name: str, room: int, where: tuple[int, int] | None) -> str:
     """`name` in `room` cells keeping where it differs from its closest names (:func:`differs_at`):
-    four ``SpatialBNGradient`` lines read ``…2c_grad`` alike (res2_0 / res2_1 / res3_0 …); kept, they
-    read ``…2_1…h2c_grad``.  Without a place (or when the middle elision shows both), as
-    :func:`elide_middle`."""
+    four ``SpatialBNGradient`` lines read ``…2c_grad`` alike (res2_0 / res2_1 / res3_0 …); kept, in 8
+    cells they read ``…2_0…2c…``, ``res2_1_…``.  Without a place (or when the middle elision shows
+    both), as :func:`elide_middle`."""
     plain = elide_middle(name, room)
     if where is None or len(name) <= room or room < 6:
         return plain
