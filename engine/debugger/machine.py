@@ -19,7 +19,7 @@ from engine.runtime import device as dev
 from engine.runtime import executor
 from engine.debugger.records import (BlobSummary, FrameInfo, Health, OpExecuted, OpPath, OpRecord, ProgramCounter,
                                      Stopped, VersionFinal, counts_of, norm_of)
-from engine.errors import NetvizError
+from engine.errors import ExecutionError, NetvizError
 from engine.runtime.plans import SubnetRun
 from engine.autodiff.training import update_ratio
 from engine.runtime.workspace import Workspace
@@ -539,7 +539,10 @@ class Machine:
                 ws.values.pop(name, None) if hasattr(ws.values, "pop") else None
                 ws.devices.pop(name, None) if hasattr(ws.devices, "pop") else None
             else:
-                ws.values[name], ws.devices[name] = old, old_dev
+                try:
+                    ws.values[name], ws.devices[name] = old, old_dev
+                except ExecutionError:  # NOTE: a view of a buffer's rows (an RNN link) that held another
+                    pass  # value before it was linked: the buffer's own entry gives its rows back
             if u.kind != "enter":  # NOTE: an enter's writes are a snapshot of the outputs, not a version
                 self.versions[name] = max(0, self.versions.get(name, 1) - 1)
         self._undo_bytes -= u.nbytes

@@ -58,3 +58,18 @@ def test_a_second_run_to_in_a_loop_reaches_the_next_iteration() -> None:
         d.run_to(TANH)
         seen.append(d.pc.text().split(" › ")[1])
     assert seen == ["While op#2 iteration 0", "While op#2 iteration 1", "While op#2 iteration 2", "op#3 AveragedLoss"]
+
+
+def test_u_over_a_recurrent_gradient_and_n_again_give_the_same_values() -> None:
+    """Stepping back over LSTM's RecurrentNetworkGradient stopped with "blob 'lstm/gates_t_grad' is a
+    view of rows 0:1 of 'lstm/i2h_grad' …; cannot write shape ()" (a link's value from before it was linked)."""
+    d = Debugger(load_model(WHILE.parents[1] / "lstm" / "predict_net.pb"))
+    for op in (1, 5):  # the forward RecurrentNetwork, then its gradient
+        d.run_to(("op", op))
+        d.step()
+        after = {n: np.array(v, copy=True) for n, v in d.frames[0].ws.values.items() if isinstance(v, np.ndarray)}
+        d.step_back()
+        assert d.pc.path == ("op", op)
+        d.step()
+        for name, value in after.items():
+            np.testing.assert_allclose(d.value(name), value, err_msg=name)
