@@ -605,16 +605,18 @@ class Machine:
         return self._stop("step", "stepped back")
 
     def _replay_units(self) -> tuple[int, int]:
-        """How many units, from the start of the control-flow op the last unit belongs to, lead to
-        the last op run inside it (0: none, or one that cannot be run again as it was), and how many
-        undo units there were before that start.
+        """How many units, from the start of the control-flow op the last unit belongs to, lead back
+        to where ``u`` goes inside it (0: nowhere inside, or a run that cannot be run again as it
+        was), and how many undo units there were before that start.
 
         A plan's generator cannot be rewound, so stepping back from after a finished subnet run (the
         op after a While, an iteration's first op) undid the whole op (issue 42 item 18: ``u`` never
-        stepped back into a finished subnet).  Undone whole and run again this many units, the pc
-        is at that last op, as ``n`` had passed it: the same values (the enter restores the random
-        source).  An inject or a skipped op on the way is not a unit to run again: then the whole op;
-        so too when the last move began at the op itself (``n`` over a While: ``u`` undoes that ``n``)."""
+        stepped back into a finished subnet).  Undone whole and run again this many units, the pc is
+        where the last move began when it began inside the op (``u`` reverses it: the op it stepped
+        from, a subnet's end stop), else at the innermost op run last inside it (a ``c`` or ``t``
+        from outside that stopped after it); the same values (the enter restores the random source).
+        An inject or a skipped op on the way is not a unit to run again: then the whole op; so too
+        when the last move began at the op itself (``n`` over a While: ``u`` undoes that ``n``)."""
         undo = self._undo
         if not self.replay_into_subnets:
             return 0, 0
@@ -629,30 +631,36 @@ class Machine:
                   if undo[j].kind == "enter" and undo[j].frame is owner and undo[j].pc == index), None)
         if e is None:
             return 0, 0
-        n, records, low = len(inside), self.records, undo[e].nrec
-        k = next((k for k in range(len(records) - 1, low - 1, -1)
-                  if len(records[k].path) > n and records[k].path[:n] == inside), None)
-        if k is None:
+        serial, began = starts[-1] if starts else (0, ())
+        stop = next((j + 1 for j in range(len(undo) - 1, e - 1, -1) if undo[j].serial == serial), None) \
+            if began[:len(inside)] == inside else None
+        if stop is None:
+            stop = self._last_op_inside(inside, e)
+        if stop is None:
             return 0, 0
-        # NOTE: into the innermost last op (a body's Tanh, not the Do that ran it), but no deeper than the
-        # move began (n over that Do, then out of the body: u goes back before the Do)
-        began = starts[-1][1] if starts else ()
-        limit = len(began) if began[:n] == inside else None
-        while k > low and len(records[k - 1].path) > len(records[k].path) \
-                and (limit is None or len(records[k - 1].path) <= limit) \
-                and records[k - 1].path[:len(records[k].path)] == records[k].path:
-            k -= 1
-        target = records[k].path
-        start = next((j for j in range(len(undo) - 1, e, -1) if undo[j].kind in ("op", "enter")
-                      and undo[j].nrec <= k and undo[j].frame.path(undo[j].pc) == target), None)
-        if start is None:
-            return 0, 0
-        for j in range(e, start):
+        records = self.records
+        for j in range(e, stop):
             v = undo[j]
             if v.kind != "op":
                 continue
             rec = records[v.nrec] if v.nrec < len(records) else None
             if rec is None or rec.skipped or rec.path != v.frame.path(v.pc) or undo[j + 1].nrec == v.nrec:
                 return 0, 0  # NOTE: a skip (its record says so) or an inject (no record of its own)
-        return start - e, e
+        return stop - e, e
+
+    def _last_op_inside(self, inside: OpPath, e: int) -> int | None:
+        """The undo index of the unit that began the innermost op run last inside the control op at
+        `inside` (whose enter is unit `e`): a body's Tanh, not the Do that ran it."""
+        undo, records, n = self._undo, self.records, len(inside)
+        low = undo[e].nrec
+        k = next((k for k in range(len(records) - 1, low - 1, -1)
+                  if len(records[k].path) > n and records[k].path[:n] == inside), None)
+        if k is None:
+            return None
+        while k > low and len(records[k - 1].path) > len(records[k].path) \
+                and records[k - 1].path[:len(records[k].path)] == records[k].path:
+            k -= 1
+        target = records[k].path
+        return next((j for j in range(len(undo) - 1, e, -1) if undo[j].kind in ("op", "enter")
+                     and undo[j].nrec <= k and undo[j].frame.path(undo[j].pc) == target), None)
 

@@ -73,3 +73,18 @@ def test_u_over_a_recurrent_gradient_and_n_again_give_the_same_values() -> None:
         d.step()
         for name, value in after.items():
             np.testing.assert_allclose(d.value(name), value, err_msg=name)
+
+
+def test_u_after_s_from_a_subnets_end_goes_back_to_that_end() -> None:
+    """u reverses the last move: from ``cond_net check 0 › end`` (where f stops), s then u is there again
+    (it went to the op before the end: found by a random s/n/f/u walk)."""
+    d = Debugger(load_model(WHILE))
+    while "Do op#0 › op#1 LT" not in d.pc.text():
+        d.step_into()
+    d.step_out()
+    end = d.pc.text()
+    assert end.endswith("cond_net check 0 › end")
+    d.step_into()
+    assert d.pc.text() != end
+    d.step_back()
+    assert d.pc.text() == end
