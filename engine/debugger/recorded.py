@@ -87,14 +87,14 @@ class _Local:
     crc: int
 
 
-def _scan_locals(data: bytes) -> tuple[dict[str, _Local], str | None]:
+def _scan_locals(data: Any) -> tuple[dict[str, _Local], str | None]:
     """Members in `data` by their local headers, and the name of the member cut off (None: none was)."""
     found: dict[str, _Local] = {}
     pos = 0
     while data[pos:pos + 4] == b"PK\x03\x04" and pos + _LOCAL.size <= len(data):
         h = _LOCAL.unpack_from(data, pos)
         flags, method, crc, csize, size, nlen, xlen = h[3], h[4], h[7], h[8], h[9], h[10], h[11]
-        name = data[pos + _LOCAL.size:pos + _LOCAL.size + nlen].decode("utf-8" if flags & 0x800 else "cp437")
+        name = bytes(data[pos + _LOCAL.size:pos + _LOCAL.size + nlen]).decode("utf-8" if flags & 0x800 else "cp437")
         extra = data[pos + _LOCAL.size + nlen:pos + _LOCAL.size + nlen + xlen]
         if csize == 0xFFFFFFFF or size == 0xFFFFFFFF:  # zip64: the sizes are in the extra field
             k = 0
@@ -138,7 +138,7 @@ class Recording:
         self.problems: list[str] = []
         self._zip: zipfile.ZipFile | None = None
         self._locals: dict[str, _Local] = {}
-        self._data = b""
+        self._data: Any = b""
         try:
             self._zip = zipfile.ZipFile(self.path)
             names = self._zip.namelist()
@@ -175,6 +175,8 @@ class Recording:
     def close(self) -> None:
         if self._zip is not None:
             self._zip.close()
+        if hasattr(self._data, "close"):
+            self._data.close()
 
     def __enter__(self) -> Recording:
         return self
@@ -185,7 +187,13 @@ class Recording:
     # ---- the container -------------------------------------------------------------------
     def _recover(self) -> list[str]:
         """No central directory: the members before the cut, from their local headers."""
-        self._data = self.path.read_bytes()
+        import mmap  # noqa: PLC0415 - only a damaged file is read this way
+
+        with open(self.path, "rb") as f:  # NOTE: mapped, not read: a cut-off recording may be gigabytes
+            try:
+                self._data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file
+                raise RecordingError(f"{self.path}: not a recording (the file is empty)") from None
         self._locals, cut = _scan_locals(self._data)
         if not self._locals:
             raise RecordingError(f"{self.path}: not a recording (no zip member found)")

@@ -286,3 +286,18 @@ def test_a_gpu_run_is_recorded_as_host_arrays_equal_to_the_cpu_run(tmp_path: Pat
         got = gpu.value(name, int(v))
         assert type(got) is np.ndarray
         np.testing.assert_allclose(got, cpu.value(name, int(v)), rtol=1e-5, atol=1e-6)
+
+
+def test_one_version_loads_alone_and_a_non_recording_is_one_line(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = _recording(tmp_path, "while_net")
+    read: list[str] = []
+    real = rec._zip.read
+    monkeypatch.setattr(rec._zip, "read", lambda member: read.append(member) or real(member))
+    rec.value("acc", 4)
+    assert read == ["blobs/acc@4.npy"]
+    for data in (b"", b"not a zip at all"):
+        bad = tmp_path / "bad.nvrec"
+        bad.write_bytes(data)
+        with pytest.raises(RecordingError, match="not a recording"):
+            Recording.open(bad)
