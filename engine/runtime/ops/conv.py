@@ -1,4 +1,4 @@
-"""Convolutions (im2col + GEMM): Conv, Conv1D/2D/3D, ConvTranspose."""
+"""Convolutions (implicit GEMM for stride-1 KxK, im2col + GEMM else): Conv, Conv1D/2D/3D, ConvTranspose."""
 from __future__ import annotations
 
 import inspect
