@@ -18,12 +18,12 @@ from typing import Any
 
 from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
 from engine.debugger.machine import DebuggerError
-from engine.debugger.provenance import op_at
 from engine.debugger.recorded import Recording, Stop
 from engine.debugger.records import BlobSummary, FrameInfo, OpRecord, ProgramCounter, Stopped
 from engine.debugger.timetravel import Cursor
 from engine.model.modelio import Model
 from engine.model.opdef import subnets_of
+from engine.model.optypes import RECURRENT
 
 
 def op_record(stop: Stop) -> OpRecord:
@@ -31,6 +31,26 @@ def op_record(stop: Stop) -> OpRecord:
     outs = tuple(BlobSummary(o.name, o.shape, o.dtype, (o.nan, o.inf, None)) for o in stop.outputs)
     return OpRecord(stop.seq, stop.path, stop.op_type, stop.label, stop.wall_s, outs, stop.backward, None,
                     stop.skipped, None, stop.frames)
+
+
+def op_at(net: Any, path: Any) -> Any:
+    """The op at a debugger path in `net`, a RecurrentNetwork's timestep read as the debugger runs it
+    (its step net with Caffe2's link ops: :func:`engine.runtime.ops.rnn.timestep_program`)."""
+    steps = list(path[1:])
+    while net is not None and steps:
+        i = steps.pop(0)
+        if not isinstance(i, int) or i >= len(net.op):
+            return None
+        op = net.op[i]
+        if not steps:
+            return op
+        arg = steps.pop(0)
+        if op.type in RECURRENT:
+            from engine.runtime.ops.rnn import timestep_program  # noqa: PLC0415 - only RNN paths
+            net = timestep_program(op, arg)
+        else:
+            net = dict(subnets_of(op)).get(arg)
+    return None
 
 
 class _Versions(Mapping[str, int]):

@@ -56,3 +56,13 @@ def test_edits_are_refused_in_one_line(tmp_path: Path) -> None:
     dbg, _ = _replay(tmp_path, "mlp")
     with pytest.raises(DebuggerError, match="read-only"):
         dbg.inject("data", 0.0)
+
+
+@pytest.mark.parametrize("name", ["lstm", "nested_if_in_while", "do_net"])
+def test_the_pc_names_each_stop_as_the_live_debugger_ran_it(name: str, tmp_path: Path) -> None:
+    """RNN timesteps are their step net with Caffe2's link ops (engine.runtime.ops.rnn.timestep_program)."""
+    dbg, _ = _replay(tmp_path, name)
+    for stop in dbg.rec.stops:
+        dbg.cursor.goto(stop.seq)
+        assert dbg.current_op().type == stop.op_type and dbg.pc.frames[-1].op_type == stop.op_type
+        assert dbg.pc.path == stop.path
