@@ -15,15 +15,17 @@ Rows:
   every byte is read), best of 3, against ``np.fromfile`` and Caffe2's RunNetOnce; target <= 10x for
   ResNet-50 (what the weights themselves cost, where the run row's difference also holds the fill
   ops' random draws), none for VGG-19 (the issue sets none).
-- **TUI first frame, 128 MB init vs fill-op init** (``benchmarks/probes/tui_probe.py``, alternated,
-  best of TUI_REPEAT = 5): target <= 1.1x.
+- **TUI first frame, 128 MB init vs fill-op init** (``benchmarks/probes/tui_probe.py``, the same
+  arguments, alternated, best of TUI_REPEAT = 5): target <= 1.1x.
 - **TUI first n with the 128 MB init**: the key to the complete repaint on op 1 (the first step
-  makes the workspace and runs the init net: views of the file, while the worker checks them); target <= 0.5 s.
+  makes the workspace and runs the init net: views of the file, while the worker checks them),
+  median of the probes, beside the fill-op init's; target <= 0.5 s.
 """
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -201,24 +203,29 @@ def _probe(args: list[str]) -> dict[str, Any]:
 
 
 def tui_rows(folder: Path, quick: bool) -> list[dict[str, Any]]:
+    """First frame and first n with the big init and with the net's fill-op init, the same probe
+    arguments for both (``--steps`` itself moves the first frame by ~60 ms), alternated."""
     init = folder / "init_net.pb"
     model = [str(RESNET / "predict_net.pb"), "--input", "data=1,3,224,224"]
-    plain, big, first_n = [], [], []
+    step = ["--steps", "1", "--warmup", "0"]
+    frames: dict[str, list] = {"plain": [], "big": []}
+    first_n: dict[str, list] = {"plain": [], "big": []}
     for _ in range(1 if quick else TUI_REPEAT):
-        plain.append(_probe([*model, "--init", str(RESNET / "init_net.pb")]).get("frame"))
-        got = _probe([*model, "--init", str(init), "--steps", "1", "--warmup", "0"])
-        big.append(got.get("frame"))
-        first_n += got.get("full_s", [])
+        for kind, path in (("plain", RESNET / "init_net.pb"), ("big", init)):
+            got = _probe([*model, "--init", str(path), *step])
+            frames[kind].append(got.get("frame"))
+            first_n[kind] += got.get("full_s", [])
     mb = f"{init.stat().st_size / 1e6:.0f} MB"
-    if None in plain + big or not first_n:
+    if None in frames["plain"] + frames["big"] or not first_n["big"] or not first_n["plain"]:
         return [{"name": f"weights: TUI with {mb} init", "netviz_s": None, "reference": {}, "target": None,
                  "ok": None, "note": "TUI not ready"}]
-    return [{"name": f"weights: TUI first frame, {mb} init", "netviz_s": min(big),
-             "reference": {"fill-op init": min(plain)}, "target": f"<= {FRAME_TARGET:g}x",
-             "ok": min(big) <= FRAME_TARGET * min(plain)},
-            {"name": f"weights: TUI first n, {mb} init", "netviz_s": min(first_n), "reference": {},
-             "target": f"<= {FIRST_N_TARGET:g} s", "ok": min(first_n) <= FIRST_N_TARGET,
-             "note": f"all: {', '.join(f'{s:.3f}' for s in first_n)}"}]
+    big, plain = min(frames["big"]), min(frames["plain"])
+    n_big, n_plain = statistics.median(first_n["big"]), statistics.median(first_n["plain"])
+    return [{"name": f"weights: TUI first frame, {mb} init", "netviz_s": big, "reference": {"fill-op init": plain},
+             "target": f"<= {FRAME_TARGET:g}x", "ok": big <= FRAME_TARGET * plain},
+            {"name": f"weights: TUI first n, {mb} init (median)", "netviz_s": n_big,
+             "reference": {"fill-op init": n_plain}, "target": f"<= {FIRST_N_TARGET:g} s",
+             "ok": n_big <= FIRST_N_TARGET, "note": f"all: {', '.join(f'{s:.3f}' for s in first_n['big'])}"}]
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
