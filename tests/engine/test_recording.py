@@ -65,6 +65,16 @@ def test_every_version_equals_the_dump_on_zoo_nets(name: str, tmp_path: Path, zo
     _assert_equals_dump(dump, rec)
 
 
+def test_every_version_equals_the_dump_inside_mask_rcnn_subnets(tmp_path: Path, zoo: Path) -> None:
+    """Mask R-CNN 2go runs ops inside subnets of its own (the mask head's If): their versions too."""
+    np.save(tmp_path / "im_info.npy", np.array([[192, 192, 1.0]], np.float32))
+    dump, rec = _dump_and_record(tmp_path, zoo / "mask_rcnn_2go_fp32" / "model.pbtxt", "--random-params",
+                                 "--param-width", "4", "--input", "data=1,3,192,192",
+                                 "--input", f"im_info={tmp_path / 'im_info.npy'}", together=True)
+    assert any(len(s.path) > 2 for s in rec.stops)
+    _assert_equals_dump(dump, rec)
+
+
 def _brute_force(dump: Path, expr: str) -> list[tuple[str, ...]]:
     """The written blob@versions of every op run after which `expr` holds, from the dump's files alone."""
     cond, state, groups, out = parse_condition(expr), {}, [], []
