@@ -311,3 +311,20 @@ def test_one_version_loads_alone_and_a_non_recording_is_one_line(tmp_path: Path,
         bad.write_bytes(data)
         with pytest.raises(RecordingError, match="not a recording"):
             Recording.open(bad)
+
+
+def test_a_corrupt_stops_chunk_is_one_problem_and_the_values_stay_readable(tmp_path: Path) -> None:
+    rec = _recording(tmp_path, "lstm")
+    info = rec._zip.getinfo("stops/00001.json")
+    want = rec.value("lstm/hidden_t_prev", 0) if "lstm/hidden_t_prev@0" in rec.members else None
+    rec.close()
+    data = bytearray(rec.path.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    bad = tmp_path / "bad.nvrec"
+    bad.write_bytes(bytes(data))
+    damaged = Recording.open(bad)
+    assert len(damaged.problems) == 1 and "chunk stops/00001.json" in damaged.problems[0]
+    assert len(damaged.stops) == 64  # the first chunk's
+    if want is not None:
+        np.testing.assert_array_equal(damaged.value("lstm/hidden_t_prev", 0), want)
