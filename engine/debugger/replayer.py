@@ -26,9 +26,37 @@ from engine.model.opdef import subnets_of
 from engine.model.optypes import RECURRENT
 
 
-def op_record(stop: Stop) -> OpRecord:
-    """The live debugger's record of a stop (norms are not recorded: None)."""
-    outs = tuple(BlobSummary(o.name, o.shape, o.dtype, (o.nan, o.inf, None)) for o in stop.outputs)
+class _LazyHealth(tuple):
+    """(NaN count, Inf count, norm) whose norm is computed from the recorded value when first read.
+
+    Why: the norms (the grad-norm overlay's) are not in the file; reading every value to make them
+    when the replay opens would read the whole recording."""
+
+    rec: Recording
+    key: tuple[str, int]
+    result: Any
+
+    def __new__(cls, rec: Recording, name: str, version: int, nan: int, inf: int) -> _LazyHealth:
+        self = super().__new__(cls, (nan, inf, None))
+        self.rec, self.key, self.result = rec, (name, version), ()
+        return self
+
+    def __getitem__(self, k: Any) -> Any:
+        if k != 2:
+            return tuple.__getitem__(self, k)
+        if self.result == ():
+            from engine.debugger.records import norm_of  # noqa: PLC0415
+            name, version = self.key
+            ok = not (self[0] or self[1]) and f"{name}@{version}" in self.rec.members
+            value = self.rec.value(name, version) if ok else None
+            self.result = norm_of(value) if value is not None and value.dtype.kind in "fc" and value.size else None
+        return self.result
+
+
+def op_record(stop: Stop, rec: Recording | None = None) -> OpRecord:
+    """The live debugger's record of a stop; with `rec`, its outputs' norms are read from it when asked."""
+    outs = tuple(BlobSummary(o.name, o.shape, o.dtype, (o.nan, o.inf, None) if rec is None else
+                             _LazyHealth(rec, o.name, o.version, o.nan, o.inf)) for o in stop.outputs)
     return OpRecord(stop.seq, stop.path, stop.op_type, stop.label, stop.wall_s, outs, stop.backward, None,
                     stop.skipped, None, stop.frames)
 
@@ -90,7 +118,7 @@ class ReplayDebugger:
         self.watchpoints: dict[int, Any] = {}
         self.skip_end_stops = True
         self.error: str | None = None
-        self._all = [op_record(s) for s in rec.stops]
+        self._all = [op_record(s, rec) for s in rec.stops]
         self.versions = _Versions(self)
 
     # ---- state ---------------------------------------------------------------------------

@@ -66,3 +66,19 @@ def test_the_pc_names_each_stop_as_the_live_debugger_ran_it(name: str, tmp_path:
         dbg.cursor.goto(stop.seq)
         assert dbg.current_op().type == stop.op_type and dbg.pc.frames[-1].op_type == stop.op_type
         assert dbg.pc.path == stop.path
+
+
+def test_norms_are_read_from_the_recording_when_asked(tmp_path: Path) -> None:
+    live = Debugger(load_model(ROOT / "examples" / "mlp_forward" / "predict_net.pb"), {"data": (16, 8)},
+                    device="cpu", loss="loss")
+    record_run(live, tmp_path / "run.nvrec")
+    dbg = ReplayDebugger(Recording.open(tmp_path / "run.nvrec"))
+    dbg.continue_()
+    got = [(r.path, r.grad_norm, [o.norm for o in r.outputs]) for r in dbg.records]
+    want = [(r.path, r.grad_norm, [o.norm for o in r.outputs]) for r in live.records]
+    assert [g[0] for g in got] == [w[0] for w in want]
+    for g, w in zip(got, want):
+        assert (g[1] is None) == (w[1] is None) and (g[1] is None or abs(g[1] - w[1]) <= 1e-6 * max(1.0, w[1]))
+        np.testing.assert_allclose([x if x is not None else np.nan for x in g[2]],
+                                   [x if x is not None else np.nan for x in w[2]], rtol=1e-6)
+    assert any(g[1] for g in got)
