@@ -19,7 +19,7 @@ does not read as alarming.  A control-flow op (If, While, Do) is re-run whole, s
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -72,16 +72,20 @@ class Trace:
     rng_states: list[dict[str, Any]] = field(default_factory=list)
     #: parameters the run made up (seeded random values: no init net made them)
     synthesized: tuple[str, ...] = ()
+    #: the run shows only some values (ONNX Runtime: those the export names): a value it lacks is
+    #: not compared (``-``), where a netviz side lacking an output differs from one that has it
+    partial: bool = False
 
     def made_before(self, name: str, i: int) -> bool:
         """Whether an op before op `i` wrote `name` (a parameter or a feed is part of the setting)."""
         return bisect.bisect_left(self.writes.get(name, []), i) > 0
 
     def before(self, name: str, i: int) -> Any:
-        """Blob `name` as op `i` read it: the last earlier write, else its start value (None: absent)."""
+        """Blob `name` as op `i` read it: the last earlier write, else its start value (None: absent, or
+        a write a partial side does not show)."""
         ops = self.writes.get(name, [])
         k = bisect.bisect_left(ops, i)
-        return self.outputs[ops[k - 1]][name] if k else self.start.get(name)
+        return self.outputs[ops[k - 1]].get(name) if k else self.start.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,9 +274,16 @@ def match_ops(a: caffe2_pb2.NetDef, b: caffe2_pb2.NetDef) -> list[int | None]:
     return out
 
 
-def localize(a: Trace, b: Trace, *, tol: float = DEFAULT_TOL) -> Divergence:
+#: How side B re-runs its op #j on side A's values: ``rerun(b, op_b, j, state)`` gives the op's outputs
+#: (None: it cannot run alone) and why not.  netviz re-runs the op (:func:`_rerun`); ONNX Runtime runs the
+#: op's nodes cut out of the model (:mod:`engine.onnx.divergence`).
+Rerun = Callable[[Trace, caffe2_pb2.OperatorDef, int, Mapping[str, Any]], tuple[dict[str, Any] | None, str]]
+
+
+def localize(a: Trace, b: Trace, *, tol: float = DEFAULT_TOL, rerun: Rerun | None = None) -> Divergence:
     """Each op's output, own and inherited error (see the module docstring) and the culprit, with the
-    culprit's worst output as side A made it and as side B's setting re-made it from A's inputs."""
+    culprit's worst output as side A made it and as side B's setting re-made it from A's inputs
+    (`rerun`: how side B re-runs one op; netviz's executor by default)."""
     pairs = match_ops(a.net, b.net)
     state: dict[str, Any] = {}  # side A's op-made values so far, on side B's device
     rows, values = [], None
@@ -281,7 +292,7 @@ def localize(a: Trace, b: Trace, *, tol: float = DEFAULT_TOL) -> Divergence:
             name = op.name or (op.output[0] if op.output else "")
             rows.append(OpDivergence(i, None, op.type, name, float("nan"), float("nan"), float("nan"), ""))
         else:
-            row, own_out = _compare_op(a, b, i, j, state)
+            row, own_out = _compare_op(a, b, i, j, state, rerun or _rerun)
             rows.append(row)
             if values is None and row.own > tol:
                 k = list(op.output).index(row.blob)
@@ -292,22 +303,37 @@ def localize(a: Trace, b: Trace, *, tol: float = DEFAULT_TOL) -> Divergence:
     return Divergence(tuple(rows), tol, tuple(j for j in range(len(b.net.op)) if j not in used), culprit_values=values)
 
 
-def _compare_op(a: Trace, b: Trace, i: int, j: int, state: Mapping[str, Any]) -> tuple[OpDivergence, dict[str, Any]]:
-    """Side A's op #i against side B's op #j: its row (worst output) and B's re-run outputs ({} if none)."""
+def _compare_op(a: Trace, b: Trace, i: int, j: int, state: Mapping[str, Any], rerun: Rerun
+                ) -> tuple[OpDivergence, dict[str, Any]]:
+    """Side A's op #i against side B's op #j: its row (worst output) and B's re-run outputs ({} if none).
+    A partial side B compares only the outputs it shows (none: ``-``)."""
     op, op_b = a.net.op[i], b.net.op[j]
     inherited = max((value_error(a.before(n, i), b.before(n, j)) for n in op.input
                      if a.made_before(n, i) and b.before(n, j) is not None), default=0.0)
-    own_out, note = _rerun(b, op_b, j, state)
-    out_err, own_err, blob = 0.0, 0.0 if own_out is not None else float("nan"), ""
+    own_out, note = rerun(b, op_b, j, state)
+    nan = float("nan")
+    out_err, own_err, blob = nan if b.partial else 0.0, 0.0 if own_out is not None and not b.partial else nan, ""
     for k, o in enumerate(op.output):
         va, ob = a.outputs[i].get(o), op_b.output[k] if k < len(op_b.output) else None
-        e_out = value_error(va, b.outputs[j].get(ob)) if ob is not None else float("inf")
-        e_own = float("nan") if own_out is None else value_error(va, own_out.get(ob)) if ob else float("inf")
-        if (e_own, e_out) > (own_err, out_err) or not blob:
+        e_out = (nan if b.partial and ob not in b.outputs[j] else value_error(va, b.outputs[j].get(ob))
+                 if ob is not None else float("inf"))
+        e_own = (nan if own_out is None or b.partial and ob not in own_out else value_error(va, own_out.get(ob))
+                 if ob else float("inf"))
+        if not blob or _rank(e_own, e_out) > _rank(own_err, out_err):
             blob = o
-        out_err, own_err = max(out_err, e_out), own_err if e_own != e_own else max(own_err, e_own)
+        out_err, own_err = _nanmax(out_err, e_out), _nanmax(own_err, e_own)
     name = op.name or (op.output[0] if op.output else "")
     return OpDivergence(i, j, op.type, name, out_err, own_err, inherited, blob, note), own_out or {}
+
+
+def _rank(own: float, out: float) -> tuple[float, float]:
+    """How an output ranks as its op's worst: by own error, then output error; not compared (NaN) last."""
+    return (-1.0 if own != own else own, -1.0 if out != out else out)
+
+
+def _nanmax(x: float, y: float) -> float:
+    """The larger of two errors, NaN (not compared) only where both are."""
+    return y if x != x else x if y != y else max(x, y)
 
 
 def side_by_side(a: Any, b: Any, n: int = 5) -> list[str]:

@@ -11,9 +11,13 @@ OTHER (`+`), and aligned ops whose inputs or arguments differ (`~`, e.g. Spatial
 then external inputs/outputs that differ.  Exit status 1 when the nets differ.
 
 With OTHER ending in .onnx (from `netviz export NET -o OTHER.onnx`, same --init/--random-params/--input),
-the net runs in the engine and the model in ONNX Runtime on the same inputs; every value both expose
-is compared op by op, and the first op whose output differs beyond --rtol/--atol is printed with its
-values side by side (exit 1).
+the net runs in the engine (side A) and the model in ONNX Runtime (side B) on the same inputs; every
+value both expose is compared op by op, and the first op whose output differs beyond --rtol/--atol is
+printed with its values side by side.  Then the localizer's table and culprit line below, with side B
+ONNX Runtime: an op's OWN error is its ONNX nodes cut out of OTHER and run alone in ONNX Runtime on the
+engine's inputs (with OTHER's initializers), so a weight or attribute changed in the file names its op
+even where later ops inherit a larger difference; an op whose nodes cannot run alone says why in its
+row (`-`).  Exit 1 on either finding; --json prints the localizer's document only.
 
 Two runs of one net, op by op (the divergence localizer, docs/debugging.md): give a side its own
 init net (--init-a/--init-b: two checkpoints), netviz's Caffe2 fixes (--fix-caffe2-a/-b), a device
@@ -32,6 +36,8 @@ examples:
   netviz diff examples/mlp/predict_net.pb examples/mlp_forward/predict_net.pb          # what the training net adds
   netviz export $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt -o resnet50.onnx --random-params --force
   netviz diff $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt resnet50.onnx --random-params   # engine vs ONNX Runtime
+  netviz export examples/mlp_forward/predict_net.pb -o mlp.onnx --force
+  netviz diff examples/mlp_forward/predict_net.pb mlp.onnx --all --json      # each op's own error in ONNX Runtime
 """
 from __future__ import annotations
 
@@ -63,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rtol", type=float, default=1e-4, help="with an .onnx OTHER: relative tolerance (1e-4)")
     parser.add_argument("--atol", type=float, default=1e-4,
                         help="with an .onnx OTHER: absolute tolerance, times the value's largest magnitude (1e-4)")
-    run = parser.add_argument_group("two runs, op by op (the divergence localizer)")
+    run = parser.add_argument_group("two runs, op by op (the divergence localizer; --tol, --all and --json "
+                                    "also with an .onnx OTHER)")
     run.add_argument("--run", action="store_true", help="with a Caffe2 OTHER: run both nets op by op (not only "
                      "compare their ops)")
     for side in "ab":

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from engine.debugger import parse_input_spec
 from engine.debugger.descend import with_inside
-from engine.debugger.divergence import Side, diverge, table
+from engine.debugger.divergence import Divergence, Side, diverge, table
 from engine.errors import NetvizError
 from engine.model.modelio import load_model
 from engine.runtime import device as dev
@@ -46,15 +47,24 @@ def run_localizer(args: argparse.Namespace) -> int:
     synth = bool(args.random_params) or not (len(a.model.init.op) and len(b.model.init.op))
     d = with_inside(diverge(a, b, feeds, loss=args.loss, synthesize_params=synth, param_width=args.param_width,
                             tol=args.tol))
+    made = sorted({n for t in d.traces for n in t.synthesized})
+    notes = [f"note: {len(made)} parameters no init net makes are seeded random values (the same on both sides)"
+             ] if made else []
+    return report(d, [_describe(a), _describe(b)], args, notes=notes)
+
+
+def report(d: Divergence, sides: list[str], args: argparse.Namespace, *, notes: Sequence[str] = ()) -> int:
+    """Print a localizer's result: --json's document, or the two sides, `notes`, the table (rows over
+    --tol, or --all; --top of them), the culprit's values and line, and each side's first NaN/Inf.
+    Exit status 1 when :attr:`Divergence.differs`.  Both `netviz diff` localizers (two netviz runs, and
+    the engine against ONNX Runtime) print through here."""
     if args.json:
-        doc: dict[str, Any] = {"a": _describe(a), "b": _describe(b), **d.to_json()}
+        doc: dict[str, Any] = {"a": sides[0], "b": sides[1], **d.to_json()}
         json.dump(doc, sys.stdout, indent=1)
         print()
         return 1 if d.differs else 0
-    print(f"{_describe(a)}\n{_describe(b)}")
-    made = sorted({n for t in d.traces for n in t.synthesized})
-    if made:
-        print(f"note: {len(made)} parameters no init net makes are seeded random values (the same on both sides)")
+    for line in [*sides, *notes]:
+        print(line)
     lines = table(d, only_over=not args.all)
     shown = lines if args.all else lines[: max(args.top, 0) + 1]
     print("\n".join(shown))
@@ -62,7 +72,7 @@ def run_localizer(args: argparse.Namespace) -> int:
         print(f"… {len(lines) - len(shown)} more rows (--top N, --all)")
     if d.only_b:
         print(f"{len(d.only_b)} ops of B match no op of A: " + ", ".join(f"#{j}" for j in d.only_b[:10]))
-    print(f"{len(d.rows)} ops compared (errors: max|a-b| / max(1, max|a|); tolerance {args.tol:g})")
+    print(f"{len(d.rows)} ops compared (errors: max|a-b| / max(1, max|a|); tolerance {d.tol:g})")
     for line in d.culprit_detail():
         print(line)
     print(d.culprit_line())

@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from engine.errors import NetvizError
-from engine.onnx.export import DEFAULT_OPSET, ValueDiff, diff_against_runtime, export, onnx_module, prepare
+from engine.onnx.export import (DEFAULT_OPSET, Source, ValueDiff, diff_against_runtime, export, onnx_module,
+                                prepare)
 from netviz.commands.run import add_input_argument, add_params_arguments
 
 
@@ -80,7 +82,10 @@ def _side_by_side(d: ValueDiff, n: int = 6) -> list[str]:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    """`netviz diff NET OUT.onnx`: every value the engine and ONNX Runtime both expose, op by op."""
+    """`netviz diff NET OUT.onnx`: every value the engine and ONNX Runtime both expose, op by op, then the
+    localizer's table (each op's output, own and inherited error; its own error is the op's ONNX nodes
+    run alone in ONNX Runtime on the engine's inputs) and culprit line.  Exit 1 on a value beyond
+    --rtol/--atol or an op's error beyond --tol; --json prints only the localizer's document."""
     onnx = onnx_module()
     try:
         model = onnx.load(args.other)
@@ -88,34 +93,55 @@ def run_diff(args: argparse.Namespace) -> int:
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise NetvizError(f"{args.other}: not an ONNX model ({why})") from None
     src = _source(args, run=True)
-    inits = {t.name: t for t in model.graph.initializer}
-    changed = [b for b in src.params if b in inits
-               and not np.array_equal(onnx.numpy_helper.to_array(inits[b]), np.asarray(src.values[b]))]
-    if changed:
-        print(f"note: {len(changed)} initializers differ from the net's values ({', '.join(changed[:3])}"
-              f"{' …' if len(changed) > 3 else ''}): were export and diff given the same --init/--random-params?")
     rows = diff_against_runtime(src, model, rtol=args.rtol, atol=args.atol)
     if not rows:
         raise NetvizError(f"{args.other}: no value of the ONNX model matches a blob of {args.path}")
+    from engine.onnx.divergence import localize_onnx  # noqa: PLC0415 - only this mode needs it
+    from netviz.commands.divergence import report  # noqa: PLC0415
+    d = localize_onnx(src, model, tol=args.tol, runtime=rows)
+    sides = [f"A: {args.path} (the engine; {_params(args, src)})",
+             f"B: {args.other} (ONNX Runtime {_ort_version()}; each op's own error: its ONNX nodes run alone)"]
+    if args.json:
+        return report(d, sides, args)
+    lines, bad = _values_summary(args, src, model, rows)
+    return max(report(d, sides, args, notes=lines), int(bad))
+
+
+def _params(args: argparse.Namespace, src: Source) -> str:
+    """Where side A's parameters came from."""
+    where = (f"init {args.init}" if args.init else "--random-params" if args.random_params
+             else "the init net beside it" if src.params else "no parameters")
+    return f"{len(src.params)} parameters: {where}"
+
+
+def _values_summary(args: argparse.Namespace, src: Source, model: Any, rows: list[ValueDiff]
+                    ) -> tuple[list[str], bool]:
+    """The whole-model comparison's lines (every value both expose, tolerance --rtol/--atol) and whether a
+    value differs beyond it."""
+    out: list[str] = []
+    inits = {t.name: t for t in model.graph.initializer}
+    numpy_helper = onnx_module().numpy_helper
+    changed = [b for b in src.params if b in inits
+               and not np.array_equal(numpy_helper.to_array(inits[b]), np.asarray(src.values[b]))]
+    if changed:
+        out.append(f"note: {len(changed)} initializers differ from the net's values ({', '.join(changed[:3])}"
+                   f"{' …' if len(changed) > 3 else ''}): were export and diff given the same "
+                   "--init/--random-params?")
     bad = next((d for d in rows if not d.ok), None)
     worst = max(rows, key=lambda d: d.max_abs)
     ops = len({d.op_index for d in rows})
-    print(f"{len(rows)} values of {ops} ops compared (engine vs ONNX Runtime {_ort_version()}; "
-          f"tolerance {args.atol:g} x max|value| + {args.rtol:g} x |value|)")
-    from engine.debugger.provenance import explain_nonfinite  # noqa: PLC0415 - the engine's first NaN/Inf, if any
-    for line in explain_nonfinite(src.net.op, src.trace, src.values, params=src.params):
-        print(f"engine: {line}")
+    out.append(f"{len(rows)} values of {ops} ops compared (engine vs ONNX Runtime {_ort_version()}; "
+               f"tolerance {args.atol:g} x max|value| + {args.rtol:g} x |value|)")
     if bad is None:
-        print(f"all equal within tolerance; largest difference {worst.max_abs:.3g} "
-              f"({worst.blob} at {_where(worst, src.net)})")
-        return 0
+        out.append(f"all equal within tolerance; largest difference {worst.max_abs:.3g} "
+                   f"({worst.blob} at {_where(worst, src.net)})")
+        return out, False
     shape = "x".join(map(str, np.shape(bad.engine))) or "scalar"
-    print(f"first difference: {_where(bad, src.net)} output '{bad.blob}' (ONNX '{bad.onnx_name}', shape {shape}): "
-          f"max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}")
-    print("\n".join(_side_by_side(bad)))
-    n_bad = sum(not d.ok for d in rows)
-    print(f"{n_bad} of {len(rows)} values differ beyond tolerance")
-    return 1
+    out.append(f"first difference: {_where(bad, src.net)} output '{bad.blob}' (ONNX '{bad.onnx_name}', "
+               f"shape {shape}): max abs {bad.max_abs:.3g}, max rel {bad.max_rel:.3g}")
+    out += _side_by_side(bad)
+    out.append(f"{sum(not d.ok for d in rows)} of {len(rows)} values differ beyond tolerance")
+    return out, True
 
 
 def _ort_version() -> str:
