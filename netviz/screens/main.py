@@ -603,17 +603,19 @@ class MainScreen(Guarded, Screen[None]):
             event.prevent_default()
             self._held_keys.append(event.character)
         elif event.key in OPENS_INPUT:
-            self._held_keys = []
-            self.set_timer(TYPE_AHEAD_S, self._drop_held_keys)
+            held = self._held_keys = []
+            self.set_timer(TYPE_AHEAD_S, lambda: self._drop_held_keys(held))
 
     def on_screen_suspend(self) -> None:
         held, self._held_keys = self._held_keys, None
         if held and hasattr(self.app.screen, "type_ahead"):
             self.app.screen.type_ahead("".join(held))
 
-    def _drop_held_keys(self) -> None:
-        """The opening key opened nothing (refused: a notice says why): the keys after it are not commands."""
-        self._held_keys = None
+    def _drop_held_keys(self, held: list[str]) -> None:
+        """The opening key opened nothing (refused: a notice says why): the keys after it are not commands.
+        `held`: that key's list (a later opening key holds its own)."""
+        if self._held_keys is held:
+            self._held_keys = None
 
     def on_op_selected(self, message: OpSelected) -> None:
         if message.ref != self.selected:  # NOTE: the tree echoes a select() that moved its cursor
