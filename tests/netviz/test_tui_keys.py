@@ -21,6 +21,14 @@ def test_a_mistyped_input_is_refused_naming_the_closest(tmp_path: Path) -> None:
     path = write(tmp_path, "mlp", mlp())
     with pytest.raises(ModelError, match=r"--input Xx: no blob of 'mlp' has this name; did you mean X\?"):
         Session.open(path, inputs=["Xx=4,8"])
+    from netviz.cli import main  # the command line: one line, exit 2, before any screen
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main([str(path), "--input", "Xx=4,8"]) == 2
+    assert "--input Xx: no blob of 'mlp' has this name; did you mean X?" in err.getvalue()
     # an inner blob is fed (as Caffe2's FeedBlob takes any name), with a notice
     assert Session.open(path, inputs=["h1=4,3"]).notices == [
         "--input h1: not an external input of the net (fed anyway)"]
