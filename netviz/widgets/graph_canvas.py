@@ -188,7 +188,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             def make() -> Scene:
                 shapes = session.shapes(key[0]) if blobs else None
                 return build_scene(net, view.ssa, n_forward, ssa, zoom, shapes=shapes, params=params, ops=window,
-                                   direction=direction, pane=pane)
+                                   direction=direction, pane=pane, ladder=key[1])
 
             scene = cache.cached("scene", where, make)
         except NetvizError as e:

@@ -261,10 +261,12 @@ class ViewGraph:
     prefix: str
     zoom: int
     big: bool
+    #: (forward op, its gradient op) node ids on one rank: the backward ladder, as the exports draw it
+    pairs: list[tuple[str, str]] = field(default_factory=list)
 
 
 def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapping | None = None,
-               params: set[str] = frozenset(), ops: range | None = None) -> ViewGraph:
+               params: set[str] = frozenset(), ops: range | None = None, ladder: bool = False) -> ViewGraph:
     """The nodes and edges drawn for a net (or the `ops` window of it) at a zoom level, and the
     dropped name scope.  Edges from ops before the window are left out."""
     meta: dict[str, dict] = {}
@@ -300,9 +302,12 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
         return blob_ids[key]
 
     # NOTE: optimizer ops in their own colour, as the exports draw them (not red like gradient ops)
+    partner: dict[int, int | None] = {}
     if n_forward < len(net.op):
-        from netviz.drawing import top_roles  # noqa: PLC0415 (only a backward view needs it)
-        roles = top_roles(net, n_forward)
+        from engine.autodiff.training import OPTIMIZER, split_training_net  # noqa: PLC0415 (a backward view only)
+        split = split_training_net(net)
+        roles = ["optimizer" if k == OPTIMIZER else "gradient" for k in split.sections]
+        partner = split.partner
     for i in ops:
         op, (ins, outs) = net.op[i], ssa_list[i]
         oid, bwd = f"o{i}", i >= n_forward
@@ -335,7 +340,10 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
             edges.extend((s, oid) for s in srcs if s != oid)
             last_writer.update({b: oid for b, _ in outs})
             last_writer.update({b: oid for b in writes})
-    return ViewGraph(meta, edges, prefix, zoom, len(ops) > BIG_NET)
+    # NOTE: a Sum joining a blob's gradients is not pinned: it ranks where the gradients join
+    pairs = [(f"o{j}", f"o{i}") for i, j in partner.items() if ladder and j is not None and f"o{i}" in meta
+             and f"o{j}" in meta and net.op[i].type != "Sum"]
+    return ViewGraph(meta, edges, prefix, zoom, len(ops) > BIG_NET, pairs)
 
 
 #: an If/While/Do/RecurrentNetwork box's second line before it ran, and the room kept for what it
@@ -393,9 +401,22 @@ def dot_text(g: ViewGraph, direction: str = "TB") -> str:
              f"ranksep={ranksep * rank_pt / 72:.4f}, margin=0, pad=0{effort}];",
              'node [shape=box, fixedsize=true, label=""];', "edge [arrowhead=none];"]
     lines.extend(f"{nid} [width={m['w'] * CW / 72:.4f}, height={m['h'] * CH / 72:.4f}];" for nid, m in g.meta.items())
-    lines.extend(f"{a} -> {b};" for a, b in g.edges)
+    lines.extend(_ladder_edge(g.meta, a, b) if g.pairs else f"{a} -> {b};" for a, b in g.edges)
+    lines.extend(f"{{rank=same; {f}; {b};}}" for f, b in g.pairs)
     lines.append("}")
     return "\n".join(lines)
+
+
+_UPWARD = frozenset({"backward", "grad"})
+
+
+def _ladder_edge(meta: dict[str, dict], a: str, b: str) -> str:
+    """An edge of a backward view: gradient edges written reversed (``dir=back``) so they rank and run
+    upward beside the forward ops; an edge between a forward and a gradient node does not rank them."""
+    up_a, up_b = meta[a]["style"] in _UPWARD, meta[b]["style"] in _UPWARD
+    if up_a and up_b:
+        return f"{b} -> {a} [dir=back];"
+    return f"{a} -> {b} [constraint=false];" if up_a != up_b else f"{a} -> {b};"
 
 
 def build_dot(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapping | None = None,
@@ -690,15 +711,16 @@ _FRAME = {"TB": _Bits(U, D, L, R, ARROW_DOWN, ARROW_UP), "LR": _Bits(L, R, U, D,
 
 def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: float = 30.0,
                 shapes: Mapping | None = None, params: set[str] = frozenset(), ops: range | None = None,
-                direction: str = "TB", pane: tuple[int, int] = (0, 0)) -> Scene:
+                direction: str = "TB", pane: tuple[int, int] = (0, 0), ladder: bool = False) -> Scene:
     """Lay out a net (or the `ops` window of it) at a zoom level (see :data:`ZOOMS`) flowing
     `direction` ("TB", "LR", or "auto": :func:`choose_direction` for a `pane` of (width, height)
-    cells); blocks, call from a worker."""
+    cells); `ladder` (the backward pass shown): each gradient op on its forward op's rank, gradient
+    edges upward, as :mod:`netviz.ladder` draws exports.  Blocks, call from a worker."""
     import numpy as np  # noqa: PLC0415 (a cached scene is drawn without NumPy)
 
     from netviz.layout import layout_dot  # NOTE: here, not at the top: pygraphviz is not needed for a first frame
 
-    g = view_graph(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops)
+    g = view_graph(net, ssa_list, n_forward, ssa, zoom, shapes, params, ops, ladder)
     extents = estimate_extents(g)
     if direction not in DIRECTIONS:
         direction = plan_view(extents, *pane)[0]
@@ -734,7 +756,11 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
         pts = np.array([grid(*p) for p in _sample(e.points)]) if e.points else np.zeros((0, 2))
         if lr and len(pts):
             pts = pts[:, ::-1]
-        rc = _route(frame, occupied, framed[t], framed[h], pts, arrows, _FRAME[direction])
+        up = ("dir", "back") in e.attrs  # NOTE: an upward gradient edge: routed down from its head, ▲ at the head
+        rc = _route(frame, occupied, framed[t], framed[h], pts, arrows and not up, _FRAME[direction])
+        if up and len(rc) and arrows:
+            y, x = rc[-1]
+            frame[y, x] |= _FRAME[direction].arrow_back
         cells = np.unique(rc[:, 1] * width + rc[:, 0] if lr else rc[:, 0] * width + rc[:, 1])
         if cells.size:
             bwd.flat[cells] |= "backward" in (nodes[t].style, nodes[h].style)

@@ -255,7 +255,8 @@ async def test_while_example_box_counts_its_iterations():
 @asynctest
 async def test_resnet50_with_backward_pass_stays_contiguous(zoo):
     """With the backward pass (``g``, loss asked for), the first frame starts at #0 and a backward op
-    chosen far down the net is shown among its neighbours, with its forward op's number nowhere near."""
+    chosen far down the net is shown among its neighbours, beside the forward ops they differentiate
+    (the ladder, issue #43) and nothing else from afar."""
     from netviz.export import default_loss
     from netviz.session import OpRef
     from tests.netviz.waiting import answer
@@ -276,7 +277,11 @@ async def test_resnet50_with_backward_pass_stays_contiguous(zoo):
         await wait_for(pilot, lambda: app.main.canvas.scene is not None and target in app.main.canvas.scene.by_op,
                        "the window with the backward op")
         await settle(pilot, app)
-        assert_contiguous(ops_seen(app), target, 6)
+        seen, view = ops_seen(app), session.view(())
+        assert_contiguous([o for o in seen if o >= n_forward], target, 6)
+        near = {view.forward_of(o) for o in range(target - 12, target + 12)} - {None}
+        beside = [o for o in seen if o < n_forward]  # a gradient op's forward op stands on its rank, in view
+        assert beside and min(near) - 8 <= min(beside) and max(beside) <= max(near) + 8, (beside, sorted(near))
 
 
 @asynctest

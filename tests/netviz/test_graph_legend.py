@@ -37,3 +37,27 @@ def test_view_graph_colours_optimizer_ops_apart() -> None:
     styles = {m["op"]: m["style"] for m in g.meta.values() if m["kind"] == "op"}
     kinds = {net.op[i].type: s for i, s in styles.items() if i >= n_fwd}
     assert kinds["WeightedSum"] == "optimizer" and kinds["FCGradient"] == "backward"
+
+
+def test_canvas_ladder_puts_gradient_ops_on_their_forward_ops_rows() -> None:
+    """With the backward pass shown the canvas draws the exports' ladder: each gradient op on its forward
+    op's row, to its right, gradient edges ending in ▲ (without it, the backward ops run on below)."""
+    from pathlib import Path
+
+    from netviz.widgets.graph_scene import CHARS, build_scene
+
+    s = Session.open(Path(__file__).resolve().parents[2] / "examples" / "mlp" / "predict_net.pb")
+    v = s.view(())
+    pairs = [(v.forward_of(i), i) for i in range(v.n_forward, len(v.net.op))
+             if v.forward_of(i) is not None and v.net.op[i].type != "Sum"]
+    assert len(pairs) >= 4
+
+    def rows(ladder: bool) -> tuple[dict[int, tuple[int, int]], str]:
+        sc = build_scene(v.net, v.ssa, v.n_forward, False, 1, params=s.param_names(), direction="TB", ladder=ladder)
+        return {n.op: (n.y, n.x) for n in sc.nodes if n.kind == "op"}, bytes(sc.grid).decode("latin-1").translate(CHARS)
+
+    at, drawn = rows(True)
+    assert all(at[f][0] == at[g][0] and at[f][1] < at[g][1] for f, g in pairs), (pairs, at)
+    assert "▲" in drawn
+    before, _ = rows(False)
+    assert not all(before[f][0] == before[g][0] for f, g in pairs)
