@@ -29,6 +29,31 @@ expose, op by op (each top-level Caffe2 blob version is also an ONNX value: inte
 graph outputs for the run).  Both take `--init`, `--input NAME=SHAPE[:DTYPE]` and `--random-params`
 (seeded: the same weights in both).  Install the extra with `pip install 'netviz[onnx]'`.
 
+The diff then localizes, as `netviz diff` does for two netviz runs (docs/debugging.md): per Caffe2 op,
+`out` is ONNX Runtime's value against the engine's, `own` is the op's own ONNX nodes cut out of the file
+and run alone in ONNX Runtime on the engine's inputs (with the file's initializers), `inherited` how far
+its inputs were already apart; the first op whose own error exceeds `--tol` (1e-4) is the `culprit:`,
+exit 1, `--json` the same.  An op that cannot run alone shows `-` and why.  On the bundled MLP:
+
+```
+$ netviz export examples/mlp_forward/predict_net.pb -o mlp.onnx
+$ netviz diff examples/mlp_forward/predict_net.pb mlp.onnx --all
+A: examples/mlp_forward/predict_net.pb (the engine; 6 parameters: the init net beside it)
+B: mlp.onnx (ONNX Runtime 1.32.0; each op's own error: its ONNX nodes run alone)
+5 values of 4 ops compared (engine vs ONNX Runtime 1.32.0; tolerance 0.0001 x max|value| + 0.0001 x |value|)
+all equal within tolerance; largest difference 5.96e-08 (softmax at op #3 SoftmaxWithLoss)
+   op type                   name                                   out       own inherited
+   #0 FC                     fc1                                      0         0         0
+   #1 Relu                   relu1                                    0         0         0
+   #2 FC                     fc2                                      0         0         0
+   #3 SoftmaxWithLoss        softmax                           5.96e-08  5.96e-08         0
+4 ops compared (errors: max|a-b| / max(1, max|a|); tolerance 0.0001)
+no culprit: all 4 ops within tolerance 0.0001
+```
+
+With `fc1_w` times 1.01 in `mlp.onnx` the last line reads `culprit: op #0 FC 'fc1': own error 0.01
+(inherited 0)` (exit 1).
+
 - Names: Caffe2 blob names are the ONNX value names; a blob written again gets `name@k` for its k-th
   rewrite (netviz's SSA versions).  The init net's values (and `--random-params`' made-up ones) are
   initializers; the inputs keep the fed or `value_info.json` shapes.  Layout stays NCHW (NHWC ops are
