@@ -40,6 +40,8 @@ EPILOG = """examples (from a checkout; zoo nets through $NETVIZ_MODEL_ZOO, see d
   netviz grad examples/mlp/predict_net.pb --loss loss      # the generated backward pass
   netviz export examples/mlp/predict_net.pb -o mlp.svg --force      # draw it (needs Graphviz)
   netviz info $NETVIZ_MODEL_ZOO/resnet50/predict_net.pbtxt          # a net of the Caffe2 model zoo
+  netviz run examples/while_net/predict_net.pb --record while.nvrec # record every value of a run
+  netviz while.nvrec                                       # step through it again, both ways (= netviz replay)
 
 `netviz COMMAND --help` has each command's examples.  Caches, logs and every NETVIZ_* variable:
 docs/files.md; `netviz doctor` prints the paths in use and what is installed.
@@ -146,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"netviz: unknown command '{args_list[0]}'; did you mean '{typo}'? (see `netviz --help`)",
                   file=sys.stderr)
             return 2
-        args_list.insert(0, "open")  # `netviz PATH` means `netviz open PATH`
+        # `netviz PATH` means `netviz open PATH`; a recording (`run --record`) opens its replay
+        args_list.insert(0, "replay" if args_list[0].endswith(".nvrec") else "open")
     parser = build_parser(args_list[0] if args_list and args_list[0] in COMMANDS else None)
     if not args_list:
         parser.print_help()
