@@ -60,6 +60,21 @@ def test_values_table_of_a_zero_size_blob_says_it_has_no_values(shape):
     assert "no values: the shape " + "×".join(map(str, shape)) in rendered(values_table(np.zeros(shape, np.float32)))
 
 
+@asynctest
+async def test_selecting_a_zero_size_rank_4_blob_shows_it(tmp_path):
+    net = caffe2_pb2.NetDef(name="empty_batch", op=[op("Relu", "X", "Y")])
+    net.external_input.append("X")
+    net.external_output.append("Y")
+    app = NetvizApp(Session.open(save_net(net, tmp_path / "empty.pbtxt"), inputs=["X=0,6,6,16"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await continue_to_end(pilot, app)
+        app.main.select_blob(BlobRef((), "Y", 1))
+        await pilot.pause()
+        assert "no values: the shape 0×6×6×16 has a zero dimension" in blob_text(app)
+        assert not any("Internal error" in (n.title or "") for n in app._notifications)
+
+
 # ---- item 3: the REPL ---------------------------------------------------------------------------
 def _at_end(path: Path) -> Debugger:
     dbg = Debugger(load_model(path))
