@@ -120,3 +120,18 @@ def test_an_op_with_no_onnx_value_says_why_in_its_row(tmp_path: Path, capsys) ->
     row = next(ln for ln in text.splitlines() if ln.lstrip().startswith("#1 Relu"))
     assert row.split()[3:5] == ["-", "-"] and "(no ONNX value" in row
     assert rc == 0 and doc["culprit"] is None
+
+
+@pytest.mark.parametrize("name, control", [("while_net", "While"), ("nested_if_in_while", "While"), ("if_net", "If"),
+                                           ("lstm", "RecurrentNetwork")])
+def test_control_flow_ops_run_alone_with_their_subgraphs(name: str, control: str, tmp_path: Path, capsys) -> None:
+    """A Loop or If node reads outer values inside its body: the cut model feeds them, so the control op
+    gets an own error; the workspace scopes before it have no ONNX value and say so."""
+    net, out = ROOT / "examples" / name / "predict_net.pb", tmp_path / "m.onnx"
+    assert main(["export", str(net), "-o", str(out)]) == 0
+    rc, text, doc = _diff(capsys, net, out, "--all")
+    row = next(r for r in doc["ops"] if r["type"] == control)
+    assert rc == 0 and row["own"] is not None and row["own"] < 1e-6 and not row["note"], text
+    for r in doc["ops"]:
+        assert (r["own"] is None) == (r["type"] == "CreateScope")
+        assert r["type"] != "CreateScope" or r["note"].startswith("no ONNX value")
