@@ -266,3 +266,17 @@ def test_a_state_buffer_written_through_a_view_has_no_update_ratio():
     assert update_ratio(link, [(None, "states", states, None, states)], {"states"}) is None
     moved = states + 1
     assert update_ratio(link, [(None, "states", states, None, moved)], {"states"}) == pytest.approx(1.0)
+
+
+def test_an_exported_view_marks_a_nan_op_nan_not_ticked(tmp_path):
+    """Issue 42 item 9 in the view export (e in the TUI): an executed op that wrote NaN/Inf is marked
+    NaN, not also ✓."""
+    pgv = pytest.importorskip("pygraphviz")
+    from netviz.view_export import ViewSpec
+
+    s = Session.open(MLP)
+    s.export_view(ViewSpec((), "main", executed=frozenset({0, 1}), nan=frozenset({1})), str(tmp_path / "v.dot"))
+    drawn = pgv.AGraph(str(tmp_path / "v.dot"))
+    relu, fc = (drawn.get_node(n).attr["label"] for n in ("op1", "op0"))
+    assert "NaN" in relu and "✓" not in relu, relu
+    assert fc.endswith("✓"), fc
