@@ -58,22 +58,55 @@ def side_b(session: Any, text: str) -> Any:
 
 def compare(session: Any, text: str, cancel: threading.Event | None = None, tol: float = 1e-4) -> Any:
     """Run the session's net as side A and `text`'s side B op by op; the rows as :class:`OwnRow`s in a
-    :class:`netviz.onnx_diff.RuntimeDiff` (what the ONNX diff's view shows), the culprit line its note."""
+    :class:`netviz.onnx_diff.RuntimeDiff` (what the ONNX diff's view shows), the culprit line its note.
+    An ``.onnx`` side B is ONNX Runtime (each op's own error: its ONNX nodes run alone)."""
     from engine.debugger.descend import with_inside  # noqa: PLC0415
     from engine.debugger.divergence import Side, localize, run_side  # noqa: PLC0415
-    from netviz.onnx_diff import RuntimeDiff  # noqa: PLC0415
 
+    if Path(text.strip()).suffix.lower() == ".onnx":
+        return _compare_onnx(session, text.strip(), cancel, tol)
     b = side_b(session, text)
     synth = not (len(session.model.init.op) and len(b.model.init.op))
     traces = []
     for side in (Side(session.model), b):
-        if cancel is not None and cancel.is_set():
-            raise ExecutionError("run diff cancelled")
+        _check(cancel)
         traces.append(run_side(side, session.values, synthesize_params=synth))
-    d = with_inside(replace(localize(*traces, tol=tol), traces=tuple(traces)))
-    _LAST[id(session)] = (*traces, {r.index: r.index_b for r in d.rows})  # NOTE: for op_detail, one per session
+    return _result(session, with_inside(replace(localize(*traces, tol=tol), traces=tuple(traces))), None)
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise ExecutionError("run diff cancelled")
+
+
+def _compare_onnx(session: Any, path: str, cancel: threading.Event | None, tol: float) -> Any:
+    """Side B ONNX Runtime running the model file at `path` (as ``netviz diff NET MODEL.onnx``)."""
+    from engine.onnx import export as ox  # noqa: PLC0415 - heavy, and only when asked for
+    from engine.onnx.divergence import localize_onnx, onnx_rerun  # noqa: PLC0415
+
+    onnx = ox.onnx_module()
+    ox.onnxruntime_module()
+    if not Path(path).is_file():
+        raise NetvizError(f"{path}: no such file (give an init net, a model file, fix or gpu)")
+    try:
+        model = onnx.load(path)
+    except Exception as e:  # NOTE: any parse failure of a user's file is one line
+        raise NetvizError(f"{path}: not an ONNX model ({(str(e).splitlines() or [type(e).__name__])[0]})") from None
+    _check(cancel)
+    m = session.model
+    src = ox.prepare_model(m, session.values, where=str(m.path or "net"), random_params=not len(m.init.op))
+    _check(cancel)
+    d = localize_onnx(src, model, tol=tol)
+    return _result(session, d, onnx_rerun(model, d.traces[0]))
+
+
+def _result(session: Any, d: Any, rerun: Any) -> Any:
+    """`d`'s rows as :class:`OwnRow`s in a RuntimeDiff; the traces kept for :func:`op_detail`."""
+    from netviz.onnx_diff import RuntimeDiff  # noqa: PLC0415
+
+    _LAST[id(session)] = (*d.traces, {r.index: r.index_b for r in d.rows}, rerun)  # NOTE: for op_detail
     rows = tuple(OwnRow(r.index, r.op_type, r.blob or r.name, r.own if r.own == r.own else 0.0, r.out,
-                        not r.own > tol, r.out, r.inherited) for r in d.rows if r.index_b is not None)
+                        not r.own > d.tol, r.out, r.inherited) for r in d.rows if r.index_b is not None)
     return RuntimeDiff(rows, (escape(d.culprit_line()),
                               *([escape("\n".join(d.culprit_detail()))] if d.culprit_values else [])))
 
@@ -86,17 +119,20 @@ def op_detail(session: Any, i: int) -> str | None:
     last = _LAST.get(id(session))
     if last is None or last[2].get(i) is None:
         return None
-    a, b, pairs = last
+    a, b, pairs, rerun = last
     lines = []
-    for blob, va, vb, own in op_values(a, b, i, pairs[i]):
-        lines += [f"'{escape(blob)}': B's run {value_error(va, vb):.3g} from A, B's op on A's inputs "
-                  + (f"{value_error(va, own):.3g}" if own is not None else "(cannot run alone)"),
+    for blob, va, vb, own in op_values(a, b, i, pairs[i], rerun):
+        lines += [f"'{escape(blob)}': B's run " + (f"{value_error(va, vb):.3g} from A" if vb is not None
+                                                    else "shows no value")
+                  + ", B's op on A's inputs " + (f"{value_error(va, own):.3g}" if own is not None
+                                                 else "(cannot run alone)"),
                   *(side_by_side(va, own if own is not None else vb, n=3))]
     return "\n".join(lines)
 
 
-#: the traces of each session's last run diff (id(session) -> side A, side B, op of B per op of A)
-_LAST: dict[int, tuple[Any, Any, dict[int, int | None]]] = {}
+#: each session's last run diff (id(session) -> side A, side B, op of B per op of A, side B's re-run: None
+#: for netviz's own)
+_LAST: dict[int, tuple[Any, Any, dict[int, int | None], Any]] = {}
 
 
 def default_range(session: Any, selected: Any, rows: Any) -> str:

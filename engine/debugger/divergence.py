@@ -386,11 +386,12 @@ def _rerun(b: Trace, op: caffe2_pb2.OperatorDef, j: int, state: Mapping[str, Any
     return {o: _host_copy(ws.values[o]) for o in op.output if o in ws.values}, ""
 
 
-def op_values(a: Trace, b: Trace, i: int, j: int) -> list[tuple[str, Any, Any, Any]]:
-    """Per output of side A's op #i (side B's op #j): its name, side A's value, side B's value and side B's
-    op re-run on side A's inputs (None where it cannot run alone): what an inspector shows side by side."""
+def op_values(a: Trace, b: Trace, i: int, j: int, rerun: Rerun | None = None) -> list[tuple[str, Any, Any, Any]]:
+    """Per output of side A's op #i (side B's op #j): its name, side A's value, side B's value (None where a
+    partial side shows none) and side B's op re-run on side A's inputs (None where it cannot run alone;
+    `rerun` as :func:`localize`'s): what an inspector shows side by side."""
     state = {n: _to_side(a.before(n, i), b) for n in a.writes if a.made_before(n, i)}
-    own, _ = _rerun(b, b.net.op[j], j, state)
+    own, _ = (rerun or _rerun)(b, b.net.op[j], j, state)
     return [(o, a.outputs[i].get(o), b.outputs[j].get(ob), None if own is None else own.get(ob))
             for o, ob in zip(a.net.op[i].output, b.net.op[j].output)]
 

@@ -28,7 +28,7 @@ from engine.onnx.export import (Source, ValueDiff, _int8_data, diff_against_runt
                                 onnxruntime_module, value_pairs)
 from proto import caffe2_pb2
 
-__all__ = ["OpCut", "cut_ops", "localize_onnx", "onnx_trace"]
+__all__ = ["OpCut", "cut_ops", "localize_onnx", "onnx_rerun", "onnx_trace"]
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,8 @@ def localize_onnx(src: Source, model: Any, *, tol: float = DEFAULT_TOL,
                   runtime: Sequence[ValueDiff] | None = None) -> Divergence:
     """Each op's output, own and inherited error between the engine (side A) and ONNX Runtime (side B),
     and the culprit; each side's first NaN/Inf back to its origin (`runtime`: as :func:`onnx_trace`).
+    Its traces are the two runs (side B partial): for :func:`onnx_rerun`, not for
+    :mod:`engine.debugger.descend`, which re-runs subnets in netviz.
 
     Examples
     --------
@@ -195,8 +197,14 @@ def localize_onnx(src: Source, model: Any, *, tol: float = DEFAULT_TOL,
     from engine.debugger.provenance import explain_nonfinite  # noqa: PLC0415 - only for NaN/Inf
 
     a, b = engine_side(src), onnx_trace(src, model, runtime=runtime)
-    source_of = {name: (i, blob) for i, blob, name in value_pairs(src.net, model)}
-    d = localize(a, b, tol=tol, rerun=OnnxRerun(model, cut_ops(src.net, model), a, source_of))
+    d = localize(a, b, tol=tol, rerun=onnx_rerun(model, a))
     bad = [f"{t.side.label}: {line}" for t in (a, b)
            for line in explain_nonfinite(t.net.op, t.outputs, t.start, params=src.params)]
-    return replace(d, nonfinite=tuple(bad))
+    return replace(d, nonfinite=tuple(bad), traces=(a, b))
+
+
+def onnx_rerun(model: Any, a: Trace) -> OnnxRerun:
+    """Side B's re-run of one op for side A's run `a` of the net: what :func:`localize_onnx` uses, and an
+    inspector's :func:`engine.debugger.divergence.op_values` after it."""
+    source_of = {name: (i, blob) for i, blob, name in value_pairs(a.net, model)}
+    return OnnxRerun(model, cut_ops(a.net, model), a, source_of)

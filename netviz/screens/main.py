@@ -1110,11 +1110,11 @@ class MainScreen(Guarded, Screen[None]):
 
     @guarded
     def action_run_diff(self) -> None:
-        """Two runs of the net op by op (side B asked for: an init net, a model file, fix, gpu): ops
+        """Two runs of the net op by op (side B asked for: an init net, a model file, an .onnx, fix, gpu): ops
         coloured by their OWN error, the culprit first in the list (netviz/run_diff.py)."""
         from netviz import run_diff  # noqa: PLC0415 - a later key's module
 
-        self._ask("side B: INIT.pb · MODEL.pb · fix · gpu", "", lambda text: self._start_diff(
+        self._ask("side B: INIT.pb · MODEL.pb · MODEL.onnx · fix · gpu", "", lambda text: self._start_diff(
             "Run diff", "running both sides op by op… (Esc cancels)",
             lambda cancel: run_diff.compare(self.session, text, cancel), self._show_onnx_diff))
 
