@@ -139,6 +139,21 @@ def test_one_big_image_with_bias_cut_over_channels(monkeypatch):
     assert calls
 
 
+@pytest.mark.parametrize("n, c, h, w, m, k, pad, dilation", [(2, 3, 11, 9, 5, 3, 1, 1), (1, 8, 16, 13, 16, 3, 2, 2),
+                                                              (3, 5, 7, 20, 4, 5, 2, 1)])
+def test_column_blocks_equal_plain(monkeypatch, counted, n, c, h, w, m, k, pad, dilation):
+    """Big output grids run in blocks of columns (all taps per block); forced here with blocks of 7."""
+    monkeypatch.setattr(conv_ops, "_GRID_FLOATS", 0)
+    monkeypatch.setattr(conv_ops, "_CHUNK_FLOATS", 1)
+    monkeypatch.setattr(conv_ops, "_MIN_CHUNK", 7)
+    r = np.random.default_rng(n * h)
+    x, wt = r.standard_normal((n, c, h, w)).astype(np.float32), r.standard_normal((m, c, k, k)).astype(np.float32)
+    plain, fast = _both(monkeypatch, "Conv", x, wt, r.standard_normal(m).astype(np.float32), kernel=k, pad=pad,
+                        dilation=dilation)
+    _close(plain, fast)
+    assert counted
+
+
 def test_float64_keeps_the_plain_path(monkeypatch, counted):
     r = np.random.default_rng(1)
     x, w = r.standard_normal((1, 3, 9, 9)), r.standard_normal((4, 3, 3, 3))
