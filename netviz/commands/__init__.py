@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import GradientError
+from engine.errors import BlobNotFoundError, GradientError
 
 if TYPE_CHECKING:
     import argparse  # NOTE: the TUI imports this package (missing_blob_hint) before its first frame
@@ -59,6 +59,17 @@ def naming(where: str) -> Iterator[None]:
     except GradientError as e:
         text = str(e) if str(e).startswith(f"{where}:") else f"{where}: {e}"
         raise GradientError(text + _overwritten_by(e)) from e
+
+
+def refuse_bad_losses(net: Any, losses: list[str] | None) -> None:
+    """Raise BlobNotFoundError for the first --loss blob `net` cannot be differentiated for: one line
+    before anything runs, not a loss-seed op failing on a missing blob after the forward table."""
+    from engine.autodiff.training import split_training_net
+
+    split = split_training_net(net) if losses else None
+    for loss in losses or ():
+        if (why := loss_error(net, split, loss)) is not None:
+            raise BlobNotFoundError(why)
 
 
 def _overwritten_by(e: GradientError) -> str:

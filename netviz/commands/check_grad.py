@@ -20,12 +20,12 @@ import numpy as np
 
 from engine.debugger import parse_input_spec
 from engine.debugger.feeds import resolve_feeds
-from engine.errors import BlobNotFoundError, NetvizError
+from engine.errors import NetvizError
 from engine.caffe2.gradient_checker import InputGradCheck, check_model_gradients
 from engine.model.modelio import Model, load_model
 from proto.caffe2_pb2 import NetDef
 from engine.autodiff.training import forward_net, split_training_net
-from netviz.commands import add_model_arguments, loss_error, missing_blob_hint, naming
+from netviz.commands import add_model_arguments, missing_blob_hint, naming, refuse_bad_losses
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,9 +89,7 @@ def run(args: argparse.Namespace) -> int:
     feeds = resolve_feeds(model, given, made_by_init, args.seed)
     split = split_training_net(model.predict)
     net = forward_net(model.predict, split)
-    for loss in args.loss:
-        if (why := loss_error(model.predict, split, loss)) is not None:
-            raise BlobNotFoundError(why)
+    refuse_bad_losses(model.predict, args.loss)
     if args.random_params:
         feeds.update(_random_params(model, net, feeds, args.seed))
     try:

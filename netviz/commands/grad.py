@@ -19,11 +19,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.errors import BlobNotFoundError, ModelError
+from engine.errors import ModelError
 from engine.autodiff.gradient_ir import IR, GradientSlice
 from engine.model.modelio import load_net, save_net
 from engine.autodiff.training import forward_net, split_training_net
-from netviz.commands import add_model_arguments, loss_error, naming
+from netviz.commands import add_model_arguments, naming, refuse_bad_losses
 from proto import caffe2_pb2
 
 
@@ -45,9 +45,7 @@ def run(args: argparse.Namespace) -> int:
     split = split_training_net(whole)
     net = forward_net(whole, split)
     where = net.name or args.path
-    for loss in args.loss:
-        if (why := loss_error(whole, split, loss)) is not None:
-            raise BlobNotFoundError(why)
+    refuse_bad_losses(whole, args.loss)
     if args.output and not args.force:
         if Path(args.output).exists():
             raise ModelError(f"{args.output}: already exists; pass --force to overwrite")

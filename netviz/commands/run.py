@@ -28,7 +28,7 @@ from engine.debugger.inspect import save_blob
 from engine.debugger.records import VersionFinal
 from engine.errors import NetvizError
 from engine.model.modelio import load_model
-from netviz.commands import add_model_arguments, missing_blob_hint
+from netviz.commands import add_model_arguments, missing_blob_hint, refuse_bad_losses
 from netviz.commands.record import finish_recording, recorder_for
 
 
@@ -61,6 +61,7 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
 def debugger_from_args(args: argparse.Namespace, **kwargs: Any) -> Debugger:
     """Model + feeds + device from the shared arguments."""
     model = load_model(args.path, init=args.init)
+    refuse_bad_losses(model.predict, args.loss)
     feeds = dict(parse_input_spec(s) for s in args.input)
     stray, hint = stray_inputs(model.predict, list(feeds))
     if stray:  # NOTE: fed anyway (Caffe2's FeedBlob takes any name), but a typo should not pass unseen
