@@ -213,7 +213,8 @@ def _plain(k, s, pb, pe, d):
 FAST_CONV = os.environ.get("NETVIZ_PLAIN_CONV", "") in ("", "0")
 _IMPLICIT_MIN_PIXELS = 144  # output pixels per image from which the implicit GEMM wins (7x7 maps lose 2x)
 # NOTE: an output grid above _GRID_FLOATS (~1 MB: no longer cache-resident) is done in blocks of
-# columns, all taps per block, (M + C) x cols ~ _CHUNK_FLOATS (measured: 224x224x64 2.7-3.5x faster).
+# columns, all taps per block, (M + C) x cols ~ _CHUNK_FLOATS (224x224x64, batch 2: 265-272 -> 76-178 ms
+# in one run at load 4.8, even in a quieter one).
 _GRID_FLOATS, _CHUNK_FLOATS, _MIN_CHUNK = 1 << 18, 1 << 17, 256
 _IMPLICIT_DW_MIN_PIXELS = 576  # the same for dW (measured: 56x56 and 28x28 win 10-20 %, 14x14 loses 20-40 %)
 
