@@ -159,8 +159,15 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
     if exe is None:
         raise LayoutError(missing_program(prog))
     cmd = [exe, f"-T{fmt}", *extra] + ([f"-o{output}"] if output else [])
-    with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+    held = _hold_interrupts()
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        if "proc" not in locals():
+            _release_interrupts(held)
+    with proc:
         try:
+            _release_interrupts(held)  # NOTE: a Ctrl-C held while it started lands here, where it is killed
             out, err_bytes = _communicate(proc, dot.encode(), timeout, tick, every)
         except BaseException as e:  # NOTE: the time limit, Ctrl-C, a cancelled worker: never leave it running
             proc.kill()
@@ -184,8 +191,18 @@ def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TI
     exe = find_program(prog)
     if exe is None:
         raise LayoutError(missing_program(prog))
-    procs = [subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) for _ in dots]
+    procs: list[subprocess.Popen] = []
+    held = _hold_interrupts()
+    try:
+        for _ in dots:
+            procs.append(subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE))
+    except BaseException:
+        for p in procs:
+            p.kill()
+            p.wait()
+        _release_interrupts(held)
+        raise
 
     def talk(k: int) -> None:
         try:
@@ -196,6 +213,7 @@ def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TI
     threads = [threading.Thread(target=talk, args=(k,), daemon=True) for k in range(len(dots))]
     start, next_tick = time.monotonic(), every
     try:
+        _release_interrupts(held)  # NOTE: a Ctrl-C held while they started lands here: the finally kills them
         for t in threads:
             t.start()
         for t in threads:
@@ -220,6 +238,21 @@ def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TI
             raise LayoutError(f"graphviz '{prog}' failed: {r}")
         outs.append(_checked(prog, p.returncode, *r))
     return outs
+
+
+def _hold_interrupts() -> set[int] | None:
+    """Hold Ctrl-C (SIGINT) back while graphviz programs start, in the main thread: a KeyboardInterrupt
+    between the fork and the ``try`` that kills them left ``dot`` running after netviz quit.  Returns
+    the signal mask to restore (None where nothing was held)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _release_interrupts(held: set[int] | None) -> None:
+    """Let a held Ctrl-C through (it is raised here, inside the caller's ``try``)."""
+    if held is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _checked(prog: str, code: int, out: bytes, err_bytes: bytes) -> bytes:
