@@ -1,5 +1,5 @@
 """Headless export of big nets: a 600-op training net yields a complete SVG, a deep net's default SVG
-keeps a sane aspect ratio, and a crashed ``dot`` is reported as a crash (or survived by ``sfdp``)."""
+keeps a sane aspect ratio, and a crashed ``dot`` is reported as a crash (there is no ``sfdp`` fallback)."""
 from __future__ import annotations
 
 import os
