@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.errors import NetvizError
+from engine.errors import NetvizError, OnnxExportError  # noqa: F401  (OnnxExportError: export.py's callers import it from here)
 from engine.model.opdef import arg_value, has_arg, subnets_of
 from engine.catalogue.registry import ONNX
 from engine.runtime.shapes import UNKNOWN, TensorInfo
@@ -54,10 +54,6 @@ def export_file(model: Any, feeds: Mapping[str, Any], target: str, *, random_par
              if bad else f"{len(rows)} values equal in ONNX Runtime (max abs "
              f"{max((d.max_abs for d in rows), default=0.0):.3g})")
     return f"{target} (opset {opset}, {len(done.model.graph.node)} nodes; {check})"
-
-
-class OnnxExportError(NetvizError):
-    """The net cannot become a faithful ONNX model (one line naming every op that stops it)."""
 
 
 class Refused(Exception):
