@@ -67,3 +67,19 @@ GOALS = [((160, 48), 0, 12, UNMET), ((160, 48), 1, 30, UNMET), ((160, 48), 2, 60
 async def test_ops_in_view(zoo: Path, size: tuple[int, int], zoom: int, goal: int) -> None:
     _, ops = await shown(zoo, size, zoom)
     assert len(ops) >= goal and run_from(ops, 0) >= 3 * goal // 4, (len(ops), ops)
+
+
+@pytest.mark.parametrize("model,wide", [("inception_v2/predict_net.pbtxt", 3), ("mask_rcnn_2go_fp32/model.pbtxt", 2)])
+def test_parallel_branches_stand_side_by_side(zoo: Path, model: str, wide: int) -> None:
+    """Inception's branches (3-4 per module) and Mask R-CNN's RPN heads (2) share rows of the canvas's
+    (unfolded) drawing, not one thin column.  (DenseNet-121's ops are one chain: its fans are edges.)"""
+    from collections import Counter
+
+    from netviz.widgets.graph_scene import build_scene, window_of
+
+    s = Session.open(zoo / model)
+    v = s.view(())
+    sc = build_scene(v.net, v.ssa, v.n_forward, False, 1, params=s.param_names(), direction="TB",
+                     ops=window_of(len(v.net.op), len(v.net.op) // 2))
+    rows = Counter(n.y for n in sc.nodes if n.kind == "op")
+    assert max(rows.values()) >= wide, rows.most_common(3)
