@@ -339,7 +339,7 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     placed = ladder.compose(d, pieces, layouts)
     left = max(budget - (time.monotonic() - start), 0.5)
     data = placed.encode() if fmt == "dot" else run_graphviz(placed, fmt, left, "neato", extra=["-n2"])
-    say(f"layout: dot finished in {time.monotonic() - start:.1f} s ({pieces.count} pieces, placed and drawn)")
+    say(f"layout: dot finished in {time.monotonic() - start:.1f} s ({pieces.count} piece{'s' * (pieces.count > 1)}, placed and drawn)")
     return data, how
 
 
