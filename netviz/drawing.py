@@ -23,8 +23,8 @@ from engine.model.optypes import CONTROL_FLOW, RECURRENT, SHARED_WORKSPACE
 from netviz import style as S
 from proto import caffe2_pb2
 
-__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus", "subnet_at", "top_roles", "ops_only",
-           "MODES", "SUBNET_MODES"]
+__all__ = ["DrawOptions", "DrawNode", "DrawEdge", "DrawCluster", "Drawing", "draw_net", "focus", "subnet_at", "top_roles",
+           "ops_only", "MODES", "SUBNET_MODES"]
 
 MODES = ("full", "minimal", "ssa")
 SUBNET_MODES = ("cluster", "inline", "none")

@@ -334,12 +334,15 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     how = f"dot, TB {kind} in {pieces.count} piece{'s' * (pieces.count > 1)} placed by netviz"
     limit = budget * DOT_SHARE
     say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.0f} s …")
-    layouts = ladder.run_pieces(ladder.piece_dots(d, pieces), lambda batches: run_graphviz_many(
-        batches, "json0", limit, "dot", tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")))
+    def still(t: float) -> None:
+        say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")
+    layouts = ladder.run_pieces(ladder.piece_dots(d, pieces),
+                                lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still))
     placed = ladder.compose(d, pieces, layouts)
     left = max(budget - (time.monotonic() - start), 0.5)
     data = placed.encode() if fmt == "dot" else run_graphviz(placed, fmt, left, "neato", extra=["-n2"])
-    say(f"layout: dot finished in {time.monotonic() - start:.1f} s ({pieces.count} piece{'s' * (pieces.count > 1)}, placed and drawn)")
+    count = f"{pieces.count} piece{'s' * (pieces.count > 1)}"
+    say(f"layout: dot finished in {time.monotonic() - start:.1f} s ({count}, placed and drawn)")
     return data, how
 
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing, DrawNode
 
-__all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "compose", "dot_quote", "JOBS",
-           "PIECE_NODES"]
+__all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "piece_dots", "compose",
+           "run_pieces", "read_json0", "dot_quote", "JOBS", "PIECE_NODES"]
 
 #: ``dot`` processes run at once (the pieces are shared out among them)
 JOBS = 2
