@@ -16,6 +16,9 @@ once); netviz then places the pieces side by side in rows, like pages of a book,
 file with every position pinned, which ``neato -n2`` renders as it is: the cost is linear in the net.
 Edges between pieces are drawn straight.  The legend (:func:`netviz.style.legend_html`) is the
 graph's label.
+
+Near 500 lines with a reason: cutting a drawing, writing each piece and placing the pieces read and
+write the same piece conventions (cluster names per column, ``nvid`` edge ids, json0 coordinates).
 """
 from __future__ import annotations
 
