@@ -38,3 +38,13 @@ def test_a_good_loss_still_runs_the_backward_pass(capsys):
                       "--input", "data=16,8", "--loss", "loss")
     assert rc == 0
     assert "FCGradient" in out
+
+
+def test_lint_refuses_a_loss_the_net_does_not_make(capsys):
+    """`lint --loss nope` checked no op and said "0 findings" (exit 0): a clean bill for a typo."""
+    rc, out, err = _cli(capsys, "lint", ROOT / "examples" / "mlp" / "predict_net.pb", "--loss", "nope")
+    assert rc == 2
+    assert "findings" not in out
+    assert "loss blob 'nope'" in err
+    rc, out, _ = _cli(capsys, "lint", ROOT / "examples" / "while_net" / "predict_net.pb", "--loss", "loss")
+    assert rc == 1 and "while-writes-outer-blob" in out

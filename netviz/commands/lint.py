@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 from engine.analysis.lint import RULES, lint_net
 from engine.model.modelio import load_net
-from netviz.commands import add_model_arguments
+from netviz.commands import add_model_arguments, refuse_bad_losses
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     net = load_net(args.path)
+    refuse_bad_losses(net, args.loss)  # NOTE: else an unknown loss checked no op and said "0 findings"
     findings = lint_net(net, args.loss)
     if args.json:
         print(json.dumps([asdict(f) for f in findings], indent=2))
