@@ -33,6 +33,7 @@ def _spy(monkeypatch) -> list[tuple]:
 def counted(monkeypatch):
     """Every shape takes the fast path when it applies; returns the list its calls are counted in."""
     monkeypatch.setattr(conv_ops, "_IMPLICIT_MIN_PIXELS", 1)
+    monkeypatch.setattr(conv_ops, "_IMPLICIT_MIN_CHANNELS", 1)
     monkeypatch.setattr(conv_ops, "_IMPLICIT_DW_MIN_PIXELS", 1)
     return _spy(monkeypatch)
 
@@ -131,7 +132,7 @@ def test_resnet_shape_takes_the_implicit_gemm_at_the_default_threshold(monkeypat
 def test_one_big_image_with_bias_cut_over_channels(monkeypatch):
     """A single image whose output passes parallel.MIN_BYTES: its bias pass is cut along channels."""
     r = np.random.default_rng(2)
-    x, w = r.standard_normal((1, 4, 130, 130)).astype(np.float32), r.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    x, w = r.standard_normal((1, 8, 130, 130)).astype(np.float32), r.standard_normal((16, 8, 3, 3)).astype(np.float32)
     b = r.standard_normal(16).astype(np.float32)
     calls = _spy(monkeypatch)
     plain, fast = _both(monkeypatch, "Conv", x, w, b, kernel=3, pad=1)

@@ -211,7 +211,10 @@ def _plain(k, s, pb, pe, d):
 
 # NOTE: NETVIZ_PLAIN_CONV=1 (or FAST_CONV = False) forces the im2col reference path everywhere.
 FAST_CONV = os.environ.get("NETVIZ_PLAIN_CONV", "") in ("", "0")
-_IMPLICIT_MIN_PIXELS = 144  # output pixels per image from which the implicit GEMM wins (7x7 maps lose 2x)
+# NOTE: where the implicit GEMM wins (quiet machine, batch 8, vs im2col): 56x56x64 0.68x, 28x28x128 0.80x,
+# 16 channels 0.61x; even at 14x14x256 (1.03x) and 28x28x512 (1.07x); loses with 3 input channels (1.66x)
+# and on 7x7 maps (2x), where one GEMM over the whole batch is the better shape.
+_IMPLICIT_MIN_PIXELS, _IMPLICIT_MIN_CHANNELS, _IMPLICIT_WIDE = 256, 8, 256
 # NOTE: an output grid above _GRID_FLOATS (~1 MB: no longer cache-resident) is done in blocks of
 # columns, all taps per block, (M + C) x cols ~ _CHUNK_FLOATS (224x224x64, batch 2: 265-272 -> 76-178 ms
 # in one run at load 4.8, even in a quieter one).
@@ -221,11 +224,15 @@ _IMPLICIT_DW_MIN_PIXELS = 576  # the same for dW (measured: 56x56 and 28x28 win 
 
 def implicit_ok(xp, x, w, k, s, pb, pe, d) -> bool:
     """Whether :func:`conv_implicit` runs this conv: NumPy float32 2-D stride-1 with a kernel bigger
-    than 1x1, maps of at least :data:`_IMPLICIT_MIN_PIXELS` outputs, and NumPy's OpenBLAS at hand."""
+    than 1x1, at least :data:`_IMPLICIT_MIN_CHANNELS` input channels, maps of at least
+    :data:`_IMPLICIT_MIN_PIXELS` outputs (32x32 when over :data:`_IMPLICIT_WIDE` channels), and
+    NumPy's OpenBLAS at hand."""
     if not (FAST_CONV and xp is np and len(k) == 2 and x.dtype == w.dtype == np.float32 and blas.available()):
         return False
     ho, wo = (x.shape[2 + i] + pb[i] + pe[i] - d[i] * (k[i] - 1) for i in range(2))
-    return s[0] == s[1] == 1 and k[0] * k[1] > 1 and min(ho, wo) > 0 and ho * wo >= _IMPLICIT_MIN_PIXELS
+    least = _IMPLICIT_MIN_PIXELS if x.shape[1] <= _IMPLICIT_WIDE else _PER_IMAGE
+    return s[0] == s[1] == 1 and k[0] * k[1] > 1 and min(ho, wo) > 0 and ho * wo >= least \
+        and x.shape[1] >= _IMPLICIT_MIN_CHANNELS
 
 
 def _padded_flat(x, pb, pe):
