@@ -13,13 +13,14 @@ op's stop goes back to the last op its subnets ran.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
 from engine.debugger.machine import DebuggerError
 from engine.debugger.recorded import Recording, Stop
-from engine.debugger.records import BlobSummary, FrameInfo, OpRecord, ProgramCounter, Stopped
+from engine.debugger.records import BlobSummary, FrameInfo, OpRecord, ProgramCounter, Stopped, Watchpoint
 from engine.debugger.timetravel import Cursor
 from engine.model.modelio import Model
 from engine.model.opdef import subnets_of
@@ -115,10 +116,11 @@ class ReplayDebugger:
         self.injected: dict[str, int] = {}
         self.stale: set[Any] = set()
         self.given_feeds: dict[str, Any] = {}
-        self.watchpoints: dict[int, Any] = {}
         self.skip_end_stops = True
         self.error: str | None = None
         self._all = [op_record(s, rec) for s in rec.stops]
+        self._rated = 0
+        self._params = {*rec.predict.external_input, *rec.program.external_input}
         self.versions = _Versions(self)
 
     # ---- state ---------------------------------------------------------------------------
@@ -126,12 +128,38 @@ class ReplayDebugger:
     def breakpoints(self) -> dict[int, Any]:
         return self.cursor.breakpoints
 
+    @property
+    def watchpoints(self) -> dict[int, Any]:
+        return self.cursor.watchpoints
+
     def _program(self) -> Any:
         return self.rec.program
 
     @property
     def records(self) -> list[OpRecord]:
+        self._rate(self.cursor.pos)
         return self._all[:self.cursor.pos]
+
+    def _rate(self, pos: int) -> None:
+        """Fill ‖ΔW‖/‖W‖ of the main net's in-place parameter updates among the first `pos` stops, from the
+        parameter's versions before and after (the live debugger measures them as it runs; the file has
+        the values, not the ratios), once each."""
+        from engine.autodiff.training import update_ratio  # noqa: PLC0415 - a training net's only
+
+        for k in range(self._rated, pos):
+            stop = self.rec.stops[k]
+            names = {o.name for o in stop.outputs} & self._params if len(stop.path) == 2 else set()
+            op = op_at(self.rec.program, stop.path) if names else None
+            if op is None or names.isdisjoint(op.input):
+                continue
+            members = self.rec.members
+            writes = [(None, o.name, self.rec.value(o.name, o.version - 1), None, self.rec.value(o.name, o.version))
+                      for o in stop.outputs if o.name in names and o.version
+                      and f"{o.name}@{o.version - 1}" in members and o.key in members]
+            ratio = update_ratio(op, writes, self._params) if writes else None
+            if ratio is not None:
+                self._all[k] = dataclasses.replace(self._all[k], update_ratio=ratio)
+        self._rated = max(self._rated, pos)
 
     @property
     def records_by_path(self) -> dict[Any, OpRecord]:
@@ -220,18 +248,29 @@ class ReplayDebugger:
             raise DebuggerError("step out: the pc is in the main net, not in a subnet — nothing to finish")
         return self._move(self._next_at(len(here.path) - 2, past=True))
 
+    def _hit(self, hit: Any, reverse: bool = False) -> Stopped:
+        """The Stopped of a cursor hit, worded as the live debugger words it."""
+        bp, back = hit.breakpoint, " (reverse)" if reverse else ""
+        if isinstance(bp, Watchpoint):
+            out = next(o for o in hit.stop.outputs if o.name == bp.blob)
+            return self._move(hit.pos, "watchpoint", f"#{bp.id} {bp.blob} written (version {out.version}){back}")
+        return self._move(hit.pos, "condition" if bp.kind == "condition" else "breakpoint", bp.describe() + back)
+
     def continue_(self) -> Stopped:
         hit = self.cursor.continue_()
         if hit is None:
             return self._move(len(self.rec.stops), "end", "end of recording")
-        kind = "condition" if hit.breakpoint.kind == "condition" else "breakpoint"
-        return self._move(hit.pos, kind, hit.breakpoint.describe())
+        return self._hit(hit)
 
     def reverse_continue(self) -> Stopped:
         hit = self.cursor.reverse_continue()
         if hit is None:
-            return self._move(0, "step", "start of recording")
-        return self._move(hit.pos, "breakpoint", hit.breakpoint.describe())
+            return self._move(0, "start", "start of recording")
+        return self._hit(hit, reverse=True)
+
+    def goto(self, pos: int, detail: str = "") -> Stopped:
+        """Move the cursor to position `pos` (`pos` ops have run), e.g. a query row's or a last writer's."""
+        return self._move(pos, "jump", detail)
 
     def run_to(self, path: Any) -> Stopped:
         target = tuple(path)
@@ -269,12 +308,14 @@ class ReplayDebugger:
         return bp
 
     def add_watchpoint(self, blob: str, on: str = "write") -> Any:
-        """A write watchpoint stops before the next op writing `blob` (a name breakpoint)."""
-        import re  # noqa: PLC0415
-        return self.cursor.add_breakpoint("name", f"^{re.escape(blob)}$")
+        """A write watchpoint stops after each op that writes `blob`, as live; a read one is refused."""
+        if on != "write":
+            raise DebuggerError(f"a replay watches writes only, not {on!r}")
+        return self.cursor.add_watchpoint(blob)
 
     def remove(self, point_id: int) -> None:
-        if self.cursor.breakpoints.pop(point_id, None) is None:
+        c = self.cursor
+        if c.breakpoints.pop(point_id, None) is None and c.watchpoints.pop(point_id, None) is None:
             raise DebuggerError(f"no breakpoint or watchpoint #{point_id}")
 
     # ---- values ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import numpy as np
 
 from engine.debugger.conditions import Condition, parse_condition
 from engine.debugger.recorded import Recording, Stop
-from engine.debugger.records import Breakpoint, OpExecuted, Stopped
+from engine.debugger.records import Breakpoint, OpExecuted, Stopped, Watchpoint
 from engine.errors import NetvizError
 
 
@@ -35,7 +35,7 @@ class Hit:
 
     pos: int
     stop: Stop
-    breakpoint: Breakpoint
+    breakpoint: Breakpoint | Watchpoint
 
 
 class Cursor:
@@ -48,6 +48,7 @@ class Cursor:
     def __init__(self, rec: Recording, pos: int = 0) -> None:
         self.rec, self.pos = rec, 0
         self.breakpoints: dict[int, Breakpoint] = {}
+        self.watchpoints: dict[int, Watchpoint] = {}
         self._next_id = 1
         self.goto(pos)
 
@@ -96,9 +97,20 @@ class Cursor:
         self._next_id += 1
         return bp
 
+    def add_watchpoint(self, blob: str) -> Watchpoint:
+        """Stop after each op that writes `blob` (a new version), as the live debugger's write watchpoint."""
+        wp = Watchpoint(self._next_id, blob)
+        self.watchpoints[wp.id] = wp
+        self._next_id += 1
+        return wp
+
     def _hit_at(self, pos: int) -> Hit | None:
-        """A breakpoint stopping the cursor at `pos`: before op `pos` (location) or after op `pos - 1` (condition)."""
+        """A breakpoint stopping the cursor at `pos`: before op `pos` (location) or after op `pos - 1` (condition,
+        watchpoint)."""
         stops = self.rec.stops
+        for wp in self.watchpoints.values():
+            if pos and any(o.name == wp.blob for o in stops[pos - 1].outputs):
+                return Hit(pos, stops[pos - 1], wp)
         for bp in self.breakpoints.values():
             if not bp.enabled:
                 continue
@@ -122,7 +134,8 @@ class Cursor:
         for pos in positions:
             hit = self._hit_at(pos)
             if hit is not None:
-                hit.breakpoint.hits += 1
+                if isinstance(hit.breakpoint, Breakpoint):
+                    hit.breakpoint.hits += 1
                 self.goto(pos)
                 return hit
         self.goto(end)
@@ -284,3 +297,59 @@ def run_to_first_iteration(dbg: Any, expr: str) -> Stopped:
                 return stop
     finally:
         dbg.remove(bp.id)
+
+
+# ---- live moves back, over the debugger's undo history -----------------------------------------
+def _located(bp: Breakpoint, path: Any, op: Any) -> bool:
+    """Whether location breakpoint `bp` names the op at `path` (its condition is not evaluated: going back,
+    the workspace is the one before the op, as it was when the breakpoint stopped forward)."""
+    if bp.kind == "path":
+        return tuple(bp.spec) == tuple(path)
+    if bp.kind == "type":
+        return op is not None and bp.spec == op.type
+    return bp.kind == "name" and op is not None and bp._regex is not None and any(
+        bp._regex.search(s) for s in (op.name, *op.output) if s)
+
+
+def reverse_continue_live(dbg: Any) -> Stopped:
+    """Live: step back over the undo history to the previous location-breakpoint op (the pc before it, as
+    a forward continue stops); with none on the way, to the oldest op the history holds.
+
+    Raises
+    ------
+    DebuggerError
+        No undo history at all (the start, or history dropped beyond the budget): nothing to go back over.
+    """
+    from engine.debugger.machine import DebuggerError  # noqa: PLC0415
+
+    located = [bp for bp in dbg.breakpoints.values() if bp.enabled and bp.kind != "condition"]
+    stop = dbg.step_back()
+    while True:
+        for bp in located:
+            if _located(bp, dbg.pc.path, dbg.current_op()):
+                return Stopped("breakpoint", stop.pc, f"{bp.describe()} (reverse)")
+        try:
+            stop = dbg.step_back()
+        except DebuggerError as e:
+            return Stopped("start", stop.pc, f"start of the undo history: {e}")
+
+
+def back_to(dbg: Any, n: int) -> Stopped:
+    """Live: step back until `n` op records are left (the pc at the op of record `n`, about to run it).
+
+    Raises
+    ------
+    DebuggerError
+        The undo history ends first (the pc stays where that left it; the message says how far it got).
+    """
+    from engine.debugger.machine import DebuggerError  # noqa: PLC0415
+
+    if len(dbg.records) <= n:
+        raise DebuggerError(f"op run #{n} is not behind the pc ({len(dbg.records)} ops have run): nothing to go back to")
+    stop = None
+    while len(dbg.records) > n:
+        try:
+            stop = dbg.step_back()
+        except DebuggerError as e:
+            raise DebuggerError(f"{e}: stopped {len(dbg.records) - n} ops short of op run #{n}") from None
+    return stop

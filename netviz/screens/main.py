@@ -35,6 +35,7 @@ from netviz.overlays import (OVERLAYS, diff_colors, diff_header, diff_legend, di
                              worst_per_op)
 from netviz.session import BlobRef, NetPath, OpRef, Session, Unavailable, from_oppath, to_oppath
 from netviz.style import legend_text as looks_legend, plain
+from netviz.timetravel_ui import TimeTravelActions
 from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
 from netviz.widgets.minimap import Minimap
@@ -94,7 +95,7 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-class MainScreen(Guarded, Screen[None]):
+class MainScreen(TimeTravelActions, Guarded, Screen[None]):
     BINDINGS = bindings()
 
     ssa: reactive[bool] = reactive(False)

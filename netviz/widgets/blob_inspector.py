@@ -191,9 +191,12 @@ class BlobInspector(Vertical):
         self.facts = Static(id="blob-facts")
         self.slice = Input(placeholder="slice: 0,:,:4", id="blob-slice")
         self.values = Static(id="blob-values")
+        from netviz.widgets.history import IterationHistory  # noqa: PLC0415 - issue 45's sparklines
+        self.history = IterationHistory(id="blob-history")
 
     def compose(self) -> ComposeResult:
         yield self.facts
+        yield self.history
         yield self.slice
         yield self.values
 
@@ -227,6 +230,7 @@ class BlobInspector(Vertical):
         if len(history) > 1:
             facts.add_row("history", _history_table(history))
         self.facts.update(facts)
+        self.history.show(session, ref)
         self.render_values()
 
     def show_result(self, session: Session, expr: str, value: Any) -> None:
@@ -234,6 +238,7 @@ class BlobInspector(Vertical):
         import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
         self.session, self.ref, self.result = session, None, value
         self.display = True
+        self.history.show(session, None)
         facts = Table.grid(padding=(0, 1))
         facts.add_column(style="dim")
         facts.add_column(overflow="fold")
