@@ -64,12 +64,18 @@ class SearchScreen(TypeAhead, Guarded, ModalScreen[Any]):
         hits = [e for e in self.entries if all(w in e[0] for w in words)]
         if words:
             hits.sort(key=lambda e: -sum(w in e[0].split() for w in words))  # NOTE: stable: net order within
-        hits = hits[:LIMIT]
+        found, hits = len(hits), hits[:LIMIT]
+        # NOTE: a note line (disabled, Enter does nothing) when nothing matches or the list is cut: an
+        # empty box read as "still searching", and 200 rows of 700 as all of them
+        if not hits and words:
+            hits = [("", Text(f"no op or blob matches {text.strip()!r}", style="dim"), None)]
+        elif found > LIMIT:
+            hits.append(("", Text(f"the first {LIMIT} of {found} matches: type more to narrow", style="dim"), None))
         results = self.query_one(OptionList)
         results.clear_options()
-        results.add_options([Option(label, id=str(k)) for k, (_, label, _) in enumerate(hits)])
+        results.add_options([Option(label, id=str(k), disabled=ref is None) for k, (_, label, ref) in enumerate(hits)])
         self.hits = hits
-        if hits:
+        if hits and hits[0][2] is not None:
             results.highlighted = 0
 
     def on_input_changed(self, event: Input.Changed) -> None:
