@@ -72,7 +72,7 @@ CASES: dict[str, tuple[Callable[[Net], None], dict[str, np.ndarray], str, tuple[
                       {"a4": np.ones((1, 1, 4, 4), F32), "K": np.ones((1, 1, 3, 3), F32)},
                       "op #2 Conv '': argument 'kernel' must be a number, got 'x'", None),
     "shape_mismatch": (lambda n: n.FC(["a", "W", "b"], "a"), {"W": np.ones((4, 5), F32), "b": np.ones(4, F32)},
-                       "op #2 FC '': inputs it cannot take", ("W", np.ones((4, 3), F32))),
+                       "op #2 FC '': X has 3 columns (flattened at axis 1) but W has 5", ("W", np.ones((4, 3), F32))),
     "broadcast_mismatch": (lambda n: n.Add(["a", "W"], "a"), {"W": np.ones((4, 5), F32)},
                            "op #2 Add '': inputs it cannot take: inputs of shapes (2,3) (4,5) do not broadcast",
                            ("W", np.ones((1, 3), F32))),

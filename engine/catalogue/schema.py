@@ -85,7 +85,7 @@ def violations(op: caffe2_pb2.OperatorDef) -> list[str]:
 
 def check_op(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "") -> list[str]:
     """One-line messages ``"<net>: op #i Type 'name': <what is wrong>"`` for `op`'s violations."""
-    where = f"{net_name or '<op>'}: op #{index} {op.type} '{op.name}'"
+    where = f"{net_name or 'net'}: op #{index} {op.type} '{op.name}'"
     return [f"{where}: {v}" for v in violations(op)]
 
 

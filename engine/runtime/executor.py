@@ -20,7 +20,7 @@ import engine.runtime.ops  # noqa: F401  (fills KERNELS)
 from engine.runtime import device as dev
 from engine.catalogue import is_caffe2_op
 from engine.catalogue.schema import NOT_CAFFE2, schema_policy, violations
-from engine.errors import ExecutionError, SchemaError, UnknownOpError
+from engine.errors import ExecutionError, SchemaError, ShapeError, UnknownOpError
 from engine.model.opdef import args_of
 from engine.runtime.plans import UNCHANGED, drive
 from engine.catalogue.registry import KERNELS
@@ -125,7 +125,7 @@ def _arity(fn: Any) -> tuple[int, float]:
 
 
 def _where(net_name: str, index: int, op: caffe2_pb2.OperatorDef) -> str:
-    return f"{net_name or '<op>'}: op #{index} {op.type} '{op.name}'"
+    return f"{net_name or 'net'}: op #{index} {op.type} '{op.name}'"
 
 
 def bind(op: caffe2_pb2.OperatorDef, index: int = 0, net_name: str = "", *,
@@ -283,7 +283,7 @@ def _failure(b: BoundOp, ws: Any, e: Exception) -> ExecutionError:
 
 
 #: What a kernel's Python exception means, in words a user reads (issue #35: no raw exception text).
-_PLAIN = ((KeyError, "no entry {}"), (IndexError, "index out of range ({})"),
+_PLAIN = ((ShapeError, "{}"), (KeyError, "no entry {}"), (IndexError, "index out of range ({})"),
           (ZeroDivisionError, "division by zero ({})"), (FloatingPointError, "float arithmetic failed ({})"),
           (ArithmeticError, "float arithmetic failed ({})"), (RuntimeWarning, "float arithmetic failed ({})"),
           (TypeError, "an input or argument of the wrong type: {}"), (MemoryError, "out of memory{}"),

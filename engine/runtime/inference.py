@@ -87,7 +87,7 @@ def infer_op(op: caffe2_pb2.OperatorDef, ins: Sequence[TensorInfo], where: str =
     except Exception as e:  # noqa: BLE001 - every rule failure is reported as one ShapeError line
         # NOTE: a rule indexing a dim the input lacks (rank 2 where it reads 4) must not leak Python's text.
         msg = str(e) if isinstance(e, ShapeError) else "its inputs' ranks or shapes do not fit what it reads"
-        raise ShapeError(f"{where or '<op>'}: op {op.type} '{op.name}': {msg}; inputs "
+        raise ShapeError(f"{where or 'net'}: op {op.type} '{op.name}': {msg}; inputs "
                          f"{', '.join(map(str, ins))}") from e
     out = list(out) if isinstance(out, (tuple, list)) else [out]
     return [(o or UNKNOWN) for o in out[:n]] + [UNKNOWN] * (n - len(out))

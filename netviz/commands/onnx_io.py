@@ -87,6 +87,8 @@ def run_diff(args: argparse.Namespace) -> int:
     run alone in ONNX Runtime on the engine's inputs) and culprit line.  Exit 1 on a value beyond
     --rtol/--atol or an op's error beyond --tol; --json prints only the localizer's document."""
     onnx = onnx_module()
+    if not Path(args.other).is_file():  # onnx.load's "[Errno 2] …" is Python's words, not the user's
+        raise NetvizError(f"{args.other}: no such file")
     try:
         model = onnx.load(args.other)
     except Exception as e:  # NOTE: any parse failure of a user's file is one line

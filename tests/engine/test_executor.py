@@ -50,7 +50,7 @@ def test_error_names_net_op_blob_and_shapes_and_keeps_workspace():
     assert set(w.blobs()) == set(before) | {"X1"}  # earlier ops' outputs are kept, as in Caffe2
     w2 = Workspace()
     w2.feed_blob("W", np.ones((4, 5), np.float32))
-    with pytest.raises(ExecutionError, match=r"<op>: op #0 FC 'fc1': input blob 'X1' not found"):
+    with pytest.raises(ExecutionError, match=r"net: op #0 FC 'fc1': input blob 'X1' not found"):
         run_op(net.op[1], w2)
     assert w2.blobs() == ["W"]
 

@@ -22,7 +22,7 @@ MAX_WHILE_ITERATIONS = 1_000_000
 
 
 def _where(ctx) -> str:
-    return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
+    return f"{ctx.net_name or 'net'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
 
 
 def _condition(ctx, value) -> bool:

@@ -27,7 +27,7 @@ DB_TYPES = ("minidb", "lmdb")  # NOTE: lmdb through the `lmdb` package when inst
 
 
 def _where(ctx) -> str:
-    return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
+    return f"{ctx.net_name or 'net'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
 
 
 def _path(ctx, db: str, absolute_path: bool) -> str:

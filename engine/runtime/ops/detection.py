@@ -296,7 +296,7 @@ def rotated_iou(a: np.ndarray, b: np.ndarray) -> float:
 # ---- kernels ----
 
 def _where(ctx) -> str:
-    return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
+    return f"{ctx.net_name or 'net'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
 
 
 @kernel("GenerateProposals", "GenerateProposalsCPP", needs_context=True)

@@ -20,9 +20,20 @@ def _flat(a, axis):
     return a.reshape(int(np.prod(a.shape[:axis])), int(np.prod(a.shape[axis:])))  # NOTE: no -1: N may be 0
 
 
+def _fc_operands(x, w, axis, axis_w, transposed):
+    """X and W flattened to 2-D, checked in FC's terms (NumPy's matmul would say "gufunc signature …")."""
+    x2, w2 = _flat(x, axis), _flat(w, axis_w)
+    wk = w2.shape[0] if transposed else w2.shape[1]
+    if x2.shape[1] != wk:
+        raise ShapeError(f"X has {x2.shape[1]} columns (flattened at axis {axis}) but W has {wk} "
+                         f"(flattened at axis_w {axis_w})")
+    return x2, w2
+
+
 @kernel("FC")
 def fc(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
-    y = _flat(x, axis) @ _flat(w, axis_w).T
+    x2, w2 = _fc_operands(x, w, axis, axis_w, False)
+    y = x2 @ w2.T
     if b is not None:
         y += b
     return y.reshape(x.shape[:axis % x.ndim] + (y.shape[1],))
@@ -31,8 +42,8 @@ def fc(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
 @kernel("FCTransposed")
 def fc_transposed(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
     # NOTE: W is stored (K, N) here, not (N, K).
-    w2 = _flat(w, axis_w)
-    y = _flat(x, axis) @ w2
+    x2, w2 = _fc_operands(x, w, axis, axis_w, True)
+    y = x2 @ w2
     if b is not None:
         y += b
     return y.reshape(x.shape[:axis % x.ndim] + (y.shape[1],))

@@ -168,7 +168,7 @@ _BUILT: dict[tuple[int, str], tuple[Any, Any]] = {}  # (id(ctx), suffix) -> (ctx
 
 def _user_error(ctx: Any, e: Exception) -> ExecutionError:
     """An ExecutionError that is also the user's exception class (Caffe2 re-raises it as is)."""
-    msg = f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}': {type(e).__name__}: {e}"
+    msg = f"{ctx.net_name or 'net'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}': {type(e).__name__}: {e}"
     try:
         cls = type(type(e).__name__, (ExecutionError, type(e)), {"__str__": Exception.__str__})
         return cls(msg)

@@ -70,7 +70,7 @@ def _int8(ctx, v, k: int = 0) -> Int8Tensor:
 
 
 def _where(ctx) -> str:
-    return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
+    return f"{ctx.net_name or 'net'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
 
 
 def _limits(relu: bool, scale: float, zero_point: int) -> tuple[int, int]:

@@ -83,7 +83,7 @@ def _scalar(x) -> object:
 
 
 def _where(ctx) -> str:
-    return f"{ctx.net_name or '<op>'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
+    return f"{ctx.net_name or 'net'}: op #{ctx.index} {ctx.op.type} '{ctx.op.name}'"
 
 
 def _native(ctx, blob, cpp_type: str) -> NativeBlob:

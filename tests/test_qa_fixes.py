@@ -1,0 +1,50 @@
+"""The fixer's pass over qa's findings at the command line: each slip is one line in the user's terms
+(the file, op or blob and what is wrong), with exit status 2."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from netviz.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+MLP = ROOT / "examples" / "mlp"
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as e:  # argparse
+        rc = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_fc_with_the_wrong_width_says_it_in_fc_terms(capsys):
+    """FC on 9 columns against an 8-wide W said NumPy's "gufunc signature (n?,k),(k,m?)…"."""
+    rc, _, err = _cli(capsys, "run", MLP / "predict_net.pb", "--input", "data=16,9")
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "op #0 FC '': X has 9 columns (flattened at axis 1) but W has 8" in lines[0], lines[0]
+    assert "gufunc" not in err and "matmul" not in err
+
+
+def test_an_unnamed_net_is_called_net_not_a_placeholder(capsys, tmp_path):
+    """A NetDef without a name showed "<op>: op #0 Relu …" where the net's name goes."""
+    path = tmp_path / "noname.pbtxt"
+    path.write_text('op { type: "Relu" input: "x" output: "y" }\n')
+    rc, _, err = _cli(capsys, "run", path)
+    assert rc == 2
+    assert err.strip() == "netviz: net: op #0 Relu '': input blob 'x' not found", err
+
+
+def test_diff_against_a_missing_onnx_file_says_no_such_file(capsys, tmp_path):
+    """`diff NET missing.onnx` said "not an ONNX model ([Errno 2] …)": Python's words, not netviz's."""
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    missing = tmp_path / "missing.onnx"
+    rc, _, err = _cli(capsys, "diff", MLP / "predict_net.pb", missing)
+    assert rc == 2
+    assert err.strip() == f"netviz: {missing}: no such file", err
