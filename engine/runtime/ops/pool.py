@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from engine.errors import ExecutionError, ShapeError
 from engine.runtime.shapes import TensorInfo, dims, join_layout, same_as, spatial_out, split_layout
 
 # ---- kernels ----
+
+# NOTE: NETVIZ_PLAIN_CONV=1 (or FAST_POOL = False) also keeps AveragePool's reference reduction.
+FAST_POOL = os.environ.get("NETVIZ_PLAIN_CONV", "") in ("", "0")
 
 def _pool_geometry(x, g):
     require_image(x)
@@ -48,21 +52,28 @@ def max_pool(xp, x, **g):
     win = windows(xp, x, k, s, pb, pe, d, -np.inf)
     if int(np.prod(k)) > 64:  # global-style pools: one reduction
         return from_nchw(win.max(axis=tuple(range(-len(k), 0))), g["order"])
-    # NOTE: one elementwise maximum per kernel position over strided views (a reduction over the
-    # window axes of the view walks memory in tiny runs and is several times slower).
+    return from_nchw(_fold_windows(xp, x, win, k, xp.maximum), g["order"])
+
+
+def _fold_windows(xp, x, win, k, op):
+    """`op` (maximum, add) folded over the prod(k) positions of the window view `win` of `x`.
+
+    NOTE: one elementwise pass per kernel position over strided views, in row-major position order
+    (a reduction over the window axes of the view walks memory in tiny runs and is several times
+    slower); one block's passes stay in cache, blocks over both cores (engine.runtime.parallel)."""
     y = xp.empty(win.shape[:-len(k)], dtype=x.dtype)
     pos = list(itertools.product(*(range(v) for v in k)))
 
-    def part(t):  # one block's 9 passes stay in cache; blocks over both cores (engine.runtime.parallel)
+    def part(t):
         yb, wb = t(y), t(win)
         yb[...] = wb[(Ellipsis,) + pos[0]]
         for p in pos[1:]:
-            xp.maximum(yb, wb[(Ellipsis,) + p], out=yb)
+            op(yb, wb[(Ellipsis,) + p], out=yb)
     if xp is np:
         parallel.split(part, y.shape, x.nbytes)
     else:
         part(lambda a: a)
-    return from_nchw(y, g["order"])
+    return y
 
 
 @kernel("AveragePool", "AveragePool1D", "AveragePool2D", "AveragePool3D")
@@ -70,8 +81,13 @@ def max_pool(xp, x, **g):
 def average_pool(xp, x, *, count_include_pad: int = 0, **g):
     x = to_nchw(x, g["order"])
     k, s, pb, pe, d = _pool_geometry(x, g)
-    total = windows(xp, x, k, s, pb, pe, d).sum(axis=tuple(range(-len(k), 0)))
-    return from_nchw((total / _counts(xp, x, k, s, pb, pe, d, count_include_pad)).astype(x.dtype), g["order"])
+    win = windows(xp, x, k, s, pb, pe, d)
+    counts = _counts(xp, x, k, s, pb, pe, d, count_include_pad)
+    if FAST_POOL and x.dtype.kind == "f" and int(np.prod(k)) <= 64:
+        total = _fold_windows(xp, x, win, k, xp.add)
+        return from_nchw(xp.divide(total, counts, out=total), g["order"])
+    total = win.sum(axis=tuple(range(-len(k), 0)))
+    return from_nchw((total / counts).astype(x.dtype), g["order"])
 
 
 @kernel("LpPool")
