@@ -766,7 +766,8 @@ class Session:
                 dbg.skip_end_stops = self.skip_end_stops
             made = list(dbg.synthesized) if synth else []
             if made:
-                self.notices.append(f"no init net: {len(made)} parameters filled with random values")
+                many = "s" if len(made) != 1 else ""
+                self.notices.append(f"no init net: {len(made)} parameter{many} filled with random values")
             if self.backward is not None:
                 dbg.backward(self.loss)
             elif self.forward.sections is not None:  # a training net: its own backward ops are known

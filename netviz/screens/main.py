@@ -95,6 +95,13 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def notice_toast(notice: str) -> dict[str, str]:
+    """A session notice's toast title and severity: a plan's how-to informs; filled parameters warn."""
+    if notice.startswith("plan "):
+        return {"title": "Plan", "severity": "information"}
+    return {"title": "Parameters" if notice.startswith("no init net") else "Notice", "severity": "warning"}
+
+
 class MainScreen(TimeTravelActions, Guarded, Screen[None]):
     BINDINGS = bindings()
 
@@ -493,7 +500,7 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
         if self.overlay:
             self.show_graph()  # the legend's range
         for notice in self.session.pop_notices():
-            self.notify(notice, title="Parameters", severity="warning")
+            self.notify(notice, **notice_toast(notice))
         if self.blob is not None:
             self.blob_inspector().show(self.session, self.blob)
         if stop is not None and stop.reason not in ("step",):
@@ -749,7 +756,7 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
             from engine.debugger.machine import DebuggerError  # noqa: PLC0415 - loaded: the move that raised ran it
 
             for notice in self.session.pop_notices():
-                call(self.notify, notice, title="Parameters", severity="warning")
+                call(self.notify, notice, **notice_toast(notice))
             if isinstance(e, DebuggerError):  # NOTE: a move the pc's place does not allow (f in the main net,
                 # u at the start, t behind the pc): a refusal that says why, not an error
                 call(self.notify, str(e), title="Not available", severity="warning")
@@ -1178,6 +1185,10 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
 
     @guarded
     def action_toggle_backward(self, loss: str | None = None) -> None:
+        if self.session.plan_def is not None:  # NOTE: its nets run as steps; no one loss to differentiate
+            self.notify(f"plan {self.session.plan_def.name!r}: a plan has no backward view (open one of its nets "
+                        "with --loss to see its backward pass)", title="Not available", severity="warning")
+            return
         try:
             self.session.set_backward(not self.session.show_backward, loss)
         except Unavailable as e:

@@ -255,8 +255,10 @@ class BlobInspector(Vertical):
             self.render_values()
             return
         arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
-        facts.add_row("value", plain(f"{arr.dtype} {'×'.join(map(str, arr.shape)) or 'scalar'}"
-                                     if arr.dtype != object else repr(value)[:200]))
+        kind = f"{arr.dtype} {'×'.join(map(str, arr.shape)) or 'scalar'}"
+        if arr.dtype != object and arr.ndim == 0 and arr.dtype.kind in "USV":  # NOTE: no stats to show a str by
+            kind = f"{arr.item()!r}"[:200] + f"  ({kind})"
+        facts.add_row("value", plain(kind if arr.dtype != object else repr(value)[:200]))
         facts.add_row("save", Text("S writes it to .npy", style="dim"))
         self.facts.update(facts)
         self.render_values()

@@ -1,0 +1,65 @@
+"""The fixer's pass over qa's findings in the TUI: what the screen shows after the user's keys."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from netviz.app import NetvizApp
+from netviz.session import Session
+from netviz.widgets.blob_inspector import BlobInspector
+from tests.netviz.waiting import answer, asynctest, notified, ready, text_of, wait_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+MLP = EXAMPLES / "mlp" / "predict_net.pb"
+
+
+def blob_text(app) -> str:
+    return "\n".join(text_of(w) for w in app.main.query_one(BlobInspector).query("Static"))
+
+
+@asynctest
+async def test_a_string_result_of_eval_shows_the_string():
+    """`: 'hello'` showed "value <U5 scalar", then "values []" and no string."""
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.main.idle and app.session.debugger is not None, "a step")
+        await pilot.press("colon")
+        await answer(pilot, app, "'hello'")
+        await wait_for(pilot, lambda: "<U5" in blob_text(app), "the value in the inspector")
+        await pilot.pause()
+        assert "value 'hello'  (<U5 scalar)" in blob_text(app), blob_text(app)
+
+
+@asynctest
+async def test_a_plans_how_to_is_an_information_toast_titled_plan():
+    """The plan's how-to ("s steps into …") was a yellow warning titled "Parameters"."""
+    app = NetvizApp(Session.open(EXAMPLES / "mlp" / "plan.pbtxt"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: notified(app, "s steps into"), "the plan's how-to")
+        toast = next(n for n in app._notifications if "s steps into" in n.message)
+        assert (toast.title, toast.severity) == ("Plan", "information")
+
+
+@asynctest
+async def test_g_on_a_plan_says_it_has_no_backward_view():
+    """g on a PlanDef asked for a loss from an empty "outputs:" list, nothing a user could pick."""
+    app = NetvizApp(Session.open(EXAMPLES / "mlp" / "plan.pbtxt"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: notified(app, "a plan has no backward view"), "the refusal")
+        assert app.screen is app.main  # no loss prompt opened
+        assert not app.session.show_backward
+
+
+def test_one_filled_parameter_is_one_parameter(tmp_path):
+    """The notice said "1 parameters filled with random values"."""
+    path = tmp_path / "one_param.pbtxt"
+    path.write_text('name: "one" external_input: "x" external_input: "s" external_output: "y"\n'
+                    'op { type: "Mul" input: "x" input: "s" output: "y" }\n')
+    session = Session.open(path, inputs=["x=2,3"])
+    session.step("continue_")
+    assert "no init net: 1 parameter filled with random values" in session.pop_notices()
