@@ -266,6 +266,10 @@ def first_iteration_where(rec: Recording, expr: str) -> Stop | None:
     return next((s for s in rec.stops if s.iteration and holds(rec, s, cond)), None)
 
 
+#: an iteration's words in a frame label: ``iteration 2``, ``timestep 0``, a plan's ``train iteration 3 · net …``
+_ITERATION = re.compile(r"(\w+ )?(iteration|timestep|check) \d+")
+
+
 class LiveHistory:
     """A debugger listener keeping `blob`'s per-version statistics as it runs, across restarts.
 
@@ -280,7 +284,8 @@ class LiveHistory:
             self.run += 1
         elif isinstance(event, OpExecuted) and any(o.name == self.blob for o in event.record.outputs):
             r = event.record
-            label = next((f for f in reversed(r.frames) if f[-1:].isdigit()), "") or f"run {self.run}"
+            label = next((m.group(0) for f in reversed(r.frames) if (m := _ITERATION.search(f))), "") \
+                or f"run {self.run}"
             from engine.runtime.device import to_host  # noqa: PLC0415
             s = stats_of(r.seq, label, self.dbg.versions.get(self.blob, 0), to_host(self.dbg.value(self.blob)))
             if s is not None:

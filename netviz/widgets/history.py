@@ -45,14 +45,14 @@ def live_history(session: Session, name: str) -> Any:
     from engine.debugger.timetravel import LiveHistory  # noqa: PLC0415
 
     kept = _LIVE.setdefault(session, {})
-    if name not in kept:
+    if name not in kept and session.debugger is not None:  # NOTE: none yet: the next show after n attaches
         def attach(dbg: Any) -> None:
             h = LiveHistory(dbg, name)
             dbg.listeners.append(h)
             kept[name] = h
         kept[name] = None
         session._on_debugger(attach)
-    return kept[name]
+    return kept.get(name)
 
 
 def stats_for(session: Session, ref: BlobRef) -> tuple[list[Any], str]:

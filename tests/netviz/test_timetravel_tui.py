@@ -239,3 +239,23 @@ def test_replay_shows_the_update_ratios_live_measures(tmp_path: Path) -> None:
     got = [(r.op_type, r.update_ratio) for r in replay.records if r.update_ratio is not None]
     assert want and [t for t, _ in got] == [t for t, _ in want]
     np.testing.assert_allclose([v for _, v in got], [v for _, v in want], rtol=1e-5)
+
+
+@asynctest
+async def test_live_sparklines_follow_training_iterations() -> None:
+    """examples/mlp's plan trains 20 iterations: fc1_w's norm per iteration, from a LiveHistory attached when
+    the blob is first shown with the debugger made (n)."""
+    session = Session.open(ROOT / "examples" / "mlp" / "plan.pbtxt")
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await ready(pilot)
+        await press_move(pilot, app, "n")
+        app.main.select_blob(BlobRef((), "fc1_w", None))
+        await press_move(pilot, app, "c")
+        last = float(np.linalg.norm(session.debugger.value("fc1_w")))
+        app.main.select_blob(BlobRef((), "fc1_w", None))
+        widget = app.main.blob_inspector().history
+        await wait_for(pilot, lambda: "writes (" in text_of(widget), "the training iterations' sparklines")
+        text = text_of(widget)
+        assert "20 writes (train iteration 0 … train iteration 19; live" in text, text
+        assert f"→ {last:.4g}" in text and "‖·‖" in text
