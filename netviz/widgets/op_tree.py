@@ -49,6 +49,11 @@ MARK_STYLE = {PC_MARK: "bold yellow", "✓": "green", "!": "bold magenta", "✗"
 TYPE_STYLE = {"backward": "#DB4437", "control": "bold #4285F4", "op": "#0F9D58"}
 
 
+def n_ops(n: int) -> str:
+    """``1 op`` / ``3 ops``: a While's one-op cond_net read "cond_net · 1 ops"."""
+    return f"{n} op" if n == 1 else f"{n} ops"
+
+
 def ratio_text(v: float) -> str:
     """An update ratio ‖ΔW‖/‖W‖ as a tag; ``Δ/0`` when ‖W‖ was 0 (a zero-initialised bias's first
     update: there is no ratio, and ``Δinf`` read as a blow-up)."""
@@ -275,14 +280,14 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         else:
             # NOTE: a str label is read as markup: this one was the first frame's first, and imported Rich's
             # emoji table (7 ms)
-            fwd = self.root.add(plain(f"forward · {view.n_forward} ops"), data=None, expand=True)
+            fwd = self.root.add(plain(f"forward · {n_ops(view.n_forward)}"), data=None, expand=True)
             steps = self._add_section(fwd, range(view.n_forward))
         if s.plan:  # a plan file: its step tree above the net being stepped
             node = self.root.add(plain(f"plan · {s.plan[0]}"), data=None, expand=False)
             for line in s.plan[1:]:
                 node.add_leaf(plain(line), data=None)
         if s.show_backward and s.backward is not None and view.sections is None:
-            bwd = self.root.add(plain(f"backward · {len(view.net.op) - view.n_forward} ops (loss {s.loss})"),
+            bwd = self.root.add(plain(f"backward · {n_ops(len(view.net.op) - view.n_forward)} (loss {s.loss})"),
                                 data=None, expand=True)
             steps = chain(steps, self._add_section(bwd, range(view.n_forward, len(view.net.op))))
         self._generation += 1
@@ -295,7 +300,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
         for i in range(1, len(sections) + 1):
             if i == len(sections) or sections[i] != sections[start]:
                 note = f" (loss {loss})" if sections[start] == "backward" and loss else ""
-                node = self.root.add(plain(f"{sections[start]} · {i - start} ops{note}"), data=None, expand=True)
+                node = self.root.add(plain(f"{sections[start]} · {n_ops(i - start)}{note}"), data=None, expand=True)
                 steps = chain(steps, self._add_section(node, range(start, i)))
                 start = i
         return steps
@@ -382,7 +387,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
                 yield
             else:
                 shown = item.name[len(shared):] if item.name.startswith(shared) else item.name
-                node = parent.add(Text.assemble((shown, "bold"), (f" · {item.count} ops", "dim")),
+                node = parent.add(Text.assemble((shown, "bold"), (f" · {n_ops(item.count)}", "dim")),
                                   data=("scope", item.name))
                 yield from self._add_items(node, path, item.items, item.name)
 
@@ -396,7 +401,7 @@ class OpTree(Guarded, SteadyScrollbars, Tree[Any]):
             return
         node = self.nodes_by_ref[ref] = parent.add(self.label_of(ref), data=ref)
         for arg, sub in subnets:
-            child = node.add(Text(f"{arg} · {len(sub.op)} ops", style="italic"), data=("net", ref, arg))
+            child = node.add(Text(f"{arg} · {n_ops(len(sub.op))}", style="italic"), data=("net", ref, arg))
             for _ in self._add_ops(child, ref.path + ((ref.index, arg),), range(len(sub.op))):
                 pass
 
