@@ -48,3 +48,16 @@ def test_diff_against_a_missing_onnx_file_says_no_such_file(capsys, tmp_path):
     rc, _, err = _cli(capsys, "diff", MLP / "predict_net.pb", missing)
     assert rc == 2
     assert err.strip() == f"netviz: {missing}: no such file", err
+
+
+def test_diff_run_of_two_unrelated_nets_counts_only_aligned_ops(capsys):
+    """`diff mlp while_net --run` said "15 ops compared … no culprit: all 15 ops within tolerance" with
+    one op aligned: a clean bill for ops never compared."""
+    rc, out, _ = _cli(capsys, "diff", MLP / "predict_net.pb", ROOT / "examples" / "while_net" / "predict_net.pb",
+                      "--run")
+    lines = out.strip().splitlines()
+    assert "14 ops of A match no op of B: #0, #1, #2, #3, #5, #6, #7, #8, #9, #10" in lines
+    assert "1 ops compared (errors: max|a-b| / max(1, max|a|); tolerance 0.0001)" in lines
+    assert lines[-1].startswith("no culprit among the 1 ops that align; 14 ops of A and 9 of B match no op"), out
+    assert "within tolerance" not in out
+    assert rc == 0

@@ -132,6 +132,16 @@ class Divergence:
         return any(r.out > self.tol or r.own > self.tol for r in self.rows)
 
     @property
+    def only_a(self) -> tuple[int, ...]:
+        """Side A's ops that match no op of B (their rows are NaN: nothing was compared)."""
+        return tuple(r.index for r in self.rows if r.index_b is None)
+
+    @property
+    def compared(self) -> int:
+        """How many ops were compared: those of A that align with an op of B."""
+        return len(self.rows) - len(self.only_a)
+
+    @property
     def culprit(self) -> OpDivergence | None:
         return next((r for r in self.rows if r.own > self.tol), None)
 
@@ -148,6 +158,9 @@ class Divergence:
                    if self.only_b else "rounding that grew")
             return (f"no culprit: no op's own error exceeds {self.tol:g}; {len(over)} ops' outputs differ by more "
                     f"({why}), first op #{over[0].index} {over[0].op_type}")
+        if self.only_a:  # NOTE: unaligned ops were never compared: no clean bill for them
+            return (f"no culprit among the {self.compared} ops that align; {len(self.only_a)} ops of A and "
+                    f"{len(self.only_b)} of B match no op of the other side (the nets do not align op by op)")
         return f"no culprit: all {len(self.rows)} ops within tolerance {self.tol:g}"
 
     def to_json(self) -> dict[str, Any]:

@@ -70,9 +70,10 @@ def report(d: Divergence, sides: list[str], args: argparse.Namespace, *, notes: 
     print("\n".join(shown))
     if len(lines) > len(shown):
         print(f"… {len(lines) - len(shown)} more rows (--top N, --all)")
-    if d.only_b:
-        print(f"{len(d.only_b)} ops of B match no op of A: " + ", ".join(f"#{j}" for j in d.only_b[:10]))
-    print(f"{len(d.rows)} ops compared (errors: max|a-b| / max(1, max|a|); tolerance {d.tol:g})")
+    for ops, this, other in ((d.only_a, "A", "B"), (d.only_b, "B", "A")):
+        if ops:
+            print(f"{len(ops)} ops of {this} match no op of {other}: " + ", ".join(f"#{j}" for j in ops[:10]))
+    print(f"{d.compared} ops compared (errors: max|a-b| / max(1, max|a|); tolerance {d.tol:g})")
     for line in d.culprit_detail():
         print(line)
     print(d.culprit_line())
