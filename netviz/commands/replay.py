@@ -3,6 +3,11 @@ as a live session, but no kernel runs, the model files and the recording's devic
 and `u` steps back into finished subnets, iterations and timesteps at any distance.  Values come
 from the recording; inject and skip are refused (a recording is what happened).
 
+Going back: U reverse-continues to the previous breakpoint hit, G puts the pc at the op run that wrote the
+shown blob version, and `/` then `? EXPR` (the breakpoint conditions) lists every stop where EXPR holds;
+Enter jumps there.  The inspector draws a blob's min/max/mean/norm per write (loop iterations, timesteps)
+as sparklines.
+
 examples:
   netviz run examples/while_net/predict_net.pb --record while.nvrec
   netviz replay while.nvrec
