@@ -61,3 +61,14 @@ def test_diff_run_of_two_unrelated_nets_counts_only_aligned_ops(capsys):
     assert lines[-1].startswith("no culprit among the 1 ops that align; 14 ops of A and 9 of B match no op"), out
     assert "within tolerance" not in out
     assert rc == 0
+
+
+def test_query_history_of_a_blob_not_in_the_recording_is_one_line(capsys, tmp_path):
+    """`query while.nvrec --history nope` said "0 versions of nope", exit 0: a typo read as an answer."""
+    rec = tmp_path / "while.nvrec"
+    assert _cli(capsys, "run", ROOT / "examples" / "while_net" / "predict_net.pb", "--record", rec)[0] == 0
+    rc, out, err = _cli(capsys, "query", rec, "--history", "ac")
+    assert rc == 2 and "versions" not in out
+    assert err.strip() == f"netviz: {rec}: no blob 'ac' in the recording; did you mean 'acc'?", err
+    rc, out, _ = _cli(capsys, "query", rec, "--history", "acc")
+    assert rc == 0 and out.strip().splitlines()[-1] == "7 versions of acc"

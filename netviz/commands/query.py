@@ -18,6 +18,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from dataclasses import asdict
@@ -53,6 +54,15 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         print("  ".join(c.ljust(w[k]) for k, c in enumerate(r)).rstrip())
 
 
+def _check_blob(rec: Recording, blob: str) -> None:
+    """A name no recorded op wrote is a typo until shown otherwise: one line, the nearest name offered."""
+    names = {o.name for stop in rec.stops for o in stop.outputs}
+    if blob not in names:
+        near = difflib.get_close_matches(blob, sorted(names), n=1)
+        raise NetvizError(f"{rec.path}: no blob '{blob}' in the recording"
+                          + (f"; did you mean '{near[0]}'?" if near else ""))
+
+
 def run(args: argparse.Namespace) -> int:
     rec = Recording.open(args.recording)
     for line in rec.problems:
@@ -64,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"netviz: note: {note}", file=sys.stderr)
     if args.history:
         stats = history(rec, args.history)
+        if not stats:
+            _check_blob(rec, args.history)
         if args.json:
             print(json.dumps([asdict(s) for s in stats], indent=1))
         else:
