@@ -259,3 +259,28 @@ async def test_live_sparklines_follow_training_iterations() -> None:
         text = text_of(widget)
         assert "20 writes (train iteration 0 … train iteration 19; live" in text, text
         assert f"→ {last:.4g}" in text and "‖·‖" in text
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["replay", "live"])
+@asynctest
+async def test_reverse_moves_inside_rnn_timesteps(tmp_path: Path, live: bool) -> None:
+    """examples/lstm: U from timestep 2's LSTMUnit back to timestep 1's, then G on gates_t to its Sum there."""
+    net = ROOT / "examples" / "lstm" / "predict_net.pb"
+    if live:
+        session = Session.open(net)
+    else:
+        assert main(["run", str(net), "--record", str(tmp_path / "l.nvrec")]) == 0
+        session = session_of(str(tmp_path / "l.nvrec"))
+    session.add_global_breakpoint("type LSTMUnit")
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 44)) as pilot:
+        await ready(pilot)
+        for _ in range(3):
+            await press_move(pilot, app, "c")
+        assert "timestep 2" in session.pc_label() and "LSTMUnit" in session.pc_label()
+        await press_move(pilot, app, "U")
+        assert "timestep 1" in session.pc_label() and "LSTMUnit" in session.pc_label(), session.pc_label()
+        app.main.select_blob(BlobRef((), "lstm/gates_t", None))
+        await press_move(pilot, app, "G")
+        assert session.pc_label().startswith("main › RecurrentNetwork op#1 timestep 1 ›"), session.pc_label()
+        assert "Sum" in session.pc_label() and "wrote lstm/gates_t" in session.pc_label()
