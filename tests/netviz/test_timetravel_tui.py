@@ -284,3 +284,34 @@ async def test_reverse_moves_inside_rnn_timesteps(tmp_path: Path, live: bool) ->
         await press_move(pilot, app, "G")
         assert session.pc_label().startswith("main › RecurrentNetwork op#1 timestep 1 ›"), session.pc_label()
         assert "Sum" in session.pc_label() and "wrote lstm/gates_t" in session.pc_label()
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["replay", "live"])
+@asynctest
+async def test_reverse_moves_into_an_if_branch(tmp_path: Path, live: bool) -> None:
+    """examples/if_net: from the end, U goes back into the finished If's then-branch Do to its FC, and G on
+    h_then (written there) puts the pc at that FC again."""
+    net = ROOT / "examples" / "if_net" / "predict_net.pb"
+    if live:
+        session = Session.open(net)
+    else:
+        assert main(["run", str(net), "--record", str(tmp_path / "if.nvrec")]) == 0
+        session = session_of(str(tmp_path / "if.nvrec"))
+    session.add_global_breakpoint("type FC")
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 44)) as pilot:
+        await ready(pilot)
+        await press_move(pilot, app, "c")
+        at_fc = session.pc_label()
+        assert at_fc.startswith("main › If op#2 ") and "FC" in at_fc, at_fc
+        await press_move(pilot, app, "c")
+        assert session.debugger.finished
+        await press_move(pilot, app, "U")
+        assert session.pc_label().split("  [")[0] == at_fc.split("  [")[0], session.pc_label()
+        await press_move(pilot, app, "c")
+        await press_move(pilot, app, "c")
+        assert session.debugger.finished
+        app.main.select_blob(BlobRef((), "h_then", None))
+        await press_move(pilot, app, "G")
+        assert session.pc_label().split("  [")[0] == at_fc.split("  [")[0], session.pc_label()
+        assert "wrote h_then" in session.pc_label()
