@@ -83,6 +83,19 @@ def needed_blobs(ops: Iterable[caffe2_pb2.OperatorDef]) -> list[str]:
     return list(need)
 
 
+def branch_writes(ops: Iterable[caffe2_pb2.OperatorDef]) -> list[str]:
+    """Blobs the subnets of `ops`' If and While write in the workspace those run in (Mask R-CNN's If
+    declares no outputs: its mask head's blobs are all it makes); not a Do's or an RNN step net's,
+    which run in workspaces of their own."""
+    out: dict[str, None] = {}
+    for op in ops:
+        if op.type in ("If", "While"):
+            for _, sub in subnets_of(op):
+                out.update((o, None) for inner in sub.op for o in inner.output)
+                out.update((o, None) for o in branch_writes(sub.op))
+    return list(out)
+
+
 def _subnet(trace: Trace, spec: str) -> tuple[int, caffe2_pb2.NetDef]:
     """``K/ARG`` (``2/loop_net``): top-level op K's subnet held in argument ARG (its index and net)."""
     k, _, arg = spec.partition("/")
@@ -121,6 +134,13 @@ def extract_range(trace: Trace, spec: str, subnet: str | None = None) -> Extract
         expected = {o: v for o in made if isinstance(v := _array(trace.before(o, stop)), np.ndarray)}
     else:
         expected = _run_alone(predict, inputs)
+    if inner := [o for o in branch_writes(ops) if o not in made]:
+        # NOTE: the trace keeps top-level outputs only: what a branch or loop body wrote comes from the
+        # range re-run alone on the same inputs; the branch not taken wrote nothing and is not listed
+        alone = _run_alone(caffe2_pb2.NetDef(name=name, op=ops, external_input=list(inputs), external_output=inner),
+                           inputs)
+        expected.update(alone)
+        predict.external_output.extend(o for o in inner if o in alone)
     notes = [f"{o}: not an array, not compared" for o in made if o not in expected]
     return Extracted(predict, inputs, expected, where, notes)
 
