@@ -164,6 +164,13 @@ async def test_a_live_query_runs_over_the_run_so_far() -> None:
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.screen.hits) == 1 and "holds" not in str(app.screen.hits[0][1]),
                        "the parse error line")
+        app.screen.query_one("#search-input").value = "? max_abs(acc) >= 0"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "max_abs(acc)" in str(app.screen.hits[0][1]), "the query again")
+        await pilot.press("enter")  # the same query: Enter jumps to the highlighted row (the first)
+        await wait_for(pilot, lambda: app.screen is app.main and app.main.idle and "query:" in session.pc_label(),
+                       "the jump back to the first row")
+        assert len(session.debugger.records) <= hit.pos and f"after op run #{hit.op}" in session.pc_label()
 
 
 @asynctest
