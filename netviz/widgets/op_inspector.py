@@ -37,6 +37,20 @@ def _shape(table: dict | None, blob: tuple[str, int]) -> Text:
     return Text.assemble(dims, (f" {dtype}" if dtype and dtype != "float32" else "", "dim"))
 
 
+def _pc_outputs(session: Session, ref: OpRef) -> dict[str, Any]:
+    """``{output: TensorInfo}`` of the op at the pc from its inputs' values now: exact where the static
+    table says ``?`` (a made-up weight's shape is known only once it is made, e.g. resnet50's Softmax)."""
+    dbg = session.debugger
+    if dbg is None or session.pc != ref or not hasattr(dbg, "output_infos"):
+        return {}
+    from engine.runtime.shapes import TensorInfo  # noqa: PLC0415 - loaded: the debugger is running
+    try:
+        infos = dbg.output_infos()
+    except Exception:  # noqa: BLE001 - NOTE: a rule refusing the inputs leaves the static shape shown
+        return {}
+    return {name: TensorInfo(shape, dtype) for name, (shape, dtype) in infos.items() if shape is not None}
+
+
 def _arg(v: Any) -> str:
     """An argument as a human writes it: Caffe2 stores floats as float32, so ``0.7`` comes back
     as ``0.699999988079071``; the shortest float32 repr undoes that (``1e-05``, ``0.7``)."""
@@ -169,11 +183,12 @@ class OpInspector(Static):
         # NOTE: one blob per line, its shape on the next: a name or shape is never cut mid-token by a
         # column (`gpu_0/res2_0_br` / `anch2a_w@0`); only a name wider than the whole pane folds
         io = Text()
-        table = session.shapes_ready(ref.path)
+        table, now = session.shapes_ready(ref.path), _pc_outputs(session, ref)
         for tag, blobs, slots in (("in", d["inputs"], doc.inputs), ("out", d["outputs"], doc.outputs)):
             for (name, v), (slot, _) in zip(blobs, slots):
                 ran = session.runtime_shape(BlobRef(ref.path, name, v)) if session.debugger is not None else None
-                shape = _shape(table, (name, v)) if ran is None else Text(ran.replace(" float32", ""))
+                static = {(name, v): now[name]} if tag == "out" and name in now else table
+                shape = _shape(static, (name, v)) if ran is None else Text(ran.replace(" float32", ""))
                 io.append_text(Text.assemble(f"\n{tag:<3} ", (f"{slot} = ", "dim"), plain(f"{name}@{v}"),
                                              "\n    ", shape))
         self._replace(_Once(Group(head, facts, io)))

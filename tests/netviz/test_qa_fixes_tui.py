@@ -63,3 +63,30 @@ def test_one_filled_parameter_is_one_parameter(tmp_path):
     session = Session.open(path, inputs=["x=2,3"])
     session.step("continue_")
     assert "no init net: 1 parameter filled with random values" in session.pop_notices()
+
+
+@asynctest
+async def test_the_op_at_the_pc_shows_its_output_shape_from_its_inputs_values(tmp_path):
+    """resnet50 (random params), pc on Softmax: "in X = pred@1 1×1000" but "out Y = softmax@1 1×?": the
+    static table could not know a made-up weight's width; the inputs' values now tell it."""
+    from engine.model.opdef import create_operator as op  # noqa: PLC0415
+    from netviz.session import OpRef  # noqa: PLC0415
+    from netviz.widgets.op_inspector import OpInspector  # noqa: PLC0415
+    from proto import caffe2_pb2  # noqa: PLC0415
+    from tests.netviz.tui_nets import write  # noqa: PLC0415
+
+    net = caffe2_pb2.NetDef(name="head", op=[op("FC", ["data", "fc_w", "fc_b"], "pred"),
+                                             op("Softmax", ["pred"], "prob")])
+    net.external_input.extend(["data", "fc_w", "fc_b"])
+    app = NetvizApp(Session.open(write(tmp_path, "head", net), inputs=["data=1,8"]))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: app.session.shapes_ready(()) is not None, "shape inference")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.main.idle and app.session.pc == OpRef((), 1), "the pc on Softmax")
+        app.main.select(OpRef((), 1))
+        await pilot.pause()
+        shown = text_of(app.main.query_one(OpInspector))
+        width = shown.split("pred@1", 1)[1].splitlines()[1].strip()
+        assert width.startswith("1×") and "?" not in width, shown
+        assert shown.split("prob@1", 1)[1].splitlines()[1].strip() == width, shown
