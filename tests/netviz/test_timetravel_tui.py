@@ -268,16 +268,19 @@ async def test_live_sparklines_follow_training_iterations() -> None:
         assert f"→ {last:.4g}" in text and "‖·‖" in text
 
 
+def live_or_replay(net: Path, tmp_path: Path, live: bool) -> Session:
+    """A live session on `net`, or the replay of its recording (`netviz run --record`)."""
+    if live:
+        return Session.open(net)
+    assert main(["run", str(net), "--record", str(tmp_path / "run.nvrec")]) == 0
+    return session_of(str(tmp_path / "run.nvrec"))
+
+
 @pytest.mark.parametrize("live", [False, True], ids=["replay", "live"])
 @asynctest
 async def test_reverse_moves_inside_rnn_timesteps(tmp_path: Path, live: bool) -> None:
     """examples/lstm: U from timestep 2's LSTMUnit back to timestep 1's, then G on gates_t to its Sum there."""
-    net = ROOT / "examples" / "lstm" / "predict_net.pb"
-    if live:
-        session = Session.open(net)
-    else:
-        assert main(["run", str(net), "--record", str(tmp_path / "l.nvrec")]) == 0
-        session = session_of(str(tmp_path / "l.nvrec"))
+    session = live_or_replay(ROOT / "examples" / "lstm" / "predict_net.pb", tmp_path, live)
     session.add_global_breakpoint("type LSTMUnit")
     app = NetvizApp(session)
     async with app.run_test(size=(160, 44)) as pilot:
@@ -298,12 +301,7 @@ async def test_reverse_moves_inside_rnn_timesteps(tmp_path: Path, live: bool) ->
 async def test_reverse_moves_into_an_if_branch(tmp_path: Path, live: bool) -> None:
     """examples/if_net: from the end, U goes back into the finished If's then-branch Do to its FC, and G on
     h_then (written there) puts the pc at that FC again."""
-    net = ROOT / "examples" / "if_net" / "predict_net.pb"
-    if live:
-        session = Session.open(net)
-    else:
-        assert main(["run", str(net), "--record", str(tmp_path / "if.nvrec")]) == 0
-        session = session_of(str(tmp_path / "if.nvrec"))
+    session = live_or_replay(ROOT / "examples" / "if_net" / "predict_net.pb", tmp_path, live)
     session.add_global_breakpoint("type FC")
     app = NetvizApp(session)
     async with app.run_test(size=(160, 44)) as pilot:
