@@ -97,10 +97,13 @@ class QueryHit:
     value: Any
 
     def label(self) -> str:
+        """``#12    main › While op#2 iteration 1 › … › op#1 Tanh  acc@3  iteration 1  0.9051``"""
         v = self.value
-        v = "" if v is None else f"{float(v):.4g}" if getattr(v, "size", 1) == 1 else str(v)[:40]
-        return (f"#{self.op:<5} {self.place}  {', '.join(self.blobs)}  "
-                f"{self.iteration or '-'}  {v}")
+        try:
+            v = "" if v is None else f"{float(v):.4g}"
+        except (TypeError, ValueError):  # NOTE: an array or text value: its start
+            v = str(v)[:40]
+        return f"#{self.op:<5} {self.place}  {', '.join(self.blobs)}  {self.iteration or '-'}  {v}"
 
 
 def query_hits(session: Session, expr: str, cancel: threading.Event | None = None) -> tuple[list[QueryHit], str]:
@@ -242,6 +245,9 @@ class TimeTravelActions:
             return
 
         def start(target: str) -> None:
+            folder = Path(target).expanduser().resolve().parent
+            if not folder.is_dir():  # NOTE: before the restart: a refused file leaves the pc where it was
+                raise Unavailable(f"record to {target}: no folder {folder}")
             bar = RecordProgress(target)
             self.mount(bar)  # type: ignore[attr-defined]
 

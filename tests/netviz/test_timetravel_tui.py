@@ -212,6 +212,25 @@ async def test_record_from_the_tui_equals_the_command_line_recording(recorded: P
 
 
 @asynctest
+async def test_record_to_a_missing_folder_is_refused_before_the_restart() -> None:
+    from netviz.screens.prompt import PromptScreen
+
+    session = Session.open(WHILE)
+    app = NetvizApp(session)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await ready(pilot)
+        await press_move(pilot, app, "n")
+        await press_move(pilot, app, "n")
+        here = session.pc_label()
+        await pilot.press("T")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the file prompt")
+        app.screen.query_one("#prompt-input").value = "/no/such/folder/x.nvrec"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: notified(app, "no folder /no/such/folder"), "the refusal")
+        assert session.pc_label() == here and not [n for n in app._notifications if n.severity == "error"]
+
+
+@asynctest
 async def test_record_is_refused_in_a_replay(recorded: Path) -> None:
     app = NetvizApp(session_of(str(recorded)))
     async with app.run_test(size=(140, 44)) as pilot:
