@@ -37,13 +37,15 @@ def parse_slice(text: str) -> tuple[Any, ...]:
 
 
 def histogram(arr: np.ndarray, bins: int = 10, width: int = 16) -> Table:
-    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
-    flat = arr[np.isfinite(arr)].ravel() if arr.dtype.kind == "f" else arr.ravel()
+    """`bins` bars over the finite values (engine.debugger.inspect: in slices, no copy of a huge tensor)."""
+    from engine.debugger.inspect import blob_stats  # noqa: PLC0415 - imports NumPy: off the first frame
+
     table = Table.grid(padding=(0, 1))
-    if flat.size == 0:
+    hist = blob_stats("", arr, bins=bins).histogram
+    if hist is None:
         return table
-    counts, edges = np.histogram(flat, bins=bins)
-    top = counts.max() or 1
+    counts, edges = hist
+    top = max(counts) or 1
     for c, lo in zip(counts, edges):
         cells = c / top * width
         bar = "█" * int(cells) + (BARS[int((cells % 1) * 8)] if cells % 1 else "")
@@ -53,17 +55,17 @@ def histogram(arr: np.ndarray, bins: int = 10, width: int = 16) -> Table:
 
 def stats(arr: np.ndarray, scope: str = "") -> Table:
     """min/max, mean/std, NaN/Inf and zero counts of `arr`; `scope` says what they describe."""
-    import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
+    from engine.debugger.inspect import blob_stats  # noqa: PLC0415 - imports NumPy: off the first frame
+
     t = Table.grid(padding=(0, 1))
     t.add_column(style="dim")
     t.add_column()
-    if arr.dtype.kind in "fiub" and arr.size:
-        a = arr.astype(np.float64)
-        fin = a[np.isfinite(a)]
-        t.add_row("min/max", f"{fin.min():.4g} / {fin.max():.4g}" if fin.size else "-")
-        t.add_row("mean/std", f"{fin.mean():.4g} / {fin.std():.4g}" if fin.size else "-")
-        t.add_row("nan/inf", f"{int(np.isnan(a).sum())} / {int(np.isinf(a).sum())}")
-        t.add_row("zeros", f"{int((a == 0).sum())} of {a.size}")
+    if arr.dtype.kind in "fiub" and arr.size:  # NOTE: in slices: a 3 GiB weight gets no float64 copy
+        s = blob_stats("", arr, histogram=False)
+        t.add_row("min/max", f"{s.min:.4g} / {s.max:.4g}" if s.min is not None else "-")
+        t.add_row("mean/std", f"{s.mean:.4g} / {s.std:.4g}" if s.mean is not None else "-")
+        t.add_row("nan/inf", f"{s.nan_count} / {s.inf_count}")
+        t.add_row("zeros", f"{s.zero_count} of {arr.size}")
     if scope:
         t.add_row("of", plain(scope))
     return t
