@@ -339,3 +339,22 @@ async def test_reverse_moves_into_an_if_branch(tmp_path: Path, live: bool) -> No
         await press_move(pilot, app, "G")
         assert session.pc_label().split("  [")[0] == at_fc.split("  [")[0], session.pc_label()
         assert "wrote h_then" in session.pc_label()
+
+
+@asynctest
+async def test_a_replay_shows_the_update_ratio_in_the_op_inspector(tmp_path: Path) -> None:
+    """examples/mlp trains: a replay's WeightedSum on fc1_w shows ‖ΔW‖/‖W‖ from the recorded versions."""
+    from netviz.session import OpRef
+
+    session = live_or_replay(ROOT / "examples" / "mlp" / "predict_net.pb", tmp_path, live=False)
+    rec = session.debugger.rec
+    stop = next(s for s in rec.stops if s.op_type == "WeightedSum" and s.outputs[0].name == "fc1_w")
+    w0, w1 = rec.value("fc1_w", 0), rec.value("fc1_w", 1)
+    want = float(np.linalg.norm(w1 - w0) / np.linalg.norm(w0))
+    app = NetvizApp(session)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await ready(pilot)
+        await press_move(pilot, app, "c")
+        app.main.select(OpRef((), stop.path[1]))
+        await wait_for(pilot, lambda: shows(app, "‖ΔW‖/‖W‖"), "the update ratio row")
+        assert shows(app, f"‖ΔW‖/‖W‖ {want:.4g}")
