@@ -210,6 +210,10 @@ class TimeTravelActions:
     session: Session
     blob: BlobRef | None
 
+    def _refuse(self, why: str) -> None:
+        """A key that cannot act here: a warning saying why, as the other refused moves."""
+        self.notify(why, title="Not available", severity="warning")  # type: ignore[attr-defined]
+
     def action_reverse_continue(self) -> None:
         """U: back to the previous breakpoint hit (replay: any distance; live: over the undo history)."""
         self.move("reverse_continue", call=lambda: travel(self.session, reverse_continue))  # type: ignore[attr-defined]
@@ -218,8 +222,7 @@ class TimeTravelActions:
         """G: the pc to the op run that wrote the shown blob version (before it runs; n shows the write)."""
         ref = self.blob
         if ref is None:
-            self.notify("select a blob first (l, then ↑↓ in the blob list)", title="Not available",  # type: ignore[attr-defined]
-                        severity="warning")
+            self._refuse("select a blob first (l, then ↑↓ in the blob list)")
             return
 
         def move(dbg: Any) -> Any:
@@ -236,16 +239,15 @@ class TimeTravelActions:
         """T: record this session's run to FILE.nvrec (re-run from the start, to the end) in the move worker."""
         s = self.session
         if s.debugger is not None and is_replay(s.debugger):
-            self.notify("this is a recording already (netviz query FILE EXPR asks it questions)",  # type: ignore[attr-defined]
-                        title="Not available", severity="warning")
+            self._refuse("this is a recording already (netviz query FILE EXPR asks it questions)")
             return
         if s.plan_def is not None:
-            self.notify("a plan is not recorded: record one of its nets (netviz run NET --record FILE)",  # type: ignore[attr-defined]
-                        title="Not available", severity="warning")
+            self._refuse("a plan is not recorded: record one of its nets (netviz run NET --record FILE)")
             return
 
         def start(target: str) -> None:
-            folder = Path(target).expanduser().resolve().parent
+            target = str(Path(target).expanduser())
+            folder = Path(target).resolve().parent
             if not folder.is_dir():  # NOTE: before the restart: a refused file leaves the pc where it was
                 raise Unavailable(f"record to {target}: no folder {folder}")
             bar = RecordProgress(target)
@@ -259,8 +261,10 @@ class TimeTravelActions:
                     stop, recorder = record_run(s, target, shown)
                 finally:
                     self._to_ui(bar.remove)  # type: ignore[attr-defined]
-                self._to_ui(self.notify, f"recorded {recorder.nstops} op runs to {escape(target)} "  # type: ignore[attr-defined]
-                            f"({stop.reason}); netviz replay {escape(target)} opens it", title="Recorded")
+                said = f"recorded {recorder.nstops} op runs to {target} ({stop.reason}); netviz replay {target} " \
+                       "opens it"
+                self._to_ui(self.notify, said, title="Recorded")  # type: ignore[attr-defined]
                 return stop
             self.move("record", call=run)  # type: ignore[attr-defined]
-        self._ask("record the run (from the start, to the end) to", f"{Path(s.name).stem}.nvrec", start)  # type: ignore[attr-defined]
+        ask = self._ask  # type: ignore[attr-defined]
+        ask("record the run (from the start, to the end) to", f"{Path(s.name).stem}.nvrec", start)

@@ -350,7 +350,8 @@ def back_to(dbg: Any, n: int) -> Stopped:
     from engine.debugger.machine import DebuggerError  # noqa: PLC0415
 
     if len(dbg.records) <= n:
-        raise DebuggerError(f"op run #{n} is not behind the pc ({len(dbg.records)} ops have run): nothing to go back to")
+        raise DebuggerError(f"op run #{n} is not behind the pc ({len(dbg.records)} ops have run): "
+                            "nothing to go back to")
     stop = None
     while len(dbg.records) > n:
         try:
