@@ -195,14 +195,14 @@ async def test_record_from_the_tui_equals_the_command_line_recording(recorded: P
 
     session = Session.open(WHILE)
     app = NetvizApp(session)
-    target = tmp_path / "tui.nvrec"
+    target = tmp_path / "[tui] run.nvrec"  # NOTE: brackets: the notice shows the name as it is
     async with app.run_test(size=(140, 44)) as pilot:
         await ready(pilot)
         await pilot.press("T")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the file prompt")
         app.screen.query_one("#prompt-input").value = str(target)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: notified(app, "recorded "), "the recording's end")
+        await wait_for(pilot, lambda: notified(app, f"to {target} (end)"), "the recording's end")
         assert session.debugger.finished
     tui, cli = Recording.open(target), Recording.open(recorded)
     assert [s.path for s in tui.stops] == [s.path for s in cli.stops]
