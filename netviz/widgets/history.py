@@ -69,16 +69,15 @@ def history_table(stats: list[Any], source: str) -> Table:
     """Four sparklines (min, max, mean, ‖·‖) with their first and last values, over the last POINTS writes."""
     shown = stats[-POINTS:]
     t = Table.grid(padding=(0, 1))
-    t.add_column(style="dim")
-    t.add_column(no_wrap=True)
-    t.add_column(no_wrap=True, style="dim")
+    t.add_column(style="dim", no_wrap=True, min_width=9)  # NOTE: no_wrap: a narrow pane squeezed it to nothing
+    t.add_column(overflow="fold")
     first, last = shown[0], shown[-1]
     t.add_row("per write", Text(f"{len(stats)} writes ({first.iteration} … {last.iteration}; {source})"
-                                + (f", last {POINTS} shown" if len(stats) > POINTS else ""), style="dim"), "")
+                                + (f", last {POINTS} shown" if len(stats) > POINTS else ""), style="dim"))
     for field in ("min", "max", "mean", "norm"):
         values = [getattr(s, field) for s in shown]
-        t.add_row(field if field != "norm" else "‖·‖", sparkline(values),
-                  f"{values[0]:.4g} → {values[-1]:.4g}")
+        t.add_row(field if field != "norm" else "‖·‖",
+                  Text.assemble(sparkline(values), (f"  {values[0]:.4g} → {values[-1]:.4g}", "dim")))
     return t
 
 

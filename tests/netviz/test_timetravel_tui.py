@@ -2,6 +2,7 @@
 the search screen queries stops, the inspector's sparklines; live and on a replay of examples/while_net."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -187,6 +188,9 @@ async def test_the_inspector_shows_per_iteration_sparklines(recorded: Path) -> N
         assert f"{len(stats)} writes" in text and "‖·‖" in text
         assert f"{stats[0].norm:.4g} → {stats[-1].norm:.4g}" in text
         assert any(c in text for c in "▁█")
+        await pilot.resize_terminal(120, 40)  # NOTE: a narrow inspector squeezed the labels' column to nothing
+        await wait_for(pilot, lambda: any(re.search(r"‖·‖ +[▁-█]+ ", line) for line in screen_text(app)),
+                       "the norm's sparkline beside its label on screen")
 
 
 @asynctest
