@@ -45,7 +45,7 @@ def export_file(model: Any, feeds: Mapping[str, Any], target: str, *, random_par
     src = prepare_model(model, feeds, where=name, random_params=random_params)
     done = export(src, opset=opset, where=name)
     try:
-        onnx.save(done.model, str(target))
+        save_model(onnx, done.model, str(target))
     except OSError as e:
         raise NetvizError(f"{target}: cannot write it ({e.strerror or e})") from None
     rows = diff_against_runtime(src, done.model)
@@ -116,6 +116,12 @@ def _subnet_reads(net: caffe2_pb2.NetDef, written: set[str] | None = None) -> li
     return list(dict.fromkeys(out))
 
 
+def _written(net: caffe2_pb2.NetDef) -> set[str]:
+    """Every blob an op of `net` or of its subnets writes."""
+    return {o for op in net.op for o in op.output} | {o for op in net.op for _, sub in subnets_of(op)
+                                                       for o in _written(sub)}
+
+
 def prepare(path: str, *, init: str | None = None, inputs: Sequence[str] = (), random_params: bool = False,
             param_width: int = 16, seed: int = 0, run: bool = True) -> Source:
     """Load `path` and set it up as ``netviz run`` does; with `run`, run it once (the trace)."""
@@ -142,7 +148,10 @@ def prepare_model(model: Any, feeds: Mapping[str, Any], *, where: str = "net", r
         model = replace(model, predict=fwd)
     dbg = Debugger(model, feeds, record_stats=False, budget_bytes=0, keep_budget=0,
                    synthesize_params=random_params, param_width=param_width, seed=seed)
-    values = {k: _copy(v) for k, v in dbg.ws.values.items()}  # NOTE: before the run changes any of them
+    # NOTE: a copy before the run changes them, of the blobs an op writes only: a weight no op writes is
+    # shared with the workspace (a 128 MB init net is not held twice)
+    written = _written(model.predict)
+    values = {k: _copy(v) if k in written else v for k, v in dbg.ws.values.items()}
     net = model.predict
     made_by_init = {o for op in model.init.op for o in op.output}
     data = set(feeds or {}) | {n for n in model.value_info if n not in made_by_init}
@@ -683,29 +692,79 @@ def export(src: Source, *, opset: int = DEFAULT_OPSET, where: str = "net") -> Ex
     for b in dict.fromkeys(wanted):
         if b in final and not g.is_opaque(b) and final[b] in g.infos:
             outputs.append(_value_info(onnx, final[b], g.infos[final[b]]))
-    inits = []
-    for name, v in g.consts.items():
-        try:
-            inits.append(onnx.numpy_helper.from_array(np.array(v, order="C", copy=None), name))  # NOTE: keeps 0-d
-        except Exception as e:  # NOTE: object arrays (strings) have no ONNX tensor here
-            raise OnnxExportError(f"{where}: initializer '{name}' ({np.asarray(v).dtype}) has no ONNX form: "
-                                  f"{e}") from None
     shown = {o.name for o in outputs}
     value_infos = [_value_info(onnx, n, i) for n, i in g.infos.items()
                    if n not in shown and i.shape is not None and i.dtype is not None and n not in g.consts
                    and n not in {x.name for x in graph_inputs}]
-    graph = onnx.helper.make_graph(g.nodes, src.net.name or "net", graph_inputs, outputs, inits, value_info=value_infos)
+    graph = onnx.helper.make_graph(g.nodes, src.net.name or "net", graph_inputs, outputs, [], value_info=value_infos)
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)],
                                    producer_name="netviz", producer_version=_version())
+    del graph  # NOTE: make_model copied it; the initializers go straight into the model (held once)
     onnx.helper.set_model_props(model, {VALUES_KEY: json.dumps(
         [[i, op.type, b, n] for i, (op, names) in enumerate(zip(src.net.op, ex.top))
          for b, n in zip(op.output, names) if n is not None])})
     model.ir_version = min(model.ir_version, _IR_FOR_OPSET.get(opset, model.ir_version))
+    slim = onnx.ModelProto()
+    slim.CopyFrom(model)
+    _add_initializers(onnx, model, slim, g.consts, where)
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(slim, full_check=True)
     except Exception as e:
         raise OnnxExportError(f"{where}: the ONNX checker refuses the export: {str(e).splitlines()[0]}") from None
     return Exported(model, list(src.notes))
+
+
+#: An initializer above this many bytes is checked as a typed graph input (its values add nothing to the
+#: checker's shape inference; serializing them for it doubled a 128 MB export's memory)
+CHECKED_AS_INPUT = 1 << 20
+
+
+def _add_initializers(onnx: Any, model: Any, slim: Any, consts: Mapping[str, Any], where: str) -> None:
+    """Each const as an initializer of `model`, one tensor at a time; `slim` (the model the checker
+    reads) gets the small ones as initializers and the big ones as typed graph inputs."""
+    for name, v in consts.items():
+        a, t = np.array(v, order="C", copy=None), model.graph.initializer.add()  # NOTE: np.array keeps 0-d
+        try:
+            if a.dtype.kind in "biuf" and a.dtype.byteorder in "=|<":  # NOTE: numpy_helper.from_array's own
+                # form, built in place: from_array then append held a weight three times at once
+                t.name, t.data_type, t.raw_data = name, int(onnx.helper.np_dtype_to_tensor_dtype(a.dtype)), a.tobytes()
+                t.dims.extend(a.shape)
+            else:
+                t.CopyFrom(onnx.numpy_helper.from_array(a, name))
+        except Exception as e:  # NOTE: object arrays (strings) have no ONNX tensor here
+            raise OnnxExportError(f"{where}: initializer '{name}' ({a.dtype}) has no ONNX form: {e}") from None
+        if len(t.raw_data) > CHECKED_AS_INPUT:
+            slim.graph.input.append(onnx.helper.make_tensor_value_info(name, t.data_type, list(t.dims)))
+        else:
+            slim.graph.initializer.append(t)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def save_model(onnx: Any, model: Any, path: str) -> None:
+    """Write `model` as ``onnx.save`` would, an initializer at a time: serializing a 100 MB model whole
+    peaked at 2.5 times its size.  The graph (ModelProto field 7) is written as its fields but the
+    initializers, then each initializer as GraphProto field 5: protobuf reads fields in any order."""
+    rest, graph = onnx.ModelProto(), onnx.GraphProto()
+    for dst, src, skip in ((rest, model, "graph"), (graph, model.graph, "initializer")):
+        for f, v in src.ListFields():
+            if f.name != skip:
+                (getattr(dst, f.name).extend(v) if hasattr(v, "extend") else
+                 getattr(dst, f.name).CopyFrom(v) if hasattr(v, "CopyFrom") else setattr(dst, f.name, v))
+    head, inits = graph.SerializeToString(), model.graph.initializer
+    size = len(head) + sum(1 + len(_varint(n)) + n for n in (t.ByteSize() for t in inits))
+    with open(path, "wb") as out:
+        out.write(rest.SerializeToString() + b"\x3a" + _varint(size) + head)
+        for t in inits:
+            out.write(b"\x2a" + _varint(t.ByteSize()))
+            out.write(t.SerializeToString())
 
 
 #: Model metadata key: JSON ``[[op index, op type, Caffe2 blob, ONNX name], ...]`` for every top-level

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine.errors import NetvizError
 from engine.onnx.export import (DEFAULT_OPSET, Source, ValueDiff, diff_against_runtime, export, onnx_module,
-                                prepare)
+                                prepare, save_model)
 from netviz.commands.run import add_input_argument, add_params_arguments
 
 
@@ -51,7 +51,7 @@ def run_export(args: argparse.Namespace) -> int:
     src = _source(args, run=True)
     done = export(src, opset=args.opset if args.opset is not None else DEFAULT_OPSET, where=args.path)
     try:
-        onnx.save(done.model, str(out))
+        save_model(onnx, done.model, str(out))
     except OSError as e:
         raise NetvizError(f"{out}: cannot write it ({e.strerror or e})") from None
     g = done.model.graph
