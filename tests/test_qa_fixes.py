@@ -72,3 +72,12 @@ def test_query_history_of_a_blob_not_in_the_recording_is_one_line(capsys, tmp_pa
     assert err.strip() == f"netviz: {rec}: no blob 'ac' in the recording; did you mean 'acc'?", err
     rc, out, _ = _cli(capsys, "query", rec, "--history", "acc")
     assert rc == 0 and out.strip().splitlines()[-1] == "7 versions of acc"
+
+
+def test_query_history_of_a_parameter_is_no_typo(capsys, tmp_path):
+    """A parameter recorded only at @0 (no op wrote it) was called "no blob 'W' in the recording", exit 2."""
+    rec = tmp_path / "while.nvrec"
+    assert _cli(capsys, "run", ROOT / "examples" / "while_net" / "predict_net.pb", "--record", rec)[0] == 0
+    rc, out, err = _cli(capsys, "query", rec, "--history", "W")
+    assert rc == 0 and out.strip().splitlines()[-1] == "0 versions of W"
+    assert err.strip() == "netviz: note: W: only its starting value @0 is recorded; no op wrote it", err

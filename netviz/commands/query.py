@@ -55,12 +55,15 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def _check_blob(rec: Recording, blob: str) -> None:
-    """A name no recorded op wrote is a typo until shown otherwise: one line, the nearest name offered."""
-    names = {o.name for stop in rec.stops for o in stop.outputs}
+    """A name the recording does not hold is a typo until shown otherwise: one line, the nearest name
+    offered.  A parameter or input (its starting value @0 only, no op wrote it) is no typo: a note."""
+    names = set(rec.blobs())
     if blob not in names:
         near = difflib.get_close_matches(blob, sorted(names), n=1)
         raise NetvizError(f"{rec.path}: no blob '{blob}' in the recording"
                           + (f"; did you mean '{near[0]}'?" if near else ""))
+    if set(rec.versions(blob)) <= {0}:
+        print(f"netviz: note: {blob}: only its starting value @0 is recorded; no op wrote it", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
