@@ -63,7 +63,11 @@ class BreakpointsScreen(Guarded, ModalScreen[None]):
         if event.option_index >= len(self.refs) or isinstance(self.refs[event.option_index], GlobalBreakpoint):
             return
         ref = self.refs[event.option_index]
+        self._ask_condition(ref, self.session.breakpoints[ref].condition)
 
+    def _ask_condition(self, ref: Any, value: str) -> None:
+        """The condition prompt; a condition that does not parse asks again with its text, so a missing
+        ``)`` is one key to fix (the prompt closed and the text was gone)."""
         def done(cond: str | None) -> None:
             if cond is None:
                 return
@@ -71,9 +75,9 @@ class BreakpointsScreen(Guarded, ModalScreen[None]):
                 self.session.toggle_breakpoint(ref, cond)
             except NetvizError as e:
                 self.notify(str(e), title="Bad condition", severity="error")
+                self._ask_condition(ref, cond)
             self.fill()
-        self.app.push_screen(PromptScreen("break when (condition on blobs, e.g. `loss > 10`)",
-                                          self.session.breakpoints[ref].condition), done)
+        self.app.push_screen(PromptScreen("break when (condition on blobs, e.g. `loss > 10`)", value), done)
 
     def action_close(self) -> None:
         self.dismiss(None)
