@@ -162,12 +162,15 @@ def legend_text() -> "Text":
     """:data:`LEGEND`'s colours for the canvas's breadcrumb: ``■ forward op ■ gradient op …``, each square in
     its fill.  The canvas's boxes are fills only: in-place and ``⚑`` are marked in the op list there."""
     from rich.text import Text
-    text = Text("  ·  ", "dim")
+    text = Text("", "dim")
     for name, fill, _, _ in LEGEND:
-        if fill != WHITE:
+        if fill != WHITE:  # NOTE: short names: the breadcrumb keeps its "· backward" note beside them at 160 columns
             text.append("■", fill)
-            text.append(f" {name.split()[0]} ", "dim")
+            text.append(f" {_SHORT[name]} ", "dim")
     return text
+
+
+_SHORT = {"forward op": "fwd", "gradient op": "grad", "optimizer op": "opt", "control flow": "ctrl"}
 
 
 def legend_html() -> str:
