@@ -96,6 +96,17 @@ async def test_last_writer_jumps_to_the_op_run_that_wrote_the_version(recorded: 
         assert f"op run #{writer.seq} {writer.op_type} wrote acc" in session.pc_label()
         await pilot.pause(0.2)
         assert shows(app, f"op run #{writer.seq}")
+        # a version names its op in the net shown: acc@1 of the main net is the While's (its last run)
+        app.main.select_blob(BlobRef((), "acc", 1))
+        await pilot.press("G")  # the pc is at the While completing: acc@1, its output, is not written yet
+        await wait_for(pilot, lambda: notified(app, "acc@1: its writer has not run yet"), "the refusal ahead")
+        await press_move(pilot, app, "c")
+        await press_move(pilot, app, "G")
+        while_run = max(s.seq for s in rec.stops if s.path == ("op", 2))
+        assert session.debugger.cursor.pos == while_run and "While wrote acc@1" in session.pc_label()
+        app.main.select_blob(BlobRef((), "acc", 0))
+        await pilot.press("G")
+        await wait_for(pilot, lambda: notified(app, "acc@0 is the value the net starts with"), "the refusal of @0")
 
 
 @asynctest
