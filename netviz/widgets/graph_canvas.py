@@ -98,6 +98,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self._args: tuple = ()                 # what the last show() laid out, for a re-plan
         #: "auto", "TB" or "LR" (the main screen's toggle); the key of the view includes it
         self.direction = "auto"
+        self._auto_zoom: int | None = None  # what auto_zoom() said at the last resize
         self._width_for: tuple | None = None
         self._width = 0
         self._strips: dict[int, tuple[tuple[Any, ...], Strip]] = {}  # scene row → ((sx, width, look), strip)
@@ -162,8 +163,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         """Re-plan the shown view for the new size: other columns now, another direction in a worker."""
-        if self.key is not None and self.key[3] != self.auto_zoom():
-            self.post_message(self.ZoomFits())
+        auto = self.auto_zoom()
+        if self.key is not None and self.key[3] != auto and auto != self._auto_zoom:
+            self.post_message(self.ZoomFits())  # NOTE: once per change (a big net's shown zoom is never 0)
+        self._auto_zoom = auto
         if self._base is not None:
             self._replan()
 
