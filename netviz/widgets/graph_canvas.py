@@ -164,9 +164,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
     def on_resize(self) -> None:
         """Re-plan the shown view for the new size: other columns now, another direction in a worker."""
         auto = self.auto_zoom()
-        if self.key is not None and self.key[3] != auto and auto != self._auto_zoom:
-            self.post_message(self.ZoomFits())  # NOTE: once per change (a big net's shown zoom is never 0)
-        self._auto_zoom = auto
+        if self.key is not None:
+            if self.key[3] != auto and auto != self._auto_zoom:
+                self.post_message(self.ZoomFits())  # NOTE: once per change (a big net's shown zoom is never 0)
+            self._auto_zoom = auto
         if self._base is not None:
             self._replan()
 
