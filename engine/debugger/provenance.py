@@ -513,6 +513,10 @@ def _dim_text(r: Any, n: int) -> str:
     return "[" + ", ".join(map(str, r)) + "]" if len(r) <= 4 else f"[{r[0]}, {r[1]}, …, {r[-1]}]"
 
 
+#: the type of the pseudo-op a History holds for a value injected with ``i`` (no op made it)
+INJECTED = "(injected)"
+
+
 @dataclass
 class History:
     """Ops in the order they ran, what each wrote, and the values no op wrote (inputs, parameters).
@@ -607,6 +611,11 @@ def _walk(h: History, k: int, j: int, idx: tuple[int, ...] | None, max_depth: in
         return [f"{h.label(k)}: '{h.ops[k].output[j]}' holds no NaN/Inf"]
     lines: list[str] = []
     for _ in range(max_depth):
+        if h.ops[k].type == INJECTED:  # NOTE: no op made it: the user put it there with i
+            name = h.ops[k].output[j]
+            lines.append(f"origin: {name}{_index_text(idx)} = {_fmt(np.asarray(_host(h.outputs[k][name]))[idx])} "
+                         "was injected (i), not made by an op")
+            return lines
         line, follow = _step(h, k, j, idx)
         lines.append(line)
         if follow is None:
@@ -684,9 +693,16 @@ def debugger_history(dbg: Any) -> History:
     program = dbg._program()
     # NOTE: what each op wrote, from the undo history too: kept values are one per op path (a loop's
     # op keeps its last iteration's), the undo units hold every run's (within their memory budget)
-    undone = {u.nrec: {n: new for _, n, _, _, new in u.writes} for u in getattr(dbg, "_undo", ()) if u.kind == "op"}
+    undone, injections = _op_and_inject_writes(dbg, program)
     ops, outs, labels = [], [], []
+
+    def add_injected(seq: int) -> None:  # NOTE: a value put there with i reads as an op of its own
+        for writes in injections.pop(seq, []):
+            ops.append(caffe2_pb2.OperatorDef(type=INJECTED, output=list(writes)))
+            outs.append(writes)
+            labels.append("injected (i)")
     for rec in dbg.records:
+        add_injected(rec.seq)
         op = op_at(program, rec.path)
         if op is None:
             continue
@@ -699,6 +715,8 @@ def debugger_history(dbg: Any) -> History:
         ops.append(op)
         outs.append(got)
         labels.append(place(program, rec.path, rec.frames).removeprefix("main › "))
+    for seq in sorted(injections):  # after the last op run
+        add_injected(seq)
 
     def initial(name: str) -> Any:
         try:
@@ -709,6 +727,26 @@ def debugger_history(dbg: Any) -> History:
     fed = set(getattr(dbg, "given_feeds", ()))
     params = ({o for op in dbg.model.init.op for o in op.output} - fed) | set(getattr(dbg, "synthesized", ()))
     return History(ops, outs, initial, frozenset(params), labels)
+
+
+def _op_and_inject_writes(dbg: Any, program: Any) -> tuple[dict[int, dict[str, Any]],
+                                                            dict[int, list[dict[str, Any]]]]:
+    """From the debugger's undo units: what the op of each record seq wrote, and the values injected
+    (``i``) before the record of each seq.  An injection is an "op" unit too, pushed with the count of
+    records then (the next op's seq): of the units with one seq, the op's is the last."""
+    outputs = {rec.seq for rec in dbg.records if op_at(program, rec.path) is not None}
+    by_seq: dict[int, list[Any]] = {}
+    for u in getattr(dbg, "_undo", ()):
+        if u.kind == "op":
+            by_seq.setdefault(u.nrec, []).append(u)
+    undone: dict[int, dict[str, Any]] = {}
+    injections: dict[int, list[dict[str, Any]]] = {}
+    for seq, units in by_seq.items():
+        units.sort(key=lambda u: u.serial)
+        if seq in outputs:  # NOTE: budget trimming drops the oldest first: an op's unit outlives its injections
+            undone[seq] = {n: new for _, n, _, _, new in units.pop().writes}
+        injections[seq] = [{n: new for _, n, _, _, new in u.writes} for u in units if u.writes]
+    return undone, {seq: w for seq, w in injections.items() if w}
 
 
 def explain_debugger(dbg: Any, blob: str | None = None) -> list[str]:
