@@ -766,6 +766,8 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
             call(self.notify, report(e, how.rstrip("_").replace("_", " ")), title="Internal error", severity="error")
         else:
             with self._moves:
+                if stop is not None and stop.reason == "error":  # NOTE: keys typed ahead of a failed move are
+                    self.pending.clear()  # dropped (as gdb does): each re-ran the failure and its feed prompt
                 queued = bool(self.pending)
             if queued and stop is not None and stop.reason == "step":
                 # NOTE: keys are queued: the status line follows, the rest shows where the last of them

@@ -90,3 +90,26 @@ async def test_the_op_at_the_pc_shows_its_output_shape_from_its_inputs_values(tm
         width = shown.split("pred@1", 1)[1].splitlines()[1].strip()
         assert width.startswith("1×") and "?" not in width, shown
         assert shown.split("prob@1", 1)[1].splitlines()[1].strip() == width, shown
+
+
+@asynctest
+async def test_moves_typed_ahead_of_a_missing_input_are_dropped(tmp_path):
+    """n n n on a net whose input nothing gives: each queued n re-ran the failure (3 error toasts) and
+    pushed its own "give input" prompt (three stacked)."""
+    from engine.model.opdef import create_operator as op  # noqa: PLC0415
+    from netviz.screens.prompt import PromptScreen  # noqa: PLC0415
+    from proto import caffe2_pb2  # noqa: PLC0415
+    from tests.netviz.tui_nets import write  # noqa: PLC0415
+
+    net = caffe2_pb2.NetDef(name="fed", op=[op("Relu", ["data"], "y"), op("Relu", ["y"], "z")])
+    net.external_input.append("data")
+    app = NetvizApp(Session.open(write(tmp_path, "fed", net)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        for _ in range(3):  # NOTE: in one go: the 2nd and 3rd wait in the move queue behind the 1st
+            app.main.move("step")
+        await wait_for(pilot, lambda: app.main.idle and isinstance(app.screen, PromptScreen), "the feed prompt")
+        await pilot.pause()
+        errors = [n for n in app._notifications if n.severity == "error"]
+        assert len(errors) == 1 and "input blob 'data' not found" in errors[0].message, errors
+        assert sum(isinstance(s, PromptScreen) for s in app.screen_stack) == 1
