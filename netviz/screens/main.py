@@ -79,7 +79,7 @@ class BlobList(OptionList):
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run an action; a NetvizError is a notification titled by its class, anything else too."""
+    """Run an action; a NetvizError is a notification titled in words (:func:`error_title`), anything else too."""
     @functools.wraps(fn)
     def wrapper(self: MainScreen, *args: Any) -> Any:
         try:
@@ -87,12 +87,23 @@ def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Unavailable as e:
             self.notify(str(e), title="Not available", severity="warning")
         except NetvizError as e:
-            self.notify(str(e), title=type(e).__name__, severity="error")
+            self.notify(str(e), title=error_title(e), severity="error")
         except Exception as e:  # noqa: BLE001 - a bad key must never take the UI down
             inner = args[0] if fn.__name__ == "run_guarded" and args else fn  # what run_guarded ran
             self.notify(report(e, getattr(inner, "__name__", fn.__name__).removeprefix("action_")),
                         title="Internal error", severity="error", timeout=20)
     return wrapper
+
+
+#: A failure's toast title in the user's words, by the first of its classes (MRO order) named here
+_ERROR_TITLES = {"ConditionError": "Bad condition", "UnknownOpError": "No kernel", "SchemaError": "Bad op",
+                 "ShapeError": "Shapes", "GradientError": "Backward pass", "OnnxExportError": "ONNX export",
+                 "ModelError": "Model", "ExecutionError": "Run failed", "InspectError": "Inspect"}
+
+
+def error_title(e: BaseException) -> str:
+    """A toast title for `e` in words ("Bad condition"), never its Python class name ("ConditionError")."""
+    return next((_ERROR_TITLES[c.__name__] for c in type(e).__mro__ if c.__name__ in _ERROR_TITLES), "Error")
 
 
 def notice_toast(notice: str) -> dict[str, str]:
@@ -761,7 +772,7 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
                 # u at the start, t behind the pc): a refusal that says why, not an error
                 call(self.notify, str(e), title="Not available", severity="warning")
             else:
-                call(self.notify, str(e), title=type(e).__name__, severity="error")
+                call(self.notify, str(e), title=error_title(e), severity="error")
         except Exception as e:  # noqa: BLE001 - shown, never fatal
             call(self.notify, report(e, how.rstrip("_").replace("_", " ")), title="Internal error", severity="error")
         else:
@@ -1038,7 +1049,7 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
         try:
             out = self.session.save(ref, target)
         except NetvizError as e:
-            self._to_ui(self.notify, str(e), title=type(e).__name__, severity="error")
+            self._to_ui(self.notify, str(e), title=error_title(e), severity="error")
         except Exception as e:  # noqa: BLE001 - an unwritable file is a notice, never the end of the app
             self._to_ui(self.notify, f"save {ref.label()}: {type(e).__name__}: {e}", title="Not saved",
                         severity="error")
@@ -1095,7 +1106,7 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
         try:
             result = run(cancel)
         except NetvizError as e:
-            self._to_ui(self.notify, str(e), title=type(e).__name__, severity="error")
+            self._to_ui(self.notify, str(e), title=error_title(e), severity="error")
             return
         except Exception as e:  # noqa: BLE001 - a failed comparison is a notice, never the end of the app
             self._to_ui(self.notify, report(e, "diff"), title="Internal error", severity="error")
@@ -1370,7 +1381,7 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
                        else self.session.export(path, target, ssa=ssa, force=True,
                                                 progress=lambda line: call(self.notify, line, title="Export")))
         except NetvizError as e:
-            call(self.notify, str(e), title=type(e).__name__, severity="error")
+            call(self.notify, str(e), title=error_title(e), severity="error")
             out = None
         except Exception as e:  # noqa: BLE001 - a failed export is a notice, never the end of the app
             call(self.notify, report(e, "export"), title="Internal error", severity="error")

@@ -113,3 +113,16 @@ async def test_moves_typed_ahead_of_a_missing_input_are_dropped(tmp_path):
         errors = [n for n in app._notifications if n.severity == "error"]
         assert len(errors) == 1 and "input blob 'data' not found" in errors[0].message, errors
         assert sum(isinstance(s, PromptScreen) for s in app.screen_stack) == 1
+
+
+@asynctest
+async def test_a_bad_global_condition_is_titled_in_words():
+    """C with "nope(x) > 1": a toast titled "ConditionError", a Python class name."""
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("C")
+        await answer(pilot, app, "nope(x) > 1")
+        await wait_for(pilot, lambda: any(n.severity == "error" for n in app._notifications), "the refusal")
+        titles = [n.title for n in app._notifications if n.severity == "error"]
+        assert titles == ["Bad condition"], titles
