@@ -51,7 +51,7 @@ DIRECTIONS = ("TB", "LR")
 ZOOMS = (("detail", True, 3), ("ops", False, 3), ("overview", False, 1), ("map", False, 1))
 #: direction → zoom level → (free cells between ranks, free cells between the nodes of a rank):
 #: TB ranks are rows apart, LR ranks columns apart (an LR edge needs columns to jog and end in ▸).
-SPACING = {"TB": ((2, 2), (2, 2), (2, 2), (1, 1)), "LR": ((4, 1), (4, 1), (4, 1), (3, 1))}
+SPACING = {"TB": ((1, 2), (1, 2), (1, 1), (1, 1)), "LR": ((4, 1), (4, 1), (4, 1), (3, 1))}
 #: inputs ≥ 1 of these ops are weights: in the blob view they are folded into the op (the
 #: inspector lists them), so the graph shows the activations that flow.
 PARAM_OPS = frozenset({"Conv", "ConvTranspose", "FC", "FCTransposed", "SpatialBN", "LayerNorm", "GroupNorm",
@@ -323,7 +323,7 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
         label = f"{op.type} #{i}" if zoom < 3 else f"{_clip_right(op.type, 10)} #{i}"
         style = (("optimizer" if roles[i] == "optimizer" else "backward") if bwd
                  else "control" if op.type in CONTROL_FLOW else category(op.type))
-        meta[oid] = {"w": len(label) + (4 if op_h == 3 else 2), "h": op_h, "kind": "op", "label": label, "op": i,
+        meta[oid] = {"w": len(label) + (4 if op_h == 3 else 2 if zoom > 2 else 0), "h": op_h, "kind": "op", "label": label, "op": i,
                      "style": style}
         if op.type in CONTROL_FLOW and op_h == 3:  # NOTE: a line for what its run did (the canvas fills it)
             meta[oid].update(h=4, sub=CONTROL_NOTE, w=max(len(label), CONTROL_ROOM) + 4)
@@ -488,7 +488,7 @@ def choose_direction(extents: Mapping[str, tuple[int, int]], pane_w: int, pane_h
 
 
 #: blank cells between the bands of a wrapped drawing: columns between TB columns, rows between LR rows
-WRAP_GAP = {"TB": 4, "LR": 2}
+WRAP_GAP = {"TB": 3, "LR": 2}
 
 
 def wrap_bands(depth: int, pane_along: int) -> int:
@@ -601,24 +601,25 @@ def wrap_scene(sc: Scene, band: int) -> Scene:
     spans = list(zip(cuts, cuts[1:]))
     new_depth = max(b - a for a, b in spans)
     gap = WRAP_GAP[sc.direction]
-    step = breadth + gap
+    lows, size = _band_extents(sc, spans)
+    step = size + gap
     new_breadth = step * len(starts) - gap
     grid, back = bytearray(), bytearray()
-    if lr:  # NOTE: band j's rows are the scene's rows, columns a..b of each, one band under another
+    if lr:  # NOTE: band j's rows are the scene's rows lo..lo + size, columns a..b of each, one band under another
         for j, (a, b) in enumerate(spans):
             if j:
                 grid += bytes(gap * new_depth)
                 back += bytes(gap * new_depth)
             pad = bytes(new_depth - (b - a))
-            for y in range(height):
+            for y in range(lows[j], lows[j] + size):
                 grid += sc.grid[y * width + a:y * width + b] + pad
                 back += sc.back[y * width + a:y * width + b] + pad
-    else:  # NOTE: row r is row a + r of each band a..b, side by side
-        blank, sep = bytes(breadth), bytes(gap)
+    else:  # NOTE: row r is row a + r of each band a..b (its columns lo..lo + size), side by side
+        blank, sep = bytes(size), bytes(gap)
         for r in range(new_depth):
-            rows = [(a + r) * width if a + r < b else None for a, b in spans]
-            grid += sep.join(blank if y is None else sc.grid[y:y + width] for y in rows)
-            back += sep.join(blank if y is None else sc.back[y:y + width] for y in rows)
+            rows = [((a + r) * width + lo) if a + r < b else None for (a, b), lo in zip(spans, lows)]
+            grid += sep.join(blank if y is None else sc.grid[y:y + size] for y in rows)
+            back += sep.join(blank if y is None else sc.back[y:y + size] for y in rows)
 
     def band_of(along: int) -> int:
         return bisect_right(starts, along) - 1
@@ -626,7 +627,8 @@ def wrap_scene(sc: Scene, band: int) -> Scene:
     nodes = []
     for n in sc.nodes:
         j = band_of(n.x if lr else n.y)
-        nodes.append(n.moved(n.x - cuts[j], n.y + j * step) if lr else n.moved(n.x + j * step, n.y - cuts[j]))
+        nodes.append(n.moved(n.x - cuts[j], n.y - lows[j] + j * step) if lr
+                     else n.moved(n.x - lows[j] + j * step, n.y - cuts[j]))
     edges = []
     for e in sc.edges:
         cells = array("q")
@@ -634,14 +636,40 @@ def wrap_scene(sc: Scene, band: int) -> Scene:
             y, x = divmod(c, width)
             if lr:  # NOTE: x runs along the flow: band j's columns become row block j
                 j = band_of(x)
-                cells.append((y + j * step) * new_depth + x - starts[j])
+                cells.append((y - lows[j] + j * step) * new_depth + x - starts[j])
             else:
                 j = band_of(y)
-                cells.append((y - starts[j]) * new_breadth + x + j * step)
+                cells.append((y - starts[j]) * new_breadth + x - lows[j] + j * step)
         edges.append(SceneEdge(e.tail, e.head, cells))
     new_width, new_height = (new_depth, new_breadth) if lr else (new_breadth, new_depth)
     return Scene(new_width, new_height, nodes, grid, back, edges, sc.prefix, window=sc.window,
                  direction=sc.direction, extents=sc.extents, columns=len(starts), band=band).index()
+
+
+def _band_extents(sc: Scene, spans: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """(each band's first cell across its flow, the cells across every band): a band is cut to what it
+    draws (its boxes and edges) plus a blank cell each side, not the whole drawing's breadth, so a
+    narrow stretch of chain is not as wide as the widest rank of the window (ResNet-50's overview at
+    160×48: three columns of ops in the pane, not two).  One size for all bands keeps them a fixed
+    step apart (:func:`fold_scroll`)."""
+    lr = sc.direction == "LR"
+    breadth = sc.height if lr else sc.width
+    lo = [breadth] * len(spans)
+    hi = [0] * len(spans)
+    starts = [a for a, _ in spans]
+    for n in sc.nodes:
+        j = bisect_right(starts, n.x if lr else n.y) - 1
+        a, k = (n.y, n.h) if lr else (n.x, n.w)
+        lo[j], hi[j] = min(lo[j], a), max(hi[j], a + k)
+    for e in sc.edges:
+        for c in e.cells:
+            y, x = divmod(c, sc.width)
+            along, a = (x, y) if lr else (y, x)
+            j = bisect_right(starts, along) - 1
+            lo[j], hi[j] = min(lo[j], a), max(hi[j], a + 1)
+    size = min(breadth, max((h - l + 2 for l, h in zip(lo, hi) if h > l), default=breadth))
+    lows = [max(0, min(l - 1, breadth - size)) if h > l else 0 for l, h in zip(lo, hi)]
+    return lows, size
 
 
 def fold_scroll(sc: Scene, n: SceneNode, pane_w: int, pane_h: int, now: tuple[int, int],
@@ -748,7 +776,7 @@ def build_scene(net, ssa_list, n_forward: int, ssa: bool, zoom: int, timeout: fl
     for n in framed:
         occupied[n.y:n.y + n.h] = True
     edges: list[SceneEdge] = []
-    arrows = SPACING[direction][zoom][0] >= 2
+    arrows = SPACING[direction][zoom][0] >= 2 or zoom < 3
     for e in lay.edges:
         t, h = ids.get(e.tail), ids.get(e.head)
         if t is None or h is None or t == h:
