@@ -835,13 +835,18 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
         from netviz.screens.breakpoints import BreakpointsScreen  # noqa: PLC0415 - a later key's screen
         self.app.push_screen(BreakpointsScreen(self.session), closed)
 
-    def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "") -> None:
+    def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "", empty: str = "") -> None:
+        """Prompt for one line; `then` gets a non-empty answer; Enter on an empty box shows `empty` (if given)."""
+        from netviz.screens.prompt import PromptScreen  # noqa: PLC0415 - a later key's screen
+
+        screen = PromptScreen(title, value, hint=hint)
+
         def done(answer: str | None) -> None:
             if answer:
                 self.run_guarded(then, answer)
-
-        from netviz.screens.prompt import PromptScreen  # noqa: PLC0415 - a later key's screen
-        self.app.push_screen(PromptScreen(title, value, hint=hint), done)
+            elif empty and getattr(screen, "empty_enter", False):
+                self.notify(empty, title="Not available", severity="warning")
+        self.app.push_screen(screen, done)
 
     @guarded
     def action_watch_blob(self) -> None:
@@ -1202,14 +1207,18 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
             self.notify(f"plan {self.session.plan_def.name!r}: a plan has no backward view (open one of its nets "
                         "with --loss to see its backward pass)", title="Not available", severity="warning")
             return
+        from netviz.commands import naming  # noqa: PLC0415 - the CLI's words for a gradient error
+
         try:
-            self.session.set_backward(not self.session.show_backward, loss)
+            with naming(str(self.session.model.path or self.session.model.predict.name or "net")):
+                self.session.set_backward(not self.session.show_backward, loss)
         except Unavailable as e:
             if "loss" not in str(e):
                 raise
-            outs = ", ".join(self.session.model.predict.external_output)
-            self._ask("loss blob to differentiate", "", lambda name: self.action_toggle_backward(name),
-                      f"outputs: {outs}")
+            outs = list(self.session.model.predict.external_output)
+            self._ask("loss blob to differentiate", outs[0] if len(outs) == 1 else "",
+                      lambda name: self.action_toggle_backward(name), f"outputs: {', '.join(outs)}",
+                      empty="no loss blob given: the backward view stays off")
             return
         for notice in self.session.pop_notices():  # a loss that is no scalar (netviz.overlays.loss_seed_note)
             self.notify(notice, title="Backward pass", severity="warning")

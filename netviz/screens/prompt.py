@@ -72,6 +72,7 @@ class PromptScreen(TypeAhead, Guarded, ModalScreen[str | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        self.empty_enter = not event.value.strip()  # NOTE: told apart from Esc by callers that say why
         self.dismiss(event.value.strip() or None)
 
     def action_cancel(self) -> None:

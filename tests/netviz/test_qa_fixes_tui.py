@@ -126,3 +126,31 @@ async def test_a_bad_global_condition_is_titled_in_words():
         await wait_for(pilot, lambda: any(n.severity == "error" for n in app._notifications), "the refusal")
         titles = [n.title for n in app._notifications if n.severity == "error"]
         assert titles == ["Bad condition"], titles
+
+
+@asynctest
+async def test_g_prompt_offers_the_only_output_and_says_why_on_an_in_place_net(tmp_path):
+    """bvlc_alexnet, g: an EMPTY loss box (the net has one output); an empty Enter closed it silently; the
+    gradient version error came without the CLI's "(op #… overwrote it in place …)" and titled by its class."""
+    from engine.model.opdef import create_operator as op  # noqa: PLC0415
+    from netviz.screens.prompt import PromptScreen  # noqa: PLC0415
+    from proto import caffe2_pb2  # noqa: PLC0415
+    from tests.netviz.tui_nets import write  # noqa: PLC0415
+
+    net = caffe2_pb2.NetDef(name="inplace", op=[op("Relu", ["x"], "y"), op("Relu", ["y"], "y"), op("Relu", ["y"], "z")])
+    net.external_input.append("x")
+    net.external_output.append("z")
+    app = NetvizApp(Session.open(write(tmp_path, "inplace", net), inputs=["x=2,3"]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the loss prompt")
+        assert app.screen.query_one("#prompt-input").value == "z"
+        await answer(pilot, app, "")  # emptied, then Enter
+        await wait_for(pilot, lambda: notified(app, "no loss blob given"), "why nothing happened")
+        await pilot.press("g")
+        await answer(pilot, app, "", clear=False)  # the offered output
+        await wait_for(pilot, lambda: any(n.severity == "error" for n in app._notifications), "the refusal")
+        (err,) = [n for n in app._notifications if n.severity == "error"]
+        assert err.title == "Backward pass", err.title
+        assert "(op #1 Relu overwrote it in place; Caffe2 refuses this net too)" in err.message, err.message
