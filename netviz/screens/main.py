@@ -1122,7 +1122,8 @@ class MainScreen(TimeTravelActions, Guarded, Screen[None]):
 
     def _show_diff(self, report: Any, threshold: float = 1e-4) -> None:
         first = report.first_over(threshold)
-        rows = [f"{d.name}  {list(d.shape)}  abs {d.max_abs:.3g}  rel {d.max_rel:.3g}" for d in report.diffs]
+        rows = [f"{d.name}  {'×'.join(map(str, d.shape)) or 'scalar'}  abs {d.max_abs:.3g}  rel {d.max_rel:.3g}"
+                for d in report.diffs]  # NOTE: shapes as the inspector and `netviz info` write them
         head = report.header(threshold) + "; worst first"
         start = next((k for k, d in enumerate(report.diffs) if first is not None and d.name == first.name), 0)
 

@@ -154,3 +154,18 @@ async def test_g_prompt_offers_the_only_output_and_says_why_on_an_in_place_net(t
         (err,) = [n for n in app._notifications if n.severity == "error"]
         assert err.title == "Backward pass", err.title
         assert "(op #1 Relu overwrote it in place; Caffe2 refuses this net too)" in err.message, err.message
+
+
+@asynctest
+async def test_device_diff_list_writes_a_0d_blob_as_scalar():
+    """D's list showed a 0-d blob's shape as "[]" (LR  []  abs 0) where the inspector says "scalar"."""
+    from netviz.screens.pick import PickScreen  # noqa: PLC0415
+
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the device diff list", timeout=60)
+        rows = {r.split()[0]: r for r in app.screen.rows}
+        assert rows["LR"].split()[1] == "scalar", rows["LR"]
+        assert all("[" not in r for r in app.screen.rows), app.screen.rows
