@@ -6,19 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from netviz.cli import main
+from tests.test_qa_cli import _cli
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP = ROOT / "examples" / "mlp"
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
-    try:
-        rc = main([str(a) for a in argv])
-    except SystemExit as e:  # argparse
-        rc = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_fc_with_the_wrong_width_says_it_in_fc_terms(capsys):

@@ -5,15 +5,11 @@ from pathlib import Path
 
 from netviz.app import NetvizApp
 from netviz.session import Session
-from netviz.widgets.blob_inspector import BlobInspector
+from tests.netviz.test_qa_values_markup import blob_text
 from tests.netviz.waiting import answer, asynctest, notified, ready, text_of, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MLP = EXAMPLES / "mlp" / "predict_net.pb"
-
-
-def blob_text(app) -> str:
-    return "\n".join(text_of(w) for w in app.main.query_one(BlobInspector).query("Static"))
 
 
 @asynctest
