@@ -542,7 +542,7 @@ class Session:
     def save(self, ref: BlobRef, target: str) -> str:
         """Write the shown version of a blob to ``.npy``; a ``.npz`` target gets every kept version
         (``name@v`` keys).  Returns what was written."""
-        from engine.debugger.inspect import save_blob
+        from engine.debugger.inspect import check_folder, save_blob
 
         path = Path(target).expanduser()
         if path.suffix == ".npz":
@@ -560,8 +560,9 @@ class Session:
                     got[f"{ref.name}@{v}"] = np.asarray(value.get() if hasattr(value, "get") else value)
             if not got:
                 raise NetvizError(f"save {ref.name}: no version has a value yet")
+            check_folder(path)
             np.savez(path, **got)
-            return f"{path} ({len(got)} versions: {', '.join(got)})"
+            return f"{path} ({len(got)} version{'s' if len(got) != 1 else ''}: {', '.join(got)})"
         value, why = self.version_value(ref)
         if value is None:
             raise NetvizError(f"save {ref.label()}: {why}")

@@ -191,9 +191,17 @@ def value_slice(name: str, value: Any, index: str = "") -> tuple[np.ndarray, boo
     return host, truncated
 
 
+def check_folder(path: Path) -> None:
+    """One line when `path`'s folder is missing, as ``netviz export`` says it (OSError's "No such file or
+    directory" names neither the folder nor that it is the folder that is missing)."""
+    if not path.parent.is_dir():
+        raise InspectError(f"{path}: folder {path.parent} does not exist")
+
+
 def save_blob(name: str, value: Any, path: str | Path) -> Path:
     """Write `value` to a ``.npy`` file (no pickles: object arrays are refused)."""
     path = Path(path)
+    check_folder(path)
     if not hasattr(value, "shape") or getattr(value, "dtype", np.dtype(object)) == object:
         raise InspectError(f"blob '{name}' is not a numeric tensor; cannot save it as .npy")
     try:

@@ -165,3 +165,23 @@ async def test_device_diff_list_writes_a_0d_blob_as_scalar():
         rows = {r.split()[0]: r for r in app.screen.rows}
         assert rows["LR"].split()[1] == "scalar", rows["LR"]
         assert all("[" not in r for r in app.screen.rows), app.screen.rows
+
+
+def test_saving_into_a_missing_folder_says_so_and_one_version_is_one(tmp_path):
+    """S to /nonexistent/dir/x.npy said "cannot write blob …: No such file or directory"; S to a .npz with
+    one version said "(1 versions: relu1@1)"."""
+    import pytest  # noqa: PLC0415
+
+    from engine.errors import NetvizError  # noqa: PLC0415
+    from netviz.session import BlobRef  # noqa: PLC0415
+
+    session = Session.open(MLP)
+    session.step("step")
+    session.step("step")
+    ref = BlobRef((), "relu1", 1)
+    missing = tmp_path / "no" / "x.npy"
+    with pytest.raises(NetvizError, match=r"^.*x\.npy: folder .*/no does not exist$"):
+        session.save(ref, str(missing))
+    with pytest.raises(NetvizError, match=r"folder .*/no does not exist$"):
+        session.save(ref, str(tmp_path / "no" / "x.npz"))
+    assert session.save(ref, str(tmp_path / "saved.npz")) == f"{tmp_path / 'saved.npz'} (1 version: relu1@1)"
