@@ -185,3 +185,21 @@ def test_saving_into_a_missing_folder_says_so_and_one_version_is_one(tmp_path):
     with pytest.raises(NetvizError, match=r"folder .*/no does not exist$"):
         session.save(ref, str(tmp_path / "no" / "x.npz"))
     assert session.save(ref, str(tmp_path / "saved.npz")) == f"{tmp_path / 'saved.npz'} (1 version: relu1@1)"
+
+
+@asynctest
+async def test_a_toast_leaves_the_status_line_whole():
+    """80x24, m: the toast covered the status line's right part and left one stray letter at column 79."""
+    from textual.widgets._toast import Toast  # noqa: PLC0415
+
+    from netviz.widgets.status_line import StatusLine  # noqa: PLC0415
+
+    app = NetvizApp(Session.open(MLP))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:  # NOTE: toasts drawn, as in a terminal
+        await ready(pilot)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: bool(app.screen.query(Toast)), "a toast")
+        await pilot.pause()
+        status = app.main.query_one(StatusLine).region
+        toasts = [t.region for t in app.screen.query(Toast)]
+        assert toasts and all(r.height and not r.overlaps(status) for r in toasts), (status, toasts)
