@@ -49,8 +49,10 @@ def assert_contiguous(ops: list[int], pc: int, run: int) -> None:
     stretch = run_through(ops, pc)
     assert len(stretch) >= run, (pc, ops)
     # NOTE: an Inception module's branches are drawn side by side in any order: a band's left part
-    # may hold ops numbered a module later than the stretch; far means beyond a stretch's length
-    slack = max(8, len(stretch))
+    # may hold ops numbered a module later than the stretch, and a pane wide enough for the whole
+    # module shows its last branch (v2's #47-#51 beside #0-#20 at 240x60); far means beyond twice a
+    # stretch's length
+    slack = max(8, 2 * len(stretch))
     far = [o for o in ops if not stretch.start - slack <= o < stretch.stop + slack]
     assert not far, f"ops from distant places beside #{stretch.start}-#{stretch.stop - 1}: {far}"
 
