@@ -424,9 +424,24 @@ class Session:
             net, origin = backward_net(self.model.predict, [loss])
             self.backward, self.loss = NetView(net, len(net.op) - len(origin), origin), loss
             self._on_debugger(lambda dbg: dbg.backward(loss))
+            self._warn_loss_shape(loss)
         self.show_backward = on
         self._views.clear()
         self._lint = None  # the loss may be known now
+
+    def _warn_loss_shape(self, loss: str) -> None:
+        """A notice when `loss` is not a scalar (:func:`netviz.overlays.loss_seed_note`): its value's
+        shape when it ran, else the inferred one when inference is done (never blocks)."""
+        from netviz.overlays import loss_seed_note  # noqa: PLC0415
+
+        value = self.value(loss)
+        shape = tuple(value.shape) if hasattr(value, "shape") else None
+        if shape is None:
+            infos = [i for (n, _), i in (self.shapes_ready(()) or {}).items() if n == loss and i.shape is not None]
+            shape = tuple(infos[-1].shape) if infos and None not in infos[-1].shape else None
+        note = loss_seed_note(loss, shape)
+        if note:
+            self.notices.append(note)
 
     # -- shapes: inferred once per view (forward / with backward), in a worker -----------------
     def shapes(self, path: NetPath = ()) -> dict[tuple[str, int], Any]:
