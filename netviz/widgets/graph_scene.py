@@ -393,6 +393,8 @@ def outer_io(net, i: int, params: set[str] = frozenset(), versions: Mapping[str,
 def dot_text(g: ViewGraph, direction: str = "TB") -> str:
     """DOT for a view graph flowing `direction`; node sizes are cells in points (see :class:`_Grid`)."""
     ranksep, nodesep = SPACING[direction][g.zoom]
+    if g.pairs:  # NOTE: the ladder's edges cross between its columns: two free rows keep their jogs off the arrows
+        ranksep = max(ranksep, 2)
     rank_pt, node_pt = (CH, CW) if direction == "TB" else (CW, CH)
     # NOTE: dot's network-simplex and crossing passes are superlinear; big nets get capped effort.
     effort = ", nslimit=1, mclimit=0.3, splines=line" if g.big else ""
