@@ -8,7 +8,9 @@ op with a NaN/Inf (or any ``N:M`` typed) into a repro folder (:mod:`engine.debug
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -43,10 +45,7 @@ def side_b(session: Any, text: str) -> Any:
     if word in ("fix", "--fix-caffe2"):
         return Side(m, fix_caffe2=True, label="B")
     if word == "gpu":
-        from engine.runtime import device as dev  # noqa: PLC0415
-        if not dev.has_gpu():
-            raise NetvizError("side B gpu: no CUDA GPU here (CuPy and a GPU are needed); skipped")
-        return Side(m, device="gpu", label="B")
+        return Side(m, device="gpu", label="B")  # NOTE: without a GPU it runs on the stand-in (see _on_device)
     if not Path(word).is_file():
         raise NetvizError(f"{word}: no such file (give an init net, a model file, fix or gpu)")
     net = load_net(word)
@@ -68,10 +67,28 @@ def compare(session: Any, text: str, cancel: threading.Event | None = None, tol:
     b = side_b(session, text)
     synth = not (len(session.model.init.op) and len(b.model.init.op))
     traces = []
-    for side in (Side(session.model), b):
-        _check(cancel)
-        traces.append(run_side(side, session.values, synthesize_params=synth))
-    return _result(session, with_inside(replace(localize(*traces, tol=tol), traces=tuple(traces))), None)
+    with _on_device(b) as stand_in:
+        for side in (Side(session.model), b):
+            _check(cancel)
+            traces.append(run_side(side, session.values, synthesize_params=synth))
+        d = with_inside(replace(localize(*traces, tol=tol), traces=tuple(traces)))
+    return _result(session, d, None, (STAND_IN_NOTE,) if stand_in else ())
+
+
+#: what a gpu side B without a GPU says (``D`` and ``netviz diff --devices cpu,gpu`` run the same way)
+STAND_IN_NOTE = ("note: no CUDA GPU here: side B gpu ran on the stand-in device (NumPy), so differences are "
+                 "float rounding only")
+
+
+@contextlib.contextmanager
+def _on_device(b: Any) -> Iterator[bool]:
+    """Run side `b`'s GPU ops on the NumPy stand-in when it is a gpu side and there is no GPU (as ``D``
+    and ``netviz diff --devices cpu,gpu`` do, rather than refusing); yields whether the stand-in is used."""
+    from engine.runtime import device as dev  # noqa: PLC0415
+
+    stand_in = getattr(getattr(b, "side", b), "device", "cpu") == "gpu" and not dev.has_gpu()  # a Side or a Trace
+    with dev.use_fake_cuda() if stand_in else contextlib.nullcontext():
+        yield stand_in
 
 
 def _check(cancel: threading.Event | None) -> None:
@@ -100,15 +117,17 @@ def _compare_onnx(session: Any, path: str, cancel: threading.Event | None, tol: 
     return _result(session, d, onnx_rerun(model, d.traces[0]))
 
 
-def _result(session: Any, d: Any, rerun: Any) -> Any:
-    """`d`'s rows as :class:`OwnRow`s in a RuntimeDiff; the traces kept for :func:`op_detail`."""
+def _result(session: Any, d: Any, rerun: Any, notes: tuple[str, ...] = ()) -> Any:
+    """`d`'s rows as :class:`OwnRow`s in a RuntimeDiff (`notes` after the culprit's lines); the traces kept
+    for :func:`op_detail`."""
     from netviz.onnx_diff import RuntimeDiff  # noqa: PLC0415
 
     _LAST[id(session)] = (*d.traces, {r.index: r.index_b for r in d.rows}, rerun)  # NOTE: for op_detail
     rows = tuple(OwnRow(r.index, r.op_type, r.blob or r.name, r.own if r.own == r.own else 0.0, r.out,
                         not r.own > d.tol, r.out, r.inherited) for r in d.rows if r.index_b is not None)
     return RuntimeDiff(rows, (escape(d.culprit_line()),
-                              *([escape("\n".join(d.culprit_detail()))] if d.culprit_values else [])))
+                              *([escape("\n".join(d.culprit_detail()))] if d.culprit_values else []),
+                              *map(escape, notes)))
 
 
 def op_detail(session: Any, i: int) -> str | None:
@@ -121,7 +140,9 @@ def op_detail(session: Any, i: int) -> str | None:
         return None
     a, b, pairs, rerun = last
     lines = []
-    for blob, va, vb, own in op_values(a, b, i, pairs[i], rerun):
+    with _on_device(b):
+        values = op_values(a, b, i, pairs[i], rerun)
+    for blob, va, vb, own in values:
         lines += [f"'{escape(blob)}': B's run " + (f"{value_error(va, vb):.3g} from A" if vb is not None
                                                     else "shows no value")
                   + ", B's op on A's inputs " + (f"{value_error(va, own):.3g}" if own is not None

@@ -75,3 +75,20 @@ def test_x_offers_the_culprit_then_the_selected_op_then_the_first_nan_op() -> No
     assert default_range(session, OpRef((), 2), None) == "2"
     assert default_range(session, OpRef(((2, "loop_net"),), 0), None) == "2/loop_net 0"
     assert default_range(session, None, None) == "3"
+
+
+def test_side_b_gpu_without_a_gpu_runs_on_the_stand_in_with_a_note_as_d_does() -> None:
+    """QA: ``A`` → gpu refused ("no CUDA GPU here") where ``D`` and ``netviz diff --devices cpu,gpu`` run the
+    GPU side on the NumPy stand-in; now one behaviour: the stand-in, and a note saying so."""
+    from engine.runtime import device as dev
+    from netviz.run_diff import compare, op_detail
+
+    if dev.has_gpu():
+        pytest.skip("a real GPU: side B runs on it, no stand-in note")
+    session = Session.open(Path(__file__).resolve().parents[2] / "examples" / "mlp_forward" / "predict_net.pb")
+    diff = compare(session, "gpu")
+    assert any("no CUDA GPU here: side B gpu ran on the stand-in device (NumPy)" in n for n in diff.notes), diff.notes
+    assert diff.rows and all(r.max_abs < 1e-3 for r in diff.rows)  # float rounding only
+    detail = op_detail(session, diff.rows[0].op_index)
+    assert detail is not None and "B's op on A's inputs" in detail
+    assert not dev.has_gpu()  # the stand-in is switched off again
