@@ -42,6 +42,7 @@ def export_file(model: Any, feeds: Mapping[str, Any], target: str, *, random_par
     the one-line summary the TUI shows (raises OnnxExportError / NetvizError with one line)."""
     onnx = onnx_module()
     name = str(model.path or "net")
+    model = trained_net(model)
     src = prepare_model(model, feeds, where=name, random_params=random_params)
     done = export(src, opset=opset, where=name)
     try:
@@ -54,6 +55,20 @@ def export_file(model: Any, feeds: Mapping[str, Any], target: str, *, random_par
              if bad else f"{len(rows)} values equal in ONNX Runtime (max abs "
              f"{max((d.max_abs for d in rows), default=0.0):.3g})")
     return f"{target} (opset {opset}, {len(done.model.graph.node)} nodes; {check})"
+
+
+def trained_net(model: Any) -> Any:
+    """`model`, or for a plan loaded as a net of its steps (:func:`engine.runtime.plan_view.plan_program`)
+    the net the plan trains with the nets before it as init (:func:`~engine.runtime.plan_view.plan_model`):
+    a step op has no ONNX form, the net it runs has."""
+    from engine.runtime.plan_view import STEP_OP, is_plan_file, plan_model  # noqa: PLC0415
+    from engine.runtime.plandef import load_plan  # noqa: PLC0415
+
+    path = getattr(model, "path", None)
+    if not (len(model.predict.op) and all(op.type == STEP_OP for op in model.predict.op)
+            and path is not None and is_plan_file(path)):
+        return model
+    return plan_model(load_plan(path), path)
 
 
 class Refused(Exception):
