@@ -7,9 +7,13 @@ or device is needed, and ``step_back`` goes into finished subnets, iterations an
 distance.  Edits (inject, skip) are refused: a recording is what happened.
 
 Positions are the recording's stops: the pc at ``stops[pos]`` is that op, about to run.  A control
-op's own stop comes after its subnets' (it completes last): ``n`` over the op before it passes the
-subnet runs to that stop (the pc then reads ``op#2 While``), ``s`` enters them, ``u`` from the control
-op's stop goes back to the last op its subnets ran.
+op's own stop comes after its subnets' (it completes last), so the replay reads that stop as the pc
+*before* the control op, as live: the records and values there are those before its first subnet op
+(:meth:`ReplayDebugger._start`).  Every move lands where the live debugger stops after the same key
+(:meth:`ReplayDebugger._land`): ``s`` there enters the subnet runs, ``n`` passes them whole, an op whose
+subnet the pc leaves is never shown again after it finished, a control op the pc comes to is shown
+before it, and ``u`` over the first op of a subnet run goes back before the control op that ran it.
+Deeper stops of a finished run stay reachable by breakpoints, ``t``, reverse-continue and queries.
 """
 from __future__ import annotations
 
@@ -73,13 +77,21 @@ def op_at(net: Any, path: Any) -> Any:
         op = net.op[i]
         if not steps:
             return op
-        arg = steps.pop(0)
-        if op.type in RECURRENT:
-            from engine.runtime.ops.rnn import timestep_program  # noqa: PLC0415 - only RNN paths
-            net = timestep_program(op, arg)
-        else:
-            net = dict(subnets_of(op)).get(arg)
+        net = _subnet(op, steps.pop(0))
     return None
+
+
+def _subnet(op: Any, arg: Any) -> Any:
+    """The net `op` runs for subnet argument `arg` (a RecurrentNetwork's: its timestep program)."""
+    if op.type in RECURRENT:
+        from engine.runtime.ops.rnn import timestep_program  # noqa: PLC0415 - only RNN paths
+        return timestep_program(op, arg)
+    return dict(subnets_of(op)).get(arg)
+
+
+def _inside(stop: Stop, path: tuple[Any, ...], frames: tuple[str, ...]) -> bool:
+    """`stop` ran in a subnet of the control op at `path` in its run in subnet runs `frames`."""
+    return len(stop.path) > len(path) and stop.path[:len(path)] == path and stop.frames[:len(frames)] == frames
 
 
 class _Versions(Mapping[str, int]):
@@ -89,7 +101,7 @@ class _Versions(Mapping[str, int]):
         self.dbg = dbg
 
     def __getitem__(self, name: str) -> int:
-        v = self.dbg.rec.version_at(name, self.dbg.cursor.pos - 1)
+        v = self.dbg.rec.version_at(name, self.dbg.ran() - 1)
         if v is None:
             raise KeyError(name)
         return v
@@ -101,7 +113,7 @@ class _Versions(Mapping[str, int]):
         return sum(1 for _ in self)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.dbg.rec.version_at(name, self.dbg.cursor.pos - 1) is not None
+        return isinstance(name, str) and self.dbg.rec.version_at(name, self.dbg.ran() - 1) is not None
 
 
 class ReplayDebugger:
@@ -120,10 +132,22 @@ class ReplayDebugger:
         self.error: str | None = None
         self._all = [op_record(s, rec) for s in rec.stops]
         self._rated = 0
+        self._starts: dict[int, int] = {}
+        self._entered: set[tuple[tuple[Any, ...], tuple[str, ...]]] = set()  # see _track
+        self._out_from: dict[tuple[int, bool], tuple[int, bool]] = {}  # a step out's landing → where it was taken
+        self._end = False  # the pc at the end of the subnet run stop ``pos - 1`` ran in (see _move)
         self._params = {*rec.predict.external_input, *rec.program.external_input}
         self.versions = _Versions(self)
 
     # ---- state ---------------------------------------------------------------------------
+    def ran(self) -> int:
+        """How many stops have run at the cursor (before a control op: not its subnets' stops)."""
+        return self.cursor.pos if self._end else self._start(self.cursor.pos)
+
+    def _here(self) -> Stop | None:
+        """The stop the pc's place is read from: at a subnet's end, the last op that ran in it."""
+        return self.rec.stops[self.cursor.pos - 1] if self._end else self.cursor.stop
+
     @property
     def breakpoints(self) -> dict[int, Any]:
         return self.cursor.breakpoints
@@ -137,8 +161,9 @@ class ReplayDebugger:
 
     @property
     def records(self) -> list[OpRecord]:
-        self._rate(self.cursor.pos)
-        return self._all[:self.cursor.pos]
+        ran = self.ran()
+        self._rate(ran)
+        return self._all[:ran]
 
     def _rate(self, pos: int) -> None:
         """Fill ‖ΔW‖/‖W‖ of the main net's in-place parameter updates among the first `pos` stops, from the
@@ -180,7 +205,7 @@ class ReplayDebugger:
 
     @property
     def pc(self) -> ProgramCounter:
-        here, net = self.cursor.stop, self.rec.program
+        here, net = self._here(), self.rec.program
         if here is None:
             return ProgramCounter((FrameInfo(net.name, "main", len(net.op), "", ("op", len(net.op))),))
         infos, labels = [], ("main", *here.frames)
@@ -189,6 +214,12 @@ class ReplayDebugger:
             op = op_at(net, path)
             infos.append(FrameInfo(net.name, labels[level] if level < len(labels) else "net", path[-1],
                                    op.type if op is not None else here.op_type, path))
+        if self._end:  # NOTE: the subnet run `here` was the last op of has ended (live's "› end" stop)
+            last = infos[-1]
+            owner = op_at(net, here.path[:-2])
+            sub = _subnet(owner, here.path[-2]) if owner is not None else None
+            n = len(sub.op) if sub is not None else last.op_index + 1
+            infos[-1] = FrameInfo(last.net_name, last.label, n, "", (*here.path[:-1], n))
         return ProgramCounter(tuple(infos))
 
     @property
@@ -197,7 +228,7 @@ class ReplayDebugger:
 
     def current_op(self) -> Any:
         here = self.cursor.stop
-        return None if here is None else op_at(self.rec.program, here.path)
+        return None if here is None or self._end else op_at(self.rec.program, here.path)
 
     @property
     def num_forward(self) -> int:
@@ -211,8 +242,11 @@ class ReplayDebugger:
         return [r for r in self.records if r.has_inf_or_nan]
 
     # ---- moves -----------------------------------------------------------------------------
-    def _move(self, pos: int, reason: str = "step", detail: str = "") -> Stopped:
+    def _move(self, pos: int, reason: str = "step", detail: str = "", *, end: bool = False) -> Stopped:
+        """Put the cursor at `pos` (`end`: the pc at the end of the subnet run stop ``pos - 1`` ran in)."""
         self.cursor.goto(pos)
+        self._end = end
+        self._track(pos)
         stop = Stopped(reason, self.pc, detail)
         for fn in list(self.listeners):
             fn(stop)
@@ -223,41 +257,147 @@ class ReplayDebugger:
         op = op_at(self.rec.program, self.rec.stops[k].path)
         return op is not None and bool(subnets_of(op))
 
-    def _next_at(self, depth: int, past: bool = False) -> int:
-        """The next position at `depth` or above: a control op's subnet runs pass whole, to its own stop
-        (`past`: beyond it, as a step out of its subnet ends after the op)."""
-        stops, pos = self.rec.stops, self.cursor.pos
-        q = next((k for k in range(pos + 1, len(stops)) if len(stops[k].path) <= depth), len(stops))
-        return q + 1 if past and q < len(stops) and self._completes(q) else q
+    def _track(self, pos: int) -> None:
+        """Keep :attr:`_entered` as the live debugger's undo history would be: a control op's run the pc
+        has been inside is undone op by op, one run whole (``n``) at once; before a control op, none of
+        its runs has happened yet."""
+        stops = self.rec.stops
+        here = self._here()
+        if here is None:
+            return
+        ran = self.ran()
+        self._out_from = {k: v for k, v in self._out_from.items() if k[0] <= pos and v[0] < ran}
+        if not self._end and self._start(pos) < pos:
+            self._entered = {(p, f) for p, f in self._entered
+                             if not (p[:len(here.path)] == here.path and f[:len(here.frames)] == here.frames)}
+        for cut in range(2, len(here.path), 2):
+            self._entered.add((here.path[:cut], here.frames[:cut // 2 - 1]))
+
+    def _ended(self, pos: int) -> bool:
+        """Stop ``pos - 1`` was the last op of its subnet run (the live pc would read "› end" after it)."""
+        stops = self.rec.stops
+        if not 0 < pos < len(stops) or len(stops[pos - 1].path) <= 2:
+            return False
+        last = stops[pos - 1]
+        nxt = stops[pos]
+        return not (len(nxt.path) >= len(last.path) and nxt.path[:len(last.path) - 1] == last.path[:-1]
+                    and nxt.frames[:len(last.frames)] == last.frames)
+
+    def _start(self, pos: int) -> int:
+        """How many stops have run at position `pos` as the pc there reads: at a control op's own stop
+        (the pc before that op), the stops before its first subnet stop; else `pos`."""
+        stops = self.rec.stops
+        if pos >= len(stops) or not self._completes(pos):
+            return pos
+        if pos not in self._starts:
+            k, op = pos, stops[pos]
+            while k and _inside(stops[k - 1], op.path, op.frames):
+                k -= 1
+            self._starts[pos] = k
+        return self._starts[pos]
+
+    def _land(self, q: int, path: tuple[Any, ...], frames: tuple[str, ...]) -> int:
+        """Where a forward move from a pc at `path` (in subnet runs `frames`) that passes the stops before
+        `q` stops, as live: a control op that finished around the pc is not shown (its stop is passed),
+        and a stop inside a control op the pc was not in shows the pc before that op (its own stop)."""
+        stops = self.rec.stops
+        while q < len(stops):
+            s = stops[q]
+            if self._completes(q) and len(path) > len(s.path) and path[:len(s.path)] == s.path \
+                    and frames[:len(s.frames)] == s.frames:
+                q += 1  # NOTE: the op the pc was in finished: live shows the op after it
+                continue
+            for cut in range(2, len(s.path), 2):
+                op, above = s.path[:cut], s.frames[:cut // 2 - 1]
+                if not (len(path) > cut and path[:cut] == op and frames[:len(above)] == above):
+                    return next(k for k in range(q, len(stops)) if stops[k].path == op and stops[k].frames == above)
+            return q
+        return len(stops)
+
+    def _next_at(self, depth: int) -> int:
+        """The next position after the cursor whose stop is at `depth` or above, landed as live."""
+        stops, pos, here = self.rec.stops, self.cursor.pos, self._here()
+        q = next((k for k in range(pos + (not self._end), len(stops)) if len(stops[k].path) <= depth), len(stops))
+        return self._land(q, here.path, here.frames)
+
+    def _run_to(self, target: int, *, end: bool = False) -> Stopped:
+        """A move over several ops to position `target`, stopping first at a breakpoint or watchpoint one of
+        the ops passed hits, as live (``n`` over a loop with a breakpoint inside stops there)."""
+        pos = self.cursor.pos
+        first = self.ran()
+        last = target if end else self._start(target)  # NOTE: not the ops of a control op `target` is before
+        for q in range(first if first < pos else pos + 1, last):
+            hit = self.cursor.hit_at(q) if q != pos else None
+            if hit is not None:
+                return self._hit(hit)
+        return self._move(target, end=end)
 
     def step(self) -> Stopped:
-        here = self.cursor.stop
-        return self._move(self._next_at(len(here.path)) if here else self.cursor.pos)
+        here = self._here()
+        return self._run_to(self._next_at(len(here.path))) if here else self._move(self.cursor.pos)
 
     def step_into(self) -> Stopped:
-        return self._move(min(self.cursor.pos + 1, len(self.rec.stops)))
+        here, pos = self._here(), self.cursor.pos
+        if here is None:
+            return self._move(pos)
+        if self._end:
+            return self._move(self._land(pos, here.path, here.frames))
+        first = self._start(pos)
+        if first < pos:  # NOTE: the pc before a control op: into its first subnet run, as live
+            return self._move(self._land(first, (*here.path, None, None), (*here.frames, "")))
+        return self._move(self._land(pos + 1, here.path, here.frames))
 
     def step_back(self) -> Stopped:
-        if not self.cursor.pos:
+        """Back to the place before, as live: from the first op of a subnet run, before the control op that
+        ran it (live undoes the whole op there); else the op run before, where a control op's run the pc
+        went through is stepped back into (its last op) and one passed whole is stepped back over whole."""
+        pos, stops = self.cursor.pos, self.rec.stops
+        first = self.ran()
+        if (pos, self._end) in self._out_from:  # NOTE: back over a step out: where it was taken, as live
+            back, end = self._out_from.pop((pos, self._end))
+            return self._move(back, detail="stepped back", end=end)
+        here = stops[pos] if pos < len(stops) and not self._end else None
+        if here is not None and len(here.path) > 2:
+            owner, above = here.path[:-2], here.frames[:-1]
+            if not first or not _inside(stops[first - 1], owner, above):
+                return self._move(next(k for k in range(pos, len(stops)) if stops[k].path == owner
+                                       and stops[k].frames == above), detail="stepped back")
+        if not first:
             raise DebuggerError("nothing to step back over: the replay is at its first op")
-        return self._move(self.cursor.pos - 1, detail="stepped back")
+        prev = first - 1
+        while self._start(prev) < prev and (stops[prev].path, stops[prev].frames) in self._entered:
+            prev -= 1  # NOTE: a run the pc went through op by op is stepped back into, as live
+        return self._move(prev, detail="stepped back")
 
     def step_out(self) -> Stopped:
-        here = self.cursor.stop
+        here, stops = self._here(), self.rec.stops
         if here is None or len(here.path) <= 2:
             raise DebuggerError("step out: the pc is in the main net, not in a subnet — nothing to finish")
-        return self._move(self._next_at(len(here.path) - 2, past=True))
+        origin = (self.cursor.pos, self._end)
+        done = next((k for k in range(self.cursor.pos, len(stops)) if len(stops[k].path) <= len(here.path) - 2),
+                    len(stops))  # the control op owning the pc's subnet run completes
+        stop = self._run_to(done + 1 if self._ended(done + 1) else self._next_at(len(here.path) - 2),
+                            end=self._ended(done + 1))
+        if stop.reason == "step":  # NOTE: live steps back over a finished step out's ops at once
+            self._out_from[(self.cursor.pos, self._end)] = origin
+        return stop
 
     def _hit(self, hit: Any, reverse: bool = False) -> Stopped:
         """The Stopped of a cursor hit, worded as the live debugger words it."""
         bp, back = hit.breakpoint, " (reverse)" if reverse else ""
+        # NOTE: a write stops right after its op, as live: at its subnet's end when it was the last op there
+        end = self._ended(hit.pos)
+        after = hit.pos if end else self._land(hit.pos, hit.stop.path, hit.stop.frames)
         if isinstance(bp, Watchpoint):
             out = next(o for o in hit.stop.outputs if o.name == bp.blob)
-            return self._move(hit.pos, "watchpoint", f"#{bp.id} {bp.blob} written (version {out.version}){back}")
-        return self._move(hit.pos, "condition" if bp.kind == "condition" else "breakpoint", bp.describe() + back)
+            return self._move(after, "watchpoint", f"#{bp.id} {bp.blob} written (version {out.version}){back}",
+                              end=end)
+        if bp.kind == "condition":
+            return self._move(after, "condition", bp.describe() + back, end=end)
+        return self._move(hit.pos, "breakpoint", bp.describe() + back)
 
     def continue_(self) -> Stopped:
-        hit = self.cursor.continue_()
+        hit = self.cursor.continue_(self.ran())  # NOTE: before a control op: its runs too
         if hit is None:
             return self._move(len(self.rec.stops), "end", "end of recording")
         return self._hit(hit)
@@ -274,10 +414,12 @@ class ReplayDebugger:
 
     def run_to(self, path: Any) -> Stopped:
         target = tuple(path)
-        q = next((k for k in range(self.cursor.pos + 1, len(self.rec.stops)) if self.rec.stops[k].path == target), None)
+        first = self.ran()  # NOTE: before a control op, its subnets' ops are still ahead
+        q = next((k for k in range(first + (first == self.cursor.pos and not self._end), len(self.rec.stops))
+                  if self.rec.stops[k].path == target and (k != self.cursor.pos or self._end)), None)
         if q is None:
             raise DebuggerError(f"run to {'/'.join(map(str, target[1:]))}: no later run of that op in the recording")
-        return self._move(q)
+        return self._run_to(q)  # NOTE: a breakpoint on the way stops it, as live
 
     def run_to_nan(self) -> Stopped:
         q = next((s.seq for s in self.rec.stops[self.cursor.pos:] if s.has_inf_or_nan), None)
@@ -287,6 +429,8 @@ class ReplayDebugger:
         return self._move(q + 1, "condition", f"{self.rec.stops[q].op_type} wrote NaN/Inf")
 
     def restart(self) -> Stopped:
+        self._entered.clear()
+        self._out_from.clear()
         return self._move(0, detail="restarted")
 
     def backward(self, loss: Any = None) -> int:
@@ -321,7 +465,7 @@ class ReplayDebugger:
     # ---- values ----------------------------------------------------------------------------
     def value(self, name: str, version: int | None = None) -> Any:
         if version is None:
-            version = self.rec.version_at(name, self.cursor.pos - 1)
+            version = self.rec.version_at(name, self.ran() - 1)
             if version is None:
                 raise DebuggerError(f"blob '{name}' does not exist at this point")
         return self.rec.value(name, version)

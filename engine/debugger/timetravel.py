@@ -122,9 +122,18 @@ class Cursor:
                 return Hit(pos, stops[pos], bp)
         return None
 
-    def continue_(self) -> Hit | None:
-        """Move forward to the next breakpoint hit (None: to the end)."""
-        return self._scan(range(self.pos + 1, len(self.rec.stops) + 1), len(self.rec.stops))
+    def hit_at(self, pos: int) -> Hit | None:
+        """The breakpoint or watchpoint that stops a move passing position `pos` (None: none), counted."""
+        hit = self._hit_at(pos)
+        if hit is not None and isinstance(hit.breakpoint, Breakpoint):
+            hit.breakpoint.hits += 1
+        return hit
+
+    def continue_(self, start: int | None = None) -> Hit | None:
+        """Move forward to the next breakpoint hit (None: to the end); `start`: scan from after that
+        position instead of the cursor's (a replay's pc before a control op has its subnets ahead)."""
+        first = self.pos if start is None else start
+        return self._scan(range(first + 1, len(self.rec.stops) + 1), len(self.rec.stops))
 
     def reverse_continue(self) -> Hit | None:
         """Move back to the previous breakpoint hit (None: to the start)."""

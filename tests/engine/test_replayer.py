@@ -27,10 +27,21 @@ def test_moves_match_the_live_records_and_values(tmp_path: Path) -> None:
     dbg, live = _replay(tmp_path, "while_net")
     assert dbg.step().pc.text() == "main › op#1 CreateScope"
     stop = dbg.step()
-    assert stop.pc.text() == "main › op#2 While" and dbg.records[-1].frames  # the While's runs passed whole
-    back = dbg.step_back()
-    # u goes back into the finished loop: its last op run (the last cond check, after iteration 2)
-    assert back.pc.text().startswith("main › While op#2 cond_net check 3 ›") and len(dbg.cursor.stop.path) > 2
+    # the pc before the While, as live: its runs are ahead (not in the records, not in the values)
+    before = Debugger(load_model(ROOT / "examples" / "while_net" / "predict_net.pb"), {}, device="cpu")
+    before.step(), before.step()
+    assert stop.pc.text() == "main › op#2 While" and [r.path for r in dbg.records] == [r.path for r in before.records]
+    assert {k: dbg.versions[k] for k in before.versions} == dict(before.versions)
+    np.testing.assert_array_equal(dbg.value("acc"), np.asarray(before.value("acc")))
+    assert dbg.step().pc.text() == "main › op#3 AveragedLoss" and dbg.records[-2].frames  # n passed it whole
+    assert dbg.step_back().pc.text() == "main › op#2 While"  # u undoes the whole While, as live
+    assert dbg.step_back().pc.text() == "main › op#1 CreateScope"
+    # the finished loop's ops are still reachable: a breakpoint in it, run to backwards
+    dbg.continue_()
+    dbg.add_breakpoint("path", next(s.path for s in dbg.rec.stops if s.op_type == "Tanh"))
+    back = dbg.reverse_continue()
+    assert back.reason == "breakpoint" and back.pc.text().endswith("op#1 Tanh") and len(dbg.cursor.stop.path) > 2
+    dbg.remove(next(iter(dbg.breakpoints)))
     assert dbg.continue_().reason == "end" and dbg.finished
     assert [r.path for r in dbg.records] == [r.path for r in live.records]
     for name in ("acc", "i"):
@@ -82,3 +93,45 @@ def test_norms_are_read_from_the_recording_when_asked(tmp_path: Path) -> None:
         np.testing.assert_allclose([x if x is not None else np.nan for x in g[2]],
                                    [x if x is not None else np.nan for x in w[2]], rtol=1e-6)
     assert any(g[1] for g in got)
+
+
+def _pc(dbg: object) -> str:
+    return "end" if dbg.finished else dbg.pc.text()
+
+
+def _press(dbg: object, key: str, target: tuple) -> str:
+    """One debugger key as the TUI sends it; the pc label after it, or "refused"."""
+    try:
+        {"n": dbg.step, "s": dbg.step_into, "f": dbg.step_out, "u": dbg.step_back, "c": dbg.continue_,
+         "t": lambda: dbg.run_to(target)}[key]()
+    except DebuggerError:
+        return "refused"
+    return _pc(dbg)
+
+
+@pytest.mark.parametrize(("name", "keys"), [
+    ("while_net", "nns" + "s" * 40),  # QA: s at the While steps into its cond_net check, not over the loop
+    ("while_net", "nnssssfsuuuunnsssssssssnfu" + "t" + "c" * 3),
+    ("if_net", "s" * 30),
+    ("if_net", "nnsssussfuunnnsssnsuuut" + "c" * 3),
+    ("nested_if_in_while", "nns" + "s" * 70),
+    ("nested_if_in_while", "nnsssssnfusssssssfuuuusnsnsnft" + "c" * 3),
+    ("do_net", "s" * 30),
+    ("do_net", "ssuunssnsuusfuuunnnnnsnsfut" + "c" * 3),
+    ("lstm", "s" * 60),
+    ("lstm", "snsfuusnnnnnnnnsssfnnt" + "c" * 3),
+])
+def test_every_move_lands_where_the_live_debugger_stops(name: str, keys: str, tmp_path: Path) -> None:
+    """n, s, f, u, t, c on the replay and on a live debugger of the same net: the same pc label after
+    each key (c with the same breakpoint on both: the deepest op type the run has; t to the first op
+    of a subnet run)."""
+    dbg, _ = _replay(tmp_path, name)
+    live = Debugger(load_model(ROOT / "examples" / name / "predict_net.pb"), {}, device="cpu")
+    deepest = max(dbg.rec.stops, key=lambda s: len(s.path))
+    target = next(s.path for s in dbg.rec.stops if len(s.path) > 2)
+    for d in (dbg, live):
+        d.add_breakpoint("type", deepest.op_type)
+    done = ""
+    for key in keys:
+        done += key
+        assert _press(dbg, key, target) == _press(live, key, target), f"{name}: after {done}"
