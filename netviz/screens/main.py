@@ -236,6 +236,9 @@ class MainScreen(SteppingActions, InspectingActions, OverlayActions, ExportActio
 
     def _checked(self, bad: list[str], flagged: set[int]) -> None:
         self.op_tree.relabel({OpRef((), i) for i in flagged})
+        if flagged:  # NOTE: the canvas's ⚑ marks and their legend entry
+            self.canvas.refresh()
+            self.show_graph()
         if self.selected is not None and not self.selected.path and self.selected.index in flagged:
             self.run_guarded(self.query_one(OpInspector).show, self.session, self.selected)
         if bad:
@@ -288,8 +291,9 @@ class MainScreen(SteppingActions, InspectingActions, OverlayActions, ExportActio
             extra += f"  ·  blobs in {scope}" if scope else ""
         key = (diff_legend(self.onnx_rows) if self.onnx_rows is not None and self.path == ()
                else legend(OVERLAYS[self.overlay], self._records() if self.overlay else []))
-        if not key.plain and self.session.show_backward:  # NOTE: the exports' legend (colours) for the ladder's ops
-            key = looks_legend()
+        if not key.plain:  # NOTE: the exports' legend: colours for the ladder's ops, the box marks that occur
+            key = looks_legend() if self.session.show_backward else key
+            key.append_text(self.canvas.legend())
         # NOTE: an empty net's canvas is blank: the crumb says why, at the path's end (a label is cut from the left)
         self.query_one(Breadcrumb).show(self.session.path_label(self.path) + ("" if n_ops else " (0 ops: empty)"),
                                         f"zoom {name}", extra, key)

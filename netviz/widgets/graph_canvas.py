@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual import work
 from textual.binding import Binding
 from textual.geometry import Size
@@ -45,6 +46,29 @@ S_LINK = Style(color="black", bgcolor="#CE93D8", bold=True)
 S_NAN, S_DONE = Style(color="white", bgcolor="#8E24AA", bold=True), Style(color="#7CB342", bold=True)
 S_SKIP = Style(color="#F4B400", bold=True)  # ↷ as the op list draws it: skipped (K), its kernel never ran
 S_PC, S_BP = Style(color="#ffff00", bold=True), Style(color="#ff3030", bold=True)
+S_FIX = Style(color="#F4B400", bold=True)  # ⚑ as the op list draws it: Caffe2 computes other values or refuses
+#: a box's border characters (top-left, top, top-right, side, bottom-left, bottom, port, bottom-right): an
+#: in-place op is drawn with a double line, as the exports give it a double outline (netviz.style.INPLACE)
+BORDER = "╭─╮│╰─┬╯"
+BORDER_INPLACE = "╔═╗║╚═╤╝"
+
+
+def in_place_ops(net: Any) -> frozenset[int]:
+    """The ops of `net` that write a blob they read (``Relu(x) → x``): what the exports' double outline marks."""
+    return frozenset(i for i, op in enumerate(net.op) if set(op.input) & set(op.output))
+
+
+def marks_legend(inplace: bool, flagged: bool) -> Text:
+    """The breadcrumb's legend entries of the canvas's box marks that occur (:data:`netviz.style.LEGEND`'s
+    in-place and ``⚑`` rows): ``║ in-place  ⚑ Caffe2 fix``; empty when neither does."""
+    text = Text("", "dim")
+    if inplace:
+        text.append("║", "bold")
+        text.append(" in-place ", "dim")
+    if flagged:
+        text.append(looks.FIX_MARK, S_FIX)
+        text.append(" Caffe2 fix ", "dim")
+    return text
 
 
 @lru_cache(maxsize=None)
@@ -103,6 +127,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         self._width = 0
         self._strips: dict[int, tuple[tuple[Any, ...], Strip]] = {}  # scene row → ((sx, width, look), strip)
         self._strips_for: tuple | None = None  # (scene, focus on) the strips were drawn for
+        self._inplace: tuple[Any, frozenset[int]] | None = None  # (net, its in-place ops), made once per net
 
     # -- what to show ----------------------------------------------------------------------
     def show(self, session: Any, path: NetPath, ssa: bool, zoom: int, op: int | None = None) -> None:
@@ -399,7 +424,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
     def _row_look(self, row: int) -> tuple[Any, ...]:
         """Everything a scene row's drawing depends on besides the scene: the marks of each box on
         it and its highlighted edge cells.  Equal looks draw the same row, so no cache invalidation."""
-        sc, focus = self.scene, self.focus_nodes
+        sc, focus, flagged = self.scene, self.focus_nodes, self.flagged_ops()
         marks: list[tuple[Any, ...]] = []
         for k in sc.rows.get(row, ()):
             n = sc.nodes[k]
@@ -408,7 +433,8 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
                 marks.append((op == self.selected_op, op == self.pc_op, op in self.breakpoints, op in self.executed,
                                self._skipped(op),
                                op in self.nan_ops, op in self.linked_ops, self.overlay.get(op),
-                               focus is not None and op in focus[0], self.control_note(n) if n.h == 4 else None))
+                               focus is not None and op in focus[0], self.control_note(n) if n.h == 4 else None,
+                               op in flagged))
             else:
                 marks.append((n.blob == self.selected_blob, focus is not None and n.blob[0] in focus[1],
                               self.shape_now(n) if n.h > 1 else None))
@@ -488,19 +514,42 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             elif n.op in self.breakpoints:
                 cells[0] = ("●", S_BP)
             return cells
+        b = BORDER_INPLACE if n.op in self.inplace_ops() else BORDER
         if r == 0:
-            return [(c, border) for c in "╭" + "─" * (n.w - 2) + "╮"]
+            top = [(c, border) for c in b[0] + b[1] * (n.w - 2) + b[2]]
+            if n.w >= 4 and n.op in self.flagged_ops():  # NOTE: on the border: the label keeps its cells, marks theirs
+                top[-2] = (looks.FIX_MARK, S_FIX)
+            return top
         if r == n.h - 1:
-            return [(c, border) for c in "╰" + "".join("┬" if j in n.ports else "─" for j in range(1, n.w - 1)) + "╯"]
+            return [(c, border) for c in b[4] + "".join(b[6] if j in n.ports else b[5] for j in range(1, n.w - 1)) + b[7]]
         if r == 2:  # a control-flow op's second line: what its run did
-            return [("│", border), (" ", inner), *((c, inner) for c in _fit(self.control_note(n), n.w - 4)),
-                    (" ", inner), ("│", border)]
+            return [(b[3], border), (" ", inner), *((c, inner) for c in _fit(self.control_note(n), n.w - 4)),
+                    (" ", inner), (b[3], border)]
         # NOTE: marks take the padding cells inside the borders (a box is its label + 4 wide), never a border
         left = ("▶", S_PC) if n.op == self.pc_op else (" ", inner)
         right = (("●", S_BP) if n.op in self.breakpoints else ("↷", S_SKIP) if self._skipped(n.op)
                  else ("!", S_NAN) if n.op in self.nan_ops  # NOTE: wrote NaN/Inf: never ✓ (as the op tree's !)
                  else ("✓", S_DONE) if n.op in self.executed else (" ", inner))
-        return [("│", border), left, *((c, inner) for c in _fit(n.label, n.w - 4)), right, ("│", border)]
+        return [(b[3], border), left, *((c, inner) for c in _fit(n.label, n.w - 4)), right, (b[3], border)]
+
+    def inplace_ops(self) -> frozenset[int]:
+        """The shown net's in-place ops (a double-line border), found once per net."""
+        net = self._args[1] if self._args else None
+        if net is None:
+            return frozenset()
+        if self._inplace is None or self._inplace[0] is not net:
+            self._inplace = (net, in_place_ops(net))
+        return self._inplace[1]
+
+    def flagged_ops(self) -> dict[int, Any]:
+        """The main net's ops the lint flags (``⚑`` on their box): none in a subnet, none until the
+        screen's lint worker is done (:meth:`netviz.session.Session.lint_ready` never blocks)."""
+        session = self._args[0] if self._args else None
+        return session.lint_ready() if session is not None and not self.path else {}
+
+    def legend(self) -> Text:
+        """:func:`marks_legend` of the shown net: the marks its boxes can carry."""
+        return marks_legend(bool(self.inplace_ops()), bool(self.flagged_ops()))
 
     def _skipped(self, op: int) -> bool:
         """The op's last run was a skip (K: outputs given, kernel not run): marked ↷, never ✓."""

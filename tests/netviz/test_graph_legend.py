@@ -61,3 +61,35 @@ def test_canvas_ladder_puts_gradient_ops_on_their_forward_ops_rows() -> None:
     assert "▲" in drawn
     before, _ = rows(False)
     assert not all(before[f][0] == before[g][0] for f, g in pairs)
+
+
+@asynctest
+async def test_canvas_marks_in_place_ops_and_caffe2_fixes(zoo) -> None:
+    """ResNet-50 at 160x48: its in-place Relus get a double-line border (the exports' double outline), the
+    SpatialBN ops the lint flags a ⚑ on theirs, and the breadcrumb's legend names both marks."""
+    from netviz.widgets.graph_canvas import in_place_ops
+
+    app = NetvizApp(Session.open(zoo / "resnet50" / "predict_net.pbtxt"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        m, s = app.main, app.session
+        await wait_for(pilot, lambda: m.canvas.scene is not None and bool(s.lint_ready()) and "⚑" in crumb(app),
+                       "the layout and the lint", timeout=60)
+        await pilot.pause()
+        c = m.canvas
+        r, sx, sy = c.scrollable_content_region, int(c.scroll_x), int(c.scroll_y)
+        seen = [n for n in c.scene.nodes if n.kind == "op" and n.h >= 3 and sx <= n.x and n.x + n.w <= sx + r.width
+                and sy <= n.y and n.y + n.h <= sy + r.height]
+        net = s.view(()).net
+        lines = [c.render_line(y).text for y in range(r.height)]
+
+        def top(n) -> str:
+            return lines[n.y - sy][n.x - sx:n.x - sx + n.w]
+
+        relus = [n for n in seen if net.op[n.op].type == "Relu"]
+        bns = [n for n in seen if net.op[n.op].type == "SpatialBN"]
+        assert relus and bns and all(n.op in in_place_ops(net) for n in relus)
+        assert all(top(n).startswith("╔") and "⚑" not in top(n) for n in relus), [top(n) for n in relus]
+        assert all(n.op in s.lint_ready() and top(n).startswith("╭") and top(n)[-2] == "⚑" for n in bns), \
+            [top(n) for n in bns]
+        assert "in-place" in crumb(app) and "⚑ Caffe2 fix" in crumb(app)
