@@ -548,7 +548,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         return session.lint_ready() if session is not None and not self.path else {}
 
     def legend(self) -> Text:
-        """:func:`marks_legend` of the shown net: the marks its boxes can carry."""
+        """:func:`marks_legend` of the shown net: the marks its boxes carry.  None at a zoom of one-line
+        boxes (overview, map), which have no border to mark: the breadcrumb keeps its room there."""
+        if self.key is None or ZOOMS[self.key[3]][2] < 3:
+            return Text("", "dim")
         return marks_legend(bool(self.inplace_ops()), bool(self.flagged_ops()))
 
     def _skipped(self, op: int) -> bool:
