@@ -138,7 +138,7 @@ async def test_shapes_become_the_values_and_marks_keep_borders(zoo):
         assert any(ran in line and STATIC_MARK + ran not in line for line in lines), ran
         text = "\n".join(lines)
         assert "│ Conv #0✓│" in text  # the ran mark inside the border, both borders whole
-        assert "│▶Relu #2 │" in text  # the pc likewise
+        assert "║▶Relu #2 ║" in text  # the pc likewise (an in-place op: double-line borders)
 
 
 @asynctest
