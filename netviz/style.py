@@ -160,7 +160,8 @@ LEGEND = (("forward op", GREEN, WHITE, ""), ("gradient op", RED, WHITE, "runs up
 
 def legend_text() -> "Text":
     """:data:`LEGEND`'s colours for the canvas's breadcrumb: ``■ forward op ■ gradient op …``, each square in
-    its fill.  The canvas's boxes are fills only: in-place and ``⚑`` are marked in the op list there."""
+    its fill.  In-place ops (a double-line border) and ``⚑`` (on the top border) are marked on the canvas's bordered
+    boxes (detail and ops zoom); the canvas adds their legend entries itself when the net has them."""
     from rich.text import Text
     text = Text("", "dim")
     for name, fill, _, _ in LEGEND:
