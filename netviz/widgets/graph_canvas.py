@@ -525,16 +525,12 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         if r == 2:  # a control-flow op's second line: what its run did
             return [(b[3], border), (" ", inner), *((c, inner) for c in _fit(self.control_note(n), n.w - 4)),
                     (" ", inner), (b[3], border)]
-        # NOTE: marks take the padding cells inside the borders (a detail box is its label + 4 wide); an ops-zoom
-        # box has none (label + 2): there a mark takes the border's cell
-        padded = n.w - len(n.label) >= 4
-        pad = (b[3], border) if not padded else (" ", inner)
-        left = ("▶", S_PC) if n.op == self.pc_op else pad
+        # NOTE: marks take the padding cells inside the borders (a box is its label + 4 wide), never a border
+        left = ("▶", S_PC) if n.op == self.pc_op else (" ", inner)
         right = (("●", S_BP) if n.op in self.breakpoints else ("↷", S_SKIP) if self._skipped(n.op)
                  else ("!", S_NAN) if n.op in self.nan_ops  # NOTE: wrote NaN/Inf: never ✓ (as the op tree's !)
-                 else ("✓", S_DONE) if n.op in self.executed else pad)
-        label = [(c, inner) for c in _fit(n.label, n.w - (4 if padded else 2))]
-        return [(b[3], border), left, *label, right, (b[3], border)] if padded else [left, *label, right]
+                 else ("✓", S_DONE) if n.op in self.executed else (" ", inner))
+        return [(b[3], border), left, *((c, inner) for c in _fit(n.label, n.w - 4)), right, (b[3], border)]
 
     def inplace_ops(self) -> frozenset[int]:
         """The shown net's in-place ops (a double-line border), found once per net."""
