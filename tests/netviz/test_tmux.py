@@ -30,7 +30,9 @@ def test_open_step_backward_quit(zoo, tmp_path):
         tmux("send-keys", "-t", session, "g")
         wait_screen(tmux, session, "loss blob to differentiate")
         tmux("send-keys", "-t", session, "gpu_0/softmax", "Enter")
-        wait_screen(tmux, session, "·  backward")  # the breadcrumb of the backward view
+        # NOTE: the backward view's breadcrumb carries the ladder's legend (■ grad …), which the narrower
+        # notes (·  backward) give way to at 160x48; the status line's flags say "backward" too
+        wait_screen(tmux, session, "■ grad")
         tmux("send-keys", "-t", session, "/")
         wait_screen(tmux, session, "search ops (type, cat:conv, name) and blobs")
         tmux("send-keys", "-t", session, "FCGradient", "Enter")
