@@ -165,7 +165,7 @@ def legend_text() -> "Text":
     from rich.text import Text
     text = Text("", "dim")
     for name, fill, _, _ in LEGEND:
-        if fill != WHITE:  # NOTE: short names: the breadcrumb keeps its "· backward" note beside them at 160 columns
+        if fill != WHITE:  # NOTE: short names: the legend shows whole at 80 columns (the breadcrumb's notes give way first)
             text.append("■", fill)
             text.append(f" {_SHORT[name]} ", "dim")
     return text
