@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import ModelError, NetvizError
-from engine.model.modelio import Model, load_model
+from engine.model.modelio import Model, byte_size, load_model
 from engine.model.opdef import args_of, subnets_of
 from engine.model.optypes import CONTROL_FLOW, RECURRENT
 from engine.model.ssa import get_ssa
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 NetPath = tuple[tuple[int, str], ...]
-#: init net files up to this size are hashed for a drawing's cache key on the UI thread (~5 ms)
+#: init nets up to this many bytes in memory are hashed for a drawing's cache key on the UI thread
+#: (~5 ms); a trained init opened lazily holds references, not values: a few kB whatever its file's size
 QUICK_INIT_BYTES = 4 << 20
 LOSS_HINT = re.compile(r"loss|cost|objective", re.I)
 
@@ -483,18 +484,17 @@ class Session:
     def shapes_key(self, block: bool = True) -> str | None:
         """What static shape inference reads besides the shown net (value_info, the fed inputs'
         shapes, the init net) as a :mod:`netviz.cache` key, so a drawing with inferred shapes is
-        cached too; None for a plan (its steps' nets are not keyed).  Made once (hashes the init net:
-        ~0.15 s for 40 MB of weights); `block` False: None instead of hashing an init net file over
-        :data:`QUICK_INIT_BYTES` (or one made in memory) the first time, for the UI thread."""
+        cached too; None for a plan (its steps' nets are not keyed).  Made once (hashes the init net
+        as it is in memory: ~0.15 s for 40 MB of values held by protobuf); `block` False: None instead
+        of hashing an init net over :data:`QUICK_INIT_BYTES` the first time, for the UI thread.  A trained
+        init opened lazily (issue #41) holds references to its file's values, so its digest is cheap and
+        the first frame of a 128 MB init reads its drawing from the cache as the fill-op init's does
+        (the file's size is no measure: the layout worker's thread hop cost that frame ~12 ms)."""
         if self.plan_def is not None:
             return None
-        if self._shapes_key is None and not block and self.model.init.op:
-            path = self.model.init_path
-            try:
-                if path is None or path.stat().st_size > QUICK_INIT_BYTES:
-                    return None
-            except OSError:
-                return None
+        if self._shapes_key is None and not block and self.model.init.op \
+                and byte_size(self.model.init) > QUICK_INIT_BYTES:
+            return None
         if self._shapes_key is None:
             from netviz import cache
 

@@ -99,7 +99,7 @@ def _parse_text(text: str, path: str) -> caffe2_pb2.NetDef:
     return net
 
 
-def _byte_size(net: caffe2_pb2.NetDef) -> int:
+def byte_size(net: caffe2_pb2.NetDef) -> int:
     """The net's encoded size; a net missing a proto2 required field (e.g. in a QTensorProto
     argument) makes upb's ByteSize raise, and is measured by a partial serialization instead."""
     try:
@@ -126,10 +126,10 @@ def _parse_binary(data: bytes, path: str) -> caffe2_pb2.NetDef:
         where = _unknown_field_path(net)
         net.DiscardUnknownFields()
     else:
-        size = _byte_size(net)
+        size = byte_size(net)
         net.DiscardUnknownFields()
         where = None
-        if _byte_size(net) != size:
+        if byte_size(net) != size:
             bad = caffe2_pb2.NetDef()
             bad.ParseFromString(data)
             where = _unknown_field_path(bad)

@@ -91,3 +91,35 @@ def test_opening_a_trained_model_imports_no_numpy(tmp_path: Path) -> None:
             "assert len(s.model.init.op) == 4\nprint('numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split()[-1] == "False", out.stdout + out.stderr
+
+
+@asynctest
+async def test_a_trained_models_drawing_is_read_from_the_cache_on_the_ui_thread(tmp_path: Path, monkeypatch) -> None:
+    """A lazily opened init holds references, not values: hashing it for the drawing's cache key is cheap
+    whatever its file's size, so the first frame reads a drawing seen before on the UI thread, as the
+    fill-op init's does (it went through the layout worker: ~12 ms of ResNet-50's first frame, issue #41)."""
+    import netviz.session as session_module  # noqa: PLC0415
+    import netviz.widgets.graph_canvas as canvas_module  # noqa: PLC0415
+
+    monkeypatch.setenv("NETVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NETVIZ_NO_CACHE", raising=False)
+    monkeypatch.setattr(session_module, "QUICK_INIT_BYTES", 1 << 20)
+    predict, init, _ = _trained(tmp_path)
+    assert init.stat().st_size > session_module.QUICK_INIT_BYTES
+    session = Session.open(predict, init=init, inputs=["X=4,8", "label=4:int32"])
+    key = session.shapes_key(block=False)
+    assert key is not None and key == session.shapes_key()
+
+    async def first_drawing() -> list[tuple[str, int, int]]:
+        app = NetvizApp(Session.open(predict, init=init, inputs=["X=4,8", "label=4:int32"]))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for(pilot, lambda: app.main.is_mounted and app.main.canvas.scene is not None, "the drawing")
+            return sorted((n.label, n.x, n.y) for n in app.main.canvas.scene.nodes)
+
+    drawn = await first_drawing()
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("laid out in the worker: the cache should have answered on the UI thread")
+
+    monkeypatch.setattr(canvas_module.GraphCanvas, "_layout", refuse)
+    assert await first_drawing() == drawn and len(drawn) >= 4
