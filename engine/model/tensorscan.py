@@ -26,8 +26,7 @@ kind       wire form                               value
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from engine.errors import ModelError
 
@@ -74,14 +73,16 @@ def fields(buf, start: int, end: int):
     """Yield ``(field number, wire type, field start, data start, data end)`` of a message's bytes."""
     pos = start
     while pos < end:
-        key, data = _varint(buf, pos, end)
+        key = buf[pos]  # NOTE: one-byte keys and lengths read inline: the TUI's first frame walks ~2k fields
+        key, data = (key, pos + 1) if key < 0x80 else _varint(buf, pos, end)
         field, wire = key >> 3, key & 7
         if wire == 0:
             stop = _varint(buf, data, end)[1]
         elif wire == 1 or wire == 5:
             stop = data + (8 if wire == 1 else 4)
         elif wire == 2:
-            n, data = _varint(buf, data, end)
+            n = buf[data] if data < end else 0x80
+            n, data = (n, data + 1) if n < 0x80 else _varint(buf, data, end)
             stop = data + n
         else:
             raise _Corrupt(f"wire type {wire} (groups are not used by caffe2.proto)")
@@ -137,9 +138,11 @@ def decode_varints(raw: np.ndarray, interleaved: bool = False) -> np.ndarray:
     return (values[1::2] if interleaved else values).view(np.int64)
 
 
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """Where one run of values lies: the whole fields ``[start, end)``, their `kind` (module table)."""
+class Piece(NamedTuple):
+    """Where one run of values lies: the whole fields ``[start, end)``, their `kind` (module table).
+
+    A NamedTuple, not a dataclass: the module is imported on the TUI's first frame, and a frozen
+    slotted dataclass costs ~0.5 ms to make at import."""
 
     kind: str
     start: int
@@ -188,8 +191,7 @@ def _int_run_end(buf, pos: int, end: int) -> int:
     return pos + int(ends[2 * n - 1]) + 1
 
 
-@dataclass(frozen=True, slots=True)
-class _Cut:
+class _Cut(NamedTuple):
     """One op's values to cut: op index, arg index, the arg's field range and its pieces."""
 
     op: int
@@ -271,6 +273,8 @@ def _cuts_of(buf, i: int, op_type: str, out: str, args, path: str, min_bytes: in
     field = VALUE_FIELDS[op_type][0]
     cuts = []
     for k, (fstart, data, stop) in enumerate(args):
+        if _named_other(buf, data, stop):
+            continue
         try:
             name, pieces = _arg_pieces(buf, data, stop, field, quick)
         except _Corrupt as e:
@@ -278,6 +282,19 @@ def _cuts_of(buf, i: int, op_type: str, out: str, args, path: str, min_bytes: in
         if name == "values" and pieces and sum(p.end - p.start for p in pieces) >= min_bytes:
             cuts.append(_Cut(i, k, field, (fstart, data, stop), tuple(pieces)))
     return cuts
+
+
+_NAME_KEY, _VALUES = 0x0A, b"values"
+
+
+def _named_other(buf, data: int, stop: int) -> bool:
+    """Whether an Argument's bytes start with a `name` other than "values" (what every writer puts
+    first): such an argument (`shape`, `dtype`) is not walked field by field; one named later or
+    named twice is walked (an argument not cut is parsed by protobuf: right, only slower)."""
+    if data + 1 >= stop or buf[data] != _NAME_KEY or buf[data + 1] >= 0x80:
+        return False
+    n = buf[data + 1]
+    return data + 2 + n <= stop and buf[data + 2:data + 2 + n] != _VALUES
 
 
 def encode_varint(n: int) -> bytes:
