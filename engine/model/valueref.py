@@ -195,7 +195,14 @@ def load_binary_net(path: str | Path, min_bytes: int = ts.MIN_CUT_BYTES, parse=N
             buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as e:
         raise ModelError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-    net, counted = parse_scanned(buf, path, parse, min_bytes, quick)
+    random = quick and hasattr(mmap, "MADV_RANDOM")
+    if random:  # NOTE: no read-ahead while the scan hops from op header to op header (a cold 128 MB init:
+        buf.madvise(mmap.MADV_RANDOM)  # 80-140 -> 20-40 ms); the values are read in order after it
+    try:
+        net, counted = parse_scanned(buf, path, parse, min_bytes, quick)
+    finally:
+        if random:
+            buf.madvise(mmap.MADV_NORMAL)
     if counted:
         _maps[(path, st.st_size, st.st_mtime_ns)] = buf
     for c, count in counted:
