@@ -143,13 +143,17 @@ class Debugger(Machine):
 
     # ---- moves ------------------------------------------------------------------------
     def _run(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], bool] | None = None,
-             *, max_units: int | None = None, on_nan: bool = False) -> Stopped:
+             *, max_units: int | None = None, on_nan: bool = False, whole: bool = True) -> Stopped:
         """Advance until `stop_after(event, depth)` says so, a breakpoint or watchpoint hits,
         the program ends, an op fails, (with `on_nan`) an op writes NaN/Inf, or :meth:`cancel`
         is called.  A cancel that came before the move started (a UI's Escape racing the
-        start of the worker) is honoured: :meth:`cancel` sets a flag that only a finished move clears."""
+        start of the worker) is honoured: :meth:`cancel` sets a flag that only a finished move clears.
+
+        `whole`: ``u`` right after this move, inside a control op it began in, goes back to where it began
+        (``n``, ``s``, ``f``: the step is undone); False, or a move a breakpoint, watchpoint, condition,
+        NaN, error or cancel stopped: ``u`` goes back one op, as it does in the main net and as a replay does."""
         starts = self._move_starts  # NOTE: what u reverses (Machine._replay_units); the last few are ever read
-        starts.append((self._pushed, self.pc.path))
+        starts.append((self._pushed, self.pc.path, whole))
         if len(starts) > 512:
             del starts[:-256]
         try:
@@ -158,6 +162,8 @@ class Debugger(Machine):
             # (the stop is told to listeners outside them, as before)
             with executor.random_source(self._rng), blocking.single_threaded():
                 why = self._run_loop(stop_after, stop_before, max_units, on_nan)
+            if whole and why[0] != "step":
+                starts[-1] = (*starts[-1][:2], False)
             return self._stop(*why)
         finally:
             self._cancel.clear()
@@ -230,7 +236,7 @@ class Debugger(Machine):
 
     def continue_(self) -> Stopped:
         """Run to a breakpoint, a watchpoint, an error or the end."""
-        return self._run(lambda ev, d: False)
+        return self._run(lambda ev, d: False, whole=False)
 
     def run_to(self, path: OpPath) -> Stopped:
         """Run until the pc reaches `path` (before running that op).  At `path` already: an op of a
@@ -242,12 +248,12 @@ class Debugger(Machine):
             raise DebuggerError(f"run to {place(self._program(), target)}: it ran already in this run "
                                 "(the pc is past it); restart to get there again")
         # NOTE: a subnet op its loop will not reach again: stop once the loop is passed, not at the program's end
-        return self._run(lambda ev, d: False, lambda: self.pc.path == target or self.behind(target))
+        return self._run(lambda ev, d: False, lambda: self.pc.path == target or self.behind(target), whole=False)
 
     def run_to_nan(self) -> Stopped:
         """Run until an op (forward, backward, inside subnets and timesteps) writes NaN or Inf;
         stops right after it (reason ``nan``), or at a breakpoint, an error, the end."""
-        return self._run(lambda ev, d: False, on_nan=True)
+        return self._run(lambda ev, d: False, on_nan=True, whole=False)
 
     def behind(self, path: OpPath) -> bool:
         """`path` will not be reached again in this run: a main-net op (or one inside a main-net

@@ -172,7 +172,8 @@ class Machine:
         self._linked: dict[str, tuple[OpPath, int, int]] = {}
         self.error: str | None = None
         self._undo: list[_Undo] = []
-        self._move_starts: list[tuple[int, OpPath]] = []  # (units pushed then, pc path) at each move's start
+        # (units pushed then, pc path, whole: Debugger._run) at each move's start
+        self._move_starts: list[tuple[int, OpPath, bool]] = []
         self._pushed = 0
         self._undo_bytes = 0
         self.undo_truncated = False
@@ -625,13 +626,14 @@ class Machine:
         starts = self._move_starts
         while starts and starts[-1][0] >= undo[-1].serial:  # NOTE: moves undone, or that ran nothing
             starts.pop()
-        if starts and starts[-1][1] == inside:
+        whole = bool(starts) and starts[-1][2]  # NOTE: c, t, or a breakpoint's stop: u goes back one op
+        if whole and starts[-1][1] == inside:
             return 0, 0  # NOTE: the last move stepped over the whole op (n at a While): u goes back over it whole
         e = next((j for j in range(len(undo) - 1, -1, -1)
                   if undo[j].kind == "enter" and undo[j].frame is owner and undo[j].pc == index), None)
         if e is None:
             return 0, 0
-        serial, began = starts[-1] if starts else (0, ())
+        serial, began = starts[-1][:2] if whole else (0, ())
         stop = next((j + 1 for j in range(len(undo) - 1, e - 1, -1) if undo[j].serial == serial), None) \
             if began[:len(inside)] == inside else None
         if stop is None:

@@ -136,6 +136,7 @@ class ReplayDebugger:
         self._entered: set[tuple[tuple[Any, ...], tuple[str, ...]]] = set()  # see _track
         self._out_from: dict[tuple[int, bool], tuple[int, bool]] = {}  # a step out's landing → where it was taken
         self._end = False  # the pc at the end of the subnet run stop ``pos - 1`` ran in (see _move)
+        self._moves: list[tuple[int, bool]] = []  # (stops run at its start, u goes back one op): see _moved
         self._params = {*rec.predict.external_input, *rec.program.external_input}
         self.versions = _Versions(self)
 
@@ -332,11 +333,36 @@ class ReplayDebugger:
                 return self._hit(hit)
         return self._move(target, end=end)
 
+    def _moved(self, move: Any, whole: bool) -> Stopped:
+        """Make `move` and note how it ended, for :meth:`step_back`: live, ``u`` after ``n``, ``s`` or ``f``
+        that ended by its own rule reverses that step (a control op it passed whole is undone whole), while
+        after ``c``, ``t``, or a move a breakpoint stopped, it goes back one op, into the last op run inside a
+        control op (:meth:`engine.debugger.machine.Machine._replay_units` reads the last move not undone)."""
+        start = self.ran()
+        stop = move()
+        self._moves.append((start, not (whole and stop.reason == "step")))
+        del self._moves[:-256]
+        return stop
+
+    def _back_into(self, ran: int) -> bool:
+        """Whether ``u`` from `ran` stops run goes into the last op of a control op run (the last move not
+        undone yet, as live: one that ran nothing or was stepped back over is forgotten)."""
+        moves = self._moves
+        while moves and moves[-1][0] >= ran:
+            moves.pop()
+        return bool(moves) and moves[-1][1]
+
     def step(self) -> Stopped:
+        return self._moved(self._step, True)
+
+    def _step(self) -> Stopped:
         here = self._here()
         return self._run_to(self._next_at(len(here.path))) if here else self._move(self.cursor.pos)
 
     def step_into(self) -> Stopped:
+        return self._moved(self._step_into, True)
+
+    def _step_into(self) -> Stopped:
         here, pos = self._here(), self.cursor.pos
         if here is None:
             return self._move(pos)
@@ -364,12 +390,15 @@ class ReplayDebugger:
                                        and stops[k].frames == above), detail="stepped back")
         if not first:
             raise DebuggerError("nothing to step back over: the replay is at its first op")
-        prev = first - 1
-        while self._start(prev) < prev and (stops[prev].path, stops[prev].frames) in self._entered:
-            prev -= 1  # NOTE: a run the pc went through op by op is stepped back into, as live
+        prev, into = first - 1, self._back_into(first)
+        while self._start(prev) < prev and (into or (stops[prev].path, stops[prev].frames) in self._entered):
+            prev -= 1  # NOTE: a run the pc went through op by op (or a c or t ran) is stepped back into, as live
         return self._move(prev, detail="stepped back")
 
     def step_out(self) -> Stopped:
+        return self._moved(self._step_out, True)
+
+    def _step_out(self) -> Stopped:
         here, stops = self._here(), self.rec.stops
         if here is None or len(here.path) <= 2:
             raise DebuggerError("step out: the pc is in the main net, not in a subnet — nothing to finish")
@@ -397,7 +426,13 @@ class ReplayDebugger:
         return self._move(hit.pos, "breakpoint", bp.describe() + back)
 
     def continue_(self) -> Stopped:
-        hit = self.cursor.continue_(self.ran())  # NOTE: before a control op: its runs too
+        return self._moved(self._continue, False)
+
+    def _continue(self) -> Stopped:
+        ran = self.ran()
+        # NOTE: before a control op its runs are ahead, the first subnet op (stop `ran`) too: a breakpoint
+        # there stops c, as live (scanning from after `ran` passed it, and c ran to the end)
+        hit = self.cursor.continue_(ran - 1 if ran < self.cursor.pos else ran)
         if hit is None:
             return self._move(len(self.rec.stops), "end", "end of recording")
         return self._hit(hit)
@@ -413,7 +448,9 @@ class ReplayDebugger:
         return self._move(pos, "jump", detail)
 
     def run_to(self, path: Any) -> Stopped:
-        target = tuple(path)
+        return self._moved(lambda: self._run_to_path(tuple(path)), False)
+
+    def _run_to_path(self, target: tuple[Any, ...]) -> Stopped:
         first = self.ran()  # NOTE: before a control op, its subnets' ops are still ahead
         q = next((k for k in range(first + (first == self.cursor.pos and not self._end), len(self.rec.stops))
                   if self.rec.stops[k].path == target and (k != self.cursor.pos or self._end)), None)
@@ -422,6 +459,9 @@ class ReplayDebugger:
         return self._run_to(q)  # NOTE: a breakpoint on the way stops it, as live
 
     def run_to_nan(self) -> Stopped:
+        return self._moved(self._run_to_nan, False)
+
+    def _run_to_nan(self) -> Stopped:
         q = next((s.seq for s in self.rec.stops[self.cursor.pos:] if s.has_inf_or_nan), None)
         if q is None:
             return self._move(len(self.rec.stops), "end", "no op wrote NaN/Inf")
@@ -431,6 +471,7 @@ class ReplayDebugger:
     def restart(self) -> Stopped:
         self._entered.clear()
         self._out_from.clear()
+        self._moves.clear()
         return self._move(0, detail="restarted")
 
     def backward(self, loss: Any = None) -> int:

@@ -1,0 +1,146 @@
+"""``u`` after a breakpoint stop inside a nested run (If/While/Do subnet, RNN timestep), found by QA's
+random key walks: the live debugger went back to where the move that hit the breakpoint began (a ``t``
+from timestep 0's op#4 that stopped at timestep 1's op#0 went back 4 ops), a replay of the recording one
+op, to timestep 0's last op.  One op back is right: it is what ``u`` does in the main net, what the replay
+does, and what a fresh run to that op holds.
+
+Seeded random walks of n, s, f, u, c, t over the examples' control-flow nets, a breakpoint on the deepest
+op type; at every breakpoint stop inside a nested run, ``u`` on the live debugger and on a replay of the
+same stop must land on the same pc with the same records and blob versions, and the live state must be a
+fresh run's to the same point (its records and pc: ground truth), values included."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engine.debugger import Debugger
+from engine.debugger.machine import DebuggerError
+from engine.debugger.recorded import Recording
+from engine.debugger.recording import record_run
+from engine.debugger.replayer import ReplayDebugger
+from engine.model.modelio import load_model
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NETS = ("while_net", "if_net", "nested_if_in_while", "do_net", "lstm")
+WALKS, KEYS = 12, 40
+
+
+def _live(name: str) -> Debugger:
+    return Debugger(load_model(EXAMPLES / name / "predict_net.pb"), {}, device="cpu")
+
+
+def _pc(d: Any) -> str:
+    return "end" if d.finished else d.pc.text()
+
+
+def _versions(d: Any) -> dict[str, int]:
+    return {k: d.versions[k] for k in d.versions if d.versions[k]}
+
+
+def _value(d: Debugger, blob: str) -> Any:
+    """`blob`'s value as the pc's frame sees it (None: not visible there)."""
+    try:
+        return d.value(blob)
+    except DebuggerError:
+        return None
+
+
+def _press(d: Any, key: str, target: tuple) -> Any:
+    try:
+        return {"n": d.step, "s": d.step_into, "f": d.step_out, "u": d.step_back, "c": d.continue_,
+                "t": lambda: d.run_to(target)}[key]()
+    except DebuggerError:
+        return None
+
+
+def _fresh(name: str, records: int, pc: str) -> Debugger:
+    """A new debugger run unit by unit from the start until `records` ops ran and its pc reads `pc`."""
+    d = _live(name)
+    while not (len(d.records) == records and _pc(d) == pc):
+        assert len(d.records) <= records and not d.finished, f"{name}: no fresh run reaches {pc} after {records} ops"
+        d._advance()
+    return d
+
+
+def _replay_at(rec: Recording, bp_type: str, records: int) -> ReplayDebugger:
+    """A replay stopped by the same breakpoint after the same ops (c from the start, hit after hit)."""
+    rp = ReplayDebugger(rec)
+    rp.add_breakpoint("type", bp_type)
+    while len(rp.records) < records and rp.continue_().reason == "breakpoint":
+        pass
+    return rp
+
+
+@pytest.mark.parametrize("name", NETS)
+def test_u_after_a_breakpoint_stop_in_a_nested_run_matches_replay_and_a_fresh_run(name: str, tmp_path: Path) -> None:
+    record_run(_live(name), tmp_path / "run.nvrec")
+    rec = Recording.open(tmp_path / "run.nvrec")
+    bp_type = max(rec.stops, key=lambda s: len(s.path)).op_type
+    nested = [s.path for s in rec.stops if len(s.path) > 2]
+    checked = 0
+    for seed in range(WALKS):
+        rng = random.Random(seed)
+        live = _live(name)
+        live.add_breakpoint("type", bp_type)
+        target, keys = rng.choice(nested), ""
+        for _ in range(KEYS):
+            key = rng.choice("nnssfuuuct")
+            keys += key
+            stop = _press(live, key, target)
+            if stop is None or stop.reason != "breakpoint" or len(live.pc.path) <= 2:
+                continue
+            where = f"{name} seed {seed} after {keys}"
+            rp = _replay_at(rec, bp_type, len(live.records))
+            assert (_pc(rp), len(rp.records)) == (_pc(live), len(live.records)), where
+            for d in (live, rp):
+                d.step_back()
+            keys += "u"
+            assert _pc(rp) == _pc(live), where
+            assert [r.path for r in rp.records] == [r.path for r in live.records], where
+            assert _versions(rp) == _versions(live), where
+            truth = _fresh(name, len(live.records), _pc(live))
+            assert _versions(truth) == _versions(live), where
+            for blob, version in _versions(live).items():
+                ours, fresh = _value(live, blob), _value(truth, blob)
+                assert (ours is None) == (fresh is None), f"{where}: {blob}@{version}"
+                if isinstance(ours, np.ndarray):
+                    np.testing.assert_allclose(ours, fresh, rtol=1e-6, err_msg=f"{where}: {blob}@{version}")
+            checked += 1
+    assert checked >= 3, f"{name}: the walks stopped at a breakpoint inside a nested run only {checked} times"
+
+
+def _pair(name: str, tmp: Path) -> tuple[Debugger, ReplayDebugger]:
+    record_run(_live(name), tmp / "run.nvrec")
+    return _live(name), ReplayDebugger(Recording.open(tmp / "run.nvrec"))
+
+
+def test_c_before_a_control_op_stops_at_a_breakpoint_on_its_first_subnet_op(tmp_path: Path) -> None:
+    """The replay's c scanned from after the first subnet op of the If the pc was before: it ran to the end."""
+    live, rp = _pair("if_net", tmp_path)
+    for d in (live, rp):
+        d.add_breakpoint("type", "FC")
+        d.step(), d.step()
+        assert _pc(d) == "main › op#2 If"
+        assert d.continue_().reason == "breakpoint"
+    assert _pc(rp) == _pc(live) == "main › If op#2 then_net › Do op#0 › op#0 FC"
+    assert len(rp.records) == len(live.records)
+
+
+@pytest.mark.parametrize(("name", "last"), [("do_net", "main › Do op#5 › op#4 Copy"),
+                                             ("if_net", "main › If op#6 then_net › Do op#0 › op#4 Copy")])
+def test_u_after_c_to_the_end_goes_into_the_last_control_op_as_live(name: str, last: str, tmp_path: Path) -> None:
+    """u after c goes back one op, into the last op the final control op ran (live replays into it); the
+    replay went back before that op, as after n over it, and the next u's parted further."""
+    live, rp = _pair(name, tmp_path)
+    for d in (live, rp):
+        assert d.continue_().reason == "end"
+        d.step_back()
+    assert _pc(rp) == _pc(live) == last
+    assert _versions(rp) == _versions(live)
+    for d in (live, rp):
+        d.step(), d.step_back()  # after n, u reverses the n: back to the same op
+    assert _pc(rp) == _pc(live) == last
