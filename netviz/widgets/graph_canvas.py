@@ -471,7 +471,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             n = sc.nodes[k]
             if n.x >= sx + width or n.x + n.w <= sx:
                 continue
-            for j, (c, st) in enumerate(self._node_row(n, row - n.y)):
+            cells = self._node_row(n, row - n.y)
+            if n.kind == "op" and (n.x < sx or n.x + n.w > sx + width) and row - n.y == (n.h > 1):
+                cells = _refit_cut(cells, n, sx - n.x, sx + width - n.x)
+            for j, (c, st) in enumerate(cells):
                 cx = n.x + j - sx
                 if 0 <= cx < width:
                     chars[cx], styles[cx] = c, st
@@ -508,7 +511,7 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         if n.op == self.selected_op:
             border, inner = Style(color=looks.AMBER, bold=True), S_SEL
         if n.h == 1:
-            cells = [(c, inner) for c in _fit(n.label, n.w)]
+            cells = [(c, inner) for c in fit_op_label(n.label, n.w)]
             if n.op == self.pc_op:
                 cells[0] = ("▶", S_PC)
             elif n.op in self.breakpoints:
@@ -525,12 +528,16 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         if r == 2:  # a control-flow op's second line: what its run did
             return [(b[3], border), (" ", inner), *((c, inner) for c in _fit(self.control_note(n), n.w - 4)),
                     (" ", inner), (b[3], border)]
-        # NOTE: marks take the padding cells inside the borders (a box is its label + 4 wide), never a border
-        left = ("▶", S_PC) if n.op == self.pc_op else (" ", inner)
+        # NOTE: marks take the padding cells inside the borders (a detail box is its label + 4 wide); an ops-zoom
+        # box has none (label + 2): there a mark takes the border's cell
+        padded = n.w - len(n.label) >= 4
+        pad = (b[3], border) if not padded else (" ", inner)
+        left = ("▶", S_PC) if n.op == self.pc_op else pad
         right = (("●", S_BP) if n.op in self.breakpoints else ("↷", S_SKIP) if self._skipped(n.op)
                  else ("!", S_NAN) if n.op in self.nan_ops  # NOTE: wrote NaN/Inf: never ✓ (as the op tree's !)
-                 else ("✓", S_DONE) if n.op in self.executed else (" ", inner))
-        return [(b[3], border), left, *((c, inner) for c in _fit(n.label, n.w - 4)), right, (b[3], border)]
+                 else ("✓", S_DONE) if n.op in self.executed else pad)
+        label = [(c, inner) for c in fit_op_label(n.label, n.w - (4 if padded else 2))]
+        return [(b[3], border), left, *label, right, (b[3], border)] if padded else [left, *label, right]
 
     def inplace_ops(self) -> frozenset[int]:
         """The shown net's in-place ops (a double-line border), found once per net."""
@@ -573,6 +580,40 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
 
 def _fit(label: str, w: int) -> str:
     return label.center(w)[:w] if len(label) <= w else (label[: w - 1] + "…" if w > 1 else label[:w])
+
+
+def fit_op_label(label: str, w: int) -> str:
+    """An op's label (``SpatialBN #169``) in `w` cells: whole and centred when it fits, else its type
+    shortened with ``…`` and its ``#N`` kept whole (``Spat… #169``, ``…#169``), since a cut number names
+    another op; with no room for the whole number, only ``…``."""
+    if len(label) <= w:
+        return label.center(w)
+    kind, sep, num = label.rpartition(" #")
+    if not sep:
+        return _fit(label, w)
+    num = "#" + num
+    room = w - len(num) - 1  # NOTE: the type's cells before " #N"
+    if room >= 2:
+        return f"{kind[:room - 1]}… {num}"
+    if w > len(num):
+        return f"…{num}".center(w)
+    return num if w == len(num) else "…".center(w)[:w]
+
+
+def _refit_cut(cells: list[tuple[str, Style]], n: SceneNode, a: int, b: int) -> list[tuple[str, Style]]:
+    """An op box's label row when the pane's edge cuts the box: only its cells `a`..`b` (box columns) are in
+    view, so the label is fitted into the part of its span in view (:func:`fit_op_label`) rather than cut
+    off at the edge (``SpatialBN #16`` for #169).  Marks and the border on the side in view stay."""
+    if n.h == 1:
+        lo, hi = (1 if cells and cells[0][0] != fit_op_label(n.label, n.w)[0] else 0), n.w
+    else:
+        pad = 2 if n.w - len(n.label) >= 4 else 1
+        lo, hi = pad, n.w - pad
+    lo, hi = max(lo, a), min(hi, b)
+    if hi <= lo:
+        return cells
+    style = cells[lo][1]
+    return [*cells[:lo], *((c, style) for c in fit_op_label(n.label, hi - lo)), *cells[hi:]]
 
 
 def _runs(chars: list[str], styles: list[Style]) -> list[Segment]:

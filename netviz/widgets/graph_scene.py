@@ -140,6 +140,8 @@ class Scene:
     extents: dict[str, tuple[int, int]] = field(default_factory=dict)  # estimate_extents of the view
     columns: int = 1               # bands of a wrapped drawing (wrap_scene)
     band: int = 0                  # their length along the flow (0: not wrapped)
+    #: each band's first cell across the flow (wrap_scene): TB bands are as wide as what they draw
+    offsets: tuple[int, ...] = ()
     _row_text: dict[int, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -325,8 +327,10 @@ def view_graph(net, ssa_list, n_forward: int, ssa: bool, zoom: int, shapes: Mapp
         label = f"{op.type} #{i}" if zoom < 3 else f"{_clip_right(op.type, 10)} #{i}"
         style = (("optimizer" if roles[i] == "optimizer" else "backward") if bwd
                  else "control" if op.type in CONTROL_FLOW else category(op.type))
-        meta[oid] = {"w": len(label) + (4 if op_h == 3 else 2 if zoom > 2 else 0), "h": op_h, "kind": "op", "label": label, "op": i,
-                     "style": style}
+        # NOTE: only the detail zoom pads a label inside its borders (room for the pc and a run's mark); at ops
+        # the marks take a border cell, as overview's take a label cell: three folded bands fit 160x48's pane
+        meta[oid] = {"w": len(label) + (4 if zoom == 0 else 2 if op_h == 3 or zoom > 2 else 0), "h": op_h,
+                     "kind": "op", "label": label, "op": i, "style": style}
         if op.type in CONTROL_FLOW and op_h == 3:  # NOTE: a line for what its run did (the canvas fills it)
             meta[oid].update(h=4, sub=CONTROL_NOTE, w=max(len(label), CONTROL_ROOM) + 4)
         if blobs:
@@ -605,9 +609,12 @@ def wrap_scene(sc: Scene, band: int) -> Scene:
     spans = list(zip(cuts, cuts[1:]))
     new_depth = max(b - a for a, b in spans)
     gap = WRAP_GAP[sc.direction]
-    lows, size = _band_extents(sc, spans)
+    # NOTE: LR bands are rows one under another: one size keeps their columns lined up
+    lows, sizes = _band_extents(sc, spans, same=lr)
+    offsets = [0, *accumulate(k + gap for k in sizes[:-1])]
+    size = sizes[0]
     step = size + gap
-    new_breadth = step * len(starts) - gap
+    new_breadth = offsets[-1] + sizes[-1]
     grid, back = bytearray(), bytearray()
     if lr:  # NOTE: band j's rows are the scene's rows lo..lo + size, columns a..b of each, one band under another
         for j, (a, b) in enumerate(spans):
@@ -619,11 +626,11 @@ def wrap_scene(sc: Scene, band: int) -> Scene:
                 grid += sc.grid[y * width + a:y * width + b] + pad
                 back += sc.back[y * width + a:y * width + b] + pad
     else:  # NOTE: row r is row a + r of each band a..b (its columns lo..lo + size), side by side
-        blank, sep = bytes(size), bytes(gap)
+        sep = bytes(gap)
         for r in range(new_depth):
-            rows = [((a + r) * width + lo) if a + r < b else None for (a, b), lo in zip(spans, lows)]
-            grid += sep.join(blank if y is None else sc.grid[y:y + size] for y in rows)
-            back += sep.join(blank if y is None else sc.back[y:y + size] for y in rows)
+            rows = [((a + r) * width + lo, k) if a + r < b else (None, k) for (a, b), lo, k in zip(spans, lows, sizes)]
+            grid += sep.join(bytes(k) if y is None else sc.grid[y:y + k] for y, k in rows)
+            back += sep.join(bytes(k) if y is None else sc.back[y:y + k] for y, k in rows)
 
     def band_of(along: int) -> int:
         return bisect_right(starts, along) - 1
@@ -632,7 +639,7 @@ def wrap_scene(sc: Scene, band: int) -> Scene:
     for n in sc.nodes:
         j = band_of(n.x if lr else n.y)
         nodes.append(n.moved(n.x - cuts[j], n.y - lows[j] + j * step) if lr
-                     else n.moved(n.x - lows[j] + j * step, n.y - cuts[j]))
+                     else n.moved(n.x - lows[j] + offsets[j], n.y - cuts[j]))
     edges = []
     for e in sc.edges:
         cells = array("q")
@@ -643,19 +650,20 @@ def wrap_scene(sc: Scene, band: int) -> Scene:
                 cells.append((y - lows[j] + j * step) * new_depth + x - starts[j])
             else:
                 j = band_of(y)
-                cells.append((y - starts[j]) * new_breadth + x - lows[j] + j * step)
+                cells.append((y - starts[j]) * new_breadth + x - lows[j] + offsets[j])
         edges.append(SceneEdge(e.tail, e.head, cells))
     new_width, new_height = (new_depth, new_breadth) if lr else (new_breadth, new_depth)
     return Scene(new_width, new_height, nodes, grid, back, edges, sc.prefix, window=sc.window,
-                 direction=sc.direction, extents=sc.extents, columns=len(starts), band=band).index()
+                 direction=sc.direction, extents=sc.extents, columns=len(starts), band=band,
+                 offsets=tuple(offsets)).index()
 
 
-def _band_extents(sc: Scene, spans: list[tuple[int, int]]) -> tuple[list[int], int]:
-    """(each band's first cell across its flow, the cells across every band): a band is cut to what it
-    draws (its boxes and edges) plus a blank cell each side, not the whole drawing's breadth.  One
-    size for all bands keeps them a fixed step apart (:func:`fold_scroll`), so this gains only where
-    every band is narrower than the drawing: a few cells in most views, 7 in ResNet-50's backward
-    ladder (66 cells a band, not 73)."""
+def _band_extents(sc: Scene, spans: list[tuple[int, int]], same: bool = False) -> tuple[list[int], list[int]]:
+    """(each band's first cell across its flow, each band's cells across): a band is cut to what it
+    draws (its boxes and edges) plus a blank cell each side, not the whole drawing's breadth.  Each
+    band keeps its own width: one wide band (ResNet-50's downsampling shortcut beside its chain)
+    no longer widens every other (at 160x48, ops zoom: 34 cells, then 22 and 22, not 3 × 34).  `same`:
+    every band as wide as the widest."""
     lr = sc.direction == "LR"
     breadth = sc.height if lr else sc.width
     lo = [breadth] * len(spans)
@@ -671,9 +679,11 @@ def _band_extents(sc: Scene, spans: list[tuple[int, int]]) -> tuple[list[int], i
             along, a = (x, y) if lr else (y, x)
             j = bisect_right(starts, along) - 1
             lo[j], hi[j] = min(lo[j], a), max(hi[j], a + 1)
-    size = min(breadth, max((h - l + 2 for l, h in zip(lo, hi) if h > l), default=breadth))
-    lows = [max(0, min(l - 1, breadth - size)) if h > l else 0 for l, h in zip(lo, hi)]
-    return lows, size
+    sizes = [min(breadth, h - l + 2) if h > l else 1 for l, h in zip(lo, hi)]
+    if same:
+        sizes = [max(sizes)] * len(sizes)
+    lows = [max(0, min(l - 1, breadth - k)) if h > l else 0 for l, h, k in zip(lo, hi, sizes)]
+    return lows, sizes
 
 
 def fold_scroll(sc: Scene, n: SceneNode, pane_w: int, pane_h: int, now: tuple[int, int],
@@ -692,14 +702,14 @@ def fold_scroll(sc: Scene, n: SceneNode, pane_w: int, pane_h: int, now: tuple[in
     lr = sc.direction == "LR"
     gap = WRAP_GAP[sc.direction]
     across, pane_across = (sc.height, pane_h) if lr else (sc.width, pane_w)
-    step = (across + gap) // sc.columns
-    size = step - gap
-    if size > pane_across:
-        return None
+    offsets = sc.offsets or tuple(k * ((across + gap) // sc.columns) for k in range(sc.columns))
     pos, length = (n.y, n.h) if lr else (n.x, n.w)
     along, along_len, pane_along = (n.x, n.w, pane_w) if lr else (n.y, n.h, pane_h)
-    j = pos // step
-    start = j * step
+    j = bisect_right(offsets, pos) - 1
+    start = offsets[j]
+    size = (offsets[j + 1] - gap if j + 1 < len(offsets) else across) - start
+    if size > pane_across:
+        return None
     sx, sy = now
     cur, cur_along = (sy, sx) if lr else (sx, sy)
     in_across = cur <= pos and pos + length <= cur + pane_across

@@ -291,17 +291,17 @@ async def test_stepping_moves_the_view_forwards_only(zoo):
     """30 steps through ResNet-50: the pc is on screen after every step; the view moves at most
     twice per band the pc enters (its band at the far side, then the near side), and back only to a
     box drawn before the view (a projection shortcut, #12, sits beside #4)."""
-    from netviz.widgets.graph_scene import WRAP_GAP
+    from bisect import bisect_right
 
     async with shown(zoo / "resnet50" / "predict_net.pbtxt", (160, 48)) as (app, pilot):
         canvas = app.main.canvas
         sc = canvas.scene
-        step = (sc.width + WRAP_GAP[sc.direction]) // sc.columns
+        assert len(sc.offsets) == sc.columns > 1  # NOTE: bands of their own widths, each starting at its offset
         before, moves, bands = int(canvas.scroll_x), 0, set()
         for k in range(1, 31):
             await steps(pilot, app, 1)
             box = sc.nodes[sc.by_op[k]]
-            bands.add(box.x // step)
+            bands.add(bisect_right(sc.offsets, box.x) - 1)
             assert canvas.pc_op == k and k in ops_seen(app), (k, ops_seen(app))
             now = int(canvas.scroll_x)
             if now < before:
@@ -309,3 +309,16 @@ async def test_stepping_moves_the_view_forwards_only(zoo):
             moves += now != before
             before = now
         assert 0 < moves <= 2 * len(bands), (moves, bands)
+
+
+@asynctest
+async def test_ops_zoom_marks_take_a_border_cell(zoo):
+    """Ops-zoom boxes have no padding inside their borders (three ResNet-50 bands fit 160x48): the pc's ▶
+    and a run's ✓ take the border's cell there, and the label stays whole."""
+    async with shown(zoo / "resnet50" / "predict_net.pbtxt", (160, 48)) as (app, pilot):
+        app.main.zoom = 1
+        await wait_for(pilot, lambda: app.main.canvas.key[3] == 1 and app.main.canvas.scene is not None, "ops zoom")
+        await steps(pilot, app, 2)
+        await settle(pilot, app)
+        text = "\n".join(canvas_lines(app))
+        assert "▶Relu #2║" in text and "│Conv #0✓" in text, text

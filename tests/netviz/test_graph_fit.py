@@ -147,3 +147,20 @@ def test_deep_net_fits_pane(snap_compare, zoo, size):
 def test_wide_net_fits_pane(snap_compare, tmp_path, size):
     app = NetvizApp(Session.open(save_net(wide(), tmp_path / "wide.pbtxt")))
     assert snap_compare(app, terminal_size=size, run_before=_laid_out)
+
+
+def test_folded_bands_keep_their_own_widths(zoo):
+    """ResNet-50's first band holds the downsampling shortcut beside its chain; the bands after it are
+    cut to what they draw, not to that widest band (three bands fit 160x48's 78-cell pane at ops)."""
+    from netviz.widgets.graph_scene import WRAP_GAP, build_scene, wrap_scene
+
+    s = Session.open(zoo / "resnet50" / "predict_net.pbtxt")
+    v = s.view(())
+    sc = wrap_scene(build_scene(v.net, v.ssa, v.n_forward, False, 1, params=s.param_names(), direction="TB",
+                                ops=range(0, 60)), 42)
+    widths = [b - a - WRAP_GAP["TB"] for a, b in zip(sc.offsets, sc.offsets[1:])]
+    assert len(set(widths)) > 1 and sc.offsets[2] + widths[2] <= 78, (sc.offsets, widths)
+    for n in sc.nodes:  # every box lies within its own band
+        j = max(k for k, o in enumerate(sc.offsets) if o <= n.x)
+        end = sc.offsets[j + 1] - WRAP_GAP["TB"] if j + 1 < len(sc.offsets) else sc.width
+        assert n.x + n.w <= end, (n.label, n.x, sc.offsets)
