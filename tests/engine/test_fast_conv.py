@@ -14,18 +14,42 @@ from hypothesis import strategies as st
 
 import engine.runtime.ops  # noqa: F401  (fills the kernel table)
 from engine.runtime import blas
+from engine.runtime import parallel
 from engine.runtime.ops import conv as conv_ops
+from engine.runtime.ops import conv_strided
 from engine.runtime.workspace import eval_op
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason="NumPy's BLAS is not an OpenBLAS with cblas_sgemm")
 
+#: (module, kernel) of every fast path a spy counts
+FAST_KERNELS = ((conv_ops, "conv_implicit"), (conv_ops, "conv_implicit_dw"), (conv_ops, "gemm_1x1_gradient"),
+                (conv_strided, "conv_strided"), (conv_strided, "conv_strided_gradient"))
 
-def _spy(monkeypatch) -> list[tuple]:
-    """The list every call of the implicit-GEMM kernels appends its input's shape to."""
-    calls: list[tuple] = []
-    for name in ("conv_implicit", "conv_implicit_dw"):
-        real = getattr(conv_ops, name)
-        monkeypatch.setattr(conv_ops, name, lambda x, *a, real=real, **kw: calls.append(x.shape) or real(x, *a, **kw))
+
+class Calls(list):
+    """Input shapes of every fast-kernel call, and per kernel name in `.by`."""
+
+    def __init__(self):
+        super().__init__()
+        self.by: dict[str, list[tuple]] = {}
+
+    def clear(self):
+        super().clear()
+        self.by.clear()
+
+
+def _spy(monkeypatch) -> Calls:
+    """The list every call of the fast kernels appends its input's shape to."""
+    calls = Calls()
+
+    def wrap(name, real):
+        def spied(x, *a, **kw):
+            calls.append(x.shape)
+            calls.by.setdefault(name, []).append(x.shape)
+            return real(x, *a, **kw)
+        return spied
+    for mod, name in FAST_KERNELS:
+        monkeypatch.setattr(mod, name, wrap(name, getattr(mod, name)))
     return calls
 
 
@@ -35,6 +59,7 @@ def counted(monkeypatch):
     monkeypatch.setattr(conv_ops, "_IMPLICIT_MIN_PIXELS", 1)
     monkeypatch.setattr(conv_ops, "_IMPLICIT_MIN_CHANNELS", 1)
     monkeypatch.setattr(conv_ops, "_IMPLICIT_DW_MIN_PIXELS", 1)
+    monkeypatch.setattr(conv_ops, "_CHAIN_MIN_PIXELS", 1)
     return _spy(monkeypatch)
 
 
@@ -88,6 +113,17 @@ def _takes_fast_path(g):
     return g["group"] == 1 and g["stride"] == 1 and g["kh"] * g["kw"] > 1
 
 
+def _takes_strided_path(g):
+    """conv_strided's rule: stride 2 here, no dilation, a kernel of at least 3x the stride's area."""
+    return g["group"] == 1 and g["stride"] == 2 and g["dilation"] == 1 and g["kh"] * g["kw"] >= 12 \
+        and min(g["kh"], g["kw"]) >= 2
+
+
+def _takes_chain_path(g):
+    """gemm_1x1_gradient's rule: an unpadded, undilated 1x1 conv and a batch of at least THREADS."""
+    return g["group"] == 1 and g["kh"] == g["kw"] == 1 and not any(g["pads"]) and g["n"] >= parallel.THREADS
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(g=cases)
 def test_conv_forward_fast_equals_plain(monkeypatch, counted, g):
@@ -95,7 +131,8 @@ def test_conv_forward_fast_equals_plain(monkeypatch, counted, g):
     counted.clear()
     plain, fast = _both(monkeypatch, "Conv", *ins, **args)
     _close(plain, fast)
-    assert bool(counted) == _takes_fast_path(g)
+    assert bool(counted.by.get("conv_implicit")) == _takes_fast_path(g)
+    assert bool(counted.by.get("conv_strided")) == _takes_strided_path(g)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -112,7 +149,10 @@ def test_conv_gradient_fast_equals_plain(monkeypatch, counted, g):
     _close(plain, fast)
     # NOTE: dX is a full conv of dY (fast) only when no pad exceeds the kernel's reach d * (k - 1)
     reach = (g["dilation"] * (g["kh"] - 1), g["dilation"] * (g["kw"] - 1)) * 2
-    assert bool(counted) == (_takes_fast_path(g) and all(p <= r for p, r in zip(g["pads"], reach)))
+    implicit = bool(counted.by.get("conv_implicit")) or bool(counted.by.get("conv_implicit_dw"))
+    assert implicit == (_takes_fast_path(g) and all(p <= r for p, r in zip(g["pads"], reach)))
+    assert bool(counted.by.get("conv_strided_gradient")) == _takes_strided_path(g)
+    assert bool(counted.by.get("gemm_1x1_gradient")) == _takes_chain_path(g)
 
 
 def test_resnet_shape_takes_the_implicit_gemm_at_the_default_threshold(monkeypatch):
@@ -161,3 +201,62 @@ def test_float64_keeps_the_plain_path(monkeypatch, counted):
     plain, fast = _both(monkeypatch, "Conv", x, w, kernel=3)
     np.testing.assert_allclose(fast[0], plain[0], rtol=1e-12)
     assert not counted
+
+
+@pytest.mark.parametrize("n, c, h, w, m, k, s, pad, order, need_dx", [
+    (2, 3, 31, 27, 8, 7, 2, 3, "NCHW", True),   # conv1's 7x7/2, odd sizes
+    (1, 3, 29, 30, 5, 7, 2, 3, "NHWC", True),   # one image: its row blocks go to both threads (no dX)
+    (3, 2, 17, 19, 4, 6, 3, 1, "NCHW", True),   # stride 3, uneven phases
+    (1, 4, 23, 21, 6, 4, 2, 0, "NCHW", False),  # dW only
+])
+def test_strided_blocks_equal_plain(monkeypatch, counted, n, c, h, w, m, k, s, pad, order, need_dx):
+    """conv1-like strided convs (column blocks from stride phases): forward, dW, db and dX against the
+    plain path, with blocks of 64 bytes forcing many row blocks, the last one short."""
+    monkeypatch.setattr(conv_strided, "BLOCK_BYTES", 64)
+    r = np.random.default_rng(n + h)
+    x, wt = r.standard_normal((n, c, h, w)).astype(np.float32), r.standard_normal((m, c, k, k)).astype(np.float32)
+    if order == "NHWC":
+        x, wt = x.transpose(0, 2, 3, 1).copy(), wt.transpose(0, 2, 3, 1).copy()
+    args = dict(kernel=k, stride=s, pad=pad, order=order)
+    plain, fast = _both(monkeypatch, "Conv", x, wt, **args)
+    _close(plain, fast)
+    dy = r.standard_normal(fast[0].shape).astype(np.float32)
+    plain, fast = _both(monkeypatch, "ConvGradient", x, wt, dy, n_out=3 if need_dx else 2, **args)
+    _close(plain, fast)
+    assert counted.by.get("conv_strided") and counted.by.get("conv_strided_gradient")
+
+
+@pytest.mark.parametrize("stride, order", [(1, "NCHW"), (2, "NCHW"), (1, "NHWC"), (2, "NHWC")])
+def test_1x1_gradient_chain_equals_plain(monkeypatch, counted, stride, order):
+    """A 1x1 conv's gradient by per-thread chains of per-image GEMMs, both GEMM orientations
+    (C above M, and M above C), strided (dX on every other pixel, zeros between) and NHWC."""
+    r = np.random.default_rng(stride)
+    for c, m in ((24, 10), (6, 20)):
+        x = r.standard_normal((5, c, 13, 12)).astype(np.float32)
+        wt = r.standard_normal((m, c, 1, 1)).astype(np.float32)
+        if order == "NHWC":
+            x, wt = x.transpose(0, 2, 3, 1).copy(), wt.transpose(0, 2, 3, 1).copy()
+        y = eval_op("Conv", x, wt, kernel=1, stride=stride, order=order)[0]
+        dy = r.standard_normal(y.shape).astype(np.float32)
+        counted.clear()
+        plain, fast = _both(monkeypatch, "ConvGradient", x, wt, dy, n_out=3, kernel=1, stride=stride, order=order)
+        _close(plain, fast)
+        assert counted.by.get("gemm_1x1_gradient")
+
+
+@pytest.mark.parametrize("n, c, hw, m, dilation", [(3, 5, 11, 4, 1), (2, 16, 9, 7, 2)])
+def test_blocked_dw_equals_per_tap_dw(monkeypatch, counted, n, c, hw, m, dilation):
+    """The implicit GEMM's dW by cached im2col blocks (one GEMM per block) against its per-tap GEMMs
+    and the plain path, with blocks of 7 grid columns (many blocks, a short last one)."""
+    monkeypatch.setattr(conv_ops, "_MIN_CHUNK", 7)
+    monkeypatch.setattr(conv_ops, "_DW_BLOCK_BYTES", 0)
+    r = np.random.default_rng(c)
+    x, wt = r.standard_normal((n, c, hw, hw)).astype(np.float32), r.standard_normal((m, c, 3, 3)).astype(np.float32)
+    dy = r.standard_normal((n, m, hw, hw)).astype(np.float32)
+    args = dict(kernel=3, pad=dilation, dilation=dilation, no_bias=1)
+    plain, blocked = _both(monkeypatch, "ConvGradient", x, wt, dy, **args)
+    monkeypatch.setattr(conv_ops, "DW_BLOCKED", False)
+    per_tap = eval_op("ConvGradient", x, wt, dy, **args)
+    _close(plain, blocked)
+    _close(per_tap, blocked)
+    assert len(counted.by.get("conv_implicit_dw", [])) == 2
