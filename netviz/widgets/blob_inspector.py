@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     import numpy as np
 
 BARS = " ▏▎▍▌▋▊▉█"
+BINS = 10  # the inspector's histogram bars
+SYNC_STATS_ELEMENTS = 1 << 20
+"""Tensors up to this many elements get their statistics and histogram at once (~10 ms); bigger ones in
+a worker, with a "computing …" line meanwhile (a 100M-element blob took seconds on the UI thread)."""
 
 
 def parse_slice(text: str) -> tuple[Any, ...]:
@@ -36,12 +40,13 @@ def parse_slice(text: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def histogram(arr: np.ndarray, bins: int = 10, width: int = 16) -> Table:
-    """`bins` bars over the finite values (engine.debugger.inspect: in slices, no copy of a huge tensor)."""
+def histogram(arr: np.ndarray, bins: int = BINS, width: int = 16, computed: Any = None) -> Table:
+    """`bins` bars over the finite values (engine.debugger.inspect: in slices, no copy of a huge tensor);
+    `computed`: `arr`'s BlobStats with its histogram of `bins` bins, made already (one pass, not two)."""
     from engine.debugger.inspect import blob_stats  # noqa: PLC0415 - imports NumPy: off the first frame
 
     table = Table.grid(padding=(0, 1))
-    hist = blob_stats("", arr, bins=bins).histogram
+    hist = (computed or blob_stats("", arr, bins=bins)).histogram
     if hist is None:
         return table
     counts, edges = hist
@@ -53,15 +58,16 @@ def histogram(arr: np.ndarray, bins: int = 10, width: int = 16) -> Table:
     return table
 
 
-def stats(arr: np.ndarray, scope: str = "") -> Table:
-    """min/max, mean/std, NaN/Inf and zero counts of `arr`; `scope` says what they describe."""
+def stats(arr: np.ndarray, scope: str = "", computed: Any = None) -> Table:
+    """min/max, mean/std, NaN/Inf and zero counts of `arr`; `scope` says what they describe;
+    `computed`: `arr`'s BlobStats, made already."""
     from engine.debugger.inspect import blob_stats  # noqa: PLC0415 - imports NumPy: off the first frame
 
     t = Table.grid(padding=(0, 1))
     t.add_column(style="dim")
     t.add_column()
     if arr.dtype.kind in "fiub" and arr.size:  # NOTE: in slices: a 3 GiB weight gets no float64 copy
-        s = blob_stats("", arr, histogram=False)
+        s = computed or blob_stats("", arr, histogram=False)
         t.add_row("min/max", f"{s.min:.4g} / {s.max:.4g}" if s.min is not None else "-")
         t.add_row("mean/std", f"{s.mean:.4g} / {s.std:.4g}" if s.mean is not None else "-")
         t.add_row("nan/inf", f"{s.nan_count} / {s.inf_count}")
@@ -179,6 +185,21 @@ def _part_text(part: Any) -> Text:
     return plain(head)
 
 
+def _summary(arr: np.ndarray, quantized: Any, scope: str) -> list[Any]:
+    """The stats (and a quantized tensor's dequantized ones) and histogram of `arr`: one pass over it."""
+    from engine.debugger.inspect import blob_stats  # noqa: PLC0415 - imports NumPy: off the first frame
+
+    hist = arr.dtype.kind in "fiu" and arr.size
+    computed = blob_stats("", arr, histogram=bool(hist), bins=BINS) if arr.dtype.kind in "fiub" and arr.size else None
+    parts: list[Any] = [stats(arr, scope, computed)]
+    if quantized is not None:
+        parts = [Text(quantized.describe(), style="bold"), *parts,
+                 stats(quantized.dequantized(), "dequantized (real) values")]
+    if hist:
+        parts += [Text("histogram", style="dim"), histogram(arr, computed=computed)]
+    return parts
+
+
 class BlobInspector(Vertical):
     """Facts always; stats, histogram and a value table with a slice box once the blob has a value.
 
@@ -265,10 +286,15 @@ class BlobInspector(Vertical):
         self.facts.update(facts)
         self.render_values()
 
+    _stats_token = 0  # counts what render_values showed: a worker's late statistics of another blob are dropped
+
     def render_values(self) -> None:
-        """Stats of the whole tensor (of the shown SSA version), its histogram, then the slice."""
+        """Stats of the whole tensor (of the shown SSA version), its histogram, then the slice; a big
+        tensor's stats come from a worker (:data:`SYNC_STATS_ELEMENTS`), the rest at once."""
         import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
         box = self.values
+        self._stats_token += 1
+        self.workers.cancel_group(self, "blob-stats")
         self._shown_part = None
         if self.result is _NO_ARRAY:
             arr, why = None, "the parts are listed above (one array each: evaluate a part, e.g. (…)[0], to see it)"
@@ -294,16 +320,36 @@ class BlobInspector(Vertical):
             return
         self._shown_part = np.asarray(part)
         whole = f"the whole {'×'.join(map(str, arr.shape)) or 'scalar'} tensor"
-        parts: list[Any] = [stats(arr, whole + ("" if not index else f", not the slice [{text}]"))]
-        if quantized is not None:
-            parts = [Text(quantized.describe(), style="bold"), *parts,
-                     stats(quantized.dequantized(), "dequantized (real) values")]
-        if arr.dtype.kind in "fiu" and arr.size:
-            parts += [Text("histogram", style="dim"), histogram(arr)]
+        self._values_label = f"values {list(np.shape(part))}" + (f" of the slice [{text}]" if index else "")
+        scope = whole + ("" if not index else f", not the slice [{text}]")
+        if arr.size <= SYNC_STATS_ELEMENTS:
+            box.update(Group(*_summary(arr, quantized, scope), *self._values_part()))
+            return
+        box.update(Group(Text(f"computing the statistics of {whole} …", style="dim"), *self._values_part()))
+        token = self._stats_token
+        self.run_worker(lambda: self._summarize(token, arr, quantized, scope), thread=True, exclusive=True,
+                        group="blob-stats", name="blob statistics")
+
+    def _values_part(self) -> list[Any]:
+        """The shown part's label and value table, as wide as the inspector is now."""
         width = max(24, (self.size.width or 48) - 2)
-        parts += [Text(f"values {list(np.shape(part))}" + (f" of the slice [{text}]" if index else ""), style="dim"),
-                  values_table(self._shown_part, width=width)]
-        box.update(Group(*parts))
+        return [Text(self._values_label, style="dim"), values_table(self._shown_part, width=width)]
+
+    def _summarize(self, token: int, arr: np.ndarray, quantized: Any, scope: str) -> None:
+        """The worker: the statistics, then the box as :meth:`render_values` shows a small tensor's, unless
+        another blob, eval or slice has been shown since (`token`)."""
+        from textual.worker import get_current_worker  # noqa: PLC0415
+
+        parts = _summary(arr, quantized, scope)
+        if not get_current_worker().is_cancelled and token == self._stats_token:
+            try:
+                self.app.call_from_thread(self._summarized, token, parts)
+            except RuntimeError:  # NOTE: the app has gone (quit while the worker read a huge tensor)
+                pass
+
+    def _summarized(self, token: int, parts: list[Any]) -> None:
+        if token == self._stats_token:
+            self.values.update(Group(*parts, *self._values_part()))
 
     def shown_text(self) -> str:
         """The slice shown, as NumPy prints it (for the clipboard)."""
