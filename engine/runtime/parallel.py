@@ -35,19 +35,22 @@ def _executor() -> ThreadPoolExecutor:
     return _pool[0]
 
 
-def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int, axis: int | None = None) -> None:
+def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int, axis: int | None = None, *,
+          block_bytes: int = BLOCK_BYTES) -> None:
     """Call ``fn(take)`` once per block of an array of `shape` (`nbytes` big), blocks spread over
     :data:`THREADS` threads; ``take(a)`` is `a`'s block along the cut axis (axis 0, else 1, the first
     with at least THREADS entries), or `a` itself where that axis has another size (a broadcast 1).
     Small arrays: one call with ``take`` the identity.  `axis` forces the cut axis (per-channel
-    statistics cut along channels: each block then owns its channels).  Exceptions propagate."""
+    statistics cut along channels: each block then owns its channels).  `block_bytes` sizes the
+    blocks: a kernel making several passes over three or four arrays per block wants smaller ones, so
+    all of them stay in a core's L2.  Exceptions propagate."""
     ax = next((a for a, v in enumerate(shape[:2]) if v >= THREADS), None) if axis is None else \
         axis if shape[axis] >= THREADS else None
     if THREADS < 2 or nbytes < MIN_BYTES or ax is None:
         fn(lambda a: a)
         return
     n = shape[ax]
-    step = max(1, min(n // THREADS, int(n * BLOCK_BYTES // nbytes)))
+    step = max(1, min(n // THREADS, int(n * block_bytes // nbytes)))
     blocks = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
     per = -(-len(blocks) // THREADS)
 

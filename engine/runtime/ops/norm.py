@@ -49,6 +49,11 @@ def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test:
         with np.errstate(invalid="ignore"):  # NOTE: a negative running variance gives NaN, as in Caffe2
             a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
         a, c = a.reshape(bshape), (bias - mean * a).astype(x.dtype).reshape(bshape)
+        if _rows_fast(xp, x, order):
+            n, rows = x.shape[0], x.shape[0] * x.shape[1]
+            y = np.empty(x.shape, x.dtype)
+            _affine_rows(x.reshape(rows, -1), _per_row(a, n), _per_row(c, n), y.reshape(rows, -1))
+            return y
         if xp is not np or x.nbytes < parallel.MIN_BYTES:
             y = xp.multiply(x, a, dtype=x.dtype)
             return xp.add(y, c, out=y)
@@ -61,8 +66,8 @@ def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test:
         return y
     # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
     # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
-    if xp is np and order == "NCHW" and x.ndim > 2 and x.flags.c_contiguous and x.nbytes >= parallel.MIN_BYTES:
-        return _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum)
+    if _rows_fast(xp, x, order):
+        return _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum)
     bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])
     y = xp.subtract(x, bm.reshape(bshape), dtype=x.dtype)  # centred x, turned into y in place below
     bv = _channel_sum(xp, xp.square(y), axes, order) / x.dtype.type(x.size // bm.size)
@@ -92,30 +97,62 @@ def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, m
     return y, (mean * m + bm * (1 - m)).astype(dt), (var * m + unbiased * (1 - m)).astype(dt), bm, inv
 
 
-def _spatial_bn_train_blocks(x, scale, bias, mean, var, epsilon, momentum):
-    """Training SpatialBN on blocks of channels over both cores (engine.runtime.parallel): each block owns
-    its channels' statistics, computed exactly as the single-call path does (same sums, same order)."""
-    (n, c), dt = x.shape[:2], x.dtype
-    cnt = x.size // c
-    y, bm, bv = np.empty(x.shape, dt), np.empty((1, c), dt), np.empty((1, c), dt)
-    sc, bi = scale.reshape(1, c), bias.reshape(1, c)
+ROW_BLOCK = 1 << 20
+"""Bytes per block of rows for the row-wise SpatialBN passes: the block of X, its centred scratch copy
+(and dY, dX in the gradient) all stay in one core's L2 (measured best of 128 KB .. 2 MB)."""
+
+
+def _rows_fast(xp, x, order, *more):
+    """Whether the row-wise SpatialBN fast path takes `x` (and `more`): big, C-contiguous NCHW NumPy."""
+    return (xp is np and order == "NCHW" and x.ndim > 2 and x.nbytes >= parallel.MIN_BYTES
+            and all(a.flags.c_contiguous for a in (x, *more)))
+
+
+def _per_row(v, n):
+    """A per-channel vector repeated for each of `n` images: one entry per row of the (N*C, HW) view."""
+    return np.ascontiguousarray(np.broadcast_to(v.reshape(-1), (n, v.size))).reshape(-1, 1)
+
+
+def _affine_rows(x2, a, c, y2):
+    """``y2 = x2 * a + c`` with one (a, c) pair per row, block by block over both cores (both passes of
+    a block in cache)."""
+    def part(t):
+        np.multiply(t(x2), t(a), out=t(y2))
+        np.add(t(y2), t(c), out=t(y2))
+    parallel.split(part, x2.shape, x2.nbytes, block_bytes=ROW_BLOCK)
+
+
+def _row_sums(a2, b2):
+    """Per row, in float64: (sum of `a2`, sum of `a2` * `b2`); one read of each from memory (a block's
+    second pass finds it in cache), blocks over both cores.  NOTE: float32 row sums, merged per channel
+    in float64: Caffe2 sums in float32 too."""
+    s, q = np.empty(a2.shape[0], a2.dtype), np.empty(a2.shape[0], a2.dtype)
 
     def part(t):
-        xb, yb = t(x), t(y)
-        cb, bsh = xb.shape[1], (1, xb.shape[1]) + (1,) * (x.ndim - 2)
-        m = xb.reshape(n, cb, -1).sum(axis=2).sum(axis=0) / dt.type(cnt)
-        np.subtract(xb, m.reshape(bsh), out=yb, dtype=dt)
-        v = np.square(yb).reshape(n, cb, -1).sum(axis=2).sum(axis=0) / dt.type(cnt)
-        inv = (1 / np.sqrt(v + epsilon)).astype(dt)
-        np.multiply(yb, (inv * t(sc)[0]).astype(dt).reshape(bsh), out=yb)
-        np.add(yb, t(bi)[0].astype(dt).reshape(bsh), out=yb)
-        t(bm)[0], t(bv)[0] = m, v
-    parallel.split(part, x.shape, x.nbytes, axis=1)
-    bm, bv = bm[0], bv[0]
-    inv = (1 / np.sqrt(bv + epsilon)).astype(dt)
-    mo = dt.type(momentum)
+        ab = t(a2)
+        ab.sum(axis=1, out=t(s))
+        np.einsum("ij,ij->i", ab, t(b2), out=t(q))
+    parallel.split(part, a2.shape, a2.nbytes, block_bytes=ROW_BLOCK)
+    return s.astype(np.float64), q.astype(np.float64)
+
+
+def _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum):
+    """Training SpatialBN over the (N*C, HW) rows of an NCHW X, as Caffe2's CPU kernel computes it: one
+    pass for the moments (var = E[X^2] - mean^2, per-row float32 sums merged in float64), one for
+    ``Y = X * alpha + beta`` with per-channel alpha = scale * inv_std, beta = bias - alpha * mean."""
+    (n, c), dt = x.shape[:2], x.dtype
+    x2, cnt = x.reshape(n * c, -1), x.size // c
+    s, q = _row_sums(x2, x2)
+    bm = s.reshape(n, c).sum(axis=0) / cnt
+    bv = np.maximum(q.reshape(n, c).sum(axis=0) / cnt - bm * bm, 0)
+    inv = (1 / np.sqrt(bv.astype(dt) + dt.type(epsilon))).astype(dt)
+    alpha = (scale * inv).astype(dt)
+    beta = (bias - alpha * bm.astype(dt)).astype(dt)
+    y = np.empty(x.shape, dt)
+    _affine_rows(x2, _per_row(alpha, n), _per_row(beta, n), y.reshape(n * c, -1))
+    mo, bm, bv = dt.type(momentum), bm.astype(dt), bv.astype(dt)
     unbiased = bv * (cnt / max(cnt - 1, 1))
-    return (y, (mean * mo + bm * (1 - mo)).astype(dt), (var * mo + unbiased * (1 - mo)).astype(dt), bm.astype(dt), inv)
+    return y, (mean * mo + bm * (1 - mo)).astype(dt), (var * mo + unbiased * (1 - mo)).astype(dt), bm, inv
 
 
 @kernel("SpatialBNGradient")
@@ -141,9 +178,8 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0,
     if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
         inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
     dt = x.dtype
-    if xp is np and not is_test and order == "NCHW" and x.ndim > 2 and x.flags.c_contiguous \
-            and dy.flags.c_contiguous and x.nbytes >= parallel.MIN_BYTES:
-        return _spatial_bn_gradient_blocks(x, scale, dy, mean, inv_std)
+    if not is_test and _rows_fast(xp, x, order, dy) and x.shape == dy.shape:
+        return _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std)
     xhat = xp.subtract(x, mean.reshape(bshape), dtype=dt)
     xp.multiply(xhat, inv_std.astype(dt).reshape(bshape), out=xhat)
     dbias, dscale = _channel_sum(xp, dy, axes, order), _channel_sum(xp, dy * xhat, axes, order)
@@ -160,30 +196,33 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0,
     return xhat, dscale.astype(dt), dbias.astype(dt)
 
 
-def _spatial_bn_gradient_blocks(x, scale, dy, mean, inv_std):
-    """Training SpatialBNGradient on blocks of channels over both cores, same passes as the single call."""
-    (n, c), dt = x.shape[:2], x.dtype
-    cnt = x.size // c
-    dx, ds, db = np.empty(x.shape, dt), np.empty((1, c), dt), np.empty((1, c), dt)
-    per = [a.reshape(1, c) for a in (scale, mean, inv_std)]
+def _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std):
+    """Training SpatialBNGradient over the (N*C, HW) rows of NCHW X and dY, as Caffe2's CPU kernel: one
+    pass for dbias = sum dY and dscale = inv_std * (sum dY X - mean * dbias), one for ``dX = alpha dY +
+    beta X + gamma`` with per-channel alpha = scale * inv_std, beta = -alpha * inv_std * dscale / m,
+    gamma = -beta * mean - alpha * dbias / m (the plain path's formula, expanded)."""
+    (n, ch), dt = x.shape[:2], x.dtype
+    rows, m = n * ch, x.size // ch
+    x2, dy2 = x.reshape(rows, -1), dy.reshape(rows, -1)
+    sdy, sdx = _row_sums(dy2, x2)
+    mu, inv = mean.astype(np.float64), inv_std.astype(np.float64)
+    dbias = sdy.reshape(n, ch).sum(axis=0)
+    dscale = (sdx.reshape(n, ch).sum(axis=0) - mu * dbias) * inv
+    alpha = scale * inv
+    beta = -alpha * inv * dscale / m
+    gamma = -beta * mu - alpha * dbias / m
+    ar, br, gr = (_per_row(v.astype(dt), n) for v in (alpha, beta, gamma))
+    dx = np.empty(x.shape, dt)
+    dx2 = dx.reshape(rows, -1)
 
     def part(t):
-        xb, dyb, xhat = t(x), t(dy), t(dx)
-        cb = xb.shape[1]
-        bsh = (1, cb) + (1,) * (x.ndim - 2)
-        sc, mu, inv = (t(a)[0] for a in per)
-        np.subtract(xb, mu.reshape(bsh), out=xhat, dtype=dt)
-        np.multiply(xhat, inv.astype(dt).reshape(bsh), out=xhat)
-        dbias = dyb.reshape(n, cb, -1).sum(axis=2).sum(axis=0)
-        dscale = (dyb * xhat).reshape(n, cb, -1).sum(axis=2).sum(axis=0)
-        k = (sc * inv).astype(dt)
-        np.multiply(xhat, (dscale / cnt).astype(dt).reshape(bsh), out=xhat)
-        np.add(xhat, (dbias / cnt).astype(dt).reshape(bsh), out=xhat)
-        np.subtract(dyb, xhat, out=xhat, dtype=dt)
-        np.multiply(xhat, k.reshape(bsh), out=xhat)
-        t(ds)[0], t(db)[0] = dscale, dbias
-    parallel.split(part, x.shape, x.nbytes, axis=1)
-    return dx, ds[0].astype(dt), db[0].astype(dt)
+        d = parallel.scratch(t(x2).shape, dt)
+        np.multiply(t(x2), t(br), out=d)
+        np.add(d, t(gr), out=d)
+        np.multiply(t(dy2), t(ar), out=t(dx2))
+        np.add(t(dx2), d, out=t(dx2))
+    parallel.split(part, x2.shape, x2.nbytes, block_bytes=ROW_BLOCK)
+    return dx, dscale.astype(dt), dbias.astype(dt)
 
 
 def _window_sum(xp, sq, size, c_axis):

