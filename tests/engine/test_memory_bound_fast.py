@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from engine.runtime import parallel
-from engine.runtime.ops import norm
+from engine.runtime.ops import norm, pool
 from engine.runtime.workspace import eval_op
 from tests.engine.kernel_cases import randn
 
-SHAPES = [(3, 5, 7, 9), (1, 4, 5, 3), (2, 3, 1, 1), (5, 7, 11), (2, 3, 4, 5, 3)]
+SHAPES = [(3, 5, 7, 9), (1, 4, 5, 3), (1, 2, 5, 3), (2, 3, 1, 1), (5, 7, 11), (2, 3, 4, 5, 3)]
 
 
 @pytest.fixture(params=["plain", "fast"])
@@ -107,3 +107,30 @@ def test_spatial_bn_non_contiguous_input_takes_the_plain_path(fast):
     scale, bias, mean, var = randn(6), randn(6), randn(6), np.abs(randn(6)) + 0.5
     got = eval_op("SpatialBN", x, scale, bias, mean, var, is_test=0, n_out=5)
     _close(got, bn_train_ref(x, scale, bias, mean, var, 1e-5, 0.9, "NCHW"))
+
+
+POOLS = [((3, 5, 9, 8), dict(kernel=3, stride=2, pad=1)), ((1, 2, 7, 7), dict(kernel=3, stride=1, pad=1)),
+         ((2, 3, 10, 11), dict(kernel=2, stride=2)), ((2, 3, 9), dict(kernels=[3], strides=[2], pads=[1, 0])),
+         ((2, 2, 5, 6, 7), dict(kernel=3, stride=2, pad=1)), ((2, 3, 8, 9), dict(kernel_h=3, kernel_w=2, stride_h=2,
+                                                                                  stride_w=1, pad_t=1, pad_b=0))]
+
+
+@pytest.mark.parametrize("shape, args", POOLS, ids=lambda c: str(c) if isinstance(c, tuple) else "")
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+def test_max_pool_gradient_fast_equals_plain(monkeypatch, shape, args, order):
+    """The plane-block path gives the plain path's values exactly (same sums, same order), ties included."""
+    x = np.round(randn(*shape) * 2) / 2  # NOTE: many ties: every element equal to the max gets dY
+    if order == "NHWC":
+        x = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    y = eval_op("MaxPool", x, order=order, **args)[0]
+    dy = randn(*y.shape)
+    want = eval_op("MaxPoolGradient", x, y, dy, order=order, **args)[0]
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "THREADS", 3)
+    monkeypatch.setattr(pool, "PLANE_BLOCK", 64)
+    got = eval_op("MaxPoolGradient", x, y, dy, order=order, **args)[0]
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == dy.dtype and got.shape == x.shape
+    # the gradient moves dY's total mass onto the maxima: each window's dY goes to each of its ties
+    counts = eval_op("MaxPoolGradient", x, y, np.ones_like(dy), order=order, **args)[0]
+    assert counts.sum() >= dy.size

@@ -119,7 +119,7 @@ def _affine_rows(x2, a, c, y2):
     def part(t):
         np.multiply(t(x2), t(a), out=t(y2))
         np.add(t(y2), t(c), out=t(y2))
-    parallel.split(part, x2.shape, x2.nbytes, block_bytes=ROW_BLOCK)
+    parallel.split(part, x2.shape, x2.nbytes, axis=0, block_bytes=ROW_BLOCK)
 
 
 def _row_sums(a2, b2):
@@ -132,7 +132,7 @@ def _row_sums(a2, b2):
         ab = t(a2)
         ab.sum(axis=1, out=t(s))
         np.einsum("ij,ij->i", ab, t(b2), out=t(q))
-    parallel.split(part, a2.shape, a2.nbytes, block_bytes=ROW_BLOCK)
+    parallel.split(part, a2.shape, a2.nbytes, axis=0, block_bytes=ROW_BLOCK)
     return s.astype(np.float64), q.astype(np.float64)
 
 
@@ -221,7 +221,7 @@ def _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std):
         np.add(d, t(gr), out=d)
         np.multiply(t(dy2), t(ar), out=t(dx2))
         np.add(t(dx2), d, out=t(dx2))
-    parallel.split(part, x2.shape, x2.nbytes, block_bytes=ROW_BLOCK)
+    parallel.split(part, x2.shape, x2.nbytes, axis=0, block_bytes=ROW_BLOCK)
     return dx, dscale.astype(dt), dbias.astype(dt)
 
 

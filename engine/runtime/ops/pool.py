@@ -132,8 +132,44 @@ def max_pool_gradient(xp, x, y, dy, **g):
     order = g["order"]
     x, y, dy = to_nchw(x, order), to_nchw(y, order), to_nchw(dy, order)
     k, s, pb, pe, _ = _pool_geometry(x, g)
+    if xp is np and FAST_POOL and x.nbytes >= parallel.MIN_BYTES and x.dtype == dy.dtype == y.dtype \
+            and x.dtype.kind == "f" and all(a.flags.c_contiguous for a in (x, y, dy)):
+        return from_nchw(_max_pool_gradient_planes(x, y, dy, k, s, pb, pe), order)
     xpad = xp.pad(x, ((0, 0), (0, 0), *zip(pb, pe)), constant_values=-np.inf) if any(pb + pe) else x
     return from_nchw(_pool_backward(xp, x, g, dy, lambda sl, *_: dy * (xpad[sl] == y)), order)
+
+
+PLANE_BLOCK = 1 << 19
+"""Bytes of X per block of planes in MaxPool's gradient: the block's padded X and dX, Y and dY stay in L2."""
+
+
+def _max_pool_gradient_planes(x, y, dy, k, s, pb, pe):
+    """MaxPool's gradient on blocks of (N*C) image planes over both cores: each block pads its X and
+    its dX in the thread's scratch (in cache) and adds dY * (window element == max) per kernel
+    position, in the plain path's position order: the same sums in the same order, so the same values."""
+    nd, planes = len(k), x.shape[0] * x.shape[1]
+    sp, out = x.shape[2:], dy.shape[2:]
+    x3, y3, dy3 = (a.reshape((planes,) + a.shape[2:]) for a in (x, y, dy))
+    dx = np.empty(x.shape, dy.dtype)
+    dx3 = dx.reshape((planes,) + sp)
+    padded = tuple(sp[i] + pb[i] + pe[i] for i in range(nd))
+    inner = (slice(None),) + tuple(slice(pb[i], pb[i] + sp[i]) for i in range(nd))
+    taps = [(slice(None),) + tuple(slice(p, p + s[i] * (out[i] - 1) + 1, s[i]) for i, p in enumerate(pos))
+            for pos in itertools.product(*(range(v) for v in k))]
+
+    def part(t):
+        xb, yb, dyb = t(x3), t(y3), t(dy3)
+        buf = parallel.scratch((2, xb.shape[0]) + padded, x.dtype)
+        xpad, dpad = buf[0], buf[1]
+        if padded != sp:
+            xpad.fill(-np.inf)
+        xpad[inner] = xb
+        dpad.fill(0)
+        for sl in taps:
+            dpad[sl] += dyb * (xpad[sl] == yb)
+        t(dx3)[...] = dpad[inner]
+    parallel.split(part, x3.shape, x3.nbytes, axis=0, block_bytes=PLANE_BLOCK)
+    return dx
 
 
 @kernel("AveragePoolGradient", "AveragePool1DGradient", "AveragePool2DGradient", "AveragePool3DGradient")
