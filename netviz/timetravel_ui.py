@@ -1,5 +1,6 @@
 """Time travel in the TUI (issue 45): record the session's run (``T``), reverse-continue (``U``), jump to the
-writer of the shown blob version (``G``), and query stops (``?`` in the search screen).
+writer of the shown blob version (``G``), query stops (``?`` in the search screen), and stop at the first
+loop iteration or timestep where a condition holds (``I``).
 
 One code path for live and replay: a move is a function of the debugger run in the move worker
 (:func:`travel`).  A replay's debugger (:class:`engine.debugger.replayer.ReplayDebugger`) moves its cursor
@@ -229,6 +230,22 @@ class TimeTravelActions:
             k = writer_run(self.session, dbg, ref)
             return go_back_to(dbg, k, f"op run #{k} {dbg.records[k].op_type} wrote {ref.label()}")
         self.move("last_writer", call=lambda: travel(self.session, move))  # type: ignore[attr-defined]
+
+    def action_first_iteration(self) -> None:
+        """I: run to the first op inside a loop iteration or RNN timestep after which a condition holds
+        (:func:`engine.debugger.timetravel.run_to_first_iteration`: live, conditions met in the main net are
+        passed; a replay's cursor moves there).  A condition that does not parse reopens the prompt on its
+        text, the cursor at the error, before anything runs."""
+        from engine.debugger.conditions import parse_condition  # noqa: PLC0415
+        from engine.debugger.timetravel import run_to_first_iteration  # noqa: PLC0415
+        from netviz.screens.prompt import ask_until_taken  # noqa: PLC0415 - a later key's screen
+
+        def take(expr: str) -> None:
+            parse_condition(expr)  # NOTE: refused here, on the typed text, not later in the move worker
+            self.move("first_iteration", call=lambda: travel(  # type: ignore[attr-defined]
+                self.session, lambda dbg: run_to_first_iteration(dbg, expr)))
+        ask_until_taken(self, "stop at the first loop iteration or timestep where", take,
+                        "max_abs(h) > 0.9 · acc > 2 · has_inf_or_nan(any) · norm(x) < 1e-6")
 
     def jump_to_hit(self, hit: QueryHit) -> None:
         """Enter on a query row: the pc right after the op run where the condition held."""

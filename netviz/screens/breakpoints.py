@@ -9,10 +9,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 
-from engine.errors import NetvizError
 from netviz.errorlog import Guarded
 from netviz.style import plain
-from netviz.screens.prompt import PromptScreen
+from netviz.screens.prompt import ask_until_taken
 from netviz.session import GlobalBreakpoint, Session
 
 
@@ -66,18 +65,12 @@ class BreakpointsScreen(Guarded, ModalScreen[None]):
         self._ask_condition(ref, self.session.breakpoints[ref].condition)
 
     def _ask_condition(self, ref: Any, value: str) -> None:
-        """The condition prompt; a condition that does not parse asks again with its text, so a missing
-        ``)`` is one key to fix (the prompt closed and the text was gone)."""
-        def done(cond: str | None) -> None:
-            if cond is None:
-                return
-            try:
-                self.session.toggle_breakpoint(ref, cond)
-            except NetvizError as e:
-                self.notify(str(e), title="Bad condition", severity="error")
-                self._ask_condition(ref, cond)
+        """The condition prompt; a condition that does not parse asks again with its text, the cursor at
+        the error, so a missing ``)`` is one key to fix (the prompt closed and the text was gone)."""
+        def take(cond: str) -> None:
+            self.session.toggle_breakpoint(ref, cond)
             self.fill()
-        self.app.push_screen(PromptScreen("break when (condition on blobs, e.g. `loss > 10`)", value), done)
+        ask_until_taken(self, "break when (condition on blobs, e.g. `loss > 10`)", take, value=value)
 
     def action_close(self) -> None:
         self.dismiss(None)

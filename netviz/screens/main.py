@@ -52,7 +52,7 @@ DETAIL_MAX_OPS = 200
 FIRST_FRAME_HOLD_S = 0.3
 #: keys of the actions that open a one-line input (search, eval, prompts): what is typed after them is its text
 OPENS_INPUT = frozenset(k for aid in ("search", "repl.eval", "bp.global", "blob.watch", "blob.inject", "op.skip",
-                                      "blob.save") for k in ACTIONS[aid][0].split(","))
+                                      "blob.save", "run.first-iteration") for k in ACTIONS[aid][0].split(","))
 #: how long keys typed after such a key wait for its screen (it opens within a frame; refused, they are dropped)
 TYPE_AHEAD_S = 0.5
 

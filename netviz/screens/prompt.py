@@ -1,5 +1,15 @@
-"""PromptScreen: ask one line (the loss blob, a value to inject, a path); Enter answers, Escape cancels."""
+"""PromptScreen: ask one line (the loss blob, a value to inject, a path); Enter answers, Escape cancels.
+
+:func:`ask_until_taken` asks for a line its taker may refuse (a condition that does not parse, a blob the
+net lacks): the error is shown and the prompt opens again on the typed text, the cursor where the error
+points (:func:`error_cursor`), so a missing ``)`` is one key to fix, not the line to type again.
+"""
 from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from typing import Any
 
 from textual import events
 from textual.app import ComposeResult
@@ -9,6 +19,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from engine.errors import NetvizError
 from netviz.errorlog import Guarded
 from netviz.style import plain
 
@@ -56,19 +67,28 @@ class TypeAhead:
 class PromptScreen(TypeAhead, Guarded, ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
 
-    def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "") -> None:
+    def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "",
+                 cursor: int | None = None) -> None:
+        """`cursor`: where the cursor starts in `value`, nothing selected (a prompt reopened on its own
+        text, at the column an error names: the text is fixed there, not typed again); None: the value
+        opens selected, so typing replaces it."""
         super().__init__()
         self.title_text, self.value, self.placeholder, self.hint = title, value, placeholder, hint
+        self.cursor = None if cursor is None else max(0, min(cursor, len(value)))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-box"):
             yield Label(plain(self.title_text), id="prompt-title")
-            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input",
+                        select_on_focus=self.cursor is None)
             if self.hint:
                 yield Label(plain(self.hint), id="prompt-hint")
 
     def on_mount(self) -> None:
-        self.take_type_ahead(self.query_one(Input))
+        box = self.query_one(Input)
+        if self.cursor is not None:
+            box.cursor_position = self.cursor
+        self.take_type_ahead(box)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -77,3 +97,43 @@ class PromptScreen(TypeAhead, Guarded, ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+#: ``condition 'loss >': expected a number or a blob at column 7 (e.g. …)`` (engine.debugger.conditions)
+_AT_COLUMN = re.compile(r"""condition ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"): .* at column (\d+)""")
+_QUOTED = re.compile(r"'([^']+)'")
+
+
+def error_cursor(text: str, error: BaseException) -> int:
+    """Where in the typed `text` `error` points: the column a condition's parse error names (the condition
+    may be part of the text: ``type Relu if loss >``), else the first name it quotes that the text holds
+    (``no blob 'los'``); else the end of the text."""
+    message = str(error)
+    m = _AT_COLUMN.search(message)
+    if m:
+        cond, column = ast.literal_eval(m.group(1)), int(m.group(2)) - 1
+        start = text.find(cond)
+        return (start if start >= 0 else 0) + column
+    for name in _QUOTED.findall(message):
+        k = text.find(name)
+        if 0 <= k and name != text.strip():
+            return k
+    return len(text)
+
+
+def ask_until_taken(screen: Any, title: str, take: Callable[[str], Any], hint: str = "", value: str = "",
+                    cursor: int | None = None) -> None:
+    """Ask `screen`'s user for one line and give it to `take`; a :class:`NetvizError` from `take` is shown
+    (titled in words) and the prompt opens again with the same text, the cursor at :func:`error_cursor`.
+    Escape or an empty answer ends it."""
+    from netviz.screens.guarding import error_title  # noqa: PLC0415 - it imports the session
+
+    def done(answer: str | None) -> None:
+        if not answer:
+            return
+        try:
+            take(answer)
+        except NetvizError as e:
+            screen.notify(str(e), title=error_title(e), severity="error")
+            ask_until_taken(screen, title, take, hint, answer, error_cursor(answer, e))
+    screen.app.push_screen(PromptScreen(title, value, hint=hint, cursor=cursor), done)

@@ -365,10 +365,14 @@ class SteppingActions:
 
     @guarded
     def action_global_breakpoint(self) -> None:
+        """C: a breakpoint on a condition, type or name (c then runs to it); one that is refused reopens the
+        prompt on the typed text, the cursor at the error."""
+        from netviz.screens.prompt import ask_until_taken  # noqa: PLC0415 - a later key's screen
+
         def add(text: str) -> None:
             self.notify(f"breakpoint {self.session.add_global_breakpoint(text)}", title="Breakpoint")
-        self._ask("break when  (condition · type T [if C] · name REGEX [if C], then optional ignore N)", "", add,
-                  "loss > 10 · max_abs(x) > 1e3 · has_inf_or_nan(any) · step >= 3 · type Relu ignore 2")
+        ask_until_taken(self, "break when  (condition · type T [if C] · name REGEX [if C], then optional ignore N)",
+                        add, "loss > 10 · max_abs(x) > 1e3 · has_inf_or_nan(any) · step >= 3 · type Relu ignore 2")
 
     @guarded
     def action_rerun_to_blob(self) -> None:

@@ -174,9 +174,8 @@ async def test_global_condition_breakpoint_from_the_prompt(bn_path):
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await ready(pilot)
         await pilot.press("C")
-        await answer(pilot, app, "max_ab(conv1_bn) > 1")
+        await answer(pilot, app, "max_ab(conv1_bn) > 1", then="break when")  # it reopens on the text to fix
         assert notified(app, "did you mean max_abs")
-        await pilot.press("C")
         await answer(pilot, app, "max_abs(conv1_bn) > 0 ignore 1")
         await run_keys(pilot, app, "c")  # SpatialBN's write is ignored, Relu's stops
         assert app.session.last_stop.reason == "condition" and app.session.pc == OpRef((), 3)

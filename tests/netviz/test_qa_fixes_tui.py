@@ -118,7 +118,7 @@ async def test_a_bad_global_condition_is_titled_in_words():
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         await pilot.press("C")
-        await answer(pilot, app, "nope(x) > 1")
+        await answer(pilot, app, "nope(x) > 1", then="break when")  # it reopens on the text to fix
         await wait_for(pilot, lambda: any(n.severity == "error" for n in app._notifications), "the refusal")
         titles = [n.title for n in app._notifications if n.severity == "error"]
         assert titles == ["Bad condition"], titles
