@@ -136,10 +136,17 @@ def test_the_loop_of_a_control_flow_net_is_named_as_one_op(tmp_path: Path) -> No
 
 
 @pytest.mark.skipif(dev.has_gpu(), reason="a GPU is here")
-def test_a_gpu_side_without_a_gpu_is_skipped_in_one_line(capsys) -> None:
-    assert main(["diff", str(WHILE / "predict_net.pb"), "--device-b", "gpu"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--device-b gpu: no CUDA GPU here" in err[0]
+@pytest.mark.parametrize("side", "ab")
+def test_a_gpu_side_without_a_gpu_runs_on_the_stand_in_and_says_so(side: str, capsys) -> None:
+    """--device-b gpu was refused while --devices cpu,gpu ran on the stand-in: either side runs there now."""
+    assert main(["diff", str(WHILE / "predict_net.pb"), f"--device-{side}", "gpu"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == f"note: no CUDA GPU here: --device-{side} gpu ran on the stand-in device (NumPy), so " \
+                     "differences are float rounding only"
+    assert [ln.endswith("; gpu)") for ln in out[1:3]] == [side == "a", side == "b"] and out[-1].startswith("no culprit")
+    assert main(["diff", str(WHILE / "predict_net.pb"), f"--device-{side}", "gpu", "--json"]) == 0
+    said = capsys.readouterr()
+    assert json.loads(said.out)["culprit"] is None and said.err.startswith("note: no CUDA GPU here")
 
 
 @pytest.mark.skipif(not dev.has_gpu(), reason="needs a CUDA GPU")

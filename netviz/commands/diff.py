@@ -42,7 +42,9 @@ examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import sys
 from typing import Any
 
 from engine.debugger import parse_input_spec
@@ -152,12 +154,27 @@ def _localizing(args: argparse.Namespace) -> bool:
                 or args.device_a or args.device_b)
 
 
+def _stand_in_gpu(args: argparse.Namespace) -> contextlib.AbstractContextManager[Any]:
+    """--device-a/-b gpu without CuPy and a GPU: that side runs on the stand-in device (NumPy behind CUDA
+    device options), as --devices cpu,gpu does, with one line saying so (on stderr under --json, whose
+    stdout is the document); either side alike (--device-b gpu was refused while --devices ran)."""
+    from engine.runtime import device as dev  # noqa: PLC0415
+
+    gpu = [f"--device-{side} gpu" for side in "ab" if getattr(args, f"device_{side}") == "gpu"]
+    if not gpu or dev.has_gpu():
+        return contextlib.nullcontext()
+    print(f"note: no CUDA GPU here: {' and '.join(gpu)} ran on the stand-in device (NumPy), so differences are "
+          "float rounding only", file=sys.stderr if args.json else sys.stdout)
+    return dev.use_fake_cuda()
+
+
 def run(args: argparse.Namespace) -> int:
     if is_onnx(args.other):
         return run_diff(args)
     if _localizing(args):
         from netviz.commands.divergence import run_localizer  # noqa: PLC0415 - only this mode needs it
-        return run_localizer(args)
+        with _stand_in_gpu(args):
+            return run_localizer(args)
     if args.other is not None:
         return _run_net_diff(args)
     if sorted(d.strip() for d in args.devices.split(",")) != ["cpu", "gpu"]:
