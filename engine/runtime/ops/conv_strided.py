@@ -1,13 +1,13 @@
-"""Strided 2-D float32 convolutions (ResNet's 7x7/2 first layer, the 3x3/2 downsamplers) in
-cache-sized blocks of im2col columns built from the input's stride phases (issue 46).
+"""Strided 2-D float32 convolutions with a kernel much bigger than the stride (ResNet's 7x7/2 first
+layer) in blocks of im2col columns built from the input's stride phases (issue 46).
 
-A whole-batch im2col of the first layer is 59 MB at batch 8: written, then read by one skinny
-GEMM (K = 147), and for the gradient a second 59 MB of column gradients scatter-added back.  Here
-each block of output rows gets its columns in one thread's scratch memory (a few hundred KB, so
-they never leave the core's L2), one GEMM per block, and the gradient's dW and dX come from the
-same block while it is hot.  A stride-2 gather is slow, so the input is first split into its
-stride phases (``phase[a, b] = xpad[..., a::sh, b::sw]``, one pass): each phase's kernel taps are
-then an overlapping stride-1 window view, and a block's columns are one copy per phase.
+A whole-batch im2col of the first layer is 59 MB at batch 8, freshly allocated (page-faulted) on
+every call, then read by one skinny GEMM (K = 147); its gradient adds a second 59 MB of column
+gradients, scatter-added back.  Here each block of output rows (:data:`BLOCK_BYTES`) gets its
+columns in one thread's reused scratch memory, one GEMM per block, and the gradient's dW and dX
+come from the same block while it is hot.  A stride-2 gather is slow, so the input is first split
+into its stride phases (``phase[a, b] = xpad[..., a::sh, b::sw]``, one pass): each phase's kernel
+taps are then an overlapping stride-1 window view, and a block's columns are one copy per phase.
 
 Rows of the column block are ordered phase by phase, (c, tap row, tap col) inside a phase;
 :func:`_plan` gives the matching permutation of the filter's columns.
@@ -20,9 +20,11 @@ import numpy as np
 
 from engine.runtime import blas, parallel
 
-# NOTE: a column block of about this many bytes: columns + column gradients + the dY block stay in
-# a 2 MB L2 (measured at batch 8 on conv1 and 3x3/2: 0.25-1 MB blocks within noise, 8 MB 1.3x slower)
-BLOCK_BYTES = 1 << 19
+# NOTE: a column block of about this many bytes (conv1 at 224x224: one image).  Smaller, L2-sized
+# blocks gain nothing measurable on forward and dW, and the gradient with dX loses: its scatter is
+# dozens of small NumPy adds per block, under the GIL (conv1 batch 8, load 2: 0.5 MB blocks 50.9 ms,
+# 2 MB 35.8 ms, 8 MB 32.3 ms; forward 14.7 / 15.1 / 13.6 ms)
+BLOCK_BYTES = 1 << 23
 
 
 def applies(x, w, k, s, d) -> bool:
@@ -75,8 +77,10 @@ def _fill(buf, kk, ph_n, groups, c, r0, r1, wo):
 
 
 def _blocks(n, ho, rows):
-    """Jobs of (image, [(r0, r1), ...]): row blocks of `rows`; a batch below the thread count cuts
-    each image's rows over the threads too."""
+    """Jobs of (image, [(r0, r1), ...]): row blocks of at most `rows`; a batch below the thread count
+    cuts each image's rows over the threads too."""
+    if n < parallel.THREADS:
+        rows = min(rows, -(-ho // parallel.THREADS))
     spans = [(r, min(r + rows, ho)) for r in range(0, ho, rows)]
     per = len(spans) if n >= parallel.THREADS else -(-len(spans) // parallel.THREADS)
     return [(i, spans[j:j + per]) for i in range(n) for j in range(0, len(spans), per)]
@@ -103,7 +107,7 @@ def conv_strided(x, w, k, s, pb, pe):
 
 
 def conv_strided_gradient(x, w, dy, k, s, pb, pe, need_dx):
-    """(dW, dX or None) of :func:`conv_strided`'s conv: per row block, dW += dY_block @ cols.T and
+    """(dW, dX or None) of :func:`conv_strided`'s conv: per row block, dW.T += cols @ dY_block.T and
     dcols = W.T @ dY_block scatter-added into dX's stride phases, while the block is in cache.
     dX needs whole images per job (their blocks' scatters overlap); dW sums one part per job."""
     (n, c, h, wd), m = x.shape, w.shape[0]
@@ -114,7 +118,7 @@ def conv_strided_gradient(x, w, dy, k, s, pb, pe, need_dx):
     rows = max(1, BLOCK_BYTES // (4 * kk * wo))
     jobs = _blocks(n, ho, rows) if not need_dx else [(i, [(r, min(r + rows, ho)) for r in range(0, ho, rows)])
                                                       for i in range(n)]
-    parts = np.empty((len(jobs), m, kk), dtype=np.float32)
+    parts = np.empty((len(jobs), kk, m), dtype=np.float32)  # dW.T: the longer side (K) as the GEMM's M
     dph = np.zeros_like(ph) if need_dx else None
     p = ho * wo
 
@@ -123,7 +127,7 @@ def conv_strided_gradient(x, w, dy, k, s, pb, pe, need_dx):
         for q, (r0, r1) in enumerate(spans):
             nc, dyb = (r1 - r0) * wo, dy[i, :, r0].ctypes.data
             cols = _fill(buf[0], kk, ph[i], groups, c, r0, r1, wo)
-            blas.sgemm(dyb, p, cols.ctypes.data, nc, parts[j].ctypes.data, kk, m, kk, nc,
+            blas.sgemm(cols.ctypes.data, nc, dyb, p, parts[j].ctypes.data, m, kk, m, nc,
                        beta=float(q > 0), trans_b=True)
             if dph is None:
                 continue
@@ -135,7 +139,7 @@ def conv_strided_gradient(x, w, dy, k, s, pb, pe, need_dx):
                     dph[i, a, b, :, r0 + ii:r1 + ii, jj:jj + wo] += blk[:, ii, jj]
     parallel.blas_calls([lambda j=j, job_=job_: job(j, *job_) for j, job_ in enumerate(jobs)])
     dw = np.empty((m, kk), dtype=np.float32)
-    dw[:, order] = parts.sum(axis=0)
+    dw[:, order] = parts.sum(axis=0).T
     if dph is None:
         return dw.reshape(w.shape), None
     dx = np.empty(x.shape, dtype=np.float32)
