@@ -182,13 +182,13 @@ def joining_ops(d: Drawing, writer: dict[str, str] | None = None) -> list[str]:
     if writer is None:
         writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.target].kind == "blob"}
     link = {e.source: e.target for e in d.edges if e.kind == "forward_link"}
-    out = []
+    out: dict[str, None] = {}  # NOTE: a dict, not a list: `in` on a list made this quadratic in the joins
     for e in d.edges:
         w = writer.get(e.source, e.source)
         if (e.kind == "data" and e.target in link and w in link and w != e.target
-                and link[w] == link[e.target] and e.target not in out):
-            out.append(e.target)
-    return out
+                and link[w] == link[e.target]):
+            out[e.target] = None
+    return list(out)
 
 
 def rank_pairs(d: Drawing) -> list[tuple[str, str]]:

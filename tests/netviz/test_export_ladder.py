@@ -161,3 +161,20 @@ def test_caffe2_fix_mark_on_linted_ops(tmp_path: Path) -> None:
     labels = [t for t in ET.parse(out).getroot().itertext() if "(op#" in t]
     assert any(t.startswith("RecurrentNetwork (op#") and t.endswith(S.FIX_MARK) for t in labels)
     assert sum(t.endswith(S.FIX_MARK) for t in labels) < len(labels) / 2
+
+
+def test_densenet121_backward_once_written_out_of_place(zoo: Path) -> None:
+    """The zoo DenseNet-121 is refused (each batch norm's affine Add overwrites the blob its Mul read, which
+    the Mul's gradient needs; Caffe2's AddGradientOperators refuses it as well); the bench's row draws it with
+    those 121 Adds writing fresh names, and then its backward pass builds: 1,395 ops, as Caffe2 builds it."""
+    from benchmarks.bench_graph import out_of_place
+    from engine.errors import GradientError
+
+    net = load_net(zoo / "densenet121" / "predict_net.pbtxt")
+    with pytest.raises(GradientError, match="conv5_blk/bn"):
+        backward_drawing_net(net, None)
+    fixed, renamed = out_of_place(net)
+    full, n_forward, _ = backward_drawing_net(fixed, None)
+    assert renamed == 121 and {op.type for op, old in zip(fixed.op, net.op) if op.output != old.output} == {"Add", "Relu"}
+    assert n_forward == len(net.op) == 668 and len(full.op) == 1395
+    assert out_of_place(load_net(zoo / "resnet50" / "predict_net.pbtxt"))[1] == 0  # nothing to rewrite there
