@@ -18,6 +18,7 @@ import numpy as np
 
 import engine.runtime.ops  # noqa: F401  (fills KERNELS)
 from engine.runtime import device as dev
+from engine.runtime.ops import activation, arith, norm
 from engine.catalogue import is_caffe2_op
 from engine.catalogue.schema import NOT_CAFFE2, schema_policy, violations
 from engine.errors import ExecutionError, SchemaError, ShapeError, UnknownOpError
@@ -111,6 +112,8 @@ class BoundOp:
     #: a CPU op without context, plan, mutex or CPU-side blobs, with one output: :func:`run_compiled`
     #: calls its kernel inline (no per-op helper calls: the dispatch overhead of tiny ops)
     direct: bool = False
+    #: run_compiled runs this op and the in-place Relu after it as this one kernel (:func:`fuse_relus`)
+    fused: Any = None
 
 
 def _arity(fn: Any) -> tuple[int, float]:
@@ -332,7 +335,25 @@ def compile_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -
             raise ExecutionError(f"{_where(net.name, i, op)}: node_name must be empty for all operators "
                                  "at execution time.")
         ops.append(bind(op, i, net.name, workspace=ws, device=device))
+    fuse_relus(ops)
     return CompiledNet(net, ops)
+
+
+#: kernel -> the same kernel with an in-place Relu on its output 0 applied in its last pass over it
+WITH_RELU = {norm.spatial_bn: norm.spatial_bn_relu, arith.sum_: arith.sum_relu_inplace}
+
+
+def fuse_relus(ops: list[BoundOp]) -> None:
+    """Mark each CPU op of :data:`WITH_RELU` whose next op is a Relu overwriting its output 0 in place
+    (ResNet's SpatialBN -> Relu and Sum -> Relu): :func:`run_compiled` runs the pair as one kernel.
+    NOTE: nothing can read the first op's output 0 between the two ops, the Relu's input is that very
+    array and its result replaces it under the same name, so the workspace after the pair is the same;
+    stepping (the debugger, :func:`run_bound`) still runs them apart."""
+    for a, b in zip(ops, ops[1:]):
+        if (a.fn in WITH_RELU and b.fn is activation.relu and b.ins == a.outs[:1] == b.outs
+                and a.xp is np and b.xp is np and not a.gpu_out and not b.gpu_out and a.ctx is None
+                and not a.plan and not a.mutex and not b.mutex):
+            a.fused = WITH_RELU[a.fn]
 
 
 OPS_RUN = [0]
@@ -344,10 +365,20 @@ def run_compiled(c: CompiledNet, ws: Any) -> None:
 
     NOTE: a :attr:`BoundOp.direct` op in a CPU-only workspace runs inline, what :func:`run_bound`
     would do spelled out for its case (same result, same one-line error): a tiny op's cost is the
-    Python calls around its kernel, not the kernel."""
+    Python calls around its kernel, not the kernel.  An op marked by :func:`fuse_relus` runs with the
+    in-place Relu after it as one kernel (the same values, one pass over the output less)."""
     OPS_RUN[0] += len(c.ops)
     values, devices, cpu = ws.values, ws.devices, dev.CPU
-    for b in c.ops:
+    ops = iter(c.ops)
+    for b in ops:
+        if b.fused is not None and not ws.gpu_used and not THROW_IF_FP_EXCEPTIONS[0]:
+            try:
+                out = b.fused(b.xp, *[values[n] for n in b.ins], **b.kwargs)
+            except Exception as e:
+                raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
+            store_outputs(b, ws, out)
+            next(ops)  # NOTE: the Relu: its output is the array just stored, under the same name
+            continue
         if not b.direct or ws.gpu_used or THROW_IF_FP_EXCEPTIONS[0]:
             run_bound(b, ws)
             values, devices = ws.values, ws.devices  # NOTE: a subnet op may have rebound them

@@ -134,3 +134,62 @@ def test_max_pool_gradient_fast_equals_plain(monkeypatch, shape, args, order):
     # the gradient moves dY's total mass onto the maxima: each window's dY goes to each of its ties
     counts = eval_op("MaxPoolGradient", x, y, np.ones_like(dy), order=order, **args)[0]
     assert counts.sum() >= dy.size
+
+
+def _net(*ops):
+    from engine.model.opdef import create_operator  # noqa: PLC0415
+    from proto import caffe2_pb2  # noqa: PLC0415
+
+    net = caffe2_pb2.NetDef(name="fuse")
+    for t, ins, outs, args in ops:
+        net.op.append(create_operator(t, ins, outs, **args))
+    return net
+
+
+@pytest.mark.parametrize("is_test", [0, 1])
+def test_run_compiled_fuses_in_place_relus_with_the_values_of_the_ops_apart(fast, is_test):
+    from engine.runtime import executor  # noqa: PLC0415
+    from engine.runtime.workspace import Workspace  # noqa: PLC0415
+
+    bn_out = ["y"] + ([] if is_test else ["rm", "rv", "sm", "si"])
+    net = _net(("SpatialBN", ["x", "s", "b", "rm", "rv"], bn_out, dict(is_test=is_test)),
+               ("Relu", ["y"], ["y"], {}),
+               ("Sum", ["y", "x"], ["z"], {}), ("Relu", ["z"], ["z"], {}),
+               ("Sum", ["z", "x"], ["w"], {}), ("Relu", ["w"], ["r"], {}),  # not in place: not fused
+               ("SpatialBN", ["r", "s", "b", "rm", "rv"], ["q"], dict(is_test=1)), ("Relu", ["q"], ["q"], {}))
+    x = randn(3, 5, 7, 6)
+    feeds = dict(x=x, s=randn(5), b=randn(5), rm=randn(5), rv=np.abs(randn(5)) + 0.5)
+    results = []
+    for fused in (True, False):
+        ws = Workspace("fuse")
+        for k, v in feeds.items():
+            ws.values[k], ws.devices[k] = v.copy(), 0
+        c = executor.compile_net(net, ws)
+        assert [b.fused is not None for b in c.ops] == [True, False, True, False, False, False, True, False]
+        if fused:
+            executor.run_compiled(c, ws)
+        else:
+            for b in c.ops:
+                executor.run_bound(b, ws)
+        results.append(ws.values)
+    got, want = results
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    assert (got["y"] >= 0).all() and (got["y"] == 0).any() and (got["q"] >= 0).all()
+
+
+def test_fused_pair_failure_names_the_first_op():
+    from engine.errors import ExecutionError  # noqa: PLC0415
+    from engine.runtime import executor  # noqa: PLC0415
+    from engine.runtime.workspace import Workspace  # noqa: PLC0415
+
+    net = _net(("SpatialBN", ["x", "s", "b", "rm", "rv"], ["y"], dict(is_test=1)), ("Relu", ["y"], ["y"], {}))
+    ws = Workspace("fuse")
+    for k, v in dict(x=randn(2, 0, 3), s=randn(0), b=randn(0), rm=randn(0), rv=randn(0)).items():
+        ws.values[k], ws.devices[k] = v, 0
+    c = executor.compile_net(net, ws)
+    assert c.ops[0].fused is not None
+    with pytest.raises(ExecutionError, match=r"op #0 SpatialBN .*no channels"):
+        executor.run_compiled(c, ws)
+    assert "y" not in ws.values

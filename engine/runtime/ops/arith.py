@@ -102,6 +102,16 @@ def sum_reduce_like(xp, a, b, *, axis: int = -1, axis_str: str = "", order: str 
 
 @kernel("Sum")
 def sum_(xp, *xs):
+    return _sum(xp, xs, False)
+
+
+def sum_relu_inplace(xp, *xs):
+    """Sum whose output an in-place Relu overwrites at once (run_compiled fuses the pair): the Sum's own
+    values, then ``max(., 0)`` in the same block pass, as the two ops apart would give."""
+    return _sum(xp, xs, True)
+
+
+def _sum(xp, xs, relu):
     # NOTE: the first add writes the new array (one pass, not copy + add); X0's dtype is kept.
     if xp is np and len(xs) > 1 and xs[0].nbytes >= parallel.MIN_BYTES and all(x.shape == xs[0].shape for x in xs):
         out = np.empty(xs[0].shape, xs[0].dtype)
@@ -110,6 +120,8 @@ def sum_(xp, *xs):
             np.add(t(xs[0]), t(xs[1]), out=t(out), dtype=out.dtype)
             for x in xs[2:]:
                 np.add(t(out), t(x), out=t(out))
+            if relu:
+                np.maximum(t(out), 0, out=t(out))
         parallel.split(part, out.shape, out.nbytes)
         return out
     if len(xs) > 1 and xs[0].shape == xs[1].shape:
@@ -118,7 +130,7 @@ def sum_(xp, *xs):
         out, rest = xs[0].copy(), xs[1:]
     for x in rest:
         out += x
-    return out
+    return xp.maximum(out, 0, out=out) if relu else out
 
 
 @kernel("Mean")

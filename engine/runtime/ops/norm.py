@@ -32,19 +32,43 @@ def _channel_sum(xp, t, axes, order):
 @kernel("SpatialBN")
 def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test: int = 0, epsilon: float = 1e-5,
                momentum: float = 0.9, order: str = "NCHW", num_batches: int = 1):
+    return _spatial_bn(xp, False, x, scale, bias, mean, var, sums, sumsq, is_test=is_test, epsilon=epsilon,
+                       momentum=momentum, order=order, num_batches=num_batches)
+
+
+def spatial_bn_relu(xp, *ins, **args):
+    """SpatialBN whose Y an in-place Relu overwrites at once: the executor's run_compiled runs the pair as
+    this one call (nothing can read the BN's Y in between).  Y is ``max(Y, 0)`` of the very Y SpatialBN
+    computes, so the values are those of the two ops apart; the fast paths apply it in the block pass
+    that writes Y (one pass over Y less)."""
+    return _spatial_bn(xp, True, *ins, **args)
+
+
+def _relu_y(xp, out, relu):
+    """`out` (Y or Y and the statistics) with Y replaced by max(Y, 0) in place when `relu`."""
+    if relu:
+        y = out[0] if isinstance(out, tuple) else out
+        xp.maximum(y, 0, out=y)
+    return out
+
+
+def _spatial_bn(xp, relu, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test, epsilon, momentum, order,
+                num_batches):
+    """The SpatialBN kernel; `relu` (the fused SpatialBN + Relu) clamps Y at 0."""
     axes, bshape = _channel_view(x, order)
     if x.ndim > 1 and x.shape[1 if order == "NCHW" else -1] == 0:
         raise ValueError(f"input {tuple(x.shape)} has no channels; Caffe2 refuses C = 0")
     if not is_test and x.size == 0 and x.shape[0] == 0:  # NOTE: an empty batch leaves the running stats;
         z = xp.zeros_like(mean)                            # saved stats are 0
-        return x.copy(), mean.copy(), var.copy(), z, z.copy()
+        return _relu_y(xp, (x.copy(), mean.copy(), var.copy(), z, z.copy()), relu)
     if not is_test and x.size == 0 and num_batches == 1:  # NOTE: images of no pixels: batch mean and var are 0
         m = mean.dtype.type(momentum)
         inv_std = xp.full_like(mean, 1 / np.sqrt(mean.dtype.type(epsilon)))
-        return x.copy(), (mean * m).astype(mean.dtype), (var * m).astype(var.dtype), xp.zeros_like(mean), inv_std
+        return _relu_y(xp, (x.copy(), (mean * m).astype(mean.dtype), (var * m).astype(var.dtype),
+                            xp.zeros_like(mean), inv_std), relu)
     if not is_test and num_batches > 1:
-        return _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order,
-                                     num_batches)
+        return _relu_y(xp, _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum,
+                                                 order, num_batches), relu)
     if is_test:  # NOTE: y = x * a + c with per-channel a, c: two passes over x, no temporaries.
         with np.errstate(invalid="ignore"):  # NOTE: a negative running variance gives NaN, as in Caffe2
             a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
@@ -52,22 +76,22 @@ def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test:
         if _rows_fast(xp, x, order):
             n, rows = x.shape[0], x.shape[0] * x.shape[1]
             y = np.empty(x.shape, x.dtype)
-            _affine_rows(x.reshape(rows, -1), _per_row(a, n), _per_row(c, n), y.reshape(rows, -1))
+            _affine_rows(x.reshape(rows, -1), _per_row(a, n), _per_row(c, n), y.reshape(rows, -1), relu)
             return y
         if xp is not np or x.nbytes < parallel.MIN_BYTES:
             y = xp.multiply(x, a, dtype=x.dtype)
-            return xp.add(y, c, out=y)
+            return _relu_y(xp, xp.add(y, c, out=y), relu)
         y = np.empty(x.shape, x.dtype)
 
         def part(t):  # both passes on one cache-sized block, blocks over both cores
             np.multiply(t(x), t(a), out=t(y), dtype=x.dtype)
             np.add(t(y), t(c), out=t(y))
         parallel.split(part, x.shape, x.nbytes)
-        return y
+        return _relu_y(xp, y, relu)
     # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
     # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
     if _rows_fast(xp, x, order):
-        return _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum)
+        return _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum, relu)
     bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])
     y = xp.subtract(x, bm.reshape(bshape), dtype=x.dtype)  # centred x, turned into y in place below
     bv = _channel_sum(xp, xp.square(y), axes, order) / x.dtype.type(x.size // bm.size)
@@ -76,8 +100,8 @@ def spatial_bn(xp, x, scale, bias, mean, var, sums=None, sumsq=None, *, is_test:
     xp.add(y, bias.astype(x.dtype).reshape(bshape), out=y)
     m, n = x.dtype.type(momentum), x.size // bm.size
     unbiased = bv * (n / max(n - 1, 1))
-    return (y, (mean * m + bm * (1 - m)).astype(x.dtype),
-            (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv)
+    return _relu_y(xp, (y, (mean * m + bm * (1 - m)).astype(x.dtype),
+                        (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv), relu)
 
 
 def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order, num_batches):
@@ -113,12 +137,14 @@ def _per_row(v, n):
     return np.ascontiguousarray(np.broadcast_to(v.reshape(-1), (n, v.size))).reshape(-1, 1)
 
 
-def _affine_rows(x2, a, c, y2):
-    """``y2 = x2 * a + c`` with one (a, c) pair per row, block by block over both cores (both passes of
-    a block in cache)."""
+def _affine_rows(x2, a, c, y2, relu=False):
+    """``y2 = x2 * a + c`` (then ``max(y2, 0)`` when `relu`) with one (a, c) pair per row, block by block
+    over both cores (the passes of a block in cache)."""
     def part(t):
         np.multiply(t(x2), t(a), out=t(y2))
         np.add(t(y2), t(c), out=t(y2))
+        if relu:
+            np.maximum(t(y2), 0, out=t(y2))
     parallel.split(part, x2.shape, x2.nbytes, axis=0, block_bytes=ROW_BLOCK)
 
 
@@ -136,7 +162,7 @@ def _row_sums(a2, b2):
     return s.astype(np.float64), q.astype(np.float64)
 
 
-def _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum):
+def _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum, relu=False):
     """Training SpatialBN over the (N*C, HW) rows of an NCHW X, as Caffe2's CPU kernel computes it: one
     pass for the moments (var = E[X^2] - mean^2, per-row float32 sums merged in float64), one for
     ``Y = X * alpha + beta`` with per-channel alpha = scale * inv_std, beta = bias - alpha * mean."""
@@ -149,7 +175,7 @@ def _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum):
     alpha = (scale * inv).astype(dt)
     beta = (bias - alpha * bm.astype(dt)).astype(dt)
     y = np.empty(x.shape, dt)
-    _affine_rows(x2, _per_row(alpha, n), _per_row(beta, n), y.reshape(n * c, -1))
+    _affine_rows(x2, _per_row(alpha, n), _per_row(beta, n), y.reshape(n * c, -1), relu)
     mo, bm, bv = dt.type(momentum), bm.astype(dt), bv.astype(dt)
     unbiased = bv * (cnt / max(cnt - 1, 1))
     return y, (mean * mo + bm * (1 - mo)).astype(dt), (var * mo + unbiased * (1 - mo)).astype(dt), bm, inv
