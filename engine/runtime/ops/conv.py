@@ -139,9 +139,16 @@ def col2im(xp, cols, xshape, k, s, pb, pe, d, out):
     nd = len(k)
     padded = xshape[:2] + tuple(xshape[2 + i] + pb[i] + pe[i] for i in range(nd))
     dx = xp.zeros(padded, dtype=cols.dtype)
-    for pos in itertools.product(*(range(v) for v in k)):
-        sl = tuple(slice(p * d[i], p * d[i] + s[i] * (out[i] - 1) + 1, s[i]) for i, p in enumerate(pos))
-        dx[(slice(None), slice(None)) + sl] += cols[(slice(None), slice(None)) + pos]
+
+    def scatter(t):  # NOTE: NumPy: images over the threads (a ResNet 3x3/2 dX: 15 ms single-threaded)
+        dxt, ct = t(dx), t(cols)
+        for pos in itertools.product(*(range(v) for v in k)):
+            sl = tuple(slice(p * d[i], p * d[i] + s[i] * (out[i] - 1) + 1, s[i]) for i, p in enumerate(pos))
+            dxt[(slice(None), slice(None)) + sl] += ct[(slice(None), slice(None)) + pos]
+    if xp is np and FAST_CONV:
+        parallel.split(scatter, dx.shape, dx.nbytes, axis=0)
+    else:
+        scatter(lambda a: a)
     return dx[(slice(None), slice(None)) + tuple(slice(pb[i], pb[i] + xshape[2 + i]) for i in range(nd))]
 
 
