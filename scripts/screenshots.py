@@ -176,7 +176,7 @@ async def take(name: str, make: Callable[[], Session], drive: Callable[..., Awai
 _TEXT = re.compile(r'<text ([^>]*?)x="([\d.]+)"([^>]*?)textLength="([\d.]+)"([^>]*)>([^<]*)</text>')
 
 
-_TOKEN = re.compile(r"[!-~]+|.", re.S)
+_TOKEN = re.compile(r".", re.S)
 
 
 def cell_aligned(svg: str) -> str:
@@ -184,7 +184,9 @@ def cell_aligned(svg: str) -> str:
 
     Textual writes a run of cells as one element stretched to its cells by ``textLength``;
     a PNG converter that ignores it lays box-drawing and no-break-space glyphs out at the
-    fallback font's widths, and edges drift away from their nodes.
+    fallback font's widths, and edges drift away from their nodes.  ASCII words too: laid out whole,
+    a bold label ran wider than its cells and the box's border hid its last digit (``SpatialBN #16``
+    for a ``SpatialBN #169`` box fitted to its label).
     """
     def split(m: re.Match[str]) -> str:
         pre, x, mid, length, post, body = m.groups()
@@ -192,7 +194,7 @@ def cell_aligned(svg: str) -> str:
         if len(chars) < 2:
             return m.group(0)
         cw, out = float(length) / len(chars), []
-        for t in _TOKEN.finditer(chars):  # ASCII words stay whole: only the odd glyphs move
+        for t in _TOKEN.finditer(chars):
             if t.group() not in " \u00a0":
                 out.append(f'<text {pre}x="{float(x) + t.start() * cw:.1f}"{mid}'
                            f'textLength="{cw * len(t.group()):.1f}"{post}>{html.escape(t.group())}</text>')
