@@ -260,3 +260,22 @@ def test_blocked_dw_equals_per_tap_dw(monkeypatch, counted, n, c, hw, m, dilatio
     _close(plain, blocked)
     _close(per_tap, blocked)
     assert len(counted.by.get("conv_implicit_dw", [])) == 2
+
+
+@pytest.mark.parametrize("stride, order", [(1, "NCHW"), (2, "NCHW"), (1, "NHWC")])
+def test_1x1_small_maps_fold_the_batch(monkeypatch, stride, order):
+    """A 1x1 conv on a small map is ONE GEMM over the whole batch on the fast path (the plain path
+    multiplies image by image); both agree."""
+    folds: list[int] = []
+    real = conv_ops._batch_gemm
+    monkeypatch.setattr(conv_ops, "_batch_gemm", lambda w2, cols, n, out: folds.append(n) or real(w2, cols, n, out))
+    r = np.random.default_rng(stride)
+    x, wt = r.standard_normal((3, 12, 9, 7)).astype(np.float32), r.standard_normal((10, 12, 1, 1)).astype(np.float32)
+    if order == "NHWC":
+        x, wt = x.transpose(0, 2, 3, 1).copy(), wt.transpose(0, 2, 3, 1).copy()
+    monkeypatch.setattr(conv_ops, "FAST_CONV", False)
+    plain = eval_op("Conv", x, wt, kernel=1, stride=stride, order=order)
+    assert not folds
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    _close(plain, eval_op("Conv", x, wt, kernel=1, stride=stride, order=order))
+    assert folds == [3]
