@@ -22,7 +22,7 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "step.back": ("u", "step('step_back')", "Step back", "Back"),
     "run.reverse-continue": ("U", "reverse_continue", "Reverse-continue to the previous breakpoint hit", ""),
     "run.first-iteration": ("I", "first_iteration", "Stop at the first loop iteration / RNN timestep where a condition "
-                            "holds", "Iter where"),
+                            "holds", "Iter"),
     "run.record": ("T", "record_run", "Record the run to FILE.nvrec (re-runs it from the start to the end)", ""),
     "run.restart": ("r", "step('restart')", "Restart", "Restart"),
     "bp.toggle": ("b", "toggle_breakpoint", "Breakpoint", "Break"),

@@ -255,6 +255,7 @@ class _Parser:
             value = float(text)
             return lambda e: value
         if kind != "word":
+            self.pos -= len(text)  # NOTE: the column is the token's, not the one after it
             raise self.error(f"expected a blob, a number, step or one of {', '.join(STATS)}; found {text!r}")
         if text == "step":
             self.every_op = True

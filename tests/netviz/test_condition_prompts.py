@@ -83,3 +83,9 @@ async def test_i_stops_at_the_first_iteration_where_a_condition_holds(tmp_path: 
         stop, dbg = app.session.last_stop, app.session.debugger
         assert stop.reason == "condition" and dbg.records[-1].op_type == "Add"
         assert dbg.records[-1].frames[-1] == "iteration 0" and float(dbg.value("i")[0]) == 1.0
+
+
+def test_a_misplaced_token_is_named_at_its_own_column() -> None:
+    """``acc > (2`` said "found '(' at column 8": the column after it, so the cursor landed past it."""
+    typed = "acc > (2"
+    assert _column(typed) == typed.index("(")
