@@ -68,17 +68,27 @@ from caffe2.python import core, workspace
 torch.set_num_threads({threads})
 x = np.random.randn(*{xs}).astype(np.float32); w = np.random.randn(*{ws}).astype(np.float32)
 b = np.zeros({ws}[0], np.float32)
-for k, v in (("x", x), ("w", w), ("b", b)): workspace.FeedBlob(k, v)
-op = core.CreateOperator("Conv", ["x", "w", "b"], "y", kernel={k}, pad={p})
+op = core.CreateOperator("Conv", ["x", "w", "b"], "y", kernel={k}, pad={p}, stride={s})
+workspace.FeedBlob("x", x); workspace.FeedBlob("w", w); workspace.FeedBlob("b", b)
+workspace.RunOperatorOnce(op)
+dy = np.random.randn(*workspace.FetchBlob("y").shape).astype(np.float32)
+workspace.FeedBlob("dy", dy)
+gop = core.CreateOperator("ConvGradient", ["x", "w", "dy"], ["dw", "db", "dx"], kernel={k}, pad={p}, stride={s})
 def best(f, r=3):
     t = 1e9
     for _ in range(r):
         s = time.perf_counter(); f(); t = min(t, time.perf_counter() - s)
     return t
 tx, tw = torch.from_numpy(x), torch.from_numpy(w)
-with torch.no_grad():
-    tt = best(lambda: torch.nn.functional.conv2d(tx, tw, padding={p}))
-print(json.dumps({{"caffe2": best(lambda: workspace.RunOperatorOnce(op)), "pytorch": tt}}))
+if {backward}:  # forward + backward, dX included (Caffe2's ConvGradient makes it; so must PyTorch)
+    gx, gw, tdy = tx.clone().requires_grad_(), tw.clone().requires_grad_(), torch.from_numpy(dy)
+    tt = best(lambda: torch.nn.functional.conv2d(gx, gw, stride={s}, padding={p}).backward(tdy))
+    c2 = best(lambda: (workspace.RunOperatorOnce(op), workspace.RunOperatorOnce(gop)))
+else:
+    with torch.no_grad():
+        tt = best(lambda: torch.nn.functional.conv2d(tx, tw, stride={s}, padding={p}))
+    c2 = best(lambda: workspace.RunOperatorOnce(op))
+print(json.dumps({{"caffe2": c2, "pytorch": tt}}))
 """
 
 
@@ -99,29 +109,45 @@ def bench_overhead(quick: bool) -> dict[str, Any]:
             "note": f"incl. kernel; a bare np.maximum call takes {kernel_only * 1e6:.2f} us"}
 
 
-def bench_conv(quick: bool) -> dict[str, Any]:
-    xs, wshape, k, p = ((1, 64, 28, 28), (64, 64, 3, 3), 3, 1) if quick else ((8, 64, 56, 56), (64, 64, 3, 3), 3, 1)
+def bench_conv(quick: bool, xs: tuple[int, ...] = (8, 64, 56, 56), wshape: tuple[int, ...] = (64, 64, 3, 3),
+               stride: int = 1, pad: int = 1, backward: bool = False) -> dict[str, Any]:
+    """One Conv (and with `backward` its ConvGradient, dX included) against PyTorch and Caffe2.
+    Quick: one 28x28 image, no references."""
+    if quick:
+        xs = (1,) + xs[1:2] + tuple(min(v, 28) for v in xs[2:])
+    k = wshape[2]
     ws = Workspace("bench_conv")
     rng = np.random.default_rng(0)
     ws.feed_blob("x", rng.standard_normal(xs).astype(np.float32))
     ws.feed_blob("w", rng.standard_normal(wshape).astype(np.float32))
     ws.feed_blob("b", np.zeros(wshape[0], np.float32))
     net = caffe2_pb2.NetDef(name="conv")
-    net.op.append(create_operator("Conv", ["x", "w", "b"], "y", kernel=k, pad=p))
+    net.op.append(create_operator("Conv", ["x", "w", "b"], "y", kernel=k, pad=pad, stride=stride))
     compiled = compile_net(net, ws)
+    run_compiled(compiled, ws)
+    y = ws.values["y"]
+    if backward:
+        ws.feed_blob("dy", rng.standard_normal(y.shape).astype(np.float32))
+        net.op.append(create_operator("ConvGradient", ["x", "w", "dy"], ["dw", "db", "dx"], kernel=k, pad=pad,
+                                      stride=stride))
+        compiled = compile_net(net, ws)
     t = best(lambda: run_compiled(compiled, ws), 2 if quick else 3)
-    flops = 2 * np.prod(xs) / xs[1] * wshape[0] * wshape[1] * k * k
-    ref = None if quick else _caffe2(CONV_REF.format(threads=blas_threads(), xs=xs, ws=wshape, k=k, p=p))
+    flops = 2.0 * y.size * wshape[1] * k * k * (3 if backward else 1)
+    ref = None if quick else _caffe2(CONV_REF.format(threads=blas_threads(), xs=xs, ws=wshape, k=k, p=pad, s=stride,
+                                                     backward=backward))
     reference = ref or {}
     torch_s = reference.get("pytorch")
-    return {"name": f"Conv 3x3 forward {xs} -> {wshape[0]} ch", "netviz_s": t, "reference": reference,
+    what = f"{k}x{k}" + (f"/{stride}" if stride != 1 else "") + (" fwd+bwd" if backward else " forward")
+    return {"name": f"Conv {what} {xs} -> {wshape[0]} ch", "netviz_s": t, "reference": reference,
             "target": f"<= {CONV_TARGET}x PyTorch" if torch_s else "",
             "ok": (t <= CONV_TARGET * torch_s) if torch_s else None,
             "note": f"{flops / t / 1e9:.1f} GFLOP/s"}
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
-    return [bench_overhead(quick), bench_conv(quick)]
+    conv1 = dict(xs=(8, 3, 224, 224), wshape=(64, 3, 7, 7), stride=2, pad=3)  # ResNet's first layer
+    return [bench_overhead(quick), bench_conv(quick), bench_conv(quick, backward=True), bench_conv(quick, **conv1),
+            bench_conv(quick, backward=True, **conv1)]
 
 
 if __name__ == "__main__":

@@ -244,10 +244,11 @@ def test_1x1_gradient_chain_equals_plain(monkeypatch, counted, stride, order):
         assert counted.by.get("gemm_1x1_gradient")
 
 
-@pytest.mark.parametrize("n, c, hw, m, dilation", [(3, 5, 11, 4, 1), (2, 16, 9, 7, 2)])
+@pytest.mark.parametrize("n, c, hw, m, dilation", [(3, 5, 11, 4, 1), (2, 16, 9, 7, 2), (1, 6, 12, 5, 1)])
 def test_blocked_dw_equals_per_tap_dw(monkeypatch, counted, n, c, hw, m, dilation):
     """The implicit GEMM's dW by cached im2col blocks (one GEMM per block) against its per-tap GEMMs
-    and the plain path, with blocks of 7 grid columns (many blocks, a short last one)."""
+    and the plain path, with blocks of 7 grid columns (many blocks, a short last one); one image:
+    the grid's columns cut over the threads."""
     monkeypatch.setattr(conv_ops, "_MIN_CHUNK", 7)
     monkeypatch.setattr(conv_ops, "_DW_BLOCK_BYTES", 0)
     r = np.random.default_rng(c)

@@ -318,7 +318,7 @@ def conv_implicit_dw(x, dy, k, pb, pe, d):
     dyp[..., :wo] = dy
     chunks = [range(j, n, parallel.THREADS) for j in range(min(n, parallel.THREADS))]
     if DW_BLOCKED:
-        return _blocked_dw(xf, dyp, k, d, wp, chunks)
+        return _blocked_dw(xf, dyp, k, d, wp)
     offs = [(i * d[0] * wp + j * d[1]) * 4 for i in range(k[0]) for j in range(k[1])]
     parts = np.empty((len(chunks), taps, m, c), dtype=np.float32)
 
@@ -351,32 +351,40 @@ def _tap_block(buf, xf_i, offs, col, cols):
     return blk.reshape(-1, cols)
 
 
-def _blocked_dw(xf, dyp, k, d, wp, chunks):
+def _blocked_dw(xf, dyp, k, d, wp):
     """dW (M, C, kH, kW) from the padded flat images `xf` and dY on the junk-column grid `dyp`, by
     im2col blocks that never leave the cache: a block of grid columns gets all C * taps rows (one
     copy per tap from the shifted views), then ONE GEMM with the C * taps rows as its M side
     accumulates ``dW.T += cols @ dY_block.T`` in place.  One big GEMM per block instead of one
     skinny (M x C) GEMM per tap: OpenBLAS runs those at ~60 % of its rate (64 x 64: 86 vs 126 GFLOP/s
-    single-threaded as (576 x 64))."""
+    single-threaded as (576 x 64)).  Each job sums every THREADS-th image into its own part; a batch
+    below the thread count cuts the grid's columns over the jobs instead (one job would leave the
+    GEMMs to OpenBLAS's own threads, which spin-wait: 1 ms calls took 20-400 ms at load 2)."""
     n, c, ld = xf.shape
     m, ho = dyp.shape[1:3]
     L, taps = ho * wp, k[0] * k[1]
     kk = c * taps
     offs = [i * d[0] * wp + j * d[1] for i in range(k[0]) for j in range(k[1])]
     nb = min(L, max(_MIN_CHUNK, _DW_BLOCK_BYTES // (4 * kk)))
-    parts = np.empty((len(chunks), kk, m), dtype=np.float32)
+    if n >= parallel.THREADS:
+        jobs = [(range(j, n, parallel.THREADS), 0, L) for j in range(parallel.THREADS)]
+    else:
+        cuts = [L * j // parallel.THREADS for j in range(parallel.THREADS + 1)]
+        jobs = [(range(n), lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    parts = np.empty((len(jobs), kk, m), dtype=np.float32)
 
     def job(j):
+        images, lo, hi = jobs[j]
         buf = parallel.scratch((kk * nb,), np.float32)
         first = True
-        for i in chunks[j]:
-            for col in range(0, L, nb):
-                cols = min(nb, L - col)
+        for i in images:
+            for col in range(lo, hi, nb):
+                cols = min(nb, hi - col)
                 blk = _tap_block(buf, xf[i], offs, col, cols)
                 blas.sgemm(blk.ctypes.data, cols, dyp[i].ctypes.data + 4 * col, L, parts[j].ctypes.data, m, kk, m, cols,
                            beta=float(not first), trans_b=True)
                 first = False
-    parallel.blas_calls([lambda j=j: job(j) for j in range(len(chunks))])
+    parallel.blas_calls([lambda j=j: job(j) for j in range(len(jobs))])
     return parts.sum(axis=0).T.reshape(m, c, k[0], k[1])
 
 
