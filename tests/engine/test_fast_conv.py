@@ -205,7 +205,7 @@ def test_float64_keeps_the_plain_path(monkeypatch, counted):
 
 @pytest.mark.parametrize("n, c, h, w, m, k, s, pad, order, need_dx", [
     (2, 3, 31, 27, 8, 7, 2, 3, "NCHW", True),   # conv1's 7x7/2, odd sizes
-    (1, 3, 29, 30, 5, 7, 2, 3, "NHWC", True),   # one image: its row blocks go to both threads (no dX)
+    (1, 3, 29, 30, 5, 7, 2, 3, "NHWC", True),   # one image: its row blocks go to both threads, each its own dX phases
     (3, 2, 17, 19, 4, 6, 3, 1, "NCHW", True),   # stride 3, uneven phases
     (1, 4, 23, 21, 6, 4, 2, 0, "NCHW", False),  # dW only
 ])

@@ -109,17 +109,20 @@ def conv_strided(x, w, k, s, pb, pe):
 def conv_strided_gradient(x, w, dy, k, s, pb, pe, need_dx):
     """(dW, dX or None) of :func:`conv_strided`'s conv: per row block, dW.T += cols @ dY_block.T and
     dcols = W.T @ dY_block scatter-added into dX's stride phases, while the block is in cache.
-    dX needs whole images per job (their blocks' scatters overlap); dW sums one part per job."""
+    dW sums one part per job.  The blocks' dX scatters overlap, so with dX each job owns whole images,
+    and a batch below the thread count gives each (row-cut) job its own dX phases, summed at the end
+    (one job would leave its GEMMs to OpenBLAS's spin-waiting threads: 1 ms calls took 20 ms at load 2)."""
     (n, c, h, wd), m = x.shape, w.shape[0]
     ph, (ho, wo) = _phases(x, k, s, pb, pe)
     groups, order = _plan(c, k, s)
     kk = order.size
     w2t = np.ascontiguousarray(w.reshape(m, -1)[:, order].T)  # (K, M)
     rows = max(1, BLOCK_BYTES // (4 * kk * wo))
-    jobs = _blocks(n, ho, rows) if not need_dx else [(i, [(r, min(r + rows, ho)) for r in range(0, ho, rows)])
-                                                      for i in range(n)]
+    own = need_dx and n < parallel.THREADS  # NOTE: jobs with their own dX phases
+    jobs = _blocks(n, ho, rows) if own or not need_dx else \
+        [(i, [(r, min(r + rows, ho)) for r in range(0, ho, rows)]) for i in range(n)]
     parts = np.empty((len(jobs), kk, m), dtype=np.float32)  # dW.T: the longer side (K) as the GEMM's M
-    dph = np.zeros_like(ph) if need_dx else None
+    dphs = np.zeros((len(jobs) if own else 1,) + ph.shape, dtype=np.float32) if need_dx else None
     p = ho * wo
 
     def job(j, i, spans):
@@ -129,8 +132,9 @@ def conv_strided_gradient(x, w, dy, k, s, pb, pe, need_dx):
             cols = _fill(buf[0], kk, ph[i], groups, c, r0, r1, wo)
             blas.sgemm(cols.ctypes.data, nc, dyb, p, parts[j].ctypes.data, m, kk, m, nc,
                        beta=float(q > 0), trans_b=True)
-            if dph is None:
+            if dphs is None:
                 continue
+            dph = dphs[j if own else 0]
             dcols = buf[1, :kk * nc].reshape(kk, nc)
             blas.sgemm(w2t.ctypes.data, m, dyb, p, dcols.ctypes.data, nc, kk, nc, m)
             for a, b, ti, tj, row in groups:
@@ -140,8 +144,9 @@ def conv_strided_gradient(x, w, dy, k, s, pb, pe, need_dx):
     parallel.blas_calls([lambda j=j, job_=job_: job(j, *job_) for j, job_ in enumerate(jobs)])
     dw = np.empty((m, kk), dtype=np.float32)
     dw[:, order] = parts.sum(axis=0).T
-    if dph is None:
+    if dphs is None:
         return dw.reshape(w.shape), None
+    dph = dphs.sum(axis=0) if own else dphs[0]
     dx = np.empty(x.shape, dtype=np.float32)
     full = dph.transpose(0, 3, 4, 1, 5, 2).reshape(n, c, dph.shape[4] * s[0], dph.shape[5] * s[1])
     parallel.split(lambda t: t(dx).__setitem__(Ellipsis, t(full)[:, :, pb[0]:pb[0] + h, pb[1]:pb[1] + wd]), dx.shape,
