@@ -112,7 +112,7 @@ class BoundOp:
     #: a CPU op without context, plan, mutex or CPU-side blobs, with one output: :func:`run_compiled`
     #: calls its kernel inline (no per-op helper calls: the dispatch overhead of tiny ops)
     direct: bool = False
-    #: run_compiled runs this op and the in-place Relu after it as this one kernel (:func:`fuse_relus`)
+    #: run_compiled runs this op and the next as this pair function (:func:`fuse_pairs`)
     fused: Any = None
 
 
@@ -335,25 +335,50 @@ def compile_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -
             raise ExecutionError(f"{_where(net.name, i, op)}: node_name must be empty for all operators "
                                  "at execution time.")
         ops.append(bind(op, i, net.name, workspace=ws, device=device))
-    fuse_relus(ops)
+    fuse_pairs(ops)
     return CompiledNet(net, ops)
 
 
-#: kernel -> the same kernel with an in-place Relu on its output 0 applied in its last pass over it
-WITH_RELU = {norm.spatial_bn: norm.spatial_bn_relu, arith.sum_: arith.sum_relu_inplace}
+def _then_relu(kernel: Any) -> Any:
+    """The pair function of `kernel` and the in-place Relu on its output 0 that follows it."""
+    def pair(a: BoundOp, b: BoundOp, values: dict) -> tuple[Any, Any]:
+        out = kernel(a.xp, *[values[n] for n in a.ins], **a.kwargs)
+        return out, out[0] if type(out) is tuple else out
+    return pair
 
 
-def fuse_relus(ops: list[BoundOp]) -> None:
-    """Mark each CPU op of :data:`WITH_RELU` whose next op is a Relu overwriting its output 0 in place
-    (ResNet's SpatialBN -> Relu and Sum -> Relu): :func:`run_compiled` runs the pair as one kernel.
-    NOTE: nothing can read the first op's output 0 between the two ops, the Relu's input is that very
-    array and its result replaces it under the same name, so the workspace after the pair is the same;
-    stepping (the debugger, :func:`run_bound`) still runs them apart."""
+def _relu_grad_bn_grad(a: BoundOp, b: BoundOp, values: dict) -> tuple[Any, Any] | None:
+    x, scale, _, mean, inv_std = (values[n] if i != 2 else None for i, n in enumerate(b.ins))
+    return norm.relu_gradient_then_spatial_bn_gradient(values[a.ins[0]], values[a.ins[1]], x, scale, mean,
+                                                       inv_std, **b.kwargs)
+
+
+def _relu_follows(a: BoundOp, b: BoundOp) -> bool:
+    return b.ins == a.outs[:1] == b.outs
+
+
+def _bn_grad_reads_it(a: BoundOp, b: BoundOp) -> bool:
+    return len(b.ins) == 5 and [i for i, n in enumerate(b.ins) if n == a.outs[0]] == [2]
+
+
+#: (first kernel, second kernel) -> (when the pair fuses, the pair function: (first op, second op, blob
+#: values) -> (first op's outputs, second op's outputs), or None to run them apart)
+PAIRS = {(norm.spatial_bn, activation.relu): (_relu_follows, _then_relu(norm.spatial_bn_relu)),
+         (arith.sum_, activation.relu): (_relu_follows, _then_relu(arith.sum_relu_inplace)),
+         (activation.relu_gradient, norm.spatial_bn_gradient): (_bn_grad_reads_it, _relu_grad_bn_grad)}
+
+
+def fuse_pairs(ops: list[BoundOp]) -> None:
+    """Mark each CPU op that :data:`PAIRS` fuses with the next: :func:`run_compiled` runs the two as one
+    pair function (ResNet's SpatialBN -> in-place Relu, Sum -> in-place Relu, ReluGradient ->
+    SpatialBNGradient).  NOTE: the second op reads the first's output at once, nothing runs between
+    them and the pair function gives both ops' outputs with the values of the ops apart, so the
+    workspace after the pair is the same; stepping (the debugger, :func:`run_bound`) runs them apart."""
     for a, b in zip(ops, ops[1:]):
-        if (a.fn in WITH_RELU and b.fn is activation.relu and b.ins == a.outs[:1] == b.outs
-                and a.xp is np and b.xp is np and not a.gpu_out and not b.gpu_out and a.ctx is None
-                and not a.plan and not a.mutex and not b.mutex):
-            a.fused = WITH_RELU[a.fn]
+        rule = PAIRS.get((a.fn, b.fn))
+        if (rule is not None and rule[0](a, b) and all(o.xp is np and not o.gpu_out and o.ctx is None
+                                                       and not o.plan and not o.mutex for o in (a, b))):
+            a.fused = rule[1]
 
 
 OPS_RUN = [0]
@@ -365,19 +390,25 @@ def run_compiled(c: CompiledNet, ws: Any) -> None:
 
     NOTE: a :attr:`BoundOp.direct` op in a CPU-only workspace runs inline, what :func:`run_bound`
     would do spelled out for its case (same result, same one-line error): a tiny op's cost is the
-    Python calls around its kernel, not the kernel.  An op marked by :func:`fuse_relus` runs with the
-    in-place Relu after it as one kernel (the same values, one pass over the output less)."""
+    Python calls around its kernel, not the kernel.  An op marked by :func:`fuse_pairs` runs with the
+    op after it as one pair function (the same values, one pass over a big array less)."""
     OPS_RUN[0] += len(c.ops)
     values, devices, cpu = ws.values, ws.devices, dev.CPU
     ops = iter(c.ops)
     for b in ops:
         if b.fused is not None and not ws.gpu_used and not THROW_IF_FP_EXCEPTIONS[0]:
+            nb = next(ops)
             try:
-                out = b.fused(b.xp, *[values[n] for n in b.ins], **b.kwargs)
-            except Exception as e:
-                raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
-            store_outputs(b, ws, out)
-            next(ops)  # NOTE: the Relu: its output is the array just stored, under the same name
+                outs = b.fused(b, nb, values)
+            except Exception:  # NOTE: run apart, each op fails with its own one-line error
+                outs = None
+            if outs is None:
+                run_bound(b, ws)
+                run_bound(nb, ws)
+                values, devices = ws.values, ws.devices
+            else:
+                store_outputs(b, ws, outs[0])
+                store_outputs(nb, ws, outs[1])
             continue
         if not b.direct or ws.gpu_used or THROW_IF_FP_EXCEPTIONS[0]:
             run_bound(b, ws)

@@ -146,26 +146,19 @@ def _net(*ops):
     return net
 
 
-@pytest.mark.parametrize("is_test", [0, 1])
-def test_run_compiled_fuses_in_place_relus_with_the_values_of_the_ops_apart(fast, is_test):
+def _fused_and_apart(net, feeds, marks):
+    """The blobs after run_compiled and after running each op alone (run_bound), with the fusion marks
+    checked against `marks`."""
     from engine.runtime import executor  # noqa: PLC0415
     from engine.runtime.workspace import Workspace  # noqa: PLC0415
 
-    bn_out = ["y"] + ([] if is_test else ["rm", "rv", "sm", "si"])
-    net = _net(("SpatialBN", ["x", "s", "b", "rm", "rv"], bn_out, dict(is_test=is_test)),
-               ("Relu", ["y"], ["y"], {}),
-               ("Sum", ["y", "x"], ["z"], {}), ("Relu", ["z"], ["z"], {}),
-               ("Sum", ["z", "x"], ["w"], {}), ("Relu", ["w"], ["r"], {}),  # not in place: not fused
-               ("SpatialBN", ["r", "s", "b", "rm", "rv"], ["q"], dict(is_test=1)), ("Relu", ["q"], ["q"], {}))
-    x = randn(3, 5, 7, 6)
-    feeds = dict(x=x, s=randn(5), b=randn(5), rm=randn(5), rv=np.abs(randn(5)) + 0.5)
     results = []
     for fused in (True, False):
         ws = Workspace("fuse")
         for k, v in feeds.items():
             ws.values[k], ws.devices[k] = v.copy(), 0
         c = executor.compile_net(net, ws)
-        assert [b.fused is not None for b in c.ops] == [True, False, True, False, False, False, True, False]
+        assert [b.fused is not None for b in c.ops] == marks
         if fused:
             executor.run_compiled(c, ws)
         else:
@@ -176,6 +169,19 @@ def test_run_compiled_fuses_in_place_relus_with_the_values_of_the_ops_apart(fast
     assert set(got) == set(want)
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    return got
+
+
+@pytest.mark.parametrize("is_test", [0, 1])
+def test_run_compiled_fuses_in_place_relus_with_the_values_of_the_ops_apart(fast, is_test):
+    bn_out = ["y"] + ([] if is_test else ["rm", "rv", "sm", "si"])
+    net = _net(("SpatialBN", ["x", "s", "b", "rm", "rv"], bn_out, dict(is_test=is_test)),
+               ("Relu", ["y"], ["y"], {}),
+               ("Sum", ["y", "x"], ["z"], {}), ("Relu", ["z"], ["z"], {}),
+               ("Sum", ["z", "x"], ["w"], {}), ("Relu", ["w"], ["r"], {}),  # not in place: not fused
+               ("SpatialBN", ["r", "s", "b", "rm", "rv"], ["q"], dict(is_test=1)), ("Relu", ["q"], ["q"], {}))
+    feeds = dict(x=randn(3, 5, 7, 6), s=randn(5), b=randn(5), rm=randn(5), rv=np.abs(randn(5)) + 0.5)
+    got = _fused_and_apart(net, feeds, [True, False, True, False, False, False, True, False])
     assert (got["y"] >= 0).all() and (got["y"] == 0).any() and (got["q"] >= 0).all()
 
 
@@ -193,3 +199,19 @@ def test_fused_pair_failure_names_the_first_op():
     with pytest.raises(ExecutionError, match=r"op #0 SpatialBN .*no channels"):
         executor.run_compiled(c, ws)
     assert "y" not in ws.values
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7, 6), (1, 2, 4, 3), (2, 3, 5)], ids=str)
+def test_run_compiled_fuses_relu_gradient_into_spatial_bn_gradient(fast, shape):
+    c = shape[1]
+    net = _net(("ReluGradient", ["y", "g"], ["g"], {}),
+               ("SpatialBNGradient", ["x", "s", "g", "sm", "si"], ["dx", "ds", "db"], {}),
+               ("ReluGradient", ["y", "g2"], ["h"], {}),  # G also as X: not fused
+               ("SpatialBNGradient", ["h", "s", "h", "sm", "si"], ["dx2", "ds2", "db2"], {}))
+    x = randn(*shape)
+    feeds = dict(y=np.maximum(randn(*shape), 0), g=randn(*shape), g2=randn(*shape), x=x, s=randn(c),
+                 sm=x.mean(axis=(0, *range(2, x.ndim))), si=np.abs(randn(c)) + 0.5)
+    got = _fused_and_apart(net, feeds, [True, False, False, False])
+    assert (got["g"] == 0).any() and np.abs(got["dx"]).sum() > 0
+    taken = norm.relu_gradient_then_spatial_bn_gradient(feeds["y"], feeds["g"], x, feeds["s"], feeds["sm"], feeds["si"])
+    assert (taken is not None) == (fast == "fast")  # small arrays: the pair runs apart

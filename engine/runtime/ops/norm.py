@@ -148,14 +148,17 @@ def _affine_rows(x2, a, c, y2, relu=False):
     parallel.split(part, x2.shape, x2.nbytes, axis=0, block_bytes=ROW_BLOCK)
 
 
-def _row_sums(a2, b2):
+def _row_sums(a2, b2, relu_grad=None):
     """Per row, in float64: (sum of `a2`, sum of `a2` * `b2`); one read of each from memory (a block's
-    second pass finds it in cache), blocks over both cores.  NOTE: float32 row sums, merged per channel
+    second pass finds it in cache), blocks over both cores.  `relu_grad` = (dY, Y) fills `a2` first,
+    block by block, with ReluGradient's values dY * (Y > 0).  NOTE: float32 row sums, merged per channel
     in float64: Caffe2 sums in float32 too."""
     s, q = np.empty(a2.shape[0], a2.dtype), np.empty(a2.shape[0], a2.dtype)
 
     def part(t):
         ab = t(a2)
+        if relu_grad is not None:  # NOTE: ReluGradient's own expression, so its very values
+            np.multiply(t(relu_grad[0]), t(relu_grad[1]) > 0, out=ab)
         ab.sum(axis=1, out=t(s))
         np.einsum("ij,ij->i", ab, t(b2), out=t(q))
     parallel.split(part, a2.shape, a2.nbytes, axis=0, block_bytes=ROW_BLOCK)
@@ -222,15 +225,16 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0,
     return xhat, dscale.astype(dt), dbias.astype(dt)
 
 
-def _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std):
+def _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std, relu_grad=None):
     """Training SpatialBNGradient over the (N*C, HW) rows of NCHW X and dY, as Caffe2's CPU kernel: one
     pass for dbias = sum dY and dscale = inv_std * (sum dY X - mean * dbias), one for ``dX = alpha dY +
     beta X + gamma`` with per-channel alpha = scale * inv_std, beta = -alpha * inv_std * dscale / m,
-    gamma = -beta * mean - alpha * dbias / m (the plain path's formula, expanded)."""
+    gamma = -beta * mean - alpha * dbias / m (the plain path's formula, expanded).  `relu_grad`: see
+    :func:`relu_gradient_then_spatial_bn_gradient`."""
     (n, ch), dt = x.shape[:2], x.dtype
     rows, m = n * ch, x.size // ch
     x2, dy2 = x.reshape(rows, -1), dy.reshape(rows, -1)
-    sdy, sdx = _row_sums(dy2, x2)
+    sdy, sdx = _row_sums(dy2, x2, relu_grad and tuple(a.reshape(rows, -1) for a in relu_grad))
     mu, inv = mean.astype(np.float64), inv_std.astype(np.float64)
     dbias = sdy.reshape(n, ch).sum(axis=0)
     dscale = (sdx.reshape(n, ch).sum(axis=0) - mu * dbias) * inv
@@ -249,6 +253,19 @@ def _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std):
         np.add(t(dx2), d, out=t(dx2))
     parallel.split(part, x2.shape, x2.nbytes, axis=0, block_bytes=ROW_BLOCK)
     return dx, dscale.astype(dt), dbias.astype(dt)
+
+
+def relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv_std, *, is_test: int = 0,
+                                           epsilon: float = 1e-5, order: str = "NCHW", num_batches: int = 1):
+    """ReluGradient(Y, dY) -> G, then training SpatialBNGradient(X, scale, G, mean, inv_std), as ResNet's
+    backward pass has them (executor.fuse_pairs): G is written block by block in the BN's statistics
+    pass, which reads it while it is in cache (one pass over G less).  Returns (G, (dX, dscale, dbias)),
+    the values of the two ops apart, or None where the fast path does not take them (run them apart)."""
+    if is_test or num_batches != 1 or not x.size or not y.shape == dy.shape == x.shape \
+            or not y.dtype == dy.dtype == x.dtype or not _rows_fast(np, x, order, y, dy):
+        return None
+    g = np.empty(dy.shape, dy.dtype)
+    return g, _spatial_bn_gradient_rows(x, scale, g, mean, inv_std, relu_grad=(dy, y))
 
 
 def _window_sum(xp, sq, size, c_axis):
