@@ -600,7 +600,8 @@ def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
         dw, db, dxs = gemm_1x1_gradient(np.ascontiguousarray(xs), w, np.ascontiguousarray(dy), need_dx)
         if dxs is None or all(v == 1 for v in s):
             return dw.reshape(w.shape), db, None if dxs is None else dxs.reshape(x.shape)
-        dx = np.zeros(x.shape, dtype=np.float32)  # NOTE: a strided 1x1 conv reads (and so feeds back to) every s-th pixel
+        # NOTE: a strided 1x1 conv reads (and so feeds back to) every s-th pixel only
+        dx = np.zeros(x.shape, dtype=np.float32)
         dx[(slice(None), slice(None)) + tuple(slice(None, None, v) for v in s)] = dxs.reshape(xs.shape)
         return dw.reshape(w.shape), db, dx
     if p >= _PER_IMAGE and xp is np:  # big maps: one GEMM per image, no transposing copies
