@@ -215,3 +215,18 @@ def test_run_compiled_fuses_relu_gradient_into_spatial_bn_gradient(fast, shape):
     assert (got["g"] == 0).any() and np.abs(got["dx"]).sum() > 0
     taken = norm.relu_gradient_then_spatial_bn_gradient(feeds["y"], feeds["g"], x, feeds["s"], feeds["sm"], feeds["si"])
     assert (taken is not None) == (fast == "fast")  # small arrays: the pair runs apart
+
+
+@pytest.mark.parametrize("shape, args", POOLS, ids=lambda c: str(c) if isinstance(c, tuple) else "")
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+def test_max_pool_fast_equals_plain(monkeypatch, shape, args, order):
+    x = randn(*shape)
+    if order == "NHWC":
+        x = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    want = eval_op("MaxPool", x, order=order, **args)[0]
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "THREADS", 3)
+    monkeypatch.setattr(pool, "PLANE_BLOCK", 64)
+    got = eval_op("MaxPool", x, order=order, **args)[0]
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == want.shape and got.dtype == want.dtype

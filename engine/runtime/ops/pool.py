@@ -49,6 +49,8 @@ def _counts(xp, x, k, s, pb, pe, d, include_pad):
 def max_pool(xp, x, **g):
     x = to_nchw(x, g["order"])
     k, s, pb, pe, d = _pool_geometry(x, g)
+    if _planes_fast(xp, x) and int(np.prod(k)) <= 64 and min(pb + pe) >= 0:
+        return from_nchw(_max_pool_planes(x, k, s, pb, pe), g["order"])
     win = windows(xp, x, k, s, pb, pe, d, -np.inf)
     if int(np.prod(k)) > 64:  # global-style pools: one reduction
         return from_nchw(win.max(axis=tuple(range(-len(k), 0))), g["order"])
@@ -132,43 +134,83 @@ def max_pool_gradient(xp, x, y, dy, **g):
     order = g["order"]
     x, y, dy = to_nchw(x, order), to_nchw(y, order), to_nchw(dy, order)
     k, s, pb, pe, _ = _pool_geometry(x, g)
-    if xp is np and FAST_POOL and x.nbytes >= parallel.MIN_BYTES and x.dtype == dy.dtype == y.dtype \
-            and x.dtype.kind == "f" and all(a.flags.c_contiguous for a in (x, y, dy)):
+    if _planes_fast(xp, x, y, dy) and x.dtype == dy.dtype == y.dtype:
         return from_nchw(_max_pool_gradient_planes(x, y, dy, k, s, pb, pe), order)
     xpad = xp.pad(x, ((0, 0), (0, 0), *zip(pb, pe)), constant_values=-np.inf) if any(pb + pe) else x
     return from_nchw(_pool_backward(xp, x, g, dy, lambda sl, *_: dy * (xpad[sl] == y)), order)
 
 
 PLANE_BLOCK = 1 << 19
-"""Bytes of X per block of planes in MaxPool's gradient: the block's padded X and dX, Y and dY stay in L2."""
+"""Bytes of X per block of planes in MaxPool and its gradient: the block's padded X (and dX), Y and dY
+stay in L2."""
+
+
+def _planes_fast(xp, x, *more):
+    """Whether MaxPool's plane-block path takes `x` (and `more`): big, C-contiguous float NumPy arrays."""
+    return (xp is np and FAST_POOL and x.nbytes >= parallel.MIN_BYTES and x.dtype.kind == "f"
+            and all(a.flags.c_contiguous for a in (x, *more)))
+
+
+class _Planes:
+    """The (N*C, *spatial) plane view of a pool's X, its padding and its kernel positions' strided slices
+    (in row-major position order, as the plain paths walk them)."""
+
+    def __init__(self, x, k, s, pb, pe):
+        self.sp, nd = x.shape[2:], len(k)
+        self.x3 = x.reshape((x.shape[0] * x.shape[1],) + self.sp)
+        self.padded = tuple(self.sp[i] + pb[i] + pe[i] for i in range(nd))
+        self.out = tuple((self.padded[i] - k[i]) // s[i] + 1 for i in range(nd))
+        self.inner = (slice(None),) + tuple(slice(pb[i], pb[i] + self.sp[i]) for i in range(nd))
+        self.taps = [(slice(None),) + tuple(slice(p, p + s[i] * (self.out[i] - 1) + 1, s[i]) for i, p in enumerate(pos))
+                     for pos in itertools.product(*(range(v) for v in k))]
+
+    def pad(self, xb, buf):
+        """Block `xb` padded with -inf in `buf` (scratch), or `xb` itself where nothing pads."""
+        if self.padded == self.sp:
+            return xb
+        buf.fill(-np.inf)
+        buf[self.inner] = xb
+        return buf
+
+    def split(self, part):
+        parallel.split(part, self.x3.shape, self.x3.nbytes, axis=0, block_bytes=PLANE_BLOCK)
+
+
+def _max_pool_planes(x, k, s, pb, pe):
+    """MaxPool on blocks of (N*C) image planes over both cores, each block padded in the thread's scratch
+    (no padded copy of all of X), the max folded over the kernel positions in the plain path's order."""
+    p = _Planes(x, k, s, pb, pe)
+    y = np.empty(x.shape[:2] + p.out, x.dtype)
+    y3 = y.reshape((p.x3.shape[0],) + p.out)
+
+    def part(t):
+        xb, yb = t(p.x3), t(y3)
+        xpad = p.pad(xb, parallel.scratch((xb.shape[0],) + p.padded, x.dtype))
+        yb[...] = xpad[p.taps[0]]
+        for sl in p.taps[1:]:
+            np.maximum(yb, xpad[sl], out=yb)
+    p.split(part)
+    return y
 
 
 def _max_pool_gradient_planes(x, y, dy, k, s, pb, pe):
     """MaxPool's gradient on blocks of (N*C) image planes over both cores: each block pads its X and
     its dX in the thread's scratch (in cache) and adds dY * (window element == max) per kernel
     position, in the plain path's position order: the same sums in the same order, so the same values."""
-    nd, planes = len(k), x.shape[0] * x.shape[1]
-    sp, out = x.shape[2:], dy.shape[2:]
-    x3, y3, dy3 = (a.reshape((planes,) + a.shape[2:]) for a in (x, y, dy))
+    p = _Planes(x, k, s, pb, pe)
+    y3, dy3 = (a.reshape((p.x3.shape[0],) + a.shape[2:]) for a in (y, dy))
     dx = np.empty(x.shape, dy.dtype)
-    dx3 = dx.reshape((planes,) + sp)
-    padded = tuple(sp[i] + pb[i] + pe[i] for i in range(nd))
-    inner = (slice(None),) + tuple(slice(pb[i], pb[i] + sp[i]) for i in range(nd))
-    taps = [(slice(None),) + tuple(slice(p, p + s[i] * (out[i] - 1) + 1, s[i]) for i, p in enumerate(pos))
-            for pos in itertools.product(*(range(v) for v in k))]
+    dx3 = dx.reshape(p.x3.shape)
 
     def part(t):
-        xb, yb, dyb = t(x3), t(y3), t(dy3)
-        buf = parallel.scratch((2, xb.shape[0]) + padded, x.dtype)
-        xpad, dpad = buf[0], buf[1]
-        if padded != sp:
-            xpad.fill(-np.inf)
-        xpad[inner] = xb
+        xb, yb, dyb = t(p.x3), t(y3), t(dy3)
+        buf = parallel.scratch((2, xb.shape[0]) + p.padded, x.dtype)
+        xpad, dpad = p.pad(xb, buf[0]), buf[1]
         dpad.fill(0)
-        for sl in taps:
+        for sl in p.taps:
             dpad[sl] += dyb * (xpad[sl] == yb)
-        t(dx3)[...] = dpad[inner]
-    parallel.split(part, x3.shape, x3.nbytes, axis=0, block_bytes=PLANE_BLOCK)
+        t(dx3)[...] = dpad[p.inner]
+    p.split(part)
     return dx
 
 
