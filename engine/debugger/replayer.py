@@ -321,14 +321,23 @@ class ReplayDebugger:
         q = next((k for k in range(pos + (not self._end), len(stops)) if len(stops[k].path) <= depth), len(stops))
         return self._land(q, here.path, here.frames)
 
+    def _located(self, ran: int) -> Any:
+        """For a forward move from the pc (`ran` stops run): whether a location breakpoint at a position it
+        passes stops it.  Not at the control op the pc is before (its own stop; a move runs the op at the pc
+        first, as live), nor at one whose run began before the pc (the pc was inside it: its stop is its
+        completion, not the place before it; a type breakpoint on Do stopped ``n`` out of the Do's last op)."""
+        here = self.cursor.pos if ran < self.cursor.pos and not self._end else None
+        return lambda q: q != here and not (q < len(self.rec.stops) and self._completes(q) and self._start(q) < ran)
+
     def _run_to(self, target: int, *, end: bool = False) -> Stopped:
         """A move over several ops to position `target`, stopping first at a breakpoint or watchpoint one of
         the ops passed hits, as live (``n`` over a loop with a breakpoint inside stops there)."""
         pos = self.cursor.pos
         first = self.ran()
         last = target if end else self._start(target)  # NOTE: not the ops of a control op `target` is before
+        located = self._located(first)
         for q in range(first if first < pos else pos + 1, last):
-            hit = self.cursor.hit_at(q) if q != pos else None
+            hit = self.cursor.hit_at(q, located(q)) if q != pos else None
             if hit is not None:
                 return self._hit(hit)
         return self._move(target, end=end)
@@ -432,7 +441,7 @@ class ReplayDebugger:
         ran = self.ran()
         # NOTE: before a control op its runs are ahead, the first subnet op (stop `ran`) too: a breakpoint
         # there stops c, as live (scanning from after `ran` passed it, and c ran to the end)
-        hit = self.cursor.continue_(ran - 1 if ran < self.cursor.pos else ran)
+        hit = self.cursor.continue_(ran - 1 if ran < self.cursor.pos else ran, self._located(ran))
         if hit is None:
             return self._move(len(self.rec.stops), "end", "end of recording")
         return self._hit(hit)

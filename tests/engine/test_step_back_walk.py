@@ -144,3 +144,19 @@ def test_u_after_c_to_the_end_goes_into_the_last_control_op_as_live(name: str, l
     for d in (live, rp):
         d.step(), d.step_back()  # after n, u reverses the n: back to the same op
     assert _pc(rp) == _pc(live) == last
+
+
+def test_a_breakpoint_on_a_control_op_stops_before_it_only(tmp_path: Path) -> None:
+    """A control op's recorded stop comes after its subnets' ops: the replay read a location breakpoint
+    there as the place before it, so c at a Do breakpoint stopped at the same Do again, and n out of the
+    Do's last op stopped "before" the Do it had just left (live: the next Do, the program's end)."""
+    live, rp = _pair("if_net", tmp_path)
+    seen = []
+    for d in (live, rp):
+        d.run_to(("op", 6, "then_net", 0, "net", 4))
+        d.add_breakpoint("type", "Do")
+        seen.append((_pc(d), d.step().reason, _pc(d)))
+        d.restart()
+        seen.append([_pc(d) for _ in range(3) if d.continue_().reason == "breakpoint"])
+    assert seen[0] == seen[2] and seen[0][:2] == ("main › If op#6 then_net › Do op#0 › op#4 Copy", "step")
+    assert seen[1] == seen[3] == ["main › If op#2 then_net › op#0 Do", "main › If op#6 then_net › op#0 Do"]
