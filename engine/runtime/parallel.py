@@ -46,7 +46,7 @@ def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int, axis: 
     all of them stay in a core's L2.  Exceptions propagate."""
     ax = next((a for a, v in enumerate(shape[:2]) if v >= THREADS), None) if axis is None else \
         axis if shape[axis] >= THREADS else None
-    if THREADS < 2 or nbytes < MIN_BYTES or ax is None:
+    if THREADS < 2 or nbytes < MIN_BYTES or ax is None or nbytes == 0:
         fn(lambda a: a)
         return
     n = shape[ax]

@@ -230,3 +230,14 @@ def test_max_pool_fast_equals_plain(monkeypatch, shape, args, order):
     got = eval_op("MaxPool", x, order=order, **args)[0]
     np.testing.assert_array_equal(got, want)
     assert got.shape == want.shape and got.dtype == want.dtype
+
+
+def test_empty_arrays_on_the_forced_fast_paths(fast, monkeypatch):
+    monkeypatch.setattr(pool, "PLANE_BLOCK", 64)
+    x = np.zeros((0, 3, 4, 5), np.float32)
+    s = randn(3)
+    assert eval_op("SpatialBN", x, s, s, s, np.abs(s) + 1, is_test=1)[0].shape == x.shape
+    y = eval_op("MaxPool", x, kernel=3, stride=2, pad=1)[0]
+    assert y.shape == (0, 3, 2, 3)
+    assert eval_op("MaxPoolGradient", x, y, y, kernel=3, stride=2, pad=1)[0].shape == x.shape
+    assert eval_op("Sum", x, x)[0].shape == x.shape

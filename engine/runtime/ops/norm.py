@@ -128,7 +128,7 @@ ROW_BLOCK = 1 << 20
 
 def _rows_fast(xp, x, order, *more):
     """Whether the row-wise SpatialBN fast path takes `x` (and `more`): big, C-contiguous NCHW NumPy."""
-    return (xp is np and order == "NCHW" and x.ndim > 2 and x.nbytes >= parallel.MIN_BYTES
+    return (xp is np and order == "NCHW" and x.ndim > 2 and x.size > 0 and x.nbytes >= parallel.MIN_BYTES
             and all(a.flags.c_contiguous for a in (x, *more)))
 
 
