@@ -142,7 +142,7 @@ class Debugger(Machine):
         return self._backward_program if self.fwd_index else self._predict
 
     # ---- moves ------------------------------------------------------------------------
-    def _run(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], bool] | None = None,
+    def _run(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], Any] | None = None,
              *, max_units: int | None = None, on_nan: bool = False, whole: bool = True) -> Stopped:
         """Advance until `stop_after(event, depth)` says so, a breakpoint or watchpoint hits,
         the program ends, an op fails, (with `on_nan`) an op writes NaN/Inf, or :meth:`cancel`
@@ -168,7 +168,7 @@ class Debugger(Machine):
         finally:
             self._cancel.clear()
 
-    def _run_loop(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], bool] | None,
+    def _run_loop(self, stop_after: Callable[[str, int], bool], stop_before: Callable[[], Any] | None,
                   max_units: int | None, on_nan: bool) -> tuple[str, ...]:
         """The loop of :meth:`_run`: the (reason, detail) of its stop."""
         first, units = True, 0
@@ -177,8 +177,10 @@ class Debugger(Machine):
             if cancelled():
                 return "cancelled", "cancelled"
             if not first:
-                if stop_before is not None and stop_before():
-                    return "step", "reached"
+                if stop_before is not None:
+                    why = stop_before()  # NOTE: True, or the (reason, detail) of a stop that is not the one asked for
+                    if why:
+                        return why if isinstance(why, tuple) else ("step", "reached")
                 if self.breakpoints or self.watchpoints:  # NOTE: none: no call per op (_location_hit)
                     hit = self._location_hit()
                     if hit is not None:
@@ -247,8 +249,13 @@ class Debugger(Machine):
         if self.behind(target):
             raise DebuggerError(f"run to {place(self._program(), target)}: it ran already in this run "
                                 "(the pc is past it); restart to get there again")
-        # NOTE: a subnet op its loop will not reach again: stop once the loop is passed, not at the program's end
-        return self._run(lambda ev, d: False, lambda: self.pc.path == target or self.behind(target), whole=False)
+        # NOTE: a subnet op its loop will not reach again: stop once the loop is passed, not at the program's end,
+        # and say so ("passed"): a plain step stop is shown without a word, as if the target had been reached
+        def passed() -> tuple[str, str]:
+            return "passed", (f"run to {place(self._program(), target)}: it does not run again in this run; "
+                              "stopped after the op that ran it")
+        return self._run(lambda ev, d: False, lambda: self.pc.path == target or (self.behind(target) and passed()),
+                         whole=False)
 
     def run_to_nan(self) -> Stopped:
         """Run until an op (forward, backward, inside subnets and timesteps) writes NaN or Inf;

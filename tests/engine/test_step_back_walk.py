@@ -160,3 +160,16 @@ def test_a_breakpoint_on_a_control_op_stops_before_it_only(tmp_path: Path) -> No
         seen.append([_pc(d) for _ in range(3) if d.continue_().reason == "breakpoint"])
     assert seen[0] == seen[2] and seen[0][:2] == ("main › If op#6 then_net › Do op#0 › op#4 Copy", "step")
     assert seen[1] == seen[3] == ["main › If op#2 then_net › op#0 Do", "main › If op#6 then_net › op#0 Do"]
+
+
+def test_t_to_an_op_its_subnet_will_not_run_again_says_so() -> None:
+    """t from a Do's Relu to the same Do's FC ran on past the Do and stopped as if it had arrived
+    (reason "step": the TUI shows no word for it)."""
+    d = _live("do_net")
+    d.run_to(("op", 1, "net", 1))
+    stop = d.run_to(("op", 1, "net", 0))
+    assert (stop.reason, _pc(d)) == ("passed", "main › op#2 AveragedLoss")
+    assert stop.detail.startswith("run to main › Do op#1 › op#0 FC: it does not run again in this run")
+    with pytest.raises(DebuggerError, match="ran already in this run"):  # now behind the pc: refused
+        d.run_to(("op", 1, "net", 0))
+    assert d.run_to(("op", 3)).reason == "step" and _pc(d) == "main › op#3 ConstantFill"
