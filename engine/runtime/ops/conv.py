@@ -332,7 +332,7 @@ def conv_implicit_dw(x, dy, k, pb, pe, d):
     return parts.sum(axis=0).reshape(k[0], k[1], m, c).transpose(2, 3, 0, 1)
 
 
-DW_BLOCKED = True
+DW_BLOCKED = True  # NOTE: False keeps conv_implicit_dw's per-tap GEMMs (the tests' and A/B runs' other side)
 # NOTE: bytes of one block of im2col rows in :func:`_blocked_dw`: it and its dY block stay in the 2 MB L2
 _DW_BLOCK_BYTES = 1 << 20
 
