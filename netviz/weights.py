@@ -3,8 +3,8 @@
 The TUI opens the init net without reading its values (``load_model(..., lazy_values=True)``): they
 stay in the memory-mapped file and the first step reads only what its ops read.  After the first
 frame :func:`start` checks in a thread every tag of the unpacked floats (Caffe2's own layout) that
-the quick open only sampled (engine.model.valueref.bind_values; reading them brings their pages in)
-while the status line says "loading 128 MB of weights … 61 %".
+the quick open checked only near each run's ends (engine.model.valueref.bind_values; reading them
+brings their pages in) while the status line says "loading 128 MB of weights … 61 %".
 """
 from __future__ import annotations
 

@@ -275,7 +275,8 @@ def serialize_net(net: caffe2_pb2.NetDef) -> bytes:
 
 def _unchecked(net: caffe2_pb2.NetDef) -> list[tuple[int, int, dict, int]]:
     """(start, end, reference, op index) of each run of unpacked floats, in file order: what a quick
-    open sampled (packed floats and bytes need no check: they are read when an op reads them)."""
+    open checked only near their ends (packed floats and bytes need no check: they are read when an op
+    reads them)."""
     return sorted((b, e, ref, i) for i in _referring(net) for a in net.op[i].arg
                   if (ref := reference_of(a)) for kind, b, e in ref["pieces"] if kind == "f32u")
 
@@ -287,8 +288,8 @@ def referenced_bytes(net: caffe2_pb2.NetDef) -> int:
 
 def bind_values(net: caffe2_pb2.NetDef, progress: Callable[[int, int], None] | None = None,
                 cancelled: Callable[[], bool] = lambda: False) -> None:
-    """Check each tag of the runs of unpacked floats a quick open only sampled (reading them brings
-    their pages in); ``progress(done, total)`` in bytes after each chunk (the TUI's line
+    """Check each tag of the runs of unpacked floats a quick open checked only near their ends (reading
+    them brings their pages in); ``progress(done, total)`` in bytes after each chunk (the TUI's line
     "loading 128 MB of weights … 61 %"); stops early when `cancelled()`.
 
     Raises

@@ -105,7 +105,8 @@ def fill_cases(draw) -> tuple[str, tuple[int, ...], np.ndarray, str]:
 @settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(fill_cases(), min_size=1, max_size=4), st.booleans())
 def test_values_equal_protobufs_decoding_bit_for_bit(tmp_path_factory, cases, quick: bool) -> None:
-    """Both opens: the full one (`netviz run`) and the quick one (the TUI: tags sampled, varints counted)."""
+    """Both opens: the full one (`netviz run`) and the quick one (the TUI: tags checked near the runs' ends,
+    varints counted)."""
     path = tmp_path_factory.mktemp("w") / "init_net.pb"
     path.write_bytes(net_bytes([fill_op_bytes(t, f"b{i}", s, v, e) for i, (t, s, v, e) in enumerate(cases)]))
     reference = caffe2_pb2.NetDef.FromString(path.read_bytes())
