@@ -625,7 +625,8 @@ def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
             parallel.matmuls(parallel.gemm_jobs(dyt, cols.T, dw))
             wdy = None
             if need_dx:
-                wdy = np.empty((w2.shape[1], dyt.shape[1]), dtype=dy.dtype)
+                # NOTE: in the scratch the columns used (dW is done): no fresh buffer to page-fault
+                wdy = (parallel.scratch if FAST_CONV else np.empty)((w2.shape[1], dyt.shape[1]), dy.dtype)
                 parallel.matmuls(parallel.gemm_jobs(w2.T, dyt, wdy))
         else:
             dw, db = dyt @ cols.T, dyt.sum(axis=1)
