@@ -348,16 +348,19 @@ def _then_relu(kernel: Any) -> Any:
 
 
 def _relu_grad_bn_grad(a: BoundOp, b: BoundOp, values: dict) -> tuple[Any, Any] | None:
+    """ReluGradient(Y, dY) -> G and SpatialBNGradient(X, scale, G, mean, inv_std) (G not yet stored)."""
     x, scale, _, mean, inv_std = (values[n] if i != 2 else None for i, n in enumerate(b.ins))
     return norm.relu_gradient_then_spatial_bn_gradient(values[a.ins[0]], values[a.ins[1]], x, scale, mean,
                                                        inv_std, **b.kwargs)
 
 
 def _relu_follows(a: BoundOp, b: BoundOp) -> bool:
+    """`b` (a Relu) reads `a`'s output 0 and overwrites it in place."""
     return b.ins == a.outs[:1] == b.outs
 
 
 def _bn_grad_reads_it(a: BoundOp, b: BoundOp) -> bool:
+    """`b` (a 5-input SpatialBNGradient) reads `a`'s output 0 as its dY, and nowhere else."""
     return len(b.ins) == 5 and [i for i, n in enumerate(b.ins) if n == a.outs[0]] == [2]
 
 
