@@ -569,6 +569,8 @@ class Machine:
             owner, op_index = u.frame, u.pc  # the control-flow op this unit belongs to
             while not (u.kind == "enter" and u.frame is owner and u.pc == op_index):
                 self._restore(u)
+                for obj, state in u.states:  # NOTE: an inner control op's stacks (a backward Do's workspaces in a
+                    obj.restore(state)       # child workspace): the oldest snapshot, restored last, is the one kept
                 if not self._undo:
                     raise DebuggerError("cannot step back: the start of this control-flow op was "
                                         f"dropped from the {self.budget >> 20} MiB history")

@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.debugger.inspect import BlobStats, blob_stats, save_blob, value_slice
 from engine.debugger.machine import DebuggerError
+from engine.debugger.places import place
 from engine.debugger.recorded import Recording, Stop
 from engine.debugger.records import BlobSummary, FrameInfo, OpRecord, ProgramCounter, Stopped, Watchpoint
 from engine.debugger.timetravel import Cursor
@@ -321,26 +322,49 @@ class ReplayDebugger:
         q = next((k for k in range(pos + (not self._end), len(stops)) if len(stops[k].path) <= depth), len(stops))
         return self._land(q, here.path, here.frames)
 
-    def _located(self, ran: int) -> Any:
-        """For a forward move from the pc (`ran` stops run): whether a location breakpoint at a position it
-        passes stops it.  Not at the control op the pc is before (its own stop; a move runs the op at the pc
-        first, as live), nor at one whose run began before the pc (the pc was inside it: its stop is its
-        completion, not the place before it; a type breakpoint on Do stopped ``n`` out of the Do's last op)."""
-        here = self.cursor.pos if ran < self.cursor.pos and not self._end else None
-        return lambda q: q != here and not (q < len(self.rec.stops) and self._completes(q) and self._start(q) < ran)
+    def _scan_forward(self, last: int) -> Any:
+        """The first breakpoint or watchpoint hit (counted; None: none) of a forward move from the pc that runs
+        the stops before `last`, in the order live meets them: after op q-1 (conditions, watchpoints), then
+        before each control op whose run begins with op q, outermost first, then before op q.  A control op's
+        own stop comes after its subnets' ops: its location is checked where its run begins, never at its
+        stop (a type breakpoint on Do stopped ``n`` out of the Do's last op before the Do it left, and ``t``
+        past a Do with one went on to its Relu).  The op at the pc runs first, as live: not its location."""
+        stops, cursor, pos = self.rec.stops, self.cursor, self.cursor.pos
+        ran = self.ran()
+        here = pos if ran < pos and not self._end else None  # NOTE: the control op the pc is before
+        lo = ran if here is not None or self._end else pos + 1
+        for q in range(lo, last + 1):
+            hit = cursor.hit_at(q, located=False) if q > ran else None
+            if hit is None and q < min(last, len(stops)):
+                for k in self._begun_at(q):
+                    if k != here and (hit := cursor.hit_at(k, others=False, at=q)) is not None:
+                        break
+                else:
+                    inner = self._completes(q) and self._start(q) < q
+                    hit = None if inner or q == here else cursor.hit_at(q, others=False)
+            if hit is not None:
+                return hit
+        return None
 
-    def _run_to(self, target: int, *, end: bool = False) -> Stopped:
+    def _begun_at(self, q: int) -> list[int]:
+        """The stops of the control ops whose runs begin with stop `q`, outermost first."""
+        stops, s = self.rec.stops, self.rec.stops[q]
+        out = []
+        for cut in range(2, len(s.path), 2):
+            op, above = s.path[:cut], s.frames[:cut // 2 - 1]
+            if q and _inside(stops[q - 1], op, above):
+                continue  # NOTE: not the first op of that control op's run
+            k = next((j for j in range(q + 1, len(stops)) if stops[j].path == op and stops[j].frames == above), None)
+            if k is not None:
+                out.append(k)
+        return out
+
+    def _run_to(self, target: int, *, end: bool = False, reason: str = "step", detail: str = "") -> Stopped:
         """A move over several ops to position `target`, stopping first at a breakpoint or watchpoint one of
         the ops passed hits, as live (``n`` over a loop with a breakpoint inside stops there)."""
-        pos = self.cursor.pos
-        first = self.ran()
         last = target if end else self._start(target)  # NOTE: not the ops of a control op `target` is before
-        located = self._located(first)
-        for q in range(first if first < pos else pos + 1, last):
-            hit = self.cursor.hit_at(q, located(q)) if q != pos else None
-            if hit is not None:
-                return self._hit(hit)
-        return self._move(target, end=end)
+        hit = self._scan_forward(last)
+        return self._move(target, reason, detail, end=end) if hit is None else self._hit(hit)
 
     def _moved(self, move: Any, whole: bool) -> Stopped:
         """Make `move` and note how it ended, for :meth:`step_back`: live, ``u`` after ``n``, ``s`` or ``f``
@@ -438,10 +462,7 @@ class ReplayDebugger:
         return self._moved(self._continue, False)
 
     def _continue(self) -> Stopped:
-        ran = self.ran()
-        # NOTE: before a control op its runs are ahead, the first subnet op (stop `ran`) too: a breakpoint
-        # there stops c, as live (scanning from after `ran` passed it, and c ran to the end)
-        hit = self.cursor.continue_(ran - 1 if ran < self.cursor.pos else ran, self._located(ran))
+        hit = self._scan_forward(len(self.rec.stops))  # NOTE: before a control op, its subnets' ops too
         if hit is None:
             return self._move(len(self.rec.stops), "end", "end of recording")
         return self._hit(hit)
@@ -460,12 +481,25 @@ class ReplayDebugger:
         return self._moved(lambda: self._run_to_path(tuple(path)), False)
 
     def _run_to_path(self, target: tuple[Any, ...]) -> Stopped:
-        first = self.ran()  # NOTE: before a control op, its subnets' ops are still ahead
-        q = next((k for k in range(first + (first == self.cursor.pos and not self._end), len(self.rec.stops))
-                  if self.rec.stops[k].path == target and (k != self.cursor.pos or self._end)), None)
-        if q is None:
+        first, here, stops = self.ran(), self._here(), self.rec.stops  # NOTE: before a control op, its subnets' ops are ahead
+
+        def inside(k: int) -> bool:  # NOTE: a control op the pc is in: its stop (after its subnets' ops) is no later run
+            return self._completes(k) and (self._start(k) < first or here is not None and _inside(
+                here, stops[k].path, stops[k].frames))
+        q = next((k for k in range(first + (first == self.cursor.pos and not self._end), len(stops))
+                  if stops[k].path == target and (k != self.cursor.pos or self._end) and not inside(k)), None)
+        if q is not None:
+            return self._run_to(q)  # NOTE: a breakpoint on the way stops it, as live
+        # NOTE: no later run, but the main net's op that runs it is not behind the pc: live runs until that op
+        # is passed and says so ("passed"); only a target behind the pc is refused
+        top = target[1] if len(target) > 2 and isinstance(target[1], int) else None
+        done = None if top is None or here is None or here.path[1] > top else next(
+            (k for k in range(self.cursor.pos, len(stops)) if stops[k].path == ("op", top)), None)
+        if done is None:
             raise DebuggerError(f"run to {'/'.join(map(str, target[1:]))}: no later run of that op in the recording")
-        return self._run_to(q)  # NOTE: a breakpoint on the way stops it, as live
+        return self._run_to(self._land(done + 1, here.path, here.frames), reason="passed", detail=(
+            f"run to {place(self.rec.program, target)}: it does not run again in this run; stopped after the op "
+            "that ran it"))
 
     def run_to_nan(self) -> Stopped:
         return self._moved(self._run_to_nan, False)

@@ -13,7 +13,7 @@ or live (:class:`LiveHistory`, a debugger listener).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,47 +104,47 @@ class Cursor:
         self._next_id += 1
         return wp
 
-    def _hit_at(self, pos: int, located: bool = True) -> Hit | None:
+    def _hit_at(self, pos: int, located: bool = True, others: bool = True, at: int | None = None) -> Hit | None:
         """A breakpoint stopping the cursor at `pos`: before op `pos` (location; not when `located` is False) or
-        after op `pos - 1` (condition, watchpoint)."""
+        after op `pos - 1` (condition, watchpoint; not when `others` is False).  `at`: the position whose
+        state a location breakpoint's condition reads (a replay checks a control op's location where its run
+        begins: its own stop comes after its subnets' ops)."""
         stops = self.rec.stops
-        for wp in self.watchpoints.values():
+        for wp in self.watchpoints.values() if others else ():
             if pos and any(o.name == wp.blob for o in stops[pos - 1].outputs):
                 return Hit(pos, stops[pos - 1], wp)
         for bp in self.breakpoints.values():
             if not bp.enabled:
                 continue
             if bp.kind == "condition":
-                if pos and bp.condition is not None and holds(self.rec, stops[pos - 1], bp.condition):
+                if others and pos and bp.condition is not None and holds(self.rec, stops[pos - 1], bp.condition):
                     return Hit(pos, stops[pos - 1], bp)
             elif located and pos < len(stops) and _at(bp, stops[pos]) and (
-                    bp.condition is None or bp.condition({}, self.rec.state(pos - 1), pos)):
+                    bp.condition is None or bp.condition({}, self.rec.state((pos if at is None else at) - 1), pos)):
                 return Hit(pos, stops[pos], bp)
         return None
 
-    def hit_at(self, pos: int, located: bool = True) -> Hit | None:
+    def hit_at(self, pos: int, located: bool = True, others: bool = True, at: int | None = None) -> Hit | None:
         """The breakpoint or watchpoint that stops a move passing position `pos` (None: none), counted;
-        `located` False: location breakpoints there do not stop it."""
-        hit = self._hit_at(pos, located)
+        `located`/`others` False: location breakpoints / conditions and watchpoints there do not stop it."""
+        hit = self._hit_at(pos, located, others, at)
         if hit is not None and isinstance(hit.breakpoint, Breakpoint):
             hit.breakpoint.hits += 1
         return hit
 
-    def continue_(self, start: int | None = None, located: Callable[[int], bool] | None = None) -> Hit | None:
+    def continue_(self, start: int | None = None) -> Hit | None:
         """Move forward to the next breakpoint hit (None: to the end); `start`: scan from after that
-        position instead of the cursor's (a replay's pc before a control op has its subnets ahead);
-        `located(pos)` False: location breakpoints at `pos` do not stop it (a control op's own stop comes
-        after its subnets': a replay passing the stop of one the pc was in, or is at, is not before it)."""
+        position instead of the cursor's."""
         first = self.pos if start is None else start
-        return self._scan(range(first + 1, len(self.rec.stops) + 1), len(self.rec.stops), located)
+        return self._scan(range(first + 1, len(self.rec.stops) + 1), len(self.rec.stops))
 
     def reverse_continue(self) -> Hit | None:
         """Move back to the previous breakpoint hit (None: to the start)."""
         return self._scan(range(self.pos - 1, -1, -1), 0)
 
-    def _scan(self, positions: range, end: int, located: Callable[[int], bool] | None = None) -> Hit | None:
+    def _scan(self, positions: range, end: int) -> Hit | None:
         for pos in positions:
-            hit = self._hit_at(pos, located is None or located(pos))
+            hit = self._hit_at(pos)
             if hit is not None:
                 if isinstance(hit.breakpoint, Breakpoint):
                     hit.breakpoint.hits += 1

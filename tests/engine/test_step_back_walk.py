@@ -173,3 +173,18 @@ def test_t_to_an_op_its_subnet_will_not_run_again_says_so() -> None:
     with pytest.raises(DebuggerError, match="ran already in this run"):  # now behind the pc: refused
         d.run_to(("op", 1, "net", 0))
     assert d.run_to(("op", 3)).reason == "step" and _pc(d) == "main › op#3 ConstantFill"
+
+
+def test_u_after_a_stop_in_a_backward_loop_goes_back_into_its_last_iteration(tmp_path: Path) -> None:
+    """The backward While's cond_net check 1, stopped at by a breakpoint: u went back over the whole While
+    (re-running its iteration failed, "Failed to initialize Do op workspace": a backward Do's workspace
+    stack, in the loop's child workspace, was not put back), the replay into iteration 0's last op."""
+    live, rp = _pair("nested_if_in_while", tmp_path)
+    for d in (live, rp):
+        d.add_breakpoint("type", "HasScope")
+        while "While op#9 cond_net check 1" not in _pc(d):
+            assert d.continue_().reason == "breakpoint"
+        d.step_back()
+    assert _pc(rp) == _pc(live) == "main › While op#9 iteration 0 › op#2 Sum"
+    assert _versions(rp) == _versions(live) == _versions(_fresh("nested_if_in_while", len(live.records), _pc(live)))
+    assert live.step().reason == rp.step().reason == "step" and _pc(rp) == _pc(live)
