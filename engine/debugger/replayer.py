@@ -137,7 +137,8 @@ class ReplayDebugger:
         self._entered: set[tuple[tuple[Any, ...], tuple[str, ...]]] = set()  # see _track
         self._out_from: dict[tuple[int, bool], tuple[int, bool]] = {}  # a step out's landing → where it was taken
         self._end = False  # the pc at the end of the subnet run stop ``pos - 1`` ran in (see _move)
-        self._moves: list[tuple[int, bool]] = []  # (stops run at its start, u goes back one op): see _moved
+        # (stops run at its start, u goes back one op, (pos, end) it began at): see _moved
+        self._moves: list[tuple[int, bool, tuple[int, bool]]] = []
         self._params = {*rec.predict.external_input, *rec.program.external_input}
         self.versions = _Versions(self)
 
@@ -371,19 +372,19 @@ class ReplayDebugger:
         that ended by its own rule reverses that step (a control op it passed whole is undone whole), while
         after ``c``, ``t``, or a move a breakpoint stopped, it goes back one op, into the last op run inside a
         control op (:meth:`engine.debugger.machine.Machine._replay_units` reads the last move not undone)."""
-        start = self.ran()
+        start, origin = self.ran(), (self.cursor.pos, self._end)
         stop = move()
-        self._moves.append((start, not (whole and stop.reason == "step")))
+        self._moves.append((start, not (whole and stop.reason == "step"), origin))
         del self._moves[:-256]
         return stop
 
-    def _back_into(self, ran: int) -> bool:
-        """Whether ``u`` from `ran` stops run goes into the last op of a control op run (the last move not
-        undone yet, as live: one that ran nothing or was stepped back over is forgotten)."""
+    def _last_move(self, ran: int) -> tuple[int, bool, tuple[int, bool]] | None:
+        """The last move not undone yet at `ran` stops run, as live reads it for ``u`` (one that ran nothing or
+        was stepped back over is forgotten); None: none."""
         moves = self._moves
         while moves and moves[-1][0] >= ran:
             moves.pop()
-        return bool(moves) and moves[-1][1]
+        return moves[-1] if moves else None
 
     def step(self) -> Stopped:
         return self._moved(self._step, True)
@@ -423,7 +424,14 @@ class ReplayDebugger:
                                        and stops[k].frames == above), detail="stepped back")
         if not first:
             raise DebuggerError("nothing to step back over: the replay is at its first op")
-        prev, into = first - 1, self._back_into(first)
+        prev, last = first - 1, self._last_move(first)
+        into = last is not None and last[1]
+        if last is not None and not into and self._completes(prev):
+            # NOTE: back over a control op a step (n, s, f) began inside of: where it began, as live
+            (opos, oend), c = last[2], stops[prev]
+            began = stops[opos - 1] if oend else stops[opos] if opos < len(stops) else None
+            if began is not None and opos <= prev and _inside(began, c.path, c.frames):
+                return self._move(opos, detail="stepped back", end=oend)
         while self._start(prev) < prev and (into or (stops[prev].path, stops[prev].frames) in self._entered):
             prev -= 1  # NOTE: a run the pc went through op by op (or a c or t ran) is stepped back into, as live
         return self._move(prev, detail="stepped back")

@@ -188,3 +188,18 @@ def test_u_after_a_stop_in_a_backward_loop_goes_back_into_its_last_iteration(tmp
     assert _pc(rp) == _pc(live) == "main › While op#9 iteration 0 › op#2 Sum"
     assert _versions(rp) == _versions(live) == _versions(_fresh("nested_if_in_while", len(live.records), _pc(live)))
     assert live.step().reason == rp.step().reason == "step" and _pc(rp) == _pc(live)
+
+
+def test_u_after_s_from_a_subnets_end_in_a_replay_goes_back_to_that_end(tmp_path: Path) -> None:
+    """f to ``then_net › end``, s to the program's end, u: live goes back to the end stop s began at (it
+    reverses the step); the replay went to the branch's last op, as after c."""
+    live, rp = _pair("if_net", tmp_path)
+    for d in (live, rp):
+        d.run_to(("op", 6, "then_net", 0, "net", 4))
+        d.step_out()
+        assert _pc(d) == "main › If op#6 then_net › end"
+        d.step_into()
+        assert _pc(d) == "end"
+        d.step_back()
+    assert _pc(rp) == _pc(live) == "main › If op#6 then_net › end"
+    assert [r.path for r in rp.records] == [r.path for r in live.records]
