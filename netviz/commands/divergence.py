@@ -18,7 +18,8 @@ from engine.runtime import device as dev
 
 def sides(args: argparse.Namespace) -> tuple[Side, Side]:
     """Side A (PATH with --init-a or --init) and side B (OTHER or PATH, --init-b or A's init), each with
-    its device and Caffe2-fix switch.  A gpu side without a GPU is refused in one line."""
+    its device and Caffe2-fix switch.  `netviz diff` runs a gpu side on the NumPy stand-in when there is no GPU
+    (diff._stand_in_gpu); a caller without that stand-in gets a one-line refusal here, never a CuPy traceback."""
     if args.other is not None and not args.run:
         raise NetvizError("OTHER with side options: give --run to run both nets op by op")
     for side in "ab":
