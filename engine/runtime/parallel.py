@@ -43,7 +43,9 @@ def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int, axis: 
     Small arrays: one call with ``take`` the identity.  `axis` forces the cut axis (per-channel
     statistics cut along channels: each block then owns its channels).  `block_bytes` sizes the
     blocks: a kernel making several passes over three or four arrays per block wants smaller ones, so
-    all of them stay in a core's L2.  Exceptions propagate."""
+    all of them stay in a core's L2.  Threads take the next block as they come free, so a helper thread
+    that another process keeps off its core delays the call by one block at most, never by its share
+    (and a split inside a pool thread cannot wait on itself).  Exceptions propagate."""
     ax = next((a for a, v in enumerate(shape[:2]) if v >= THREADS), None) if axis is None else \
         axis if shape[axis] >= THREADS else None
     if THREADS < 2 or nbytes < MIN_BYTES or ax is None or nbytes == 0:
@@ -52,23 +54,38 @@ def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int, axis: 
     n = shape[ax]
     step = max(1, min(n // THREADS, int(n * block_bytes // nbytes)))
     blocks = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    per = -(-len(blocks) // THREADS)
 
     def take_of(lo: int, hi: int) -> Take:
         idx = (slice(None),) * ax + (slice(lo, hi),)
         return lambda a: a[idx] if a.shape[ax] == n else a
 
-    def work(part: list[tuple[int, int]]) -> None:
-        for lo, hi in part:
-            fn(take_of(lo, hi))
+    todo, lock, errors = iter(blocks), threading.Condition(), []
+    busy = [0]
 
-    parts = [blocks[i:i + per] for i in range(0, len(blocks), per)]
-    futures = [_executor().submit(work, p) for p in parts[1:]]
-    try:
-        work(parts[0])
-    finally:
-        for f in futures:
-            f.result()
+    def work() -> None:
+        while True:
+            with lock:
+                block = next(todo, None)
+                if block is None:
+                    return
+                busy[0] += 1
+            try:
+                fn(take_of(*block))
+            except BaseException as e:  # noqa: BLE001  (raised again in the caller's thread)
+                errors.append(e)
+            finally:
+                with lock:
+                    busy[0] -= 1
+                    lock.notify_all()
+
+    for _ in range(min(THREADS, len(blocks)) - 1):
+        _executor().submit(work)
+    work()
+    with lock:  # NOTE: wait only for blocks in progress: a helper the OS has not scheduled yet finds
+        while busy[0]:  # no block left and takes none (the caller does them all on a loaded machine)
+            lock.wait()
+    if errors:
+        raise errors[0]
 
 
 def scratch(shape: tuple[int, ...], dtype: Any) -> np.ndarray:

@@ -242,3 +242,38 @@ def test_empty_arrays_on_the_forced_fast_paths(fast, monkeypatch):
     assert eval_op("MaxPoolGradient", x, y, y, kernel=3, stride=2, pad=1)[0].shape == x.shape
     assert eval_op("Sum", x, x)[0].shape == x.shape
 
+
+
+def test_split_does_every_block_once_even_when_the_helper_thread_is_held(monkeypatch):
+    """A helper thread that cannot run (held here by another task, as another process holds a core on a
+    loaded machine) does not stall split: the caller takes every block; each block runs once."""
+    import threading  # noqa: PLC0415
+
+    monkeypatch.setattr(parallel, "THREADS", 2)
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    release = threading.Event()
+    parallel._executor().submit(release.wait)  # the one helper thread is busy until released
+    seen: list[tuple[int, int]] = []
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+
+    def run() -> None:
+        parallel.split(lambda t: seen.append((int(t(x)[0, 0]), len(t(x)))), x.shape, x.nbytes, block_bytes=16)
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(30)
+    finished = not worker.is_alive()
+    release.set()
+    worker.join()
+    assert finished, "split waited for a helper thread that never ran"
+    assert sorted(seen) == [(i * 4, 2) for i in range(10)]
+
+
+def test_split_raises_a_blocks_error_in_the_caller(monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "THREADS", 2)
+
+    def part(t):
+        if t(np.arange(8))[0] == 4:
+            raise ValueError("block 4")
+    with pytest.raises(ValueError, match="block 4"):
+        parallel.split(part, (8,), 64, block_bytes=16)
