@@ -241,24 +241,13 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
            f"graph [{_attrs(S.GRAPH_ATTRS | {'rankdir': 'TB', 'compound': 'true', 'nodesep': '0.3'})}];",
            f"node [{_attrs(S.NODE_DEFAULTS)}];", f"edge [{_attrs(EDGE_DEFAULTS)}];"]
 
-    def emit(role: str, cid: str | None, indent: str) -> None:
-        for c in kids.get((role, cid), []):
-            cl = d.clusters[c]
-            out.append(f"{indent}subgraph {dot_quote(f'cluster_{k}_{role}_{c}')} {{")
-            out.append(f"{indent}graph [{_attrs({'label': cl.label} | S.cluster_style(cl.kind).attrs())}];")
-            emit(role, c, indent + " ")
-            out.append(f"{indent}}}")
-        for nid in tree.get((role, cid), []):
-            n = d.nodes[nid]
-            out.append(f"{indent}{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}];")
-
     for role in ROLE_ORDER:
         if (role, None) not in tree and (role, None) not in kids:
             continue
         if ladder:
             out.append(f"subgraph {dot_quote(f'cluster_{k}_{role}')} {{")
             out.append(f"graph [{_attrs(COLUMN_STYLE | {'label': COLUMN_LABEL[role]})}];")
-        emit(role, None, " ")
+        _emit_tree(d, tree, kids, k, role, None, " ", out)
         if ladder:
             out.append("}")
     for f, g in pairs if ladder else ():
@@ -270,6 +259,24 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
         out.append(f"{dot_quote(t)} -> {dot_quote(h)} [{_attrs(attrs | {'nvid': str(i)})}];")
     out.append("}")
     return "\n".join(out)
+
+
+def _emit_tree(d: Drawing, tree: dict[tuple[str, str | None], list[str]], kids: dict[tuple[str, str | None], list[str]],
+               k: int, role: str, cid: str | None, indent: str, out: list[str]) -> None:
+    """The lines of cluster `cid` of column `role` in piece `k`: its sub-clusters, nested, then its nodes.
+
+    A module function, not a closure in :func:`piece_dot`: a closure that calls itself is a reference
+    cycle holding the whole drawing, which then lived on after an export until the garbage collector ran.
+    """
+    for c in kids.get((role, cid), []):
+        cl = d.clusters[c]
+        out.append(f"{indent}subgraph {dot_quote(f'cluster_{k}_{role}_{c}')} {{")
+        out.append(f"{indent}graph [{_attrs({'label': cl.label} | S.cluster_style(cl.kind).attrs())}];")
+        _emit_tree(d, tree, kids, k, role, c, indent + " ", out)
+        out.append(f"{indent}}}")
+    for nid in tree.get((role, cid), []):
+        n = d.nodes[nid]
+        out.append(f"{indent}{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}];")
 
 
 COLUMN_STYLE = {"style": "dashed,rounded", "color": "#DADCE0", "fontcolor": "#80868B", "fontsize": "9"}
