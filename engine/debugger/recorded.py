@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import numpy as np
 
 from engine.debugger.places import place
-from engine.debugger.recording import FORMAT, RecordingError, model_hash
+from engine.debugger.recording import FORMAT, RecordingError, local_member, model_hash
 from proto import caffe2_pb2
 
 _MEMBER = re.compile(r"^blobs/(?P<name>[^@]*)@(?P<version>\d+)(?:~(?P<rewrite>\d+))?\.npy$")
@@ -40,6 +40,8 @@ class Written:
     dtype: str
     nan: int
     inf: int
+    ws: int = -1     # the workspace it landed in (format 2; -1: not recorded)
+    home: str = ""   # its name there when a binding forwarded it to another name ("": the same)
 
     @property
     def key(self) -> str:
@@ -59,6 +61,7 @@ class Stop:
     backward: bool
     skipped: bool
     outputs: tuple[Written, ...]
+    ws: int = -1     # the workspace its op ran in (format 2; 0: the main one, -1: not recorded)
 
     @property
     def iteration(self) -> str:
@@ -71,9 +74,10 @@ class Stop:
 
 
 def _stop(d: dict[str, Any]) -> Stop:
-    outs = tuple(Written(o[0], int(o[1]), tuple(o[2]), o[3], int(o[4]), int(o[5])) for o in d["outputs"])
+    outs = tuple(Written(o[0], int(o[1]), tuple(o[2]), o[3], int(o[4]), int(o[5]), int(o[6]) if len(o) > 6 else -1,
+                         o[7] if len(o) > 7 else "") for o in d["outputs"])
     return Stop(int(d["seq"]), tuple(d["path"]), d["op_type"], d["label"], tuple(d["frames"]), float(d["wall_s"]),
-                bool(d["backward"]), bool(d["skipped"]), outs)
+                bool(d["backward"]), bool(d["skipped"]), outs, int(d.get("ws", -1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +156,13 @@ class Recording:
         self.index = self._json("index.json", missing_ok=True) or {}
         self.predict, self.init = self._net("nets/predict.pb"), self._net("nets/init.pb")
         self.program = self._net("nets/program.pb", missing_ok=True) or self.predict
+        self.format = int(self.meta.get("version", 1))
+        if self.format < 2:
+            self.problems.append(f"{self.path}: recorded by an older netviz (format {self.format}, no workspaces): a "
+                                 "blob a subnet's workspace shadows may show its parent's value; record the run "
+                                 "again to tell them apart")
+        self._ws_defs: dict[int, list[tuple[int, int, bool, dict[str, str]]]] = {}  # ws → [(seq, parent, ...)]
+        self._wslocal: dict[int, list[tuple[int, str, int]]] = {}  # seq → [(ws, name, version)] (see recording)
         self.stops = self._read_stops(names)
         self.members: dict[str, str] = {}   # "name@version" → member (the last rewrite of it)
         for member in names:
@@ -163,9 +174,20 @@ class Recording:
             name, _, v = key.rpartition("@")
             if v == "0":
                 self._writers.setdefault(name, []).append((-1, 0))
+        # (workspace, name there) → [(seq, version, member)]: the values each workspace's blob held, from
+        # stop seq on (a local value no op wrote: from before its stop, seq - 1)
+        self._owned: dict[tuple[int, str], list[tuple[int, int, str | None]]] = {}
+        for name in self._writers:
+            self._owned[(0, name)] = [(-1, 0, self.members[f"{name}@0"])]
         for s in self.stops:
+            for ws, name, version in self._wslocal.get(s.seq, ()):
+                self._owned.setdefault((ws, name), []).append((s.seq - 1, version,
+                                                              local_member(name, version, ws, s.seq)))
             for o in s.outputs:
                 self._writers.setdefault(o.name, []).append((s.seq, o.version))
+                if o.ws >= 0:
+                    self._owned.setdefault((o.ws, o.home or o.name), []).append((s.seq, o.version,
+                                                                                self.members.get(o.key)))
 
     @classmethod
     def open(cls, path: str | Path) -> Recording:
@@ -250,7 +272,12 @@ class Recording:
             except RecordingError as e:
                 self.problems.append(f"{e} (the stops from #{len(stops)} on are not known)")
                 break
-            stops.extend(_stop(d) for d in chunk)
+            for d in chunk:
+                stops.append(_stop(d))
+                for ws, parent, shared, bindings in d.get("wsdef", ()):
+                    self._ws_defs.setdefault(int(ws), []).append((int(d["seq"]), int(parent), bool(shared), bindings))
+                if "wslocal" in d:
+                    self._wslocal[int(d["seq"])] = [(int(w), n, int(v)) for w, n, v in d["wslocal"]]
         return stops
 
     # ---- values ------------------------------------------------------------------------
@@ -275,11 +302,7 @@ class Recording:
             raise RecordingError(f"{self.path}: blob '{name}' version {version} is not recorded"
                                  + (f" (versions {', '.join(map(str, known[:8]))}{' …' if len(known) > 8 else ''})"
                                     if known else " (no such blob)"))
-        import io  # noqa: PLC0415
-        try:
-            return np.lib.format.read_array(io.BytesIO(self._bytes(member)), allow_pickle=False)
-        except ValueError as e:
-            raise RecordingError(f"{self.path}: {_member_text(member)} is damaged ({e})") from None
+        return self.read(member)
 
     def version_at(self, name: str, seq: int) -> int | None:
         """The version of `name` once stop `seq` ran (-1: before any op); None when it does not exist yet."""
@@ -293,6 +316,41 @@ class Recording:
             if v == version:
                 return self.stops[seq] if 0 <= seq < len(self.stops) else None
         raise RecordingError(f"{self.path}: blob '{name}' version {version} is not recorded")
+
+    def seen_from(self, name: str, seq: int, stop: Stop | None) -> str | None:
+        """The member holding the value `name` reads in the workspace `stop` ran in, once stop `seq` ran:
+        that workspace's own value of `name` when it has one, else through its bindings (or, when it shares
+        its parent's blobs, the same name) the parent's, as a live child workspace reads it.  None: not
+        known that way (a format 1 file, a value not recorded): the caller reads the latest version by name.
+
+        Why: versions count writes of a name in every workspace, so the latest one by name is another
+        workspace's value where a subnet shadows its parent's blob (``b_grad`` in a backward While)."""
+        if stop is None or stop.ws < 0:
+            return None
+        ws, at = stop.ws, stop.seq
+        for _ in range(64):  # NOTE: nesting depth; a bound cycle cannot happen, the bound stops it anyway
+            writes = self._owned.get((ws, name))
+            k = bisect.bisect_right(writes, (seq, float("inf"))) if writes else 0
+            if k:
+                return writes[k - 1][2]
+            defs = self._ws_defs.get(ws)
+            if not defs:
+                return None
+            _, parent, shared, bindings = defs[max(0, bisect.bisect_right(defs, (at, float("inf"))) - 1)]
+            if name in bindings:
+                name = bindings[name]
+            elif not shared:
+                return None
+            ws = parent
+        return None
+
+    def read(self, member: str) -> np.ndarray:
+        """The array in blob member `member` (one line naming it when damaged)."""
+        import io  # noqa: PLC0415
+        try:
+            return np.lib.format.read_array(io.BytesIO(self._bytes(member)), allow_pickle=False)
+        except ValueError as e:
+            raise RecordingError(f"{self.path}: {_member_text(member)} is damaged ({e})") from None
 
     def last_writer(self, name: str, seq: int) -> Stop | None:
         """Who last wrote `name` as stop `seq` sees it: the writer of the version it reads (None: version 0)."""

@@ -14,6 +14,7 @@ random access, so one blob version loads without reading the rest.  Members::
     nets/program.pb                the net the debugger ran (predict + the generated backward pass)
     blobs/<name>@<version>.npy     one member per blob version (np.lib.format; ``%``-quoted name)
     stops/<chunk>.json             the op records, CHUNK_STOPS per member, written as the run goes
+                                   (each with its workspace and each output's owner: see below)
     index.json                     last: blob version → member, the stop reason, the chunk list
 
 Members are deflated when that pays and stays cheap (mostly-zero activations, small arrays) and
@@ -22,6 +23,16 @@ for 10-20 % on a 4 s run.  A writer thread writes the members in the order the r
 (at most MAX_PENDING bytes behind it), beside the kernels.  The index is redundant on purpose: blob members are named by their blob
 and version and the stops come in chunks, so a recording cut short (no central directory, no index)
 is read back from its local headers up to the cut (:mod:`engine.debugger.recorded`).
+
+Workspaces (format 2): a subnet run in a workspace of its own (a While/If/Do's, the backward While's,
+an RNN timestep's) may hold a blob of the same name as its parent's (``b_grad`` inside the backward
+While's Do), so a blob's latest version by name alone is another workspace's value there.  Each stop
+names the workspace its op ran in (``ws``: a number, 0 the main one) and each output the workspace
+(and name) it landed in, as the runtime's forwarding (bindings, shared children) resolved it; a
+stop whose workspace is new or was rebound since carries ``wsdef`` (parent, shared, bindings), so a
+reader resolves a name in any frame as the live workspace does.  Versions stay the debugger's (one
+counter per name), so ``blobs/<name>@<version>`` names one write whatever its workspace.  Format 1
+files (no workspaces) still open, with a notice (:mod:`engine.debugger.recorded`).
 """
 from __future__ import annotations
 
@@ -30,6 +41,7 @@ import io
 import json
 import queue
 import threading
+import weakref
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -41,7 +53,7 @@ from engine.debugger.records import OpExecuted, OpRecord, Stopped, VersionFinal
 from engine.errors import NetvizError
 
 FORMAT = "netviz-recording"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CHUNK_STOPS = 64
 #: members under this size are deflated whatever they hold (the header dominates)
 SMALL_BYTES = 1 << 16
@@ -67,6 +79,13 @@ def model_hash(model: Any) -> str:
 def blob_member(name: str, version: int, rewrite: int = 0) -> str:
     """The member holding `name`@`version` (`rewrite` > 0: a later, final value of the same version)."""
     return f"blobs/{quote(name, safe='')}@{version}" + (f"~{rewrite}" if rewrite else "") + ".npy"
+
+
+def local_member(name: str, version: int, ws: int, seq: int) -> str:
+    """The member holding a value workspace `ws` held as `name` before stop `seq` that no recorded op
+    wrote there (a binding's local copy when a Do unbinds it, an RNN step's view): version `version`
+    is the debugger's count of `name` then."""
+    return f"blobs/{quote(name, safe='')}@{version}w{ws}s{seq}.npy"
 
 
 def stop_dict(r: OpRecord) -> dict[str, Any]:
@@ -117,6 +136,12 @@ class Recorder:
         self.pending: list[dict[str, Any]] = []
         self.chunks: list[str] = []
         self.nstops, self.bytes_in, self.program = 0, 0, False
+        # workspaces by the identity of their blob mapping (a rebind makes a new one): id → number, and the
+        # last (parent, shared, bindings) written for each number
+        self._ws_ids: dict[int, int] = {id(dbg.ws.values): 0}
+        self._ws_defs: dict[int, tuple[int, bool, dict[str, str]]] = {}
+        self._roots: list[Any] = []
+        self._known: dict[int, set[str]] = {}  # workspace → its local names whose value a member holds
         # NOTE: members are written on a thread of their own: zlib's crc32/deflate and the file writes let go
         # of the GIL, so they overlap the kernels (ResNet-50 fwd+bwd: 500 MB beside a 3-4 s run)
         self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
@@ -182,11 +207,17 @@ class Recorder:
                 self._pending_bytes -= nbytes
                 self._room.notify_all()
 
-    def _write(self, name: str, version: int, value: Any, final: bool = False) -> bool:
-        """Write one blob version; False for a value that is not a numeric array (not recorded)."""
+    def _write(self, name: str, version: int, value: Any, final: bool = False, member: str = "") -> bool:
+        """Write one blob version (`member`: a workspace's local value instead, :func:`local_member`);
+        False for a value that is not a numeric array (not recorded)."""
         if not hasattr(value, "dtype") or not hasattr(value, "shape") or value.dtype == object:
             return False
         arr = np.asarray(self._host(value))
+        if member:  # NOTE: a copy: a view's rows change under the writer thread
+            arr = arr.copy()
+            self._submit(self._array, member, arr, f"blob '{name}' in a subnet's workspace", nbytes=arr.nbytes)
+            self.bytes_in += arr.nbytes
+            return True
         key = f"{name}@{version}"
         rewrite = self.rewrites[key] = self.rewrites.get(key, -1) + 1 if final else 0
         member = blob_member(name, version, rewrite)
@@ -214,9 +245,16 @@ class Recorder:
             stop = stop_dict(r)
             if not self.program:  # NOTE: the program is known once the first op ran (backward() comes after us)
                 self._program()
+            values = dbg.frames[-1].ws.values
+            stop["ws"] = here = self._ws(values, stop)
             for out in stop["outputs"]:
                 out[1] = version = dbg.versions.get(out[0], 0)
-                values = dbg.frames[-1].ws.values
+                owner, name = self._owner(values, out[0])
+                key = here if owner is values else self._ws(owner, stop)
+                out.append(key)
+                if name != out[0]:
+                    out.append(name)
+                self._known.setdefault(key, set()).add(name)
                 if out[0] in values:
                     self._write(out[0], version, values[out[0]])
             self.pending.append(stop)
@@ -226,6 +264,58 @@ class Recorder:
         elif isinstance(event, VersionFinal):
             # NOTE: an RNN state buffer's rows written through a link view after its version was recorded
             self._write(event.name, event.version, event.value, final=True)
+
+    def _ws(self, values: Any, stop: dict[str, Any]) -> int:
+        """The number of the workspace whose blob mapping is `values`; adds its definition (and its
+        parents') to `stop` when new or changed since last written."""
+        key = self._ws_ids.get(id(values))
+        if key is None:
+            key = self._ws_ids[id(values)] = len(self._ws_ids)
+            # NOTE: a dead mapping's id may be reused by a new one: forget it when it goes
+            try:
+                weakref.finalize(values, self._ws_ids.pop, id(values), None)
+            except TypeError:  # a plain dict (another root workspace): kept, so its id stays its own
+                self._roots.append(values)
+        parent = getattr(values, "parent", None)
+        if parent is None or not hasattr(values, "bindings"):
+            return key
+        bindings = values.bindings
+        old = self._ws_defs.get(key)
+        if old is None or old[1] != values.shared or old[2] != bindings:
+            up = self._ws(parent, stop)
+            self._ws_defs[key] = (up, values.shared, dict(bindings))
+            stop.setdefault("wsdef", []).append([key, up, bool(values.shared), dict(bindings)])
+            self._locals(key, values, stop)
+        return key
+
+    def _locals(self, key: int, values: Any, stop: dict[str, Any]) -> None:
+        """Write the local blobs of a workspace first seen (or rebound) at `stop` that no recorded op wrote
+        there: a Do's local copies of the names it unbound (the backward pass reads the forward
+        iteration's values from them), an RNN step's views.  Not the outputs of `stop` itself (its value
+        now is after the op; the write is recorded as such)."""
+        known = self._known.setdefault(key, set())
+        outs = {o[0] for o in stop["outputs"]}
+        for name in list(values.local):
+            if name in known or name in outs:
+                continue
+            version = self.dbg.versions.get(name, 0)
+            value = values.local[name]
+            if self._write(name, version, value, member=local_member(name, version, key, stop["seq"])):
+                known.add(name)
+                stop.setdefault("wslocal", []).append([key, name, version])
+
+    @staticmethod
+    def _owner(values: Any, name: str) -> tuple[Any, str]:
+        """The blob mapping (and the name in it) a write of `name` in `values` landed in: a bound or
+        shared-visible name forwards to the parent, as the runtime's child workspace writes it."""
+        while True:
+            parent = getattr(values, "parent", None)
+            if parent is None or not hasattr(values, "local") or name in values.local:
+                return values, name
+            outer = values.bindings.get(name)
+            if outer is None and (not values.shared or name not in parent):
+                return values, name
+            values, name = parent, name if outer is None else outer
 
     def _program(self) -> None:
         self._submit(self._bytes, "nets/program.pb", self.dbg.frames[0].net.SerializeToString())

@@ -556,8 +556,16 @@ class ReplayDebugger:
 
     # ---- values ----------------------------------------------------------------------------
     def value(self, name: str, version: int | None = None) -> Any:
-        if version is None:
-            version = self.rec.version_at(name, self.ran() - 1)
+        """`name` as the pc's frame reads it (or `name`@`version`).  The latest version counts writes of
+        the name in every workspace, as live's does; the value is the one the pc's workspace holds
+        (:meth:`Recording.seen_from`), which for a name a subnet shadows is not that version's."""
+        ran = self.ran()
+        latest = self.rec.version_at(name, ran - 1)
+        if version is None or version == latest:
+            seen = self.rec.seen_from(name, ran - 1, self._here())
+            if seen is not None:
+                return self.rec.read(seen)
+            version = latest
             if version is None:
                 raise DebuggerError(f"blob '{name}' does not exist at this point")
         return self.rec.value(name, version)
