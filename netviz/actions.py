@@ -22,7 +22,7 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
     "step.back": ("u", "step('step_back')", "Step back", "Back"),
     "run.reverse-continue": ("U", "reverse_continue", "Reverse-continue to the previous breakpoint hit", ""),
     "run.first-iteration": ("I", "first_iteration", "Stop at the first loop iteration / RNN timestep where a condition "
-                            "holds", "Iter"),
+                            "holds", ""),
     "run.record": ("T", "record_run", "Record the run to FILE.nvrec (re-runs it from the start to the end)", ""),
     "run.restart": ("r", "step('restart')", "Restart", "Restart"),
     "bp.toggle": ("b", "toggle_breakpoint", "Breakpoint", "Break"),
@@ -72,7 +72,7 @@ ACTIONS: dict[str, tuple[str, str, str, str]] = {
 FOOTER_FIRST = ("quit", "help", "view.backward", "step.over", "step.into", "run.continue")
 #: then, as far as the width allows (the footer shows whole keys only), the next most used
 FOOTER_THEN = ("search", "bp.toggle", "step.out", "run.to-cursor", "step.back", "view.overlay", "export",
-               "view.ssa", "repl.eval", "run.first-iteration")
+               "view.ssa", "repl.eval")
 
 #: help groups: id prefix → heading, in the order the help screen lists them
 GROUPS = {"step": "move", "run": "move", "op": "move", "bp": "breakpoints", "view": "views", "graph": "views",
