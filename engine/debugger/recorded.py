@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import numpy as np
 
 from engine.debugger.places import place
-from engine.debugger.recording import FORMAT, RecordingError, local_member, model_hash
+from engine.debugger.recording import FORMAT, RecordingError, blob_member, local_member, model_hash
 from proto import caffe2_pb2
 
 _MEMBER = re.compile(r"^blobs/(?P<name>[^@]*)@(?P<version>\d+)(?:~(?P<rewrite>\d+))?\.npy$")
@@ -163,6 +163,7 @@ class Recording:
                                  "again to tell them apart")
         self._ws_defs: dict[int, list[tuple[int, int, bool, dict[str, str]]]] = {}  # ws → [(seq, parent, ...)]
         self._wslocal: dict[int, list[tuple[int, str, int]]] = {}  # seq → [(ws, name, version)] (see recording)
+        self._views: dict[tuple[int, str], list[tuple[int, int, int]]] = {}  # buffer → [(seq, row start, stop)]
         self.stops = self._read_stops(names)
         self.members: dict[str, str] = {}   # "name@version" → member (the last rewrite of it)
         for member in names:
@@ -176,18 +177,18 @@ class Recording:
                 self._writers.setdefault(name, []).append((-1, 0))
         # (workspace, name there) → [(seq, version, member)]: the values each workspace's blob held, from
         # stop seq on (a local value no op wrote: from before its stop, seq - 1)
-        self._owned: dict[tuple[int, str], list[tuple[int, int, str | None]]] = {}
+        self._owned: dict[tuple[int, str], list[tuple[int, int, str | None, str]]] = {}
         for name in self._writers:
-            self._owned[(0, name)] = [(-1, 0, self.members[f"{name}@0"])]
+            self._owned[(0, name)] = [(-1, 0, self.members[f"{name}@0"], name)]
         for s in self.stops:
             for ws, name, version in self._wslocal.get(s.seq, ()):
                 self._owned.setdefault((ws, name), []).append((s.seq - 1, version,
-                                                              local_member(name, version, ws, s.seq)))
+                                                              local_member(name, version, ws, s.seq), name))
             for o in s.outputs:
                 self._writers.setdefault(o.name, []).append((s.seq, o.version))
                 if o.ws >= 0:
                     self._owned.setdefault((o.ws, o.home or o.name), []).append((s.seq, o.version,
-                                                                                self.members.get(o.key)))
+                                                                                self.members.get(o.key), o.name))
 
     @classmethod
     def open(cls, path: str | Path) -> Recording:
@@ -276,6 +277,8 @@ class Recording:
                 stops.append(_stop(d))
                 for ws, parent, shared, bindings in d.get("wsdef", ()):
                     self._ws_defs.setdefault(int(ws), []).append((int(d["seq"]), int(parent), bool(shared), bindings))
+                for _, ws, name, start, end in d.get("views", ()):
+                    self._views.setdefault((int(ws), name), []).append((int(d["seq"]), start, end))
                 if "wslocal" in d:
                     self._wslocal[int(d["seq"])] = [(int(w), n, int(v)) for w, n, v in d["wslocal"]]
         return stops
@@ -317,11 +320,11 @@ class Recording:
                 return self.stops[seq] if 0 <= seq < len(self.stops) else None
         raise RecordingError(f"{self.path}: blob '{name}' version {version} is not recorded")
 
-    def seen_from(self, name: str, seq: int, stop: Stop | None) -> str | None:
-        """The member holding the value `name` reads in the workspace `stop` ran in, once stop `seq` ran:
-        that workspace's own value of `name` when it has one, else through its bindings (or, when it shares
-        its parent's blobs, the same name) the parent's, as a live child workspace reads it.  None: not
-        known that way (a format 1 file, a value not recorded): the caller reads the latest version by name.
+    def seen_from(self, name: str, seq: int, stop: Stop | None) -> np.ndarray | None:
+        """The value `name` reads in the workspace `stop` ran in, once stop `seq` ran: that workspace's own
+        value of `name` when it has one, else through its bindings (or, when it shares its parent's
+        blobs, the same name) the parent's, as a live child workspace reads it.  None: not known that way
+        (a format 1 file, a value not recorded): the caller reads the latest version by name.
 
         Why: versions count writes of a name in every workspace, so the latest one by name is another
         workspace's value where a subnet shadows its parent's blob (``b_grad`` in a backward While)."""
@@ -332,7 +335,11 @@ class Recording:
             writes = self._owned.get((ws, name))
             k = bisect.bisect_right(writes, (seq, float("inf"))) if writes else 0
             if k:
-                return writes[k - 1][2]
+                since, version, member, written = writes[k - 1]
+                if member is None:
+                    return None
+                until = writes[k][0] if k < len(writes) else len(self.stops)
+                return self._rows_so_far(member, written, version, self._views.get((ws, name), ()), since, seq, until)
             defs = self._ws_defs.get(ws)
             if not defs:
                 return None
@@ -343,6 +350,21 @@ class Recording:
                 return None
             ws = parent
         return None
+
+    def _rows_so_far(self, member: str, name: str, version: int, views: Any, since: int, seq: int,
+                     until: int) -> np.ndarray:
+        """`member`'s value as it was once stop `seq` ran.  An RNN link buffer's version is rewritten with
+        its final value (its timesteps write rows through views after the link); while later view writes
+        of the version are still to come, it is the value at the link with the rows written so far."""
+        later = [v for v in views if since < v[0] < until]
+        if not any(s > seq for s, _, _ in later) or not self._has(first := blob_member(name, version)) \
+                or first == member:
+            return self.read(member)
+        out, final = self.read(first).copy(), self.read(member)
+        for s, start, end in later:
+            if s <= seq:
+                out[start:end] = final[start:end]
+        return out
 
     def read(self, member: str) -> np.ndarray:
         """The array in blob member `member` (one line naming it when damaged)."""

@@ -30,7 +30,11 @@ While's Do), so a blob's latest version by name alone is another workspace's val
 names the workspace its op ran in (``ws``: a number, 0 the main one) and each output the workspace
 (and name) it landed in, as the runtime's forwarding (bindings, shared children) resolved it; a
 stop whose workspace is new or was rebound since carries ``wsdef`` (parent, shared, bindings), so a
-reader resolves a name in any frame as the live workspace does.  Versions stay the debugger's (one
+reader resolves a name in any frame as the live workspace does, and ``wslocal`` the local values no op
+wrote there (a Do's copies of the names it unbound), each in a member of its own (:func:`local_member`).
+An RNN step's write through a view of a link buffer's rows is noted in ``views`` (output, buffer's
+workspace and name, rows): the buffer's version keeps its value at the link and its final value (a
+rewrite), and a reader puts together the rows written up to any stop from the two.  Versions stay the debugger's (one
 counter per name), so ``blobs/<name>@<version>`` names one write whatever its workspace.  Format 1
 files (no workspaces) still open, with a notice (:mod:`engine.debugger.recorded`).
 """
@@ -207,14 +211,17 @@ class Recorder:
                 self._pending_bytes -= nbytes
                 self._room.notify_all()
 
-    def _write(self, name: str, version: int, value: Any, final: bool = False, member: str = "") -> bool:
-        """Write one blob version (`member`: a workspace's local value instead, :func:`local_member`);
-        False for a value that is not a numeric array (not recorded)."""
+    def _write(self, name: str, version: int, value: Any, final: bool = False, member: str = "",
+               copy: bool = False) -> bool:
+        """Write one blob version (`member`: a workspace's local value instead, :func:`local_member`;
+        `copy`: of the value as it is now, one the run changes in place); False for a value that is not a
+        numeric array (not recorded)."""
         if not hasattr(value, "dtype") or not hasattr(value, "shape") or value.dtype == object:
             return False
         arr = np.asarray(self._host(value))
-        if member:  # NOTE: a copy: a view's rows change under the writer thread
+        if member or copy:  # NOTE: a copy: a view's rows change under the writer thread
             arr = arr.copy()
+        if member:
             self._submit(self._array, member, arr, f"blob '{name}' in a subnet's workspace", nbytes=arr.nbytes)
             self.bytes_in += arr.nbytes
             return True
@@ -247,6 +254,14 @@ class Recorder:
                 self._program()
             values = dbg.frames[-1].ws.values
             stop["ws"] = here = self._ws(values, stop)
+            views = getattr(values, "views", None)
+            linked = getattr(dbg, "_linked", None) or ()
+            for k, out in enumerate(stop["outputs"]):
+                if views and out[0] in views:  # NOTE: an RNN step's write through a view lands in buffer rows
+                    base, rows = views[out[0]]
+                    owner, name = self._owner(values, base)
+                    stop.setdefault("views", []).append([k, here if owner is values else self._ws(owner, stop),
+                                                         name, rows.start, rows.stop])
             for out in stop["outputs"]:
                 out[1] = version = dbg.versions.get(out[0], 0)
                 owner, name = self._owner(values, out[0])
@@ -256,7 +271,8 @@ class Recorder:
                     out.append(name)
                 self._known.setdefault(key, set()).add(name)
                 if out[0] in values:
-                    self._write(out[0], version, values[out[0]])
+                    # NOTE: a link buffer's later timesteps write rows into this very array: kept as it is now
+                    self._write(out[0], version, values[out[0]], copy=out[0] in linked)
             self.pending.append(stop)
             self.nstops += 1
             if len(self.pending) >= CHUNK_STOPS:

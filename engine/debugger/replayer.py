@@ -564,7 +564,7 @@ class ReplayDebugger:
         if version is None or version == latest:
             seen = self.rec.seen_from(name, ran - 1, self._here())
             if seen is not None:
-                return self.rec.read(seen)
+                return seen
             version = latest
             if version is None:
                 raise DebuggerError(f"blob '{name}' does not exist at this point")
