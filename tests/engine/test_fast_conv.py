@@ -280,3 +280,26 @@ def test_1x1_small_maps_fold_the_batch(monkeypatch, stride, order):
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     _close(plain, eval_op("Conv", x, wt, kernel=1, stride=stride, order=order))
     assert folds == [3]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("c", [8, 116])
+@pytest.mark.parametrize("kernel, stride, hw", [(1, 1, 13), (1, 2, 6), (3, 1, 5), (3, 2, 9), (7, 2, 15)])
+def test_outputs_never_live_in_scratch(n, c, kernel, stride, hw):
+    """A kernel's outputs must be its own memory: the thread's scratch is overwritten by the next conv
+    (a one-image 1x1 ConvGradient once returned its dX columns in scratch: ShuffleNet v2 trained wrong)."""
+    r = np.random.default_rng(kernel * 10 + stride + n)
+    x = r.standard_normal((n, c, hw, hw)).astype(np.float32)
+    w = r.standard_normal((c, c, kernel, kernel)).astype(np.float32)
+    pad = kernel // 2
+    y = eval_op("Conv", x, w, kernel=kernel, stride=stride, pad=pad)[0]
+    dy = r.standard_normal(y.shape).astype(np.float32)
+    outs = eval_op("ConvGradient", x, w, dy, n_out=3, kernel=kernel, stride=stride, pad=pad)
+    kept = [o.copy() for o in (y, *outs)]
+    big = r.standard_normal((2, 16, 40, 40)).astype(np.float32)  # churns the scratch of every path
+    for k in (1, 3, 7):
+        wb = r.standard_normal((16, 16, k, k)).astype(np.float32)
+        yb = eval_op("Conv", big, wb, kernel=k, stride=2, pad=k // 2)[0]
+        eval_op("ConvGradient", big, wb, np.ones_like(yb), n_out=3, kernel=k, stride=2, pad=k // 2)
+    for before, after in zip(kept, (y, *outs)):
+        np.testing.assert_array_equal(before, after)

@@ -625,8 +625,10 @@ def conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx):
             parallel.matmuls(parallel.gemm_jobs(dyt, cols.T, dw))
             wdy = None
             if need_dx:
-                # NOTE: in the scratch the columns used (dW is done): no fresh buffer to page-fault
-                wdy = (parallel.scratch if FAST_CONV else np.empty)((w2.shape[1], dyt.shape[1]), dy.dtype)
+                # NOTE: a fresh buffer, not parallel.scratch: for a 1x1 stride-1 conv of one image the
+                # moveaxis below is a no-op and ascontiguousarray hands this very buffer back as dX, which
+                # the next kernel's scratch then overwrote (ShuffleNet v2's builder net trained wrong)
+                wdy = np.empty((w2.shape[1], dyt.shape[1]), dy.dtype)
                 parallel.matmuls(parallel.gemm_jobs(w2.T, dyt, wdy))
         else:
             dw, db = dyt @ cols.T, dyt.sum(axis=1)
