@@ -27,6 +27,7 @@ from engine.debugger.recording import FORMAT, RecordingError, blob_member, local
 from proto import caffe2_pb2
 
 _MEMBER = re.compile(r"^blobs/(?P<name>[^@]*)@(?P<version>\d+)(?:~(?P<rewrite>\d+))?\.npy$")
+_NOT_HERE = object()  # Recording._held: the workspace holds no value of its own under that name
 _LOCAL = struct.Struct("<4s2B4HL2L2H")  # zipfile's local file header (zipfile.structFileHeader)
 
 
@@ -163,7 +164,10 @@ class Recording:
                                  "again to tell them apart")
         self._ws_defs: dict[int, list[tuple[int, int, bool, dict[str, str]]]] = {}  # ws → [(seq, parent, ...)]
         self._wslocal: dict[int, list[tuple[int, str, int]]] = {}  # seq → [(ws, name, version)] (see recording)
-        self._views: dict[tuple[int, str], list[tuple[int, int, int]]] = {}  # buffer → [(seq, row start, stop)]
+        # a buffer → [(seq, row start, stop, the view's name@version)]: its rows written through a view
+        self._views: dict[tuple[int, str], list[tuple[int, int, int, str]]] = {}
+        # an RNN step's view → [(seq, buffer's workspace, buffer, row start, stop, the view's shape)]
+        self._view_of: dict[tuple[int, str], list[tuple[int, int, str, int, int, tuple[int, ...]]]] = {}
         self.stops = self._read_stops(names)
         self.members: dict[str, str] = {}   # "name@version" → member (the last rewrite of it)
         for member in names:
@@ -277,8 +281,11 @@ class Recording:
                 stops.append(_stop(d))
                 for ws, parent, shared, bindings in d.get("wsdef", ()):
                     self._ws_defs.setdefault(int(ws), []).append((int(d["seq"]), int(parent), bool(shared), bindings))
-                for _, ws, name, start, end in d.get("views", ()):
-                    self._views.setdefault((int(ws), name), []).append((int(d["seq"]), start, end))
+                for k, ws, name, start, end in d.get("views", ()):
+                    seq, out = int(d["seq"]), stops[-1].outputs[k]
+                    self._views.setdefault((int(ws), name), []).append((seq, start, end, out.key))
+                    self._view_of.setdefault((stops[-1].ws, out.name), []).append(
+                        (seq, int(ws), name, start, end, out.shape))
                 if "wslocal" in d:
                     self._wslocal[int(d["seq"])] = [(int(w), n, int(v)) for w, n, v in d["wslocal"]]
         return stops
@@ -332,14 +339,9 @@ class Recording:
             return None
         ws, at = stop.ws, stop.seq
         for _ in range(64):  # NOTE: nesting depth; a bound cycle cannot happen, the bound stops it anyway
-            writes = self._owned.get((ws, name))
-            k = bisect.bisect_right(writes, (seq, float("inf"))) if writes else 0
-            if k:
-                since, version, member, written = writes[k - 1]
-                if member is None:
-                    return None
-                until = writes[k][0] if k < len(writes) else len(self.stops)
-                return self._rows_so_far(member, written, version, self._views.get((ws, name), ()), since, seq, until)
+            held = self._held(ws, name, seq)
+            if held is not _NOT_HERE:
+                return held
             defs = self._ws_defs.get(ws)
             if not defs:
                 return None
@@ -351,19 +353,42 @@ class Recording:
             ws = parent
         return None
 
+    def _held(self, ws: int, name: str, seq: int) -> Any:
+        """Workspace `ws`'s own value of `name` once stop `seq` ran (an RNN step's view: its buffer's rows
+        now, as live reads it); None: not recorded; _NOT_HERE: it has none (a parent's is read)."""
+        writes = self._owned.get((ws, name))
+        k = bisect.bisect_right(writes, (seq, float("inf"))) if writes else 0
+        if not k:
+            return _NOT_HERE
+        since, version, member, written = writes[k - 1]
+        views = self._view_of.get((ws, name))
+        j = bisect.bisect_right(views, (seq, float("inf"))) if views else 0
+        if j and views[j - 1][0] >= since:  # NOTE: a view reads its buffer's rows as they are now
+            _, bws, buffer, start, end, shape = views[j - 1]
+            rows = self._held(bws, buffer, seq)
+            if rows is not None and rows is not _NOT_HERE:
+                part = rows[start:end]
+                return part.reshape(shape) if part.size == int(np.prod(shape)) else part
+        if member is None:
+            return None
+        until = writes[k][0] if k < len(writes) else len(self.stops)
+        return self._rows_so_far(member, written, version, self._views.get((ws, name), ()), since, seq, until)
+
     def _rows_so_far(self, member: str, name: str, version: int, views: Any, since: int, seq: int,
                      until: int) -> np.ndarray:
         """`member`'s value as it was once stop `seq` ran.  An RNN link buffer's version is rewritten with
         its final value (its timesteps write rows through views after the link); while later view writes
-        of the version are still to come, it is the value at the link with the rows written so far."""
+        of the version are still to come, it is the value at the link with the rows each view write so far
+        wrote (that write's own recorded value)."""
         later = [v for v in views if since < v[0] < until]
-        if not any(s > seq for s, _, _ in later) or not self._has(first := blob_member(name, version)) \
+        if not any(v[0] > seq for v in later) or not self._has(first := blob_member(name, version)) \
                 or first == member:
             return self.read(member)
-        out, final = self.read(first).copy(), self.read(member)
-        for s, start, end in later:
-            if s <= seq:
-                out[start:end] = final[start:end]
+        out = self.read(first).copy()
+        for s, start, end, key in later:
+            if s <= seq and key in self.members:
+                rows = self.read(self.members[key])
+                out[start:end] = rows.reshape(out[start:end].shape)
         return out
 
     def read(self, member: str) -> np.ndarray:

@@ -145,6 +145,7 @@ class Recorder:
         self._ws_ids: dict[int, int] = {id(dbg.ws.values): 0}
         self._ws_defs: dict[int, tuple[int, bool, dict[str, str]]] = {}
         self._roots: list[Any] = []
+        self._deep = False  # the last stop ran in a subnet
         self._known: dict[int, set[str]] = {}  # workspace → its local names whose value a member holds
         # NOTE: members are written on a thread of their own: zlib's crc32/deflate and the file writes let go
         # of the GIL, so they overlap the kernels (ResNet-50 fwd+bwd: 500 MB beside a 3-4 s run)
@@ -158,6 +159,7 @@ class Recorder:
             self._submit(self._bytes, f"nets/{name}.pb", net.SerializeToString())
         for name in sorted(dbg.ws.values):
             self._write(name, 0, dbg.ws.values[name])
+        self._known[0] = set(dbg.ws.values)
         dbg.listeners.append(self)
 
     def _meta(self) -> dict[str, Any]:
@@ -254,6 +256,11 @@ class Recorder:
                 self._program()
             values = dbg.frames[-1].ws.values
             stop["ws"] = here = self._ws(values, stop)
+            deep = len(r.path) > 2
+            if "wsdef" in stop or deep and not self._deep:
+                # NOTE: a subnet run began: what its control op made in the main workspace (RNN buffers)
+                self._locals(0, dbg.ws.values, stop)
+            self._deep = deep
             views = getattr(values, "views", None)
             linked = getattr(dbg, "_linked", None) or ()
             for k, out in enumerate(stop["outputs"]):
@@ -269,7 +276,10 @@ class Recorder:
                 out.append(key)
                 if name != out[0]:
                     out.append(name)
-                self._known.setdefault(key, set()).add(name)
+                known = self._known.setdefault(key, set())
+                if name not in known:
+                    self._before(out[0], version - 1, key, stop)
+                    known.add(name)
                 if out[0] in values:
                     # NOTE: a link buffer's later timesteps write rows into this very array: kept as it is now
                     self._write(out[0], version, values[out[0]], copy=out[0] in linked)
@@ -307,18 +317,30 @@ class Recorder:
     def _locals(self, key: int, values: Any, stop: dict[str, Any]) -> None:
         """Write the local blobs of a workspace first seen (or rebound) at `stop` that no recorded op wrote
         there: a Do's local copies of the names it unbound (the backward pass reads the forward
-        iteration's values from them), an RNN step's views.  Not the outputs of `stop` itself (its value
+        iteration's values from them); in the main workspace, what a control op made there (an RNN's
+        state buffers before their first link).  Not the outputs of `stop` itself (its value
         now is after the op; the write is recorded as such)."""
         known = self._known.setdefault(key, set())
         outs = {o[0] for o in stop["outputs"]}
-        for name in list(values.local):
+        local = getattr(values, "local", values)  # NOTE: a root workspace's mapping is a dict of its own
+        for name in list(local):
             if name in known or name in outs:
                 continue
             version = self.dbg.versions.get(name, 0)
-            value = values.local[name]
+            value = local[name]
             if self._write(name, version, value, member=local_member(name, version, key, stop["seq"])):
                 known.add(name)
                 stop.setdefault("wslocal", []).append([key, name, version])
+
+    def _before(self, name: str, version: int, key: int, stop: dict[str, Any]) -> None:
+        """The value `name` held in workspace `key` before `stop`'s op first wrote it there, when it existed
+        (made by a control op, as an RNN's state buffer before its first link): from the op's undo record."""
+        undo = getattr(self.dbg, "_undo", None)
+        if not undo or undo[-1].nrec != stop["seq"]:
+            return
+        old = next((w[2] for w in undo[-1].writes if w[1] == name), None)
+        if old is not None and self._write(name, version, old, member=local_member(name, version, key, stop["seq"])):
+            stop.setdefault("wslocal", []).append([key, name, version])
 
     @staticmethod
     def _owner(values: Any, name: str) -> tuple[Any, str]:
