@@ -27,6 +27,7 @@ import numpy as np
 from engine.autodiff.training import is_gradient_name
 from netviz.overlays import OVERLAYS
 from netviz.session import BlobRef, OpRef, to_oppath
+from netviz.widgets import blob_inspector
 from netviz.widgets.blob_inspector import BlobInspector
 from tests.netviz.waiting import tree_line
 
@@ -306,7 +307,11 @@ def check_blob(app: Any, dump: Dump, ref: BlobRef, reader: OpRef, tally: Tally) 
     session = app.session
     where = f"{session.pc_label()} | {reader.path}#{reader.index} {ref.label()}"
     i = expected_entry(session, dump, ref, reader)
-    app.main.select_blob(ref)
+    at_once, blob_inspector.SYNC_STATS_ELEMENTS = blob_inspector.SYNC_STATS_ELEMENTS, math.inf
+    try:  # NOTE: every tensor's statistics at once: the app computes a big one's in a worker
+        app.main.select_blob(ref)
+    finally:
+        blob_inspector.SYNC_STATS_ELEMENTS = at_once
     facts, values = inspector_text(app)
     head = _header(facts)
     if not head.startswith(ref.label()) or head[len(ref.label()):][:1] not in ("", " "):
