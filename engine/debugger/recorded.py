@@ -406,9 +406,10 @@ class Recording:
             raise RecordingError(f"{self.path}: blob '{name}' does not exist before stop #{seq}")
         return self.writer(name, version)
 
-    def state(self, seq: int) -> StateView:
-        """Every blob as it is once stop `seq` ran (-1: before the first op), read when asked."""
-        return StateView(self, seq)
+    def state(self, seq: int, where: Stop | None = None) -> StateView:
+        """Every blob as it is once stop `seq` ran (-1: before the first op), read when asked; with
+        `where`, a blob's value as the workspace that stop's op ran in reads it (:meth:`seen_from`)."""
+        return StateView(self, seq, where)
 
     def written(self, stop: Stop) -> dict[str, np.ndarray]:
         """The values `stop` wrote (those recorded)."""
@@ -431,13 +432,17 @@ class Recording:
 class StateView(Mapping[str, Any]):
     """The workspace as a recording saw it after one stop: each blob's value read on first use."""
 
-    def __init__(self, rec: Recording, seq: int) -> None:
-        self.rec, self.seq, self._cache = rec, seq, {}
+    def __init__(self, rec: Recording, seq: int, where: Stop | None = None) -> None:
+        self.rec, self.seq, self.where, self._cache = rec, seq, where, {}
 
     def version(self, name: str) -> int | None:
         return self.rec.version_at(name, self.seq)
 
     def __getitem__(self, name: str) -> Any:
+        if name not in self._cache and self.where is not None:
+            seen = self.rec.seen_from(name, self.seq, self.where)
+            if seen is not None:
+                self._cache[name] = seen
         if name not in self._cache:
             v = self.version(name)
             if v is None or f"{name}@{v}" not in self.rec.members:

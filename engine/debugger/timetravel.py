@@ -119,8 +119,8 @@ class Cursor:
             if bp.kind == "condition":
                 if others and pos and bp.condition is not None and holds(self.rec, stops[pos - 1], bp.condition):
                     return Hit(pos, stops[pos - 1], bp)
-            elif located and pos < len(stops) and _at(bp, stops[pos]) and (
-                    bp.condition is None or bp.condition({}, self.rec.state((pos if at is None else at) - 1), pos)):
+            elif located and pos < len(stops) and _at(bp, stops[pos]) and (bp.condition is None or bp.condition(
+                    {}, self.rec.state((pos if at is None else at) - 1, stops[pos]), pos)):
                 return Hit(pos, stops[pos], bp)
         return None
 
@@ -167,7 +167,7 @@ def holds(rec: Recording, stop: Stop, cond: Condition) -> bool:
     names = {o.name: None for o in stop.outputs}
     if not cond.triggered_by(names):
         return False
-    return cond(_Written(rec, stop), rec.state(stop.seq), stop.seq + 1)
+    return cond(_Written(rec, stop), rec.state(stop.seq, stop), stop.seq + 1)
 
 
 class _Written(dict):
@@ -225,7 +225,7 @@ def query(rec: Recording, expr: str) -> list[Row]:
     rows = []
     for stop in rec.stops:
         if holds(rec, stop, cond):
-            state = rec.state(stop.seq)
+            state = rec.state(stop.seq, stop)
             if cond.blobs:
                 blobs = tuple(f"{b}@{state.version(b)}" for b in sorted(cond.blobs) if state.version(b) is not None)
             else:

@@ -105,3 +105,15 @@ def test_a_format_1_recording_opens_with_a_notice_and_reads_by_name(tmp_path: Pa
     rp = ReplayDebugger(rec)
     rp.run_to(("op", 9, "loop_net", 1))
     np.testing.assert_allclose(rp.value("b_grad"), rec.value("b_grad", 2))  # as before: the latest by name
+
+
+def test_a_condition_reads_the_blob_of_the_workspace_it_stops_in(tmp_path: Path) -> None:
+    """A breakpoint on Sum when ``max_abs(b_grad) == 0``: at the backward While's first Sum the loop's
+    ``b_grad`` is still zeros (live stops there); the replay's condition read the Do's ``b_grad`` and ran on."""
+    live, rp = _pair("while_net", tmp_path)
+    seen = []
+    for d in (live, rp):
+        d.add_breakpoint("type", "Sum", condition="max_abs(b_grad) == 0")
+        seen.append([d.pc.text() for _ in range(8) if d.continue_().reason == "breakpoint"])
+    assert seen[0] == seen[1]
+    assert seen[0][:1] == ["main › While op#9 iteration 0 › op#1 Sum"]
