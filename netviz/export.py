@@ -378,9 +378,12 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.0f} s …")
     def still(t: float) -> None:
         say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")
-    layouts = ladder.run_pieces(ladder.piece_dots(d, pieces),
-                                lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still))
-    placed = ladder.compose(d, pieces, layouts)
+    try:
+        layouts = ladder.run_pieces(ladder.piece_dots(d, pieces),
+                                    lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still))
+        placed = ladder.compose(d, pieces, layouts)
+    finally:
+        ladder.forget_styles()
     left = max(budget - (time.monotonic() - start), 0.5)
     data = placed.encode() if fmt == "dot" else run_graphviz(placed, fmt, left, "neato", extra=["-n2"])
     count = f"{pieces.count} piece{'s' * (pieces.count > 1)}"

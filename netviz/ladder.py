@@ -34,7 +34,7 @@ from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing, DrawNode
 
 __all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "piece_dots", "compose",
-           "run_pieces", "read_json0", "dot_quote", "JOBS", "PIECE_NODES"]
+           "run_pieces", "read_json0", "dot_quote", "forget_styles", "JOBS", "PIECE_NODES"]
 
 #: ``dot`` processes run at once (the pieces are shared out among them)
 JOBS = 2
@@ -60,8 +60,18 @@ def _attrs(a: dict[str, str]) -> str:
 
 @lru_cache(maxsize=None)
 def _style_text(st: S.Style) -> str:
-    """A style's DOT attributes, written once per style (a 10k-op drawing writes ~100k attribute lists)."""
+    """A style's DOT attributes, written once per style (a 10k-op drawing writes ~100k attribute lists).
+
+    Emptied after each export (:func:`forget_styles`): an ops-only drawing gives every edge a style of
+    its own (its label), so a cache kept for the session held two per op of every net exported (20,007
+    after one 10k-op chain).
+    """
     return _attrs(st.attrs())
+
+
+def forget_styles() -> None:
+    """Empty the styles' DOT text cache (:func:`_style_text`) once a drawing is written."""
+    _style_text.cache_clear()
 
 
 def _top(n: DrawNode) -> int | None:

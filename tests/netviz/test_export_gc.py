@@ -54,3 +54,12 @@ def test_export_leaves_no_cycle_holding_its_drawing(tmp_path: Path, collector: N
     gc.collect()
     left = {type(o).__qualname__ for o in gc.garbage}
     assert not left & {"Drawing", "DrawNode", "DrawEdge"}, left
+
+
+
+def test_export_leaves_no_styles_cached(tmp_path: Path) -> None:
+    """Every ops-only edge has a style of its own (its blob's name): an export of a 300-op chain made
+    600 of them, and none is kept for the session once it is written."""
+    from netviz import ladder
+    export_net(grad_chain(300), tmp_path / "c.svg", backward=True, loss="loss", rankdir="auto")
+    assert ladder._style_text.cache_info().currsize == 0
