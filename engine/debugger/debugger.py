@@ -153,7 +153,9 @@ class Debugger(Machine):
         (``n``, ``s``, ``f``: the step is undone); False, or a move a breakpoint, watchpoint, condition,
         NaN, error or cancel stopped: ``u`` goes back one op, as it does in the main net and as a replay does."""
         starts = self._move_starts  # NOTE: what u reverses (Machine._replay_units); the last few are ever read
-        starts.append((self._pushed, self.pc.path, whole))
+        # NOTE: the serial of the last unit now, not the count pushed: after a u that popped an op the two part,
+        # and _replay_units, looking for this serial, did not find where the move began (went one op back)
+        starts.append((self._undo[-1].serial if self._undo else 0, self.pc.path, whole))
         if len(starts) > 512:
             del starts[:-256]
         try:

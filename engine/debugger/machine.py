@@ -565,6 +565,8 @@ class Machine:
             u.frame.pc = u.pc
         else:
             replay, floor = self._replay_units()
+            # NOTE: where the last moves began, by undo index: the units run again below get new serials
+            at = {v.serial: j for j, v in enumerate(self._undo)} if replay else {}
             u = self._undo.pop()
             owner, op_index = u.frame, u.pc  # the control-flow op this unit belongs to
             while not (u.kind == "enter" and u.frame is owner and u.pc == op_index):
@@ -596,6 +598,7 @@ class Machine:
                 with executor.random_source(getattr(self, "_rng", None)), blocking.single_threaded():
                     for _ in range(replay):
                         self._advance_unit()
+                self._renumber_starts(at)
             except NetvizError:  # NOTE: a run that does not replay (a backward Do's workspace stack): undone whole
                 self.replay_into_subnets = False
                 try:
@@ -606,6 +609,16 @@ class Machine:
                 return self._stop("step", "stepped back")
             return self._stop("step", "stepped back into the subnet run")
         return self._stop("step", "stepped back")
+
+    def _renumber_starts(self, at: dict[int, int]) -> None:
+        """Give the move starts the serials of the units run again at their undo indexes (`at`: serial →
+        index before the step back), so a later ``u`` still finds where an earlier move began: ``f`` to a
+        subnet's end, ``n`` on, ``u``, ``u`` went one op back instead of reversing the ``f``, as a replay does."""
+        starts, undo = getattr(self, "_move_starts", None), self._undo
+        for k, (serial, began, whole) in enumerate(starts or ()):
+            j = at.get(serial)
+            if j is not None and j < len(undo):
+                starts[k] = (undo[j].serial, began, whole)
 
     def _replay_units(self) -> tuple[int, int]:
         """How many units, from the start of the control-flow op the last unit belongs to, lead back

@@ -137,8 +137,8 @@ class ReplayDebugger:
         self._entered: set[tuple[tuple[Any, ...], tuple[str, ...]]] = set()  # see _track
         self._out_from: dict[tuple[int, bool], tuple[int, bool]] = {}  # a step out's landing → where it was taken
         self._end = False  # the pc at the end of the subnet run stop ``pos - 1`` ran in (see _move)
-        # (stops run at its start, u goes back one op, (pos, end) it began at): see _moved
-        self._moves: list[tuple[int, bool, tuple[int, bool]]] = []
+        # (stops run at its start, u goes back one op, (pos, end) it began at, stops run at its end): see _moved
+        self._moves: list[tuple[int, bool, tuple[int, bool], int]] = []
         self._params = {*rec.predict.external_input, *rec.program.external_input}
         self.versions = _Versions(self)
 
@@ -374,11 +374,11 @@ class ReplayDebugger:
         control op (:meth:`engine.debugger.machine.Machine._replay_units` reads the last move not undone)."""
         start, origin = self.ran(), (self.cursor.pos, self._end)
         stop = move()
-        self._moves.append((start, not (whole and stop.reason == "step"), origin))
+        self._moves.append((start, not (whole and stop.reason == "step"), origin, self.ran()))
         del self._moves[:-256]
         return stop
 
-    def _last_move(self, ran: int) -> tuple[int, bool, tuple[int, bool]] | None:
+    def _last_move(self, ran: int) -> tuple[int, bool, tuple[int, bool], int] | None:
         """The last move not undone yet at `ran` stops run, as live reads it for ``u`` (one that ran nothing or
         was stepped back over is forgotten); None: none."""
         moves = self._moves
@@ -416,6 +416,12 @@ class ReplayDebugger:
         if (pos, self._end) in self._out_from:  # NOTE: back over a step out: where it was taken, as live
             back, end = self._out_from.pop((pos, self._end))
             return self._move(back, detail="stepped back", end=end)
+        last = self._moves[-1] if self._moves else None
+        if last is not None and last[0] == last[3] == first and not last[1] and last[2] != (pos, self._end):
+            # NOTE: an n/s/f that ran no op but moved (from a subnet's "› end" to the next iteration's
+            # control op): live undoes that frame change, back to where it began
+            self._moves.pop()
+            return self._move(last[2][0], detail="stepped back", end=last[2][1])
         here = stops[pos] if pos < len(stops) and not self._end else None
         if here is not None and len(here.path) > 2:
             owner, above = here.path[:-2], here.frames[:-1]
