@@ -416,7 +416,10 @@ class ReplayDebugger:
         if (pos, self._end) in self._out_from:  # NOTE: back over a step out: where it was taken, as live
             back, end = self._out_from.pop((pos, self._end))
             return self._move(back, detail="stepped back", end=end)
-        last = self._moves[-1] if self._moves else None
+        moves = self._moves
+        while moves and moves[-1][0] >= first and moves[-1][3] > first:
+            moves.pop()  # NOTE: moves stepped back over already
+        last = moves[-1] if moves else None
         if last is not None and last[0] == last[3] == first and not last[1] and last[2] != (pos, self._end):
             # NOTE: an n/s/f that ran no op but moved (from a subnet's "› end" to the next iteration's
             # control op): live undoes that frame change, back to where it began
