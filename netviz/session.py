@@ -693,10 +693,8 @@ class Session:
         NetvizError
             An invalid condition (the debugger's ConditionError), the UI shows it.
         """
-        from engine.debugger import parse_condition  # noqa: PLC0415
-
         if condition:
-            parse_condition(condition)  # refuse a bad condition now, not at the next step
+            self.check_condition(condition)  # refuse a bad condition now, not at the next step
         old = self.breakpoints.pop(ref, None)
         if old is not None:
             self._on_debugger(lambda dbg: self._drop(dbg, old))
@@ -802,10 +800,6 @@ class Session:
         """A breakpoint that is not on one op: ``type Relu``, ``name res4_.*``, or a condition
         (``loss > 10``); ``… if COND`` and ``… ignore N`` may follow a type or name.  Returns
         its description.  Conditions naming blobs the net does not have are refused with a hint."""
-        import difflib
-
-        from engine.debugger import parse_condition
-
         text = text.strip()
         ignore = 0
         m = re.search(r"\s+ignore\s+(\d+)$", text)
@@ -821,18 +815,33 @@ class Session:
         else:
             kind = "condition"
         if cond:
-            blobs = set(self.model.predict.external_input)
-            for op in self._every_op():
-                blobs.update((*op.input, *op.output))
-            for name in parse_condition(cond).blobs:
-                if name not in blobs:
-                    near = difflib.get_close_matches(name, list(blobs), n=1)
-                    raise NetvizError(f"condition {cond!r}: no blob {name!r} in {self.name}"
-                                      + (f" (did you mean {near[0]}?)" if near else ""))
+            self.check_condition(cond)
         g = GlobalBreakpoint(kind, spec, cond, ignore)
         self.global_breakpoints.append(g)
         self._on_debugger(lambda dbg: self._sync(dbg, g, lambda: dbg.add_breakpoint(kind, spec, cond, ignore=ignore)))
         return self.describe_global(g)
+
+    def check_condition(self, cond: str) -> None:
+        """Refuse a condition that does not parse or names a blob the net does not have, with a hint: an
+        unknown blob is never true, so a breakpoint on it would silently never stop.
+
+        Raises
+        ------
+        NetvizError
+            The parse error (ConditionError), or ``condition '…': no blob 'x' in NET (did you mean y?)``.
+        """
+        import difflib
+
+        from engine.debugger import parse_condition
+
+        blobs = set(self.model.predict.external_input)
+        for op in self._every_op():
+            blobs.update((*op.input, *op.output))
+        for name in parse_condition(cond).blobs:
+            if name not in blobs:
+                near = difflib.get_close_matches(name, list(blobs), n=1)
+                raise NetvizError(f"condition {cond!r}: no blob {name!r} in {self.name}"
+                                  + (f" (did you mean {near[0]}?)" if near else ""))
 
     def describe_global(self, g: GlobalBreakpoint) -> str:
         """``type Relu if loss > 10 · hits 2`` — with the debugger's live hit/ignore counts."""

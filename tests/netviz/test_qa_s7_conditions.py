@@ -1,0 +1,47 @@
+"""QA sweep s7: a condition naming a blob the net lacks is refused wherever a condition is typed.  ``C``
+refused ``max_abs(relu9) > 1`` naming the closest blob, but the same text as a breakpoint's condition
+(``B``, Enter) was taken: the breakpoint then never stopped (an unknown blob is never true), and nothing
+said why."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.errors import NetvizError
+from netviz.app import NetvizApp
+from netviz.screens.prompt import PromptScreen
+from netviz.session import OpRef, Session
+from tests.netviz.tui_nets import mlp, write
+from tests.netviz.waiting import asynctest, notified, ready, wait_for
+
+
+def test_a_condition_on_a_blob_the_net_lacks_is_refused_naming_the_closest(tmp_path: Path) -> None:
+    session = Session.open(write(tmp_path, "mlp", mlp()), inputs=["X=2,3"])
+    with pytest.raises(NetvizError, match=r"condition 'max_abs\(h11\) > 1': no blob 'h11' in mlp \(did you mean h1\?\)"):
+        session.check_condition("max_abs(h11) > 1")
+    session.check_condition("max_abs(h1) > 1")  # a blob of the net: taken
+
+
+@asynctest
+async def test_b_refuses_a_breakpoint_condition_on_an_unknown_blob_and_asks_again(tmp_path: Path) -> None:
+    from netviz.screens.breakpoints import BreakpointsScreen
+
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp()), inputs=["X=2,3"]))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        app.main.select(OpRef((), 1))
+        await pilot.press("b", "B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), "the breakpoints list")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the condition prompt")
+        await pilot.press(*"max_abs(h11) > 1", "enter")
+        await wait_for(pilot, lambda: notified(app, "no blob 'h11' in mlp (did you mean h1?)"), "the refusal")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen)
+                       and app.screen.query_one("#prompt-input").value == "max_abs(h11) > 1", "the prompt again")
+        assert app.screen.query_one("#prompt-input").cursor_position == len("max_abs(")
+        assert app.session.breakpoints[OpRef((), 1)].condition == ""  # the refused text did not replace it
+        app.screen.query_one("#prompt-input").value = "max_abs(h1) > 1"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), "back to the list")
+        assert app.session.breakpoints[OpRef((), 1)].condition == "max_abs(h1) > 1"
