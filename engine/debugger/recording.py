@@ -143,6 +143,7 @@ class Recorder:
         # workspaces by the identity of their blob mapping (a rebind makes a new one): id → number, and the
         # last (parent, shared, bindings) written for each number
         self._ws_ids: dict[int, int] = {id(dbg.ws.values): 0}
+        self._ws_count = 0  # the last number given (a dead mapping's number is never given again)
         self._ws_defs: dict[int, tuple[int, bool, dict[str, str]]] = {}
         self._roots: list[Any] = []
         self._deep = False  # the last stop ran in a subnet
@@ -296,7 +297,7 @@ class Recorder:
         parents') to `stop` when new or changed since last written."""
         key = self._ws_ids.get(id(values))
         if key is None:
-            key = self._ws_ids[id(values)] = len(self._ws_ids)
+            key = self._ws_ids[id(values)] = self._ws_count = self._ws_count + 1
             # NOTE: a dead mapping's id may be reused by a new one: forget it when it goes
             try:
                 weakref.finalize(values, self._ws_ids.pop, id(values), None)

@@ -101,7 +101,8 @@ def test_a_format_1_recording_opens_with_a_notice_and_reads_by_name(tmp_path: Pa
     _as_format_1(tmp_path / "new.nvrec", tmp_path / "old.nvrec")
     rec = Recording.open(tmp_path / "old.nvrec")
     assert len(rec.problems) == 1 and "\n" not in rec.problems[0]
-    assert "old.nvrec" in rec.problems[0] and "format 1" in rec.problems[0] and "record the run again" in rec.problems[0]
+    notice = rec.problems[0]
+    assert "old.nvrec" in notice and "format 1" in notice and "record the run again" in notice
     rp = ReplayDebugger(rec)
     rp.run_to(("op", 9, "loop_net", 1))
     np.testing.assert_allclose(rp.value("b_grad"), rec.value("b_grad", 2))  # as before: the latest by name
