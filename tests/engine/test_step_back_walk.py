@@ -75,12 +75,17 @@ def _replay_at(rec: Recording, bp_type: str, records: int) -> ReplayDebugger:
     return rp
 
 
+def _recorded(name: str, tmp: Path) -> tuple[Recording, str, list[tuple[Any, ...]]]:
+    """A recording of `name`'s run, the deepest op type (the walks' breakpoint) and the nested op paths
+    (the walks' ``t`` targets)."""
+    record_run(_live(name), tmp / "run.nvrec")
+    rec = Recording.open(tmp / "run.nvrec")
+    return rec, max(rec.stops, key=lambda s: len(s.path)).op_type, [s.path for s in rec.stops if len(s.path) > 2]
+
+
 @pytest.mark.parametrize("name", NETS)
 def test_u_after_a_breakpoint_stop_in_a_nested_run_matches_replay_and_a_fresh_run(name: str, tmp_path: Path) -> None:
-    record_run(_live(name), tmp_path / "run.nvrec")
-    rec = Recording.open(tmp_path / "run.nvrec")
-    bp_type = max(rec.stops, key=lambda s: len(s.path)).op_type
-    nested = [s.path for s in rec.stops if len(s.path) > 2]
+    rec, bp_type, nested = _recorded(name, tmp_path)
     checked = 0
     for seed in range(WALKS):
         rng = random.Random(seed)
@@ -215,10 +220,7 @@ def test_full_walks_agree_after_every_key(name: str, tmp_path: Path) -> None:
     move starts held the count of units pushed, not the last unit's serial) or ran units again (new
     serials); the replay forgot an ``n`` that ran no op but moved from a subnet's end.  The u after such
     chains reverses the last move not undone, as in the main net; each u's state is a fresh run's."""
-    record_run(_live(name), tmp_path / "run.nvrec")
-    rec = Recording.open(tmp_path / "run.nvrec")
-    bp_type = max(rec.stops, key=lambda s: len(s.path)).op_type
-    nested = [s.path for s in rec.stops if len(s.path) > 2]
+    rec, bp_type, nested = _recorded(name, tmp_path)
     fresh_checks = 0
     for seed in range(WALKS):
         rng = random.Random(seed)
