@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -760,6 +760,8 @@ class Session:
                     self._move.release()
 
     def watch(self, name: str) -> None:
+        """Stop after each op that writes blob `name`; a name the net lacks is refused (:meth:`check_blobs`)."""
+        self.check_blobs([name], "watch")
         if name not in self.watches:
             self.watches.append(name)
             self._on_debugger(lambda dbg: dbg.add_watchpoint(name))
@@ -830,17 +832,23 @@ class Session:
         NetvizError
             The parse error (ConditionError), or ``condition '…': no blob 'x' in NET (did you mean y?)``.
         """
-        import difflib
-
         from engine.debugger import parse_condition
+
+        self.check_blobs(parse_condition(cond).blobs, f"condition {cond!r}")
+
+    def check_blobs(self, names: Iterable[str], what: str) -> None:
+        """Refuse names no op of the net (subnets and backward included) reads or writes and no external
+        input is: ``WHAT: no blob 'x' in NET (did you mean y?)``.  A watch or condition on a typo would
+        otherwise be taken and never fire."""
+        import difflib
 
         blobs = set(self.model.predict.external_input)
         for op in self._every_op():
             blobs.update((*op.input, *op.output))
-        for name in parse_condition(cond).blobs:
+        for name in names:
             if name not in blobs:
                 near = difflib.get_close_matches(name, list(blobs), n=1)
-                raise NetvizError(f"condition {cond!r}: no blob {name!r} in {self.name}"
+                raise NetvizError(f"{what}: no blob {name!r} in {self.name}"
                                   + (f" (did you mean {near[0]}?)" if near else ""))
 
     def describe_global(self, g: GlobalBreakpoint) -> str:

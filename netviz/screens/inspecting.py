@@ -67,10 +67,14 @@ class InspectingActions:
 
     @guarded
     def action_watch_blob(self) -> None:
+        """w: stop after each write of a blob; a name the net lacks asks again with its text (it was taken
+        and the watch never fired)."""
+        from netviz.screens.prompt import ask_until_taken  # noqa: PLC0415 - a later key's screen
+
         def watch(name: str) -> None:
-            self.session.watch(name)
-            self.notify(f"watching {name}", title="Watch")
-        self._ask("watch blob", self.blob.name if self.blob else "", watch)
+            self.session.watch(name.strip())
+            self.notify(f"watching {name.strip()}", title="Watch")
+        ask_until_taken(self, "watch blob", watch, value=self.blob.name if self.blob else "")
 
     @guarded
     def action_inject_value(self) -> None:

@@ -45,3 +45,27 @@ async def test_b_refuses_a_breakpoint_condition_on_an_unknown_blob_and_asks_agai
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, BreakpointsScreen), "back to the list")
         assert app.session.breakpoints[OpRef((), 1)].condition == "max_abs(h1) > 1"
+
+
+@asynctest
+async def test_w_refuses_a_blob_the_net_lacks_and_asks_again(tmp_path: Path) -> None:
+    """``w`` then ``h11`` was taken ("watching h11") and never fired; now it is refused naming ``h1``
+    and the prompt reopens on the text."""
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp()), inputs=["X=2,3"]))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the watch prompt")
+        app.screen.query_one("#prompt-input").value = "h11"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: notified(app, "watch: no blob 'h11' in mlp (did you mean h1?)"), "the refusal")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen)
+                       and app.screen.query_one("#prompt-input").value == "h11", "the prompt again")
+        assert app.session.watches == []
+        app.screen.query_one("#prompt-input").value = "h1"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: notified(app, "watching h1"), "the watch")
+        assert app.session.watches == ["h1"]
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.main.idle and app.session.last_stop is not None, "the run")
+        assert app.session.last_stop.reason == "watchpoint" and "h1" in app.session.last_stop.detail
