@@ -109,7 +109,8 @@ class SearchScreen(TypeAhead, Guarded, ModalScreen[Any]):
         self.show([], Text(f"querying {expr} …", style="dim"))
 
         def work() -> None:
-            try:
+            try:  # NOTE: a blob the net lacks is never true: "0 stops where … holds" hid the typo
+                self.session.check_condition(expr)
                 hits, where = query_hits(self.session, expr)
             except NetvizError as e:
                 self.app.call_from_thread(self.show, [], Text(str(e), style="bold red"))

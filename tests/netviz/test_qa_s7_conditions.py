@@ -69,3 +69,29 @@ async def test_w_refuses_a_blob_the_net_lacks_and_asks_again(tmp_path: Path) -> 
         await pilot.press("c")
         await wait_for(pilot, lambda: app.main.idle and app.session.last_stop is not None, "the run")
         assert app.session.last_stop.reason == "watchpoint" and "h1" in app.session.last_stop.detail
+
+
+@asynctest
+async def test_a_query_on_a_blob_the_net_lacks_says_so_not_zero_stops(tmp_path: Path) -> None:
+    """``/`` then ``? max_abs(h11) > 1`` after a run listed "0 stops where max_abs(h11) > 1 holds": the typo
+    read as a fact about the run."""
+    from netviz.screens.search import SearchScreen
+
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp()), inputs=["X=2,3", "label=2:int32"]))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: app.main.idle and app.session.last_stop is not None
+                       and app.session.last_stop.reason == "end", "the run to the end")
+        for typed, says in (("? max_abs(h11) > 1", "no blob 'h11' in mlp (did you mean h1?)"),
+                            ("? max_abs(h1) > -1", "holds")):
+            await pilot.press("slash")
+            await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), "search")
+            box = app.screen.query_one("#search-input")
+            await wait_for(pilot, lambda: app.screen.focused is box, "the search input's focus")
+            box.value = typed
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.screen.hits and says in str(app.screen.hits[0][1]), says)
+            assert ("stops where" in str(app.screen.hits[0][1])) == (says == "holds")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is app.main, "back on the main screen")
