@@ -5,14 +5,32 @@ a long pc or cursor path (deep subnets) is cut from the left, so its innermost p
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.text import Text
 from textual.widget import Widget
 
-from netviz.widgets.breadcrumb import cut_left
+from netviz.widgets.breadcrumb import ELLIPSIS, cut_left
 
 BAR = "  │  "
+
+#: the innermost op of a pc label: ``op#349 SpatialBNGradient`` at its end
+_LAST_OP = re.compile(r"op#\d+ (\S+)$")
+
+
+def cut_pc(pc: str, room: int) -> str:
+    """`pc` in at most `room` cells, cut from the left as :func:`cut_left` does, except that the innermost
+    ``op#N`` stays whole while the type can shrink instead (``…op#349 Spat…``): at 80 columns a ResNet
+    backward stop read ``pc …lBNGradient``, the type's tail with no op number."""
+    cut = cut_left(pc, room)
+    m = _LAST_OP.search(pc)
+    if cut == pc or m is None or len(cut) - len(ELLIPSIS) >= len(pc) - m.start():
+        return cut  # whole, or the whole ``op#N Type`` shows
+    head = ELLIPSIS + pc[m.start():m.start(1)]
+    if len(head) + 1 + len(ELLIPSIS) > room:
+        return cut
+    return head + pc[m.start(1):][:room - len(head) - len(ELLIPSIS)] + ELLIPSIS
 
 
 def fit_status(pc: str, cursor: str, flags: list[str], width: int | None) -> Text:
@@ -25,7 +43,7 @@ def fit_status(pc: str, cursor: str, flags: list[str], width: int | None) -> Tex
             pc = pc[:pc.index("  [")]  # the stop's reason goes first: it was a notice too
         if len(pc) + len(cursor) > room:
             pc_room = max(room - len(cursor), (room + 1) // 2)
-            pc = cut_left(pc, pc_room)
+            pc = cut_pc(pc, pc_room)
             cursor = cut_left(cursor, room - len(pc))
     return Text.assemble(("pc ", "dim"), (pc, "bold"), (BAR, "dim"), cursor, (BAR, "dim"), (tail, "italic"))
 
