@@ -51,6 +51,6 @@ def runtime_diff(model: Any, feeds: Mapping[str, Any], *, cancel: threading.Even
         target = Path(tmp) / "net.onnx"
         onnx.save(done.model, str(target))
         stage(f"running ONNX Runtime ({len(done.model.graph.node)} nodes)…")
-        rows = ox.diff_against_runtime(src, onnx.load(str(target)))
+        rows = ox.diff_against_runtime(src, onnx.load(str(target)), cancel=cancel)
     stage(f"compared {len(rows)} values")
     return RuntimeDiff(tuple(rows), tuple(src.notes))

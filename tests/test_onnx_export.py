@@ -271,3 +271,77 @@ def test_tui_export_offers_onnx(tmp_path):
             assert notified(app, "values equal in ONNX Runtime")
     run()
     onnx.checker.check_model(onnx.load(str(target)), full_check=True)
+
+
+def _unlisted_if_net():
+    """``x = x * 2 if cond else x + 1; y = Relu(x)`` with an If that lists no outputs, as hand-written
+    nets do (Caffe2 runs the branch in the same workspace, so x changes all the same)."""
+    from engine.model.opdef import create_operator as op  # noqa: PLC0415
+    from proto import caffe2_pb2  # noqa: PLC0415
+
+    two = op("ConstantFill", [], "two", shape=[1], value=2.0)
+    one = op("ConstantFill", [], "one", shape=[1], value=1.0)
+    then = caffe2_pb2.NetDef(name="then", op=[op("Mul", ["x", "two"], "x")])
+    other = caffe2_pb2.NetDef(name="else", op=[op("Add", ["x", "one"], "x")])
+    net = caffe2_pb2.NetDef(name="unlisted_if", op=[two, one, op("If", ["cond"], [], then_net=then, else_net=other),
+                                                    op("Relu", "x", "y")])
+    net.external_input.extend(["x", "cond"])
+    net.external_output.append("y")
+    return net
+
+
+def test_while_and_if_that_list_no_outputs_carry_what_they_write(tmp_path, capsys):
+    """A While or If listing no outputs still changes the blobs its subnets write: the Loop carries the
+    counter and x (it ran forever in ONNX Runtime, reading the counter from before the loop) and the If
+    returns x; the diff is clean and y is the engine's (3 doubled three times; 3 doubled, or plus one)."""
+    from engine.model.modelio import save_net  # noqa: PLC0415
+    from tests.netviz.tui_nets import while_net  # noqa: PLC0415
+
+    x = tmp_path / "x.npy"
+    np.save(x, np.array([3.0], np.float32))
+    net = tmp_path / "while.pb"
+    save_net(while_net(), net)
+    _export_and_diff(capsys, tmp_path, net, "--input", f"x={x}")
+    model = onnx.load(str(tmp_path / "net.onnx"))
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    assert len(loop.output) == 3  # x, i and the condition
+    for cond, want in ((True, 6.0), (False, 4.0)):
+        c = tmp_path / f"cond{cond}.npy"
+        np.save(c, np.array([cond]))
+        path, where = tmp_path / f"if{cond}.pb", tmp_path / f"if{cond}"
+        save_net(_unlisted_if_net(), path)
+        where.mkdir()
+        _export_and_diff(capsys, where, path, "--input", f"x={x}", "--input", f"cond={c}")
+        import onnxruntime as ort  # noqa: PLC0415
+        got = ort.InferenceSession(str(where / "net.onnx")).run(
+            ["y"], {"x": np.array([3.0], np.float32), "cond": np.array([cond])})[0]
+        assert got.tolist() == [want]
+
+
+def test_a_runtime_run_that_never_ends_is_cancelled():
+    """ONNX Runtime's run is one C call: a Loop whose condition never falls is stopped through its
+    terminate flag when the diff's cancel event fires (Esc, or the TUI quitting), as one ExecutionError."""
+    import threading  # noqa: PLC0415
+
+    from onnx import TensorProto, helper  # noqa: PLC0415
+
+    from engine.errors import ExecutionError  # noqa: PLC0415
+    from engine.onnx.export import runtime_values  # noqa: PLC0415
+
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["v_in", "v_in"], ["v_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["", "cond", "x"], ["y"], body=body)], "forever",
+        [helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    with pytest.raises(ExecutionError, match="cancelled"):
+        runtime_values(model, {"cond": np.array(True), "x": np.zeros(1, np.float32)}, [], cancel)

@@ -16,13 +16,14 @@ stops the export with one line naming every such op and where it is: never a sil
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from engine.errors import NetvizError, OnnxExportError  # noqa: F401  (OnnxExportError: export.py's callers import it from here)
+from engine.errors import ExecutionError, NetvizError, OnnxExportError  # noqa: F401  (OnnxExportError: export.py's callers import it from here)
 from engine.model.opdef import arg_value, has_arg, subnets_of
 from engine.catalogue.registry import ONNX
 from engine.runtime.shapes import UNKNOWN, TensorInfo
@@ -846,9 +847,27 @@ def compare(a: Any, b: Any, rtol: float, atol: float) -> tuple[float, float, boo
     return float(np.nanmax(err, initial=0.0)), float(np.nanmax(rel, initial=0.0)), ok
 
 
-def runtime_values(model: Any, feeds: Mapping[str, np.ndarray], extra: Sequence[str]) -> dict[str, np.ndarray]:
+def _terminate_on(cancel: threading.Event | None, options: Any) -> threading.Event:
+    """Watch `cancel` while ONNX Runtime runs and set `options.terminate` when it fires: ORT's run is
+    one C call that no Python signal reaches (a Loop whose condition never falls runs forever), and
+    its terminate flag is the one way in.  Set the returned event when the run is over."""
+    over = threading.Event()
+
+    def watch() -> None:
+        while not over.wait(0.05):
+            if cancel is not None and cancel.is_set():
+                options.terminate = True
+                return
+    if cancel is not None:
+        threading.Thread(target=watch, name="netviz-ort-cancel", daemon=True).start()
+    return over
+
+
+def runtime_values(model: Any, feeds: Mapping[str, np.ndarray], extra: Sequence[str],
+                   cancel: threading.Event | None = None) -> dict[str, np.ndarray]:
     """Run `model` in ONNX Runtime on `feeds`, also returning the values named in `extra`
-    (made graph outputs for the run; their types come from the model's value_info)."""
+    (made graph outputs for the run; their types come from the model's value_info).  Setting
+    `cancel` stops the run (ExecutionError), between two of ORT's nodes."""
     onnx, ort = onnx_module(), onnxruntime_module()
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -860,17 +879,25 @@ def runtime_values(model: Any, feeds: Mapping[str, np.ndarray], extra: Sequence[
             have.add(name)
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    run_options = ort.RunOptions()
+    run_options.log_severity_level = 4  # NOTE: a terminated run logs an error line to stderr: over the TUI
+    over = _terminate_on(cancel, run_options)
     try:
         sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
-        return dict(zip(names, sess.run(names, dict(feeds))))
+        return dict(zip(names, sess.run(names, dict(feeds), run_options)))
     except Exception as e:  # NOTE: ONNX Runtime's own errors (a shape the model was not exported for) as one line
+        if cancel is not None and cancel.is_set():
+            raise ExecutionError("ONNX Runtime run cancelled") from None
         text = " ".join(str(e).split())
         raise NetvizError(f"ONNX Runtime could not run the model ({text[:300]}); were export and diff given "
                           "the same --input?") from None
+    finally:
+        over.set()
 
 
-def diff_against_runtime(src: Source, model: Any, *, rtol: float = 1e-4, atol: float = 1e-4) -> list[ValueDiff]:
+def diff_against_runtime(src: Source, model: Any, *, rtol: float = 1e-4, atol: float = 1e-4,
+                         cancel: threading.Event | None = None) -> list[ValueDiff]:
     """Every top-level value of the engine's run against the same value in ONNX Runtime, in op order.
 
     The default tolerance, 1e-4 of the value's largest magnitude plus 1e-4 of each element, is float32
@@ -882,7 +909,7 @@ def diff_against_runtime(src: Source, model: Any, *, rtol: float = 1e-4, atol: f
         raise NetvizError(f"the ONNX model's inputs {', '.join(missing)} are not inputs of the Caffe2 net")
     feeds = {b: np.asarray(src.values[b]) for b in graph_inputs}
     pairs = value_pairs(src.net, model)
-    got = runtime_values(model, feeds, [n for _, _, n in pairs])
+    got = runtime_values(model, feeds, [n for _, _, n in pairs], cancel)
     rows = []
     for i, blob, onnx_name in pairs:
         ref = _int8_data(src.trace[i].get(blob)) if i < len(src.trace) else None

@@ -284,6 +284,7 @@ def do_shape(*ins, net=None, inner_blobs=(), outer_blobs_idx=(), in_names, out_n
 
 # ---- onnx ----
 from engine.catalogue.registry import onnx_converter  # noqa: E402
+from engine.model.opdef import subnets_of  # noqa: E402
 from engine.runtime.shapes import TensorInfo  # noqa: E402
 from proto import caffe2_pb2  # noqa: E402
 
@@ -326,6 +327,27 @@ def do_onnx(c):
         c.known_info(k, scope.info(name))
 
 
+def _subnet_writes(nets) -> list[str]:
+    """Blobs the ops of `nets` write, in first-write order, those of nested If/While subnets included
+    (they share the workspace; a Do's or a step net's inner names are not the outer ones)."""
+    seen: dict[str, None] = {}
+    for net in nets:
+        for op in net.op if net is not None else ():
+            seen.update(dict.fromkeys(op.output))
+            if op.type in ("If", "While"):
+                seen.update(dict.fromkeys(_subnet_writes([n for _, n in subnets_of(op)])))
+    return list(seen)
+
+
+def _unlisted_writes(c, nets, listed, scope) -> list[str]:
+    """Blobs `nets` overwrite that had a value before the op but are not among its `listed` outputs.
+    Caffe2 runs If/While subnets in the op's own workspace, so a hand-written op that lists no outputs
+    still changes them: the ONNX If/Loop must return (carry) them too, or the loop never sees its
+    counter move and runs forever in ONNX Runtime, and later ops read the values from before the op."""
+    return [b for b in _subnet_writes(nets) if b not in listed and scope.lookup(b) is not None
+            and not scope.is_opaque(b)]
+
+
 def _onnx_condition(c, name):
     """Caffe2 reads any one-element tensor as the condition; ONNX wants a bool scalar."""
     return c.emit("Reshape", [c.emit("Cast", [name], to=9), c.const(np.zeros(0, np.int64), "scalar")])
@@ -338,10 +360,14 @@ def if_onnx(c):
     keep = _scoped_outputs(c)
     blobs = [c.op.output[k] for k in keep]
     infos = [c.out_info(k) for k in keep]
-    then_g = c.subgraph([c.arg("then_net")], blobs, out_infos=infos)
     else_net = c.arg("else_net")
+    implicit = _unlisted_writes(c, [c.arg("then_net"), else_net], blobs, c.g)
+    blobs += implicit
+    infos += [c.g.info(c.g.lookup(b)) for b in implicit]
+    then_g = c.subgraph([c.arg("then_net")], blobs, out_infos=infos)
     else_g = c.subgraph([else_net] if else_net is not None else [], blobs, out_infos=infos)
-    c.emit("If", [_onnx_condition(c, c.x(0))], [c.y(k) for k in keep], then_branch=then_g, else_branch=else_g)
+    outs = [c.y(k) for k in keep] + [c.g.define(b, i) for b, i in zip(implicit, infos[len(keep):])]
+    c.emit("If", [_onnx_condition(c, c.x(0))], outs, then_branch=then_g, else_branch=else_g)
 
 
 @onnx_converter("While")
@@ -352,10 +378,11 @@ def while_onnx(c):
     keep = _scoped_outputs(c)
     cond_blob = c.op.input[0]
     carried = [c.op.output[k] for k in keep]
-    if cond_blob not in carried:
-        carried.append(cond_blob)
     cond_net, loop_net = c.arg("cond_net"), c.arg("loop_net")
     first = c.inline(cond_net, {}) if cond_net is not None else c.g
+    carried += _unlisted_writes(c, [loop_net, cond_net], carried + [cond_blob], first)
+    if cond_blob not in carried:
+        carried.append(cond_blob)
     starts = {b: first.lookup(b) for b in carried}
     unset = [b for b, n in starts.items() if n is None]
     if unset:
@@ -371,5 +398,6 @@ def while_onnx(c):
     outs = [c.y(k) for k in keep]
     for k in keep:
         c.known_info(k, infos[carried.index(c.op.output[k])])
-    outs += [c.tmp("cond_out")] * (len(carried) - len(keep))
+    # NOTE: carried blobs the op does not list (and its condition) hold their final values after it, as in Caffe2
+    outs += [c.g.define(b, i) for b, i in zip(carried[len(keep):], infos[len(keep):])]
     c.emit("Loop", [trip, _onnx_condition(c, starts[cond_blob])] + [starts[b] for b in carried], outs, body=body)
