@@ -131,11 +131,15 @@ class InspectingActions:
     def action_eval(self) -> None:
         """``:`` an expression over the blobs as they are now (engine.debugger.repl); its value is
         shown in the blob inspector (S saves it)."""
-        dbg = self._stopped_debugger()
+        self._ask_eval(self._stopped_debugger(), self.result[0] if self.result else "")
+
+    def _ask_eval(self, dbg: Any, value: str, cursor: int | None = None) -> None:
+        """The ``:`` prompt on `value`; an expression that fails opens it again on its text, the cursor at
+        the error (a typo in a long expression meant typing it all again: ``:`` offered the last good one)."""
         self._ask("eval  (NumPy over the blobs now: fc1.max(), np.abs(x - y).mean(), b(\"gpu_0/conv1\"))",
-                  self.result[0] if self.result else "", lambda expr: self._evaluate(dbg, expr),
+                  value, lambda expr: self._evaluate(dbg, expr),
                   "names that are identifiers are blobs; others: b(\"name\") or blobs[\"name\"]; np, math; "
-                  "nv.b, nv.blobs, nv.np: never shadowed by a blob")
+                  "nv.b, nv.blobs, nv.np: never shadowed by a blob", cursor=cursor)
 
     @work(thread=True, exclusive=True, group="eval")
     def _evaluate(self, dbg: Any, expr: str) -> None:
@@ -146,7 +150,10 @@ class InspectingActions:
         try:
             value = evaluate(dbg, expr)
         except NetvizError as e:
+            from netviz.screens.prompt import error_cursor  # noqa: PLC0415 - a later key's screen
+
             def fail(error: NetvizError = e) -> None:
+                self._ask_eval(dbg, expr, error_cursor(expr, error))
                 raise error
             self.app.call_from_thread(self.run_guarded, fail)
             return

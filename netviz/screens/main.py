@@ -372,11 +372,13 @@ class MainScreen(SteppingActions, InspectingActions, OverlayActions, ExportActio
         if self.diffing is not None:
             self.diffing.set()
 
-    def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "", empty: str = "") -> None:
-        """Prompt for one line; `then` gets a non-empty answer; Enter on an empty box shows `empty` (if given)."""
+    def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "", empty: str = "",
+             cursor: int | None = None) -> None:
+        """Prompt for one line (the cursor at `cursor`, else the end); `then` gets a non-empty answer; Enter
+        on an empty box shows `empty` (if given)."""
         from netviz.screens.prompt import PromptScreen  # noqa: PLC0415 - a later key's screen
 
-        screen = PromptScreen(title, value, hint=hint)
+        screen = PromptScreen(title, value, hint=hint, cursor=cursor)
 
         def done(answer: str | None) -> None:
             if answer:

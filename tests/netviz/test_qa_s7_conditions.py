@@ -95,3 +95,27 @@ async def test_a_query_on_a_blob_the_net_lacks_says_so_not_zero_stops(tmp_path: 
             assert ("stops where" in str(app.screen.hits[0][1])) == (says == "holds")
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is app.main, "back on the main screen")
+
+
+@asynctest
+async def test_an_eval_that_fails_asks_again_on_its_text(tmp_path: Path) -> None:
+    """``:`` with a typo (``fc1_ww``): the error came, the prompt closed, and ``:`` again offered the last
+    expression that worked, so a long expression was typed again; now it reopens on the text, cursor at
+    the name."""
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp()), inputs=["X=2,3", "label=2:int32"]))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.main.idle and app.session.last_stop is not None, "the first step")
+        await pilot.press("colon")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the eval prompt")
+        typed = "np.abs(h11).max() + 1"
+        app.screen.query_one("#prompt-input").value = typed
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: notified(app, "name 'h11' is not defined"), "the error")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen)
+                       and app.screen.query_one("#prompt-input").value == typed, "the prompt again, text kept")
+        assert app.screen.query_one("#prompt-input").cursor_position == typed.index("h11")
+        app.screen.query_one("#prompt-input").value = "np.abs(W1).max() + 1"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is app.main and notified(app, "np.abs(W1).max() + 1 →"), "the value")

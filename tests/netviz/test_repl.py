@@ -56,7 +56,7 @@ async def test_eval_shows_the_value_in_the_inspector_and_saves_it(tmp_path):
         await wait_for(pilot, lambda: (tmp_path / "v.npy").exists(), "the saved value")
         assert np.isclose(float(np.load(tmp_path / "v.npy")), want)
         await pilot.press("colon")
-        await answer(pilot, app, "nosuch + 1")
+        await answer(pilot, app, "nosuch + 1", then="eval")  # a failed eval reopens on its text
         await wait_for(pilot, lambda: any("name 'nosuch' is not defined" in n.message for n in app._notifications),
                        "the error as a notice")
 
