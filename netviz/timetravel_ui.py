@@ -20,6 +20,9 @@ from textual.widgets import Static
 
 from netviz.session import BlobRef, OpRef, Session, Unavailable, to_oppath
 
+#: ops whose subnet runs in numbered iterations or timesteps: where `I` can stop
+ITERATING = frozenset({"While", "RecurrentNetwork", "RecurrentNetworkGradient", "ONNXWhile"})
+
 
 def is_replay(dbg: Any) -> bool:
     """The debugger is a recording's (its moves are cursor moves)."""
@@ -236,12 +239,18 @@ class TimeTravelActions:
         (:func:`engine.debugger.timetravel.run_to_first_iteration`: live, conditions met in the main net are
         passed; a replay's cursor moves there).  A condition that does not parse reopens the prompt on its
         text, the cursor at the error, before anything runs."""
-        from engine.debugger.conditions import parse_condition  # noqa: PLC0415
         from engine.debugger.timetravel import run_to_first_iteration  # noqa: PLC0415
         from netviz.screens.prompt import ask_until_taken  # noqa: PLC0415 - a later key's screen
 
+        if not any(op.type in ITERATING for op in self.session._every_op()):
+            self._refuse("no loop here: I stops inside a While iteration or an RNN timestep, and this net has "
+                         "neither (C stops at the first op after which a condition holds)")
+            return
+
         def take(expr: str) -> None:
-            parse_condition(expr)  # NOTE: refused here, on the typed text, not later in the move worker
+            # NOTE: refused here, on the typed text, not later in the move worker; an unknown blob too, which
+            # would never be true and run the whole net
+            self.session.check_condition(expr)
             self.move("first_iteration", call=lambda: travel(  # type: ignore[attr-defined]
                 self.session, lambda dbg: run_to_first_iteration(dbg, expr)))
         ask_until_taken(self, "stop at the first loop iteration or timestep where", take,

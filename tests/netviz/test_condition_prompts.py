@@ -89,3 +89,24 @@ def test_a_misplaced_token_is_named_at_its_own_column() -> None:
     """``acc > (2`` said "found '(' at column 8": the column after it, so the cursor landed past it."""
     typed = "acc > (2"
     assert _column(typed) == typed.index("(")
+
+
+@asynctest
+async def test_i_refuses_an_unknown_blob_and_a_net_without_loops(tmp_path: Path) -> None:
+    """``I`` with ``max_abs(nope) > 1`` ran the whole net to "end of program" (an unknown blob is never
+    true): it is refused on the typed text, naming the closest blob; on a net with no While or RNN, ``I``
+    says there is no loop instead of running to the end."""
+    app = NetvizApp(Session.open(write(tmp_path, "loop", while_net()), inputs=["x=1,4"]))
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("I")
+        prompt = await _reopened(pilot, app, "max_abs(xx) > 1", "first loop iteration")
+        assert prompt.query_one("#prompt-input").value == "max_abs(xx) > 1"
+        assert any("did you mean x" in str(n.message) for n in app._notifications if n.severity == "error")
+        assert app.session.last_stop is None
+    app = NetvizApp(Session.open(write(tmp_path, "mlp", mlp())))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await ready(pilot)
+        await pilot.press("I")
+        await wait_for(pilot, lambda: notified(app, "no loop here"), "the refusal")
+        assert app.screen is app.main and app.session.last_stop is None
