@@ -72,3 +72,14 @@ def test_query_history_of_a_parameter_is_no_typo(capsys, tmp_path):
     rc, out, err = _cli(capsys, "query", rec, "--history", "W")
     assert rc == 0 and out.strip().splitlines()[-1] == "0 versions of W"
     assert err.strip() == "netviz: note: W: only its starting value @0 is recorded; no op wrote it", err
+
+
+def test_query_condition_on_a_blob_not_in_the_recording_is_one_line(capsys, tmp_path):
+    """`query while.nvrec 'max_abs(acc2) > 0'` said "0 of 59 op runs match", exit 0: a typo read as a fact."""
+    rec = tmp_path / "while.nvrec"
+    assert _cli(capsys, "run", ROOT / "examples" / "while_net" / "predict_net.pb", "--record", rec)[0] == 0
+    rc, out, err = _cli(capsys, "query", rec, "max_abs(acc2) > 0")
+    assert rc == 2 and "match" not in out
+    assert err.strip() == f"netviz: {rec}: no blob 'acc2' in the recording; did you mean 'acc'?", err
+    rc, out, _ = _cli(capsys, "query", rec, "max_abs(acc) > 0")
+    assert rc == 0 and "op runs match max_abs(acc) > 0" in out.strip().splitlines()[-1]

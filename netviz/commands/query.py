@@ -23,7 +23,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from engine.debugger.conditions import ConditionError
+from engine.debugger.conditions import ConditionError, parse_condition
 from engine.debugger.recorded import Recording
 from engine.debugger.timetravel import history, query
 from engine.errors import NetvizError
@@ -90,9 +90,12 @@ def run(args: argparse.Namespace) -> int:
     if args.expr is None:
         raise NetvizError("query: give a condition (e.g. 'max_abs(x) > 1e3') or --history BLOB")
     try:
+        missing = [b for b in parse_condition(args.expr).blobs if b not in set(rec.blobs())]
         rows = query(rec, args.expr)
     except ConditionError as e:
         raise NetvizError(str(e)) from None
+    if missing:  # NOTE: a typo is never true: "0 of N op runs match" would read as a fact about the run
+        _check_blob(rec, missing[0])
     if args.json:
         print(json.dumps([r.as_json() for r in rows], indent=1))
         return 0
