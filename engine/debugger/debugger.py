@@ -380,8 +380,7 @@ class Debugger(Machine):
                         and any(bp._regex.search(s) for s in (op.name, *op.output) if s))):
                 if (bp.condition is None or bp.condition(self._visible(op.input), self.frames[-1].ws.values,
                                                          len(self.records))) and bp.fires():
-                    where = self.pc.text()
-                    return "breakpoint", bp.describe(where) if bp.kind == "path" else f"{bp.describe()} at {where}"
+                    return "breakpoint", bp.hit_text(self.pc.text())
         for wp in self.watchpoints.values():
             if wp.on == "read" and wp.blob in op.input:
                 return "watchpoint", f"#{wp.id} {wp.blob} is read by op#{path[-1]} {op.type}"

@@ -214,6 +214,11 @@ class Breakpoint:
         counts = f" · hits {self.hits}" + (f", ignore next {self.ignore}" if self.ignore else "")
         return f"#{self.id} {loc}{cond}{'' if self.enabled else ' (disabled)'}{counts}"
 
+    def hit_text(self, where: str) -> str:
+        """How a stop at this location breakpoint is worded, forward or back: a path breakpoint names its op
+        by `where` (the pc's text), the others add it (``#1 type LSTMUnit · hits 2 at main › … › op#2 LSTMUnit``)."""
+        return self.describe(where) if self.kind == "path" else f"{self.describe()} at {where}"
+
 
 @dataclass(frozen=True, slots=True)
 class Watchpoint:

@@ -473,7 +473,9 @@ class ReplayDebugger:
                               end=end)
         if bp.kind == "condition":
             return self._move(after, "condition", bp.describe() + back, end=end)
-        return self._move(hit.pos, "breakpoint", bp.describe() + back)
+        self.cursor.goto(hit.pos)  # NOTE: the pc there names the op, as a live stop's text does
+        self._end = False
+        return self._move(hit.pos, "breakpoint", bp.hit_text(self.pc.text()) + back)
 
     def continue_(self) -> Stopped:
         return self._moved(self._continue, False)

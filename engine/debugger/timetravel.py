@@ -344,7 +344,7 @@ def reverse_continue_live(dbg: Any) -> Stopped:
     while True:
         for bp in located:
             if _located(bp, dbg.pc.path, dbg.current_op()):
-                return Stopped("breakpoint", stop.pc, f"{bp.describe()} (reverse)")
+                return Stopped("breakpoint", stop.pc, f"{bp.hit_text(dbg.pc.text())} (reverse)")
         try:
             stop = dbg.step_back()
         except DebuggerError as e:

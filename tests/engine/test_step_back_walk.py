@@ -239,3 +239,25 @@ def test_full_walks_agree_after_every_key(name: str, tmp_path: Path) -> None:
             if key == "u" and reasons[0] is not None and fresh_checks < 20:
                 assert _versions(_fresh(name, len(live.records), _pc(live))) == _versions(live), where
                 fresh_checks += 1
+
+
+@pytest.mark.parametrize("name, kind, spec", [("lstm", "type", "LSTMUnit"), ("while_net", "path", None)])
+def test_a_reverse_breakpoint_stop_names_its_op_as_a_forward_one(name: str, kind: str, spec: Any,
+                                                                 tmp_path: Path) -> None:
+    """``U`` said ``#1 op op/5 · hits 0 (reverse)`` (a raw path) and ``#1 type LSTMUnit · hits 2 (reverse)``
+    (no place): live and replay now word the stop as a forward one, plus "(reverse)"."""
+    from engine.debugger.timetravel import reverse_continue_live  # noqa: PLC0415
+
+    rec, _, nested = _recorded(name, tmp_path)
+    spec = spec if spec is not None else nested[0]
+    live, replay = _live(name), ReplayDebugger(rec)
+    for d in (live, replay):
+        d.add_breakpoint(kind, spec)
+        forward = d.continue_()
+        assert forward.reason == "breakpoint"
+        d.step()
+        back = reverse_continue_live(d) if d is live else d.reverse_continue()
+        assert back.reason == "breakpoint" and back.detail.endswith(" (reverse)"), back.detail
+        assert back.detail.removesuffix(" (reverse)").split(" · ")[0] == forward.detail.split(" · ")[0], \
+            (forward.detail, back.detail)
+        assert " › " in back.detail and "op#" in back.detail, back.detail
