@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from engine.errors import ModelError, NetvizError
 from engine.model.modelio import Model, byte_size, load_model
 from engine.model.opdef import args_of, subnets_of
-from engine.model.optypes import CONTROL_FLOW, RECURRENT
+from engine.model.optypes import CONTROL_FLOW, ITERATING, RECURRENT
 from engine.model.ssa import get_ssa
 from engine.analysis.summary import DTYPE_NAMES, device_name, param_info
 from proto import caffe2_pb2
@@ -862,6 +862,10 @@ class Session:
     def remove_global(self, g: GlobalBreakpoint) -> None:
         self.global_breakpoints.remove(g)
         self._on_debugger(lambda dbg: self._drop(dbg, g))
+
+    def has_loops(self) -> bool:
+        """Whether any op (subnets and backward included) runs a subnet in iterations or timesteps."""
+        return any(op.type in ITERATING for op in self._every_op())
 
     def _every_op(self) -> list[caffe2_pb2.OperatorDef]:
         """Ops of the net, its subnets and (once generated) the backward pass."""

@@ -20,9 +20,6 @@ from textual.widgets import Static
 
 from netviz.session import BlobRef, OpRef, Session, Unavailable, to_oppath
 
-#: ops whose subnet runs in numbered iterations or timesteps: where `I` can stop
-ITERATING = frozenset({"While", "RecurrentNetwork", "RecurrentNetworkGradient", "ONNXWhile"})
-
 
 def is_replay(dbg: Any) -> bool:
     """The debugger is a recording's (its moves are cursor moves)."""
@@ -242,7 +239,7 @@ class TimeTravelActions:
         from engine.debugger.timetravel import run_to_first_iteration  # noqa: PLC0415
         from netviz.screens.prompt import ask_until_taken  # noqa: PLC0415 - a later key's screen
 
-        if not any(op.type in ITERATING for op in self.session._every_op()):
+        if not self.session.has_loops():
             self._refuse("no loop here: I stops inside a While iteration or an RNN timestep, and this net has "
                          "neither (C stops at the first op after which a condition holds)")
             return

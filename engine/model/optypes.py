@@ -13,3 +13,6 @@ SHARED_WORKSPACE = frozenset({"If", "AsyncIf", "While"})
 
 RECURRENT = frozenset({"RecurrentNetwork", "RecurrentNetworkGradient"})
 """Ops whose step nets see the outer workspace as a shared parent, plus link bindings."""
+
+ITERATING = RECURRENT | {"While", "ONNXWhile"}
+"""Ops whose subnets run in numbered iterations or timesteps (where the TUI's ``I`` can stop)."""

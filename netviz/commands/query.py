@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.expr is None:
         raise NetvizError("query: give a condition (e.g. 'max_abs(x) > 1e3') or --history BLOB")
     try:
-        missing = [b for b in parse_condition(args.expr).blobs if b not in set(rec.blobs())]
+        names = set(rec.blobs())
+        missing = [b for b in parse_condition(args.expr).blobs if b not in names]
         rows = query(rec, args.expr)
     except ConditionError as e:
         raise NetvizError(str(e)) from None

@@ -285,6 +285,7 @@ def do_shape(*ins, net=None, inner_blobs=(), outer_blobs_idx=(), in_names, out_n
 # ---- onnx ----
 from engine.catalogue.registry import onnx_converter  # noqa: E402
 from engine.model.opdef import subnets_of  # noqa: E402
+from engine.model.optypes import SHARED_WORKSPACE  # noqa: E402
 from engine.runtime.shapes import TensorInfo  # noqa: E402
 from proto import caffe2_pb2  # noqa: E402
 
@@ -329,12 +330,12 @@ def do_onnx(c):
 
 def _subnet_writes(nets) -> list[str]:
     """Blobs the ops of `nets` write, in first-write order, those of nested If/While subnets included
-    (they share the workspace; a Do's or a step net's inner names are not the outer ones)."""
+    (SHARED_WORKSPACE: a Do's or a step net's inner names are not the outer ones)."""
     seen: dict[str, None] = {}
     for net in nets:
         for op in net.op if net is not None else ():
             seen.update(dict.fromkeys(op.output))
-            if op.type in ("If", "While"):
+            if op.type in SHARED_WORKSPACE:
                 seen.update(dict.fromkeys(_subnet_writes([n for _, n in subnets_of(op)])))
     return list(seen)
 
