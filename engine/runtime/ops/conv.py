@@ -179,9 +179,7 @@ def _cols_strided(x, k, s, pb, pe):
     stride-1 window whose runs are whole output rows (a stride-2 gather copies ~2.5x slower; the
     phase copy pays off when the columns are many times the input: conv1's 7x7/2, not a 3x3/2)."""
     (n, c, h, w), (sh, sw) = x.shape, s
-    hp, wp = h + pb[0] + pe[0], w + pb[1] + pe[1]
-    out = ((hp - k[0]) // sh + 1, (wp - k[1]) // sw + 1)
-    hq, wq = -(-hp // sh), -(-wp // sw)
+    out, (hq, wq) = strided.phase_geometry(x.shape, k, s, pb, pe)
     xpad = np.zeros((n, c, hq * sh, wq * sw), dtype=x.dtype)
     xpad[:, :, pb[0]:pb[0] + h, pb[1]:pb[1] + w] = x
     ph = np.ascontiguousarray(xpad.reshape(n, c, hq, sh, wq, sw).transpose(3, 5, 1, 0, 2, 4))  # (sh, sw, C, N, hq, wq)
@@ -201,7 +199,7 @@ def _col2im_strided(dcols, xshape, k, s, pb, pe, out):
     the input's stride phases, whole output rows at a time, images over both cores; then one
     interleaving copy back to NCHW (conv1's 7x7/2: 31 -> 17 ms single-threaded; a 3x3/2 is slower so)."""
     (n, c, h, w), (sh, sw) = xshape, s
-    hq, wq = -(-(h + pb[0] + pe[0]) // sh), -(-(w + pb[1] + pe[1]) // sw)
+    _, (hq, wq) = strided.phase_geometry(xshape, k, s, pb, pe)
     dph = np.zeros((n, sh, sw, c, hq, wq), dtype=dcols.dtype)
 
     def part(t):

@@ -48,12 +48,18 @@ def _plan(c, k, s):
     return groups, np.array(order)
 
 
+def phase_geometry(xshape, k, s, pb, pe):
+    """The output (Ho, Wo) of a strided 2-D conv of an NCHW `xshape`, and each stride phase's (hq, wq):
+    the zero-padded input cut into ``phase[a, b] = xpad[..., a::sh, b::sw]`` (padded up to whole strides)."""
+    (h, w), (sh, sw) = xshape[2:], s
+    hp, wp = h + pb[0] + pe[0], w + pb[1] + pe[1]
+    return ((hp - k[0]) // sh + 1, (wp - k[1]) // sw + 1), (-(-hp // sh), -(-wp // sw))
+
+
 def _phases(x, k, s, pb, pe):
     """(N, sh, sw, C, hq, wq) stride phases of zero-padded NCHW `x`, and the output (Ho, Wo)."""
     (n, c, h, w), (sh, sw) = x.shape, s
-    hp, wp = h + pb[0] + pe[0], w + pb[1] + pe[1]
-    out = ((hp - k[0]) // sh + 1, (wp - k[1]) // sw + 1)
-    hq, wq = -(-hp // sh), -(-wp // sw)
+    out, (hq, wq) = phase_geometry(x.shape, k, s, pb, pe)
     ph = np.empty((n, sh, sw, c, hq, wq), dtype=np.float32)
 
     def part(t):
