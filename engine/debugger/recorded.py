@@ -333,23 +333,29 @@ class Recording:
         blobs, the same name) the parent's, as a live child workspace reads it.  None: not known that way
         (a format 1 file, a value not recorded): the caller reads the latest version by name.
 
-        Why: versions count writes of a name in every workspace, so the latest one by name is another
-        workspace's value where a subnet shadows its parent's blob (``b_grad`` in a backward While)."""
+        Raises
+        ------
+        KeyError
+            That workspace cannot see `name` (the main one never held it, or a child that shares nothing
+            and binds no such name): live says the blob does not exist there, so the latest version by
+            name (another workspace's value) must not stand in for it."""
         if stop is None or stop.ws < 0:
             return None
-        ws, at = stop.ws, stop.seq
+        ws, at, asked = stop.ws, stop.seq, name
         for _ in range(64):  # NOTE: nesting depth; a bound cycle cannot happen, the bound stops it anyway
             held = self._held(ws, name, seq)
             if held is not _NOT_HERE:
                 return held
             defs = self._ws_defs.get(ws)
             if not defs:
+                if ws == 0:
+                    raise KeyError(asked)
                 return None
             _, parent, shared, bindings = defs[max(0, bisect.bisect_right(defs, (at, float("inf"))) - 1)]
             if name in bindings:
                 name = bindings[name]
             elif not shared:
-                return None
+                raise KeyError(asked)
             ws = parent
         return None
 
@@ -440,7 +446,7 @@ class StateView(Mapping[str, Any]):
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._cache and self.where is not None:
-            seen = self.rec.seen_from(name, self.seq, self.where)
+            seen = self.rec.seen_from(name, self.seq, self.where)  # KeyError: that workspace cannot see it
             if seen is not None:
                 self._cache[name] = seen
         if name not in self._cache:
@@ -451,7 +457,15 @@ class StateView(Mapping[str, Any]):
         return self._cache[name]
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and (v := self.version(name)) is not None and f"{name}@{v}" in self.rec.members
+        if not (isinstance(name, str) and (v := self.version(name)) is not None and f"{name}@{v}" in self.rec.members):
+            return False
+        if self.where is None or name in self._cache:
+            return True
+        try:  # NOTE: a name only another workspace holds is not in this one (a condition on it is False, as live)
+            self[name]  # the value is read once and cached for the caller's next look
+        except KeyError:
+            return False
+        return True
 
     def __iter__(self) -> Iterator[str]:
         return (n for n in self.rec.blobs() if n in self)

@@ -573,7 +573,10 @@ class ReplayDebugger:
         ran = self.ran()
         latest = self.rec.version_at(name, ran - 1)
         if version is None or version == latest:
-            seen = self.rec.seen_from(name, ran - 1, self._here())
+            try:
+                seen = self.rec.seen_from(name, ran - 1, self._here())
+            except KeyError:  # NOTE: the pc's workspace cannot see it: live says so too, not another's value
+                raise DebuggerError(f"blob '{name}' does not exist at this point") from None
             if seen is not None:
                 return seen
             version = latest

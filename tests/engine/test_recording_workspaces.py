@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from engine.debugger import Debugger
+from engine.debugger.machine import DebuggerError
 from engine.debugger.recorded import Recording
 from engine.debugger.recording import record_run
 from engine.debugger.replayer import ReplayDebugger
@@ -118,3 +119,35 @@ def test_a_condition_reads_the_blob_of_the_workspace_it_stops_in(tmp_path: Path)
         seen.append([d.pc.text() for _ in range(8) if d.continue_().reason == "breakpoint"])
     assert seen[0] == seen[1]
     assert seen[0][:1] == ["main › While op#9 iteration 0 › op#1 Sum"]
+
+
+
+def _absent_there(live: Debugger, rp: ReplayDebugger, where: str) -> tuple[list[str], int]:
+    """Names the replay knows by name at this stop that the pc frame's workspace cannot see, which the
+    replay showed (the latest version by name, another workspace's value) where live says each does not
+    exist; and how many such names there were."""
+    values, bad, absent = live.frames[-1].ws.values, [], 0
+    for blob in rp.rec.blobs():
+        if blob in values or rp.rec.version_at(blob, rp.ran() - 1) is None:
+            continue
+        absent += 1
+        try:
+            rp.value(blob)
+            bad.append(f"{where}: {blob} shown")
+        except DebuggerError as e:
+            if str(e) != f"blob '{blob}' does not exist at this point":
+                bad.append(f"{where}: {blob} ({e})")
+    return bad, absent
+
+
+@pytest.mark.parametrize("name", ["while_net", "do_net", "if_net"])
+def test_a_blob_the_pc_workspace_cannot_see_does_not_exist_in_replay_as_live(name: str, tmp_path: Path) -> None:
+    live, rp = _pair(name, tmp_path)
+    bad: list[str] = []
+    absent = 0
+    while not live.finished:
+        more, n = _absent_there(live, rp, live.pc.text())
+        bad, absent = bad + more, absent + n
+        live.step_into(), rp.step_into()
+    assert absent, "no stop where the pc's workspace lacked a blob known by name: nothing was checked"
+    assert not bad, f"{len(bad)} blobs the replay showed where live has none, first: {bad[:3]}"
