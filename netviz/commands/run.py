@@ -24,7 +24,7 @@ from typing import Any
 
 from engine.debugger import Debugger, OpExecuted, parse_input_spec
 from engine.debugger.feeds import stray_inputs
-from engine.debugger.inspect import save_blob
+from engine.debugger.inspect import check_folder, save_blob
 from engine.debugger.records import VersionFinal
 from engine.errors import NetvizError
 from engine.model.modelio import load_model
@@ -94,7 +94,13 @@ class _Dumper:
         self.folder, self.dbg, self.index = folder, dbg, []
         if folder.exists() and not folder.is_dir():
             raise NetvizError(f"{folder}: --dump needs a folder, and this is a file")
-        folder.mkdir(parents=True, exist_ok=True)
+        # NOTE: the folder named is made, never the ones above it: a typo'd parent is refused in one line,
+        # as the TUI's save (S) and `export -o` refuse a file in a missing folder (docs/files.md)
+        check_folder(folder)
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError as e:
+            raise NetvizError(f"{folder}: cannot make the --dump folder: {e.strerror}") from None
         for name in sorted(dbg.ws.values):
             self.write(name, 0, None, "")
 
