@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,10 @@ _INDEX_ITEM = re.compile(r"^\s*(-?\d+)?\s*(?::\s*(-?\d+)?\s*)?(?::\s*(-?\d+)?\s*
 
 class InspectError(NetvizError):
     """A blob cannot be inspected as asked (bad index string, not an array, cannot save)."""
+
+
+class StatsCancelled(Exception):  # noqa: N818 - a request honoured, not an error: no notice, no docs/errors.md
+    """:func:`blob_stats` stopped between two slices because its `cancelled` said so."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +86,22 @@ def _device_name(arr: Any) -> str:
 CHUNK = 1 << 20
 
 
-def _chunks(flat: Any) -> Any:
-    """`flat` in slices of :data:`CHUNK` elements (views: no copy of the tensor)."""
-    return (flat[i:i + CHUNK] for i in range(0, flat.size, CHUNK))
+def _chunks(flat: Any, cancelled: Callable[[], bool] | None = None) -> Any:
+    """`flat` in slices of :data:`CHUNK` elements (views: no copy of the tensor); before each slice
+    `cancelled` is asked, so a pass nobody waits for any more stops within one slice."""
+    for i in range(0, flat.size, CHUNK):
+        if cancelled is not None and cancelled():
+            raise StatsCancelled
+        yield flat[i:i + CHUNK]
 
 
-def _finite_moments(flat: Any, xp: Any) -> tuple[int, int, int, int, float, float, float, float]:
+def _finite_moments(flat: Any, xp: Any, cancelled: Callable[[], bool] | None = None,
+                    ) -> tuple[int, int, int, int, float, float, float, float]:
     """NaN, Inf and zero counts, then finite count, min, max, mean and M2 (sum of squared deviations),
     slice by slice (Chan's merge of per-slice moments): a 3 GiB weight never gets a float64 copy."""
     nan = inf = zeros = n = 0
     lo, hi, mean, m2 = np.inf, -np.inf, 0.0, 0.0
-    for part in _chunks(flat):
+    for part in _chunks(flat, cancelled):
         zeros += int(part.size - xp.count_nonzero(part))
         if part.dtype.kind in "fc" and not bool((fin := xp.isfinite(part)).all()):  # NOTE: all finite: no copy
             nan, inf = nan + int(xp.count_nonzero(xp.isnan(part))), inf + int(xp.count_nonzero(xp.isinf(part)))
@@ -107,10 +117,11 @@ def _finite_moments(flat: Any, xp: Any) -> tuple[int, int, int, int, float, floa
     return nan, inf, zeros, n, lo, hi, mean, m2
 
 
-def _histogram(flat: Any, xp: Any, bins: int, lo: float, hi: float) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def _histogram(flat: Any, xp: Any, bins: int, lo: float, hi: float, cancelled: Callable[[], bool] | None = None,
+               ) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """Counts of the finite values in `bins` equal bins over [lo, hi], slice by slice (NumPy's edges)."""
     counts = None
-    for part in _chunks(flat):
+    for part in _chunks(flat, cancelled):
         if part.dtype.kind in "fc" and not bool((fin := xp.isfinite(part)).all()):
             part = part[fin]
         c, edges = xp.histogram(part.astype(np.float64), bins=bins, range=(lo, hi))
@@ -118,9 +129,16 @@ def _histogram(flat: Any, xp: Any, bins: int, lo: float, hi: float) -> tuple[tup
     return tuple(int(c) for c in dev.to_host(counts)), tuple(float(e) for e in dev.to_host(edges))
 
 
-def blob_stats(name: str, value: Any, *, histogram: bool = True, bins: int = HIST_BINS) -> BlobStats:
+def blob_stats(name: str, value: Any, *, histogram: bool = True, bins: int = HIST_BINS,
+               cancelled: Callable[[], bool] | None = None) -> BlobStats:
     """Statistics of `value` (finite elements only for min/max/mean/std), in slices of :data:`CHUNK`
-    elements so that memory stays bounded for a tensor of any size."""
+    elements so that memory stays bounded for a tensor of any size.
+
+    Raises
+    ------
+    StatsCancelled
+        `cancelled()` (asked before each slice) said True: a TUI worker whose blob is no longer shown
+        stops within one slice instead of finishing a pass over gigabytes."""
     if isinstance(value, (bytes, str)):
         return BlobStats(name, "bytes", nbytes=len(value), summary=repr(value[:80]))
     if not hasattr(value, "shape") or not hasattr(value, "dtype"):
@@ -132,12 +150,12 @@ def blob_stats(name: str, value: Any, *, histogram: bool = True, bins: int = HIS
         return BlobStats(**base)
     xp = dev.array_module(value)
     flat = value.reshape(-1)  # NOTE: a view for a contiguous tensor (every blob a kernel writes)
-    nan, inf, zeros, n, lo, hi, mean, m2 = _finite_moments(flat, xp)
+    nan, inf, zeros, n, lo, hi, mean, m2 = _finite_moments(flat, xp, cancelled)
     stats: dict[str, Any] = dict(nan_count=nan, inf_count=inf, zero_count=zeros)
     if n:
         stats.update(min=lo, max=hi, mean=mean, std=float(np.sqrt(m2 / n)))
         if histogram:
-            stats["histogram"] = _histogram(flat, xp, bins, lo, hi)
+            stats["histogram"] = _histogram(flat, xp, bins, lo, hi, cancelled)
     return BlobStats(**base, **stats)
 
 

@@ -315,7 +315,10 @@ class SteppingActions:
 
     def action_cancel_run(self) -> None:
         """Escape: drop the typed-ahead moves and stop the running one between two ops; an
-        export in progress is abandoned (its file is removed when ``dot`` returns)."""
+        export in progress is abandoned (its file is removed when ``dot`` returns); a big tensor's
+        statistics pass stops within one slice (the inspector says so)."""
+        if self._blob_info is not None:
+            self._blob_info.cancel_stats()
         if self.exporting is not None:
             self.notify(f"cancelling the export to {self.exporting}", title="Cancel")
             self.exporting = None

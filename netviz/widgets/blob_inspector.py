@@ -58,16 +58,16 @@ def histogram(arr: np.ndarray, bins: int = BINS, width: int = 16, computed: Any 
     return table
 
 
-def stats(arr: np.ndarray, scope: str = "", computed: Any = None) -> Table:
+def stats(arr: np.ndarray, scope: str = "", computed: Any = None, cancelled: Any = None) -> Table:
     """min/max, mean/std, NaN/Inf and zero counts of `arr`; `scope` says what they describe;
-    `computed`: `arr`'s BlobStats, made already."""
+    `computed`: `arr`'s BlobStats, made already; `cancelled`: as :func:`engine.debugger.inspect.blob_stats`'s."""
     from engine.debugger.inspect import blob_stats  # noqa: PLC0415 - imports NumPy: off the first frame
 
     t = Table.grid(padding=(0, 1))
     t.add_column(style="dim")
     t.add_column()
     if arr.dtype.kind in "fiub" and arr.size:  # NOTE: in slices: a 3 GiB weight gets no float64 copy
-        s = computed or blob_stats("", arr, histogram=False)
+        s = computed or blob_stats("", arr, histogram=False, cancelled=cancelled)
         t.add_row("min/max", f"{s.min:.4g} / {s.max:.4g}" if s.min is not None else "-")
         t.add_row("mean/std", f"{s.mean:.4g} / {s.std:.4g}" if s.mean is not None else "-")
         t.add_row("nan/inf", f"{s.nan_count} / {s.inf_count}")
@@ -185,16 +185,18 @@ def _part_text(part: Any) -> Text:
     return plain(head)
 
 
-def _summary(arr: np.ndarray, quantized: Any, scope: str) -> list[Any]:
-    """The stats (and a quantized tensor's dequantized ones) and histogram of `arr`: one pass over it."""
+def _summary(arr: np.ndarray, quantized: Any, scope: str, cancelled: Any = None) -> list[Any]:
+    """The stats (and a quantized tensor's dequantized ones) and histogram of `arr`: one pass over it
+    (:class:`engine.debugger.inspect.StatsCancelled` within a slice of `cancelled` saying so)."""
     from engine.debugger.inspect import blob_stats  # noqa: PLC0415 - imports NumPy: off the first frame
 
     hist = arr.dtype.kind in "fiu" and arr.size
-    computed = blob_stats("", arr, histogram=bool(hist), bins=BINS) if arr.dtype.kind in "fiub" and arr.size else None
+    computed = (blob_stats("", arr, histogram=bool(hist), bins=BINS, cancelled=cancelled)
+                if arr.dtype.kind in "fiub" and arr.size else None)
     parts: list[Any] = [stats(arr, scope, computed)]
     if quantized is not None:
         parts = [Text(quantized.describe(), style="bold"), *parts,
-                 stats(quantized.dequantized(), "dequantized (real) values")]
+                 stats(quantized.dequantized(), "dequantized (real) values", cancelled=cancelled)]
     if hist:
         parts += [Text("histogram", style="dim"), histogram(arr, computed=computed)]
     return parts
@@ -340,12 +342,27 @@ class BlobInspector(Vertical):
         another blob, eval or slice has been shown since (`token`)."""
         from textual.worker import get_current_worker  # noqa: PLC0415
 
-        parts = _summary(arr, quantized, scope)
-        if not get_current_worker().is_cancelled and token == self._stats_token:
+        from engine.debugger.inspect import StatsCancelled  # noqa: PLC0415 - imports NumPy: off the first frame
+
+        worker = get_current_worker()
+        try:  # NOTE: asked between slices: Esc or another blob stops a pass over gigabytes within one slice
+            parts = _summary(arr, quantized, scope, lambda: worker.is_cancelled or token != self._stats_token)
+        except StatsCancelled:
+            return
+        if not worker.is_cancelled and token == self._stats_token:
             try:
                 self.app.call_from_thread(self._summarized, token, parts)
             except RuntimeError:  # NOTE: the app has gone (quit while the worker read a huge tensor)
                 pass
+
+    def cancel_stats(self) -> bool:
+        """Esc: stop a big tensor's statistics pass (within one slice); True when one was under way."""
+        running = [w for w in self.workers.cancel_group(self, "blob-stats") if not w.is_finished]
+        if running:
+            self._stats_token += 1
+            self.values.update(Group(Text("statistics cancelled (Esc): choose the blob again to compute them",
+                                          style="dim"), *self._values_part()))
+        return bool(running)
 
     def _summarized(self, token: int, parts: list[Any]) -> None:
         if token == self._stats_token:
