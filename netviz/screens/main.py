@@ -340,7 +340,7 @@ class MainScreen(SteppingActions, InspectingActions, OverlayActions, ExportActio
         if over is not self and typed and hasattr(over, "type_ahead"):
             event.stop()
             event.prevent_default()
-            over.type_ahead(event.character)
+            over.type_ahead(event.character, event.time)
         elif self._held_keys is not None and typed:
             event.stop()
             event.prevent_default()
@@ -352,7 +352,7 @@ class MainScreen(SteppingActions, InspectingActions, OverlayActions, ExportActio
     def on_screen_suspend(self) -> None:
         held, self._held_keys = self._held_keys, None
         if held and hasattr(self.app.screen, "type_ahead"):
-            self.app.screen.type_ahead("".join(held))
+            self.app.screen.type_ahead("".join(held), 0.0)  # NOTE: held keys came before it opened
 
     def _drop_held_keys(self, held: list[str]) -> None:
         """The opening key opened nothing (refused: a notice says why): the keys after it are not commands.
@@ -373,12 +373,12 @@ class MainScreen(SteppingActions, InspectingActions, OverlayActions, ExportActio
             self.diffing.set()
 
     def _ask(self, title: str, value: str, then: Callable[[str], None], hint: str = "", empty: str = "",
-             cursor: int | None = None) -> None:
+             cursor: int | None = None, keys_before_open: bool = True) -> None:
         """Prompt for one line (the cursor at `cursor`, else the end); `then` gets a non-empty answer; Enter
-        on an empty box shows `empty` (if given)."""
+        on an empty box shows `empty` (if given); `keys_before_open`: as :class:`PromptScreen`'s."""
         from netviz.screens.prompt import PromptScreen  # noqa: PLC0415 - a later key's screen
 
-        screen = PromptScreen(title, value, hint=hint, cursor=cursor)
+        screen = PromptScreen(title, value, hint=hint, cursor=cursor, keys_before_open=keys_before_open)
 
         def done(answer: str | None) -> None:
             if answer:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from textual import events
+from textual import _time, events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -34,15 +34,27 @@ class TypeAhead:
     there, else held until :meth:`take_type_ahead` (the screen's mount) puts them in."""
 
     _typed = ""
+    #: whether keys pressed before the screen opened are its text: True for a screen a key opens (``/``),
+    #: False for one the app opens by itself (a stop's missing-input prompt: a second ``c`` typed ahead
+    #: was meant for the main screen, and became the input's text)
+    keys_before_open = True
+    opened_at = 0.0  # Textual's clock (:attr:`textual.message.Message.time`) when the screen was made
+
+    def typed_before_open(self, at: float) -> bool:
+        """A key pressed at `at` (its event's time) is not this screen's text: it came before it opened."""
+        return not self.keys_before_open and at < self.opened_at
 
     def on_key(self, event: events.Key) -> None:
         if event.is_printable and event.character:
             event.stop()
             event.prevent_default()
-            self.type_ahead(event.character)
+            self.type_ahead(event.character, event.time)
 
-    def type_ahead(self, text: str) -> None:
-        """`text` typed before the input had the focus (here, or queued at the screen below this one)."""
+    def type_ahead(self, text: str, at: float | None = None) -> None:
+        """`text` typed before the input had the focus (here, or queued at the screen below this one), at
+        `at` (None: now); dropped when it came before a screen the app opened by itself."""
+        if at is not None and self.typed_before_open(at):
+            return
         try:
             box = self.query_one(Input)  # type: ignore[attr-defined]
         except NoMatches:
@@ -64,23 +76,36 @@ class TypeAhead:
             box.cursor_position = len(typed)
 
 
+class _LineInput(Input):
+    """The prompt's input: a key pressed before its screen opened (queued behind a move) is not typed."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.is_printable and isinstance(self.screen, TypeAhead) and self.screen.typed_before_open(event.time):
+            event.stop()
+            event.prevent_default()
+            return
+        await super()._on_key(event)
+
+
 class PromptScreen(TypeAhead, Guarded, ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
 
     def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "",
-                 cursor: int | None = None) -> None:
+                 cursor: int | None = None, keys_before_open: bool = True) -> None:
         """`cursor`: where the cursor starts in `value`, nothing selected (a prompt reopened on its own
         text, at the column an error names: the text is fixed there, not typed again); None: the value
-        opens selected, so typing replaces it."""
+        opens selected, so typing replaces it.  `keys_before_open`: see :class:`TypeAhead` (False: the app
+        opens this prompt by itself, not a key)."""
         super().__init__()
         self.title_text, self.value, self.placeholder, self.hint = title, value, placeholder, hint
         self.cursor = None if cursor is None else max(0, min(cursor, len(value)))
+        self.keys_before_open, self.opened_at = keys_before_open, _time.get_time()
 
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-box"):
             yield Label(plain(self.title_text), id="prompt-title")
-            yield Input(self.value, placeholder=self.placeholder, id="prompt-input",
-                        select_on_focus=self.cursor is None)
+            yield _LineInput(self.value, placeholder=self.placeholder, id="prompt-input",
+                             select_on_focus=self.cursor is None)
             if self.hint:
                 yield Label(plain(self.hint), id="prompt-hint")
 

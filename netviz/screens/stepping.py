@@ -180,7 +180,9 @@ class SteppingActions:
         more = f"  [{k + 1} of {len(names)}: {', '.join(names)}]" if len(names) > 1 else ""
         self._ask(f"give input {name}{more}  (SHAPE[:DTYPE] for random values, or FILE.npy)",
                   feeding.suggest(self.session, name), got,
-                  f"as --input takes it: 1,3 · 16,8:int32 · {name}.npy; Esc leaves it missing")
+                  f"as --input takes it: 1,3 · 16,8:int32 · {name}.npy; Esc leaves it missing",
+                  keys_before_open=k > 0)  # NOTE: a stop opens the first: a key typed ahead (a second c) is
+        # no answer to it; the next ones the Enter of an answer opens, so what is typed after it is kept
 
     # -- actions ---------------------------------------------------------------------------
     def action_step(self, how: str) -> None:
