@@ -3,8 +3,9 @@
 Layout runs graphviz in subprocesses under one time budget.  :func:`plan_layout` picks the direction:
 with ``rankdir="auto"`` a deep net is drawn top-to-bottom, a wide shallow one left-to-right.  A
 top-to-bottom drawing (and every drawing with backward ops) is the folded ladder of
-:mod:`netviz.ladder`: ``dot`` lays out each piece on its own (85 % of the budget), netviz places
-them, ``neato -n2`` draws the whole, so the cost grows linearly; there is no ``sfdp`` fallback.  A
+:mod:`netviz.ladder`: ``dot`` lays out and draws each piece on its own (85 % of the budget), netviz
+places them and composes the SVG from the pieces' drawings (:mod:`netviz.ladder_svg`; a PNG or PDF is
+drawn whole by ``neato -n2``), so the cost grows linearly; there is no ``sfdp`` fallback.  A
 drawing of more than :data:`BIG_DRAWING` nodes is drawn ops-only, blob names on the edges.  When the
 budget runs out the DOT file is written instead and the returned :class:`ExportResult` says how to
 lay it out elsewhere; a crash is reported as a crash.  Existing files are never overwritten
@@ -58,7 +59,7 @@ class ExportResult:
 
 #: Drawings with more nodes than this are drawn ops-only, blob names on the edges (:func:`netviz.drawing.ops_only`).
 BIG_DRAWING = 500
-#: The share of the time budget the pieces' ``dot`` runs get (``neato -n2`` draws the whole in what is left).
+#: The share of the time budget the pieces' ``dot`` runs get (a PNG or PDF's ``neato -n2`` gets what is left).
 DOT_SHARE = 0.85
 #: Points per node across (with the weights beside it) and per rank down, measured on ResNet-50 at fontsize 10.
 _NODE_W, _NODE_H = 300.0, 76.0
@@ -349,8 +350,9 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
 
     A top-to-bottom drawing (the auto plan, ``TB``, or any drawing with backward ops) is the folded
     ladder of :mod:`netviz.ladder`: ``dot`` lays out each piece (:data:`ladder.PIECE_NODES` nodes at
-    most) within 85 % of `budget`, the pieces placed by netviz and rendered by ``neato -n2`` in what
-    is left, so the cost grows linearly.  A wide, shallow drawing (``LR``) is one ``dot`` run.  There
+    most) within 85 % of `budget`, the pieces placed by netviz; an SVG is composed from the pieces' own
+    ``dot`` drawings (:func:`netviz.ladder_svg.compose_svg`), a PNG or PDF rendered whole by ``neato -n2``
+    in what is left, so the cost grows linearly.  A wide, shallow drawing (``LR``) is one ``dot`` run.  There
     is no ``sfdp`` fallback.  Ctrl-C kills the running programs (:func:`netviz.layout.run_graphviz_many`
     kills and reaps them) and nothing is written.
 
@@ -361,7 +363,7 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     LayoutCrash
         If a graphviz program crashed.
     """
-    from netviz import ladder
+    from netviz import ladder, ladder_svg
 
     shape, start = plan.describe() if plan else "", time.monotonic()
     backward = any(n.role != "forward" for n in d.nodes.values())
@@ -378,14 +380,23 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.0f} s …")
     def still(t: float) -> None:
         say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")
+    svg = fmt == "svg"  # NOTE: the pieces' dot runs draw them too; the legend is one more graph in a batch
     try:
-        layouts = ladder.run_pieces(ladder.piece_dots(d, pieces),
-                                    lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still))
-        placed = ladder.compose(d, pieces, layouts)
+        outs = ladder.run_pieces(ladder.piece_dots(d, pieces) + ([ladder_svg.LEGEND_DOT] if svg else []),
+                                 lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still,
+                                                                   extra=["-Tsvg"] if svg else ()),
+                                 ladder_svg.read_json0_svg if svg else ladder.read_json0)
+        if svg:
+            legend = outs.pop()
+            placed = ladder.place(d, pieces, [g for g, _ in outs])
+            data = ladder_svg.compose_svg(d, placed, [s for _, s in outs], legend).encode()
+        else:
+            whole = ladder.compose(d, pieces, outs)
     finally:
         ladder.forget_styles()
-    left = max(budget - (time.monotonic() - start), 0.5)
-    data = placed.encode() if fmt == "dot" else run_graphviz(placed, fmt, left, "neato", extra=["-n2"])
+    if not svg:
+        left = max(budget - (time.monotonic() - start), 0.5)
+        data = run_graphviz(whole, fmt, left, "neato", extra=["-n2"])
     count = f"{pieces.count} piece{'s' * (pieces.count > 1)}"
     say(f"layout: dot finished in {time.monotonic() - start:.1f} s ({count}, placed and drawn)")
     return data, how

@@ -12,13 +12,14 @@ residual blocks) with everything that hangs on them:
 - optimizer ops in a third column, each on the rank of the gradient op whose output it reads.
 
 Every piece is a small ``dot`` graph (all pieces go through at most :data:`JOBS` ``dot`` processes at
-once); netviz then places the pieces side by side in rows, like pages of a book, and writes one DOT
-file with every position pinned, which ``neato -n2`` renders as it is: the cost is linear in the net.
-Edges between pieces are drawn straight.  The legend (:func:`netviz.style.legend_html`) is the
+once); netviz then places the pieces side by side in rows, like pages of a book (:func:`place`).  An
+SVG is composed from the pieces' own SVGs (:mod:`netviz.ladder_svg`); PNG and PDF go through one DOT
+file with every position pinned (:func:`compose`), which ``neato -n2`` renders as it is.  Edges
+between pieces are drawn straight.  The legend (:func:`netviz.style.legend_html`) is the
 graph's label.
 
-Near 500 lines with a reason: cutting a drawing, writing each piece and placing the pieces read and
-write the same piece conventions (cluster names per column, ``nvid`` edge ids, json0 coordinates).
+Near 550 lines with a reason: cutting a drawing, writing each piece and placing the pieces read and
+write the same piece conventions (cluster names per column, ``e<i>`` edge ids, json0 coordinates).
 """
 from __future__ import annotations
 
@@ -29,12 +30,14 @@ from functools import lru_cache
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing, DrawNode
 
 __all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "piece_dots", "compose",
-           "run_pieces", "read_json0", "dot_quote", "forget_styles", "JOBS", "PIECE_NODES"]
+           "Placement", "place", "straight_points", "column_role", "Box", "run_pieces", "read_json0", "dot_quote", "forget_styles", "JOBS",
+           "PIECE_NODES"]
 
 #: ``dot`` processes run at once (the pieces are shared out among them)
 JOBS = 2
@@ -266,7 +269,7 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
         t, h, attrs = _edge_attrs(d, e, ladder)
         if e.kind == "subnet" and "lhead" in attrs:
             attrs.pop("lhead")
-        out.append(f"{dot_quote(t)} -> {dot_quote(h)} [{_attrs(attrs | {'nvid': str(i)})}];")
+        out.append(f"{dot_quote(t)} -> {dot_quote(h)} [{_attrs(attrs | {'id': f'e{i}'})}];")
     out.append("}")
     return "\n".join(out)
 
@@ -339,7 +342,7 @@ def _reverse_pos(pos: str) -> str:
     return " ".join(["e," + tip[0][2:]] if tip else []) + (" " if tip else "") + " ".join(reversed(pts))
 
 
-def _column_role(name: str) -> str | None:
+def column_role(name: str) -> str | None:
     """The role of a piece's cluster: ``cluster_<k>_<role>`` (a column) or ``cluster_<k>_<role>_<id>`` (inside one)."""
     parts = name.split("_", 3)
     return parts[2] if len(parts) >= 3 and parts[0] == "cluster" and parts[2] in ROLE_ORDER else None
@@ -351,7 +354,7 @@ def _column_shifts(g: dict) -> dict[str, float]:
     boxes: dict[str, tuple[float, float]] = {}
     for o in g.get("objects", []):
         name = o.get("name", "")
-        if "bb" in o and name.count("_") == 2 and _column_role(name):
+        if "bb" in o and name.count("_") == 2 and column_role(name):
             x0, _, x1, _ = (float(v) for v in o["bb"].split(","))
             boxes[name.rsplit("_", 1)[1]] = (x0, x1)
     if len(boxes) < 2:
@@ -369,7 +372,7 @@ def _size(g: dict, shifts: dict[str, float]) -> tuple[float, float]:
     x0, y0, x1, y1 = (float(v) for v in g.get("bb", "0,0,0,0").split(","))
     for o in g.get("objects", []):
         name = o.get("name", "")
-        if shifts and "bb" in o and name.count("_") == 2 and _column_role(name):
+        if shifts and "bb" in o and name.count("_") == 2 and column_role(name):
             x1 = max(x1, float(o["bb"].split(",")[2]) + shifts[name.rsplit("_", 1)[1]])
     return x1 - x0, y1 - y0
 
@@ -396,26 +399,62 @@ def _grid(sizes: list[tuple[float, float]]) -> list[tuple[float, float]]:
 Box = tuple[float, float, float, float]  # centre x, centre y, width, height (points)
 
 
-def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
-    """One DOT graph of `d` with every node, edge and cluster where its piece's ``dot`` run put it, the
-    columns of each piece in order and the pieces placed by :func:`_grid`; edges between pieces or
-    columns are straight.  ``neato -n2`` renders it as it is."""
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where :func:`place` put the pieces: each piece's move ``(dx, dy, column shifts)`` in graphviz
+    points (y up), the whole's size, every node's box, and the edges drawn straight (between pieces, or
+    between a piece's columns once they moved apart), by index in ``d.edges``."""
+
+    moves: list[tuple[float, float, dict[str, float]]]
+    width: float
+    height: float
+    pos: dict[str, Box]
+    straight: list[int]
+
+
+def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
+    """The pieces' json0 layouts placed by :func:`_grid`, the columns of each in :data:`ROLE_ORDER`."""
     shifts = [_column_shifts(g) for g in layouts]
     sizes = [_size(g, s) for g, s in zip(layouts, shifts)]
     corners = _grid(sizes)
     total_h = max((c[1] + s[1] for c, s in zip(corners, sizes)), default=0.0)
     total_w = max((c[0] + s[0] for c, s in zip(corners, sizes)), default=0.0)
-    pos: dict[str, Box] = {}
-    node_lines: list[str] = []
-    edge_lines: list[str] = []
-    laid: set[int] = set()
+    moves, pos = [], {}
     for k, g in enumerate(layouts):
         # NOTE: graphviz's y runs up: a piece's top-left (x, y down) moves its points by (x, H - y - h)
         x0, y0 = (float(v) for v in g.get("bb", "0,0").split(",")[:2])
-        dx, dy, cs = corners[k][0] - x0, total_h - corners[k][1] - sizes[k][1] - y0, shifts[k]
-        _emit_objects(d, g, dx, dy, cs, pos, node_lines)
+        moves.append((corners[k][0] - x0, total_h - corners[k][1] - sizes[k][1] - y0, shifts[k]))
+        _boxes(d, g, *moves[k], pos)
+    straight = []
+    for i, e in enumerate(d.edges):
+        k = p.of[e.source]
+        inside = k == p.of[e.target] and not (moves[k][2] and d.nodes[e.source].role != d.nodes[e.target].role)
+        if not inside and e.source in pos and e.target in pos:
+            straight.append(i)
+    return Placement(moves, total_w, total_h, pos, straight)
+
+
+def _boxes(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: dict[str, Box]) -> None:
+    """Each node box of one piece's json0, moved by (dx, dy) and its column's shift, into `pos`."""
+    for obj in g.get("objects", []):
+        nid = obj.get("name", "")
+        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or "pos" not in obj or nid not in d.nodes:
+            continue
+        x, y = (float(v) for v in obj["pos"].split(",")[:2])
+        pos[nid] = (x + dx + cs.get(d.nodes[nid].role, 0.0), y + dy, float(obj["width"]) * 72, float(obj["height"]) * 72)
+
+
+def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
+    """One DOT graph of `d` with every node, edge and cluster where :func:`place` put it; edges between
+    pieces or columns are straight.  ``neato -n2`` renders it as it is (PNG, PDF)."""
+    placed = place(d, p, layouts)
+    node_lines: list[str] = []
+    edge_lines: list[str] = []
+    for k, g in enumerate(layouts):
+        dx, dy, cs = placed.moves[k]
+        _emit_objects(d, g, dx, dy, cs, placed.pos, node_lines)
         for e in g.get("edges", []):
-            de = d.edges[int(e["nvid"])]
+            de = d.edges[int(e["id"][1:])]
             rs, rt = d.nodes[de.source].role, d.nodes[de.target].role
             if cs and rs != rt:
                 continue  # NOTE: its columns moved apart: drawn straight below
@@ -424,13 +463,13 @@ def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
             if "xlp" in e:
                 where["xlp"] = _shift(e["xlp"], dx + cs.get(rs, 0.0), dy)
             edge_lines.append(_edge_line(de, where))
-            laid.add(int(e["nvid"]))
-    for i, e in enumerate(d.edges):
-        if i not in laid and e.source in pos and e.target in pos:
-            (ax, ay, *_), (bx, by, *_) = pos[e.source], pos[e.target]
-            where = {"pos": _straight(pos[e.source], pos[e.target]), "xlp": f"{(ax + bx) / 2:.1f},{(ay + by) / 2:.1f}"}
-            edge_lines.append(_edge_line(e, where))
-    head = {"bb": f"0,0,{total_w:.1f},{total_h:.1f}", "label": S.legend_html(), "labelloc": "t",
+    for i in placed.straight:
+        e = d.edges[i]
+        (ax, ay, *_), (bx, by, *_) = placed.pos[e.source], placed.pos[e.target]
+        where = {"pos": _straight(placed.pos[e.source], placed.pos[e.target]),
+                 "xlp": f"{(ax + bx) / 2:.1f},{(ay + by) / 2:.1f}"}
+        edge_lines.append(_edge_line(e, where))
+    head = {"bb": f"0,0,{placed.width:.1f},{placed.height:.1f}", "label": S.legend_html(), "labelloc": "t",
             "labeljust": "l", "fontname": S.GRAPH_ATTRS["fontname"], "fontsize": "10", "splines": "true"}
     return "\n".join([f"digraph {dot_quote(title or d.name)} {{", f"graph [{_attrs(head)}];",
                       f"node [{_attrs(S.NODE_DEFAULTS)}];", f"edge [{_attrs(EDGE_DEFAULTS)}];", *node_lines,
@@ -444,18 +483,16 @@ def _edge_line(e: DrawEdge, where: dict[str, str]) -> str:
 
 def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: dict[str, Box],
                   lines: list[str]) -> None:
-    """The nodes and clusters of one piece's json0, moved by (dx, dy) and their column's shift, pinned."""
+    """The nodes (at their boxes in `pos`) and clusters of one piece's json0, clusters moved by (dx, dy) and
+    their column's shift, pinned."""
     objects = g.get("objects", [])
     for obj in objects:
         nid = obj.get("name", "")
-        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or "pos" not in obj or nid not in d.nodes:
+        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or nid not in pos:
             continue
-        n = d.nodes[nid]
-        x, y = (float(v) for v in obj["pos"].split(",")[:2])
-        x, y, w, h = x + dx + cs.get(n.role, 0.0), y + dy, float(obj["width"]) * 72, float(obj["height"]) * 72
-        pos[nid] = (x, y, w, h)
-        lines.append(f'{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}, pos="{x:.1f},{y:.1f}!", '
-                     f'width="{w / 72:.3f}", height="{h / 72:.3f}"];')
+        x, y, w, h = pos[nid]
+        lines.append(f'{dot_quote(nid)} [label={dot_quote(d.nodes[nid].label)}, {_style_text(d.nodes[nid].style)}, '
+                     f'pos="{x:.1f},{y:.1f}!", width="{w / 72:.3f}", height="{h / 72:.3f}"];')
     inner = {c for obj in objects for c in obj.get("subgraphs", [])}
     for k, obj in enumerate(objects):
         if obj.get("name", "").startswith("cluster") and "bb" in obj and k not in inner:
@@ -465,7 +502,7 @@ def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float
 def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, cs: dict[str, float], lines: list[str]) -> None:
     """Cluster `k` of a json0 object list with its box and label pinned, its sub-clusters nested."""
     obj = objects[k]
-    sx = dx + cs.get(_column_role(obj["name"]) or "", 0.0)
+    sx = dx + cs.get(column_role(obj["name"]) or "", 0.0)
     a = {key: obj[key] for key in ("label", "style", "color", "fillcolor", "fontcolor", "fontsize") if key in obj}
     a["bb"] = _shift(obj["bb"], sx, dy)
     if "lp" in obj:
@@ -479,9 +516,10 @@ def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, cs: dict[st
     lines.append("}")
 
 
-def _straight(a: Box, b: Box) -> str:
-    """A straight spline from box `a`'s border to box `b`'s, arrow at `b`: through the top and bottom
-    borders when the boxes are further apart up and down than sideways, else through their sides."""
+def straight_points(a: Box, b: Box) -> tuple[tuple[float, float], list[tuple[float, float]]]:
+    """A straight edge from box `a`'s border to box `b`'s: (arrow tip at `b`, the four spline points ending
+    8 points short of it).  Through the top and bottom borders when the boxes are further apart up and
+    down than sideways, else through their sides."""
     (ax, ay, aw, ah), (bx, by, bw, bh) = a, b
     if abs(by - ay) - (ah + bh) / 2 >= abs(bx - ax) - (aw + bw) / 2:
         sgn = -1.0 if by < ay else 1.0
@@ -491,17 +529,24 @@ def _straight(a: Box, b: Box) -> str:
         sx, sy, ex, ey = ax + sgn * aw / 2, ay, bx - sgn * bw / 2, by
     norm = math.hypot(ex - sx, ey - sy) or 1.0
     tx, ty = ex - 8 * (ex - sx) / norm, ey - 8 * (ey - sy) / norm
-    pts = [(sx + (tx - sx) * t, sy + (ty - sy) * t) for t in (0, 1 / 3, 2 / 3, 1)]
+    return (ex, ey), [(sx + (tx - sx) * t, sy + (ty - sy) * t) for t in (0, 1 / 3, 2 / 3, 1)]
+
+
+def _straight(a: Box, b: Box) -> str:
+    """:func:`straight_points` as a graphviz spline (``pos``), arrow at `b`."""
+    (ex, ey), pts = straight_points(a, b)
     return f"e,{ex:.1f},{ey:.1f} " + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
 
 
-def run_pieces(dots: list[str], run: Callable[[list[str]], list[bytes]]) -> list[dict]:
+def run_pieces(dots: list[str], run: Callable[[list[str]], list[bytes]],
+               read: Callable[[bytes], list[Any]] = read_json0) -> list[Any]:
     """Share `dots` out over :data:`JOBS` batches (one ``dot`` process each, several graphs per input);
-    `run` runs the batches at once and returns each one's output; the layouts come back in order."""
+    `run` runs the batches at once and returns each one's output, `read` splits an output into one
+    result per graph; the results come back in the order of `dots`."""
     jobs = max(1, min(JOBS, len(dots)))
     batches = [dots[j::jobs] for j in range(jobs)]
-    outs = [read_json0(b) for b in run(["\n".join(b) for b in batches])]
-    layouts: list[dict] = [{}] * len(dots)
+    outs = [read(b) for b in run(["\n".join(b) for b in batches])]
+    layouts: list[Any] = [{}] * len(dots)
     for j, out in enumerate(outs):
         for m, g in enumerate(out):
             layouts[j + m * jobs] = g

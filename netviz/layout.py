@@ -179,14 +179,16 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
 
 
 def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str = "dot",
-                      tick: Callable[[float], None] | None = None, every: float = 5.0) -> list[bytes]:
+                      tick: Callable[[float], None] | None = None, every: float = 5.0,
+                      extra: Sequence[str] = ()) -> list[bytes]:
     """Run one graphviz `prog` per DOT text, all at once, and return their outputs in order.
 
-    One time limit covers them all; on it, Ctrl-C or any failure every program still running is
-    killed and reaped.  Errors as :func:`run_graphviz` (the first failure in order is raised).
+    `extra` are more flags, as :func:`run_graphviz`'s (``-Tsvg``: a second format, written after each
+    graph's first).  One time limit covers them all; on it, Ctrl-C or any failure every program still
+    running is killed and reaped.  Errors as :func:`run_graphviz` (the first failure in order is raised).
     """
     if len(dots) == 1:
-        return [run_graphviz(dots[0], fmt, timeout, prog, tick=tick, every=every)]
+        return [run_graphviz(dots[0], fmt, timeout, prog, extra=extra, tick=tick, every=every)]
     results: list[tuple[bytes, bytes] | BaseException | None] = [None] * len(dots)
     exe = find_program(prog)
     if exe is None:
@@ -195,7 +197,7 @@ def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TI
     held = _hold_interrupts()
     try:
         for _ in dots:
-            procs.append(subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            procs.append(subprocess.Popen([exe, f"-T{fmt}", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE))
     except BaseException:
         for p in procs:

@@ -19,7 +19,8 @@ modes:
 The default direction (--rankdir auto) keeps a deep net viewable: top to bottom, folded into
 side-by-side pieces (column pairs with --backward) whose count follows the net's size; a wide,
 shallow net flows left to right in one `dot` run.  Each piece (at most ~130 nodes) is laid out by
-`dot` on its own, netviz places the pieces and `neato -n2` draws the whole, so the time grows
+`dot` on its own, netviz places the pieces and builds the SVG from their drawings (`neato -n2`
+draws a PNG or PDF whole), so the time grows
 linearly with the net (ResNet-50 with --backward: about 2x its forward-only export); there is no
 `sfdp` fallback.  A drawing of over 500 nodes is drawn ops-only, blob names on the edges.  The
 pieces get 85 % of the time budget (--timeout, 60 s), the drawing what is left.  Each step

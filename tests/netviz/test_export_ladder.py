@@ -22,11 +22,26 @@ ROOT = Path(__file__).resolve().parents[2]
 COLUMN = re.compile(r"cluster_(\d+)_(forward|gradient|optimizer)")
 
 
+TRANSLATE = re.compile(r"translate\((-?[\d.]+)[ ,](-?[\d.]+)\)")
+
+
+def placed_groups(el: ET.Element, at: tuple[float, float] = (0.0, 0.0)) -> list[tuple[ET.Element, tuple[float, float]]]:
+    """Every ``<g>`` under `el` with where its contents are drawn: the sum of its and its ancestors' ``translate``s
+    (a composed SVG moves each piece's elements by their group's transform)."""
+    out = []
+    for c in el:
+        if c.tag == f"{SVG}g":
+            m = TRANSLATE.search(c.get("transform", ""))
+            here = (at[0] + float(m.group(1)), at[1] + float(m.group(2))) if m else at
+            out += [(c, here), *placed_groups(c, here)]
+    return out
+
+
 def svg_boxes(path: Path) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float, float, float]],
                                    dict[str, str]]:
     """(node id → centre, cluster name → (x0, y0, x1, y1), node id → fill) in SVG units (y grows down)."""
     nodes, clusters, fills = {}, {}, {}
-    for g in ET.parse(path).getroot().iter(f"{SVG}g"):
+    for g, (tx, ty) in placed_groups(ET.parse(path).getroot()):
         shape = next((c for c in g if c.tag in (f"{SVG}polygon", f"{SVG}path", f"{SVG}ellipse")), None)
         if shape is None or g.get("class") not in ("node", "cluster"):
             continue
@@ -36,7 +51,7 @@ def svg_boxes(path: Path) -> tuple[dict[str, tuple[float, float]], dict[str, tup
         else:
             pts = [(float(a), float(b)) for a, b in
                    re.findall(r"(-?[\d.]+),(-?[\d.]+)", shape.get("points") or shape.get("d") or "")]
-        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        xs, ys = [x + tx for x, _ in pts], [y + ty for _, y in pts]
         title = g.findtext(f"{SVG}title") or ""
         if g.get("class") == "node":
             nodes[title] = ((min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2)

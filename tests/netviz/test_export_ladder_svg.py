@@ -1,0 +1,82 @@
+"""The ladder's SVG is composed from the pieces' own ``dot`` drawings (no whole-graph ``neato -n2``), and it is
+the same drawing: every node and edge once, each edge running between its two nodes' boxes where netviz placed
+them (read back with the groups' transforms), ids unique, the legend on top."""
+from __future__ import annotations
+
+import html
+import os
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from netviz.drawing import ops_only
+from netviz.export import BIG_DRAWING, export_drawing
+from tests.netviz.test_export_ladder import SVG, chain_training, placed_groups, svg_boxes
+
+NUMBER_PAIR = re.compile(r"(-?[\d.]+),(-?[\d.]+)")
+
+
+@pytest.fixture
+def no_neato(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``neato`` first on PATH that fails: the SVG must not need it (PNG and PDF still do)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "neato").write_text("#!/bin/sh\necho 'neato must not run' >&2\nexit 3\n")
+    (bin_dir / "neato").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def box_distance(p: tuple[float, float], box: tuple[float, float, float, float]) -> float:
+    """How far point `p` lies outside `box` (x0, y0, x1, y1); 0 inside."""
+    (x, y), (x0, y0, x1, y1) = p, box
+    return max(x0 - x, 0.0, x - x1) + max(y0 - y, 0.0, y - y1)
+
+
+def node_boxes(path: Path) -> dict[str, tuple[float, float, float, float]]:
+    """Node id → its outline's bounding box in SVG units, the groups' transforms applied."""
+    out = {}
+    for g, (tx, ty) in placed_groups(ET.parse(path).getroot()):
+        if g.get("class") != "node":
+            continue
+        pts = [(float(a) + tx, float(b) + ty) for s in g if s.tag == f"{SVG}polygon"
+               for a, b in NUMBER_PAIR.findall(s.get("points", ""))]
+        if pts:
+            xs, ys = [x for x, _ in pts], [y for _, y in pts]
+            out[g.findtext(f"{SVG}title") or ""] = (min(xs), min(ys), max(xs), max(ys))
+    return out
+
+
+@pytest.mark.parametrize("layers", [6, 60], ids=["blobs", "ops-only"])
+def test_ladder_svg_is_composed_without_neato(no_neato: None, tmp_path: Path, layers: int) -> None:
+    d = chain_training(layers)
+    drawn = ops_only(d) if len(d.nodes) > BIG_DRAWING else d
+    r = export_drawing(d, tmp_path / "c.svg")
+    assert "ladder in" in r.layout and (len(drawn.nodes) > BIG_DRAWING) == (layers == 60)
+    root = ET.parse(r.path).getroot()
+    ids = [g.get("id") for g in root.iter(f"{SVG}g")]
+    assert len(ids) == len(set(ids))
+    assert set(svg_boxes(r.path)[0]) == set(drawn.nodes)
+    boxes = node_boxes(r.path)
+    edges = [(g, at) for g, at in placed_groups(root) if g.get("class") == "edge"]
+    want = sorted(f"{e.source}->{e.target}" for e in drawn.edges)
+    assert sorted(html.unescape(g.findtext(f"{SVG}title") or "") for g, _ in edges) == want
+    for g, (tx, ty) in edges:
+        a, b = html.unescape(g.findtext(f"{SVG}title") or "").split("->")
+        path = next(s for s in g if s.tag == f"{SVG}path")
+        pts = [(float(x) + tx, float(y) + ty) for x, y in NUMBER_PAIR.findall(path.get("d", ""))]
+        ends = (pts[0], pts[-1])
+        # NOTE: either way round: a gradient edge is drawn from its head (dir=back), its arrow at the start
+        near = min(box_distance(ends[0], boxes[a]) + box_distance(ends[1], boxes[b]),
+                   box_distance(ends[0], boxes[b]) + box_distance(ends[1], boxes[a]))
+        assert near <= 24, (a, b, ends, boxes[a], boxes[b])
+    legend = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "legend")
+    assert "legend:" in "".join(legend.itertext())
+
+
+def test_png_still_goes_through_neato(no_neato: None, tmp_path: Path) -> None:
+    """PNG and PDF keep the whole-drawing ``neato -n2`` render (here a failing one, so the export fails)."""
+    from netviz.layout import LayoutError
+    with pytest.raises(LayoutError, match="neato"):
+        export_drawing(chain_training(6), tmp_path / "c.png")
