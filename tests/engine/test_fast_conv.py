@@ -4,6 +4,7 @@
 float32 tolerance over shapes, strides, pads, groups, dilations, orders and odd sizes.  The
 pixel threshold of the implicit GEMM is lowered to 1 so that small hypothesis shapes take it, and
 each differential test checks the fast path really ran (a test of a path never taken cannot fail).
+oneDNN (tests/engine/test_onednn.py) is switched off here: it would take these shapes first.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine.runtime.ops  # noqa: F401  (fills the kernel table)
-from engine.runtime import blas
+from engine.runtime import blas, onednn
 from engine.runtime import parallel
 from engine.runtime.ops import conv as conv_ops
 from engine.runtime.ops import conv_strided
@@ -24,6 +25,12 @@ pytestmark = pytest.mark.skipif(not blas.available(), reason="NumPy's BLAS is no
 #: (module, kernel) of every fast path a spy counts
 FAST_KERNELS = ((conv_ops, "conv_implicit"), (conv_ops, "conv_implicit_dw"), (conv_ops, "gemm_1x1_gradient"),
                 (conv_strided, "conv_strided"), (conv_strided, "conv_strided_gradient"))
+
+
+@pytest.fixture(autouse=True)
+def _numpy_paths(monkeypatch):
+    """The NumPy fast paths are what this file checks: oneDNN, when installed, stays out of the way."""
+    monkeypatch.setattr(onednn, "ENABLED", False)
 
 
 class Calls(list):

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from engine.runtime import blas, parallel
+from engine.runtime import blas, onednn, parallel
 from engine.runtime.ops import conv_strided as strided
 from engine.runtime.grad_makers import cc_maker
 from engine.catalogue.registry import gradient, kernel
@@ -434,6 +434,24 @@ def conv_gemm(xp, x, w, k, s, pb, pe, d):
     return y
 
 
+def _onednn_forward(x, w, b, s, pb, pe, d, group):
+    """Conv through oneDNN (:mod:`engine.runtime.onednn`) when it is installed and takes the problem, else None."""
+    geo = onednn.Geometry(s, pb, pe, d, group)
+    if not onednn.fits(geo, x, w, b) or not onednn.wanted(w.shape[2:]):
+        return None
+    return onednn.forward(x, w, b, geo)
+
+
+def _onednn_backward(x, w, dy, s, pb, pe, d, group, need_dx, no_bias):
+    """ConvGradient's outputs [dW, db, dX] (db left out with `no_bias`, dX unless `need_dx`) through
+    oneDNN, or None (not installed, not taken: the NumPy paths below run)."""
+    geo = onednn.Geometry(s, pb, pe, d, group)
+    if not onednn.fits(geo, x, w, dy) or not onednn.wanted(w.shape[2:]):
+        return None
+    got = onednn.backward(x, w, dy, geo, need_db=not no_bias, need_dx=need_dx)
+    return None if got is None else [v for v in got if v is not None]
+
+
 @kernel("Conv", "Conv1D", "Conv2D", "Conv3D", needs_context=True)
 @geometry_args
 def conv(xp, x, w, b=None, *, group: int = 1, activation: str = "identity", ctx=None, **g):
@@ -446,6 +464,8 @@ def conv(xp, x, w, b=None, *, group: int = 1, activation: str = "identity", ctx=
     m = w.shape[0]
     if x.shape[0] == 0:  # NOTE: an empty batch (legal in Caffe2): no GEMM to run, only the output shape
         return from_nchw(xp.zeros((0, m) + spatial_out(x.shape[2:], k, s, pb, pe, d), dtype=x.dtype), g["order"])
+    if FAST_CONV and xp is np and (y := _onednn_forward(x, w, b, s, pb, pe, d, group)) is not None:
+        return from_nchw(y, g["order"])
     if group == 1 and b is not None and implicit_ok(xp, x, w, k, s, pb, pe, d):
         return from_nchw(conv_implicit(x, w, k, pb, pe, d, b), g["order"])  # NOTE: bias added in its last pass
     if group == 1 and x.dtype == w.dtype:
@@ -653,8 +673,10 @@ def conv_gradient(xp, x, w, dy, *, ctx, group: int = 1, no_bias: int = 0, **g):
         res = [from_nchw(xp.zeros(w.shape, dtype=w.dtype), order)] + ([] if no_bias else [
             xp.zeros(w.shape[0], dtype=w.dtype)])
         return tuple(res + [from_nchw(xp.zeros(x.shape, dtype=x.dtype), order)][:len(ctx.op.output) - len(res)])
+    need_dx = len(ctx.op.output) > 2 - bool(no_bias)
+    if FAST_CONV and xp is np and (got := _onednn_backward(x, w, dy, s, pb, pe, d, group, need_dx, no_bias)):
+        return tuple(from_nchw(v, order) if v.ndim > 1 else v for v in got)
     if group == 1 and x.dtype == w.dtype == dy.dtype:
-        need_dx = len(ctx.op.output) > 2 - bool(no_bias)
         dw, db, dx = conv_gemm_gradient(xp, x, w, dy, k, s, pb, pe, d, need_dx)
         res = [from_nchw(dw, order)] + ([] if no_bias else [db]) + ([] if dx is None else [from_nchw(dx, order)])
         return tuple(res)

@@ -1,0 +1,176 @@
+"""Convolutions through oneDNN (engine/runtime/onednn.py) against the NumPy reference path (issue 46).
+
+The NumPy path (``onednn.ENABLED = False``) is the reference.  Agreement is norm-wise per output,
+``||onednn - numpy|| <= 1e-6 * ||same op on |inputs| ||``: the two sum the same float32 products in
+different orders, so their difference is bounded by the sums of the products' magnitudes, not by the sums
+themselves (a dW entry of a few terms that cancel to near zero differs by 1.2e-6 of ``||dW||``, measured).
+On ResNet-sized sums (25k terms per dW entry) both paths are held to their distance from a float64
+conv instead.  Every test checks that oneDNN really ran (``onednn.CALLS``).  Skipped where oneDNN is not
+installed (``pip install netviz[fast]``).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engine.runtime.ops  # noqa: F401  (fills the kernel table)
+from engine.runtime import onednn
+from engine.runtime.ops import conv as conv_ops
+from engine.runtime.workspace import eval_op
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason="oneDNN (netviz[fast]) is not installed")
+
+TOL = 1e-6
+
+
+@pytest.fixture(params=["auto", "plain", "blocked"])
+def layout(request, monkeypatch):
+    """Each layout policy: the user's buffers as they are, oneDNN's blocked layout with reorders, or the mix."""
+    monkeypatch.setattr(onednn, "LAYOUT", request.param)
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    return request.param
+
+
+def _both(monkeypatch, op_type, *inputs, n_out=1, **args):
+    """(numpy, onednn) outputs of one op, and the number of oneDNN primitive runs it took."""
+    monkeypatch.setattr(onednn, "ENABLED", False)
+    ref = eval_op(op_type, *inputs, n_out=n_out, **args)
+    monkeypatch.setattr(onednn, "ENABLED", True)
+    before = sum(onednn.CALLS.values())
+    got = eval_op(op_type, *inputs, n_out=n_out, **args)
+    return ref, got, sum(onednn.CALLS.values()) - before
+
+
+def _agree(monkeypatch, op_type, inputs, ref, got, n_out=1, **args):
+    """Each output within TOL of the magnitude of its sums (the NumPy op on the inputs' absolute values)."""
+    monkeypatch.setattr(onednn, "ENABLED", False)
+    scale = eval_op(op_type, *(np.abs(a) for a in inputs), n_out=n_out, **args)
+    monkeypatch.setattr(onednn, "ENABLED", True)
+    for a, b, s in zip(ref, got, scale):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        err, norm = np.linalg.norm((b - a).ravel()), np.linalg.norm(s.ravel())
+        assert err <= TOL * norm, f"{err / norm:.2e} of the magnitude"
+
+
+problems = st.fixed_dictionaries({
+    "nd": st.sampled_from([2, 2, 2, 1, 3]), "n": st.integers(1, 3), "c": st.integers(1, 5), "m": st.integers(1, 4),
+    "group": st.sampled_from([1, 1, 2, 3]), "size": st.lists(st.integers(1, 13), min_size=3, max_size=3),
+    "k": st.lists(st.integers(1, 4), min_size=3, max_size=3), "stride": st.lists(st.sampled_from([1, 1, 2, 3]),
+                                                                                 min_size=3, max_size=3),
+    "dilation": st.lists(st.sampled_from([1, 1, 2, 3]), min_size=3, max_size=3),
+    "pads": st.lists(st.integers(0, 3), min_size=6, max_size=6), "order": st.sampled_from(["NCHW", "NHWC"]),
+    "bias": st.booleans(), "seed": st.integers(0, 2 ** 16)})
+
+
+def _out(p):
+    nd = p["nd"]
+    return [(p["size"][i] + p["pads"][i] + p["pads"][nd + i] - p["dilation"][i] * (p["k"][i] - 1) - 1)
+            // p["stride"][i] + 1 for i in range(nd)]
+
+
+def _problem(p):
+    """Inputs and args (the list spellings, any number of spatial dims) of one drawn Conv."""
+    nd, g = p["nd"], p["group"]
+    c, m = p["c"] * g, p["m"] * g
+    r = np.random.default_rng(p["seed"])
+    x = r.standard_normal((p["n"], c) + tuple(p["size"][:nd])).astype(np.float32)
+    w = r.standard_normal((m, c // g) + tuple(p["k"][:nd])).astype(np.float32)
+    if p["order"] == "NHWC":
+        x, w = np.moveaxis(x, 1, -1).copy(), np.moveaxis(w, 1, -1).copy()
+    ins = [x, w] + ([r.standard_normal(m).astype(np.float32)] if p["bias"] else [])
+    args = dict(kernels=p["k"][:nd], strides=p["stride"][:nd], dilations=p["dilation"][:nd], group=g,
+                pads=p["pads"][:nd] + p["pads"][nd:2 * nd], order=p["order"])
+    return ins, args
+
+
+# NOTE: Caffe2's NHWC conv is 2-D only (the NumPy path follows it), so NHWC draws keep nd = 2
+cases = problems.filter(lambda p: min(_out(p)) >= 1 and (p["order"] == "NCHW" or p["nd"] == 2))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=cases)
+def test_conv_forward_equals_numpy(monkeypatch, layout, p):
+    ins, args = _problem(p)
+    ref, got, ran = _both(monkeypatch, "Conv", *ins, **args)
+    _agree(monkeypatch, "Conv", ins, ref, got, **args)
+    assert ran == 1
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=cases, need_dx=st.booleans())
+def test_conv_gradient_equals_numpy(monkeypatch, layout, p, need_dx):
+    ins, args = _problem(p)
+    y = eval_op("Conv", *ins, **args)[0]
+    dy = np.random.default_rng(p["seed"] + 1).standard_normal(y.shape).astype(np.float32)
+    if not p["bias"]:
+        args["no_bias"] = 1
+    n_out = (2 if p["bias"] else 1) + need_dx
+    ref, got, ran = _both(monkeypatch, "ConvGradient", ins[0], ins[1], dy, n_out=n_out, **args)
+    assert len(got) == n_out
+    _agree(monkeypatch, "ConvGradient", [ins[0], ins[1], dy], ref, got, n_out=n_out, **args)
+    assert ran == 1
+
+
+@pytest.mark.parametrize("n, c, hw, m, k, s, pad", [
+    (2, 64, 56, 64, 3, 1, 1),    # ResNet's 3x3 stage-1 conv
+    (2, 256, 28, 128, 1, 2, 0),  # a strided 1x1 shortcut
+    (2, 3, 64, 16, 7, 2, 3),     # conv1's 7x7/2 on 3 channels (fewer filters, a smaller image)
+])
+def test_resnet_shapes_as_close_to_float64_as_numpy(monkeypatch, layout, n, c, hw, m, k, s, pad):
+    """On long float32 sums both paths are held to a float64 conv: oneDNN's error (forward, dW, db, dX)
+    within 2x the NumPy path's, or 1e-6 of the value's norm."""
+    r = np.random.default_rng(k)
+    x = np.maximum(r.standard_normal((n, c, hw, hw)), 0).astype(np.float32)
+    w = (r.standard_normal((m, c, k, k)) * np.sqrt(2 / (c * k * k))).astype(np.float32)
+    b = r.standard_normal(m).astype(np.float32)
+    args = dict(kernel=k, stride=s, pad=pad)
+    exact = eval_op("Conv", *(a.astype(np.float64) for a in (x, w, b)), **args)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, b, **args)
+    dy = r.standard_normal(exact[0].shape).astype(np.float32)
+    exact += eval_op("ConvGradient", x.astype(np.float64), w.astype(np.float64), dy.astype(np.float64), n_out=3,
+                     **args)
+    gref, ggot, gran = _both(monkeypatch, "ConvGradient", x, w, dy, n_out=3, **args)
+    assert ran == gran == 1
+    for e, a, o in zip(exact, ref + gref, got + ggot):
+        norm = np.linalg.norm(e.ravel())
+        err_numpy, err_onednn = (np.linalg.norm((v - e).ravel()) for v in (a, o))
+        assert err_onednn <= max(2 * err_numpy, TOL * norm), (err_onednn / norm, err_numpy / norm)
+
+
+def test_what_onednn_does_not_take_stays_on_numpy(monkeypatch):
+    """float64 and empty batches run the NumPy path (no primitive), as does everything with
+    NETVIZ_PLAIN_CONV's switch (FAST_CONV False) or NETVIZ_ONEDNN's (ENABLED False)."""
+    r = np.random.default_rng(3)
+    x, w = r.standard_normal((2, 3, 9, 9)), r.standard_normal((4, 3, 3, 3))
+    before = dict(onednn.CALLS)
+    eval_op("Conv", x, w, kernel=3)
+    eval_op("Conv", np.zeros((0, 3, 9, 9), np.float32), w.astype(np.float32), kernel=3)
+    monkeypatch.setattr(conv_ops, "FAST_CONV", False)
+    eval_op("Conv", x.astype(np.float32), w.astype(np.float32), kernel=3)
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "ENABLED", False)
+    eval_op("Conv", x.astype(np.float32), w.astype(np.float32), kernel=3)
+    assert onednn.CALLS == before
+    monkeypatch.setattr(onednn, "ENABLED", True)
+    eval_op("Conv", x.astype(np.float32), w.astype(np.float32), kernel=3)
+    assert onednn.CALLS["forward"] == before["forward"] + 1
+
+
+def test_netviz_onednn_0_turns_it_off():
+    code = "from engine.runtime import onednn; print(onednn.available(), onednn.describe())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "NETVIZ_ONEDNN": "0"}).stdout
+    assert out.strip() == "False NumPy/OpenBLAS convs (NETVIZ_ONEDNN=0)"
+    assert onednn.describe().startswith(f"oneDNN {'.'.join(map(str, onednn.version()))} convs (")
+
+
+def test_an_unbound_version_is_refused(monkeypatch):
+    """A libdnnl whose version this binding was not written against is not used (its ABI may differ)."""
+    monkeypatch.setattr(onednn, "_BOUND", ((9, 0), (9, 9)))
+    assert onednn._load() is None
