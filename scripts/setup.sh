@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything netviz needs on a fresh machine, idempotently: Graphviz with its headers (for
 # pygraphviz), python3-venv and tmux when missing, with apt (Debian/Ubuntu), dnf (Fedora) or brew
-# (macOS), then .venv with the package (editable) and its dev and onnx extras.  Used by `make demo`
+# (macOS), then .venv with the package (editable) and its dev, onnx and fast extras.  Used by `make demo`
 # and `make test`.  Another system: install those yourself (README, "Install"); this script then
 # only makes .venv.
 set -euo pipefail
@@ -68,8 +68,8 @@ if [ ! -x .venv/bin/python ]; then
   $PY -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing netviz[dev,onnx] into .venv"
+  echo "setup: installing netviz[dev,onnx,fast] into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev,onnx]"
+  .venv/bin/python -m pip install -q -e ".[dev,onnx,fast]"
   touch "$stamp"
 fi

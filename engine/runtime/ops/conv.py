@@ -437,7 +437,7 @@ def conv_gemm(xp, x, w, k, s, pb, pe, d):
 def _onednn_forward(x, w, b, s, pb, pe, d, group):
     """Conv through oneDNN (:mod:`engine.runtime.onednn`) when it is installed and takes the problem, else None."""
     geo = onednn.Geometry(s, pb, pe, d, group)
-    if not onednn.fits(geo, x, w, b) or not onednn.wanted(w.shape[2:]):
+    if not onednn.fits(geo, x, w, b) or not onednn.wanted(w.shape[2:], geo.out(x.shape[2:], w.shape[2:])):
         return None
     return onednn.forward(x, w, b, geo)
 
@@ -446,7 +446,7 @@ def _onednn_backward(x, w, dy, s, pb, pe, d, group, need_dx, no_bias):
     """ConvGradient's outputs [dW, db, dX] (db left out with `no_bias`, dX unless `need_dx`) through
     oneDNN, or None (not installed, not taken: the NumPy paths below run)."""
     geo = onednn.Geometry(s, pb, pe, d, group)
-    if not onednn.fits(geo, x, w, dy) or not onednn.wanted(w.shape[2:]):
+    if not onednn.fits(geo, x, w, dy) or not onednn.wanted(w.shape[2:], dy.shape[2:]):
         return None
     got = onednn.backward(x, w, dy, geo, need_db=not no_bias, need_dx=need_dx)
     return None if got is None else [v for v in got if v is not None]
