@@ -30,7 +30,8 @@ from engine.errors import BlobNotFoundError, NetvizError
 from netviz import style as S
 from netviz.drawing import DrawOptions, Drawing, draw_net, focus, ops_only
 from netviz.graphviz_support import find_program, missing_program, pygraphviz
-from netviz.layout import DEFAULT_TIMEOUT, LayoutError, LayoutTimeout, run_graphviz, run_graphviz_many
+from netviz.layout import (DEFAULT_TIMEOUT, LayoutError, LayoutTimeout, run_graphviz, run_graphviz_many,
+                           run_graphviz_stream)
 from proto import caffe2_pb2
 
 if TYPE_CHECKING:
@@ -380,18 +381,15 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.0f} s …")
     def still(t: float) -> None:
         say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")
-    svg = fmt == "svg"  # NOTE: the pieces' dot runs draw them too; the legend is one more graph in a batch
+    svg = fmt == "svg"  # NOTE: the pieces' dot runs draw them too, while the next ones are written
     try:
-        outs = ladder.run_pieces(ladder.piece_dots(d, pieces) + ([ladder_svg.LEGEND_DOT] if svg else []),
-                                 lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still,
-                                                                   extra=["-Tsvg"] if svg else ()),
-                                 ladder_svg.read_json0_svg if svg else ladder.read_json0)
         if svg:
-            legend = outs.pop()
-            placed = ladder.place(d, pieces, [g for g, _ in outs])
-            data = ladder_svg.compose_svg(d, placed, [s for _, s in outs], legend).encode()
+            data = ladder_svg.draw_svg(d, pieces, lambda dots, take: run_graphviz_stream(
+                dots, take, ladder.JOBS, "json0", limit, "dot", extra=["-Tsvg"], tick=still))
         else:
-            whole = ladder.compose(d, pieces, outs)
+            layouts = ladder.run_pieces(ladder.piece_dots(d, pieces),
+                                        lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still))
+            whole = ladder.compose(d, pieces, layouts)
     finally:
         ladder.forget_styles()
     if not svg:

@@ -28,7 +28,7 @@ import math
 import re
 from functools import lru_cache
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,8 @@ from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing, DrawNode
 
 __all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "piece_dots", "compose",
-           "Placement", "place", "straight_points", "column_role", "Box", "run_pieces", "read_json0", "dot_quote", "forget_styles", "JOBS",
+           "Placement", "place", "straight_points", "column_role", "column_shifts", "Box",
+           "iter_piece_dots", "run_pieces", "read_json0", "dot_quote", "forget_styles", "JOBS",
            "PIECE_NODES"]
 
 #: ``dot`` processes run at once (the pieces are shared out among them)
@@ -298,6 +299,11 @@ COLUMN_LABEL = {"forward": "forward", "gradient": "gradient (upward)", "optimize
 
 def piece_dots(d: Drawing, p: Pieces) -> list[str]:
     """One DOT graph per piece; edges whose ends are in two pieces are left to :func:`compose`."""
+    return list(iter_piece_dots(d, p))
+
+
+def iter_piece_dots(d: Drawing, p: Pieces) -> Iterator[str]:
+    """:func:`piece_dots` one at a time, each made when asked for (``dot`` lays out one while the next is written)."""
     members: list[dict[str, None]] = [{} for _ in range(p.count)]
     for nid in d.nodes:
         members[p.of[nid]][nid] = None
@@ -309,7 +315,8 @@ def piece_dots(d: Drawing, p: Pieces) -> list[str]:
     for f, g in rank_pairs(d):
         if f in p.of and p.of[f] == p.of.get(g):
             pairs[p.of[f]].append((f, g))
-    return [piece_dot(d, m.keys(), k, edges[k], pairs[k]) for k, m in enumerate(members)]
+    for k, m in enumerate(members):
+        yield piece_dot(d, m.keys(), k, edges[k], pairs[k])
 
 
 def read_json0(text: bytes) -> list[dict]:
@@ -348,7 +355,7 @@ def column_role(name: str) -> str | None:
     return parts[2] if len(parts) >= 3 and parts[0] == "cluster" and parts[2] in ROLE_ORDER else None
 
 
-def _column_shifts(g: dict) -> dict[str, float]:
+def column_shifts(g: dict) -> dict[str, float]:
     """Role → x shift that puts a piece's columns in :data:`ROLE_ORDER`, left to right (``dot`` orders
     clusters as it likes); empty for a piece of one column."""
     boxes: dict[str, tuple[float, float]] = {}
@@ -414,7 +421,7 @@ class Placement:
 
 def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
     """The pieces' json0 layouts placed by :func:`_grid`, the columns of each in :data:`ROLE_ORDER`."""
-    shifts = [_column_shifts(g) for g in layouts]
+    shifts = [column_shifts(g) for g in layouts]
     sizes = [_size(g, s) for g, s in zip(layouts, shifts)]
     corners = _grid(sizes)
     total_h = max((c[1] + s[1] for c, s in zip(corners, sizes)), default=0.0)

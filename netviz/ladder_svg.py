@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
+from typing import Any
 
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing
-from netviz.ladder import Box, Placement, column_role, dot_quote, straight_points
+from netviz.ladder import (Box, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots, place,
+                           straight_points)
 
-__all__ = ["LEGEND_DOT", "read_json0_svg", "compose_svg"]
+__all__ = ["LEGEND_DOT", "read_json0_svg", "draw_svg", "piece_elements", "compose_svg"]
 
 #: the legend alone, as the graph label of an empty graph (top left, as on every export)
 LEGEND_DOT = (f"digraph {dot_quote('legend')} {{ graph [label={S.legend_html()}, labelloc=\"t\", labeljust=\"l\", "
@@ -60,11 +63,52 @@ def _xml(text: str) -> str:
     return html.escape(text).replace("-", "&#45;")
 
 
-def compose_svg(d: Drawing, placed: Placement, svgs: Sequence[str], legend: tuple[dict, str] | None,
-                title: str = "") -> str:
-    """One SVG of `d`: each piece's SVG (`svgs`, in piece order) moved where `placed` put it, the straight
-    edges drawn here, `legend` (its json0 and SVG) on top.  Clusters come first, so they lie under nodes
-    and edges, as in graphviz's own output."""
+def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[int, bytes], None]], None]) -> bytes:
+    """The SVG of `d` cut into `p`: `stream` (:func:`netviz.layout.run_graphviz_stream`, bound to its limits)
+    lays out and draws the pieces and the legend while they are written, each one read as it comes back."""
+    parts: list[tuple[dict, Any]] = [({}, [])] * (p.count + 1)
+
+    def take(k: int, out: bytes) -> None:
+        (g, text), = read_json0_svg(out)
+        parts[k] = (g, text if k == p.count else piece_elements(d, text, column_shifts(g)))
+
+    stream(chain(iter_piece_dots(d, p), [LEGEND_DOT]), take)
+    legend = parts.pop()
+    placed = place(d, p, [g for g, _ in parts])
+    return compose_svg(d, placed, [items for _, items in parts], legend).encode()
+
+
+def piece_elements(d: Drawing, svg: str, cs: dict[str, float]) -> list[tuple[str, str, str]]:
+    """The element groups of one piece's SVG as ``(class, role whose column shift moves it, the group after its
+    opening tag)``; edges between columns that `cs` moves apart are left out (drawn straight)."""
+    out = []
+    for c in _elements(svg):
+        q = c.index('"')
+        cls_end = c.index('"', q + 9)  # NOTE: c is 'node1" class="node">…'
+        cls, rest = c[q + 9:cls_end], c[cls_end + 2:]
+        t0 = rest.index("<title>") + 7
+        name = rest[t0:rest.index("</title>", t0)]
+        if cls == "node":
+            n = d.nodes.get(html.unescape(name))
+            role = n.role if n is not None else ""
+        elif cls == "edge":
+            e = d.edges[int(c[1:q])]
+            role, rt = d.nodes[e.source].role, d.nodes[e.target].role
+            if cs and role != rt:
+                continue  # NOTE: its columns moved apart: drawn straight
+            if cs and e.kind == "data" and role == "gradient":  # written reversed (dir=back): title it as it runs
+                rest = rest.replace(name, f"{_xml(e.source)}&#45;&gt;{_xml(e.target)}", 1)
+        else:
+            role = column_role(html.unescape(name)) or ""
+        out.append((cls, role, rest))
+    return out
+
+
+def compose_svg(d: Drawing, placed: Placement, pieces: Sequence[list[tuple[str, str, str]]],
+                legend: tuple[dict, str] | None, title: str = "") -> str:
+    """One SVG of `d`: each piece's elements (:func:`piece_elements`, in piece order) moved where `placed` put
+    it, the straight edges drawn here, `legend` (its json0 and SVG) on top.  Clusters come first, so they
+    lie under nodes and edges, as in graphviz's own output."""
     lw, lh = (0.0, 0.0)
     if legend is not None:
         _, _, lw, lh = (float(v) for v in legend[0].get("bb", "0,0,0,0").split(","))
@@ -72,31 +116,12 @@ def compose_svg(d: Drawing, placed: Placement, svgs: Sequence[str], legend: tupl
     clusters: list[str] = []
     items: list[str] = []
     count = {"node": 0, "edge": 0, "cluster": 0}
-    for k, svg in enumerate(svgs):
+    for k, elements in enumerate(pieces):
         dx, dy, cs = placed.moves[k]
-        for c in _elements(svg):
-            q = c.index('"')
-            cls_end = c.index('"', q + 9)  # NOTE: c is 'node1" class="node">…'
-            cls, rest = c[q + 9:cls_end], c[cls_end + 2:]
-            t0 = rest.index("<title>") + 7
-            name = rest[t0:rest.index("</title>", t0)]
-            sx = dx
-            if cls == "node":
-                n = d.nodes.get(html.unescape(name))
-                sx += cs.get(n.role, 0.0) if n is not None else 0.0
-            elif cls == "edge":
-                e = d.edges[int(c[1:q])]
-                rs, rt = d.nodes[e.source].role, d.nodes[e.target].role
-                if cs and rs != rt:
-                    continue  # NOTE: its columns moved apart: drawn straight below
-                sx += cs.get(rs, 0.0)
-                if cs and e.kind == "data" and rs == "gradient":  # written reversed (dir=back): title it as it runs
-                    rest = rest.replace(name, f"{_xml(e.source)}&#45;&gt;{_xml(e.target)}", 1)
-            else:
-                sx += cs.get(column_role(html.unescape(name)) or "", 0.0)
+        for cls, role, rest in elements:
             count[cls] = count.get(cls, 0) + 1
             group = (f'<g id="{_PREFIX.get(cls, cls)}{count[cls]}" class="{cls}" '
-                     f'transform="translate({sx:.2f},{-dy:.2f})">{rest}')
+                     f'transform="translate({dx + cs.get(role, 0.0):.2f},{-dy:.2f})">{rest}')
             (clusters if cls == "cluster" else items).append(group)
     looks: dict[tuple, tuple[str, str, str]] = {}
     for i in placed.straight:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import queue
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +29,8 @@ if TYPE_CHECKING:
     import pygraphviz as pgv
 
 __all__ = ["NodeBox", "EdgePath", "ClusterBox", "Layout", "LayoutError", "LayoutTimeout", "LayoutCrash",
-           "layout_agraph", "layout_dot", "layout_net", "clear_cache", "DEFAULT_TIMEOUT", "run_graphviz_many"]
+           "layout_agraph", "layout_dot", "layout_net", "clear_cache", "DEFAULT_TIMEOUT", "run_graphviz_many",
+           "run_graphviz_stream"]
 
 DEFAULT_TIMEOUT = 60.0
 _CACHE_SIZE = 64
@@ -240,6 +244,143 @@ def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TI
             raise LayoutError(f"graphviz '{prog}' failed: {r}")
         outs.append(_checked(prog, p.returncode, *r))
     return outs
+
+
+def run_graphviz_stream(dots: Iterable[str], take: Callable[[int, bytes], None], jobs: int, fmt: str,
+                        timeout: float = DEFAULT_TIMEOUT, prog: str = "dot", extra: Sequence[str] = (),
+                        end: bytes = b"</svg>", tick: Callable[[float], None] | None = None,
+                        every: float = 5.0) -> None:
+    """Lay out the DOT texts of `dots` in `jobs` graphviz programs that run while `dots` is still being made.
+
+    Graph ``k`` goes to program ``k % jobs`` as soon as it is made; each graph's output (its text up to and
+    including `end`, the last bytes every output of `fmt`/`extra` ends with) is handed to
+    ``take(k, output)`` as it comes back, in the calling thread, between feeds and after the last.  Why:
+    the programs lay out the first pieces while Python writes the next ones and reads the finished
+    ones, so both cores work (one ``run_graphviz_many`` call ran Python and ``dot`` one after the other).
+    One time limit covers everything; on it, on Ctrl-C, on any failure (in `take` too) every program
+    still running is killed and reaped.  Errors as :func:`run_graphviz_many`.
+    """
+    exe = find_program(prog)
+    if exe is None:
+        raise LayoutError(missing_program(prog))
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    feeds: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(jobs)]
+    errs = [tempfile.TemporaryFile() for _ in range(jobs)]
+    procs: list[subprocess.Popen] = []
+    held = _hold_interrupts()
+    try:
+        for j in range(jobs):
+            procs.append(subprocess.Popen([exe, f"-T{fmt}", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=errs[j]))
+    except BaseException:
+        for p in procs:
+            p.kill()
+            p.wait()
+        _release_interrupts(held)
+        for f in errs:
+            f.close()
+        raise
+    threads = [threading.Thread(target=_feed, args=(p.stdin, feeds[j]), daemon=True) for j, p in enumerate(procs)]
+    threads += [threading.Thread(target=_collect, args=(p.stdout, j, end, done), daemon=True) for j, p in enumerate(procs)]
+    clock = _Clock(prog, timeout, tick, every)
+    sent, got, finished = [0] * jobs, [0] * jobs, False
+    try:
+        _release_interrupts(held)  # NOTE: a Ctrl-C held while they started lands here: the finally kills them
+        for t in threads:
+            t.start()
+        for k, dot in enumerate(dots):
+            feeds[k % jobs].put(dot.encode())
+            sent[k % jobs] += 1
+            while not done.empty():
+                _hand_over(done.get(), sent, got, jobs, take, procs, prog, errs)
+            clock.check()
+        for f in feeds:
+            f.put(None)
+        while got != sent:
+            try:
+                item = done.get(timeout=0.05)
+            except queue.Empty:
+                clock.check()
+                continue
+            _hand_over(item, sent, got, jobs, take, procs, prog, errs)
+        finished = True
+    finally:
+        for f in feeds:
+            f.put(None)
+        for p in procs:
+            if p.poll() is None and not finished:  # NOTE: a Ctrl-C before anything was sent leaves got == sent
+                p.kill()
+            p.wait()
+        for t in threads:
+            t.join()
+        for p in procs:
+            p.stdout.close()
+        for f in errs:
+            f.close()
+
+
+class _Clock:
+    """The time limit and progress ticks of :func:`run_graphviz_stream`."""
+
+    def __init__(self, prog: str, timeout: float, tick: Callable[[float], None] | None, every: float) -> None:
+        self.prog, self.timeout, self.tick, self.every = prog, timeout, tick, every
+        self.start, self.next = time.monotonic(), every
+
+    def check(self) -> None:
+        elapsed = time.monotonic() - self.start
+        if elapsed >= self.timeout:
+            raise LayoutTimeout(f"graphviz '{self.prog}' took longer than {self.timeout:g} s")
+        if self.tick is not None and elapsed >= self.next:
+            self.tick(elapsed)
+            self.next += self.every
+
+
+def _hand_over(item: tuple[int, bytes | None], sent: list[int], got: list[int], jobs: int,
+               take: Callable[[int, bytes], None], procs: list[subprocess.Popen], prog: str, errs: list) -> None:
+    """One output of program ``j`` to `take` (as graph ``j + n·jobs``); its end (None) before every output
+    came back is the program's failure, raised as :func:`run_graphviz` raises it."""
+    j, out = item
+    if out is not None:
+        take(j + got[j] * jobs, out)
+        got[j] += 1
+        return
+    if got[j] != sent[j]:
+        procs[j].wait()
+        errs[j].seek(0)
+        _checked(prog, procs[j].returncode or 1, b"", errs[j].read())
+
+
+def _feed(pipe: Any, texts: queue.SimpleQueue) -> None:
+    """Write each text from `texts` to a program's stdin until None, then close it (a killed program: stop)."""
+    try:
+        while (data := texts.get()) is not None:
+            pipe.write(data + b"\n")
+            pipe.flush()
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+def _collect(pipe: Any, j: int, end: bytes, done: queue.SimpleQueue) -> None:
+    """Read a program's stdout, putting ``(j, output)`` on `done` for each output ending in `end`; ``(j, None)`` last."""
+    buf = bytearray()
+    fd = pipe.fileno()
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            seen = max(0, len(buf) - len(end))
+            buf += chunk
+            while (i := buf.find(end, seen)) >= 0:
+                done.put((j, bytes(buf[:i + len(end)])))
+                del buf[:i + len(end)]
+                seen = 0
+    except OSError:
+        pass
+    finally:
+        done.put((j, None))
 
 
 def _hold_interrupts() -> set[int] | None:
