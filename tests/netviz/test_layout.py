@@ -69,3 +69,37 @@ def test_layout_per_subnet(zoo: Path) -> None:
     assert len(layout_net(net, [(99, "then_net")]).nodes) == 0
     with pytest.raises(GraphError, match="op #98 has no subnet 'then_net'"):
         layout_net(net, [(98, "then_net")])
+
+
+def test_stream_reads_finished_graphs_while_the_next_are_written() -> None:
+    """run_graphviz_stream hands graph 0's drawing back before graph 3 is even written (both cores work: the
+    pieces' dot runs used to start only once every piece was written), every output whole and in its slot."""
+    import time
+
+    from netviz.layout import run_graphviz_stream
+
+    events: list[str] = []
+    outs: dict[int, bytes] = {}
+
+    def dots():
+        for k in range(6):
+            if k == 2:
+                time.sleep(1.0)  # NOTE: graph 0 is long drawn by now; it must come back before graph 3 is made
+            events.append(f"made {k}")
+            yield f'digraph "g{k}" {{ a{k} -> b{k}; }}'
+
+    def take(k: int, out: bytes) -> None:
+        events.append(f"took {k}")
+        outs[k] = out
+
+    run_graphviz_stream(dots(), take, 2, "svg", timeout=30)
+    assert events.index("took 0") < events.index("made 3"), events
+    assert sorted(outs) == list(range(6))
+    assert all(out.rstrip().endswith(b"</svg>") and f"<title>g{k}</title>".encode() in out for k, out in outs.items())
+
+
+def test_stream_reports_a_failing_program(tmp_path: Path) -> None:
+    """A graph dot refuses fails the stream in one line, as run_graphviz_many does."""
+    from netviz.layout import run_graphviz_stream
+    with pytest.raises(LayoutError, match="graphviz 'dot' failed"):
+        run_graphviz_stream(iter(["digraph { a -> }"]), lambda k, out: None, 1, "svg", timeout=30)
