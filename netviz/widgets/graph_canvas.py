@@ -510,12 +510,14 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
             border, inner = Style(color="#CE93D8", bold=True), S_LINK
         if n.op == self.selected_op:
             border, inner = Style(color=looks.AMBER, bold=True), S_SEL
-        if n.h == 1:
-            cells = [(c, inner) for c in fit_op_label(n.label, n.w)]
-            if n.op == self.pc_op:
-                cells[0] = ("▶", S_PC)
-            elif n.op in self.breakpoints:
-                cells[0] = ("●", S_BP)
+        if n.h == 1:  # NOTE: a mark's character is one of ONE_ROW_MARKS (_refit_cut finds it by that)
+            mark = ("▶", S_PC) if n.op == self.pc_op else ("●", S_BP) if n.op in self.breakpoints else None
+            text = fit_op_label(n.label, n.w)
+            if mark is not None and not text.startswith(" "):  # NOTE: a label filling the row kept its type's
+                text = " " + fit_op_label(n.label, n.w - 1)  # first letter under the mark (▶enerateProposals)
+            cells = [(c, inner) for c in text]
+            if mark is not None:
+                cells[0] = mark
             return cells
         b = BORDER_INPLACE if n.op in self.inplace_ops() else BORDER
         if r == 0:
@@ -600,16 +602,26 @@ def fit_op_label(label: str, w: int) -> str:
     return num if w == len(num) else "…".center(w)[:w]
 
 
+#: the marks a one-row op (overview, map) carries in its first cell: the pc, a breakpoint
+ONE_ROW_MARKS = frozenset("▶●")
+
+
 def _refit_cut(cells: list[tuple[str, Style]], n: SceneNode, a: int, b: int) -> list[tuple[str, Style]]:
     """An op box's label row when the pane's edge cuts the box: only its cells `a`..`b` (box columns) are in
     view, so the label is fitted into the part of its span in view (:func:`fit_op_label`) rather than cut
-    off at the edge (``SpatialBN #16`` for #169).  Marks and the border on the side in view stay."""
+    off at the edge (``SpatialBN #16`` for #169).  Marks and the border on the side in view stay; a one-row
+    op's mark (the pc's ▶, a breakpoint's ●) moves to the first cell in view: cut off with the label's
+    left end, the pc was nowhere on the canvas."""
     if n.h == 1:
-        lo, hi = (1 if cells and cells[0][0] != fit_op_label(n.label, n.w)[0] else 0), n.w
-    else:
-        pad = 2 if n.w - len(n.label) >= 4 else 1
-        lo, hi = pad, n.w - pad
-    lo, hi = max(lo, a), min(hi, b)
+        marked = bool(cells) and cells[0][0] in ONE_ROW_MARKS
+        start, hi = max(0, a), min(n.w, b)
+        lo = start + marked
+        if hi <= lo:
+            return cells
+        head = [*cells[:start], cells[0]] if marked else cells[:start]
+        return [*head, *((c, cells[lo][1]) for c in fit_op_label(n.label, hi - lo)), *cells[hi:]]
+    pad = 2 if n.w - len(n.label) >= 4 else 1
+    lo, hi = max(pad, a), min(n.w - pad, b)
     if hi <= lo:
         return cells
     style = cells[lo][1]
