@@ -185,11 +185,13 @@ def _op_id(path: tuple[tuple[int, str], ...], i: int) -> str:
 def top_roles(net: caffe2_pb2.NetDef, n_forward: int) -> list[str]:
     """Each top-level op's ladder column: ``"forward"`` before `n_forward`, then ``"gradient"``, or
     ``"optimizer"`` for what :func:`engine.autodiff.training.split_training_net` calls an update (SGD,
-    Adam, Iter, LearningRate, a WeightedSum writing a parameter): it is coloured and placed apart."""
+    Adam, Iter, LearningRate, a WeightedSum writing a parameter): it is coloured and placed apart.
+    Only the sections are read (:func:`engine.autodiff.training.sections_of`): pairing backward ops with
+    forward ones regenerated the gradient pass, a third of drawing a 10k-op chain's backward pass."""
     roles = ["forward"] * min(n_forward, len(net.op)) + ["gradient"] * max(0, len(net.op) - n_forward)
     if n_forward < len(net.op):
-        from engine.autodiff.training import OPTIMIZER, split_training_net
-        sections = split_training_net(net).sections
+        from engine.autodiff.training import OPTIMIZER, sections_of
+        sections = sections_of(net)
         roles[n_forward:] = ["optimizer" if sections[i] == OPTIMIZER else "gradient"
                              for i in range(n_forward, len(net.op))]
     return roles

@@ -19,7 +19,7 @@ from typing import Any
 from engine.errors import GradientError
 from proto import caffe2_pb2
 
-__all__ = ["FORWARD", "BACKWARD", "OPTIMIZER", "ITERATION_OPS", "UPDATE_OPS", "TrainingSplit",
+__all__ = ["FORWARD", "BACKWARD", "OPTIMIZER", "ITERATION_OPS", "UPDATE_OPS", "TrainingSplit", "sections_of",
            "is_gradient_name", "is_gradient_op", "split_training_net", "forward_net", "losses_of", "seeds_of",
            "reordered"]
 
@@ -282,6 +282,13 @@ def split_training_net(net: caffe2_pb2.NetDef) -> TrainingSplit:
             split.paired_by = "regenerated+names" if split.partner else "names"
             _pair_by_names(ops, split)
     return split
+
+
+def sections_of(net: caffe2_pb2.NetDef) -> list[str]:
+    """Each op's section (FORWARD, BACKWARD or OPTIMIZER), as :func:`split_training_net` gives them, without
+    pairing the backward ops (which regenerates the gradient pass: most of its cost; netviz's drawings
+    only colour the sections)."""
+    return _classify(list(net.op))
 
 
 def forward_net(net: caffe2_pb2.NetDef, split: TrainingSplit | None = None) -> caffe2_pb2.NetDef:

@@ -193,3 +193,23 @@ def test_densenet121_backward_once_written_out_of_place(zoo: Path) -> None:
     assert renamed == 121 and {op.type for op, old in zip(fixed.op, net.op) if op.output != old.output} == {"Add", "Relu"}
     assert n_forward == len(net.op) == 668 and len(full.op) == 1395
     assert out_of_place(load_net(zoo / "resnet50" / "predict_net.pbtxt"))[1] == 0  # nothing to rewrite there
+
+
+def test_columns_come_from_the_sections_alone() -> None:
+    """The ladder's columns (top_roles) read only the training sections (sections_of, no pairing of backward
+    ops: that regenerated the gradient pass, a third of drawing a 10k-op chain's backward); they are the
+    sections split_training_net gives, on a training net with an optimizer and on a regenerated backward pass."""
+    from engine.autodiff.training import OPTIMIZER, sections_of, split_training_net
+    from netviz.drawing import top_roles
+
+    lstm = load_net(ROOT / "examples" / "lstm" / "predict_net.pb")
+    regenerated = chain_training(3)
+    for net, n_fwd in ((lstm, split_training_net(lstm).sections.index("backward")),
+                       (backward_drawing_net(load_net(ROOT / "examples" / "mlp" / "predict_net.pb"), None)[0], None)):
+        sections = split_training_net(net).sections
+        assert sections_of(net) == sections
+        n_fwd = sections.index("backward") if n_fwd is None else n_fwd
+        roles = top_roles(net, n_fwd)
+        assert [r == "optimizer" for r in roles[n_fwd:]] == [s == OPTIMIZER for s in sections[n_fwd:]]
+    assert "optimizer" in top_roles(lstm, split_training_net(lstm).sections.index("backward"))
+    assert {n.role for n in regenerated.ops()} == {"forward", "gradient", "optimizer"}
