@@ -405,6 +405,11 @@ class Debugger(Machine):
         return None
 
     # ---- inspection -------------------------------------------------------------------
+    def values_here(self) -> Mapping[str, Any]:
+        """The blobs the pc's frame sees by name (a subnet's own workspace inside one): what an
+        expression at the stop reads (``engine.debugger.repl``); a replay answers the same."""
+        return self.frames[-1].ws.values
+
     def value(self, name: str, version: int | None = None) -> Any:
         """The value of blob `name` now, or at a recorded SSA `version` still in the history."""
         values = self.frames[-1].ws.values

@@ -50,7 +50,7 @@ class BlobScope(Mapping[str, Any]):
     """The blobs of the debugger's current frame by name, as host arrays, fetched on use."""
 
     def __init__(self, dbg: Any, direct: bool = False) -> None:
-        self._values = dbg.frames[-1].ws.values
+        self._values = dbg.values_here()  # NOTE: live or a replay: the pc frame's blobs
         self._direct = direct  # NOTE: False for the expression's names: there :data:`HELPERS` is never a blob
 
     def __getitem__(self, name: str) -> Any:

@@ -566,6 +566,11 @@ class ReplayDebugger:
             raise DebuggerError(f"no breakpoint or watchpoint #{point_id}")
 
     # ---- values ----------------------------------------------------------------------------
+    def values_here(self) -> Mapping[str, Any]:
+        """The blobs the pc's workspace sees, as live's :meth:`Debugger.values_here`: a recorded state
+        read on use, a name only another workspace holds absent (:meth:`Recording.seen_from`)."""
+        return self.rec.state(self.ran() - 1, self._here())
+
     def value(self, name: str, version: int | None = None) -> Any:
         """`name` as the pc's frame reads it (or `name`@`version`).  The latest version counts writes of
         the name in every workspace, as live's does; the value is the one the pc's workspace holds

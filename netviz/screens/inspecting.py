@@ -175,6 +175,8 @@ class InspectingActions:
         import numpy as np
 
         dbg = self._stopped_debugger()
+        if getattr(dbg, "frames", None) is None:  # NOTE: a replay has recorded values, no workspace to hand over
+            raise Unavailable("a replay has no workspace for a shell: : evaluates over the recorded values here")
         bound = {"ws": dbg.frames[-1].ws, "net": dbg.frames[-1].net, "dbg": dbg, "np": np, "session": self.session}
         banner = (f"netviz shell at {self.session.pc_label()}\n  ws: the workspace here (ws.fetch_blob(name)), "
                   "net: its NetDef, dbg: the Debugger, np: NumPy.  Ctrl+D returns to the TUI.")

@@ -135,3 +135,27 @@ def test_every_move_lands_where_the_live_debugger_stops(name: str, keys: str, tm
     for key in keys:
         done += key
         assert _press(dbg, key, target) == _press(live, key, target), f"{name}: after {done}"
+
+
+def test_an_expression_at_a_replay_stop_reads_what_live_reads(tmp_path: Path) -> None:
+    """``:`` in a replay was an internal error (the expression's blobs came from ``dbg.frames``, which a
+    replay has not); it reads the pc workspace's recorded values, and a name that workspace cannot see
+    is no blob there, as live says."""
+    from engine.debugger.repl import EvalError, evaluate  # noqa: PLC0415
+
+    dbg, _ = _replay(tmp_path, "while_net")
+    live = Debugger(load_model(ROOT / "examples" / "while_net" / "predict_net.pb"), {}, device="cpu")
+    seen = 0
+    while not live.finished:
+        for expr in ("acc.sum()", "float(np.abs(W).max())", "b.mean()", "i"):
+            try:
+                want = evaluate(live, expr)
+            except EvalError as e:
+                with pytest.raises(EvalError) as got:
+                    evaluate(dbg, expr)
+                assert str(got.value) == str(e)
+                continue
+            seen += 1
+            np.testing.assert_allclose(evaluate(dbg, expr), want)
+        live.step_into(), dbg.step_into()
+    assert seen > 20
