@@ -17,6 +17,7 @@ from engine.caffe2.core import Net
 from engine.runtime.executor import compile_net, run_compiled, run_net
 from engine.model.modelio import load_model
 from engine.caffe2.workspace import Workspace
+from engine.runtime import onednn
 
 MODELS = ROOT / "tests" / "golden" / "models"
 REFERENCE = ROOT / "benchmarks" / "reference" / "resnet50.py"
@@ -65,6 +66,13 @@ def timed(name: str, batch: int, repeat: int, backward: bool = False) -> tuple[f
     return best(lambda: run_compiled(compiled, ws), repeat), gemm_flops(net, ws)
 
 
+def backend() -> str:
+    """Which conv backend ran: oneDNN (version, ISA, threads) or NumPy's paths; plain im2col when forced."""
+    from engine.runtime.ops import conv  # noqa: PLC0415
+
+    return onednn.describe() if conv.FAST_CONV else "plain im2col convs (NETVIZ_PLAIN_CONV=1)"
+
+
 def merge_best(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Per tool and figure, the smaller of two reference runs."""
     out = {}
@@ -96,7 +104,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     ref = merge_best(before, run_reference(args) or {})
     floor = flops / rate
     torch_f8, torch_fb = refs(f"fwd_b{BATCH}").get("pytorch"), refs(f"fwdbwd_b{BATCH}").get("pytorch")
-    note = f"{threads} BLAS threads; " + ("references: best of 2 runs" if ref else "no reference venv")
+    note = f"{threads} BLAS threads; {backend()}; " + ("references: best of 2 runs" if ref else "no reference venv")
     return [
         {"name": "ResNet-50 forward batch 1", "netviz_s": f1, "reference": refs("fwd_b1"), "target": "",
          "ok": None, "note": note},

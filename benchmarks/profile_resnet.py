@@ -10,7 +10,7 @@ import sys
 import time
 from collections import defaultdict
 
-from benchmarks.bench_resnet import prepared
+from benchmarks.bench_resnet import backend, prepared
 from engine.runtime.executor import run_bound, run_compiled
 
 
@@ -36,7 +36,7 @@ def main(name: str = "resnet50", batch: int = 8, repeat: int = 3) -> None:
         if b.op.type == "Conv":
             y, w = ws.values[b.op.output[0]], ws.values[b.op.input[1]]
             flops[kind(b.op)] += 2.0 * y.size * w[0].size
-    print(f"{name} batch {batch}: sum of per-op minima {sum(mins):.3f} s")
+    print(f"{name} batch {batch}: sum of per-op minima {sum(mins):.3f} s ({backend()})")
     for k, v in sorted(secs.items(), key=lambda kv: -kv[1]):
         f = flops.get(k.replace("Gradient", ""), 0) * (2 if "Gradient" in k else 1)
         print(f"  {k:<22} {v:7.3f} s" + (f"  {f / v / 1e9:5.0f} GFLOP/s" if f else ""))

@@ -46,7 +46,7 @@ _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS = 129, 145, 161
 _ARG_FROM, _ARG_TO = 1, 17
-# dnnl_cpu_isa_t values (the same in 3.2 and 3.13): names for :func:`describe`, caps for :func:`set_max_isa`
+# dnnl_cpu_isa_t values (the same in 3.2 and 3.13), named by :func:`describe`; ONEDNN_MAX_CPU_ISA=AVX2 caps them
 ISA = {"SSE41": 0x1, "AVX": 0x3, "AVX2": 0x7, "AVX2_VNNI": 0xf, "AVX2_VNNI_2": 0x1f, "AVX512_CORE": 0x27,
        "AVX512_CORE_VNNI": 0x67, "AVX512_CORE_BF16": 0xe7, "AVX512_CORE_FP16": 0x1ef, "AVX512_CORE_AMX": 0xfef,
        "AVX512_CORE_AMX_FP16": 0x1fef}
@@ -98,7 +98,6 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_memory_create": (ctypes.c_int, [ctypes.POINTER(_P), _P, _P, _P]),
     "dnnl_memory_set_data_handle": (ctypes.c_int, [_P, _P]),
     "dnnl_memory_destroy": (ctypes.c_int, [_P]),
-    "dnnl_set_max_cpu_isa": (ctypes.c_int, [ctypes.c_int]),
     "dnnl_get_effective_cpu_isa": (ctypes.c_int, []),
 }
 
@@ -197,11 +196,6 @@ def describe() -> str:
 def version() -> tuple[int, int, int] | None:
     """(major, minor, patch) of the loaded library, or None."""
     return None if lib() is None else lib().version_tuple
-
-
-def set_max_isa(name: str) -> bool:
-    """Hold oneDNN's JIT to at most ``ISA[name]`` (only before its first primitive; as ONEDNN_MAX_CPU_ISA)."""
-    return lib() is not None and lib().set_max_cpu_isa(ISA[name]) == 0
 
 
 # ---- memory descriptors and cached primitives ----

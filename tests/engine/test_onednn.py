@@ -175,3 +175,16 @@ def test_an_unbound_version_is_refused(monkeypatch):
     """A libdnnl whose version this binding was not written against is not used (its ABI may differ)."""
     monkeypatch.setattr(onednn, "_BOUND", ((9, 0), (9, 9)))
     assert onednn._load() is None
+
+
+def test_layout_policy(monkeypatch):
+    """"auto" (measured on ResNet-50, benchmarks/README.md round 3): a 1x1 conv on a 7x7 map keeps NumPy's
+    batch-folded GEMM, one on 14x14 runs oneDNN on the user's buffers, KxK kernels on the blocked layout
+    except the dX of a layer with under 16 input channels (conv1)."""
+    monkeypatch.setattr(onednn, "LAYOUT", "auto")
+    r = np.random.default_rng(5)
+    for hw, ran in ((7, 0), (14, 1)):
+        x, w = r.standard_normal((2, 8, hw, hw)).astype(np.float32), r.standard_normal((4, 8, 1, 1)).astype(np.float32)
+        assert _both(monkeypatch, "Conv", x, w, kernel=1)[2] == ran
+    assert not onednn.blocked((1, 1), 64) and onednn.blocked((3, 3), 64) and onednn.blocked((7, 7), 3)
+    assert onednn.blocked((3, 3), 16, data_grad=True) and not onednn.blocked((7, 7), 3, data_grad=True)
