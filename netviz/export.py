@@ -20,7 +20,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -346,8 +346,8 @@ def _export_drawing(d: Drawing, out: str | Path | None, fmt: str | None, timeout
 
 
 def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
-             say: Callable[[str], None]) -> tuple[bytes, str]:
-    """Render `d` as `fmt`; returns (bytes, how it was laid out).
+             say: Callable[[str], None]) -> tuple[bytes | list[str], str]:
+    """Render `d` as `fmt`; returns (bytes or text lines, how it was laid out).
 
     A top-to-bottom drawing (the auto plan, ``TB``, or any drawing with backward ops) is the folded
     ladder of :mod:`netviz.ladder`: ``dot`` lays out each piece (:data:`ladder.PIECE_NODES` nodes at
@@ -419,12 +419,18 @@ def _process_umask() -> int:
 _UMASK = _process_umask()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write through a temporary file beside `path`, so a failure leaves no half file."""
+def _atomic_write(path: Path, data: bytes | Sequence[str]) -> None:
+    """Write through a temporary file beside `path`, so a failure leaves no half file.
+
+    `data` is bytes or text lines; lines go out a few thousand at a time, never joined whole (a composed
+    10k-op SVG is 22 MB: one string of it and its encoded copy cost more per op than at 1k ops)."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, bytes):
+                fh.write(data)
+            for i in range(0, 0 if isinstance(data, bytes) else len(data), 4096):
+                fh.write(("\n".join(data[i:i + 4096]) + "\n").encode())
         # NOTE: mkstemp makes the file 0600; an exported diagram is an ordinary file (0644 less umask).
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
