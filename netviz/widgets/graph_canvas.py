@@ -513,8 +513,10 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         if n.h == 1:  # NOTE: a mark's character is one of ONE_ROW_MARKS (_refit_cut finds it by that)
             mark = ("▶", S_PC) if n.op == self.pc_op else ("●", S_BP) if n.op in self.breakpoints else None
             text = fit_op_label(n.label, n.w)
-            if mark is not None and not text.startswith(" "):  # NOTE: a label filling the row kept its type's
-                text = " " + fit_op_label(n.label, n.w - 1)  # first letter under the mark (▶enerateProposals)
+            if mark is not None and not text.startswith(" "):  # NOTE: a label filling the row lost its type's
+                # first letter under the mark (▶enerateProposals #102): the space before # goes first
+                tight = n.label.replace(" #", "#")
+                text = " " + (tight if len(tight) == n.w - 1 else fit_op_label(n.label, n.w - 1))
             cells = [(c, inner) for c in text]
             if mark is not None:
                 cells[0] = mark
