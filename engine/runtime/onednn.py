@@ -213,7 +213,9 @@ def _aligned(nbytes: int, arg: int) -> np.ndarray:
     page-faulted on every call: a 25 MB reorder measured 4 ms into a fresh one)."""
     raw = _SCRATCH.get(arg)
     if raw is None or raw.nbytes < nbytes + 64:
-        raw = _SCRATCH[arg] = np.empty(nbytes + 64, np.uint8)
+        raw = np.empty(nbytes + 64, np.uint8)
+        if nbytes <= parallel.SCRATCH_MAX:  # NOTE: bigger ones (VGG's first maps at batch 32) are not kept
+            _SCRATCH[arg] = raw
     off = -raw.ctypes.data % 64
     return raw[off:off + nbytes]
 
