@@ -155,9 +155,14 @@ def diff_row(r: Any) -> str:
     return f"#{r.op_index} {r.op_type}  {r.blob}  abs {r.max_abs:.3g}  {verdict}"
 
 
+def diff_label(rows: Sequence[Any]) -> str:
+    """Which comparison made `rows`: ``run diff`` (its rows say so) or ``ONNX diff``."""
+    return getattr(rows[0], "label", "ONNX diff") if rows else "ONNX diff"
+
+
 def diff_legend(rows: Sequence[Any]) -> Text:
     """The breadcrumb's key while a per-op comparison colours the graph."""
-    label = getattr(rows[0], "label", "ONNX diff") if rows else "ONNX diff"  # NOTE: a run diff's rows say theirs
+    label = diff_label(rows)
     return Text.assemble(("  ·  ", "dim"), (label, "bold"), " ", ("■", OVER), (" over tol ", "dim"),
                          ("■", ROUNDING), (" rounding ", "dim"), ("■", CLEAN), (" equal", "dim"),
                          (f"  ({len(worst_per_op(rows))} ops; m clears)", "dim"))

@@ -15,7 +15,7 @@ from textual import work
 
 from engine.errors import NetvizError
 from netviz.errorlog import report
-from netviz.overlays import OVERLAYS, diff_header, diff_row, overlay_colors, worst_per_op
+from netviz.overlays import OVERLAYS, diff_header, diff_label, diff_row, overlay_colors, worst_per_op
 from netviz.session import NetPath, OpRef, Unavailable
 from netviz.widgets.graph_scene import ZOOMS, window_of
 from netviz.screens.guarding import error_title, guarded
@@ -123,8 +123,9 @@ class ExportActions:
             self.path = ()
         self.update_canvas_marks()
         self.show_graph()
+        label = diff_label(rows)
         for note in done.notes:
-            self.notify(note, title="ONNX diff")
+            self.notify(note, title=label[:1].upper() + label[1:])  # the run diff's verdict was titled "ONNX diff"
         worst = worst_per_op(rows)
         ops = sorted(worst)
         lines = [diff_row(worst[i]) for i in ops]
