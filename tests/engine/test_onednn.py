@@ -188,3 +188,23 @@ def test_layout_policy(monkeypatch):
         assert _both(monkeypatch, "Conv", x, w, kernel=1)[2] == ran
     assert not onednn.blocked((1, 1), 64) and onednn.blocked((3, 3), 64) and onednn.blocked((7, 7), 3)
     assert onednn.blocked((3, 3), 16, data_grad=True) and not onednn.blocked((7, 7), 3, data_grad=True)
+
+
+def test_convs_from_two_threads_at_once(monkeypatch):
+    """Kernels may run in the TUI's workers: primitives and their re-pointed memory objects are shared, so
+    concurrent calls (same shapes, other values) must each get their own result."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    r = np.random.default_rng(11)
+    w = r.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    xs = [r.standard_normal((2, 4, 12, 12)).astype(np.float32) for _ in range(8)]
+    monkeypatch.setattr(onednn, "ENABLED", False)
+    want = [eval_op("Conv", x, w, kernel=3, pad=1)[0] for x in xs]
+    monkeypatch.setattr(onednn, "ENABLED", True)
+    before = onednn.CALLS["forward"]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: eval_op("Conv", x, w, kernel=3, pad=1)[0], xs * 4))
+    assert onednn.CALLS["forward"] - before == len(got)
+    for i, y in enumerate(got):
+        np.testing.assert_allclose(y, want[i % len(xs)], rtol=1e-5, atol=1e-5)
