@@ -50,7 +50,8 @@ class BlobScope(Mapping[str, Any]):
     """The blobs of the debugger's current frame by name, as host arrays, fetched on use."""
 
     def __init__(self, dbg: Any, direct: bool = False) -> None:
-        self._values = dbg.values_here()  # NOTE: live or a replay: the pc frame's blobs
+        here = getattr(dbg, "values_here", None)  # NOTE: live or a replay: the pc frame's blobs; an object
+        self._values = here() if here is not None else dbg.frames[-1].ws.values  # with frames only reads them
         self._direct = direct  # NOTE: False for the expression's names: there :data:`HELPERS` is never a blob
 
     def __getitem__(self, name: str) -> Any:
