@@ -456,7 +456,8 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
             m, pdd = m if lay_d == lay_w else _Mds(x, w, dy, geo.group, lay_d), _P()
             check(L.convolution_backward_data_primitive_desc_create(
                 ctypes.byref(pdd), L.engine, _CONV_DIRECT, m.px, m.pw, m.py, *geo.dims,
-                _forward_pd(m, False, geo, _FWD_TRAINING), None), "dnnl_convolution_backward_data_primitive_desc_create")
+                _forward_pd(m, False, geo, _FWD_TRAINING), None),
+                "dnnl_convolution_backward_data_primitive_desc_create")
             prims.append(_Primitive(pdd, {ARG_DIFF_DST: (m.y, _Q_DIFF_DST), ARG_WEIGHTS: (m.w, _Q_WEIGHTS),
                                           ARG_DIFF_SRC: (m.x, _Q_DIFF_SRC)}))
         return tuple(prims)
