@@ -368,11 +368,19 @@ _run_lock = threading.Lock()
 
 
 def _cached(key: tuple, build: Any) -> tuple[_Primitive, ...]:
+    """The primitives under `key`, built on first use; a problem oneDNN refused is remembered as refused
+    (empty), so the NumPy path takes it at once the next time."""
     ent = _CACHE.get(key)
     if ent is None:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.clear()  # NOTE: dropped primitives keep their few handles: rare and bounded
-        ent = _CACHE[key] = build()
+        try:
+            ent = _CACHE[key] = build()
+        except OneDNNError:
+            _CACHE[key] = ()
+            raise
+    if not ent:
+        raise OneDNNError(f"oneDNN refused {key[0]} {key[-3:]}")
     return ent
 
 

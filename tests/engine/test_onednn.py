@@ -208,3 +208,23 @@ def test_convs_from_two_threads_at_once(monkeypatch):
     assert onednn.CALLS["forward"] - before == len(got)
     for i, y in enumerate(got):
         np.testing.assert_allclose(y, want[i % len(xs)], rtol=1e-5, atol=1e-5)
+
+
+def test_a_refused_problem_runs_numpy_and_is_not_asked_again(monkeypatch):
+    """When oneDNN refuses a primitive (an error status), the op still answers, from the NumPy path, and the
+    refusal is remembered: the descriptor is not created again for the same problem."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    asked = []
+
+    def refuse(*a):
+        asked.append(a)
+        onednn.check(5, "dnnl_convolution_forward_primitive_desc_create")
+    monkeypatch.setattr(onednn, "_forward_pd", refuse)
+    monkeypatch.setattr(onednn, "_CACHE", {})  # NOTE: the refusal is remembered in this test's cache only
+    r = np.random.default_rng(13)
+    x, w = r.standard_normal((2, 3, 11, 10)).astype(np.float32), r.standard_normal((5, 3, 2, 3)).astype(np.float32)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel_h=2, kernel_w=3, pad=1)
+    assert ran == 0 and len(asked) == 1
+    np.testing.assert_array_equal(got[0], ref[0])
+    eval_op("Conv", x, w, kernel_h=2, kernel_w=3, pad=1)
+    assert len(asked) == 1
