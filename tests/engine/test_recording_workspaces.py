@@ -140,7 +140,7 @@ def _absent_there(live: Debugger, rp: ReplayDebugger, where: str) -> tuple[list[
     return bad, absent
 
 
-@pytest.mark.parametrize("name", ["while_net", "do_net", "if_net"])
+@pytest.mark.parametrize("name", ["while_net", "do_net", "if_net", "nested_if_in_while", "lstm"])
 def test_a_blob_the_pc_workspace_cannot_see_does_not_exist_in_replay_as_live(name: str, tmp_path: Path) -> None:
     live, rp = _pair(name, tmp_path)
     bad: list[str] = []
