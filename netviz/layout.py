@@ -285,9 +285,9 @@ def run_graphviz_stream(dots: Iterable[str], take: Callable[[int, bytes], None],
     clock = _Clock(prog, timeout, tick, every)
     sent, got, finished = [0] * jobs, [0] * jobs, False
     try:
-        _release_interrupts(held)  # NOTE: a Ctrl-C held while they started lands here: the finally kills them
-        for t in threads:
+        for t in threads:  # NOTE: started with Ctrl-C held, they never take it: only this thread does, below
             t.start()
+        _release_interrupts(held)  # NOTE: a Ctrl-C held while they started lands here: the finally kills them
         for k, dot in enumerate(dots):
             feeds[k % jobs].put(dot.encode())
             sent[k % jobs] += 1
@@ -312,7 +312,8 @@ def run_graphviz_stream(dots: Iterable[str], take: Callable[[int, bytes], None],
                 p.kill()
             p.wait()
         for t in threads:
-            t.join()
+            if t.ident is not None:
+                t.join()
         for p in procs:
             p.stdout.close()
         for f in errs:
