@@ -46,6 +46,7 @@ _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS = 129, 145, 161
 _ARG_FROM, _ARG_TO = 1, 17
+_RUNTIME_OMP = 2  # dnnl_version_t.cpu_runtime of an OpenMP build (DNNL_RUNTIME_OMP)
 # dnnl_cpu_isa_t values (the same in 3.2 and 3.13), named by :func:`describe`; ONEDNN_MAX_CPU_ISA=AVX2 caps them
 ISA = {"SSE41": 0x1, "AVX": 0x3, "AVX2": 0x7, "AVX2_VNNI": 0xf, "AVX2_VNNI_2": 0x1f, "AVX512_CORE": 0x27,
        "AVX512_CORE_VNNI": 0x67, "AVX512_CORE_BF16": 0xe7, "AVX512_CORE_FP16": 0x1ef, "AVX512_CORE_AMX": 0xfef,
@@ -115,7 +116,7 @@ class _Lib:
             fn.restype, fn.argtypes = res, args
             setattr(self, name[5:], fn)
         v = self.version().contents
-        self.version_tuple = (v.major, v.minor, v.patch)
+        self.version_tuple, self.openmp = (v.major, v.minor, v.patch), v.cpu_runtime == _RUNTIME_OMP
         if not _BOUND[0] <= (v.major, v.minor) <= _BOUND[1]:
             raise OneDNNError(f"oneDNN {v.major}.{v.minor}.{v.patch}: only {_BOUND[0]}-{_BOUND[1]} are bound")
         self.engine, self.stream = _P(), _P()
@@ -145,8 +146,9 @@ def _load() -> _Lib | None:
         except (OSError, AttributeError, OneDNNError):
             continue
         try:
-            gomp = ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_NOLOAD)  # only the one libdnnl brought in
+            gomp = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)  # only the one libdnnl brought in
             loaded.omp_set_num_threads = gomp.omp_set_num_threads
+            loaded.omp_set_num_threads.argtypes = [ctypes.c_int]
         except (OSError, AttributeError):
             loaded.omp_set_num_threads = None
         return loaded
@@ -154,15 +156,20 @@ def _load() -> _Lib | None:
 
 
 _omp = threading.local()
+SERIAL_FLOPS = 1e8  # NOTE: a conv below this many FLOPs runs its primitives on one thread (measured: README round 3)
 
 
-def _team_size() -> None:
-    """Give this thread's OpenMP team :data:`parallel.THREADS` threads (an OpenMP setting is per calling
-    thread: the TUI's workers would otherwise get OMP_NUM_THREADS when a user set it otherwise)."""
-    if not getattr(_omp, "set", False):
+def _team_size(flops: float) -> int:
+    """Give this thread's OpenMP team :data:`parallel.THREADS` threads, or one for a conv under
+    :data:`SERIAL_FLOPS` (waking a sleeping OpenMP thread costs more than it saves on a small one), and
+    return that number: primitives are created for the team they run with, so it is in their cache key.
+    NOTE: an OpenMP setting is per calling thread (the TUI's workers have their own)."""
+    n = 1 if flops < SERIAL_FLOPS else parallel.THREADS
+    if getattr(_omp, "n", None) != n:
         if lib().omp_set_num_threads is not None:
-            lib().omp_set_num_threads(parallel.THREADS)
-        _omp.set = True
+            lib().omp_set_num_threads(n)
+        _omp.n = n
+    return n
 
 
 _LIB: _Lib | None = None
@@ -427,8 +434,8 @@ def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geo: Geometry) -
         bufs[ARG_BIAS] = np.ascontiguousarray(b).reshape(-1)
     try:
         with _run_lock:
-            _team_size()
-            (prim,) = _cached(("fwd", lay, geo.key(), b is not None) + _layouts(x, w, y), build)
+            team = _team_size(2.0 * y.size * w[0].size)
+            (prim,) = _cached(("fwd", lay, team, geo.key(), b is not None) + _layouts(x, w, y), build)
             prim.run(bufs)
     except OneDNNError:
         return None
@@ -472,8 +479,8 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
     bufs = {ARG_SRC: x, ARG_DIFF_DST: dy, ARG_DIFF_WEIGHTS: dw}
     try:
         with _run_lock:
-            _team_size()
-            prims = _cached(("bwd", lay_w, lay_d, geo.key(), need_dx) + _layouts(x, w, dy), build)
+            team = _team_size(2.0 * dy.size * w[0].size * (1 + need_dx))
+            prims = _cached(("bwd", lay_w, lay_d, team, geo.key(), need_dx) + _layouts(x, w, dy), build)
             prims[0].run(bufs)
             if dx is not None:  # NOTE: dY's reorder, when both read the same layout, is done once
                 ready = frozenset({ARG_DIFF_DST}) if prims[0].same_inner(prims[1], ARG_DIFF_DST) else frozenset()

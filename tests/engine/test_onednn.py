@@ -31,8 +31,11 @@ TOL = 1e-6
 
 @pytest.fixture(params=["auto", "plain", "blocked"])
 def layout(request, monkeypatch):
-    """Each layout policy: the user's buffers as they are, oneDNN's blocked layout with reorders, or the mix."""
+    """Each layout policy: the user's buffers as they are, oneDNN's blocked layout with reorders, or the mix;
+    the small drawn convs run on one thread under "auto" (SERIAL_FLOPS), on the whole team under the others."""
     monkeypatch.setattr(onednn, "LAYOUT", request.param)
+    if request.param != "auto":
+        monkeypatch.setattr(onednn, "SERIAL_FLOPS", 0.0)
     monkeypatch.setattr(onednn, "MIN_1X1_PIXELS", 0)  # NOTE: the drawn maps are small
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     return request.param
@@ -228,3 +231,20 @@ def test_a_refused_problem_runs_numpy_and_is_not_asked_again(monkeypatch):
     np.testing.assert_array_equal(got[0], ref[0])
     eval_op("Conv", x, w, kernel_h=2, kernel_w=3, pad=1)
     assert len(asked) == 1
+
+
+def test_small_convs_run_on_one_thread(monkeypatch):
+    """A conv under SERIAL_FLOPS creates and runs its primitives on a team of one (a sleeping OpenMP
+    thread's wake-up cost 120 -> 400 us on a 1.2 MFLOP conv, measured); a bigger one on NETVIZ_THREADS."""
+    if not onednn.lib().openmp:
+        pytest.skip("this libdnnl does not thread with OpenMP")
+    assert onednn.lib().omp_set_num_threads is not None, "libgomp's omp_set_num_threads was not found"
+    import ctypes  # noqa: PLC0415
+
+    gomp = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    r = np.random.default_rng(17)
+    for c, hw, team in ((16, 16, 1), (64, 56, onednn.parallel.THREADS)):
+        x, w = r.standard_normal((1, c, hw, hw)).astype(np.float32), r.standard_normal((c, c, 3, 3)).astype(np.float32)
+        assert _both(monkeypatch, "Conv", x, w, kernel=3, pad=1)[2] == 1
+        assert gomp.omp_get_max_threads() == team
