@@ -24,6 +24,11 @@ from netviz.errorlog import Guarded
 from netviz.style import plain
 
 
+#: how long after a screen the app opened by itself (not a key) a key is still one typed before it was seen:
+#: a person answers a prompt they did not ask for no sooner than that (a visual reaction takes ~0.2 s)
+UNSEEN_S = 0.3
+
+
 class TypeAhead:
     """Keys typed right after the key that opened a one-line screen are kept (issue 42 item 17).
 
@@ -41,8 +46,14 @@ class TypeAhead:
     opened_at = 0.0  # Textual's clock (:attr:`textual.message.Message.time`) when the screen was made
 
     def typed_before_open(self, at: float) -> bool:
-        """A key pressed at `at` (its event's time) is not this screen's text: it came before it opened."""
-        return not self.keys_before_open and at < self.opened_at
+        """A key pressed at `at` (its event's time) is not the text of a screen the app opened by itself:
+        it came before the screen opened, or too soon after for a person to have seen it
+        (:data:`UNSEEN_S`: ``c c`` at 120 ms, the first ``c`` stopping on the missing input at once)."""
+        return not self.keys_before_open and at < self.opened_at + UNSEEN_S
+
+    def takes_keys(self) -> bool:
+        """Whether a key pressed now is this screen's text (:meth:`typed_before_open`)."""
+        return not self.typed_before_open(_time.get_time())
 
     def on_key(self, event: events.Key) -> None:
         if event.is_printable and event.character:

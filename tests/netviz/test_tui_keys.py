@@ -39,6 +39,7 @@ async def _at_missing_input(pilot, app: NetvizApp) -> None:
     await ready(pilot)
     await pilot.press("n")
     await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the missing-input prompt")
+    await wait_for(pilot, app.screen.takes_keys, "the prompt to have been seen")  # NOTE: keys before are dropped
 
 
 @asynctest
