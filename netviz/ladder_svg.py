@@ -34,18 +34,12 @@ _FONT = "Helvetica,sans-Serif"  # what graphviz writes for fontname=Helvetica
 _PREFIX = {"node": "node", "edge": "edge", "cluster": "clust"}
 
 
-def read_json0_svg(text: bytes) -> list[tuple[dict, str]]:
-    """The (json0, SVG) pairs of one ``dot -Tjson0 -Tsvg`` run over several graphs, in order."""
-    dec, s, out, i = json.JSONDecoder(), text.decode(), [], 0
-    while True:
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i >= len(s):
-            return out
-        obj, i = dec.raw_decode(s, i)
-        end = s.index("</svg>", i) + len("</svg>")
-        out.append((obj, s[i:end]))
-        i = end
+def read_json0_svg(out: bytes) -> tuple[dict, str]:
+    """One graph's ``dot -Tjson0 -Tsvg`` output (:func:`netviz.layout.run_graphviz_stream` hands them over one
+    at a time): its json0 and its SVG."""
+    s = out.decode()
+    g, i = json.JSONDecoder().raw_decode(s, len(s) - len(s.lstrip()))
+    return g, s[i:].strip()
 
 
 def _elements(svg: str) -> list[str]:
@@ -69,7 +63,7 @@ def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[i
     parts: list[tuple[dict, Any]] = [({}, [])] * (p.count + 1)
 
     def take(k: int, out: bytes) -> None:
-        (g, text), = read_json0_svg(out)
+        g, text = read_json0_svg(out)
         parts[k] = (g, text if k == p.count else piece_elements(d, text, column_shifts(g)))
 
     stream(chain(iter_piece_dots(d, p), [LEGEND_DOT]), take)
