@@ -135,14 +135,28 @@ def _lib_paths() -> list[str]:
         "libdnnl.so.3"]
 
 
-def _load() -> _Lib | None:
-    """The library, or None (not installed, switched off, an unbound version, no CPU engine)."""
-    # NOTE: libgomp reads these once, when it loads (as libdnnl's dependency, just below)
+def _dlopen(path: str) -> ctypes.CDLL:
+    """Load `path` with libgomp's settings in the environment while it loads (libgomp reads them once, when
+    libdnnl brings it in), then put the environment back: processes netviz starts later (the benchmarks'
+    PyTorch reference) must not inherit them."""
+    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     os.environ.setdefault("OMP_NUM_THREADS", str(parallel.THREADS))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        return ctypes.CDLL(path)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _load() -> _Lib | None:
+    """The library, or None (not installed, switched off, an unbound version, no CPU engine)."""
     for path in _lib_paths():
         try:
-            loaded = _Lib(ctypes.CDLL(path))
+            loaded = _Lib(_dlopen(path))
         except (OSError, AttributeError, OneDNNError):
             continue
         try:

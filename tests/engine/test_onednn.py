@@ -24,7 +24,8 @@ from engine.runtime import onednn
 from engine.runtime.ops import conv as conv_ops
 from engine.runtime.workspace import eval_op
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="oneDNN (netviz[fast]) is not installed")
+pytestmark = pytest.mark.skipif(not onednn.available(),
+                                reason="oneDNN is not installed (netviz[fast]) or NETVIZ_ONEDNN=0")
 
 TOL = 1e-6
 
@@ -172,6 +173,16 @@ def test_netviz_onednn_0_turns_it_off():
                          env={**os.environ, "NETVIZ_ONEDNN": "0"}).stdout
     assert out.strip() == "False NumPy/OpenBLAS convs (NETVIZ_ONEDNN=0)"
     assert onednn.describe().startswith(f"oneDNN {'.'.join(map(str, onednn.version()))} convs (")
+
+
+def test_openmp_settings_do_not_leak_into_child_processes():
+    """libgomp's variables are set only while the library loads: a process netviz starts afterwards (the
+    benchmarks' PyTorch reference) sees the environment as the user left it."""
+    code = ("import os; from engine.runtime import onednn; assert onednn.available(); "
+            "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('OMP_NUM_THREADS'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert out.split() == ["None", "None"]
 
 
 def test_an_unbound_version_is_refused(monkeypatch):
