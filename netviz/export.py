@@ -385,7 +385,7 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     try:
         if svg:
             data = ladder_svg.draw_svg(d, pieces, lambda dots, take: run_graphviz_stream(
-                dots, take, ladder.JOBS, "json0", limit, "dot", extra=["-Tsvg"], tick=still))
+                dots, take, ladder.JOBS, "svg", limit, "dot", tick=still))
         else:
             layouts = ladder.run_pieces(ladder.piece_dots(d, pieces),
                                         lambda batches: run_graphviz_many(batches, "json0", limit, "dot", tick=still))

@@ -2,20 +2,22 @@
 
 Why: ``neato -n2`` over the whole placed drawing (:func:`netviz.ladder.compose`) was the one stage whose
 cost grew faster than the net (0.10 s on a 1k-op chain with its backward pass, 1.12 s on the 10k one:
-cgraph's name dictionaries), and at ~140 µs an op the costliest after ``dot`` itself.  Each piece's ``dot``
-run now writes its SVG right after its json0 layout (``-Tjson0 -Tsvg``, one process per batch as
-before); netviz places the pieces from the json0 (:func:`netviz.ladder.place`) and moves each piece's
-elements there with a ``translate`` on the element's own group (rewriting every coordinate instead cost
-~165 µs an op in Python, more than the render it replaces).  The edges between pieces, and between a
-piece's columns once they moved apart, are drawn here as graphviz draws a straight edge (path, arrowhead,
-name), and the legend is the drawing ``dot`` makes of it in the same batch (:data:`LEGEND_DOT`), put on
-top.  Each element keeps graphviz's class and title; ids are numbered anew (``node1``, ``edge1``,
-``clust1``, …: unique over the whole file).  Every step is linear in the net.
+cgraph's name dictionaries), and at ~130 µs an op the costliest after ``dot`` itself.  Each piece's ``dot``
+run now writes its SVG (``-Tsvg``, the pieces streamed through the processes while they are written:
+:func:`netviz.layout.run_graphviz_stream`); netviz reads back from it where the piece's nodes and column
+clusters are (:func:`read_piece`: a json0 beside it cost ``dot`` a fifth more), places the pieces
+(:func:`netviz.ladder.place`) and moves each piece's elements there with a ``translate`` on the element's
+own group (rewriting every coordinate instead cost ~165 µs an op in Python, more than the render it
+replaces).  The edges between pieces, and between a piece's columns once they moved apart, are drawn here
+as graphviz draws a straight edge (path, arrowhead, name), and the legend is the drawing ``dot`` makes of
+it in the same run (:data:`LEGEND_DOT`), put on top.  Each element keeps graphviz's class and title; ids
+are numbered anew (``node1``, ``edge1``, ``clust1``, …: unique over the whole file).  Every step is linear
+in the net.
 """
 from __future__ import annotations
 
 import html
-import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from typing import Any
@@ -25,7 +27,7 @@ from netviz.drawing import DrawEdge, Drawing
 from netviz.ladder import (Box, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots, place,
                            straight_points)
 
-__all__ = ["LEGEND_DOT", "read_json0_svg", "draw_svg", "piece_elements", "compose_svg"]
+__all__ = ["LEGEND_DOT", "svg_bb", "draw_svg", "read_piece", "compose_svg"]
 
 #: the legend alone, as the graph label of an empty graph (top left, as on every export)
 LEGEND_DOT = (f"digraph {dot_quote('legend')} {{ graph [label={S.legend_html()}, labelloc=\"t\", labeljust=\"l\", "
@@ -34,12 +36,33 @@ _FONT = "Helvetica,sans-Serif"  # what graphviz writes for fontname=Helvetica
 _PREFIX = {"node": "node", "edge": "edge", "cluster": "clust"}
 
 
-def read_json0_svg(out: bytes) -> tuple[dict, str]:
-    """One graph's ``dot -Tjson0 -Tsvg`` output (:func:`netviz.layout.run_graphviz_stream` hands them over one
-    at a time): its json0 and its SVG."""
-    s = out.decode()
-    g, i = json.JSONDecoder().raw_decode(s, len(s) - len(s.lstrip()))
-    return g, s[i:].strip()
+_VIEWBOX = re.compile(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) ([\d.]+)"')
+_PAIR = re.compile(r"(-?[\d.]+),(-?[\d.]+)")
+_SHAPE = re.compile(r' (?:points|d)="([^"]*)"')
+_ELLIPSE = re.compile(r'cx="(-?[\d.]+)" cy="(-?[\d.]+)" rx="([\d.]+)" ry="([\d.]+)"')
+_TEXT_AT = re.compile(r'<text[^>]* x="(-?[\d.]+)" y="(-?[\d.]+)"')
+
+
+def svg_bb(svg: str) -> str:
+    """A graphviz SVG's graph box as json0 writes it (``0,0,w,h``: the SVG is 4 points wider on each side)."""
+    m = _VIEWBOX.search(svg)
+    return f"0,0,{float(m.group(1)) - 8:.2f},{float(m.group(2)) - 8:.2f}" if m else "0,0,0,0"
+
+
+def _outline(rest: str) -> tuple[float, float, float, float] | None:
+    """The box (x0, y0, x1, y1; SVG y, down) around the shapes of an element group (after its title, before
+    its text): polygons' and paths' points, ellipses; None for a shape-less (plaintext) node."""
+    head = rest[rest.index("</title>"):]
+    head = head[:head.find("<text")] if "<text" in head else head
+    xs, ys = [], []
+    for points in _SHAPE.findall(head):  # NOTE: only shapes' points: stroke-dasharray="5,2" is a pair too
+        for x, y in _PAIR.findall(points):
+            xs.append(float(x))
+            ys.append(float(y))
+    for cx, cy, rx, ry in _ELLIPSE.findall(head):
+        xs += [float(cx) - float(rx), float(cx) + float(rx)]
+        ys += [float(cy) - float(ry), float(cy) + float(ry)]
+    return (min(xs), min(ys), max(xs), max(ys)) if xs else None
 
 
 def _elements(svg: str) -> list[str]:
@@ -59,12 +82,15 @@ def _xml(text: str) -> str:
 
 def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[int, bytes], None]], None]) -> list[str]:
     """The SVG of `d` cut into `p`: `stream` (:func:`netviz.layout.run_graphviz_stream`, bound to its limits)
-    lays out and draws the pieces and the legend while they are written, each one read as it comes back."""
+    lays out and draws the pieces and the legend while they are written, each one read as it comes back.
+
+    ``dot`` writes SVG only: where each piece's nodes and column clusters are is read back from it
+    (:func:`read_piece`; a json0 beside it cost ``dot`` a fifth more and Python its decoding)."""
     parts: list[tuple[dict, Any]] = [({}, [])] * (p.count + 1)
 
     def take(k: int, out: bytes) -> None:
-        g, text = read_json0_svg(out)
-        parts[k] = (g, text if k == p.count else piece_elements(d, text, column_shifts(g)))
+        text = out.decode()
+        parts[k] = ({"bb": svg_bb(text)}, text) if k == p.count else read_piece(d, text)
 
     stream(chain(iter_piece_dots(d, p), [LEGEND_DOT]), take)
     legend = parts.pop()
@@ -72,35 +98,58 @@ def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[i
     return compose_svg(d, placed, [items for _, items in parts], legend)
 
 
-def piece_elements(d: Drawing, svg: str, cs: dict[str, float]) -> list[tuple[str, str, str]]:
-    """The element groups of one piece's SVG as ``(class, role whose column shift moves it, the group after its
-    opening tag)``; edges between columns that `cs` moves apart are left out (drawn straight)."""
-    out = []
+def read_piece(d: Drawing, svg: str) -> tuple[dict, list[tuple[str, str, str]]]:
+    """One piece's SVG as (its layout in json0's terms: graph box, column clusters' boxes, node boxes; its
+    element groups as ``(class, role whose column shift moves it, the group after its opening tag)``).
+    Edges between columns that the piece's shifts (:func:`netviz.ladder.column_shifts`) move apart are
+    left out (drawn straight); a gradient edge, written reversed (``dir=back``), is titled as it runs."""
+    objects: list[dict] = []
+    found: list[tuple[str, str, str, DrawEdge | None]] = []
     for c in _elements(svg):
         q = c.index('"')
         cls_end = c.index('"', q + 9)  # NOTE: c is 'node1" class="node">…'
         cls, rest = c[q + 9:cls_end], c[cls_end + 2:]
         t0 = rest.index("<title>") + 7
-        name = rest[t0:rest.index("</title>", t0)]
+        name = html.unescape(rest[t0:rest.index("</title>", t0)])
+        e = None
         if cls == "node":
-            n = d.nodes.get(html.unescape(name))
+            n = d.nodes.get(name)
             role = n.role if n is not None else ""
+            box = _outline(rest) or _text_box(rest)
+            objects.append({"name": name, "pos": f"{(box[0] + box[2]) / 2},{-(box[1] + box[3]) / 2}",
+                            "width": (box[2] - box[0]) / 72, "height": (box[3] - box[1]) / 72})
         elif cls == "edge":
             e = d.edges[int(c[1:q])]
-            role, rt = d.nodes[e.source].role, d.nodes[e.target].role
-            if cs and role != rt:
-                continue  # NOTE: its columns moved apart: drawn straight
-            if cs and e.kind == "data" and role == "gradient":  # written reversed (dir=back): title it as it runs
-                rest = rest.replace(name, f"{_xml(e.source)}&#45;&gt;{_xml(e.target)}", 1)
+            role = d.nodes[e.source].role
         else:
-            role = column_role(html.unescape(name)) or ""
+            role = column_role(name) or ""
+            if role and name.count("_") == 2 and (box := _outline(rest)) is not None:
+                objects.append({"name": name, "bb": f"{box[0]},{-box[3]},{box[2]},{-box[1]}"})
+        found.append((cls, role, rest, e))
+    g = {"bb": svg_bb(svg), "objects": objects}
+    cs = column_shifts(g)
+    out = []
+    for cls, role, rest, e in found:
+        if e is not None and cs:
+            if role != d.nodes[e.target].role:
+                continue  # NOTE: its columns moved apart: drawn straight
+            if e.kind == "data" and role == "gradient":
+                t0 = rest.index("<title>") + 7
+                rest = f"{rest[:t0]}{_xml(e.source)}&#45;&gt;{_xml(e.target)}{rest[rest.index('</title>', t0):]}"
         out.append((cls, role, rest))
-    return out
+    return g, out
+
+
+def _text_box(rest: str) -> tuple[float, float, float, float]:
+    """A shape-less node's box: a point where its first text line is (a plaintext note)."""
+    m = _TEXT_AT.search(rest)
+    x, y = (float(m.group(1)), float(m.group(2))) if m else (0.0, 0.0)
+    return x, y, x, y
 
 
 def compose_svg(d: Drawing, placed: Placement, pieces: Sequence[list[tuple[str, str, str]]],
                 legend: tuple[dict, str] | None, title: str = "") -> list[str]:
-    """The lines of one SVG of `d` (never joined here: it is written a part at a time): each piece's elements (:func:`piece_elements`, in piece order) moved where `placed` put
+    """The lines of one SVG of `d` (never joined here: it is written a part at a time): each piece's elements (:func:`read_piece`, in piece order) moved where `placed` put
     it, the straight edges drawn here, `legend` (its json0 and SVG) on top.  Clusters come first, so they
     lie under nodes and edges, as in graphviz's own output."""
     lw, lh = (0.0, 0.0)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from netviz import ladder
 from netviz.drawing import ops_only
 from netviz.export import BIG_DRAWING, export_drawing
 from tests.netviz.test_export_ladder import SVG, chain_training, placed_groups, svg_boxes
@@ -71,6 +72,12 @@ def test_ladder_svg_is_composed_without_neato(no_neato: None, tmp_path: Path, la
         near = min(box_distance(ends[0], boxes[a]) + box_distance(ends[1], boxes[b]),
                    box_distance(ends[0], boxes[b]) + box_distance(ends[1], boxes[a]))
         assert near <= 24, (a, b, ends, boxes[a], boxes[b])
+    columns = {name: box for name, box in svg_boxes(r.path)[1].items() if name.count("_") == 2}
+    for name, (_, _, right, _) in columns.items():  # each piece's columns in order, COLUMN_GAP apart
+        after = columns.get(name.replace("_forward", "_gradient")) if name.endswith("_forward") else None
+        if after is not None:
+            assert abs(after[0] - right - ladder.COLUMN_GAP) < 1, (name, right, after)
+    assert any(name.endswith("_gradient") for name in columns)
     legend = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "legend")
     assert "legend:" in "".join(legend.itertext())
 
