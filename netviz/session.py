@@ -59,6 +59,10 @@ class BlobRef:
     def label(self, ssa: bool = True) -> str:
         return f"{self.name}@{self.version}" if ssa and self.version is not None else self.name
 
+    def file_name(self) -> str:
+        """``gpu_0_conv1@1.npy``: the file a save of this version writes by default."""
+        return f"{self.label().replace('/', '_')}.npy"
+
 
 @dataclass(slots=True)
 class Breakpoint:
@@ -557,9 +561,9 @@ class Session:
     def save(self, ref: BlobRef, target: str) -> str:
         """Write the shown version of a blob to ``.npy``; a ``.npz`` target gets every kept version
         (``name@v`` keys).  Returns what was written."""
-        from engine.debugger.inspect import check_folder, save_blob
+        from engine.debugger.inspect import check_folder, save_blob, save_path
 
-        path = Path(target).expanduser()
+        path = save_path(target, ref.file_name())
         if path.suffix == ".npz":
             import numpy as np  # noqa: PLC0415
 

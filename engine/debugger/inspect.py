@@ -216,6 +216,15 @@ def check_folder(path: Path) -> None:
         raise InspectError(f"{path}: folder {path.parent} does not exist")
 
 
+def save_path(target: str | Path, default: str) -> Path:
+    """Where a save to `target` writes: the file `default` inside it when it names a folder (one that
+    exists, or typed with a trailing ``/``), else `target` itself.  Why: ``Path("out/")`` drops the slash,
+    so ``S`` to ``out/`` wrote ``out.npy`` beside the folder, and to ``/tmp`` wrote ``/tmp.npy``."""
+    text = str(target)
+    path = Path(text).expanduser()
+    return path / default if path.is_dir() or text.endswith("/") else path
+
+
 def save_blob(name: str, value: Any, path: str | Path) -> Path:
     """Write `value` to a ``.npy`` file (no pickles: object arrays are refused)."""
     path = Path(path)

@@ -230,12 +230,12 @@ class InspectingActions:
         if self.result is not None and shown.result is not None:  # an eval's value is what the inspector shows
             expr, value = self.result
             self._ask(f"save the value of {expr} to (.npy)", "eval.npy",
-                      lambda target: self.notify(f"wrote {save_value(value, target)}", title="Saved"))
+                      lambda target: self.notify(f"wrote {save_value(value, target, expr)}", title="Saved"))
             return
         if self.blob is None:
             raise Unavailable("select a blob first (the blob list under the op)")
         ref = self.blob
-        default = f"{ref.label().replace('/', '_')}.npy"
+        default = ref.file_name()
 
         def save(target: str) -> None:
             self.notify(f"saving {ref.label()} to {target}…", title="Save")

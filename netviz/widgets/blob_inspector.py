@@ -114,20 +114,21 @@ def values_table(arr: np.ndarray, rows: int = 10, width: int = 48, col0: int = 0
     return t
 
 
-def save_value(value: Any, target: str) -> str:
-    """Write an eval's value to ``.npy`` (any array-like; a scalar as a 0-d array); returns the path."""
+def save_value(value: Any, target: str, expr: str = "eval") -> str:
+    """Write an eval's value (of `expr`) to ``.npy`` (any array-like; a scalar as a 0-d array); returns the
+    path.  As a blob's save: a missing folder is one line naming it (it was a FileNotFoundError), a folder
+    gets ``eval.npy`` inside it."""
     import numpy as np  # noqa: PLC0415 - NumPy is off the first frame (the inspector shows values later)
-    from pathlib import Path
 
+    from engine.debugger.inspect import save_blob, save_path  # noqa: PLC0415 - imports NumPy: off the first frame
     from engine.debugger.repl import parts_of  # noqa: PLC0415 - imports NumPy: off the first frame
     from engine.errors import NetvizError  # noqa: PLC0415
 
-    path = Path(target).expanduser()
+    path = save_path(target, "eval.npy")
     if value is _NO_ARRAY or parts_of(value) is not None:
         raise NetvizError(f"save {path}: the value's parts are no one array; evaluate one part (e.g. (…)[0]) "
                           "and save that")
-    np.save(path, np.asarray(value), allow_pickle=False)
-    return str(path)
+    return str(save_blob(expr, np.asarray(value), path if path.suffix == ".npy" else path.with_suffix(".npy")))
 
 
 def value_history(session: Session, ref: BlobRef, limit: int = 12) -> list[tuple[str, Any]]:
