@@ -471,8 +471,9 @@ class ReplayDebugger:
             out = next(o for o in hit.stop.outputs if o.name == bp.blob)
             return self._move(after, "watchpoint", f"#{bp.id} {bp.blob} written (version {out.version}){back}",
                               end=end)
-        if bp.kind == "condition":
-            return self._move(after, "condition", bp.describe() + back, end=end)
+        if bp.kind == "condition":  # NOTE: the blobs the op wrote, as live says them
+            written = ", ".join(o.name for o in hit.stop.outputs)
+            return self._move(after, "condition", f"{bp.describe()} (after {written}){back}", end=end)
         self.cursor.goto(hit.pos)  # NOTE: the pc there names the op, as a live stop's text does
         self._end = False
         return self._move(hit.pos, "breakpoint", bp.hit_text(self.pc.text()) + back)

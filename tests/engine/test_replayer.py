@@ -159,3 +159,19 @@ def test_an_expression_at_a_replay_stop_reads_what_live_reads(tmp_path: Path) ->
             np.testing.assert_allclose(evaluate(dbg, expr), want)
         live.step_into(), dbg.step_into()
     assert seen > 20
+
+
+@pytest.mark.parametrize("name", ["lstm", "while_net"])
+def test_a_condition_stop_is_worded_as_live_words_it(name: str, tmp_path: Path) -> None:
+    """Live says which writes made the condition hold (``… · hits 1 (after lstm/hidden_state,
+    lstm/cell_state)``); a replay's stop said ``… · hits 1`` only."""
+    dbg, _ = _replay(tmp_path, name)
+    live = Debugger(load_model(ROOT / "examples" / name / "predict_net.pb"), {}, device="cpu")
+    blob = "lstm/hidden_state" if name == "lstm" else "acc"
+    texts = []
+    for d in (live, dbg):
+        d.add_breakpoint("condition", condition=f"max_abs({blob}) > 0.3")
+        stops = [d.continue_() for _ in range(3)]
+        texts.append([(s.reason, s.detail, d.pc.text()) for s in stops])
+    assert texts[0] == texts[1]
+    assert texts[0][0][0] == "condition" and "(after " in texts[0][0][1]
