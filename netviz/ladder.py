@@ -28,7 +28,7 @@ import math
 import re
 from functools import lru_cache
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,7 +236,8 @@ def _edge_attrs(d: Drawing, e: DrawEdge, ladder: bool) -> tuple[str, str, dict[s
 def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tuple[int, DrawEdge]],
               pairs: Sequence[tuple[str, str]]) -> str:
     """The DOT of piece `k` (nodes `members`, `edges` with their index in ``d.edges``): columns by role
-    as clusters, drawing clusters (subnets, scopes) inside them, the ladder's rank `pairs`."""
+    as clusters, drawing clusters (subnets, scopes) inside them, the ladder's rank `pairs`.  `members` given
+    as node id → its index in ``d.nodes`` writes that index as each node's ``id`` (``n<i>``)."""
     roles = {d.nodes[m].role for m in members if d.nodes[m].kind == "op"}
     ladder = len(roles) > 1
     tree: dict[tuple[str, str | None], list[str]] = {}
@@ -261,7 +262,7 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
         if ladder:
             out.append(f"subgraph {dot_quote(f'cluster_{k}_{role}')} {{")
             out.append(f"graph [{_attrs(COLUMN_STYLE | {'label': COLUMN_LABEL[role]})}];")
-        _emit_tree(d, tree, kids, k, role, None, " ", out)
+        _emit_tree(d, tree, kids, k, role, None, " ", out, members if isinstance(members, Mapping) else None)
         if ladder:
             out.append("}")
     for f, g in pairs if ladder else ():
@@ -276,8 +277,10 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
 
 
 def _emit_tree(d: Drawing, tree: dict[tuple[str, str | None], list[str]], kids: dict[tuple[str, str | None], list[str]],
-               k: int, role: str, cid: str | None, indent: str, out: list[str]) -> None:
-    """The lines of cluster `cid` of column `role` in piece `k`: its sub-clusters, nested, then its nodes.
+               k: int, role: str, cid: str | None, indent: str, out: list[str],
+               ids: Mapping[str, int] | None = None) -> None:
+    """The lines of cluster `cid` of column `role` in piece `k`: its sub-clusters, nested, then its nodes
+    (with ``id="n<i>"`` from `ids`: an SVG reader finds the node by it, not by its escaped title).
 
     A module function, not a closure in :func:`piece_dot`: a closure that calls itself is a reference
     cycle holding the whole drawing, which then lived on after an export until the garbage collector ran.
@@ -286,11 +289,12 @@ def _emit_tree(d: Drawing, tree: dict[tuple[str, str | None], list[str]], kids: 
         cl = d.clusters[c]
         out.append(f"{indent}subgraph {dot_quote(f'cluster_{k}_{role}_{c}')} {{")
         out.append(f"{indent}graph [{_attrs({'label': cl.label} | S.cluster_style(cl.kind).attrs())}];")
-        _emit_tree(d, tree, kids, k, role, c, indent + " ", out)
+        _emit_tree(d, tree, kids, k, role, c, indent + " ", out, ids)
         out.append(f"{indent}}}")
     for nid in tree.get((role, cid), []):
         n = d.nodes[nid]
-        out.append(f"{indent}{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}];")
+        tag = f', id="n{ids[nid]}"' if ids is not None else ""
+        out.append(f"{indent}{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}{tag}];")
 
 
 COLUMN_STYLE = {"style": "dashed,rounded", "color": "#DADCE0", "fontcolor": "#80868B", "fontsize": "9"}
@@ -304,9 +308,9 @@ def piece_dots(d: Drawing, p: Pieces) -> list[str]:
 
 def iter_piece_dots(d: Drawing, p: Pieces) -> Iterator[str]:
     """:func:`piece_dots` one at a time, each made when asked for (``dot`` lays out one while the next is written)."""
-    members: list[dict[str, None]] = [{} for _ in range(p.count)]
-    for nid in d.nodes:
-        members[p.of[nid]][nid] = None
+    members: list[dict[str, int]] = [{} for _ in range(p.count)]
+    for i, nid in enumerate(d.nodes):
+        members[p.of[nid]][nid] = i
     edges: list[list[tuple[int, DrawEdge]]] = [[] for _ in range(p.count)]
     for i, e in enumerate(d.edges):
         if p.of[e.source] == p.of[e.target]:
@@ -316,7 +320,7 @@ def iter_piece_dots(d: Drawing, p: Pieces) -> Iterator[str]:
         if f in p.of and p.of[f] == p.of.get(g):
             pairs[p.of[f]].append((f, g))
     for k, m in enumerate(members):
-        yield piece_dot(d, m.keys(), k, edges[k], pairs[k])
+        yield piece_dot(d, m, k, edges[k], pairs[k])
 
 
 def read_json0(text: bytes) -> list[dict]:

@@ -88,9 +88,11 @@ def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[i
     (:func:`read_piece`; a json0 beside it cost ``dot`` a fifth more and Python its decoding)."""
     parts: list[tuple[dict, Any]] = [({}, [])] * (p.count + 1)
 
+    names = list(d.nodes)  # NOTE: a piece's node groups carry their index here as their id (n<i>)
+
     def take(k: int, out: bytes) -> None:
         text = out.decode()
-        parts[k] = ({"bb": svg_bb(text)}, text) if k == p.count else read_piece(d, text)
+        parts[k] = ({"bb": svg_bb(text)}, text) if k == p.count else read_piece(d, text, names)
 
     stream(chain(iter_piece_dots(d, p), [LEGEND_DOT]), take)
     legend = parts.pop()
@@ -98,11 +100,13 @@ def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[i
     return compose_svg(d, placed, [items for _, items in parts], legend)
 
 
-def read_piece(d: Drawing, svg: str) -> tuple[dict, list[tuple[str, str, str]]]:
+def read_piece(d: Drawing, svg: str, names: Sequence[str]) -> tuple[dict, list[tuple[str, str, str]]]:
     """One piece's SVG as (its layout in json0's terms: graph box, column clusters' boxes, node boxes; its
     element groups as ``(class, role whose column shift moves it, the group after its opening tag)``).
     Edges between columns that the piece's shifts (:func:`netviz.ladder.column_shifts`) move apart are
-    left out (drawn straight); a gradient edge, written reversed (``dir=back``), is titled as it runs."""
+    left out (drawn straight); a gradient edge, written reversed (``dir=back``), is titled as it runs.
+    A node is found by its group's id (``n<i>``: `names[i]`, :func:`netviz.ladder.piece_dot`), never by its
+    title: graphviz leaves a name's ``&amp;`` as it is, so an unescaped title can name another node."""
     objects: list[dict] = []
     found: list[tuple[str, str, str, DrawEdge | None]] = []
     for c in _elements(svg):
@@ -110,11 +114,11 @@ def read_piece(d: Drawing, svg: str) -> tuple[dict, list[tuple[str, str, str]]]:
         cls_end = c.index('"', q + 9)  # NOTE: c is 'node1" class="node">…'
         cls, rest = c[q + 9:cls_end], c[cls_end + 2:]
         t0 = rest.index("<title>") + 7
-        name = html.unescape(rest[t0:rest.index("</title>", t0)])
+        name = rest[t0:rest.index("</title>", t0)]
         e = None
         if cls == "node":
-            n = d.nodes.get(name)
-            role = n.role if n is not None else ""
+            name = names[int(c[1:q])]
+            role = d.nodes[name].role
             box = _outline(rest) or _text_box(rest)
             objects.append({"name": name, "pos": f"{(box[0] + box[2]) / 2},{-(box[1] + box[3]) / 2}",
                             "width": (box[2] - box[0]) / 72, "height": (box[3] - box[1]) / 72})
@@ -122,6 +126,7 @@ def read_piece(d: Drawing, svg: str) -> tuple[dict, list[tuple[str, str, str]]]:
             e = d.edges[int(c[1:q])]
             role = d.nodes[e.source].role
         else:
+            name = html.unescape(name)
             role = column_role(name) or ""
             if role and name.count("_") == 2 and (box := _outline(rest)) is not None:
                 objects.append({"name": name, "bb": f"{box[0]},{-box[3]},{box[2]},{-box[1]}"})

@@ -87,3 +87,21 @@ def test_png_still_goes_through_neato(no_neato: None, tmp_path: Path) -> None:
     from netviz.layout import LayoutError
     with pytest.raises(LayoutError, match="neato"):
         export_drawing(chain_training(6), tmp_path / "c.png")
+
+
+def test_names_graphviz_leaves_as_they_are(tmp_path: Path) -> None:
+    """Blob names holding ``&amp;``, ``<``, ``-`` or quotes: every node and every edge of the ladder is drawn
+    (a node is found by its group id: graphviz writes a name's ``&amp;`` unescaped, so its title read back
+    named another node, whose edges between columns were then dropped)."""
+    from engine.model.opdef import create_operator as op
+    from netviz.drawing import DrawOptions, draw_net
+    from netviz.export import backward_drawing_net
+    from proto import caffe2_pb2
+
+    ops = [op("FC", ["data", "w&amp;1", "b-1"], "fc&amp;<1>"), op("Relu", "fc&amp;<1>", 'r"1'),
+           op("AveragedLoss", 'r"1', "loss")]
+    net, n_fwd, origin = backward_drawing_net(caffe2_pb2.NetDef(name="odd", op=ops), "loss")
+    d = draw_net(net, DrawOptions(), n_fwd, origin)
+    r = export_drawing(d, tmp_path / "odd.svg")
+    kinds = [g.get("class") for g in ET.parse(r.path).getroot().iter(f"{SVG}g")]
+    assert "ladder in" in r.layout and kinds.count("node") == len(d.nodes) and kinds.count("edge") == len(d.edges)
