@@ -43,6 +43,7 @@ _DIMS = ctypes.c_int64 * 12  # dnnl_dims_t (DNNL_MAX_NDIMS = 12)
 _F32, _TAG_ANY, _CPU, _STREAM_IN_ORDER = 3, 1, 1, 1
 _FWD_TRAINING, _FWD_INFERENCE, _CONV_DIRECT = 64, 96, 1
 _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, 133, 134
+_Q_IMPL_INFO_STR = 8
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS = 129, 145, 161
 _ARG_FROM, _ARG_TO = 1, 17
@@ -92,6 +93,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, _P, _DIMS, _DIMS, _DIMS, _DIMS, _P, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [ctypes.POINTER(_P), _P, _P, _P, _P, _P]),
     "dnnl_primitive_desc_query_md": (_P, [_P, ctypes.c_int, ctypes.c_int]),
+    "dnnl_primitive_desc_query": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, _P]),
     "dnnl_primitive_desc_destroy": (ctypes.c_int, [_P]),
     "dnnl_primitive_create": (ctypes.c_int, [ctypes.POINTER(_P), _P]),
     "dnnl_primitive_destroy": (ctypes.c_int, [_P]),
@@ -373,14 +375,30 @@ def blocked(k: Sequence[int], channels: int, data_grad: bool = False) -> bool:
 
 class _Mds:
     """The plain (user) descriptors of one convolution's x, w, b, y, and the ones its primitives are
-    created with: the same, or format `any` when `blocked`.  Never destroyed: they live in the cache."""
+    created with: x and y the same, or format `any` when `blocked`; w always `any` (a small reorder: with
+    NHWC's OHWI weights as they are, oneDNN offered only its reference conv, 12 s for a 1x1 layer).
+    Never destroyed: they live in the cache."""
 
     def __init__(self, x: np.ndarray, w: np.ndarray, y: np.ndarray, group: int, any_: bool) -> None:
         ws, wst = _weights(w, group)
         self.x, self.w, self.y = _md(x.shape, _estrides(x)), _md(ws, wst), _md(y.shape, _estrides(y))
-        self.b = _md((w.shape[0],), (1,))
-        self.px, self.pw, self.py = (_md(x.shape, None), _md(ws, None), _md(y.shape, None)) if any_ else (
-            self.x, self.w, self.y)
+        self.b, self.pw = _md((w.shape[0],), (1,)), _md(ws, None)
+        self.px, self.py = (_md(x.shape, None), _md(y.shape, None)) if any_ else (self.x, self.y)
+
+
+ALLOW_REF = False  # NOTE: the tests set it, to run every drawn shape through the binding
+
+
+def _fast(pd: _P) -> _P:
+    """`pd` when oneDNN chose one of its optimised implementations; its reference ones ("ref:any", plain
+    loops, what it offers for odd cases such as a single input channel) can be far slower than the NumPy
+    path, so they are refused unless :data:`ALLOW_REF`."""
+    name = ctypes.c_char_p()
+    check(lib().primitive_desc_query(pd, _Q_IMPL_INFO_STR, 0, ctypes.cast(ctypes.byref(name), _P)),
+          "dnnl_primitive_desc_query(impl_info_str)")
+    if not ALLOW_REF and (name.value or b"ref").startswith(b"ref"):
+        raise OneDNNError(f"oneDNN offers only its reference convolution ({(name.value or b'?').decode()})")
+    return pd
 
 
 _CACHE: dict[tuple, tuple[_Primitive, ...]] = {}
@@ -440,7 +458,7 @@ def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geo: Geometry) -
 
     def build() -> tuple[_Primitive, ...]:
         m = _Mds(x, w, y, geo.group, lay)
-        pd = _forward_pd(m, b is not None, geo, _FWD_INFERENCE)
+        pd = _fast(_forward_pd(m, b is not None, geo, _FWD_INFERENCE))
         return (_Primitive(pd, {ARG_SRC: (m.x, _Q_SRC), ARG_WEIGHTS: (m.w, _Q_WEIGHTS), ARG_BIAS: (m.b, 0),
                                 ARG_DST: (m.y, _Q_DST)}),)
     bufs = {ARG_SRC: x, ARG_WEIGHTS: w, ARG_DST: y}
@@ -479,7 +497,7 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
         check(L.convolution_backward_weights_primitive_desc_create(
             ctypes.byref(pdw), L.engine, _CONV_DIRECT, m.px, m.pw, None, m.py, *geo.dims,
             _forward_pd(m, False, geo, _FWD_TRAINING), None), "dnnl_convolution_backward_weights_primitive_desc_create")
-        prims = [_Primitive(pdw, {ARG_SRC: (m.x, _Q_SRC), ARG_DIFF_DST: (m.y, _Q_DIFF_DST),
+        prims = [_Primitive(_fast(pdw), {ARG_SRC: (m.x, _Q_SRC), ARG_DIFF_DST: (m.y, _Q_DIFF_DST),
                                   ARG_DIFF_WEIGHTS: (m.w, _Q_DIFF_WEIGHTS)})]
         if need_dx:
             m, pdd = m if lay_d == lay_w else _Mds(x, w, dy, geo.group, lay_d), _P()
@@ -487,7 +505,7 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
                 ctypes.byref(pdd), L.engine, _CONV_DIRECT, m.px, m.pw, m.py, *geo.dims,
                 _forward_pd(m, False, geo, _FWD_TRAINING), None),
                 "dnnl_convolution_backward_data_primitive_desc_create")
-            prims.append(_Primitive(pdd, {ARG_DIFF_DST: (m.y, _Q_DIFF_DST), ARG_WEIGHTS: (m.w, _Q_WEIGHTS),
+            prims.append(_Primitive(_fast(pdd), {ARG_DIFF_DST: (m.y, _Q_DIFF_DST), ARG_WEIGHTS: (m.w, _Q_WEIGHTS),
                                           ARG_DIFF_SRC: (m.x, _Q_DIFF_SRC)}))
         return tuple(prims)
     bufs = {ARG_SRC: x, ARG_DIFF_DST: dy, ARG_DIFF_WEIGHTS: dw}

@@ -35,6 +35,8 @@ def layout(request, monkeypatch):
     """Each layout policy: the user's buffers as they are, oneDNN's blocked layout with reorders, or the mix;
     the small drawn convs run on one thread under "auto" (SERIAL_FLOPS), on the whole team under the others."""
     monkeypatch.setattr(onednn, "LAYOUT", request.param)
+    monkeypatch.setattr(onednn, "ALLOW_REF", True)  # NOTE: every drawn shape through oneDNN, odd ones too
+    monkeypatch.setattr(onednn, "_CACHE", {})  # NOTE: refusals remembered outside these tests do not count
     if request.param != "auto":
         monkeypatch.setattr(onednn, "SERIAL_FLOPS", 0.0)
     monkeypatch.setattr(onednn, "MIN_1X1_PIXELS", 0)  # NOTE: the drawn maps are small
@@ -259,3 +261,24 @@ def test_small_convs_run_on_one_thread(monkeypatch):
         x, w = r.standard_normal((1, c, hw, hw)).astype(np.float32), r.standard_normal((c, c, 3, 3)).astype(np.float32)
         assert _both(monkeypatch, "Conv", x, w, kernel=3, pad=1)[2] == 1
         assert gomp.omp_get_max_threads() == team
+
+
+def test_reference_implementations_are_refused(monkeypatch):
+    """Where oneDNN offers only its reference loops (a 1x1 conv of one 1x1 image of one channel here; NHWC's
+    OHWI weights as they were: 12 s for a 1x1 layer the NumPy path does in 11 ms), the NumPy path runs."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "MIN_1X1_PIXELS", 0)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+    r = np.random.default_rng(19)
+    x, w = r.standard_normal((1, 1, 1, 1)).astype(np.float32), r.standard_normal((2, 1, 1, 1)).astype(np.float32)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=1)
+    assert ran == 0
+    np.testing.assert_array_equal(got[0], ref[0])
+    monkeypatch.setattr(onednn, "ALLOW_REF", True)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+    assert _both(monkeypatch, "Conv", x, w, kernel=1)[2] == 1
+    x = r.standard_normal((2, 16, 16, 32)).astype(np.float32)  # NHWC 1x1: a JIT kernel since weights are `any`
+    monkeypatch.setattr(onednn, "ALLOW_REF", False)
+    ref, got, ran = _both(monkeypatch, "Conv", x, r.standard_normal((8, 1, 1, 32)).astype(np.float32), kernel=1,
+                          order="NHWC")
+    assert ran == 1
