@@ -44,6 +44,9 @@ _F32, _TAG_ANY, _CPU, _STREAM_IN_ORDER = 3, 1, 1, 1
 _FWD_TRAINING, _FWD_INFERENCE, _CONV_DIRECT = 64, 96, 1
 _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, 133, 134
 _Q_IMPL_INFO_STR = 8
+_Q_SCRATCHPAD = 136  # dnnl_query_scratchpad_md
+ARG_SCRATCHPAD = 80
+_SCRATCHPAD_USER = 1  # dnnl_scratchpad_mode_user
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS = 129, 145, 161
 _ARG_FROM, _ARG_TO = 1, 17
@@ -93,6 +96,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, _P, _DIMS, _DIMS, _DIMS, _DIMS, _P, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [ctypes.POINTER(_P), _P, _P, _P, _P, _P]),
     "dnnl_primitive_desc_query_md": (_P, [_P, ctypes.c_int, ctypes.c_int]),
+    "dnnl_primitive_attr_create": (ctypes.c_int, [ctypes.POINTER(_P)]),
+    "dnnl_primitive_attr_set_scratchpad_mode": (ctypes.c_int, [_P, ctypes.c_int]),
     "dnnl_primitive_desc_query": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, _P]),
     "dnnl_primitive_desc_destroy": (ctypes.c_int, [_P]),
     "dnnl_primitive_create": (ctypes.c_int, [ctypes.POINTER(_P), _P]),
@@ -124,6 +129,11 @@ class _Lib:
         self.engine, self.stream = _P(), _P()
         check(self.engine_create(ctypes.byref(self.engine), _CPU, 0), "dnnl_engine_create(cpu)")
         check(self.stream_create(ctypes.byref(self.stream), self.engine, _STREAM_IN_ORDER), "dnnl_stream_create")
+        # NOTE: the library's own scratchpad belongs to the thread that created a primitive (a primitive built
+        # on one TUI worker and run on another wrote into freed memory: a segfault); ours is passed at each run
+        self.attr = _P()
+        check(self.primitive_attr_create(ctypes.byref(self.attr)), "dnnl_primitive_attr_create")
+        check(self.primitive_attr_set_scratchpad_mode(self.attr, _SCRATCHPAD_USER), "dnnl_primitive_attr_set_scratchpad_mode")
 
 
 def check(status: int, what: str) -> None:
@@ -265,32 +275,53 @@ class _Primitive:
             if inner and not L.memory_desc_equal(inner, md):
                 reorder = _reorder(inner, md) if arg in _OUTPUTS else _reorder(md, inner)
                 self.inner[arg] = (inner, _memory(inner), L.memory_desc_get_size(inner), reorder)
-        self.args = (_ExecArg * len(user))()
+        pad = L.primitive_desc_query_md(pd, _Q_SCRATCHPAD, 0)
+        pad_size = L.memory_desc_get_size(pad) if pad else 0
+        self.scratchpad = (_memory(pad), pad_size) if pad_size else None
+        self.args = (_ExecArg * (len(user) + 1))()
 
     def run(self, buffers: dict[int, np.ndarray], ready: frozenset[int] = frozenset()) -> None:
         """Execute on `buffers` (arg -> array, each alive for the call; outputs written in place).  An
         input arg in `ready` is already in its scratch buffer in this primitive's layout (the previous
         primitive's reorder of the same array): not copied again."""
         L = lib()
+        held = []  # NOTE: a scratch too big to be kept by _aligned must live until the stream is done
         for i, (arg, a) in enumerate(buffers.items()):
             mem = self.mem[arg]
             L.memory_set_data_handle(mem, a.ctypes.data)
             if arg in self.inner:
                 _, imem, size, reorder = self.inner[arg]
-                L.memory_set_data_handle(imem, _aligned(size, arg).ctypes.data)
+                held.append(_aligned(size, arg))
+                L.memory_set_data_handle(imem, held[-1].ctypes.data)
                 if arg not in _OUTPUTS and arg not in ready:
                     reorder.reorder(mem, imem)
                 mem = imem
             self.args[i].arg, self.args[i].memory = arg, mem
-        check(L.primitive_execute(self.prim, L.stream, len(buffers), self.args), "dnnl_primitive_execute")
+        n = len(buffers)
+        if self.scratchpad:
+            self.args[n].arg, self.args[n].memory = ARG_SCRATCHPAD, self._scratchpad(held)
+            n += 1
+        check(L.primitive_execute(self.prim, L.stream, n, self.args), "dnnl_primitive_execute")
         for arg in buffers.keys() & self.inner.keys() & _OUTPUTS:
             self.inner[arg][3].reorder(self.inner[arg][1], self.mem[arg])
         check(L.stream_wait(L.stream), "dnnl_stream_wait")
+        del held
+
+    def _scratchpad(self, held: list[np.ndarray]) -> _P:
+        """This primitive's scratchpad memory pointed at the shared scratch buffer (kept alive in `held`)."""
+        mem, size = self.scratchpad
+        held.append(_aligned(size, ARG_SCRATCHPAD))
+        lib().memory_set_data_handle(mem, held[-1].ctypes.data)
+        return mem
 
     def reorder(self, src: _P, dst: _P) -> None:
         """A reorder primitive's run: `src` memory into `dst` memory."""
-        args = (_ExecArg * 2)(_ExecArg(_ARG_FROM, src), _ExecArg(_ARG_TO, dst))
-        check(lib().primitive_execute(self.prim, lib().stream, 2, args), "dnnl_primitive_execute(reorder)")
+        held: list[np.ndarray] = []
+        args = [_ExecArg(_ARG_FROM, src), _ExecArg(_ARG_TO, dst)]
+        if self.scratchpad:
+            args.append(_ExecArg(ARG_SCRATCHPAD, self._scratchpad(held)))
+        check(lib().primitive_execute(self.prim, lib().stream, len(args), (_ExecArg * len(args))(*args)),
+              "dnnl_primitive_execute(reorder)")
 
     def same_inner(self, other: _Primitive, arg: int) -> bool:
         """Whether both primitives read `arg` in the same (non-user) layout."""
@@ -300,7 +331,7 @@ class _Primitive:
 
 def _reorder(src: _P, dst: _P) -> _Primitive:
     L, pd = lib(), _P()
-    check(L.reorder_primitive_desc_create(ctypes.byref(pd), src, L.engine, dst, L.engine, None),
+    check(L.reorder_primitive_desc_create(ctypes.byref(pd), src, L.engine, dst, L.engine, L.attr),
           "dnnl_reorder_primitive_desc_create")
     return _Primitive(pd, {})
 
@@ -426,7 +457,7 @@ def _cached(key: tuple, build: Any) -> tuple[_Primitive, ...]:
 def _forward_pd(m: _Mds, bias: bool, geo: Geometry, prop: int) -> _P:
     L, pd = lib(), _P()
     check(L.convolution_forward_primitive_desc_create(ctypes.byref(pd), L.engine, prop, _CONV_DIRECT, m.px, m.pw,
-                                                      m.b if bias else None, m.py, *geo.dims, None),
+                                                      m.b if bias else None, m.py, *geo.dims, L.attr),
           "dnnl_convolution_forward_primitive_desc_create")
     return pd
 
@@ -496,14 +527,14 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
         pdw = _P()
         check(L.convolution_backward_weights_primitive_desc_create(
             ctypes.byref(pdw), L.engine, _CONV_DIRECT, m.px, m.pw, None, m.py, *geo.dims,
-            _forward_pd(m, False, geo, _FWD_TRAINING), None), "dnnl_convolution_backward_weights_primitive_desc_create")
+            _forward_pd(m, False, geo, _FWD_TRAINING), L.attr), "dnnl_convolution_backward_weights_primitive_desc_create")
         prims = [_Primitive(_fast(pdw), {ARG_SRC: (m.x, _Q_SRC), ARG_DIFF_DST: (m.y, _Q_DIFF_DST),
                                   ARG_DIFF_WEIGHTS: (m.w, _Q_DIFF_WEIGHTS)})]
         if need_dx:
             m, pdd = m if lay_d == lay_w else _Mds(x, w, dy, geo.group, lay_d), _P()
             check(L.convolution_backward_data_primitive_desc_create(
                 ctypes.byref(pdd), L.engine, _CONV_DIRECT, m.px, m.pw, m.py, *geo.dims,
-                _forward_pd(m, False, geo, _FWD_TRAINING), None),
+                _forward_pd(m, False, geo, _FWD_TRAINING), L.attr),
                 "dnnl_convolution_backward_data_primitive_desc_create")
             prims.append(_Primitive(_fast(pdd), {ARG_DIFF_DST: (m.y, _Q_DIFF_DST), ARG_WEIGHTS: (m.w, _Q_WEIGHTS),
                                           ARG_DIFF_SRC: (m.x, _Q_DIFF_SRC)}))

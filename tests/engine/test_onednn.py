@@ -226,6 +226,38 @@ def test_convs_from_two_threads_at_once(monkeypatch):
         np.testing.assert_allclose(y, want[i % len(xs)], rtol=1e-5, atol=1e-5)
 
 
+def test_a_primitive_built_on_one_thread_runs_on_another():
+    """The TUI steps in pool workers: a conv's primitive is built on one and later run on another, also after
+    the first has ended.  With oneDNN's own (per-thread) scratchpad that wrote into freed memory (Faster
+    R-CNN's 1x1 stride-2 conv segfaulted on the second `c`); netviz passes its own.  Run in a child process so
+    a crash is this test's failure, not the end of the run."""
+    code = """if True:
+        import threading, numpy as np
+        import engine.runtime.ops
+        from engine.runtime import onednn
+        from engine.runtime.workspace import eval_op
+        r = np.random.default_rng(3)
+        x = r.standard_normal((1, 16, 60, 60)).astype(np.float32)
+        cases = [(r.standard_normal((16, 16, k, k)).astype(np.float32), k, s) for k, s in ((1, 1), (3, 1), (1, 2))]
+        def run():
+            return [eval_op("Conv", x, w, kernel=k, stride=s, pad=k // 2)[0] for w, k, s in cases]
+        out = {}
+        for name in ("first", "second", "third"):
+            t = threading.Thread(target=lambda n=name: out.__setitem__(n, run()))
+            t.start(); t.join()
+        onednn.ENABLED = False
+        want = run()
+        assert onednn.CALLS["forward"] == 9, onednn.CALLS
+        for got in out.values():
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+        print("ok")
+    """
+    env = {**os.environ, "NETVIZ_PLAIN_CONV": "0"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 def test_a_refused_problem_runs_numpy_and_is_not_asked_again(monkeypatch):
     """When oneDNN refuses a primitive (an error status), the op still answers, from the NumPy path, and the
     refusal is remembered: the descriptor is not created again for the same problem."""
