@@ -133,7 +133,8 @@ class _Lib:
         # on one TUI worker and run on another wrote into freed memory: a segfault); ours is passed at each run
         self.attr = _P()
         check(self.primitive_attr_create(ctypes.byref(self.attr)), "dnnl_primitive_attr_create")
-        check(self.primitive_attr_set_scratchpad_mode(self.attr, _SCRATCHPAD_USER), "dnnl_primitive_attr_set_scratchpad_mode")
+        check(self.primitive_attr_set_scratchpad_mode(self.attr, _SCRATCHPAD_USER),
+              "dnnl_primitive_attr_set_scratchpad_mode")
 
 
 def check(status: int, what: str) -> None:
@@ -527,7 +528,8 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
         pdw = _P()
         check(L.convolution_backward_weights_primitive_desc_create(
             ctypes.byref(pdw), L.engine, _CONV_DIRECT, m.px, m.pw, None, m.py, *geo.dims,
-            _forward_pd(m, False, geo, _FWD_TRAINING), L.attr), "dnnl_convolution_backward_weights_primitive_desc_create")
+            _forward_pd(m, False, geo, _FWD_TRAINING), L.attr),
+            "dnnl_convolution_backward_weights_primitive_desc_create")
         prims = [_Primitive(_fast(pdw), {ARG_SRC: (m.x, _Q_SRC), ARG_DIFF_DST: (m.y, _Q_DIFF_DST),
                                   ARG_DIFF_WEIGHTS: (m.w, _Q_DIFF_WEIGHTS)})]
         if need_dx:
