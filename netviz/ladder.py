@@ -26,7 +26,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from functools import lru_cache
+from functools import lru_cache, reduce
+from operator import add
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -389,22 +390,37 @@ def _size(g: dict, shifts: dict[str, float]) -> tuple[float, float]:
 
 
 def _grid(sizes: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Top-left corners (y down) of pieces in rows: the number per row that brings the whole nearest :data:`RATIO`."""
-    best: tuple[float, list[tuple[float, float]]] | None = None
+    """Top-left corners (y down) of pieces in rows: the number per row that brings the whole nearest :data:`RATIO`.
+
+    Each candidate row length is scored from its rows' sums and maxima (taken over slices, in C) and only
+    the best one's corners are built: building every candidate's corners was O(pieces²) (155 pieces of a
+    10k-op chain: ~50 candidates × 155 corners, 3.7 ms against 0.1 ms at 1k)."""
+    if not sizes:
+        return []
+    steps = [w + GAP_X for w, _ in sizes]  # NOTE: added one by one, as the corners are: the same floats
+    heights = [h for _, h in sizes]
+    best: tuple[float, int] | None = None
     for per_row in range(1, len(sizes) + 1):
-        corners, x, y, row_h, width = [], 0.0, 0.0, 0.0, 0.0
-        for k, (w, h) in enumerate(sizes):
-            if k and k % per_row == 0:
-                x, y, row_h = 0.0, y + row_h + GAP_Y, 0.0
-            corners.append((x, y))
-            x += w + GAP_X
-            width, row_h = max(width, x - GAP_X), max(row_h, h)
+        width, y, row_h = 0.0, 0.0, 0.0
+        for start in range(0, len(sizes), per_row):
+            if start:
+                y = y + row_h + GAP_Y
+            width = max(width, reduce(add, steps[start:start + per_row], 0.0) - GAP_X)
+            row_h = max(max(heights[start:start + per_row]), 0.0)  # NOTE: a row starts at 0.0, as in the corners
         score = abs(math.log(max(width, 1.0) / max(y + row_h, 1.0) / RATIO))
         if best is None or score < best[0]:
-            best = (score, corners)
+            best = (score, per_row)
         if width > RATIO * (y + row_h) * 2:
             break
-    return best[1] if best else []
+    per_row = best[1] if best else 1
+    corners, x, y, row_h = [], 0.0, 0.0, 0.0
+    for k, (w, h) in enumerate(sizes):
+        if k and k % per_row == 0:
+            x, y, row_h = 0.0, y + row_h + GAP_Y, 0.0
+        corners.append((x, y))
+        x += w + GAP_X
+        row_h = max(row_h, h)
+    return corners
 
 
 Box = tuple[float, float, float, float]  # centre x, centre y, width, height (points)

@@ -213,3 +213,48 @@ def test_columns_come_from_the_sections_alone() -> None:
         assert [r == "optimizer" for r in roles[n_fwd:]] == [s == OPTIMIZER for s in sections[n_fwd:]]
     assert "optimizer" in top_roles(lstm, split_training_net(lstm).sections.index("backward"))
     assert {n.role for n in regenerated.ops()} == {"forward", "gradient", "optimizer"}
+
+
+class _CountedSizes(list):
+    """A list of piece sizes that counts how often it is walked."""
+
+    walks = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def _grid_by_definition(sizes: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Every candidate row length's corners built and scored: what :func:`ladder._grid` must choose."""
+    import math
+    best = None
+    for per_row in range(1, len(sizes) + 1):
+        corners, x, y, row_h, width = [], 0.0, 0.0, 0.0, 0.0
+        for k, (w, h) in enumerate(sizes):
+            if k and k % per_row == 0:
+                x, y, row_h = 0.0, y + row_h + ladder.GAP_Y, 0.0
+            corners.append((x, y))
+            x += w + ladder.GAP_X
+            width, row_h = max(width, x - ladder.GAP_X), max(row_h, h)
+        score = abs(math.log(max(width, 1.0) / max(y + row_h, 1.0) / ladder.RATIO))
+        if best is None or score < best[0]:
+            best = (score, corners)
+        if width > ladder.RATIO * (y + row_h) * 2:
+            break
+    return best[1] if best else []
+
+
+def test_grid_places_pieces_as_defined_walking_them_a_few_times() -> None:
+    """The pieces' grid is the best-scoring row length's, and the sizes are walked a fixed number of times,
+    not once per candidate (155 pieces of a 10k-op chain's ladder: ~50 candidates, quadratic)."""
+    import random
+    rng = random.Random(43)
+    for _ in range(300):
+        sizes = [(rng.choice([0.0, rng.uniform(0, 900)]), rng.choice([0.0, rng.uniform(0, 9000)]))
+                 for _ in range(rng.randint(0, 40))]
+        assert ladder._grid(sizes) == _grid_by_definition(sizes)
+    tall = _CountedSizes([(290.0, 4550.0)] * 155)
+    corners = ladder._grid(tall)
+    assert corners == _grid_by_definition(list(tall)) and len({x for x, _ in corners}) > 20
+    assert _CountedSizes.walks <= 4 + 1  # NOTE: + the reference's own walk above
