@@ -452,11 +452,13 @@ def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
         x0, y0 = (float(v) for v in g.get("bb", "0,0").split(",")[:2])
         moves.append((corners[k][0] - x0, total_h - corners[k][1] - sizes[k][1] - y0, shifts[k]))
         _boxes(d, g, *moves[k], pos)
-    straight = []
+    straight, of, nodes = [], p.of, d.nodes
     for i, e in enumerate(d.edges):
-        k = p.of[e.source]
-        inside = k == p.of[e.target] and not (moves[k][2] and d.nodes[e.source].role != d.nodes[e.target].role)
-        if not inside and e.source in pos and e.target in pos:
+        s, t = e.source, e.target
+        k = of[s]
+        if k == of[t] and (not moves[k][2] or nodes[s].role == nodes[t].role):
+            continue  # NOTE: inside a piece whose columns kept their places: dot drew it
+        if s in pos and t in pos:
             straight.append(i)
     return Placement(moves, total_w, total_h, pos, straight)
 
