@@ -466,6 +466,10 @@ def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
 def _boxes(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: dict[str, Box]) -> None:
     """Each node box of one piece's json0, moved by (dx, dy) and its column's shift, into `pos`."""
     for obj in g.get("objects", []):
+        xy = obj.get("xy")
+        if xy is not None:  # NOTE: a node read back from a piece's SVG (ladder_svg.read_piece): nothing to parse
+            pos[obj["name"]] = (xy[0] + dx + cs.get(obj["role"], 0.0), xy[1] + dy, obj["width"] * 72, obj["height"] * 72)
+            continue
         nid = obj.get("name", "")
         if "nodes" in obj or "subgraphs" in obj or "bb" in obj or "pos" not in obj or nid not in d.nodes:
             continue

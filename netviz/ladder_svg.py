@@ -101,7 +101,8 @@ def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[i
 
 
 def read_piece(d: Drawing, svg: str, names: Sequence[str]) -> tuple[dict, list[tuple[str, str, str]]]:
-    """One piece's SVG as (its layout in json0's terms: graph box, column clusters' boxes, node boxes; its
+    """One piece's SVG as (its layout in json0's terms: graph box, column clusters' boxes, node boxes (a
+    node's centre as numbers, ``xy``, and its ``role``, in place of json0's ``pos`` string); its
     element groups as ``(class, role whose column shift moves it, the group after its opening tag)``).
     Edges between columns that the piece's shifts (:func:`netviz.ladder.column_shifts`) move apart are
     left out (drawn straight); a gradient edge, written reversed (``dir=back``), is titled as it runs.
@@ -120,7 +121,9 @@ def read_piece(d: Drawing, svg: str, names: Sequence[str]) -> tuple[dict, list[t
             name = names[int(c[1:q])]
             role = d.nodes[name].role
             box = _outline(rest) or _text_box(rest)
-            objects.append({"name": name, "pos": f"{(box[0] + box[2]) / 2},{-(box[1] + box[3]) / 2}",
+            # NOTE: the centre as numbers and the role (:func:`netviz.ladder._boxes`): a json0 "pos" string
+            # was formatted here and parsed back there, and the role looked up again in the whole drawing
+            objects.append({"name": name, "xy": ((box[0] + box[2]) / 2, -(box[1] + box[3]) / 2), "role": role,
                             "width": (box[2] - box[0]) / 72, "height": (box[3] - box[1]) / 72})
         elif cls == "edge":
             e = d.edges[int(c[1:q])]
