@@ -211,3 +211,23 @@ def test_without_graphviz_the_tui_steps_and_the_canvas_says_what_to_install(tmp_
     before, after, last = lines["stepped"].split(" -> ")
     assert before != after != last, r.stdout  # the debugger steps without a drawing
     assert lines["pygraphviz loaded"] == "False"
+
+
+def test_doctor_names_the_conv_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN (the `fast` extra) is an optional part: its backend line when it loads, 'off' when switched off,
+    the install line when absent."""
+    from engine.runtime import onednn  # noqa: PLC0415
+    from netviz.commands import doctor  # noqa: PLC0415
+
+    def shown() -> str | None:
+        return next(p for p in doctor.parts() if p.name == "oneDNN (fast convs)").version
+
+    if onednn.lib() is not None:
+        assert shown() == onednn.describe() and shown().startswith("oneDNN 3.")
+    monkeypatch.setattr(onednn, "ENABLED", False)
+    assert shown() == "NumPy/OpenBLAS convs (NETVIZ_ONEDNN=0)"
+    monkeypatch.setattr(onednn, "ENABLED", True)
+    monkeypatch.setattr(onednn, "lib", lambda: None)
+    assert shown() is None
+    lines, ok = doctor.report()
+    assert ok and any("oneDNN (fast convs)" in line and "pip install 'netviz[fast]'" in line for line in lines)

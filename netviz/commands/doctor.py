@@ -73,6 +73,15 @@ def _caffe2_oracle() -> str | None:
     return f"torch {found[-1].name.removesuffix('.dist-info').split('-')[1]} at {venv}" if found else None
 
 
+def _onednn() -> str | None:
+    """The conv backend line when oneDNN loads (or is installed but switched off), else None."""
+    from engine.runtime import onednn  # noqa: PLC0415
+
+    if onednn.available() or not onednn.ENABLED:
+        return onednn.describe()
+    return None
+
+
 def parts() -> list[Part]:
     """Every part netviz uses, required first, each with its version or the command installing it."""
     from netviz import graphviz_support as gv  # noqa: PLC0415
@@ -91,6 +100,7 @@ def parts() -> list[Part]:
         Part("onnx", _module_version("onnx"), "pip install 'netviz[onnx]'", required=False),
         Part("onnxruntime", _module_version("onnxruntime"), "pip install 'netviz[onnx]'", required=False),
         Part("cupy", cupy, gpu_cmd, required=False),
+        Part("oneDNN (fast convs)", _onednn(), "pip install 'netviz[fast]' (Linux x86-64)", required=False),
     ]
     if cupy is not None:
         found.append(Part("CUDA device", _cuda_device(), "no CUDA device visible to CuPy: check nvidia-smi and "
