@@ -105,3 +105,28 @@ def test_names_graphviz_leaves_as_they_are(tmp_path: Path) -> None:
     r = export_drawing(d, tmp_path / "odd.svg")
     kinds = [g.get("class") for g in ET.parse(r.path).getroot().iter(f"{SVG}g")]
     assert "ladder in" in r.layout and kinds.count("node") == len(d.nodes) and kinds.count("edge") == len(d.edges)
+
+
+def test_read_piece_gives_node_centres_as_numbers_with_their_roles() -> None:
+    """Each node read back from a piece's SVG carries its centre as numbers (graphviz's y up) and its role,
+    and :func:`ladder.place` puts it there: nothing is formatted into a json0 ``pos`` string and parsed back."""
+    import subprocess
+
+    from netviz import ladder_svg
+    d = chain_training(4)
+    p = ladder.split(d, 1)
+    (dot,) = ladder.piece_dots(d, p)
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), stdout=subprocess.PIPE, check=True).stdout.decode()
+    g, _ = ladder_svg.read_piece(d, svg, list(d.nodes))
+    nodes = [o for o in g["objects"] if "xy" in o]
+    assert {o["name"] for o in nodes} == set(d.nodes)
+    for o in nodes:
+        x, y = o["xy"]
+        assert isinstance(x, float) and isinstance(y, float) and y >= 0 and "pos" not in o
+        assert o["role"] == d.nodes[o["name"]].role
+    placed = ladder.place(d, p, [g])
+    shifts = placed.moves[0][2]
+    for o in nodes:
+        cx, cy, w, h = placed.pos[o["name"]]
+        assert cx == pytest.approx(o["xy"][0] + placed.moves[0][0] + shifts.get(o["role"], 0.0))
+        assert w == pytest.approx(o["width"] * 72) and h > 0
