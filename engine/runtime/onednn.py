@@ -6,7 +6,9 @@ oneDNN's JIT AVX-512/AVX2 direct convolutions are what PyTorch's CPU convs run; 
 calls a float32 convolution needs (engine, stream, memory descriptors, the forward / backward-data /
 backward-weights primitive descriptors and primitives, memory objects on NumPy's own buffers,
 execute) and nothing else; the NumPy path stays the reference (``tests/engine/test_onednn.py``
-compares the two).
+compares the two).  Training batch normalization is bound too (:func:`bn_forward`, :func:`bn_backward`,
+``tests/engine/test_onednn_bn.py``) but nothing routes SpatialBN to it: slower than NumPy on NCHW maps
+(benchmarks/README.md, round 3b).
 
 Where the library comes from: ``pip install netviz[fast]`` (the ``onednn-cpu-gomp`` wheel puts
 ``libdnnl.so.3`` in ``<prefix>/lib``; its CPU runtime is GNU OpenMP).  NOTE: the newer ``onednn``
@@ -50,6 +52,10 @@ _SCRATCHPAD_USER = 1  # dnnl_scratchpad_mode_user
 ARG_SRC, ARG_DST, ARG_WEIGHTS, ARG_BIAS = 1, 17, 33, 41
 ARG_DIFF_SRC, ARG_DIFF_DST, ARG_DIFF_WEIGHTS = 129, 145, 161
 _ARG_FROM, _ARG_TO = 1, 17
+# batch normalization (dnnl_normalization_flags_t, dnnl_prop_kind_t, DNNL_ARG_*)
+_BACKWARD, _USE_SCALE, _USE_SHIFT = 128, 0x2, 0x4
+ARG_MEAN, ARG_VARIANCE, ARG_SCALE, ARG_SHIFT = 49, 50, 51, 52
+ARG_DIFF_SCALE, ARG_DIFF_SHIFT = 255, 256
 _RUNTIME_OMP = 2  # dnnl_version_t.cpu_runtime of an OpenMP build (DNNL_RUNTIME_OMP)
 # dnnl_cpu_isa_t values (the same in 3.2 and 3.13), named by :func:`describe`; ONEDNN_MAX_CPU_ISA=AVX2 caps them
 ISA = {"SSE41": 0x1, "AVX": 0x3, "AVX2": 0x7, "AVX2_VNNI": 0xf, "AVX2_VNNI_2": 0x1f, "AVX512_CORE": 0x27,
@@ -63,7 +69,7 @@ _BOUND = ((3, 2), (3, 13))  # the versions whose ABI this module was written aga
 # big inputs cost more to reorder than the blocked kernel saves: measured, benchmarks/README.md round 3)
 LAYOUT = "auto"
 ENABLED = os.environ.get("NETVIZ_ONEDNN", "") not in ("0", "off", "false")  # NOTE: read per call: tests flip it
-CALLS = {"forward": 0, "backward": 0}  # primitives run, for tests and benchmarks: proof the path ran
+CALLS = {"forward": 0, "backward": 0, "bn_forward": 0, "bn_backward": 0}  # primitives run, for tests and benchmarks: proof the path ran
 
 
 class _ExecArg(ctypes.Structure):
@@ -94,6 +100,10 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, _DIMS, _DIMS, _DIMS, _DIMS, _P, _P]),
     "dnnl_convolution_backward_weights_primitive_desc_create": (
         ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, _P, _DIMS, _DIMS, _DIMS, _DIMS, _P, _P]),
+    "dnnl_batch_normalization_forward_primitive_desc_create": (
+        ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, ctypes.c_float, ctypes.c_uint, _P]),
+    "dnnl_batch_normalization_backward_primitive_desc_create": (
+        ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, ctypes.c_float, ctypes.c_uint, _P, _P]),
     "dnnl_reorder_primitive_desc_create": (ctypes.c_int, [ctypes.POINTER(_P), _P, _P, _P, _P, _P]),
     "dnnl_primitive_desc_query_md": (_P, [_P, ctypes.c_int, ctypes.c_int]),
     "dnnl_primitive_attr_create": (ctypes.c_int, [ctypes.POINTER(_P)]),
@@ -554,3 +564,79 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
         return None
     CALLS["backward"] += 1
     return dw, dy.sum(axis=(0,) + tuple(range(2, dy.ndim))) if need_db else None, dx
+
+
+# ---- batch normalization: bound and tested, NOT routed (benchmarks/README.md, round 3b) ----
+# NOTE: on ResNet's NCHW maps oneDNN offers only its generic plain-layout kernel (ncsp_bnorm), 1.7x slower
+# than norm.py's row passes forward and even backward; its JIT kernel wants NHWC or blocked maps.
+
+def bn_fits(x: np.ndarray, *more: np.ndarray) -> bool:
+    """Whether oneDNN takes a batch normalization problem: the library here and on, 4-D float32 arrays of
+    one shape and one dense memory order (NCHW, or an NCHW view of NHWC), with pixels."""
+    return (available() and isinstance(x, np.ndarray) and x.ndim == 4 and x.size > 0
+            and all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == x.shape
+                    and a.strides == x.strides for a in (x, *more))
+            and x.transpose(sorted(range(4), key=lambda i: -x.strides[i])).flags.c_contiguous)
+
+
+def _bn_forward_pd(md: _P, epsilon: float) -> _P:
+    L, pd = lib(), _P()
+    check(L.batch_normalization_forward_primitive_desc_create(ctypes.byref(pd), L.engine, _FWD_TRAINING, md, md,
+                                                              epsilon, _USE_SCALE | _USE_SHIFT, L.attr),
+          "dnnl_batch_normalization_forward_primitive_desc_create")
+    return pd
+
+
+def _vector(v: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(v, np.float32).reshape(-1)
+
+
+def _bn_run(kind: str, x: np.ndarray, epsilon: float, build: Any, bufs: dict[int, np.ndarray]) -> bool:
+    """Run the cached `kind` primitive (`build` on first use) on `bufs`; False where oneDNN refused."""
+    try:
+        with _run_lock:
+            team = _team_size(20.0 * x.size)  # NOTE: a few passes over X: serial below SERIAL_FLOPS / 20
+            (prim,) = _cached((kind, team, float(epsilon)) + _layouts(x), build)
+            prim.run(bufs)
+    except OneDNNError:
+        return False
+    CALLS[kind] += 1
+    return True
+
+
+def bn_forward(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Training batch normalization of `x` (:func:`bn_fits`): (Y in `x`'s memory order, batch mean,
+    batch BIASED variance); None where oneDNN refuses (the caller runs NumPy)."""
+    y, c = empty_as(x, x.shape), x.shape[1]
+    mean, var = np.empty(c, np.float32), np.empty(c, np.float32)
+
+    def build() -> tuple[_Primitive, ...]:
+        md, vmd = _md(x.shape, _estrides(x)), _md((c,), (1,))
+        return (_Primitive(_fast(_bn_forward_pd(md, epsilon)), {
+            ARG_SRC: (md, 0), ARG_DST: (md, 0), ARG_MEAN: (vmd, 0), ARG_VARIANCE: (vmd, 0), ARG_SCALE: (vmd, 0),
+            ARG_SHIFT: (vmd, 0)}),)
+    ok = _bn_run("bn_forward", x, epsilon, build, {ARG_SRC: x, ARG_DST: y, ARG_MEAN: mean, ARG_VARIANCE: var,
+                                                   ARG_SCALE: _vector(scale), ARG_SHIFT: _vector(bias)})
+    return (y, mean, var) if ok else None
+
+
+def bn_backward(x: np.ndarray, scale: np.ndarray, dy: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                epsilon: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(dX in `x`'s memory order, dscale, dbias) of training batch normalization given `dy`, the batch
+    `mean` and BIASED `var` (:func:`bn_fits` on `x` and `dy`); None where oneDNN refuses."""
+    c = x.shape[1]
+    dx, dscale, dbias = empty_as(x, x.shape), np.empty(c, np.float32), np.empty(c, np.float32)
+
+    def build() -> tuple[_Primitive, ...]:
+        L, md, vmd, pd = lib(), _md(x.shape, _estrides(x)), _md((c,), (1,)), _P()
+        check(L.batch_normalization_backward_primitive_desc_create(
+            ctypes.byref(pd), L.engine, _BACKWARD, md, md, md, epsilon, _USE_SCALE | _USE_SHIFT,
+            _bn_forward_pd(md, epsilon), L.attr), "dnnl_batch_normalization_backward_primitive_desc_create")
+        return (_Primitive(_fast(pd), {ARG_SRC: (md, 0), ARG_DIFF_DST: (md, 0), ARG_MEAN: (vmd, 0),
+                                       ARG_VARIANCE: (vmd, 0), ARG_SCALE: (vmd, 0), ARG_DIFF_SRC: (md, 0),
+                                       ARG_DIFF_SCALE: (vmd, 0), ARG_DIFF_SHIFT: (vmd, 0)}),)
+    ok = _bn_run("bn_backward", x, epsilon, build, {
+        ARG_SRC: x, ARG_DIFF_DST: dy, ARG_MEAN: _vector(mean), ARG_VARIANCE: _vector(var), ARG_SCALE: _vector(scale),
+        ARG_DIFF_SRC: dx, ARG_DIFF_SCALE: dscale, ARG_DIFF_SHIFT: dbias})
+    return (dx, dscale, dbias) if ok else None

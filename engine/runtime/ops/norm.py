@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.runtime import parallel
+from engine.runtime import onednn, parallel
 from engine.runtime.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.runtime.fidelity import fixes_enabled
 from engine.catalogue.registry import gradient, kernel
@@ -90,6 +90,9 @@ def _spatial_bn(xp, relu, x, scale, bias, mean, var, sums=None, sumsq=None, *, i
         return _relu_y(xp, y, relu)
     # NOTE: the 5th output is the batch's inverse std (biased variance); the running variance is
     # updated with the UNBIASED batch variance (checked against Caffe2 1.10.2).
+    fast = _spatial_bn_train_onednn(xp, x, scale, bias, mean, var, epsilon, momentum, order)
+    if fast is not None:
+        return _relu_y(xp, fast, relu)
     if _rows_fast(xp, x, order):
         return _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum, relu)
     bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])
@@ -119,6 +122,46 @@ def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, m
     m = dt.type(momentum)
     unbiased = bv * (cnt / max(cnt - 1, 1))
     return y, (mean * m + bm * (1 - m)).astype(dt), (var * m + unbiased * (1 - m)).astype(dt), bm, inv
+
+
+def _onednn_views(xp, order, x, *more):
+    """NCHW views of NHWC `x` (and `more`) when oneDNN takes them, else None.  Only NHWC: there oneDNN
+    runs its JIT kernel, 2-5x this module's NumPy path; on NCHW it has only a generic kernel, slower than
+    the row passes below (measured: benchmarks/README.md, round 3b)."""
+    if xp is not np or order != "NHWC" or x.ndim != 4:
+        return None
+    views = tuple(a.transpose(0, 3, 1, 2) for a in (x, *more))
+    return views if onednn.bn_fits(*views) else None
+
+
+def _spatial_bn_train_onednn(xp, x, scale, bias, mean, var, epsilon, momentum, order):
+    """Training SpatialBN's five outputs through oneDNN (:func:`_onednn_views`), or None.  oneDNN gives the
+    batch's biased variance: Caffe2's saved inverse std and unbiased running update are made from it here."""
+    views = _onednn_views(xp, order, x)
+    got = views and onednn.bn_forward(views[0], scale, bias, epsilon)
+    if not got:
+        return None
+    y, bm, bv = got
+    dt, cnt = x.dtype, x.size // x.shape[-1]
+    mo, inv = dt.type(momentum), (1 / np.sqrt(bv + dt.type(epsilon))).astype(dt)
+    unbiased = bv * (cnt / max(cnt - 1, 1))
+    return (y.transpose(0, 2, 3, 1), (mean * mo + bm * (1 - mo)).astype(dt),
+            (var * mo + unbiased * (1 - mo)).astype(dt), bm, inv)
+
+
+def _spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order):
+    """Training SpatialBNGradient's (dX, dscale, dbias) through oneDNN (:func:`_onednn_views`), or None.
+    oneDNN takes the biased variance, ``1/inv_std^2 - eps``; an inverse std that gives a variance below 0
+    beyond rounding (not one a forward pass saved) stays on NumPy, which uses it as it is."""
+    views = _onednn_views(xp, order, x, dy)
+    if views is None:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        bv = 1 / np.square(inv_std.astype(np.float64)) - epsilon
+    if not np.all(bv > -1e-6 * epsilon):  # NOTE: NaN fails too
+        return None
+    got = onednn.bn_backward(views[0], scale, views[1], mean, np.maximum(bv, 0).astype(np.float32), epsilon)
+    return got and (got[0].transpose(0, 2, 3, 1), got[1], got[2])
 
 
 ROW_BLOCK = 1 << 20
@@ -207,6 +250,9 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0,
     if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
         inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
     dt = x.dtype
+    fast = None if is_test else _spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order)
+    if fast:
+        return fast
     if not is_test and _rows_fast(xp, x, order, dy) and x.shape == dy.shape:
         return _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std)
     xhat = xp.subtract(x, mean.reshape(bshape), dtype=dt)
