@@ -315,13 +315,11 @@ def ops_only(d: Drawing) -> Drawing:
             if slot.get(e.target, 0) == 0 and s.version == 0:
                 first_slot.add(e.source)
             slot[e.target] = slot.get(e.target, 0) + 1
-    keep = {nid for nid, n in d.nodes.items()
-            if n.kind != "blob" or (nid in first_slot if nid not in writer else nid not in readers)}
     out = Drawing(d.name, d.options, clusters=dict(d.clusters), shapes=d.shapes)
-    out.nodes = {nid: n for nid, n in d.nodes.items() if nid in keep}
-    for e in d.edges:
-        if e.source in keep and e.target in keep:
-            out.edges.append(e)
+    # NOTE: the kept nodes' dict is the membership test too: one walk of the nodes, not a set and a dict
+    out.nodes = keep = {nid: n for nid, n in nodes.items()
+                        if n.kind != "blob" or (nid in first_slot if nid not in writer else nid not in readers)}
+    out.edges = [e for e in d.edges if e.source in keep and e.target in keep]
     for blob, reads in readers.items():
         src = writer.get(blob, blob)
         if src not in keep or src == blob:
