@@ -3,7 +3,8 @@
 ``python -m benchmarks.bn_onednn [REPEAT]`` prints, per ResNet-50 batch-8 map, the best of REPEAT
 alternated runs (ms) of: NumPy forward / backward on NCHW, oneDNN on the same NCHW buffers (what a
 router would hand it: its generic ``ncsp`` kernel), oneDNN on NHWC memory (its JIT kernel; the net's
-maps are NCHW, so one NCHW->NHWC copy, also timed, would come with each input and output).
+maps are NCHW, so one NCHW->NHWC copy, also timed, would come with each input and output), and the
+SpatialBN op of an NHWC net on NumPy (oneDNN off: norm.py's generic path) against oneDNN (what it routes).
 """
 from __future__ import annotations
 
@@ -17,6 +18,17 @@ from engine.runtime.ops import norm
 
 SHAPES = [(8, 64, 112, 112), (8, 256, 56, 56), (8, 512, 28, 28), (8, 1024, 14, 14), (8, 2048, 7, 7)]
 EPS = np.float32(1e-5)
+
+
+def _numpy_only(call: object) -> object:
+    """`call` with oneDNN switched off while it runs (norm.py's own NHWC path)."""
+    def run() -> None:
+        onednn.ENABLED = False
+        try:
+            call()
+        finally:
+            onednn.ENABLED = True
+    return run
 
 
 def _cases(shape: tuple[int, ...]) -> dict[str, object]:
@@ -36,6 +48,10 @@ def _cases(shape: tuple[int, ...]) -> dict[str, object]:
             "bwd numpy": lambda: norm._spatial_bn_gradient_rows(x, scale, dy, mean, inv),
             "bwd onednn nchw": lambda: onednn.bn_backward(x, scale, dy, mean, var, EPS),
             "bwd onednn nhwc": lambda: onednn.bn_backward(xh, scale, dyh, mean, var, EPS),
+            "fwd numpy nhwc": _numpy_only(lambda: norm.spatial_bn(np, xh.transpose(0, 2, 3, 1), scale, bias, zero,
+                                                                  one, order="NHWC")),
+            "bwd numpy nhwc": _numpy_only(lambda: norm.spatial_bn_gradient(
+                np, xh.transpose(0, 2, 3, 1), scale, dyh.transpose(0, 2, 3, 1), mean, inv, order="NHWC")),
             "copy nchw->nhwc": lambda: np.copyto(nhwc.transpose(0, 2, 3, 1), x.transpose(0, 2, 3, 1))}
 
 

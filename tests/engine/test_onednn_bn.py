@@ -112,6 +112,7 @@ def _ops_both(monkeypatch, order, shape, seed, kinds=("bn_forward", "bn_backward
         x, dy = (np.ascontiguousarray(a.transpose(0, 2, 3, 1)) for a in (x, dy))
     c = shape[1]
     rmean, rvar = np.full(c, 0.2, np.float32), np.full(c, 1.5, np.float32)
+    monkeypatch.setattr(norm, "ONEDNN_MIN_ELEMENTS", 0)  # NOTE: the small maps too
     outs = []
     for enabled in (False, True):
         monkeypatch.setattr(onednn, "ENABLED", enabled)
@@ -144,8 +145,16 @@ def test_nchw_ops_stay_on_numpy(monkeypatch):
         np.testing.assert_array_equal(g, r, err_msg=name)
 
 
+def test_tiny_nhwc_maps_stay_on_numpy():
+    x = np.ones((1, 4, 4, 8), np.float32)
+    before = dict(onednn.CALLS)
+    eval_op("SpatialBN", x, *(np.ones(8, np.float32) for _ in range(4)), n_out=5, is_test=0, order="NHWC")
+    assert onednn.CALLS == before and x.size < norm.ONEDNN_MIN_ELEMENTS
+
+
 def test_gradient_with_an_inverse_std_no_forward_saved_stays_on_numpy(monkeypatch):
     """An inverse std above 1/sqrt(eps) means a negative variance: oneDNN cannot take it, NumPy uses it."""
+    monkeypatch.setattr(norm, "ONEDNN_MIN_ELEMENTS", 0)
     x, dy, scale, _ = (np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if a.ndim == 4 else a
                        for a in _inputs((2, 4, 6, 6), nhwc=False, seed=4))
     mean, inv = np.zeros(4, np.float32), np.full(4, 1000.0, np.float32)

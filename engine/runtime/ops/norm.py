@@ -124,11 +124,16 @@ def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, m
     return y, (mean * m + bm * (1 - m)).astype(dt), (var * m + unbiased * (1 - m)).astype(dt), bm, inv
 
 
+ONEDNN_MIN_ELEMENTS = 1 << 15
+"""X's size below which SpatialBN stays on NumPy: a oneDNN call's fixed cost (~50 us) loses on tiny maps
+(ties at 25k elements, measured: benchmarks/README.md, round 3b)."""
+
+
 def _onednn_views(xp, order, x, *more):
     """NCHW views of NHWC `x` (and `more`) when oneDNN takes them, else None.  Only NHWC: there oneDNN
     runs its JIT kernel, 2-5x this module's NumPy path; on NCHW it has only a generic kernel, slower than
     the row passes below (measured: benchmarks/README.md, round 3b)."""
-    if xp is not np or order != "NHWC" or x.ndim != 4:
+    if xp is not np or order != "NHWC" or x.ndim != 4 or x.size < ONEDNN_MIN_ELEMENTS:
         return None
     views = tuple(a.transpose(0, 3, 1, 2) for a in (x, *more))
     return views if onednn.bn_fits(*views) else None
