@@ -116,8 +116,11 @@ def test_ctrl_c_stops_the_layout_and_writes_nothing(tmp_path: Path) -> None:
     net, out = tmp_path / "n.pbtxt", tmp_path / "n.svg"
     net.write_text('name: "n" op { type: "Relu" input: "X" output: "Y" }\n')
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # NOTE: Ctrl-C as a terminal delivers it: a suite started in the background by a non-interactive shell
+    # (`bash .ci/run &`) ignores SIGINT, which its children inherit, and Python then leaves it ignored
     p = subprocess.Popen([sys.executable, "-m", "netviz.cli", "export", str(net), "-o", str(out)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert p.stderr is not None and p.stderr.readline().startswith("netviz: layout: dot")
     for _ in range(100):  # the shell script writes its pid just after starting
         if pid_file.exists() and pid_file.read_text().strip():
