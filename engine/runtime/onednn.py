@@ -363,10 +363,20 @@ def _estrides(a: np.ndarray) -> tuple[int, ...]:
     return tuple(s // a.itemsize for s in a.strides)
 
 
+def _memory_order(a: np.ndarray) -> list[int]:
+    """`a`'s axes from the outermost in memory to the innermost (NHWC seen as NCHW: [0, 2, 3, 1])."""
+    return sorted(range(a.ndim), key=lambda i: -a.strides[i])
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Whether `a`'s axes are some dense permutation (NCHW, or an NCHW view of NHWC): one layout oneDNN reads."""
+    return a.transpose(_memory_order(a)).flags.c_contiguous
+
+
 def empty_as(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """A new float32 array of `shape` whose axes lie in memory in the order of `a`'s (an NCHW view of
     an NHWC array gives an NCHW view of a new NHWC array), so oneDNN reads and writes one layout."""
-    perm = sorted(range(a.ndim), key=lambda i: -a.strides[i])
+    perm = _memory_order(a)
     return np.empty([shape[i] for i in perm], np.float32).transpose(np.argsort(perm))
 
 
@@ -484,8 +494,7 @@ def fits(geo: Geometry, *arrays: np.ndarray | None) -> bool:
 
 def _plain(a: np.ndarray) -> np.ndarray:
     """`a` as it is when its axes are some dense permutation (NCHW, or an NHWC view), else a copy."""
-    perm = sorted(range(a.ndim), key=lambda i: -a.strides[i])
-    return a if a.transpose(perm).flags.c_contiguous else np.ascontiguousarray(a)
+    return a if _dense(a) else np.ascontiguousarray(a)
 
 
 def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geo: Geometry) -> np.ndarray | None:
@@ -566,7 +575,7 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
     return dw, dy.sum(axis=(0,) + tuple(range(2, dy.ndim))) if need_db else None, dx
 
 
-# ---- batch normalization: bound and tested, NOT routed (benchmarks/README.md, round 3b) ----
+# ---- batch normalization: routed by norm.py for NHWC maps only (benchmarks/README.md, round 3b) ----
 # NOTE: on ResNet's NCHW maps oneDNN offers only its generic plain-layout kernel (ncsp_bnorm), 1.7x slower
 # than norm.py's row passes forward and even backward; its JIT kernel wants NHWC or blocked maps.
 
@@ -576,7 +585,7 @@ def bn_fits(x: np.ndarray, *more: np.ndarray) -> bool:
     return (available() and isinstance(x, np.ndarray) and x.ndim == 4 and x.size > 0
             and all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == x.shape
                     and a.strides == x.strides for a in (x, *more))
-            and x.transpose(sorted(range(4), key=lambda i: -x.strides[i])).flags.c_contiguous)
+            and _dense(x))
 
 
 def _bn_forward_pd(md: _P, epsilon: float) -> _P:
