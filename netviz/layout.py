@@ -163,12 +163,8 @@ def run_graphviz(dot: str, fmt: str, timeout: float = DEFAULT_TIMEOUT, prog: str
     if exe is None:
         raise LayoutError(missing_program(prog))
     cmd = [exe, f"-T{fmt}", *extra] + ([f"-o{output}"] if output else [])
-    held = _hold_interrupts()
-    try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    finally:
-        if "proc" not in locals():
-            _release_interrupts(held)
+    (proc,), held = _start_held(1, lambda _: subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                               stderr=subprocess.PIPE))
     with proc:
         try:
             _release_interrupts(held)  # NOTE: a Ctrl-C held while it started lands here, where it is killed
@@ -197,18 +193,8 @@ def run_graphviz_many(dots: Sequence[str], fmt: str, timeout: float = DEFAULT_TI
     exe = find_program(prog)
     if exe is None:
         raise LayoutError(missing_program(prog))
-    procs: list[subprocess.Popen] = []
-    held = _hold_interrupts()
-    try:
-        for _ in dots:
-            procs.append(subprocess.Popen([exe, f"-T{fmt}", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE))
-    except BaseException:
-        for p in procs:
-            p.kill()
-            p.wait()
-        _release_interrupts(held)
-        raise
+    procs, held = _start_held(len(dots), lambda _: subprocess.Popen(
+        [exe, f"-T{fmt}", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
 
     def talk(k: int) -> None:
         try:
@@ -266,17 +252,10 @@ def run_graphviz_stream(dots: Iterable[str], take: Callable[[int, bytes], None],
     done: queue.SimpleQueue = queue.SimpleQueue()
     feeds: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(jobs)]
     errs = [tempfile.TemporaryFile() for _ in range(jobs)]
-    procs: list[subprocess.Popen] = []
-    held = _hold_interrupts()
     try:
-        for j in range(jobs):
-            procs.append(subprocess.Popen([exe, f"-T{fmt}", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=errs[j]))
+        procs, held = _start_held(jobs, lambda j: subprocess.Popen(
+            [exe, f"-T{fmt}", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errs[j]))
     except BaseException:
-        for p in procs:
-            p.kill()
-            p.wait()
-        _release_interrupts(held)
         for f in errs:
             f.close()
         raise
@@ -384,6 +363,24 @@ def _collect(pipe: Any, j: int, end: bytes, done: queue.SimpleQueue) -> None:
         done.put((j, None))
 
 
+def _start_held(n: int, start: Callable[[int], subprocess.Popen]) -> tuple[list[subprocess.Popen], set[int] | None]:
+    """``start(0) .. start(n - 1)`` with Ctrl-C held (:func:`_hold_interrupts`), and the mask to restore: the
+    caller releases it inside the ``try`` that kills them.  If one fails to start (or Ctrl-C came in the
+    middle), those started are killed and reaped, Ctrl-C is let through and the error re-raised."""
+    procs: list[subprocess.Popen] = []
+    held = _hold_interrupts()
+    try:
+        for j in range(n):
+            procs.append(start(j))
+    except BaseException:
+        for p in procs:
+            p.kill()
+            p.wait()
+        _release_interrupts(held)
+        raise
+    return procs, held
+
+
 def _hold_interrupts() -> set[int] | None:
     """Hold Ctrl-C (SIGINT) back while graphviz programs start, in the main thread: a KeyboardInterrupt
     between the fork and the ``try`` that kills them left ``dot`` running after netviz quit.  Returns
@@ -440,10 +437,6 @@ def _signal_name(code: int) -> str:
         return signal.Signals(n).name
     except ValueError:
         return f"signal {n}"
-
-
-def _points(text: str) -> tuple[tuple[float, float], ...]:
-    return tuple(_point(p) for p in text.split())
 
 
 def _point(p: str) -> tuple[float, float]:
