@@ -101,10 +101,16 @@ def _spatial_bn(xp, relu, x, scale, bias, mean, var, sums=None, sumsq=None, *, i
     inv = (1 / xp.sqrt(bv + epsilon)).astype(x.dtype)
     xp.multiply(y, (inv * scale).astype(x.dtype).reshape(bshape), out=y)
     xp.add(y, bias.astype(x.dtype).reshape(bshape), out=y)
-    m, n = x.dtype.type(momentum), x.size // bm.size
-    unbiased = bv * (n / max(n - 1, 1))
-    return _relu_y(xp, (y, (mean * m + bm * (1 - m)).astype(x.dtype),
-                        (var * m + unbiased * (1 - m)).astype(x.dtype), bm.astype(x.dtype), inv), relu)
+    return _relu_y(xp, (y, *_running(mean, var, bm, bv, x.size // bm.size, momentum, x.dtype),
+                        bm.astype(x.dtype), inv), relu)
+
+
+def _running(mean, var, bm, bv, count, momentum, dt):
+    """The running mean and variance after a training batch of `count` values per channel with mean `bm` and
+    BIASED variance `bv`: Caffe2 updates the running variance with the UNBIASED one."""
+    m = dt.type(momentum)
+    unbiased = bv * (count / max(count - 1, 1))
+    return (mean * m + bm * (1 - m)).astype(dt), (var * m + unbiased * (1 - m)).astype(dt)
 
 
 def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum, order, num_batches):
@@ -119,9 +125,7 @@ def _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, m
         bv = (sumsq / dt.type(cnt) - bm * bm).astype(dt)
         inv = (1 / xp.sqrt(bv + dt.type(epsilon))).astype(dt)
     y = ((x - bm.reshape(bshape)) * (inv * scale).reshape(bshape) + bias.reshape(bshape)).astype(dt)
-    m = dt.type(momentum)
-    unbiased = bv * (cnt / max(cnt - 1, 1))
-    return y, (mean * m + bm * (1 - m)).astype(dt), (var * m + unbiased * (1 - m)).astype(dt), bm, inv
+    return (y, *_running(mean, var, bm, bv, cnt, momentum, dt), bm, inv)
 
 
 ONEDNN_MIN_ELEMENTS = 1 << 15
@@ -148,10 +152,8 @@ def _spatial_bn_train_onednn(xp, x, scale, bias, mean, var, epsilon, momentum, o
         return None
     y, bm, bv = got
     dt, cnt = x.dtype, x.size // x.shape[-1]
-    mo, inv = dt.type(momentum), (1 / np.sqrt(bv + dt.type(epsilon))).astype(dt)
-    unbiased = bv * (cnt / max(cnt - 1, 1))
-    return (y.transpose(0, 2, 3, 1), (mean * mo + bm * (1 - mo)).astype(dt),
-            (var * mo + unbiased * (1 - mo)).astype(dt), bm, inv)
+    inv = (1 / np.sqrt(bv + dt.type(epsilon))).astype(dt)
+    return (y.transpose(0, 2, 3, 1), *_running(mean, var, bm, bv, cnt, momentum, dt), bm, inv)
 
 
 def _spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order):
@@ -227,9 +229,8 @@ def _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum, relu=Fa
     beta = (bias - alpha * bm.astype(dt)).astype(dt)
     y = np.empty(x.shape, dt)
     _affine_rows(x2, _per_row(alpha, n), _per_row(beta, n), y.reshape(n * c, -1), relu)
-    mo, bm, bv = dt.type(momentum), bm.astype(dt), bv.astype(dt)
-    unbiased = bv * (cnt / max(cnt - 1, 1))
-    return y, (mean * mo + bm * (1 - mo)).astype(dt), (var * mo + unbiased * (1 - mo)).astype(dt), bm, inv
+    bm, bv = bm.astype(dt), bv.astype(dt)
+    return (y, *_running(mean, var, bm, bv, cnt, momentum, dt), bm, inv)
 
 
 @kernel("SpatialBNGradient")
