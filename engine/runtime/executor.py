@@ -322,6 +322,17 @@ class CompiledNet:
 
     net: caffe2_pb2.NetDef
     ops: list[BoundOp]
+    #: what :func:`run_compiled` walks, made on its first run: one tuple an op, (op, kernel, namespace,
+    #: inputs, keywords, output 0, the one input's name or None), kernel None where the op does not run
+    #: inline (not :attr:`BoundOp.direct`, or fused with the next)
+    steps: list[tuple] | None = None
+
+
+def _steps(ops: list[BoundOp]) -> list[tuple]:
+    """:attr:`CompiledNet.steps` of `ops`: the attributes an inline op needs, read once per net, not
+    once per op and run (a tiny op's cost is these Python lookups, not its kernel)."""
+    return [(b, b.fn, b.xp, b.ins, b.kwargs, b.outs[0], b.ins[0] if len(b.ins) == 1 else None)
+            if b.direct and b.fused is None else (b, None, None, None, None, None, None) for b in ops]
 
 
 def compile_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -> CompiledNet:
@@ -394,38 +405,43 @@ def run_compiled(c: CompiledNet, ws: Any) -> None:
     NOTE: a :attr:`BoundOp.direct` op in a CPU-only workspace runs inline, what :func:`run_bound`
     would do spelled out for its case (same result, same one-line error): a tiny op's cost is the
     Python calls around its kernel, not the kernel.  An op marked by :func:`fuse_pairs` runs with the
-    op after it as one pair function (the same values, one pass over a big array less)."""
+    op after it as one pair function (the same values, one pass over a big array less).  Whether the
+    workspace holds a GPU blob is read again after each op that does not run inline (only such an op
+    can write one); ``--caffe2_operator_throw_if_fp_exceptions`` is read once a run."""
     OPS_RUN[0] += len(c.ops)
+    if c.steps is None:
+        c.steps = _steps(c.ops)
     values, devices, cpu = ws.values, ws.devices, dev.CPU
-    ops = iter(c.ops)
-    for b in ops:
-        if b.fused is not None and not ws.gpu_used and not THROW_IF_FP_EXCEPTIONS[0]:
-            nb = next(ops)
-            try:
-                outs = b.fused(b, nb, values)
-            except Exception:  # NOTE: run apart, each op fails with its own one-line error
-                outs = None
-            if outs is None:
-                run_bound(b, ws)
-                run_bound(nb, ws)
-                values, devices = ws.values, ws.devices
+    slow = ws.gpu_used or THROW_IF_FP_EXCEPTIONS[0]
+    steps = iter(c.steps)
+    for b, fn, xp, ins, kw, out0, in0 in steps:
+        if fn is None or slow:
+            if b.fused is not None and not slow:
+                nb = next(steps)[0]
+                try:
+                    outs = b.fused(b, nb, values)
+                except Exception:  # NOTE: run apart, each op fails with its own one-line error
+                    outs = None
+                if outs is None:
+                    run_bound(b, ws)
+                    run_bound(nb, ws)
+                else:
+                    store_outputs(b, ws, outs[0])
+                    store_outputs(nb, ws, outs[1])
             else:
-                store_outputs(b, ws, outs[0])
-                store_outputs(nb, ws, outs[1])
-            continue
-        if not b.direct or ws.gpu_used or THROW_IF_FP_EXCEPTIONS[0]:
-            run_bound(b, ws)
+                run_bound(b, ws)
             values, devices = ws.values, ws.devices  # NOTE: a subnet op may have rebound them
+            slow = ws.gpu_used or THROW_IF_FP_EXCEPTIONS[0]
             continue
         try:
-            out = b.fn(b.xp, *[values[n] for n in b.ins], **b.kwargs)
+            out = fn(xp, values[in0], **kw) if in0 is not None else fn(xp, *[values[n] for n in ins], **kw)
         except Exception as e:
             raise _failure(b, ws, e) from (None if isinstance(e, KeyError) else e)
         if type(out) is tuple:
             store_outputs(b, ws, out)
         elif out is not UNCHANGED:
-            values[b.outs[0]] = out
-            devices[b.outs[0]] = cpu
+            values[out0] = out
+            devices[out0] = cpu
 
 
 def run_net(net: caffe2_pb2.NetDef, ws: Any, *, device: str | None = None) -> None:
