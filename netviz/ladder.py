@@ -29,7 +29,7 @@ import re
 from functools import lru_cache, reduce
 from operator import add
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing, DrawNode
 
 __all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "piece_dots", "compose",
-           "Placement", "place", "straight_points", "column_role", "column_shifts", "Box",
+           "Placement", "place", "Index", "index", "straight_points", "column_role", "column_shifts", "Box",
            "iter_piece_dots", "run_pieces", "read_json0", "dot_quote", "forget_styles", "JOBS",
            "PIECE_NODES"]
 
@@ -79,8 +79,87 @@ def forget_styles() -> None:
     _style_text.cache_clear()
 
 
-def _top(n: DrawNode) -> int | None:
-    return n.path[0][0] if n.path else n.op_index
+@dataclass(frozen=True, slots=True)
+class Index:
+    """A drawing's nodes numbered in its order, and each edge's ends as those numbers.
+
+    Why: every stage of a ladder export walks the whole drawing, and a walk that looks each edge's ends up
+    by name in a 20k-60k-entry dict leaves the L2 cache at 10k ops (a lookup cost ~28 ns at 1k ops, ~58 ns
+    at 10k, measured); a list indexed by number stays in order in memory, flat per op at any size.  The
+    names are looked up once here, and the ladder's stages (:func:`split`, :func:`iter_piece_dots`,
+    :func:`place`, :func:`netviz.ladder_svg.read_piece`) work on the numbers.
+    """
+
+    ids: list[str]
+    nodes: list[DrawNode]
+    src: list[int]
+    dst: list[int]
+
+
+def index(d: Drawing) -> Index:
+    """The :class:`Index` of `d` as it is now (a drawing changed after is indexed anew)."""
+    at = {nid: i for i, nid in enumerate(d.nodes)}
+    return Index(list(d.nodes), list(d.nodes.values()), [at[e.source] for e in d.edges],
+                 [at[e.target] for e in d.edges])
+
+
+def _next_ops(nodes: list[DrawNode], i: int, step: dict[int, list[int]]) -> Iterator[int]:
+    """The ops one step from node `i` along `step` (through a blob, or straight to an op)."""
+    for m in step.get(i, ()):
+        yield from (step.get(m, ()) if nodes[m].kind == "blob" else (m,))
+
+
+def _anchors(d: Drawing, ix: Index) -> list[int]:
+    """:func:`anchors` by node number."""
+    nodes = ix.nodes
+    link: dict[int, int] = {}
+    succ: dict[int, list[int]] = {}
+    pred: dict[int, list[int]] = {}
+    writer: dict[int, int] = {}
+    for e, s, t in zip(d.edges, ix.src, ix.dst):
+        if e.kind == "forward_link":
+            link[s] = t
+        elif e.kind == "data":
+            succ.setdefault(s, []).append(t)
+            pred.setdefault(t, []).append(s)
+            if nodes[s].kind == "op":
+                writer[t] = s
+    a: list[int | None] = [None] * len(nodes)
+    ops = [i for i, n in enumerate(nodes) if n.kind == "op" and not n.path]
+    for i in ops:
+        n = nodes[i]
+        if n.role == "forward" and n.op_index is not None:
+            a[i] = n.op_index
+    for i in ops:
+        if i in link and a[link[i]] is not None:
+            a[i] = a[link[i]]
+    last = 0
+    for i in reversed(ops):  # NOTE: a Sum comes before the gradient op reading it: walk back to meet it first
+        if a[i] is None and nodes[i].role == "gradient":
+            found = [v for m in _next_ops(nodes, i, succ) if (v := a[m]) is not None]
+            a[i] = max(found) if found else max((v for m in _next_ops(nodes, i, pred) if (v := a[m]) is not None),
+                                                default=-1)
+    for i in ops:
+        v = a[i]
+        if v is None or v < 0:
+            found = [w for m in _next_ops(nodes, i, pred) if (w := a[m]) is not None and w >= 0]
+            a[i] = v = max(found) if found else last
+        last = v
+    tops = {nodes[i].op_index: i for i in ops}
+    for i, n in enumerate(nodes):
+        if a[i] is not None:
+            continue
+        if n.path:
+            top = tops.get(n.path[0][0])
+            a[i] = (a[top] if top is not None else None) or 0
+        elif i in writer and a[writer[i]] is not None:
+            a[i] = a[writer[i]]
+        else:
+            a[i] = min((v for m in succ.get(i, ()) if (v := a[m]) is not None), default=0)
+    for i, n in enumerate(nodes):  # NOTE: a subnet's blobs were skipped above when their op came later
+        if n.kind == "blob" and n.path and i in writer:
+            a[i] = a[writer[i]]
+    return a  # type: ignore[return-value]  # NOTE: every entry is set by now
 
 
 def anchors(d: Drawing) -> dict[str, int]:
@@ -91,70 +170,30 @@ def anchors(d: Drawing) -> dict[str, int]:
     the op writing its input; an optimizer op the rung of the gradient op whose output it reads; a
     blob its writer's (an input: its first reader's); a subnet's nodes their op's.
     """
-    link = {e.source: e.target for e in d.edges if e.kind == "forward_link"}
-    succ: dict[str, list[str]] = {}
-    pred: dict[str, list[str]] = {}
-    writer: dict[str, str] = {}
-    for e in d.edges:
-        if e.kind == "data":
-            succ.setdefault(e.source, []).append(e.target)
-            pred.setdefault(e.target, []).append(e.source)
-            if d.nodes[e.source].kind == "op":
-                writer[e.target] = e.source
-    a: dict[str, int] = {}
-    ops = [n for n in d.nodes.values() if n.kind == "op" and not n.path]
-    for n in ops:
-        if n.role == "forward" and n.op_index is not None:
-            a[n.id] = n.op_index
-    for n in ops:
-        if n.id in link and link[n.id] in a:
-            a[n.id] = a[link[n.id]]
-
-    def next_ops(nid: str, step: dict[str, list[str]]) -> Iterable[str]:
-        for m in step.get(nid, ()):
-            yield from (step.get(m, ()) if d.nodes[m].kind == "blob" else (m,))
-
-    last = 0
-    for n in reversed(ops):  # NOTE: a Sum comes before the gradient op reading it: walk back to meet it first
-        if n.id not in a and n.role == "gradient":
-            found = [a[m] for m in next_ops(n.id, succ) if m in a]
-            a[n.id] = max(found) if found else max((a[m] for m in next_ops(n.id, pred) if m in a), default=-1)
-    for n in ops:
-        if n.id not in a or a[n.id] < 0:
-            found = [a[m] for m in next_ops(n.id, pred) if m in a and a[m] >= 0]
-            a[n.id] = max(found) if found else last
-        last = a[n.id]
-    tops = {(n.op_index, n.path): n.id for n in ops}
-    for n in d.nodes.values():
-        if n.id in a:
-            continue
-        if n.path:
-            a[n.id] = a.get(tops.get((n.path[0][0], ()), ""), 0)
-        elif n.id in writer and writer[n.id] in a:
-            a[n.id] = a[writer[n.id]]
-        else:
-            a[n.id] = min((a[m] for m in succ.get(n.id, ()) if m in a), default=0)
-    for n in d.nodes.values():  # NOTE: a subnet's blobs were skipped above when their op came later
-        if n.kind == "blob" and n.path and n.id in writer:
-            a[n.id] = a.get(writer[n.id], a[n.id])
-    return a
+    return dict(zip(d.nodes, _anchors(d, index(d))))
 
 
 def cut_points(d: Drawing, a: dict[str, int], pieces: int) -> list[int]:
     """The first forward op of each piece after the first: `pieces` runs of about equal length, each cut
-    moved (within a quarter run) to where the fewest forward blobs are live across it."""
-    fwd = sorted({v for nid, v in a.items() if d.nodes[nid].role == "forward" and d.nodes[nid].kind == "op"})
+    moved (within a quarter run) to where the fewest forward blobs are live across it (`a`: :func:`anchors`)."""
+    ix = index(d)
+    return _cut_points(d, ix, [a[nid] for nid in ix.ids], pieces)
+
+
+def _cut_points(d: Drawing, ix: Index, a: list[int], pieces: int) -> list[int]:
+    """:func:`cut_points` by node number."""
+    nodes = ix.nodes
+    fwd = sorted({a[i] for i, n in enumerate(nodes) if n.role == "forward" and n.kind == "op"})
     n = len(fwd)
     if pieces <= 1 or n < 2:
         return []
     live = [0] * (n + 1)
-    reach: dict[str, int] = {}
-    for e in d.edges:
-        s, t = d.nodes[e.source], d.nodes[e.target]
-        if e.kind == "data" and s.role == "forward" and t.role == "forward" and e.source in a and e.target in a:
-            reach[e.source] = max(reach.get(e.source, a[e.source]), a[e.target])
-    for nid, far in reach.items():
-        lo, hi = bisect_right(fwd, a[nid]), bisect_right(fwd, far)
+    reach: dict[int, int] = {}
+    for e, s, t in zip(d.edges, ix.src, ix.dst):
+        if e.kind == "data" and nodes[s].role == "forward" and nodes[t].role == "forward":
+            reach[s] = max(reach.get(s, a[s]), a[t])
+    for i, far in reach.items():
+        lo, hi = bisect_right(fwd, a[i]), bisect_right(fwd, far)
         if hi > lo:
             live[lo] += 1
             live[hi] -= 1
@@ -174,78 +213,102 @@ def cut_points(d: Drawing, a: dict[str, int], pieces: int) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class Pieces:
-    """Node id → piece number, and the number of pieces."""
+    """Each node's piece number (by node number in `index`), and the number of pieces."""
 
-    of: dict[str, int]
+    piece: list[int]
     count: int
+    index: Index
+
+    @property
+    def of(self) -> dict[str, int]:
+        """Node id → piece number (made when asked for: the export's stages use :attr:`piece`)."""
+        return dict(zip(self.index.ids, self.piece))
 
 
 def split(d: Drawing, pieces: int | None = None) -> Pieces:
     """Cut `d` into pieces (their number from its size when `pieces` is None: see :data:`PIECE_NODES`)."""
-    a = anchors(d)
-    n_fwd = len({v for nid, v in a.items() if d.nodes[nid].kind == "op" and d.nodes[nid].role == "forward"})
+    ix = index(d)
+    a = _anchors(d, ix)
+    n_fwd = len({a[i] for i, n in enumerate(ix.nodes) if n.kind == "op" and n.role == "forward"})
     if pieces is None:
         pieces = max(1, min(max(n_fwd, 1), math.ceil(len(d.nodes) / PIECE_NODES)))
-    cuts = cut_points(d, a, pieces)
-    return Pieces({nid: bisect_right(cuts, v) for nid, v in a.items()}, len(cuts) + 1)
+    cuts = _cut_points(d, ix, a, pieces)
+    return Pieces([bisect_right(cuts, v) for v in a], len(cuts) + 1, ix)
 
 
-def joining_ops(d: Drawing, writer: dict[str, str] | None = None) -> list[str]:
+def _writers(d: Drawing, ix: Index) -> dict[int, int]:
+    """Blob → the op (or node) writing it, by node number."""
+    nodes = ix.nodes
+    return {t: s for e, s, t in zip(d.edges, ix.src, ix.dst) if e.kind == "data" and nodes[t].kind == "blob"}
+
+
+def _joining_ops(d: Drawing, ix: Index, writer: dict[int, int]) -> list[int]:
+    """:func:`joining_ops` by node number."""
+    link = {s: t for e, s, t in zip(d.edges, ix.src, ix.dst) if e.kind == "forward_link"}
+    out: dict[int, None] = {}  # NOTE: a dict, not a list: `in` on a list made this quadratic in the joins
+    for e, s, t in zip(d.edges, ix.src, ix.dst):
+        w = writer.get(s, s)
+        if e.kind == "data" and t in link and w in link and w != t and link[w] == link[t]:
+            out[t] = None
+    return list(out)
+
+
+def joining_ops(d: Drawing) -> list[str]:
     """Gradient ops that read what another gradient op of the same forward op wrote: the ``Sum`` joining a
     multi-use blob's gradients.  They are not pinned to the forward op's rank (its gradient op is) but
     rank just above it, where the gradients join."""
-    if writer is None:
-        writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.target].kind == "blob"}
-    link = {e.source: e.target for e in d.edges if e.kind == "forward_link"}
-    out: dict[str, None] = {}  # NOTE: a dict, not a list: `in` on a list made this quadratic in the joins
-    for e in d.edges:
-        w = writer.get(e.source, e.source)
-        if (e.kind == "data" and e.target in link and w in link and w != e.target
-                and link[w] == link[e.target]):
-            out[e.target] = None
-    return list(out)
+    ix = index(d)
+    return [ix.ids[i] for i in _joining_ops(d, ix, _writers(d, ix))]
+
+
+def _rank_pairs(d: Drawing, ix: Index) -> list[tuple[int, int]]:
+    """:func:`rank_pairs` by node number."""
+    nodes, writer = ix.nodes, _writers(d, ix)
+    joins = set(_joining_ops(d, ix, writer))
+    pairs = [(t, s) for e, s, t in zip(d.edges, ix.src, ix.dst) if e.kind == "forward_link" and s not in joins]
+    seen: set[int] = set()
+    for e, b, o in zip(d.edges, ix.src, ix.dst):
+        on = nodes[o]
+        if e.kind == "data" and on.role == "optimizer" and not on.path and o not in seen \
+                and nodes[b].role == "gradient":
+            w = writer.get(b, b)
+            if nodes[w].kind == "op":
+                pairs.append((w, o))
+                seen.add(o)
+    return pairs
 
 
 def rank_pairs(d: Drawing) -> list[tuple[str, str]]:
     """(forward op, gradient op) and (gradient op, optimizer op) pairs that share a rank (joins excepted)."""
-    writer = {e.target: e.source for e in d.edges if e.kind == "data" and d.nodes[e.target].kind == "blob"}
-    joins = set(joining_ops(d, writer))
-    pairs = [(e.target, e.source) for e in d.edges if e.kind == "forward_link" and e.source not in joins]
-    seen: set[str] = set()
-    for e in d.edges:
-        o, b = d.nodes[e.target], e.source
-        if e.kind == "data" and o.role == "optimizer" and not o.path and o.id not in seen \
-                and d.nodes[b].role == "gradient":
-            w = writer.get(b, b)
-            if d.nodes[w].kind == "op":
-                pairs.append((w, o.id))
-                seen.add(o.id)
-    return pairs
+    ix = index(d)
+    return [(ix.ids[f], ix.ids[g]) for f, g in _rank_pairs(d, ix)]
 
 
-def _edge_attrs(d: Drawing, e: DrawEdge, ladder: bool) -> tuple[str, str, dict[str, str]]:
-    """How an edge is written in a piece: (tail, head, attrs); gradient edges reversed with ``dir=back``."""
+def _edge_attrs(e: DrawEdge, s: int, t: int, rs: str, rt: str, ladder: bool) -> tuple[int, int, dict[str, str]]:
+    """How an edge (ends `s`, `t` by number, their roles `rs`, `rt`) is written in a piece: (tail, head, attrs);
+    gradient edges reversed with ``dir=back``."""
     attrs = e.style.attrs()
-    rs, rt = d.nodes[e.source].role, d.nodes[e.target].role
     if e.kind == "data" and ladder and rs == rt == "gradient":
-        return e.target, e.source, attrs | {"dir": "back"}
+        return t, s, attrs | {"dir": "back"}
     if e.kind == "data" and ladder and rs != rt:
         attrs["constraint"] = "false"
-    return e.source, e.target, attrs
+    return s, t, attrs
 
 
-def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tuple[int, DrawEdge]],
-              pairs: Sequence[tuple[str, str]]) -> str:
-    """The DOT of piece `k` (nodes `members`, `edges` with their index in ``d.edges``): columns by role
-    as clusters, drawing clusters (subnets, scopes) inside them, the ladder's rank `pairs`.  `members` given
-    as node id → its index in ``d.nodes`` writes that index as each node's ``id`` (``n<i>``)."""
-    roles = {d.nodes[m].role for m in members if d.nodes[m].kind == "op"}
+def piece_dot(d: Drawing, ix: Index, members: Sequence[int], k: int, edges: Sequence[int],
+              pairs: Sequence[tuple[int, int]]) -> str:
+    """The DOT of piece `k` (its nodes `members` and `edges` by number in `ix`, in the drawing's order):
+    columns by role as clusters, drawing clusters (subnets, scopes) inside them, the ladder's rank `pairs`.
+    Each node's ``id`` is its number (``n<i>``: an SVG reader finds the node by it, not by its escaped title),
+    each edge's its index in ``d.edges`` (``e<i>``)."""
+    nodes, ids = ix.nodes, ix.ids
+    roles = {n.role for m in members if (n := nodes[m]).kind == "op"}
     ladder = len(roles) > 1
-    tree: dict[tuple[str, str | None], list[str]] = {}
+    tree: dict[tuple[str, str | None], list[int]] = {}
     kids: dict[tuple[str, str | None], list[str]] = {}
-    for nid in members:  # NOTE: members is in the drawing's order (a dict view), so each run's dot is stable
-        n = d.nodes[nid]
-        tree.setdefault((n.role, n.cluster), []).append(nid)
+    for m in members:  # NOTE: members is in the drawing's order, so each run's dot is stable
+        n = nodes[m]
+        tree.setdefault((n.role, n.cluster), []).append(m)
         c = n.cluster
         while c is not None and c in d.clusters:
             parent = d.clusters[c].parent
@@ -263,25 +326,28 @@ def piece_dot(d: Drawing, members: Collection[str], k: int, edges: Sequence[tupl
         if ladder:
             out.append(f"subgraph {dot_quote(f'cluster_{k}_{role}')} {{")
             out.append(f"graph [{_attrs(COLUMN_STYLE | {'label': COLUMN_LABEL[role]})}];")
-        _emit_tree(d, tree, kids, k, role, None, " ", out, members if isinstance(members, Mapping) else None)
+        _emit_tree(d, ix, tree, kids, k, role, None, " ", out)
         if ladder:
             out.append("}")
     for f, g in pairs if ladder else ():
-        out.append(f"{{rank=same; {dot_quote(f)}; {dot_quote(g)};}}")
-    for i, e in edges:
-        t, h, attrs = _edge_attrs(d, e, ladder)
+        out.append(f"{{rank=same; {dot_quote(ids[f])}; {dot_quote(ids[g])};}}")
+    src, dst = ix.src, ix.dst
+    for i in edges:
+        e = d.edges[i]
+        s, t = src[i], dst[i]
+        tail, head, attrs = _edge_attrs(e, s, t, nodes[s].role, nodes[t].role, ladder)
         if e.kind == "subnet" and "lhead" in attrs:
             attrs.pop("lhead")
-        out.append(f"{dot_quote(t)} -> {dot_quote(h)} [{_attrs(attrs | {'id': f'e{i}'})}];")
+        out.append(f"{dot_quote(ids[tail])} -> {dot_quote(ids[head])} [{_attrs(attrs | {'id': f'e{i}'})}];")
     out.append("}")
     return "\n".join(out)
 
 
-def _emit_tree(d: Drawing, tree: dict[tuple[str, str | None], list[str]], kids: dict[tuple[str, str | None], list[str]],
-               k: int, role: str, cid: str | None, indent: str, out: list[str],
-               ids: Mapping[str, int] | None = None) -> None:
+def _emit_tree(d: Drawing, ix: Index, tree: dict[tuple[str, str | None], list[int]],
+               kids: dict[tuple[str, str | None], list[str]], k: int, role: str, cid: str | None, indent: str,
+               out: list[str]) -> None:
     """The lines of cluster `cid` of column `role` in piece `k`: its sub-clusters, nested, then its nodes
-    (with ``id="n<i>"`` from `ids`: an SVG reader finds the node by it, not by its escaped title).
+    (with ``id="n<i>"``, their number in `ix`).
 
     A module function, not a closure in :func:`piece_dot`: a closure that calls itself is a reference
     cycle holding the whole drawing, which then lived on after an export until the garbage collector ran.
@@ -290,12 +356,12 @@ def _emit_tree(d: Drawing, tree: dict[tuple[str, str | None], list[str]], kids: 
         cl = d.clusters[c]
         out.append(f"{indent}subgraph {dot_quote(f'cluster_{k}_{role}_{c}')} {{")
         out.append(f"{indent}graph [{_attrs({'label': cl.label} | S.cluster_style(cl.kind).attrs())}];")
-        _emit_tree(d, tree, kids, k, role, c, indent + " ", out, ids)
+        _emit_tree(d, ix, tree, kids, k, role, c, indent + " ", out)
         out.append(f"{indent}}}")
-    for nid in tree.get((role, cid), []):
-        n = d.nodes[nid]
-        tag = f', id="n{ids[nid]}"' if ids is not None else ""
-        out.append(f"{indent}{dot_quote(nid)} [label={dot_quote(n.label)}, {_style_text(n.style)}{tag}];")
+    nodes, ids = ix.nodes, ix.ids
+    for m in tree.get((role, cid), []):
+        n = nodes[m]
+        out.append(f'{indent}{dot_quote(ids[m])} [label={dot_quote(n.label)}, {_style_text(n.style)}, id="n{m}"];')
 
 
 COLUMN_STYLE = {"style": "dashed,rounded", "color": "#DADCE0", "fontcolor": "#80868B", "fontsize": "9"}
@@ -309,19 +375,20 @@ def piece_dots(d: Drawing, p: Pieces) -> list[str]:
 
 def iter_piece_dots(d: Drawing, p: Pieces) -> Iterator[str]:
     """:func:`piece_dots` one at a time, each made when asked for (``dot`` lays out one while the next is written)."""
-    members: list[dict[str, int]] = [{} for _ in range(p.count)]
-    for i, nid in enumerate(d.nodes):
-        members[p.of[nid]][nid] = i
-    edges: list[list[tuple[int, DrawEdge]]] = [[] for _ in range(p.count)]
-    for i, e in enumerate(d.edges):
-        if p.of[e.source] == p.of[e.target]:
-            edges[p.of[e.source]].append((i, e))
-    pairs: list[list[tuple[str, str]]] = [[] for _ in range(p.count)]
-    for f, g in rank_pairs(d):
-        if f in p.of and p.of[f] == p.of.get(g):
-            pairs[p.of[f]].append((f, g))
+    ix, piece = p.index, p.piece
+    members: list[list[int]] = [[] for _ in range(p.count)]
+    for i, k in enumerate(piece):
+        members[k].append(i)
+    edges: list[list[int]] = [[] for _ in range(p.count)]
+    for i, (s, t) in enumerate(zip(ix.src, ix.dst)):
+        if (k := piece[s]) == piece[t]:
+            edges[k].append(i)
+    pairs: list[list[tuple[int, int]]] = [[] for _ in range(p.count)]
+    for f, g in _rank_pairs(d, ix):
+        if (k := piece[f]) == piece[g]:
+            pairs[k].append((f, g))
     for k, m in enumerate(members):
-        yield piece_dot(d, m, k, edges[k], pairs[k])
+        yield piece_dot(d, ix, m, k, edges[k], pairs[k])
 
 
 def read_json0(text: bytes) -> list[dict]:
@@ -429,14 +496,20 @@ Box = tuple[float, float, float, float]  # centre x, centre y, width, height (po
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Where :func:`place` put the pieces: each piece's move ``(dx, dy, column shifts)`` in graphviz
-    points (y up), the whole's size, every node's box, and the edges drawn straight (between pieces, or
-    between a piece's columns once they moved apart), by index in ``d.edges``."""
+    points (y up), the whole's size, every node's box by its number in `index` (None: not drawn), and the
+    edges drawn straight (between pieces, or between a piece's columns once they moved apart), by index
+    in ``d.edges``."""
 
     moves: list[tuple[float, float, dict[str, float]]]
     width: float
     height: float
-    pos: dict[str, Box]
+    pos: list[Box | None]
     straight: list[int]
+    index: Index
+
+    def box(self, nid: str) -> Box | None:
+        """Node `nid`'s box (a look-up by name: for a few nodes, not a walk of the drawing)."""
+        return self.pos[self.index.ids.index(nid)]
 
 
 def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
@@ -446,46 +519,51 @@ def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
     corners = _grid(sizes)
     total_h = max((c[1] + s[1] for c, s in zip(corners, sizes)), default=0.0)
     total_w = max((c[0] + s[0] for c, s in zip(corners, sizes)), default=0.0)
-    moves, pos = [], {}
+    ix = p.index
+    moves, pos, at = [], [None] * len(ix.ids), None
     for k, g in enumerate(layouts):
         # NOTE: graphviz's y runs up: a piece's top-left (x, y down) moves its points by (x, H - y - h)
         x0, y0 = (float(v) for v in g.get("bb", "0,0").split(",")[:2])
         moves.append((corners[k][0] - x0, total_h - corners[k][1] - sizes[k][1] - y0, shifts[k]))
-        _boxes(d, g, *moves[k], pos)
-    straight, of, nodes = [], p.of, d.nodes
-    for i, e in enumerate(d.edges):
-        s, t = e.source, e.target
-        k = of[s]
-        if k == of[t] and (not moves[k][2] or nodes[s].role == nodes[t].role):
+        if at is None and any("xy" not in o and "pos" in o for o in g.get("objects", ())):
+            at = {nid: i for i, nid in enumerate(ix.ids)}  # NOTE: a json0 layout names its nodes only
+        _boxes(ix, g, *moves[k], pos, at)
+    straight, piece, nodes = [], p.piece, ix.nodes
+    for i, (s, t) in enumerate(zip(ix.src, ix.dst)):
+        k = piece[s]
+        if k == piece[t] and (not moves[k][2] or nodes[s].role == nodes[t].role):
             continue  # NOTE: inside a piece whose columns kept their places: dot drew it
-        if s in pos and t in pos:
+        if pos[s] is not None and pos[t] is not None:
             straight.append(i)
-    return Placement(moves, total_w, total_h, pos, straight)
+    return Placement(moves, total_w, total_h, pos, straight, ix)
 
 
-def _boxes(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: dict[str, Box]) -> None:
-    """Each node box of one piece's json0, moved by (dx, dy) and its column's shift, into `pos`."""
+def _boxes(ix: Index, g: dict, dx: float, dy: float, cs: dict[str, float], pos: list[Box | None],
+           at: dict[str, int] | None) -> None:
+    """Each node box of one piece's json0, moved by (dx, dy) and its column's shift, into `pos` (by node
+    number: a node read back from an SVG carries it, a json0 one is looked up by name in `at`)."""
     for obj in g.get("objects", []):
         xy = obj.get("xy")
         if xy is not None:  # NOTE: a node read back from a piece's SVG (ladder_svg.read_piece): nothing to parse
-            pos[obj["name"]] = (xy[0] + dx + cs.get(obj["role"], 0.0), xy[1] + dy, obj["width"] * 72, obj["height"] * 72)
+            pos[obj["at"]] = (xy[0] + dx + cs.get(obj["role"], 0.0), xy[1] + dy, obj["width"] * 72, obj["height"] * 72)
             continue
-        nid = obj.get("name", "")
-        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or "pos" not in obj or nid not in d.nodes:
+        i = at.get(obj.get("name", "")) if at is not None else None
+        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or "pos" not in obj or i is None:
             continue
         x, y = (float(v) for v in obj["pos"].split(",")[:2])
-        pos[nid] = (x + dx + cs.get(d.nodes[nid].role, 0.0), y + dy, float(obj["width"]) * 72, float(obj["height"]) * 72)
+        pos[i] = (x + dx + cs.get(ix.nodes[i].role, 0.0), y + dy, float(obj["width"]) * 72, float(obj["height"]) * 72)
 
 
 def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
     """One DOT graph of `d` with every node, edge and cluster where :func:`place` put it; edges between
     pieces or columns are straight.  ``neato -n2`` renders it as it is (PNG, PDF)."""
     placed = place(d, p, layouts)
+    at = {nid: i for i, nid in enumerate(p.index.ids)}
     node_lines: list[str] = []
     edge_lines: list[str] = []
     for k, g in enumerate(layouts):
         dx, dy, cs = placed.moves[k]
-        _emit_objects(d, g, dx, dy, cs, placed.pos, node_lines)
+        _emit_objects(d, g, dx, dy, cs, placed.pos, at, node_lines)
         for e in g.get("edges", []):
             de = d.edges[int(e["id"][1:])]
             rs, rt = d.nodes[de.source].role, d.nodes[de.target].role
@@ -497,9 +575,10 @@ def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
                 where["xlp"] = _shift(e["xlp"], dx + cs.get(rs, 0.0), dy)
             edge_lines.append(_edge_line(de, where))
     for i in placed.straight:
-        e = d.edges[i]
-        (ax, ay, *_), (bx, by, *_) = placed.pos[e.source], placed.pos[e.target]
-        where = {"pos": _straight(placed.pos[e.source], placed.pos[e.target]),
+        e, a, b = d.edges[i], placed.pos[p.index.src[i]], placed.pos[p.index.dst[i]]
+        assert a is not None and b is not None  # NOTE: place keeps only edges whose both ends were drawn
+        (ax, ay, *_), (bx, by, *_) = a, b
+        where = {"pos": _straight(a, b),
                  "xlp": f"{(ax + bx) / 2:.1f},{(ay + by) / 2:.1f}"}
         edge_lines.append(_edge_line(e, where))
     head = {"bb": f"0,0,{placed.width:.1f},{placed.height:.1f}", "label": S.legend_html(), "labelloc": "t",
@@ -514,16 +593,17 @@ def _edge_line(e: DrawEdge, where: dict[str, str]) -> str:
     return f"{dot_quote(e.source)} -> {dot_quote(e.target)} [{_style_text(e.style)}, {_attrs(where)}];"
 
 
-def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: dict[str, Box],
-                  lines: list[str]) -> None:
-    """The nodes (at their boxes in `pos`) and clusters of one piece's json0, clusters moved by (dx, dy) and
-    their column's shift, pinned."""
+def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: list[Box | None],
+                  at: dict[str, int], lines: list[str]) -> None:
+    """The nodes (at their boxes in `pos`, by number: `at`) and clusters of one piece's json0, clusters moved
+    by (dx, dy) and their column's shift, pinned."""
     objects = g.get("objects", [])
     for obj in objects:
         nid = obj.get("name", "")
-        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or nid not in pos:
+        i = at.get(nid)
+        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or i is None or (box := pos[i]) is None:
             continue
-        x, y, w, h = pos[nid]
+        x, y, w, h = box
         lines.append(f'{dot_quote(nid)} [label={dot_quote(d.nodes[nid].label)}, {_style_text(d.nodes[nid].style)}, '
                      f'pos="{x:.1f},{y:.1f}!", width="{w / 72:.3f}", height="{h / 72:.3f}"];')
     inner = {c for obj in objects for c in obj.get("subgraphs", [])}

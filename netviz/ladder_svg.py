@@ -24,8 +24,8 @@ from typing import Any
 
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing
-from netviz.ladder import (Box, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots, place,
-                           straight_points)
+from netviz.ladder import (Box, Index, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots,
+                           place, straight_points)
 
 __all__ = ["LEGEND_DOT", "svg_bb", "draw_svg", "read_piece", "compose_svg"]
 
@@ -88,11 +88,9 @@ def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[i
     (:func:`read_piece`; a json0 beside it cost ``dot`` a fifth more and Python its decoding)."""
     parts: list[tuple[dict, Any]] = [({}, [])] * (p.count + 1)
 
-    names = list(d.nodes)  # NOTE: a piece's node groups carry their index here as their id (n<i>)
-
     def take(k: int, out: bytes) -> None:
         text = out.decode()
-        parts[k] = ({"bb": svg_bb(text)}, text) if k == p.count else read_piece(d, text, names)
+        parts[k] = ({"bb": svg_bb(text)}, text) if k == p.count else read_piece(d, text, p.index)
 
     stream(chain(iter_piece_dots(d, p), [LEGEND_DOT]), take)
     legend = parts.pop()
@@ -100,34 +98,36 @@ def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[i
     return compose_svg(d, placed, [items for _, items in parts], legend)
 
 
-def read_piece(d: Drawing, svg: str, names: Sequence[str]) -> tuple[dict, list[tuple[str, str, str]]]:
+def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, str, str]]]:
     """One piece's SVG as (its layout in json0's terms: graph box, column clusters' boxes, node boxes (a
-    node's centre as numbers, ``xy``, and its ``role``, in place of json0's ``pos`` string); its
+    node's centre as numbers, ``xy``, its ``role`` and its number in `ix`, ``at``, in place of json0's
+    ``pos`` string); its
     element groups as ``(class, role whose column shift moves it, the group after its opening tag)``).
     Edges between columns that the piece's shifts (:func:`netviz.ladder.column_shifts`) move apart are
     left out (drawn straight); a gradient edge, written reversed (``dir=back``), is titled as it runs.
-    A node is found by its group's id (``n<i>``: `names[i]`, :func:`netviz.ladder.piece_dot`), never by its
-    title: graphviz leaves a name's ``&amp;`` as it is, so an unescaped title can name another node."""
+    A node is found by its group's id (``n<i>``: node `i` of `ix`, :func:`netviz.ladder.piece_dot`), never by
+    its title: graphviz leaves a name's ``&amp;`` as it is, so an unescaped title can name another node."""
     objects: list[dict] = []
-    found: list[tuple[str, str, str, DrawEdge | None]] = []
+    found: list[tuple[str, str, str, int]] = []
+    nodes, src, dst = ix.nodes, ix.src, ix.dst
     for c in _elements(svg):
         q = c.index('"')
         cls_end = c.index('"', q + 9)  # NOTE: c is 'node1" class="node">…'
         cls, rest = c[q + 9:cls_end], c[cls_end + 2:]
         t0 = rest.index("<title>") + 7
         name = rest[t0:rest.index("</title>", t0)]
-        e = None
+        e = -1
         if cls == "node":
-            name = names[int(c[1:q])]
-            role = d.nodes[name].role
+            m = int(c[1:q])
+            role = nodes[m].role
             box = _outline(rest) or _text_box(rest)
-            # NOTE: the centre as numbers and the role (:func:`netviz.ladder._boxes`): a json0 "pos" string
-            # was formatted here and parsed back there, and the role looked up again in the whole drawing
-            objects.append({"name": name, "xy": ((box[0] + box[2]) / 2, -(box[1] + box[3]) / 2), "role": role,
-                            "width": (box[2] - box[0]) / 72, "height": (box[3] - box[1]) / 72})
+            # NOTE: the centre as numbers, the role and the number (:func:`netviz.ladder._boxes`): a json0 "pos"
+            # string was formatted here and parsed back there, and the node looked up again by name
+            objects.append({"name": ix.ids[m], "at": m, "xy": ((box[0] + box[2]) / 2, -(box[1] + box[3]) / 2),
+                            "role": role, "width": (box[2] - box[0]) / 72, "height": (box[3] - box[1]) / 72})
         elif cls == "edge":
-            e = d.edges[int(c[1:q])]
-            role = d.nodes[e.source].role
+            e = int(c[1:q])
+            role = nodes[src[e]].role
         else:
             name = html.unescape(name)
             role = column_role(name) or ""
@@ -137,11 +137,11 @@ def read_piece(d: Drawing, svg: str, names: Sequence[str]) -> tuple[dict, list[t
     g = {"bb": svg_bb(svg), "objects": objects}
     cs = column_shifts(g)
     out = []
-    for cls, role, rest, e in found:
-        if e is not None and cs:
-            if role != d.nodes[e.target].role:
+    for cls, role, rest, i in found:
+        if i >= 0 and cs:
+            if role != nodes[dst[i]].role:
                 continue  # NOTE: its columns moved apart: drawn straight
-            if e.kind == "data" and role == "gradient":
+            if (e := d.edges[i]).kind == "data" and role == "gradient":
                 t0 = rest.index("<title>") + 7
                 rest = f"{rest[:t0]}{_xml(e.source)}&#45;&gt;{_xml(e.target)}{rest[rest.index('</title>', t0):]}"
         out.append((cls, role, rest))
@@ -175,10 +175,12 @@ def compose_svg(d: Drawing, placed: Placement, pieces: Sequence[list[tuple[str, 
                      f'transform="translate({dx + cs.get(role, 0.0):.2f},{-dy:.2f})">{rest}')
             (clusters if cls == "cluster" else items).append(group)
     looks: dict[tuple, tuple[str, str, str]] = {}
+    pos, src, dst = placed.pos, placed.index.src, placed.index.dst
     for i in placed.straight:
         count["edge"] += 1
-        e = d.edges[i]
-        items.append(_straight_svg(e, placed.pos[e.source], placed.pos[e.target], count["edge"], looks))
+        a, b = pos[src[i]], pos[dst[i]]
+        assert a is not None and b is not None  # NOTE: place keeps only edges whose both ends were drawn
+        items.append(_straight_svg(d.edges[i], a, b, count["edge"], looks))
     if legend is not None:
         body = legend[1]
         body = body[body.index("\n", body.index('<polygon fill="white"')) + 1:body.rindex("</g>", 0, body.rindex("</svg>"))]

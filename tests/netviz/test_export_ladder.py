@@ -258,3 +258,37 @@ def test_grid_places_pieces_as_defined_walking_them_a_few_times() -> None:
     corners = ladder._grid(tall)
     assert corners == _grid_by_definition(list(tall)) and len({x for x, _ in corners}) > 20
     assert _CountedSizes.walks <= 4 + 1  # NOTE: + the reference's own walk above
+
+
+class _CountingNodes(dict):
+    """A drawing's node dict that counts look-ups by name (``d.nodes[nid]``)."""
+
+    looked_up = 0
+
+    def __getitem__(self, key: str) -> object:
+        type(self).looked_up += 1
+        return super().__getitem__(key)
+
+
+def test_ladder_stages_look_nodes_up_by_number_not_by_name(tmp_path: Path) -> None:
+    """Cutting, writing each piece's DOT and placing the pieces look no node up by name in the drawing: a
+    look-up in a 20k-60k-entry dict left the L2 cache at 10k ops (its cost per op grew with the net); the
+    stages work on :class:`ladder.Index`'s numbers, and the drawing they give is the one the names gave."""
+    import subprocess
+
+    from netviz import ladder_svg
+    d = ops_only(chain_training(40))
+    _CountingNodes.looked_up = 0
+    d.nodes = _CountingNodes(d.nodes)
+    p = ladder.split(d, 3)
+    dots = ladder.piece_dots(d, p)
+    svgs = [subprocess.run(["dot", "-Tsvg"], input=t.encode(), stdout=subprocess.PIPE, check=True).stdout.decode()
+            for t in dots]
+    parts = [ladder_svg.read_piece(d, s, p.index) for s in svgs]
+    placed = ladder.place(d, p, [g for g, _ in parts])
+    lines = ladder_svg.compose_svg(d, placed, [items for _, items in parts], None)
+    assert _CountingNodes.looked_up == 0
+    assert p.count == 3 and len(dots) == 3 and all(f'id="n{p.index.ids.index(nid)}"' in "".join(dots) for nid in d.nodes)
+    assert all(b is not None for b in placed.pos) and sum(line.count('class="node"') for line in lines) == len(d.nodes)
+    ends = {(e.source, e.target) for e in d.edges}
+    assert {(p.index.ids[s], p.index.ids[t]) for s, t in zip(p.index.src, p.index.dst)} == ends

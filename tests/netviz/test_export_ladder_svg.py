@@ -117,16 +117,16 @@ def test_read_piece_gives_node_centres_as_numbers_with_their_roles() -> None:
     p = ladder.split(d, 1)
     (dot,) = ladder.piece_dots(d, p)
     svg = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), stdout=subprocess.PIPE, check=True).stdout.decode()
-    g, _ = ladder_svg.read_piece(d, svg, list(d.nodes))
+    g, _ = ladder_svg.read_piece(d, svg, p.index)
     nodes = [o for o in g["objects"] if "xy" in o]
     assert {o["name"] for o in nodes} == set(d.nodes)
     for o in nodes:
         x, y = o["xy"]
         assert isinstance(x, float) and isinstance(y, float) and y >= 0 and "pos" not in o
-        assert o["role"] == d.nodes[o["name"]].role
+        assert o["role"] == d.nodes[o["name"]].role and p.index.ids[o["at"]] == o["name"]
     placed = ladder.place(d, p, [g])
     shifts = placed.moves[0][2]
     for o in nodes:
-        cx, cy, w, h = placed.pos[o["name"]]
+        cx, cy, w, h = placed.box(o["name"])
         assert cx == pytest.approx(o["xy"][0] + placed.moves[0][0] + shifts.get(o["role"], 0.0))
         assert w == pytest.approx(o["width"] * 72) and h > 0
