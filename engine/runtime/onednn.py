@@ -69,7 +69,7 @@ _BOUND = ((3, 2), (3, 13))  # the versions whose ABI this module was written aga
 # big inputs cost more to reorder than the blocked kernel saves: measured, benchmarks/README.md round 3)
 LAYOUT = "auto"
 ENABLED = os.environ.get("NETVIZ_ONEDNN", "") not in ("0", "off", "false")  # NOTE: read per call: tests flip it
-CALLS = {"forward": 0, "backward": 0, "bn_forward": 0, "bn_backward": 0}  # primitives run, for tests and benchmarks: proof the path ran
+CALLS = {"forward": 0, "backward": 0, "bn_forward": 0, "bn_backward": 0, "eltwise": 0}  # primitives run, for tests and benchmarks: proof the path ran
 
 
 class _ExecArg(ctypes.Structure):
@@ -117,6 +117,18 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_memory_set_data_handle": (ctypes.c_int, [_P, _P]),
     "dnnl_memory_destroy": (ctypes.c_int, [_P]),
     "dnnl_get_effective_cpu_isa": (ctypes.c_int, []),
+    "dnnl_primitive_attr_destroy": (ctypes.c_int, [_P]),
+    "dnnl_primitive_attr_set_post_ops": (ctypes.c_int, [_P, _P]),
+    "dnnl_post_ops_create": (ctypes.c_int, [ctypes.POINTER(_P)]),
+    "dnnl_post_ops_append_binary": (ctypes.c_int, [_P, ctypes.c_int, _P]),
+    "dnnl_post_ops_append_eltwise": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_float, ctypes.c_float]),
+    "dnnl_post_ops_destroy": (ctypes.c_int, [_P]),
+    "dnnl_binary_primitive_desc_create": (ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, _P]),
+    "dnnl_eltwise_forward_primitive_desc_create": (
+        ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_float, ctypes.c_float,
+                       _P]),
+    "dnnl_eltwise_backward_primitive_desc_create": (
+        ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, ctypes.c_float, ctypes.c_float, _P, _P]),
 }
 
 

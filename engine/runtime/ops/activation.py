@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.runtime import parallel
+from engine.runtime import onednn_eltwise, parallel
 from engine.runtime.grad_makers import cc_maker, from_output, simple
 from engine.catalogue.registry import gradient, kernel
 from engine.catalogue.registry import shape
@@ -15,7 +15,12 @@ from engine.runtime.ops.elementwise import erf
 
 @kernel("Relu")
 def relu(xp, x):
-    if xp is not np or x.nbytes < parallel.MIN_BYTES or not x.flags.c_contiguous:
+    if xp is not np or x.nbytes < parallel.MIN_BYTES:
+        return xp.maximum(x, 0)
+    y = onednn_eltwise.relu(x)  # NOTE: one oneDNN pass when it takes X, NaN kept as NumPy keeps it
+    if y is not None:
+        return y
+    if not x.flags.c_contiguous:
         return xp.maximum(x, 0)
     y = np.empty_like(x)
     parallel.split(lambda t: np.maximum(t(x), 0, out=t(y)), x.shape, x.nbytes)
@@ -27,6 +32,9 @@ def relu_gradient(xp, y, dy):
     # NOTE: reads the OUTPUT, so in-place Relu(X)->X stays differentiable.
     if xp is not np or dy.nbytes < parallel.MIN_BYTES or y.shape != dy.shape:
         return dy * (y > 0)
+    dx = onednn_eltwise.relu_gradient(y, dy)
+    if dx is not None:
+        return dx
     dx = np.empty(dy.shape, np.result_type(dy, True))
     parallel.split(lambda t: np.multiply(t(dy), t(y) > 0, out=t(dx)), dy.shape, dy.nbytes)
     return dx

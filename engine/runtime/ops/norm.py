@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.runtime import onednn, parallel
+from engine.runtime import onednn, onednn_eltwise, parallel
 from engine.runtime.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.runtime.fidelity import fixes_enabled
 from engine.catalogue.registry import gradient, kernel
@@ -73,6 +73,9 @@ def _spatial_bn(xp, relu, x, scale, bias, mean, var, sums=None, sumsq=None, *, i
         with np.errstate(invalid="ignore"):  # NOTE: a negative running variance gives NaN, as in Caffe2
             a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
         a, c = a.reshape(bshape), (bias - mean * a).astype(x.dtype).reshape(bshape)
+        y = _affine_onednn(xp, x, a, c, relu, order)
+        if y is not None:
+            return y
         if _rows_fast(xp, x, order):
             n, rows = x.shape[0], x.shape[0] * x.shape[1]
             y = np.empty(x.shape, x.dtype)
@@ -171,6 +174,20 @@ def _spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order)
     return got and (got[0].transpose(0, 2, 3, 1), got[1], got[2])
 
 
+ONEDNN_AFFINE_MIN_BYTES = 1 << 20
+"""X's bytes from which SpatialBN's ``Y = X * a + c`` pass runs as one oneDNN binary chain (mul, add) instead
+of NumPy's two block passes (measured: benchmarks/README.md, round 4)."""
+
+
+def _affine_onednn(xp, x, a, c, relu, order):
+    """``x * a + c`` with per-channel `a`, `c` (then ReLU when `relu`) through oneDNN, NCHW or NHWC (viewed
+    as NCHW), with NumPy's values; None where it does not take `x`."""
+    if xp is not np or x.nbytes < ONEDNN_AFFINE_MIN_BYTES or order not in ("NCHW", "NHWC"):
+        return None
+    y = onednn_eltwise.affine(x if order == "NCHW" else _channels_first(x), a, c, relu, ONEDNN_AFFINE_MIN_BYTES)
+    return y if y is None or order == "NCHW" else np.moveaxis(y, 1, -1)
+
+
 ROW_BLOCK = 1 << 20
 """Bytes per block of rows for the row-wise SpatialBN passes: the block of X, its centred scratch copy
 (and dY, dX in the gradient) all stay in one core's L2 (measured best of 128 KB .. 2 MB)."""
@@ -227,8 +244,10 @@ def _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum, relu=Fa
     inv = (1 / np.sqrt(bv.astype(dt) + dt.type(epsilon))).astype(dt)
     alpha = (scale * inv).astype(dt)
     beta = (bias - alpha * bm.astype(dt)).astype(dt)
-    y = np.empty(x.shape, dt)
-    _affine_rows(x2, _per_row(alpha, n), _per_row(beta, n), y.reshape(n * c, -1), relu)
+    y = _affine_onednn(np, x, alpha, beta, relu, "NCHW")
+    if y is None:
+        y = np.empty(x.shape, dt)
+        _affine_rows(x2, _per_row(alpha, n), _per_row(beta, n), y.reshape(n * c, -1), relu)
     bm, bv = bm.astype(dt), bv.astype(dt)
     return (y, *_running(mean, var, bm, bv, cnt, momentum, dt), bm, inv)
 

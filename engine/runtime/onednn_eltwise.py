@@ -1,0 +1,176 @@
+"""Memory-bound elementwise passes through oneDNN's JIT kernels: one builder (:func:`apply`), a binary
+primitive with a chain of binary post-ops, each operand a scalar, a per-channel vector or a full tensor.
+
+Why: SpatialBN, Relu, Sum and ReluGradient are bandwidth-bound; NumPy makes one pass per ufunc (2-3 over a
+BN map) where oneDNN's JIT kernel runs the whole chain in one (benchmarks/README.md, round 4).  The NumPy
+kernels stay the reference: each caller falls back to them when :func:`fits` or :func:`apply` says no
+(library absent, ``NETVIZ_ONEDNN=0``, a reference-only implementation, an odd layout, a small array).
+
+NaN and infinities, NumPy's exactly (this is a NaN-hunting debugger).  oneDNN's eltwise ReLU (alpha 0) is
+``vmaxps(x, 0)``, which turns NaN into 0 where NumPy's ``maximum`` keeps it, and its backward ReLU passes
+dY where Y is NaN (NumPy: ``dY * False``); so neither is used.  :func:`relu` is ``max(max(x, 0), x)``: x86
+MAX returns its second operand when one is NaN, so NaN comes back and -inf still gives 0.
+:func:`relu_gradient` builds the mask from ordered comparisons, ``((Y <= 0) < Y) * dY``: 1.0 exactly where
+``Y > 0`` (NaN gives 0), then NumPy's product (``inf * 0`` is NaN in both).
+"""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.runtime import onednn
+from engine.runtime.onednn import OneDNNError, _P, check, lib
+
+_BINARY = {"add": 0x1fff0, "mul": 0x1fff1, "max": 0x1fff2, "le": 0x1fff8, "lt": 0x1fff9}  # dnnl_binary_* (3.2-3.13)
+_ARG_SRC_1 = 2
+
+MIN_BYTES = 1 << 22
+"""Arrays below this many bytes stay on NumPy for a one-ufunc pass (Relu, Sum): a oneDNN call's fixed cost
+(ctypes handles, execute, stream wait: ~15 us) and its thread wake-up outweigh what it saves (measured:
+benchmarks/README.md, round 4); a chain that replaces several NumPy passes (SpatialBN) passes its own."""
+
+SERIAL_BYTES = 1 << 21
+"""Below this a pass runs on one OpenMP thread (waking the second costs more than it saves; measured)."""
+
+Operand = tuple[str, np.ndarray]
+_ZERO = np.zeros(1, np.float32)
+
+
+def _post_arg(i: int) -> int:
+    """DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1: the operand of binary post-op `i`."""
+    return 32768 * (i + 1) | _ARG_SRC_1
+
+
+def fits(x: np.ndarray, *more: np.ndarray, min_bytes: int = MIN_BYTES) -> bool:
+    """Whether oneDNN takes an elementwise pass over `x` (and `more`, full-size operands): big enough
+    (checked first: the one cheap check a tiny op pays), the library here and on, float32 arrays of one
+    shape, strides and dense memory order with positive strides."""
+    return (x.nbytes >= min_bytes and type(x) is np.ndarray and x.dtype == np.float32 and onednn.available()
+            and all(type(a) is np.ndarray and a.dtype == np.float32 and a.shape == x.shape and a.strides == x.strides
+                    for a in more)
+            and min(x.strides) > 0 and onednn._dense(x))
+
+
+def _kind(v: np.ndarray | None, x: np.ndarray) -> str:
+    """Operand `v`'s broadcast against `x`: "s" a scalar (one value), "c" a per-channel vector (along
+    axis 1), "f" a full tensor of `x`'s shape and strides."""
+    if v.size == 1:
+        return "s"
+    return "c" if v.ndim == 1 and x.ndim >= 2 and v.size == x.shape[1] else "f"
+
+
+def _mds(x: np.ndarray, flat: bool) -> dict[str, _P]:
+    """Descriptors per operand kind (:func:`_kind`): 1-D over the whole buffer when `flat` (no per-channel
+    operand, so the layout does not matter), else X's own shape and strides, (1, C, 1, ...) and (1, ...)."""
+    if flat:
+        return {"f": onednn._md((x.size,), (1,)), "s": onednn._md((1,), (1,))}
+    c, ones = x.shape[1], (1,) * (x.ndim - 2)
+    return {"f": onednn._md(x.shape, onednn._estrides(x)), "c": onednn._md((1, c) + ones, (c, 1) + ones),
+            "s": onednn._md((1,) * x.ndim, (1,) * x.ndim)}
+
+
+def _attr(post: Sequence[Operand], mds: dict[str, _P], x: np.ndarray) -> _P:
+    """A primitive attribute: user scratchpad and the post-op chain (binary ops on a full or per-channel
+    operand, or ``("relu", None)``)."""
+    L, attr, po = lib(), _P(), _P()
+    check(L.primitive_attr_create(ctypes.byref(attr)), "dnnl_primitive_attr_create")
+    check(L.primitive_attr_set_scratchpad_mode(attr, onednn._SCRATCHPAD_USER), "dnnl_primitive_attr_set_scratchpad_mode")
+    check(L.post_ops_create(ctypes.byref(po)), "dnnl_post_ops_create")
+    try:
+        for name, v in post:
+            check(L.post_ops_append_binary(po, _BINARY[name], mds[_kind(v, x)]), "dnnl_post_ops_append_binary")
+        check(L.primitive_attr_set_post_ops(attr, po), "dnnl_primitive_attr_set_post_ops")
+    finally:
+        L.post_ops_destroy(po)
+    return attr
+
+
+def _build(alg: str, x: np.ndarray, src1: np.ndarray, post: Sequence[Operand], flat: bool) -> onednn._Primitive:
+    """The binary primitive of :func:`apply`, its post-op chain in its attribute."""
+    L, pd = lib(), _P()
+    mds = _mds(x, flat)
+    md, smd, attr = mds["f"], mds[_kind(src1, x)], _attr(post, mds, x)
+    try:
+        check(L.binary_primitive_desc_create(ctypes.byref(pd), L.engine, _BINARY[alg], md, smd, md, attr),
+              "dnnl_binary_primitive_desc_create")
+    finally:
+        L.primitive_attr_destroy(attr)
+    args = {onednn.ARG_SRC: (md, 0), _ARG_SRC_1: (smd, 0), onednn.ARG_DST: (md, 0)}
+    args.update({_post_arg(i): (mds[_kind(v, x)], 0) for i, (_, v) in enumerate(post)})
+    return onednn._Primitive(onednn._fast(pd), args)
+
+
+def _buffer(a: np.ndarray, flat: bool) -> np.ndarray:
+    """`a` as the primitive reads it: contiguous per-channel vectors; full tensors as they are (a dense
+    permuted array's data pointer is its lowest address, so its 1-D view is the same memory)."""
+    return np.ascontiguousarray(a, np.float32).reshape(-1) if a.size == 1 or a.ndim == 1 and not flat else a
+
+
+def apply(alg: str, dst: np.ndarray, x: np.ndarray, src1: np.ndarray, post: Sequence[Operand] = ()) -> bool:
+    """Write ``alg(x, src1)`` then each post-op of `post` in turn into `dst` (of `x`'s shape and strides);
+    False where oneDNN refuses (the caller runs NumPy).  The caller checked :func:`fits`.
+
+    `alg` and each post-op's name: a key of :data:`_BINARY` (a comparison gives 1.0 or 0.0); each operand,
+    `src1` included, a scalar, a per-channel vector along axis 1 or a full tensor (:func:`_kind`)."""
+    operands = (src1, *(v for _, v in post))
+    flat = all(_kind(v, x) != "c" for v in operands)
+    sig = tuple((name, _kind(v, x)) for name, v in ((alg, src1), *post))
+    bufs = {onednn.ARG_SRC: x, _ARG_SRC_1: _buffer(src1, flat), onednn.ARG_DST: dst}
+    bufs.update({_post_arg(i): _buffer(v, flat) for i, (_, v) in enumerate(post)})
+    layout = (x.size,) if flat else (x.shape, x.strides)
+    try:
+        with onednn._run_lock:
+            team = onednn._team_size(0.0 if x.nbytes < SERIAL_BYTES else 1e18)
+            (prim,) = onednn._cached(("elt", sig, team, layout), lambda: (_build(alg, x, src1, post, flat),))
+            prim.run(bufs)
+    except OneDNNError:
+        return False
+    onednn.CALLS["eltwise"] += 1
+    return True
+
+
+def relu(x: np.ndarray) -> np.ndarray | None:
+    """``max(x, 0)`` with NumPy's NaN (the chain ``max(max(x, 0), x)``: see the module docstring), in `x`'s
+    memory order; None where oneDNN does not take `x` (:func:`fits`) or refuses."""
+    if not fits(x):
+        return None
+    y = onednn.empty_as(x, x.shape)
+    return y if apply("max", y, x, _ZERO, post=(("max", x),)) else None
+
+
+def relu_inplace(y: np.ndarray) -> bool:
+    """``y = max(y, 0)`` in place with NumPy's NaN, on an array this process just made (never an input
+    blob: kernels do not write their inputs)."""
+    return apply("max", y, y, _ZERO, post=(("max", y),))
+
+
+def relu_gradient(y: np.ndarray, dy: np.ndarray) -> np.ndarray | None:
+    """ReluGradient's ``dY * (Y > 0)`` as NumPy gives it (see the module docstring), in `y`'s memory order;
+    None where oneDNN does not take them (:func:`fits`) or refuses."""
+    if not fits(y, dy):
+        return None
+    g = onednn.empty_as(y, y.shape)
+    return g if apply("le", g, y, _ZERO, post=(("lt", y), ("mul", dy))) else None
+
+
+def add(a: np.ndarray, b: np.ndarray, relu: bool = False) -> np.ndarray | None:
+    """``a + b`` (then the NaN-keeping ReLU in place, a second pass, when `relu`), in `a`'s memory order;
+    None where oneDNN does not take them or refuses."""
+    if not fits(a, b):
+        return None
+    out = onednn.empty_as(a, a.shape)
+    return out if apply("add", out, a, b) and (not relu or relu_inplace(out)) else None
+
+
+def affine(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, relu: bool = False,
+           min_bytes: int = MIN_BYTES) -> np.ndarray | None:
+    """``x * scale + shift`` with per-channel (axis 1) vectors, NumPy's two roundings (then the NaN-keeping
+    ReLU in place when `relu`: a second pass, a ReLU post-op would lose NaN), in `x`'s memory order; None
+    where oneDNN does not take `x` or refuses."""
+    if x.ndim < 2 or not fits(x, min_bytes=min_bytes):
+        return None
+    y = onednn.empty_as(x, x.shape)
+    ok = apply("mul", y, x, scale.reshape(-1), post=(("add", shift.reshape(-1)),))
+    return y if ok and (not relu or relu_inplace(y)) else None
