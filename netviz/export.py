@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.errors import BlobNotFoundError, NetvizError
 from netviz import style as S
-from netviz.drawing import DrawOptions, Drawing, draw_net, focus, ops_only
+from netviz.drawing import DrawOptions, Drawing, Index, draw_net, focus, ops_only_indexed
 from netviz.graphviz_support import find_program, missing_program, pygraphviz
 from netviz.layout import (DEFAULT_TIMEOUT, LayoutError, LayoutTimeout, run_graphviz, run_graphviz_many,
                            run_graphviz_stream)
@@ -328,13 +328,14 @@ def _export_drawing(d: Drawing, out: str | Path | None, fmt: str | None, timeout
     if f == "dot":
         _atomic_write(path, build_agraph(d, plan_layout(d, rankdir) if rankdir else None).string().encode())
         return ExportResult(path)
-    whole = d
+    whole, ix = d, None
     if len(d.nodes) > BIG_DRAWING and d.options.mode != "minimal":
-        d = ops_only(d)  # NOTE: blob names go on the edges: half the nodes to lay out and to read
+        d, ix = ops_only_indexed(d)  # NOTE: blob names go on the edges: half the nodes to lay out and to read
     if find_program("dot") is None:  # NOTE: one line saying what to install, before any progress line
         raise LayoutError(missing_program("dot"))
     try:
-        data, how = _lay_out(d, f, timeout, plan_layout(d, rankdir) if rankdir else None, progress or (lambda _: None))
+        data, how = _lay_out(d, f, timeout, plan_layout(d, rankdir) if rankdir else None, progress or (lambda _: None),
+                             ix)
     except LayoutTimeout:
         fallback = path.with_suffix(".dot")
         _check_writable(fallback, force)
@@ -346,8 +347,9 @@ def _export_drawing(d: Drawing, out: str | Path | None, fmt: str | None, timeout
 
 
 def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
-             say: Callable[[str], None]) -> tuple[bytes | list[str], str]:
-    """Render `d` as `fmt`; returns (bytes or text lines, how it was laid out).
+             say: Callable[[str], None], ix: Index | None = None) -> tuple[bytes | list[str], str]:
+    """Render `d` as `fmt` (`ix`: its :class:`~netviz.drawing.Index`, if made already); returns (bytes or
+    text lines, how it was laid out).
 
     A top-to-bottom drawing (the auto plan, ``TB``, or any drawing with backward ops) is the folded
     ladder of :mod:`netviz.ladder`: ``dot`` lays out each piece (:data:`ladder.PIECE_NODES` nodes at
@@ -374,7 +376,7 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
                             tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {budget:.0f} s …"))
         say(f"layout: dot finished in {time.monotonic() - start:.1f} s")
         return data, f"dot{', ' + shape if shape else ''}"
-    pieces = ladder.split(d, max(plan.columns if plan else 1, math.ceil(len(d.nodes) / ladder.PIECE_NODES)))
+    pieces = ladder.split(d, max(plan.columns if plan else 1, math.ceil(len(d.nodes) / ladder.PIECE_NODES)), ix)
     kind = "ladder" if backward else "columns"
     how = f"dot, TB {kind} in {pieces.count} piece{'s' * (pieces.count > 1)} placed by netviz"
     limit = budget * DOT_SHARE

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from netviz import style as S
-from netviz.drawing import DrawEdge, Drawing, DrawNode
+from netviz.drawing import DrawEdge, Drawing, DrawNode, Index, index
 
 __all__ = ["anchors", "cut_points", "joining_ops", "rank_pairs", "Pieces", "split", "piece_dot", "piece_dots", "compose",
            "Placement", "place", "Index", "index", "straight_points", "column_role", "column_shifts", "Box",
@@ -77,30 +77,6 @@ def _style_text(st: S.Style) -> str:
 def forget_styles() -> None:
     """Empty the styles' DOT text cache (:func:`_style_text`) once a drawing is written."""
     _style_text.cache_clear()
-
-
-@dataclass(frozen=True, slots=True)
-class Index:
-    """A drawing's nodes numbered in its order, and each edge's ends as those numbers.
-
-    Why: every stage of a ladder export walks the whole drawing, and a walk that looks each edge's ends up
-    by name in a 20k-60k-entry dict leaves the L2 cache at 10k ops (a lookup cost ~28 ns at 1k ops, ~58 ns
-    at 10k, measured); a list indexed by number stays in order in memory, flat per op at any size.  The
-    names are looked up once here, and the ladder's stages (:func:`split`, :func:`iter_piece_dots`,
-    :func:`place`, :func:`netviz.ladder_svg.read_piece`) work on the numbers.
-    """
-
-    ids: list[str]
-    nodes: list[DrawNode]
-    src: list[int]
-    dst: list[int]
-
-
-def index(d: Drawing) -> Index:
-    """The :class:`Index` of `d` as it is now (a drawing changed after is indexed anew)."""
-    at = {nid: i for i, nid in enumerate(d.nodes)}
-    return Index(list(d.nodes), list(d.nodes.values()), [at[e.source] for e in d.edges],
-                 [at[e.target] for e in d.edges])
 
 
 def _next_ops(nodes: list[DrawNode], i: int, step: dict[int, list[int]]) -> Iterator[int]:
@@ -225,9 +201,10 @@ class Pieces:
         return dict(zip(self.index.ids, self.piece))
 
 
-def split(d: Drawing, pieces: int | None = None) -> Pieces:
-    """Cut `d` into pieces (their number from its size when `pieces` is None: see :data:`PIECE_NODES`)."""
-    ix = index(d)
+def split(d: Drawing, pieces: int | None = None, ix: Index | None = None) -> Pieces:
+    """Cut `d` into pieces (their number from its size when `pieces` is None: see :data:`PIECE_NODES`);
+    `ix` is `d`'s :class:`Index` when the caller has it (:func:`netviz.drawing.ops_only_indexed`)."""
+    ix = index(d) if ix is None else ix
     a = _anchors(d, ix)
     n_fwd = len({a[i] for i, n in enumerate(ix.nodes) if n.kind == "op" and n.role == "forward"})
     if pieces is None:

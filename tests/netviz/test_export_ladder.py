@@ -292,3 +292,19 @@ def test_ladder_stages_look_nodes_up_by_number_not_by_name(tmp_path: Path) -> No
     assert all(b is not None for b in placed.pos) and sum(line.count('class="node"') for line in lines) == len(d.nodes)
     ends = {(e.source, e.target) for e in d.edges}
     assert {(p.index.ids[s], p.index.ids[t]) for s, t in zip(p.index.src, p.index.dst)} == ends
+
+
+def test_ops_only_numbers_what_it_keeps_without_looking_names_up() -> None:
+    """:func:`ops_only_indexed` walks the drawing by node number (no look-up by name: see the test above) and
+    hands the export the :class:`Index` of what it drew, the one :func:`index` makes of it."""
+    from netviz.drawing import index, ops_only_indexed
+    d = chain_training(40)
+    _CountingNodes.looked_up = 0
+    d.nodes = _CountingNodes(d.nodes)
+    out, ix = ops_only_indexed(d)
+    assert _CountingNodes.looked_up == 0
+    assert ix == index(out) and len(ix.src) == len(out.edges) > 0
+    read = {e.source for e in out.edges if e.kind == "data"}
+    assert not any(n.kind == "blob" and n.version and n.id in read for n in out.nodes.values())  # names on edges
+    named = [e for e in out.edges if dict(e.style.extra).get("xlabel")]
+    assert named and all(out.nodes[e.source].kind == "op" for e in named)
