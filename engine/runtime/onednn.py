@@ -8,7 +8,8 @@ backward-weights primitive descriptors and primitives, memory objects on NumPy's
 execute) and nothing else; the NumPy path stays the reference (``tests/engine/test_onednn.py``
 compares the two).  Training batch normalization is bound too (:func:`bn_forward`, :func:`bn_backward`,
 ``tests/engine/test_onednn_bn.py``) but nothing routes SpatialBN to it: slower than NumPy on NCHW maps
-(benchmarks/README.md, round 3b).
+(benchmarks/README.md, round 3b).  The binary primitive and its post-ops (SpatialBN's per-channel affine
+pass, ReluGradient) are bound here and used by :mod:`engine.runtime.onednn_eltwise`.
 
 Where the library comes from: ``pip install netviz[fast]`` (the ``onednn-cpu-gomp`` wheel puts
 ``libdnnl.so.3`` in ``<prefix>/lib``; its CPU runtime is GNU OpenMP).  NOTE: the newer ``onednn``
@@ -124,11 +125,6 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "dnnl_post_ops_append_eltwise": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_float, ctypes.c_float]),
     "dnnl_post_ops_destroy": (ctypes.c_int, [_P]),
     "dnnl_binary_primitive_desc_create": (ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, _P]),
-    "dnnl_eltwise_forward_primitive_desc_create": (
-        ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, ctypes.c_int, _P, _P, ctypes.c_float, ctypes.c_float,
-                       _P]),
-    "dnnl_eltwise_backward_primitive_desc_create": (
-        ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int, _P, _P, _P, ctypes.c_float, ctypes.c_float, _P, _P]),
 }
 
 

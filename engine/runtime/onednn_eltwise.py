@@ -1,17 +1,20 @@
 """Memory-bound elementwise passes through oneDNN's JIT kernels: one builder (:func:`apply`), a binary
 primitive with a chain of binary post-ops, each operand a scalar, a per-channel vector or a full tensor.
 
-Why: SpatialBN, Relu, Sum and ReluGradient are bandwidth-bound; NumPy makes one pass per ufunc (2-3 over a
-BN map) where oneDNN's JIT kernel runs the whole chain in one (benchmarks/README.md, round 4).  The NumPy
+Why: SpatialBN and ReluGradient are bandwidth-bound chains of 2-3 ufuncs; oneDNN's JIT kernel runs a chain
+in one pass at the memory's speed (benchmarks/README.md, round 4).  Relu and Sum, one ufunc each, tie with
+NumPy's threaded block passes there, so they stay NumPy's.  The NumPy
 kernels stay the reference: each caller falls back to them when :func:`fits` or :func:`apply` says no
 (library absent, ``NETVIZ_ONEDNN=0``, a reference-only implementation, an odd layout, a small array).
 
 NaN and infinities, NumPy's exactly (this is a NaN-hunting debugger).  oneDNN's eltwise ReLU (alpha 0) is
 ``vmaxps(x, 0)``, which turns NaN into 0 where NumPy's ``maximum`` keeps it, and its backward ReLU passes
-dY where Y is NaN (NumPy: ``dY * False``); so neither is used.  :func:`relu` is ``max(max(x, 0), x)``: x86
-MAX returns its second operand when one is NaN, so NaN comes back and -inf still gives 0.
-:func:`relu_gradient` builds the mask from ordered comparisons, ``((Y <= 0) < Y) * dY``: 1.0 exactly where
-``Y > 0`` (NaN gives 0), then NumPy's product (``inf * 0`` is NaN in both).
+dY where Y is NaN (NumPy: ``dY * False``); so neither runs where a NaN can reach it.
+:func:`relu_inplace` is ``max(max(x, 0), x)``: x86 MAX returns its second operand when one is NaN, so NaN
+comes back and -inf still gives 0.
+:func:`relu_gradient` is ``(max(Y, -inf) > 0) * dY``: the MAX turns a NaN Y into -inf (its second operand),
+so the comparison (unordered in oneDNN: NaN > 0 is true there) gives 1.0 exactly where NumPy's ``Y > 0``
+does, then NumPy's product (``inf * 0`` is NaN in both).
 """
 from __future__ import annotations
 
@@ -23,8 +26,9 @@ import numpy as np
 from engine.runtime import onednn
 from engine.runtime.onednn import OneDNNError, _P, check, lib
 
-_BINARY = {"add": 0x1fff0, "mul": 0x1fff1, "max": 0x1fff2, "le": 0x1fff8, "lt": 0x1fff9}  # dnnl_binary_* (3.2-3.13)
-_ARG_SRC_1 = 2
+_BINARY = {"add": 0x1fff0, "mul": 0x1fff1, "max": 0x1fff2, "gt": 0x1fff7}  # dnnl_binary_* (3.2-3.13)
+_COMPARE = frozenset({"gt"})
+_RELU, _ARG_SRC_1 = 0x20, 2  # dnnl_eltwise_relu, DNNL_ARG_SRC_1
 
 MIN_BYTES = 1 << 22
 """Arrays below this many bytes stay on NumPy for a one-ufunc pass (Relu, Sum): a oneDNN call's fixed cost
@@ -34,8 +38,9 @@ benchmarks/README.md, round 4); a chain that replaces several NumPy passes (Spat
 SERIAL_BYTES = 1 << 21
 """Below this a pass runs on one OpenMP thread (waking the second costs more than it saves; measured)."""
 
-Operand = tuple[str, np.ndarray]
-_ZERO = np.zeros(1, np.float32)
+ENABLED = True  # NOTE: False keeps the elementwise ops on NumPy while the convs stay on oneDNN (A/B runs)
+Operand = tuple[str, "np.ndarray | None"]  # a binary post-op and its operand, or ("relu", None)
+_ZERO, _NEG_INF = np.zeros(1, np.float32), np.full(1, -np.inf, np.float32)
 
 
 def _post_arg(i: int) -> int:
@@ -43,14 +48,17 @@ def _post_arg(i: int) -> int:
     return 32768 * (i + 1) | _ARG_SRC_1
 
 
-def fits(x: np.ndarray, *more: np.ndarray, min_bytes: int = MIN_BYTES) -> bool:
+def fits(x: np.ndarray, *more: np.ndarray, min_bytes: int | None = None) -> bool:
     """Whether oneDNN takes an elementwise pass over `x` (and `more`, full-size operands): big enough
     (checked first: the one cheap check a tiny op pays), the library here and on, float32 arrays of one
-    shape, strides and dense memory order with positive strides."""
-    return (x.nbytes >= min_bytes and type(x) is np.ndarray and x.dtype == np.float32 and onednn.available()
+    shape, strides and dense memory order with positive strides, and no NumPy errstate set to raise (oneDNN
+    reports no floating-point exceptions; the executor's fp-exception mode needs NumPy's)."""
+    return (x.nbytes >= (MIN_BYTES if min_bytes is None else min_bytes) and ENABLED and type(x) is np.ndarray
+            and x.dtype == np.float32 and onednn.available()
             and all(type(a) is np.ndarray and a.dtype == np.float32 and a.shape == x.shape and a.strides == x.strides
                     for a in more)
-            and min(x.strides) > 0 and onednn._dense(x))
+            and min(x.strides) > 0 and onednn._dense(x)
+            and "raise" not in np.geterr().values())  # NOTE: --caffe2_operator_throw_if_fp_exceptions: NumPy raises
 
 
 def _kind(v: np.ndarray | None, x: np.ndarray) -> str:
@@ -61,14 +69,28 @@ def _kind(v: np.ndarray | None, x: np.ndarray) -> str:
     return "c" if v.ndim == 1 and x.ndim >= 2 and v.size == x.shape[1] else "f"
 
 
+def _nc_s(x: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(dims, strides in elements) of `x` as (N, C, S), its spatial dims folded into S, or (N, C) when it has
+    one pixel.  NOTE: oneDNN 3.2 broadcasts a per-channel post-op operand wrongly over (N, C, 1, 1) maps
+    (measured: 0.5 off), right over (N, C); one spatial dim is also one cache key for every map shape."""
+    st = onednn._estrides(x)
+    sp = [(n, t) for n, t in zip(x.shape[2:], st[2:]) if n > 1]
+    if any(t != t2 * n2 for (_, t), (n2, t2) in zip(sp, sp[1:])):
+        raise OneDNNError(f"spatial dims of strides {x.strides} do not fold into one")
+    if not sp:
+        return x.shape[:2], st[:2]
+    return x.shape[:2] + (int(np.prod([n for n, _ in sp])),), st[:2] + (sp[-1][1],)
+
+
 def _mds(x: np.ndarray, flat: bool) -> dict[str, _P]:
     """Descriptors per operand kind (:func:`_kind`): 1-D over the whole buffer when `flat` (no per-channel
-    operand, so the layout does not matter), else X's own shape and strides, (1, C, 1, ...) and (1, ...)."""
+    operand, so the layout does not matter), else X as (N, C[, S]) (:func:`_nc_s`), (1, C[, 1]), (1, 1[, 1])."""
     if flat:
         return {"f": onednn._md((x.size,), (1,)), "s": onednn._md((1,), (1,))}
-    c, ones = x.shape[1], (1,) * (x.ndim - 2)
-    return {"f": onednn._md(x.shape, onednn._estrides(x)), "c": onednn._md((1, c) + ones, (c, 1) + ones),
-            "s": onednn._md((1,) * x.ndim, (1,) * x.ndim)}
+    dims, st = _nc_s(x)
+    ones = (1,) * (len(dims) - 2)
+    return {"f": onednn._md(dims, st), "c": onednn._md((1, dims[1]) + ones, (dims[1], 1) + ones),
+            "s": onednn._md((1,) * len(dims), (1,) * len(dims))}
 
 
 def _attr(post: Sequence[Operand], mds: dict[str, _P], x: np.ndarray) -> _P:
@@ -80,7 +102,15 @@ def _attr(post: Sequence[Operand], mds: dict[str, _P], x: np.ndarray) -> _P:
     check(L.post_ops_create(ctypes.byref(po)), "dnnl_post_ops_create")
     try:
         for name, v in post:
-            check(L.post_ops_append_binary(po, _BINARY[name], mds[_kind(v, x)]), "dnnl_post_ops_append_binary")
+            if v is None:  # NOTE: oneDNN's ReLU, NaN -> 0: only where no NaN can reach it (see affine)
+                check(L.post_ops_append_eltwise(po, _RELU, 0.0, 0.0), "dnnl_post_ops_append_eltwise")
+            elif name in _COMPARE and _kind(v, x) != "s":
+                # NOTE: oneDNN 3.2's JIT fails on a comparison post-op with a tensor operand over a map whose
+                # size leaves a tail (status 5), and the failure stays in the thread's code generator: every
+                # later primitive it builds fails too (measured); so it is never asked for
+                raise OneDNNError(f"a {name} post-op takes a scalar operand only")
+            else:
+                check(L.post_ops_append_binary(po, _BINARY[name], mds[_kind(v, x)]), "dnnl_post_ops_append_binary")
         check(L.primitive_attr_set_post_ops(attr, po), "dnnl_primitive_attr_set_post_ops")
     finally:
         L.post_ops_destroy(po)
@@ -98,7 +128,7 @@ def _build(alg: str, x: np.ndarray, src1: np.ndarray, post: Sequence[Operand], f
     finally:
         L.primitive_attr_destroy(attr)
     args = {onednn.ARG_SRC: (md, 0), _ARG_SRC_1: (smd, 0), onednn.ARG_DST: (md, 0)}
-    args.update({_post_arg(i): (mds[_kind(v, x)], 0) for i, (_, v) in enumerate(post)})
+    args.update({_post_arg(i): (mds[_kind(v, x)], 0) for i, (_, v) in enumerate(post) if v is not None})
     return onednn._Primitive(onednn._fast(pd), args)
 
 
@@ -113,12 +143,13 @@ def apply(alg: str, dst: np.ndarray, x: np.ndarray, src1: np.ndarray, post: Sequ
     False where oneDNN refuses (the caller runs NumPy).  The caller checked :func:`fits`.
 
     `alg` and each post-op's name: a key of :data:`_BINARY` (a comparison gives 1.0 or 0.0); each operand,
-    `src1` included, a scalar, a per-channel vector along axis 1 or a full tensor (:func:`_kind`)."""
-    operands = (src1, *(v for _, v in post))
+    `src1` included, a scalar, a per-channel vector along axis 1 or a full tensor (:func:`_kind`); a post-op
+    ``("relu", None)`` is oneDNN's ReLU, which turns NaN into 0."""
+    operands = (src1, *(v for _, v in post if v is not None))
     flat = all(_kind(v, x) != "c" for v in operands)
-    sig = tuple((name, _kind(v, x)) for name, v in ((alg, src1), *post))
+    sig = tuple((name, v is not None and _kind(v, x)) for name, v in ((alg, src1), *post))
     bufs = {onednn.ARG_SRC: x, _ARG_SRC_1: _buffer(src1, flat), onednn.ARG_DST: dst}
-    bufs.update({_post_arg(i): _buffer(v, flat) for i, (_, v) in enumerate(post)})
+    bufs.update({_post_arg(i): _buffer(v, flat) for i, (_, v) in enumerate(post) if v is not None})
     layout = (x.size,) if flat else (x.shape, x.strides)
     try:
         with onednn._run_lock:
@@ -129,15 +160,6 @@ def apply(alg: str, dst: np.ndarray, x: np.ndarray, src1: np.ndarray, post: Sequ
         return False
     onednn.CALLS["eltwise"] += 1
     return True
-
-
-def relu(x: np.ndarray) -> np.ndarray | None:
-    """``max(x, 0)`` with NumPy's NaN (the chain ``max(max(x, 0), x)``: see the module docstring), in `x`'s
-    memory order; None where oneDNN does not take `x` (:func:`fits`) or refuses."""
-    if not fits(x):
-        return None
-    y = onednn.empty_as(x, x.shape)
-    return y if apply("max", y, x, _ZERO, post=(("max", x),)) else None
 
 
 def relu_inplace(y: np.ndarray) -> bool:
@@ -152,25 +174,22 @@ def relu_gradient(y: np.ndarray, dy: np.ndarray) -> np.ndarray | None:
     if not fits(y, dy):
         return None
     g = onednn.empty_as(y, y.shape)
-    return g if apply("le", g, y, _ZERO, post=(("lt", y), ("mul", dy))) else None
+    return g if apply("max", g, y, _NEG_INF, post=(("gt", _ZERO), ("mul", dy))) else None
 
 
-def add(a: np.ndarray, b: np.ndarray, relu: bool = False) -> np.ndarray | None:
-    """``a + b`` (then the NaN-keeping ReLU in place, a second pass, when `relu`), in `a`'s memory order;
-    None where oneDNN does not take them or refuses."""
-    if not fits(a, b):
-        return None
-    out = onednn.empty_as(a, a.shape)
-    return out if apply("add", out, a, b) and (not relu or relu_inplace(out)) else None
+def affine(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, relu: bool = False, min_bytes: int | None = None,
+           x_finite_if_finite: bool = False) -> np.ndarray | None:
+    """``x * scale + shift`` with per-channel (axis 1) vectors, NumPy's two roundings, then ``max(., 0)``
+    when `relu`; in `x`'s memory order; None where oneDNN does not take `x` or refuses.
 
-
-def affine(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, relu: bool = False,
-           min_bytes: int = MIN_BYTES) -> np.ndarray | None:
-    """``x * scale + shift`` with per-channel (axis 1) vectors, NumPy's two roundings (then the NaN-keeping
-    ReLU in place when `relu`: a second pass, a ReLU post-op would lose NaN), in `x`'s memory order; None
-    where oneDNN does not take `x` or refuses."""
+    The ReLU is a post-op in the same pass only when no NaN can reach it: `x_finite_if_finite` (the caller
+    knows X is finite when `scale` and `shift` are, as training SpatialBN's, computed from X's own sums)
+    and both vectors finite; ``x * scale + shift`` is then finite or +-inf.  Otherwise it is a second,
+    NaN-keeping pass in place (:func:`relu_inplace`)."""
     if x.ndim < 2 or not fits(x, min_bytes=min_bytes):
         return None
+    one_pass = relu and x_finite_if_finite and bool(np.isfinite(scale).all() and np.isfinite(shift).all())
     y = onednn.empty_as(x, x.shape)
-    ok = apply("mul", y, x, scale.reshape(-1), post=(("add", shift.reshape(-1)),))
-    return y if ok and (not relu or relu_inplace(y)) else None
+    post = (("add", shift.reshape(-1)),) + ((("relu", None),) if one_pass else ())
+    ok = apply("mul", y, x, scale.reshape(-1), post=post)
+    return y if ok and (one_pass or not relu or relu_inplace(y)) else None

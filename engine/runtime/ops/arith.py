@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.runtime import onednn_eltwise, parallel
+from engine.runtime import parallel
 from engine.runtime.grad_makers import (
     GradientMakerError, cc_maker, gradient_not_implemented_yet, pass_through,
     should_not_do_gradient, simple)
@@ -114,9 +114,6 @@ def sum_relu_inplace(xp, *xs):
 def _sum(xp, xs, relu):
     # NOTE: the first add writes the new array (one pass, not copy + add); X0's dtype is kept.
     if xp is np and len(xs) > 1 and xs[0].nbytes >= parallel.MIN_BYTES and all(x.shape == xs[0].shape for x in xs):
-        out = onednn_eltwise.add(*xs, relu=relu) if len(xs) == 2 else None
-        if out is not None:
-            return out
         out = np.empty(xs[0].shape, xs[0].dtype)
 
         def part(t):

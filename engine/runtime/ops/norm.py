@@ -179,12 +179,14 @@ ONEDNN_AFFINE_MIN_BYTES = 1 << 20
 of NumPy's two block passes (measured: benchmarks/README.md, round 4)."""
 
 
-def _affine_onednn(xp, x, a, c, relu, order):
+def _affine_onednn(xp, x, a, c, relu, order, from_x=False):
     """``x * a + c`` with per-channel `a`, `c` (then ReLU when `relu`) through oneDNN, NCHW or NHWC (viewed
-    as NCHW), with NumPy's values; None where it does not take `x`."""
+    as NCHW), with NumPy's values; None where it does not take `x`.  `from_x`: `a` and `c` come from X's
+    own sums (training), so finite ones mean a finite X (:func:`onednn_eltwise.affine`'s one pass)."""
     if xp is not np or x.nbytes < ONEDNN_AFFINE_MIN_BYTES or order not in ("NCHW", "NHWC"):
         return None
-    y = onednn_eltwise.affine(x if order == "NCHW" else _channels_first(x), a, c, relu, ONEDNN_AFFINE_MIN_BYTES)
+    y = onednn_eltwise.affine(x if order == "NCHW" else _channels_first(x), a, c, relu, ONEDNN_AFFINE_MIN_BYTES,
+                              from_x)
     return y if y is None or order == "NCHW" else np.moveaxis(y, 1, -1)
 
 
@@ -244,7 +246,7 @@ def _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum, relu=Fa
     inv = (1 / np.sqrt(bv.astype(dt) + dt.type(epsilon))).astype(dt)
     alpha = (scale * inv).astype(dt)
     beta = (bias - alpha * bm.astype(dt)).astype(dt)
-    y = _affine_onednn(np, x, alpha, beta, relu, "NCHW")
+    y = _affine_onednn(np, x, alpha, beta, relu, "NCHW", from_x=True)
     if y is None:
         y = np.empty(x.shape, dt)
         _affine_rows(x2, _per_row(alpha, n), _per_row(beta, n), y.reshape(n * c, -1), relu)
