@@ -146,6 +146,22 @@ def test_spatial_bn_matches_numpy(small, monkeypatch, shape, is_test, order, rel
         assert ran == 1 + (relu and (is_test or special))
 
 
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf"])
+@pytest.mark.parametrize("shape", [(3, 5, 7, 9), (1, 17, 13, 11), (4, 64, 28, 28), (2, 3, 4, 5, 3), (4, 6, 1, 1)],
+                         ids=str)
+def test_spatial_bn_gradient_matches_numpy(small, monkeypatch, shape, special):
+    """The row path's dX pass as two oneDNN passes: the same values (the same roundings), NaN where NumPy's."""
+    x, scale, _, _, _ = _bn_inputs(shape, 16, False)
+    dy = _x(shape, 17, special)
+    axes = (0, *range(2, x.ndim))
+    mean, inv = x.mean(axis=axes), (1 / x.std(axis=axes)).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        got, ref, ran = _both(monkeypatch, lambda: norm.spatial_bn_gradient(np, x, scale, dy, mean, inv))
+    assert ran == 2
+    for g, r, name in zip(got, ref, ("dX", "dscale", "dbias")):
+        _same(g, r, name)
+
+
 def test_spatial_bn_relu_of_nan_inf_is_numpys(small, monkeypatch):
     """Relu(BN(NaN)) stays NaN, Relu(BN(-inf)) is 0 (oneDNN's own ReLU would give 0 and 0)."""
     x, scale, bias, mean, var = _bn_inputs((2, 4, 6, 6), 10, False)

@@ -314,6 +314,9 @@ def _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std, relu_grad=None):
     alpha = scale * inv
     beta = -alpha * inv * dscale / m
     gamma = -beta * mu - alpha * dbias / m
+    dx = _bn_dx_onednn(x, dy, *(v.astype(dt) for v in (alpha, beta, gamma)))
+    if dx is not None:
+        return dx, dscale.astype(dt), dbias.astype(dt)
     ar, br, gr = (_per_row(v.astype(dt), n) for v in (alpha, beta, gamma))
     dx = np.empty(x.shape, dt)
     dx2 = dx.reshape(rows, -1)
@@ -326,6 +329,15 @@ def _spatial_bn_gradient_rows(x, scale, dy, mean, inv_std, relu_grad=None):
         np.add(t(dx2), d, out=t(dx2))
     parallel.split(part, x2.shape, x2.nbytes, axis=0, block_bytes=ROW_BLOCK)
     return dx, dscale.astype(dt), dbias.astype(dt)
+
+
+def _bn_dx_onednn(x, dy, alpha, beta, gamma):
+    """The row pass's ``dX = dY * alpha + (X * beta + gamma)`` (per-channel vectors, the same roundings in
+    the same order) as two oneDNN passes, the second in place; None where oneDNN does not take them."""
+    if not onednn_eltwise.fits(x, dy, min_bytes=ONEDNN_AFFINE_MIN_BYTES):
+        return None
+    d = onednn_eltwise.affine(x, beta, gamma, min_bytes=ONEDNN_AFFINE_MIN_BYTES)
+    return d if d is not None and onednn_eltwise.apply("mul", d, dy, alpha, post=(("add", d),)) else None
 
 
 def relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv_std, *, is_test: int = 0,
