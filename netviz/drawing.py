@@ -107,14 +107,17 @@ class Drawing:
 
 @dataclass
 class _Env:
-    """Per-name current blob node id, version and producing op node id (None: external)."""
+    """Per name, its current blob (:data:`_Blob`)."""
 
-    node: dict[str, str] = field(default_factory=dict)
-    version: dict[str, int] = field(default_factory=dict)
-    producer: dict[str, str | None] = field(default_factory=dict)
+    blobs: dict[str, _Blob] = field(default_factory=dict)
 
     def copy(self) -> _Env:
-        return _Env(dict(self.node), dict(self.version), dict(self.producer))
+        return _Env(dict(self.blobs))
+
+
+#: a name's current blob: its node id, version, producing op node id (None: external) and the node's role.
+#: One tuple in one dict: three dicts keyed by name cost three look-ups in tables that leave the cache at 10k ops.
+_Blob = tuple[str, int, "str | None", str]
 
 
 def draw_net(net: caffe2_pb2.NetDef, options: DrawOptions = DrawOptions(),
@@ -198,17 +201,19 @@ def top_roles(net: caffe2_pb2.NetDef, n_forward: int) -> list[str]:
 
 
 def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tuple, grad: bool,
-               read: bool = False, producer: str | None = None, role: str = "forward") -> str:
-    """Current node of `name` when read (made at version 0 if new), else a new version node.
+               read: bool = False, producer: str | None = None, role: str = "forward") -> _Blob:
+    """Current blob of `name` when read (made at version 0 if new), else a new version's; its node is drawn
+    unless the drawing is ``minimal``.
 
     Like net_drawer, blobs appear when first used: declared but unused inputs are not drawn.
     """
-    if read and name in env.node:
-        return env.node[name]
-    v = 0 if read else env.version.get(name, 0) + 1  # Caffe2 get_ssa: first write is version 1
+    cur = env.blobs.get(name)
+    if read and cur is not None:
+        return cur
+    v = 0 if read else (cur[1] if cur is not None else 0) + 1  # Caffe2 get_ssa: first write is version 1
     prefix = "".join(f"op{j}:{arg}/" for j, arg in path)
     nid = f"{prefix}{name}@{v}"
-    env.node[name], env.version[name], env.producer[name] = nid, v, producer
+    env.blobs[name] = rec = (nid, v, producer, role)
     if d.options.mode != "minimal":
         st = S.blob_style(grad, role)
         label = S.blob_label(name, v, d.options.mode == "ssa")
@@ -217,7 +222,7 @@ def _blob_node(d: Drawing, env: _Env, name: str, cluster: str | None, path: tupl
             label += "\n" + str(info)
         d.nodes[nid] = DrawNode(nid, "blob", label, st,
                                 cluster, path=path, blob=name, version=v, backward=grad, role=role)
-    return nid
+    return rec
 
 
 def _scope_cluster(d: Drawing, op: caffe2_pb2.OperatorDef, parent: str | None) -> str | None:
@@ -247,16 +252,16 @@ def _add_ops(d: Drawing, net: caffe2_pb2.NetDef, env: _Env, path: tuple, cluster
         edge = S.edge_style(role) if bw else S.DATA_EDGE
         parents: set[str] = set()  # NOTE: net_drawer's minimal graph has one edge per distinct parent
         for name in op.input:
-            src = _blob_node(d, env, name, cluster, path, False, read=True, role=role)
-            src = src if blobs else env.producer.get(name)
+            blob = _blob_node(d, env, name, cluster, path, False, read=True, role=role)
+            src = blob[0] if blobs else blob[2]
             if src is not None and (blobs or src not in parents):
                 parents.add(src)
-                read = bw and blobs and d.nodes[src].role == "forward"
+                read = bw and blobs and blob[3] == "forward"  # NOTE: the role its node was drawn with
                 d.edges.append(DrawEdge(src, oid, "data", S.READ_EDGE if read else edge))
         if op.type in CONTROL_FLOW and d.options.subnets != "none":
             _add_subnets(d, op, oid, env, path, i, cluster, role)
         for name in op.output:
-            out = _blob_node(d, env, name, oc, path, bw, producer=oid, role=role)
+            out = _blob_node(d, env, name, oc, path, bw, producer=oid, role=role)[0]
             if blobs:
                 d.edges.append(DrawEdge(oid, out, "data", edge))
 
