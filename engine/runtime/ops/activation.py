@@ -15,9 +15,8 @@ from engine.runtime.ops.elementwise import erf
 
 @kernel("Relu")
 def relu(xp, x):
-    if xp is not np or x.nbytes < parallel.MIN_BYTES:
-        return xp.maximum(x, 0)
-    if not x.flags.c_contiguous:  # NOTE: oneDNN's pass ties with this one (benchmarks/README.md, round 4)
+    # NOTE: not routed to oneDNN: one pass at the memory's speed either way (benchmarks/README.md, round 4)
+    if xp is not np or x.nbytes < parallel.MIN_BYTES or not x.flags.c_contiguous:
         return xp.maximum(x, 0)
     y = np.empty_like(x)
     parallel.split(lambda t: np.maximum(t(x), 0, out=t(y)), x.shape, x.nbytes)
@@ -29,7 +28,7 @@ def relu_gradient(xp, y, dy):
     # NOTE: reads the OUTPUT, so in-place Relu(X)->X stays differentiable.
     if xp is not np or dy.nbytes < parallel.MIN_BYTES or y.shape != dy.shape:
         return dy * (y > 0)
-    dx = onednn_eltwise.relu_gradient(y, dy)
+    dx = onednn_eltwise.relu_gradient(y, dy)  # NOTE: one oneDNN pass, NumPy's values (its NaN included)
     if dx is not None:
         return dx
     dx = np.empty(dy.shape, np.result_type(dy, True))
