@@ -54,7 +54,7 @@ def fits(x: np.ndarray, *more: np.ndarray, min_bytes: int | None = None) -> bool
     shape, strides and dense memory order with positive strides, and no NumPy errstate set to raise (oneDNN
     reports no floating-point exceptions; the executor's fp-exception mode needs NumPy's)."""
     return (x.nbytes >= (MIN_BYTES if min_bytes is None else min_bytes) and ENABLED and type(x) is np.ndarray
-            and x.dtype == np.float32 and onednn.available()
+            and x.dtype == np.float32 and x.size > 0 and onednn.available()
             and all(type(a) is np.ndarray and a.dtype == np.float32 and a.shape == x.shape and a.strides == x.strides
                     for a in more)
             and min(x.strides) > 0 and onednn._dense(x)

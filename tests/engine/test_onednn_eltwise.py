@@ -204,3 +204,13 @@ def test_fp_exception_mode_stays_on_numpy(small):
     with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
         activation.relu_gradient(np, y, dy)
     assert onednn.CALLS["eltwise"] == before
+
+
+def test_empty_maps_stay_on_numpy(small):
+    """No pixels or no images: NumPy's path, even with every size counting as big."""
+    for shape in ((0, 3, 4, 5), (2, 3, 0, 5)):
+        x, v = np.zeros(shape, np.float32), np.ones(3, np.float32)
+        before = onednn.CALLS["eltwise"]
+        assert norm.spatial_bn(np, x, v, v, v, v, is_test=1).shape == shape
+        assert activation.relu_gradient(np, x, x).shape == shape
+        assert onednn.CALLS["eltwise"] == before
