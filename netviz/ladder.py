@@ -497,14 +497,12 @@ def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
     total_h = max((c[1] + s[1] for c, s in zip(corners, sizes)), default=0.0)
     total_w = max((c[0] + s[0] for c, s in zip(corners, sizes)), default=0.0)
     ix = p.index
-    moves, pos, at = [], [None] * len(ix.ids), None
+    moves, pos = [], [None] * len(ix.ids)
     for k, g in enumerate(layouts):
         # NOTE: graphviz's y runs up: a piece's top-left (x, y down) moves its points by (x, H - y - h)
         x0, y0 = (float(v) for v in g.get("bb", "0,0").split(",")[:2])
         moves.append((corners[k][0] - x0, total_h - corners[k][1] - sizes[k][1] - y0, shifts[k]))
-        if at is None and any("xy" not in o and "pos" in o for o in g.get("objects", ())):
-            at = {nid: i for i, nid in enumerate(ix.ids)}  # NOTE: a json0 layout names its nodes only
-        _boxes(ix, g, *moves[k], pos, at)
+        _boxes(ix, g, *moves[k], pos)
     straight, piece, nodes = [], p.piece, ix.nodes
     for i, (s, t) in enumerate(zip(ix.src, ix.dst)):
         k = piece[s]
@@ -515,17 +513,27 @@ def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
     return Placement(moves, total_w, total_h, pos, straight, ix)
 
 
-def _boxes(ix: Index, g: dict, dx: float, dy: float, cs: dict[str, float], pos: list[Box | None],
-           at: dict[str, int] | None) -> None:
+def _json0_number(obj: dict) -> int | None:
+    """The node number in the :class:`Index` of a piece's json0 node object: its ``id``, ``n<i>``
+    (:func:`piece_dot`), None for anything else.
+
+    Why not its name: graphviz keeps a quoted string's ``\\\\`` as two backslashes, so json0 names a node
+    called ``a\\b`` (or one holding a newline) ``a\\\\b``, which no look-up by name finds again: that node got
+    no position and ``neato -n2`` refused the whole PNG or PDF."""
+    i = obj.get("id", "")
+    return int(i[1:]) if i[:1] == "n" and i[1:].isdigit() and "pos" in obj else None
+
+
+def _boxes(ix: Index, g: dict, dx: float, dy: float, cs: dict[str, float], pos: list[Box | None]) -> None:
     """Each node box of one piece's json0, moved by (dx, dy) and its column's shift, into `pos` (by node
-    number: a node read back from an SVG carries it, a json0 one is looked up by name in `at`)."""
+    number: a node read back from an SVG carries it, a json0 one its ``id``, :func:`_json0_number`)."""
     for obj in g.get("objects", []):
         xy = obj.get("xy")
         if xy is not None:  # NOTE: a node read back from a piece's SVG (ladder_svg.read_piece): nothing to parse
             pos[obj["at"]] = (xy[0] + dx + cs.get(obj["role"], 0.0), xy[1] + dy, obj["width"] * 72, obj["height"] * 72)
             continue
-        i = at.get(obj.get("name", "")) if at is not None else None
-        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or "pos" not in obj or i is None:
+        i = _json0_number(obj)
+        if i is None:
             continue
         x, y = (float(v) for v in obj["pos"].split(",")[:2])
         pos[i] = (x + dx + cs.get(ix.nodes[i].role, 0.0), y + dy, float(obj["width"]) * 72, float(obj["height"]) * 72)
@@ -535,12 +543,11 @@ def compose(d: Drawing, p: Pieces, layouts: list[dict], title: str = "") -> str:
     """One DOT graph of `d` with every node, edge and cluster where :func:`place` put it; edges between
     pieces or columns are straight.  ``neato -n2`` renders it as it is (PNG, PDF)."""
     placed = place(d, p, layouts)
-    at = {nid: i for i, nid in enumerate(p.index.ids)}
     node_lines: list[str] = []
     edge_lines: list[str] = []
     for k, g in enumerate(layouts):
         dx, dy, cs = placed.moves[k]
-        _emit_objects(d, g, dx, dy, cs, placed.pos, at, node_lines)
+        _emit_objects(p.index, g, dx, dy, cs, placed.pos, node_lines)
         for e in g.get("edges", []):
             de = d.edges[int(e["id"][1:])]
             rs, rt = d.nodes[de.source].role, d.nodes[de.target].role
@@ -570,27 +577,29 @@ def _edge_line(e: DrawEdge, where: dict[str, str]) -> str:
     return f"{dot_quote(e.source)} -> {dot_quote(e.target)} [{_style_text(e.style)}, {_attrs(where)}];"
 
 
-def _emit_objects(d: Drawing, g: dict, dx: float, dy: float, cs: dict[str, float], pos: list[Box | None],
-                  at: dict[str, int], lines: list[str]) -> None:
-    """The nodes (at their boxes in `pos`, by number: `at`) and clusters of one piece's json0, clusters moved
-    by (dx, dy) and their column's shift, pinned."""
+def _emit_objects(ix: Index, g: dict, dx: float, dy: float, cs: dict[str, float], pos: list[Box | None],
+                  lines: list[str]) -> None:
+    """The nodes (at their boxes in `pos`, by number: :func:`_json0_number`) and clusters of one piece's json0,
+    clusters moved by (dx, dy) and their column's shift, pinned."""
     objects = g.get("objects", [])
     for obj in objects:
-        nid = obj.get("name", "")
-        i = at.get(nid)
-        if "nodes" in obj or "subgraphs" in obj or "bb" in obj or i is None or (box := pos[i]) is None:
+        i = _json0_number(obj)
+        if i is None or (box := pos[i]) is None:
             continue
         x, y, w, h = box
-        lines.append(f'{dot_quote(nid)} [label={dot_quote(d.nodes[nid].label)}, {_style_text(d.nodes[nid].style)}, '
+        n = ix.nodes[i]
+        lines.append(f'{dot_quote(ix.ids[i])} [label={dot_quote(n.label)}, {_style_text(n.style)}, '
                      f'pos="{x:.1f},{y:.1f}!", width="{w / 72:.3f}", height="{h / 72:.3f}"];')
     inner = {c for obj in objects for c in obj.get("subgraphs", [])}
     for k, obj in enumerate(objects):
         if obj.get("name", "").startswith("cluster") and "bb" in obj and k not in inner:
-            _emit_cluster(objects, k, dx, dy, cs, lines)
+            _emit_cluster(objects, k, dx, dy, cs, ix.ids, lines)
 
 
-def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, cs: dict[str, float], lines: list[str]) -> None:
-    """Cluster `k` of a json0 object list with its box and label pinned, its sub-clusters nested."""
+def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, cs: dict[str, float], ids: list[str],
+                  lines: list[str]) -> None:
+    """Cluster `k` of a json0 object list with its box and label pinned, its sub-clusters nested; its nodes
+    named by number (`ids`, :func:`_json0_number`), as :func:`_emit_objects` wrote them."""
     obj = objects[k]
     sx = dx + cs.get(column_role(obj["name"]) or "", 0.0)
     a = {key: obj[key] for key in ("label", "style", "color", "fillcolor", "fontcolor", "fontsize") if key in obj}
@@ -600,9 +609,10 @@ def _emit_cluster(objects: list[dict], k: int, dx: float, dy: float, cs: dict[st
     kids = [c for c in obj.get("subgraphs", []) if objects[c].get("name", "").startswith("cluster")]
     taken = {n for c in kids for n in objects[c].get("nodes", [])}
     lines.append(f"subgraph {dot_quote(obj['name'])} {{ graph [{_attrs(a)}]; "
-                 + " ".join(dot_quote(objects[n]["name"]) + ";" for n in obj.get("nodes", []) if n not in taken))
+                 + " ".join(dot_quote(ids[i]) + ";" for n in obj.get("nodes", [])
+                            if n not in taken and (i := _json0_number(objects[n])) is not None))
     for c in kids:
-        _emit_cluster(objects, c, dx, dy, cs, lines)
+        _emit_cluster(objects, c, dx, dy, cs, ids, lines)
     lines.append("}")
 
 
