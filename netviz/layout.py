@@ -401,9 +401,19 @@ def _checked(prog: str, code: int, out: bytes, err_bytes: bytes) -> bytes:
     if code < 0 or code in _SIGNAL_EXITS:  # NOTE: 128+n is a wrapper shell's report of signal n
         raise LayoutCrash(f"graphviz '{prog}' crashed ({_signal_name(code)})")
     if code != 0:
-        err = err_bytes.decode(errors="replace").strip().splitlines()
-        raise LayoutError(f"graphviz '{prog}' failed: {err[-1] if err else f'exit {code}'}")
+        raise LayoutError(f"graphviz '{prog}' failed: {_last_error(err_bytes) or f'exit {code}'}")
     return out
+
+
+def _last_error(err_bytes: bytes, limit: int = 300) -> str:
+    """Graphviz's last ``Error:`` message on one line, the lines it runs on over joined (else its last line).
+
+    Why: graphviz breaks one message over lines (``Error: node X in graph G has no position`` /
+    ``as required by the -n flag``); the last line alone said neither what failed nor where."""
+    lines = [ln.strip() for ln in err_bytes.decode(errors="replace").strip().splitlines() if ln.strip()]
+    start = max((i for i, ln in enumerate(lines) if ln.startswith("Error")), default=len(lines) - 1)
+    text = " ".join(lines[start:]).removeprefix("Error:").strip()
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _communicate(proc: subprocess.Popen, data: bytes, timeout: float, tick: Callable[[float], None] | None,

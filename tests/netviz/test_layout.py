@@ -61,6 +61,15 @@ def test_graphviz_errors_are_one_line() -> None:
     assert "\n" not in str(e.value)
 
 
+def test_graphviz_error_over_lines_says_what_failed() -> None:
+    """``neato -n2`` reports an unplaced node over two lines; the one-line error holds both (the node's name
+    and why), not just the last line."""
+    with pytest.raises(LayoutError) as e:
+        run_graphviz('digraph g { "a\\b" [pos="1,1!"]; c [label=x]; }', "svg", prog="neato", extra=["-n2"])
+    msg = str(e.value)
+    assert "\n" not in msg and "node c" in msg and "no position" in msg and "-n flag" in msg
+
+
 def test_layout_per_subnet(zoo: Path) -> None:
     net = load_net(zoo / "mask_rcnn_2go_int8" / "model.pbtxt")
     lay = layout_net(net, [(99, "else_net")])
