@@ -109,7 +109,7 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
     its title: graphviz leaves a name's ``&amp;`` as it is, so an unescaped title can name another node."""
     objects: list[dict] = []
     found: list[tuple[str, str, str, int]] = []
-    nodes, src, dst = ix.nodes, ix.src, ix.dst
+    nodes, src, dst, ids = ix.nodes, ix.src, ix.dst, ix.ids
     for c in _elements(svg):
         q = c.index('"')
         cls_end = c.index('"', q + 9)  # NOTE: c is 'node1" class="node">…'
@@ -122,6 +122,8 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
         if cls == "node":
             m = int(c[1:q])
             role = nodes[m].role
+            if _renamed(ids[m]):
+                rest = _retitled(rest, t0, _xml(ids[m]))
             box = _outline(rest) or _text_box(rest)
             # NOTE: the centre as numbers, the role and the number (:func:`netviz.ladder._boxes`): a json0 "pos"
             # string was formatted here and parsed back there, and the node looked up again by name
@@ -130,6 +132,8 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
         elif cls == "edge":
             e = int(c[1:q])
             role = nodes[src[e]].role
+            if _renamed(ids[src[e]]) or _renamed(ids[dst[e]]):
+                rest = _retitled(rest, t0, f"{_xml(ids[src[e]])}&#45;&gt;{_xml(ids[dst[e]])}")
         else:
             name = html.unescape(name)
             role = column_role(name) or ""
@@ -144,10 +148,21 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
             if role != nodes[dst[i]].role:
                 continue  # NOTE: its columns moved apart: drawn straight
             if (e := d.edges[i]).kind == "data" and role == "gradient":
-                t0 = rest.index("<title>") + 7
-                rest = f"{rest[:t0]}{_xml(e.source)}&#45;&gt;{_xml(e.target)}{rest[rest.index('</title>', t0):]}"
+                rest = _retitled(rest, rest.index("<title>") + 7, f"{_xml(e.source)}&#45;&gt;{_xml(e.target)}")
         out.append((cls, role, rest))
     return g, out
+
+
+def _renamed(nid: str) -> bool:
+    """Whether graphviz titles node `nid` otherwise than its id: it keeps a quoted ``\\\\`` as two
+    backslashes (a newline, written ``\\n``, as those two characters) and leaves ``&amp;`` or ``&#…;``
+    in a name as it is, so the title read back would name another node."""
+    return "\\" in nid or "&" in nid or "\n" in nid
+
+
+def _retitled(rest: str, t0: int, title: str) -> str:
+    """`rest` (an element group's body, its title's text starting at `t0`) with the title `title` (XML)."""
+    return f"{rest[:t0]}{title}{rest[rest.index('</title>', t0):]}"
 
 
 def _text_box(rest: str) -> tuple[float, float, float, float]:

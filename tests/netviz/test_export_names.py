@@ -73,3 +73,29 @@ def test_odd_names_export_in_every_format(fmt: str, backward: bool, tmp_path: Pa
         ids = [el.get("id") for el in root.iter() if el.get("id")]
         assert len(ids) == len(set(ids))
         assert sum(g.get("class") == "node" for g in root.iter(f"{SVG}g")) == len(d.nodes)
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_svg_titles_are_the_drawing_ids(backward: bool, tmp_path: Path) -> None:
+    """Each node's ``<title>`` is its id in the drawing and each edge's ``source->target``, as the one-run
+    (``LR``) SVG titles them: graphviz titles a piece's node ``a\\b`` as ``a\\\\b`` and leaves a name's
+    ``&amp;`` unescaped, so a script (or a test) reading the titles found another name or none."""
+    names = NAMES + ["&amp;"]
+    ops, x = [], "in"
+    for n in names:
+        ops += [op("FC", [x, f"w{n}", f"b{n}"], n), op("Relu", n, n)]
+        x = n
+    ops.append(op("AveragedLoss", x, "loss"))
+    net = caffe2_pb2.NetDef(name="odd", op=ops)
+    n_fwd, origin = None, []
+    if backward:
+        net, n_fwd, origin = backward_drawing_net(net, "loss")
+    d = draw_net(net, DrawOptions(), n_fwd, origin)
+    r = export_drawing(d, tmp_path / "odd.svg", rankdir="TB")
+    groups = list(ET.parse(r.path).getroot().iter(f"{SVG}g"))
+    titles = {g.get("class"): [] for g in groups}
+    for g in groups:
+        titles[g.get("class")].append(g.findtext(f"{SVG}title"))
+    assert sorted(titles["node"]) == sorted(d.nodes)
+    assert set(titles["edge"]) <= {f"{e.source}->{e.target}" for e in d.edges}
+    assert len(titles["edge"]) == len(d.edges)
