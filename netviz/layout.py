@@ -282,6 +282,8 @@ def run_graphviz_stream(dots: Iterable[str], take: Callable[[int, bytes], None],
                 clock.check()
                 continue
             _hand_over(item, sent, got, jobs, take, procs, prog, errs)
+            if got != sent:  # NOTE: also when outputs keep coming within the poll: quick pieces ran past the limit
+                clock.check()
         finished = True
     finally:
         for f in feeds:

@@ -112,3 +112,14 @@ def test_stream_reports_a_failing_program(tmp_path: Path) -> None:
     from netviz.layout import run_graphviz_stream
     with pytest.raises(LayoutError, match="graphviz 'dot' failed"):
         run_graphviz_stream(iter(["digraph { a -> }"]), lambda k, out: None, 1, "svg", timeout=30)
+
+
+def test_stream_keeps_its_time_limit_while_outputs_keep_coming() -> None:
+    """The limit holds even when each graph comes back within the poll interval: the clock was read only
+    when no output had come for 50 ms, so a stream of quick pieces ran past any --timeout."""
+    from netviz.layout import run_graphviz_stream
+
+    chain = " ".join(f"n{i} -> n{i + 1};" for i in range(150))
+    dots = [f'digraph "g{k}" {{ {chain} }}' for k in range(80)]
+    with pytest.raises(LayoutTimeout):
+        run_graphviz_stream(iter(dots), lambda k, out: None, 2, "svg", timeout=0.1)
