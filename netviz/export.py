@@ -371,18 +371,18 @@ def _lay_out(d: Drawing, fmt: str, budget: float, plan: LayoutPlan | None,
     shape, start = plan.describe() if plan else "", time.monotonic()
     backward = any(n.role != "forward" for n in d.nodes.values())
     if not backward and (plan is None or plan.rankdir != "TB"):
-        say(f"layout: dot{', ' + shape if shape else ''}, {len(d.nodes)} nodes, up to {budget:.0f} s …")
+        say(f"layout: dot{', ' + shape if shape else ''}, {len(d.nodes)} nodes, up to {budget:g} s …")
         data = run_graphviz(build_agraph(d, plan).string(), fmt, budget, "dot",
-                            tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {budget:.0f} s …"))
+                            tick=lambda t: say(f"layout: dot still running, {t:.0f} s of up to {budget:g} s …"))
         say(f"layout: dot finished in {time.monotonic() - start:.1f} s")
         return data, f"dot{', ' + shape if shape else ''}"
     pieces = ladder.split(d, max(plan.columns if plan else 1, math.ceil(len(d.nodes) / ladder.PIECE_NODES)), ix)
     kind = "ladder" if backward else "columns"
     how = f"dot, TB {kind} in {pieces.count} piece{'s' * (pieces.count > 1)} placed by netviz"
     limit = budget * DOT_SHARE
-    say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.0f} s …")
+    say(f"layout: {how}, {len(d.nodes)} nodes, up to {limit:.3g} s …")
     def still(t: float) -> None:
-        say(f"layout: dot still running, {t:.0f} s of up to {limit:.0f} s …")
+        say(f"layout: dot still running, {t:.0f} s of up to {limit:.3g} s …")
     svg = fmt == "svg"  # NOTE: the pieces' dot runs draw them too, while the next ones are written
     try:
         if svg:

@@ -190,3 +190,12 @@ def test_refuses_to_overwrite_and_unknown_formats(tmp_path: Path) -> None:
         export_drawing(d, tmp_path / "g.gif")
     export_drawing(d, tmp_path / "g.json")
     assert json.loads((tmp_path / "g.json").read_text())["nodes"][0]["type"] == "op"
+
+
+def test_progress_line_says_a_budget_under_a_second(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--timeout 0.5`` gives the pieces 0.425 s; the progress line said ``up to 0 s``."""
+    from netviz.cli import main
+    root = Path(__file__).resolve().parents[2]
+    main(["export", str(root / "examples" / "mlp" / "predict_net.pb"), "-o", str(tmp_path / "m.svg"), "--timeout", "0.5"])
+    first = next(line for line in capsys.readouterr().err.splitlines() if "layout:" in line)
+    assert "up to 0.425 s" in first, first
