@@ -17,6 +17,7 @@ in the net.
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
@@ -41,6 +42,7 @@ _PAIR = re.compile(r"(-?[\d.]+),(-?[\d.]+)")
 _SHAPE = re.compile(r' (?:points|d)="([^"]*)"')
 _ELLIPSE = re.compile(r'cx="(-?[\d.]+)" cy="(-?[\d.]+)" rx="([\d.]+)" ry="([\d.]+)"')
 _TEXT_AT = re.compile(r'<text[^>]* x="(-?[\d.]+)" y="(-?[\d.]+)"')
+_FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
 
 
 def svg_bb(svg: str) -> str:
@@ -109,6 +111,7 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
     its title: graphviz leaves a name's ``&amp;`` as it is, so an unescaped title can name another node."""
     objects: list[dict] = []
     found: list[tuple[str, str, str, int]] = []
+    labels_left: dict[str, float] = {}  # NOTE: role → the left end of its edges' names (ops-only: outside its box)
     nodes, src, dst, ids = ix.nodes, ix.src, ix.dst, ix.ids
     for c in _elements(svg):
         q = c.index('"')
@@ -134,12 +137,19 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
             role = nodes[src[e]].role
             if _renamed(ids[src[e]]) or _renamed(ids[dst[e]]):
                 rest = _retitled(rest, t0, f"{_xml(ids[src[e]])}&#45;&gt;{_xml(ids[dst[e]])}")
+            if "<text" in rest and (left := _label_left(rest)) < labels_left.get(role, left + 1):
+                labels_left[role] = left
         else:
             name = html.unescape(name)
             role = column_role(name) or ""
             if role and name.count("_") == 2 and (box := _outline(rest)) is not None:
-                objects.append({"name": name, "bb": f"{box[0]},{-box[3]},{box[2]},{-box[1]}"})
+                objects.append({"name": name, "bb": f"{box[0]},{-box[3]},{box[2]},{-box[1]}", "role": role})
         found.append((cls, role, rest, e))
+    for o in objects:  # NOTE: a column's box as the shifts see it reaches its edges' names (see _label_left)
+        if "bb" in o and (left := labels_left.get(o["role"])) is not None:
+            x0, rest_bb = o["bb"].split(",", 1)
+            if left < float(x0):
+                o["bb"] = f"{left},{rest_bb}"
     g = {"bb": svg_bb(svg), "objects": objects}
     cs = column_shifts(g)
     out = []
@@ -151,6 +161,20 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
                 rest = _retitled(rest, rest.index("<title>") + 7, f"{_xml(e.source)}&#45;&gt;{_xml(e.target)}")
         out.append((cls, role, rest))
     return g, out
+
+
+def _label_left(rest: str) -> float:
+    """The left end of the first text in an edge's body (its name, drawn centred; 0.6 em a character).
+
+    Why: an ops-only edge's name lies beside it, outside its column's box; the column shifts
+    (:func:`netviz.ladder.column_shifts`) stacked the boxes alone, so the forward column's names were cut
+    off at the drawing's left edge (ResNet-50 --backward: 18 of them)."""
+    m = _TEXT_AT.search(rest)
+    if m is None:
+        return math.inf
+    size = _FONT_SIZE.search(rest, m.end())
+    text = rest[rest.index(">", m.end()) + 1:rest.index("</text>", m.end())]
+    return float(m.group(1)) - 0.3 * (float(size.group(1)) if size else 14.0) * len(html.unescape(text))
 
 
 def _renamed(nid: str) -> bool:

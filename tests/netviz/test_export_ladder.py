@@ -308,3 +308,22 @@ def test_ops_only_numbers_what_it_keeps_without_looking_names_up() -> None:
     assert not any(n.kind == "blob" and n.version and n.id in read for n in out.nodes.values())  # names on edges
     named = [e for e in out.edges if dict(e.style.extra).get("xlabel")]
     assert named and all(out.nodes[e.source].kind == "op" for e in named)
+
+
+def test_edge_names_stay_inside_the_drawing(zoo: Path, tmp_path: Path) -> None:
+    """ResNet-50 --backward (ops-only, blob names on the edges): every text starts right of the drawing's left
+    edge.  The forward column's edge names lie left of its box; stacking the columns' boxes alone put 18 of
+    them at negative x, cut off in every viewer (width taken at 0.45 em a character: an underestimate)."""
+    out = tmp_path / "r50.svg"
+    assert main(["export", str(zoo / "resnet50" / "predict_net.pbtxt"), "--backward", "-o", str(out)]) == 0
+    root = ET.parse(out).getroot()
+    graph = next(c for c in root if c.tag == f"{SVG}g")
+    ox = float(TRANSLATE.search(graph.get("transform", "")).group(1))
+    outside = []
+    for g, (tx, _) in placed_groups(graph):
+        for t in g.findall(f"{SVG}text"):
+            if t.get("text-anchor") == "middle":
+                left = float(t.get("x", 0)) + tx + ox - 0.45 * float(t.get("font-size", 10)) * len(t.text or "") / 2
+                if left < 0:
+                    outside.append((t.text, round(left)))
+    assert not outside, outside
