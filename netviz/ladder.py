@@ -491,6 +491,8 @@ class Placement:
 
 def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
     """The pieces' json0 layouts placed by :func:`_grid`, the columns of each in :data:`ROLE_ORDER`."""
+    for g in layouts:
+        _reach_edge_names(g, p.index)
     shifts = [column_shifts(g) for g in layouts]
     sizes = [_size(g, s) for g, s in zip(layouts, shifts)]
     corners = _grid(sizes)
@@ -511,6 +513,25 @@ def place(d: Drawing, p: Pieces, layouts: list[dict]) -> Placement:
         if pos[s] is not None and pos[t] is not None:
             straight.append(i)
     return Placement(moves, total_w, total_h, pos, straight, ix)
+
+
+def _reach_edge_names(g: dict, ix: Index) -> None:
+    """Widen each column box of a json0 layout to its edges' names (``xlp``, centred; 0.6 em a character):
+    an ops-only edge's name lies beside it, outside the box, and the column shifts stacked the boxes alone,
+    so the forward column's names fell left of the drawing (as :func:`netviz.ladder_svg.read_piece` does for
+    an SVG piece)."""
+    left: dict[str, float] = {}
+    for e in g.get("edges", ()):
+        if "xlp" in e and "xlabel" in e:
+            role = ix.nodes[ix.src[int(e["id"][1:])]].role
+            x = float(e["xlp"].split(",")[0]) - 0.3 * float(e.get("fontsize", 14)) * len(e["xlabel"])
+            left[role] = min(left.get(role, x), x)
+    for o in g.get("objects", ()):
+        name = o.get("name", "")
+        if left and "bb" in o and name.count("_") == 2 and (role := column_role(name)) in left:
+            x0, rest = o["bb"].split(",", 1)
+            if left[role] < float(x0):
+                o["bb"] = f"{left[role]},{rest}"
 
 
 def _json0_number(obj: dict) -> int | None:

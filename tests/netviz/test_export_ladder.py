@@ -327,3 +327,19 @@ def test_edge_names_stay_inside_the_drawing(zoo: Path, tmp_path: Path) -> None:
                 if left < 0:
                     outside.append((t.text, round(left)))
     assert not outside, outside
+
+
+def test_edge_names_stay_inside_the_composed_png_drawing(zoo: Path) -> None:
+    """The PNG/PDF path (json0 pieces composed for ``neato -n2``): each edge name's left end is right of the
+    drawing's left edge (ResNet-50 --backward had them centred at x 13-16, their left halves cut off)."""
+    import math
+    import subprocess
+    d = backward_drawing(zoo / "resnet50" / "predict_net.pbtxt")
+    p = ladder.split(d, max(1, math.ceil(len(d.nodes) / ladder.PIECE_NODES)))
+    layouts = ladder.run_pieces(ladder.piece_dots(d, p), lambda batches: [
+        subprocess.run(["dot", "-Tjson0"], input=b.encode(), stdout=subprocess.PIPE, check=True).stdout
+        for b in batches])
+    lines = ladder.compose(d, p, layouts).splitlines()
+    found = [re.search(r'xlabel="([^"]*)".*xlp="(-?[\d.]+),', line) for line in lines]
+    lefts = [float(m.group(2)) - 0.45 * 8 * len(m.group(1)) / 2 for m in found if m]
+    assert len(lefts) > 100 and min(lefts) >= 0, min(lefts)
