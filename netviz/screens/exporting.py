@@ -160,14 +160,22 @@ class ExportActions:
 
     def view_spec(self) -> ViewSpec:
         """What the graph canvas shows now, as plain data for the "current view" export: the net,
-        the ops in its window (and focus set), zoom, SSA, overlay colours, pc and marks."""
+        the ops the pane shows (:meth:`GraphCanvas.ops_in_view`; before a layout, the window of ops
+        it will lay out) and focus set, zoom, SSA, overlay colours, pc and marks.
+
+        NOTE: the ops on screen, not the canvas's whole laid-out window: that window is cut by op
+        index, so with the backward pass shown its last gradient ops had no forward op beside them
+        and the export piled them into a tall column the person never saw."""
         from netviz.view_export import ViewSpec  # noqa: PLC0415 - off the first frame
 
         s, c = self.session, self.canvas
         n = len(s.view(self.path).net.op)
         zoom = self.effective_zoom()
         window = window_of(n, self._cursor_op())
-        ops = set(window) if len(window) < n else None
+        seen = c.ops_in_view()
+        ops = seen if seen else set(window) if len(window) < n else None
+        if ops is not None and len(ops) == n:
+            ops = None
         if self.focus_mode and c.focus_nodes is not None:
             ops = (set(range(n)) if ops is None else ops) & set(c.focus_nodes[0])
         colors: dict[int, tuple[str, str]] = {}
@@ -176,7 +184,7 @@ class ExportActions:
             colors = overlay_colors(OVERLAYS[self.overlay], self._records(), stale)
         focused = self.focus_mode and c.focus_nodes is not None
         shown = (f"{len(ops or ())} of {n} ops (focus)" if focused else
-                 f"ops {window.start}–{window.stop - 1} of {n}" if ops is not None else f"{n} ops")
+                 f"{len(ops)} of {n} ops in view ({min(ops)}–{max(ops)})" if ops else f"{n} ops")
         title = " · ".join([s.path_label(self.path), shown, f"zoom {ZOOMS[zoom][0]}"]
                            + ([f"overlay {OVERLAYS[self.overlay]}"] if self.overlay else [])
                            + [f"pc {s.pc_label()}"])

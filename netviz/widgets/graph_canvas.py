@@ -299,6 +299,17 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
                 return
         self.scroll_to(max(0, x - region.width // 2), max(0, y - region.height // 2), animate=False)
 
+    def ops_in_view(self) -> set[int] | None:
+        """Indices of the ops whose boxes the pane shows, whole or in part (the "current view" export
+        draws these: what the person sees, each gradient op beside its forward op as here); None
+        while no layout is shown."""
+        sc = self.scene
+        if sc is None:
+            return None
+        r, sx, sy = self.scrollable_content_region, int(self.scroll_x), int(self.scroll_y)
+        return {n.op for n in sc.nodes if n.op is not None and n.kind == "op" and n.x < sx + r.width
+                and sx < n.x + n.w and n.y < sy + r.height and sy < n.y + n.h}
+
     # -- repainting only what changed --------------------------------------------------------
     def rows_of_ops(self, ops: Any) -> set[int]:
         """Scene rows of the boxes of `ops` and of the blobs they write (whose shapes change when

@@ -1,4 +1,4 @@
-"""`e` offers the current view (what the canvas shows: its window of a big net, overlay, pc and
+"""`e` offers the current view (what the canvas shows: the ops in the pane, overlay, pc and
 marks) or the whole net; both run in a worker and ask before overwriting.  The written DOT files
 are read back: their op sets and marks are what the screen showed."""
 from __future__ import annotations
@@ -26,6 +26,14 @@ def _ops(path: Path) -> dict[int, dict[str, str]]:
     return {int(n[2:]): dict(n.attr) for n in g.nodes() if n.startswith("op") and n[2:].isdigit()}
 
 
+def _in_pane(canvas) -> set[int]:
+    """The ops whose boxes the canvas's pane shows, whole or in part, read from its scene and scroll
+    offset (as a person sees them), here independently of :meth:`GraphCanvas.ops_in_view`."""
+    r, sx, sy = canvas.scrollable_content_region, int(canvas.scroll_x), int(canvas.scroll_y)
+    return {n.op for n in canvas.scene.nodes if n.kind == "op"
+            and not (n.x + n.w <= sx or n.x >= sx + r.width or n.y + n.h <= sy or n.y >= sy + r.height)}
+
+
 @asynctest
 async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
     app = NetvizApp(Session.open(write(tmp_path, "chain", chain(N)), inputs=["x0=2,3"]))
@@ -46,20 +54,21 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
             release.wait(30)
             return export_view(*args, **kw)
         app.session.export_view = held
+        seen = _in_pane(app.main.canvas)           # what the pane shows when `e` is pressed
         await export_while_moving(pilot, app, "view", view_file, "up", OpRef((), 499), release)
 
         window = window_of(N, 500)
-        assert len(window) < N
+        assert 500 in seen and 5 <= len(seen) < len(window) < N
         ops = _ops(view_file)
-        assert set(ops) == set(window)              # the ops the canvas showed, not the net
+        assert set(ops) == seen                     # the ops the pane showed: not the laid-out window, not the net
         assert ops[500]["label"].startswith("→ ● ") and ops[500]["penwidth"] == "4"  # pc on a breakpoint
-        labels = [ops[i]["label"] for i in range(window.start, 500)]
-        assert all(lab.endswith(" ✓") and ("ms" in lab or "µs" in lab) for lab in labels)  # ran, timed …
-        assert all("fillcolor" in ops[i] for i in range(window.start, 500))  # … and colour
-        assert not any("✓" in ops[i]["label"] for i in range(501, window.stop))
+        labels = [ops[i]["label"] for i in seen if i < 500]
+        assert labels and all(lab.endswith(" ✓") and ("ms" in lab or "µs" in lab) for lab in labels)  # ran, timed …
+        assert all("fillcolor" in ops[i] for i in seen if i < 500)  # … and colour
+        assert not any("✓" in ops[i]["label"] for i in seen if i > 500)
         drawn = pgv.AGraph(str(view_file))  # NOTE: kept in a name: a node's attributes die with its graph
         title = drawn.get_node("view:title").attr["label"]
-        assert f"ops {window.start}–{window.stop - 1} of {N}" in title and "overlay time" in title
+        assert f"{len(seen)} of {N} ops in view ({min(seen)}–{max(seen)})" in title and "overlay time" in title
 
         # the whole net: every op, no marks
         await pilot.press("e")
@@ -72,7 +81,8 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
         # the view again to the same file: asked first; "no" keeps it, "yes" overwrites
         before = view_file.read_text()
         app.main.select(OpRef((), 300))             # another window now
-        await wait_for(pilot, lambda: app.main.canvas.scene is not None, "the layout")
+        await wait_for(pilot, lambda: 300 in (app.main.canvas.ops_in_view() or ()), "the layout around op 300")
+        seen = _in_pane(app.main.canvas)
         await pilot.press("e")
         await pick_export(pilot, "view")
         await answer(pilot, app, str(view_file), then="exists — type yes")
@@ -83,7 +93,7 @@ async def test_current_view_and_whole_net_write_what_they_say(tmp_path):
         await answer(pilot, app, str(view_file), then="exists — type yes")
         await answer(pilot, app, "yes")
         await wait_for(pilot, lambda: view_file.read_text() != before, "the overwritten view")
-        assert set(_ops(view_file)) == set(window_of(N, 300))
+        assert set(_ops(view_file)) == seen and 300 in seen
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
@@ -92,13 +102,20 @@ def test_export_choice_snapshot(snap_compare, tmp_path, size):
         app = pilot.app
         await ready(pilot)
         app.main.select(OpRef((), 500))
-        await wait_for(pilot, lambda: app.main.canvas.scene is not None, "the layout")
+        await wait_for(pilot, lambda: 500 in (app.main.canvas.ops_in_view() or ()), "the layout around op 500")
+        seen: list[set[int]] = []
+
+        def still() -> bool:  # NOTE: the pane settled (centred on the cursor): the same ops two frames running
+            seen[:] = [_in_pane(app.main.canvas), *seen][:2]
+            return len(seen) == 2 and seen[0] == seen[1]
+        await wait_for(pilot, still, "the pane to settle")
         await pilot.press("e")
         await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the export choice")
         app.clear_notifications()
         await pilot.pause()
         shown = "\n".join(screen_text(app))
-        assert "current view: 200 of 1000 ops as shown" in shown and "whole net: all 1000 ops" in shown, shown
+        assert 5 <= len(seen[0]) < 200 and f"current view: {len(seen[0])} of 1000 ops as shown" in shown, shown
+        assert "whole net: all 1000 ops" in shown, shown
     app = NetvizApp(Session.open(write(tmp_path, "chain", chain(N))))
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
@@ -139,3 +156,38 @@ def test_current_view_svg_is_folded_not_one_tall_column(tmp_path):
     svg = "{http://www.w3.org/2000/svg}"
     titles = {g.findtext(f"{svg}title") for g in ET.parse(out).getroot().iter(f"{svg}g") if g.get("class") == "node"}
     assert {f"op{i}" for i in window} <= titles
+
+
+@asynctest
+async def test_current_view_of_resnet50_backward_is_what_the_pane_shows(zoo, tmp_path):
+    """With the backward pass shown and the cursor on a gradient op deep in the net, the current view holds
+    the ops the pane shows, each gradient op beside its forward op as there: not the canvas's 200-op
+    window, whose gradient ops past the forward ops it holds were exported as a tall column of unpaired
+    boxes the person never saw."""
+    from netviz.export import default_loss
+    from tests.netviz.waiting import answer
+
+    session = Session.open(zoo / "resnet50" / "predict_net.pbtxt")
+    app = NetvizApp(session)
+    out = tmp_path / "view.dot"
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("g")
+        await answer(pilot, app, default_loss(session.model.predict))
+        await wait_for(pilot, lambda: session.show_backward and app.main.canvas.scene is not None
+                       and app.main.canvas.key[1], "the backward view")
+        view = session.view(())
+        target = view.n_forward + 120
+        app.main.select(OpRef((), target))
+        await wait_for(pilot, lambda: target in (app.main.canvas.ops_in_view() or ()), "the gradient op in view")
+        seen: list[set[int]] = []
+
+        def still() -> bool:
+            seen[:] = [_in_pane(app.main.canvas), *seen][:2]
+            return len(seen) == 2 and seen[0] == seen[1]
+        await wait_for(pilot, still, "the pane to settle")
+        spec = app.main.view_spec()
+        session.export_view(spec, str(out))
+    ops = set(_ops(out))
+    window = window_of(len(view.net.op), target)
+    assert ops == seen[0] and target in ops and len(ops) < len(window), (sorted(ops), window)
