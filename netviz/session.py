@@ -142,6 +142,16 @@ class NetView:
     def forward_of(self, i: int) -> int | None:
         return self.origin[i - self.n_forward] if self.is_backward(i) else None
 
+    @cached_property
+    def grads_of(self) -> dict[int, list[int]]:
+        """Forward op -> the backward ops that differentiate it (:meth:`forward_of` turned round, made once:
+        the canvas's ladder window reads it at each cursor move)."""
+        out: dict[int, list[int]] = {}
+        for k, f in enumerate(self.origin):
+            if f is not None:
+                out.setdefault(f, []).append(self.n_forward + k)
+        return out
+
 
 def shown_subnets(op: caffe2_pb2.OperatorDef) -> list[tuple[str, caffe2_pb2.NetDef]]:
     """An op's subnets as the debugger runs them: a RecurrentNetwork timestep is its step net with

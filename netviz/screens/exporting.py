@@ -17,7 +17,7 @@ from engine.errors import NetvizError
 from netviz.errorlog import report
 from netviz.overlays import OVERLAYS, diff_header, diff_label, diff_row, overlay_colors, worst_per_op
 from netviz.session import NetPath, OpRef, Unavailable
-from netviz.widgets.graph_scene import ZOOMS, window_of
+from netviz.widgets.graph_scene import ZOOMS, window_for
 from netviz.screens.guarding import error_title, guarded
 
 if TYPE_CHECKING:  # NOTE: imported where used: no part of the first frame
@@ -171,7 +171,7 @@ class ExportActions:
         s, c = self.session, self.canvas
         n = len(s.view(self.path).net.op)
         zoom = self.effective_zoom()
-        window = window_of(n, self._cursor_op())
+        window = window_for(s.view(self.path), self._cursor_op(), s.show_backward)
         seen = c.ops_in_view()
         ops = seen if seen else set(window) if len(window) < n else None
         if ops is not None and len(ops) == n:

@@ -38,7 +38,7 @@ from netviz.widgets.breadcrumb import Breadcrumb
 from netviz.widgets.graph_canvas import GraphCanvas
 from netviz.widgets.minimap import Minimap
 from netviz.widgets.footer import KeyFooter
-from netviz.widgets.graph_scene import ZOOMS, common_scope, window_of
+from netviz.widgets.graph_scene import ZOOMS, common_scope, describe_window, window_for
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.op_tree import OpTree
 from netviz.widgets.status_line import StatusLine
@@ -280,10 +280,11 @@ class MainScreen(SteppingActions, InspectingActions, OverlayActions, ExportActio
         self.canvas.show(self.session, self.path, self.ssa, zoom, self._cursor_op())
         name, blobs, _ = ZOOMS[zoom]
         extra = ("  ·  SSA" if self.ssa else "") + ("  ·  backward" if self.session.show_backward else "")
-        n_ops = len(self.session.view(self.path).net.op)
-        window = window_of(n_ops, self._cursor_op())
+        view = self.session.view(self.path)
+        n_ops = len(view.net.op)
+        window = window_for(view, self._cursor_op(), self.session.show_backward)
         if len(window) < n_ops:
-            extra += f"  ·  ops {window.start}–{window.stop - 1} of {n_ops} (follows the cursor)"
+            extra += f"  ·  {describe_window(window, n_ops)} (follows the cursor)"
         if zoom != (self.zoom if self.zoom >= 0 else self.canvas.auto_zoom()):
             extra += f"  ·  (blob detail up to {DETAIL_MAX_OPS} ops)"
         if blobs:

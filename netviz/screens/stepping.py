@@ -23,7 +23,7 @@ from netviz.errorlog import report
 from netviz.overlays import OVERLAYS
 from netviz.session import BlobRef, OpRef, Unavailable, to_oppath
 from netviz.style import plain
-from netviz.widgets.graph_scene import ZOOMS, window_of
+from netviz.widgets.graph_scene import ZOOMS, window_for
 from netviz.widgets.op_inspector import OpInspector
 from netviz.widgets.status_line import StatusLine, random_flag
 from netviz.screens.guarding import error_title, guarded, notice_toast
@@ -101,8 +101,8 @@ class SteppingActions:
         self._draw_promptly = True
         self.check_idle()
 
-    def _window_of(self, ref: OpRef) -> range:
-        return window_of(len(self.session.view(ref.path).net.op), ref.index)
+    def _window_of(self, ref: OpRef) -> range | tuple[int, ...]:
+        return window_for(self.session.view(ref.path), ref.index, self.session.show_backward)
 
     def update_status(self) -> None:
         try:

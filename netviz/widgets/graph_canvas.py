@@ -32,7 +32,7 @@ from netviz.messages import BlobSelected, OpSelected
 from netviz.widgets.scrolling import SteadyScrollbars
 from netviz.session import BlobRef, NetPath, OpRef
 from netviz.widgets.graph_scene import (ZOOMS, Scene, SceneNode, bands_for, build_scene, default_zoom, fold_scroll,
-                                        plan_view, shape_text, window_of, wrap_scene)
+                                        plan_view, shape_text, window_for, wrap_scene)
 
 FILL = {"op": looks.OP.fill, "control": looks.CONTROL_OP.fill, "backward": looks.BACKWARD_OP.fill}
 S_EDGE, S_EDGE_BWD, S_DIM = Style(color="#7f8c8d"), Style(color=looks.RED), Style(color="#4a4a4a")
@@ -134,8 +134,8 @@ class GraphCanvas(SteadyScrollbars, ScrollView, can_focus=True):
         """Show the net at `path` (a big net: the window of ops around `op`); lays it out in a
         worker unless cached.  A new window of the same view keeps the old drawing until it is ready."""
         view = session.view(path)
-        window = window_of(len(view.net.op), op)
-        key = (path, session.show_backward, ssa, zoom, window.start if len(window) < len(view.net.op) else None,
+        window = window_for(view, op, session.show_backward)
+        key = (path, session.show_backward, ssa, zoom, window[0] if len(window) < len(view.net.op) else None,
                self.direction)
         if key == self.key:
             return

@@ -29,7 +29,7 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.catalogue import category
 from engine.model.opdef import subnets_of
@@ -250,10 +250,68 @@ def window_of(n_ops: int, op: int | None) -> range:
     """
     if n_ops <= WINDOW_OPS:
         return range(n_ops)
-    op = min(max(op or 0, 0), n_ops - 1)
-    start = max(0, (op - WINDOW_STEP) // WINDOW_STEP * WINDOW_STEP)
-    start = min(start, -(-(n_ops - WINDOW) // WINDOW_STEP) * WINDOW_STEP)
-    return range(start, min(n_ops, start + WINDOW))
+    return _span(n_ops, op, WINDOW, WINDOW_STEP)
+
+
+def _span(n: int, op: int | None, size: int, step: int) -> range:
+    """`size` of `n` items around `op`, starting at a multiple of `step` (all `n` when they fit)."""
+    if n <= size:
+        return range(n)
+    op = min(max(op or 0, 0), n - 1)
+    start = max(0, (op - step) // step * step)
+    start = min(start, -(-(n - size) // step) * step)
+    return range(start, min(n, start + size))
+
+
+def ladder_window(view: Any, op: int | None) -> range | tuple[int, ...]:
+    """The ops laid out for a cursor on `op` when the backward pass is shown: a window of the forward ops
+    around the cursor's rung (``WINDOW / 2`` of them) and the backward ops from the first gradient op of
+    theirs to the last (the Sums and fills between included), in program order.
+
+    Why not :func:`window_of`: a window cut by op index holds gradient ops whose forward ops lie before
+    it; the ladder then had nothing to stand them beside, and they ran down the pane in a column of
+    their own.  `view` is a :class:`netviz.session.NetView` (``net``, ``n_forward``, ``forward_of``,
+    ``grads_of``); a small net, or one without backward ops, gets :func:`window_of`."""
+    n, nf = len(view.net.op), view.n_forward
+    if n <= WINDOW_OPS or not 0 < nf < n:
+        return window_of(n, op)
+    op = min(max(op or 0, 0), n - 1)
+    anchor = op if op < nf else _rung_of(view, op)
+    fwd = _span(nf, anchor, WINDOW // 2, WINDOW_STEP // 2)
+    grads = [g for f in fwd for g in view.grads_of.get(f, ())]
+    lo = nf if fwd.stop == nf or not grads else min(grads)
+    hi = n - 1 if fwd.start == 0 or not grads else max(grads)
+    if op >= nf:  # NOTE: the cursor's own op is always laid out (a Sum past the last gradient op of the rungs)
+        lo, hi = min(lo, op), max(hi, op)
+    return (*fwd, *range(lo, hi + 1))
+
+
+def window_for(view: Any, op: int | None, ladder: bool) -> range | tuple[int, ...]:
+    """The ops the canvas lays out for a cursor on `op`: :func:`ladder_window` when the backward pass is
+    shown (`ladder`), else :func:`window_of`."""
+    return ladder_window(view, op) if ladder else window_of(len(view.net.op), op)
+
+
+def describe_window(window: range | tuple[int, ...], n_ops: int) -> str:
+    """What the status line says of a window that is not the whole net."""
+    if isinstance(window, range):
+        return f"ops {window.start}–{window.stop - 1} of {n_ops}"
+    gap = next((k for k in range(1, len(window)) if window[k] != window[k - 1] + 1), len(window))
+    return (f"ops {window[0]}–{window[gap - 1]} and their gradient ops {window[gap]}–{window[-1]} of {n_ops}"
+            if gap < len(window) else f"ops {window[0]}–{window[-1]} of {n_ops}")
+
+
+def _rung_of(view: Any, op: int) -> int:
+    """The forward op whose rung backward op `op` stands on: its own forward op, else the nearest
+    backward op's that has one (a Sum, a fill), else the last forward op."""
+    n, nf = len(view.net.op), view.n_forward
+    for d in range(n):
+        for b in (op - d, op + d):
+            if nf <= b < n and (f := view.forward_of(b)) is not None:
+                return f
+        if op - d < nf and op + d >= n:
+            break
+    return nf - 1
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 from netviz.app import NetvizApp
 from netviz.screens.pick import PickScreen
 from netviz.session import OpRef, Session
-from netviz.widgets.graph_scene import window_of
+from netviz.widgets.graph_scene import ladder_window, window_of
 from tests.netviz.tui_nets import chain, write
 from tests.netviz.waiting import (answer, asynctest, export_while_moving, notified, pick_export, ready, screen_text,
                                   wait_for)
@@ -189,5 +189,7 @@ async def test_current_view_of_resnet50_backward_is_what_the_pane_shows(zoo, tmp
         spec = app.main.view_spec()
         session.export_view(spec, str(out))
     ops = set(_ops(out))
-    window = window_of(len(view.net.op), target)
+    window = ladder_window(view, target)
     assert ops == seen[0] and target in ops and len(ops) < len(window), (sorted(ops), window)
+    grads = [o for o in ops if view.forward_of(o) is not None]
+    assert grads and all(view.forward_of(o) in ops for o in grads), sorted(ops)  # each beside its forward op
