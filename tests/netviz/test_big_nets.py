@@ -25,6 +25,26 @@ def chain(n: int) -> caffe2_pb2.NetDef:
     return net
 
 
+@pytest.mark.parametrize("n", [400, 3001])
+def test_ladder_window_holds_whole_rungs(tmp_path, n):
+    """With the backward pass shown, every cursor position's window holds the cursor and, for each
+    gradient op in it, the forward op it differentiates (an op-index window of a 400-op chain's
+    backward view held gradient ops 200-399 of forward ops 0-199 with none of their forward ops)."""
+    from netviz.widgets.graph_scene import ladder_window
+
+    s = Session.open(write(tmp_path, "chain", chain(n)))
+    s.set_backward(True, f"b{n}")
+    v = s.view(())
+    nf, total = v.n_forward, len(v.net.op)
+    assert nf < total and total > WINDOW_OPS
+    for op in range(0, total, 3):
+        w = ladder_window(v, op)
+        assert op in w and list(w) == sorted(set(w)) and len(w) <= WINDOW + WINDOW_STEP, (op, len(w))
+        fwd = [o for o in w if o < nf]
+        assert len(fwd) == nf if nf <= WINDOW // 2 else WINDOW // 2 - WINDOW_STEP // 2 < len(fwd) <= WINDOW // 2
+        assert all(v.forward_of(o) in w for o in w if v.forward_of(o) is not None), op
+        assert all(g in w for f in fwd for g in v.grads_of.get(f, ())), op  # and each forward op's gradients
+
 @pytest.mark.parametrize("n", [10, WINDOW_OPS, WINDOW_OPS + 1, 1000, 10_007])
 def test_window_holds_the_cursor_away_from_its_edges(n):
     for op in range(0, n, 7):
