@@ -40,9 +40,11 @@ files (no workspaces) still open, with a notice (:mod:`engine.debugger.recorded`
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+import os
 import queue
 import threading
 import weakref
@@ -132,6 +134,7 @@ class Recorder:
 
         self.dbg, self.path, self._host = dbg, Path(path), dev.to_host
         try:
+            _set_aside(self.path)
             self.zf = zipfile.ZipFile(self.path, "w", allowZip64=True)
         except OSError as e:
             raise RecordingError(f"{self.path}: cannot write the recording: {e.strerror}") from None
@@ -385,6 +388,22 @@ class Recorder:
         if self._error is not None:
             raise self._error
         return index
+
+
+def _set_aside(path: Path) -> None:
+    """An older file at `path` is renamed aside and deleted by a thread, so the recording starts a new
+    file: truncating a file of hundreds of MB costs the kernel ~0.1 s in the call, and makes ext4 write
+    the new one out in full at close (auto_da_alloc: 0.25 s for ResNet-50's 506 MB, measured).  The new
+    file is written at `path` itself, so a run killed midway leaves a recording readable up to the cut."""
+    if not path.is_file():
+        return
+    old = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.old")
+    os.rename(path, old)
+
+    def unlink() -> None:
+        with contextlib.suppress(OSError):
+            old.unlink()
+    threading.Thread(target=unlink, name="netviz-unlink").start()
 
 
 def record_run(dbg: Any, path: str | Path) -> tuple[Stopped, dict[str, Any]]:

@@ -328,3 +328,28 @@ def test_a_corrupt_stops_chunk_is_one_problem_and_the_values_stay_readable(tmp_p
     assert len(damaged.stops) == 64  # the first chunk's
     if want is not None:
         np.testing.assert_array_equal(damaged.value("lstm/hidden_t_prev", 0), want)
+
+
+def test_recording_over_an_open_recording_leaves_it_readable(tmp_path: Path) -> None:
+    """Recording another run to a file a replay has open starts a new file: the open one keeps reading
+    its own values (the file was truncated in place, under the reader), the path then holds the new run,
+    and the older file's name is gone from the folder once its deletion ran."""
+    import threading
+    import time
+
+    first = _recording(tmp_path, "lstm")
+    keys = list(first.members)[:30]
+    before = {k: first.value(k.rpartition("@")[0], int(k.rpartition("@")[2])) for k in keys}
+    model = load_model(ROOT / "examples" / "while_net" / "predict_net.pb")
+    record_run(Debugger(model, {}, device="cpu"), first.path)  # another net, the same path
+    for k, v in before.items():
+        name, _, ver = k.rpartition("@")
+        np.testing.assert_array_equal(first.value(name, int(ver)), v)
+    first.close()
+    again = Recording.open(tmp_path / "lstm.nvrec")
+    assert again.meta["model"].endswith("while_net/predict_net.pb") and not set(again.members) & set(keys)
+    again.close()
+    deadline = time.monotonic() + 10
+    while any(t.name == "netviz-unlink" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lstm.nvrec"]
