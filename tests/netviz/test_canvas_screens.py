@@ -259,18 +259,14 @@ async def test_resnet50_with_backward_pass_stays_contiguous(zoo):
     """With the backward pass (``g``, loss asked for), the first frame starts at #0 and a backward op
     chosen far down the net is shown among its neighbours, beside the forward ops they differentiate
     (the ladder, issue #43) and nothing else from afar."""
-    from netviz.export import default_loss
     from netviz.session import OpRef
-    from tests.netviz.waiting import answer
+    from tests.netviz.waiting import backward_view
 
     session = Session.open(zoo / "resnet50" / "predict_net.pbtxt")
     app = NetvizApp(session)
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        await pilot.press("g")
-        await answer(pilot, app, default_loss(session.model.predict))
-        await wait_for(pilot, lambda: session.show_backward and app.main.canvas.scene is not None
-                       and app.main.canvas.key[1], "the backward view")
+        await backward_view(pilot, app)
         await settle(pilot, app)
         seen, view = ops_seen(app), session.view(())
         assert_contiguous([o for o in seen if o < view.n_forward], 0, 6)

@@ -164,18 +164,14 @@ async def test_current_view_of_resnet50_backward_is_what_the_pane_shows(zoo, tmp
     the ops the pane shows, each gradient op beside its forward op as there: not the canvas's 200-op
     window, whose gradient ops past the forward ops it holds were exported as a tall column of unpaired
     boxes the person never saw."""
-    from netviz.export import default_loss
-    from tests.netviz.waiting import answer
+    from tests.netviz.waiting import backward_view
 
     session = Session.open(zoo / "resnet50" / "predict_net.pbtxt")
     app = NetvizApp(session)
     out = tmp_path / "view.dot"
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        await pilot.press("g")
-        await answer(pilot, app, default_loss(session.model.predict))
-        await wait_for(pilot, lambda: session.show_backward and app.main.canvas.scene is not None
-                       and app.main.canvas.key[1], "the backward view")
+        await backward_view(pilot, app)
         view = session.view(())
         target = view.n_forward + 120
         app.main.select(OpRef((), target))

@@ -110,3 +110,14 @@ def tree_line(app, ref) -> str:
     tree = app.main.op_tree
     tree._ensure(ref)
     return tree.render_label(tree.nodes_by_ref[ref], tree.rich_style, tree.rich_style).plain
+
+
+async def backward_view(pilot: Pilot, app) -> None:
+    """``g``, the prompt answered with the net's default loss, until the canvas draws the backward pass."""
+    from netviz.export import default_loss
+
+    session = app.session
+    await pilot.press("g")
+    await answer(pilot, app, default_loss(session.model.predict))
+    await wait_for(pilot, lambda: session.show_backward and app.main.canvas.scene is not None
+                   and app.main.canvas.key[1], "the backward view")
