@@ -29,7 +29,7 @@ import re
 from functools import lru_cache, reduce
 from operator import add
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -524,9 +524,22 @@ def _reach_edge_names(g: dict, ix: Index) -> None:
     for e in g.get("edges", ()):
         if "xlp" in e and "xlabel" in e:
             role = ix.nodes[ix.src[int(e["id"][1:])]].role
-            x = float(e["xlp"].split(",")[0]) - 0.3 * float(e.get("fontsize", 14)) * len(e["xlabel"])
+            x = text_left(float(e["xlp"].split(",")[0]), float(e.get("fontsize", 14)), e["xlabel"])
             left[role] = min(left.get(role, x), x)
-    for o in g.get("objects", ()):
+    reach_left(g.get("objects", ()), left)
+
+
+def text_left(x: float, fontsize: float, text: str) -> float:
+    """The left end of `text` drawn centred on `x` at `fontsize` points: 0.6 em a character (graphviz's
+    own width estimate is not in its output)."""
+    return x - 0.3 * fontsize * len(text)
+
+
+def reach_left(objects: Iterable[dict], left: dict[str, float]) -> None:
+    """Move the left side of each column box (an object with a ``bb``, named ``cluster_<k>_<role>``) out to
+    ``left[role]``, the leftmost edge name of its column, where that lies left of it (the SVG path:
+    :func:`netviz.ladder_svg.read_piece`; the json0 one: :func:`_reach_edge_names`)."""
+    for o in objects:
         name = o.get("name", "")
         if left and "bb" in o and name.count("_") == 2 and (role := column_role(name)) in left:
             x0, rest = o["bb"].split(",", 1)

@@ -26,7 +26,7 @@ from typing import Any
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing
 from netviz.ladder import (Box, Index, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots,
-                           place, straight_points)
+                           place, reach_left, straight_points, text_left)
 
 __all__ = ["LEGEND_DOT", "svg_bb", "draw_svg", "read_piece", "compose_svg"]
 
@@ -145,11 +145,7 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
             if role and name.count("_") == 2 and (box := _outline(rest)) is not None:
                 objects.append({"name": name, "bb": f"{box[0]},{-box[3]},{box[2]},{-box[1]}", "role": role})
         found.append((cls, role, rest, e))
-    for o in objects:  # NOTE: a column's box as the shifts see it reaches its edges' names (see _label_left)
-        if "bb" in o and (left := labels_left.get(o["role"])) is not None:
-            x0, rest_bb = o["bb"].split(",", 1)
-            if left < float(x0):
-                o["bb"] = f"{left},{rest_bb}"
+    reach_left(objects, labels_left)  # NOTE: a column's box as the shifts see it reaches its edges' names (_label_left)
     g = {"bb": svg_bb(svg), "objects": objects}
     cs = column_shifts(g)
     out = []
@@ -174,7 +170,7 @@ def _label_left(rest: str) -> float:
         return math.inf
     size = _FONT_SIZE.search(rest, m.end())
     text = rest[rest.index(">", m.end()) + 1:rest.index("</text>", m.end())]
-    return float(m.group(1)) - 0.3 * (float(size.group(1)) if size else 14.0) * len(html.unescape(text))
+    return text_left(float(m.group(1)), float(size.group(1)) if size else 14.0, html.unescape(text))
 
 
 def _renamed(nid: str) -> bool:

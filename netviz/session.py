@@ -145,7 +145,7 @@ class NetView:
     @cached_property
     def grads_of(self) -> dict[int, list[int]]:
         """Forward op -> the backward ops that differentiate it (:meth:`forward_of` turned round, made once:
-        the canvas's ladder window reads it at each cursor move)."""
+        the canvas's ladder window and :meth:`Session.linked` read it at each cursor move)."""
         out: dict[int, list[int]] = {}
         for k, f in enumerate(self.origin):
             if f is not None:
@@ -960,7 +960,7 @@ class Session:
         if view.is_backward(ref.index):
             fwd = view.forward_of(ref.index)
             return set() if fwd is None else {fwd}
-        return {view.n_forward + k for k, j in enumerate(view.origin) if j == ref.index}
+        return set(view.grads_of.get(ref.index, ()))
 
     def pop_notices(self) -> list[str]:
         out, self.notices = self.notices, []

@@ -7,8 +7,8 @@ calls a float32 convolution needs (engine, stream, memory descriptors, the forwa
 backward-weights primitive descriptors and primitives, memory objects on NumPy's own buffers,
 execute) and nothing else; the NumPy path stays the reference (``tests/engine/test_onednn.py``
 compares the two).  Training batch normalization is bound too (:func:`bn_forward`, :func:`bn_backward`,
-``tests/engine/test_onednn_bn.py``) but nothing routes SpatialBN to it: slower than NumPy on NCHW maps
-(benchmarks/README.md, round 3b).  The binary primitive and its post-ops (SpatialBN's per-channel affine
+``tests/engine/test_onednn_bn.py``); norm.py routes NHWC training SpatialBN to it, not NCHW, where it is
+slower than NumPy's row passes (benchmarks/README.md, round 3b).  The binary primitive and its post-ops (SpatialBN's per-channel affine
 pass, ReluGradient) are bound here and used by :mod:`engine.runtime.onednn_eltwise`.
 
 Where the library comes from: ``pip install netviz[fast]`` (the ``onednn-cpu-gomp`` wheel puts

@@ -169,9 +169,10 @@ class ExportActions:
         from netviz.view_export import ViewSpec  # noqa: PLC0415 - off the first frame
 
         s, c = self.session, self.canvas
-        n = len(s.view(self.path).net.op)
+        view = s.view(self.path)
+        n = len(view.net.op)
         zoom = self.effective_zoom()
-        window = window_for(s.view(self.path), self._cursor_op(), s.show_backward)
+        window = window_for(view, self._cursor_op(), s.show_backward)
         seen = c.ops_in_view()
         ops = seen if seen else set(window) if len(window) < n else None
         if ops is not None and len(ops) == n:
