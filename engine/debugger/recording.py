@@ -394,8 +394,9 @@ def _set_aside(path: Path) -> None:
     """An older file at `path` is renamed aside and deleted by a thread, so the recording starts a new
     file: truncating a file of hundreds of MB costs the kernel ~0.1 s in the call, and makes ext4 write
     the new one out in full at close (auto_da_alloc: 0.25 s for ResNet-50's 506 MB, measured).  The new
-    file is written at `path` itself, so a run killed midway leaves a recording readable up to the cut."""
-    if not path.is_file():
+    file is written at `path` itself, so a run killed midway leaves a recording readable up to the cut.
+    A symbolic link stays (the recording goes where it points, as before)."""
+    if path.is_symlink() or not path.is_file():
         return
     old = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.old")
     os.rename(path, old)

@@ -353,3 +353,16 @@ def test_recording_over_an_open_recording_leaves_it_readable(tmp_path: Path) -> 
     while any(t.name == "netviz-unlink" for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lstm.nvrec"]
+
+
+def test_recording_to_a_symbolic_link_writes_where_it_points(tmp_path: Path) -> None:
+    """An older recording behind a symbolic link is replaced where the link points; the link stays."""
+    target = tmp_path / "runs" / "lstm.nvrec"
+    target.parent.mkdir()
+    target.write_bytes(b"an older file")
+    link = tmp_path / "latest.nvrec"
+    link.symlink_to(target)
+    model = load_model(ROOT / "examples" / "lstm" / "predict_net.pb")
+    record_run(Debugger(model, {}, device="cpu"), link)
+    assert link.is_symlink() and zipfile.is_zipfile(target)
+    Recording.open(link).close()
