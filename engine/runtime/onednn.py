@@ -28,6 +28,7 @@ strides, geometry, group, layout).
 """
 from __future__ import annotations
 
+import copy
 import ctypes
 import os
 import sys
@@ -445,6 +446,15 @@ class _Mds:
         self.b, self.pw = _md((w.shape[0],), (1,)), _md(ws, None)
         self.px, self.py = (_md(x.shape, None), _md(y.shape, None)) if any_ else (self.x, self.y)
 
+    def chosen(self, pd: _P) -> _Mds:
+        """A copy whose x and y descriptors are the layouts the backward-weights primitive `pd` picked for its
+        src and diff_dst (nChw16c on AVX-512, nChw8c on AVX2).  NOTE: format `any` gave the forward an NHWC
+        brgconv whose NCHW<->NHWC reorders cost more than the blocked kernel saves on 56x56 maps, and the
+        strided dX an NHWC one that reordered dY a second time (measured: benchmarks/README.md, session 10)."""
+        got = copy.copy(self)
+        got.px, got.py = (lib().primitive_desc_query_md(pd, q, 0) for q in (_Q_SRC, _Q_DIFF_DST))
+        return got
+
 
 ALLOW_REF = False  # NOTE: the tests set it, to run every drawn shape through the binding
 
@@ -491,6 +501,24 @@ def _forward_pd(m: _Mds, bias: bool, geo: Geometry, prop: int) -> _P:
     return pd
 
 
+def _weights_pd(m: _Mds, geo: Geometry) -> _P:
+    """The backward-weights primitive descriptor of `m`'s convolution (its forward as the hint)."""
+    L, pd = lib(), _P()
+    check(L.convolution_backward_weights_primitive_desc_create(
+        ctypes.byref(pd), L.engine, _CONV_DIRECT, m.px, m.pw, None, m.py, *geo.dims,
+        _forward_pd(m, False, geo, _FWD_TRAINING), L.attr), "dnnl_convolution_backward_weights_primitive_desc_create")
+    return pd
+
+
+def _in_weights_layout(m: _Mds, geo: Geometry, make: Any, pdw: _P | None = None) -> _Primitive:
+    """``make(m)`` on the x and y layouts the backward-weights primitive picks (:meth:`_Mds.chosen`;
+    `pdw` when already made), or on format `any` where oneDNN has no fast kernel for those."""
+    try:
+        return make(m.chosen(_weights_pd(m, geo) if pdw is None else pdw))
+    except OneDNNError:
+        return make(m)
+
+
 def fits(geo: Geometry, *arrays: np.ndarray | None) -> bool:
     """Whether oneDNN takes this problem: the library here and on, float32 arrays of 1-3 spatial dims,
     positive pads, strides and dilations (anything else stays on the NumPy path)."""
@@ -515,11 +543,13 @@ def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geo: Geometry) -
     y = empty_as(x, (x.shape[0], w.shape[0]) + out)
     lay = blocked(w.shape[2:], x.shape[1])
 
+    def make(m: _Mds) -> _Primitive:
+        return _Primitive(_fast(_forward_pd(m, b is not None, geo, _FWD_INFERENCE)), {
+            ARG_SRC: (m.x, _Q_SRC), ARG_WEIGHTS: (m.w, _Q_WEIGHTS), ARG_BIAS: (m.b, 0), ARG_DST: (m.y, _Q_DST)})
+
     def build() -> tuple[_Primitive, ...]:
         m = _Mds(x, w, y, geo.group, lay)
-        pd = _fast(_forward_pd(m, b is not None, geo, _FWD_INFERENCE))
-        return (_Primitive(pd, {ARG_SRC: (m.x, _Q_SRC), ARG_WEIGHTS: (m.w, _Q_WEIGHTS), ARG_BIAS: (m.b, 0),
-                                ARG_DST: (m.y, _Q_DST)}),)
+        return (_in_weights_layout(m, geo, make) if lay else make(m),)
     bufs = {ARG_SRC: x, ARG_WEIGHTS: w, ARG_DST: y}
     if b is not None:
         bufs[ARG_BIAS] = np.ascontiguousarray(b).reshape(-1)
@@ -550,23 +580,22 @@ def backward(x: np.ndarray, w: np.ndarray, dy: np.ndarray, geo: Geometry, need_d
     dx = empty_as(x, x.shape) if need_dx else None
     lay_w, lay_d = blocked(w.shape[2:], x.shape[1]), blocked(w.shape[2:], x.shape[1], data_grad=True)
 
+    def data(m: _Mds) -> _Primitive:
+        L, pdd = lib(), _P()
+        check(L.convolution_backward_data_primitive_desc_create(
+            ctypes.byref(pdd), L.engine, _CONV_DIRECT, m.px, m.pw, m.py, *geo.dims,
+            _forward_pd(m, False, geo, _FWD_TRAINING), L.attr), "dnnl_convolution_backward_data_primitive_desc_create")
+        return _Primitive(_fast(pdd), {ARG_DIFF_DST: (m.y, _Q_DIFF_DST), ARG_WEIGHTS: (m.w, _Q_WEIGHTS),
+                                       ARG_DIFF_SRC: (m.x, _Q_DIFF_SRC)})
+
     def build() -> tuple[_Primitive, ...]:
-        L, m = lib(), _Mds(x, w, dy, geo.group, lay_w)
-        pdw = _P()
-        check(L.convolution_backward_weights_primitive_desc_create(
-            ctypes.byref(pdw), L.engine, _CONV_DIRECT, m.px, m.pw, None, m.py, *geo.dims,
-            _forward_pd(m, False, geo, _FWD_TRAINING), L.attr),
-            "dnnl_convolution_backward_weights_primitive_desc_create")
+        m = _Mds(x, w, dy, geo.group, lay_w)
+        pdw = _weights_pd(m, geo)
         prims = [_Primitive(_fast(pdw), {ARG_SRC: (m.x, _Q_SRC), ARG_DIFF_DST: (m.y, _Q_DIFF_DST),
-                                  ARG_DIFF_WEIGHTS: (m.w, _Q_DIFF_WEIGHTS)})]
-        if need_dx:
-            m, pdd = m if lay_d == lay_w else _Mds(x, w, dy, geo.group, lay_d), _P()
-            check(L.convolution_backward_data_primitive_desc_create(
-                ctypes.byref(pdd), L.engine, _CONV_DIRECT, m.px, m.pw, m.py, *geo.dims,
-                _forward_pd(m, False, geo, _FWD_TRAINING), L.attr),
-                "dnnl_convolution_backward_data_primitive_desc_create")
-            prims.append(_Primitive(_fast(pdd), {ARG_DIFF_DST: (m.y, _Q_DIFF_DST), ARG_WEIGHTS: (m.w, _Q_WEIGHTS),
-                                          ARG_DIFF_SRC: (m.x, _Q_DIFF_SRC)}))
+                                         ARG_DIFF_WEIGHTS: (m.w, _Q_DIFF_WEIGHTS)})]
+        if need_dx:  # NOTE: dX on the dW primitive's layouts: dY's reorder serves both
+            prims.append(_in_weights_layout(m, geo, data, pdw) if lay_d and lay_w else
+                         data(m if lay_d == lay_w else _Mds(x, w, dy, geo.group, lay_d)))
         return tuple(prims)
     bufs = {ARG_SRC: x, ARG_DIFF_DST: dy, ARG_DIFF_WEIGHTS: dw}
     try:

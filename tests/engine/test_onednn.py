@@ -272,10 +272,11 @@ def test_a_refused_problem_runs_numpy_and_is_not_asked_again(monkeypatch):
     r = np.random.default_rng(13)
     x, w = r.standard_normal((2, 3, 11, 10)).astype(np.float32), r.standard_normal((5, 3, 2, 3)).astype(np.float32)
     ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel_h=2, kernel_w=3, pad=1)
-    assert ran == 0 and len(asked) == 1
+    assert ran == 0 and asked  # NOTE: the blocked layout's try, then format any's: each refused
     np.testing.assert_array_equal(got[0], ref[0])
+    n = len(asked)
     eval_op("Conv", x, w, kernel_h=2, kernel_w=3, pad=1)
-    assert len(asked) == 1
+    assert len(asked) == n
 
 
 def test_small_convs_run_on_one_thread(monkeypatch):
@@ -314,3 +315,44 @@ def test_reference_implementations_are_refused(monkeypatch):
     ref, got, ran = _both(monkeypatch, "Conv", x, r.standard_normal((8, 1, 1, 32)).astype(np.float32), kernel=1,
                           order="NHWC")
     assert ran == 1
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_kxk_primitives_share_the_dw_primitives_layouts(monkeypatch, stride):
+    """A KxK conv runs its forward and its dX on the layouts oneDNN picks for dW (nChw16c on AVX-512), so
+    dY is reordered once for dW and dX.  NOTE: format `any` gave the forward an NHWC kernel, whose NCHW<->NHWC
+    reorders cost more than it saves on 56x56 maps, and a strided dX an NHWC kernel that reordered dY again."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+    r = np.random.default_rng(7)
+    x, w = r.standard_normal((2, 64, 28, 28)).astype(np.float32), r.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    args = dict(kernel=3, pad=1, stride=stride)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, **args)
+    dy = r.standard_normal(ref[0].shape).astype(np.float32)
+    gref, ggot, gran = _both(monkeypatch, "ConvGradient", x, w, dy, n_out=3, **args)
+    assert ran == 1 and gran == 1
+    _agree(monkeypatch, "Conv", [x, w], ref, got, **args)
+    _agree(monkeypatch, "ConvGradient", [x, w, dy], gref, ggot, n_out=3, **args)
+    (fwd,) = next(v for k, v in onednn._CACHE.items() if k[0] == "fwd")
+    dw, dx = next(v for k, v in onednn._CACHE.items() if k[0] == "bwd")
+    assert dw.same_inner(dx, onednn.ARG_DIFF_DST), "dX's dY layout is not dW's: dY reordered twice"
+    assert fwd.same_inner(dw, onednn.ARG_SRC), "the forward's X layout is not dW's"
+
+
+def test_a_refused_blocked_layout_falls_back_to_format_any(monkeypatch):
+    """Where oneDNN has no fast kernel on the dW primitive's layouts, the forward and dX take format `any`
+    (still oneDNN, still NumPy's values)."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+
+    def refuse(self, pd):
+        raise onednn.OneDNNError("no fast kernel on these layouts")
+    monkeypatch.setattr(onednn._Mds, "chosen", refuse)
+    r = np.random.default_rng(8)
+    x, w = r.standard_normal((2, 32, 14, 14)).astype(np.float32), r.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=3, pad=1)
+    dy = r.standard_normal(ref[0].shape).astype(np.float32)
+    gref, ggot, gran = _both(monkeypatch, "ConvGradient", x, w, dy, n_out=3, kernel=3, pad=1)
+    assert ran == 1 and gran == 1
+    _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=3, pad=1)
+    _agree(monkeypatch, "ConvGradient", [x, w, dy], gref, ggot, n_out=3, kernel=3, pad=1)
