@@ -25,6 +25,7 @@ from typing import Any
 
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing
+from netviz.ladder_memo import Stream, memoized
 from netviz.ladder import (Box, Index, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots,
                            place, reach_left, straight_points, text_left)
 
@@ -35,6 +36,9 @@ LEGEND_DOT = (f"digraph {dot_quote('legend')} {{ graph [label={S.legend_html()},
               f"fontname={dot_quote(S.GRAPH_ATTRS['fontname'])}, fontsize=\"10\"]; }}")
 _FONT = "Helvetica,sans-Serif"  # what graphviz writes for fontname=Helvetica
 _PREFIX = {"node": "node", "edge": "edge", "cluster": "clust"}
+#: whether :func:`draw_svg` lays out a piece that repeats an earlier one from that one's drawing (the benchmarks
+#: turn it off to measure the rest)
+MEMO = True
 
 
 _VIEWBOX = re.compile(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) ([\d.]+)"')
@@ -82,19 +86,21 @@ def _xml(text: str) -> str:
     return html.escape(text).replace("-", "&#45;")
 
 
-def draw_svg(d: Drawing, p: Pieces, stream: Callable[[Iterable[str], Callable[[int, bytes], None]], None]) -> list[str]:
+def draw_svg(d: Drawing, p: Pieces, stream: Stream, memo: bool | None = None) -> list[str]:
     """The SVG of `d` cut into `p`: `stream` (:func:`netviz.layout.run_graphviz_stream`, bound to its limits)
-    lays out and draws the pieces and the legend while they are written, each one read as it comes back.
+    lays out and draws the pieces and the legend while they are written, each one read as it comes back;
+    with `memo` (:data:`MEMO` when None), a piece that is the same graph as an earlier one up to the digits of
+    its texts is drawn from that one's SVG, not by ``dot`` (:mod:`netviz.ladder_memo`: repetitive nets).
 
     ``dot`` writes SVG only: where each piece's nodes and column clusters are is read back from it
     (:func:`read_piece`; a json0 beside it cost ``dot`` a fifth more and Python its decoding)."""
     parts: list[tuple[dict, Any]] = [({}, [])] * (p.count + 1)
 
-    def take(k: int, out: bytes) -> None:
-        text = out.decode()
+    def take(k: int, out: bytes | str) -> None:
+        text = out.decode() if isinstance(out, bytes) else out
         parts[k] = ({"bb": svg_bb(text)}, text) if k == p.count else read_piece(d, text, p.index)
 
-    stream(chain(iter_piece_dots(d, p), [LEGEND_DOT]), take)
+    (memoized(stream) if (MEMO if memo is None else memo) else stream)(chain(iter_piece_dots(d, p), [LEGEND_DOT]), take)
     legend = parts.pop()
     placed = place(d, p, [g for g, _ in parts])
     return compose_svg(d, placed, [items for _, items in parts], legend)

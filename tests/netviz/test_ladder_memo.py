@@ -1,0 +1,125 @@
+"""The layout memo (:mod:`netviz.ladder_memo`): a piece it serves from an earlier piece's drawing is byte for
+byte the SVG ``dot`` gives for that piece laid out alone (the first graph of a ``dot`` process: later ones vary
+run to run), on a repetitive net (where it serves most pieces) and on the zoo's nets (where it serves few or
+none); a piece that differs in anything but its texts' digits goes to ``dot``."""
+from __future__ import annotations
+
+import math
+import subprocess
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_graph import grad_chain
+from netviz import ladder, ladder_memo, ladder_svg
+from netviz.drawing import DrawOptions, Drawing, draw_net, ops_only
+from netviz.export import BIG_DRAWING, backward_drawing_net
+from netviz.graphviz_support import find_program
+from tests.netviz.test_export_ladder import ROOT, backward_drawing, chain_training
+
+pytestmark = pytest.mark.skipif(find_program("dot") is None, reason="graphviz dot not installed")
+
+
+def alone(dot: str) -> bytes:
+    """`dot`'s SVG of one graph laid out alone (a fresh process: reproducible)."""
+    return subprocess.run([find_program("dot") or "dot", "-Tsvg"], input=dot.encode(), capture_output=True,
+                          check=True).stdout
+
+
+def memo_run(dots: list[str]) -> tuple[dict[int, str], list[int]]:
+    """Each piece's SVG through the memo (the pieces it sends laid out alone, one by one), and the pieces sent."""
+    sent: list[int] = []
+    got: dict[int, str] = {}
+
+    def stream(texts: Iterable[str], take: Callable[[int, bytes | str], None]) -> None:
+        for j, text in enumerate(texts):
+            sent.append(dots.index(text))
+            take(j, alone(text))
+
+    ladder_memo.memoized(stream)(dots, lambda k, out: got.__setitem__(k, out.decode() if isinstance(out, bytes)
+                                                                       else out))
+    return got, sent
+
+
+def pieces(d: Drawing) -> list[str]:
+    """The piece DOTs an SVG export of `d` lays out (ops-only when big, as :func:`netviz.export._lay_out` cuts)."""
+    d = ops_only(d) if len(d.nodes) > BIG_DRAWING and d.options.mode != "minimal" else d
+    return ladder.piece_dots(d, ladder.split(d, math.ceil(len(d.nodes) / ladder.PIECE_NODES)))
+
+
+def check_served_as_dot_draws(dots: list[str]) -> int:
+    """Every piece the memo serves is ``dot``'s own SVG of it; returns how many it served."""
+    got, sent = memo_run(dots)
+    assert sorted(got) == list(range(len(dots)))
+    served = [k for k in range(len(dots)) if k not in sent]
+    for k in served:
+        assert got[k] == alone(dots[k]).decode(), f"piece {k}"
+    return len(served)
+
+
+def chain_drawing(n: int) -> Drawing:
+    """The bench's chain (`n` - 1 Relus and a loss) with its backward pass, drawn."""
+    net, n_fwd, origin = backward_drawing_net(grad_chain(n), "loss")
+    return draw_net(net, DrawOptions(), n_fwd, origin)
+
+
+def test_memo_serves_the_chains_repeated_pieces_exactly_as_dot_draws_them() -> None:
+    dots = pieces(chain_drawing(1000))
+    assert len(dots) == 16 and check_served_as_dot_draws(dots) == 8
+
+
+def test_memo_serves_a_training_chain_with_its_optimizer_column() -> None:
+    dots = pieces(chain_training(300))
+    assert len(dots) == 24 and check_served_as_dot_draws(dots) == 9
+
+
+@pytest.mark.parametrize("net", ["resnet50", "inception_v2", "lstm"])
+def test_memo_on_real_nets_gives_what_dot_gives(zoo: Path, net: str) -> None:
+    """What it serves on a real net (ResNet-50's pieces are all different graphs) is dot's own drawing."""
+    path = ROOT / "examples" / "lstm" / "predict_net.pb" if net == "lstm" else zoo / net / "predict_net.pbtxt"
+    check_served_as_dot_draws(pieces(backward_drawing(path)))
+
+
+def test_a_piece_differing_in_more_than_its_texts_digits_goes_to_dot() -> None:
+    base = 'digraph "p1" {{ node [fontsize="{size}"]; "op{a}" [label="Relu (op#{a})", id="n{a}"]; ' \
+           '"op{b}" [label="b{b}", id="n{b}"]; "op{a}" -> "op{b}" [id="e{a}"]; }}'
+    same = base.format(size=10, a=11, b=12)
+    dots = [same, base.format(size=10, a=21, b=22),  # served: its texts' digits alone differ
+            base.format(size=12, a=31, b=32),        # a font size differs: laid out by dot
+            base.format(size=10, a=44, b=44),        # op11 and op12 both op44: one node, not two
+            base.format(size=10, a=51, b=52).replace("op#51", "op#59")]  # 11 is 51 in a name, 59 in a label
+    got, sent = memo_run(dots)
+    assert sent == [0, 2, 3, 4]
+    assert got[1] == alone(dots[1]).decode() and "op#21" in got[1] and "op#11" not in got[1]
+
+
+def test_no_memo_where_digits_are_not_tabular(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ladder_memo, "digits_are_tabular", lambda fontname="Helvetica": False)
+    dots = pieces(chain_drawing(300))
+    assert memo_run(dots)[1] == list(range(len(dots)))
+
+
+def test_digits_are_tabular_in_the_font_dot_uses_here() -> None:
+    """The memo's premise, measured (DejaVu Sans, what pango gives for Helvetica here, has tabular digits)."""
+    assert ladder_memo.digits_are_tabular()
+
+
+@pytest.mark.parametrize("text", ["x&#49;y", "caf\u00e9 1", "<b>1</b>"])
+def test_texts_the_memo_cannot_map_go_to_dot(text: str) -> None:
+    label = text if text.startswith("<") else f'"{text}"'
+    assert ladder_memo.piece_key(f'digraph "p" {{ "a1" [label={label}]; }}') is None
+
+
+def test_export_with_and_without_memo_draws_every_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export through the memo writes every node and edge of the chain, titled by its own name."""
+    from tests.netviz.test_export_ladder_svg import node_boxes
+    from netviz.export import export_drawing
+    d = chain_drawing(400)
+    titles = []
+    for memo in (True, False):
+        monkeypatch.setattr(ladder_svg, "MEMO", memo)
+        out = tmp_path / f"c{memo}.svg"
+        export_drawing(d, out)
+        titles.append(sorted(node_boxes(out)))
+    assert titles[0] == titles[1] == sorted(ops_only(d).nodes)
