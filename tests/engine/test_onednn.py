@@ -356,3 +356,25 @@ def test_a_refused_blocked_layout_falls_back_to_format_any(monkeypatch):
     assert ran == 1 and gran == 1
     _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=3, pad=1)
     _agree(monkeypatch, "ConvGradient", [x, w, dy], gref, ggot, n_out=3, kernel=3, pad=1)
+
+
+def test_a_plain_dw_layout_leaves_the_forward_to_format_any(monkeypatch):
+    """Where the dW primitive runs on the user's plain layout (a GEMM: oneDNN's pick for 4 channels a group),
+    the forward is not pinned to it: format `any` picks its blocked kernel (22 ms plain against 10 ms at
+    (8, 128, 56, 56), measured)."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+    seen, forward_pd = [], onednn._forward_pd
+
+    def spy(m, bias, geo, prop):
+        if prop == onednn._FWD_INFERENCE:
+            seen.append(m.px)
+        return forward_pd(m, bias, geo, prop)
+    monkeypatch.setattr(onednn, "_forward_pd", spy)
+    r = np.random.default_rng(9)
+    x, w = r.standard_normal((2, 128, 28, 28)).astype(np.float32), r.standard_normal((128, 4, 3, 3)).astype(np.float32)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=3, pad=1, group=32)
+    assert ran == 1 and seen
+    _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=3, pad=1, group=32)
+    plain = onednn._md(x.shape, onednn._estrides(x))
+    assert not onednn.lib().memory_desc_equal(seen[-1], plain), "the forward was pinned to the plain layout"
