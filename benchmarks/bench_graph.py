@@ -2,7 +2,8 @@
 of drawings (issue #43): a backward-pass export against its forward-only one (ResNet-50, DenseNet-121,
 <= 4x, laid out by ``dot``; DenseNet-121's zoo net is refused, as by Caffe2, so the row draws it written
 out of place: :func:`out_of_place`), a 10k-op chain with its backward pass against the 1k one (<= 10x:
-linear).  Each ratio's two exports run alternated in this process, best of 3 each.
+linear; beside it the same ratio without the layout memo, which only repetitive nets gain from).  Each
+ratio's two exports run alternated in this process, best of 3 each.
 
 ``run(quick)`` returns rows ``{"name", "netviz_s", "reference", "target", "ok"}``; quick mode
 skips the 100k-op nets.  ``python -m benchmarks.bench_graph`` prints them (``--export`` only the export rows).
@@ -159,9 +160,25 @@ def export_rows(repeat: int = 3) -> list[dict[str, Any]]:
             note = (f"the zoo net, refused as by Caffe2 ({e}), with its {k} in-place overwrites of a blob an earlier "
                     "op read written out of place (out_of_place)")
         rows.append(_ratio_row(name, _export_pair((net, True), (net, False), repeat), 4.0, note))
-    rows.append(_ratio_row("export chain 10k / 1k ops, with backward",
-                           _export_pair((grad_chain(10_000), True), (grad_chain(1_000), True), repeat), 10.0))
+    chains = (grad_chain(10_000), True), (grad_chain(1_000), True)
+    row = _ratio_row("export chain 10k / 1k ops, with backward", _export_pair(*chains, repeat), 10.0)
+    row["reference"]["no_memo"] = _no_memo_ratio(chains, repeat)
+    rows.append(row)
     return rows
+
+
+def _no_memo_ratio(pair: tuple[tuple[caffe2_pb2.NetDef, bool], tuple[caffe2_pb2.NetDef, bool]], repeat: int
+                   ) -> dict[str, float]:
+    """The chain row's wall and CPU ratios without the layout memo (:mod:`netviz.ladder_memo`), which helps
+    repetitive nets only (the chain's 154 pieces are a handful of graphs; ResNet-50's are all different)."""
+    from netviz import ladder_svg
+    was, ladder_svg.MEMO = ladder_svg.MEMO, False
+    try:
+        slow, fast = _export_pair(*pair, repeat)
+    finally:
+        ladder_svg.MEMO = was
+    return {"ratio": round(slow[0] / fast[0], 2), "cpu_ratio": round(slow[2] / max(fast[2], 1e-9), 2),
+            "slow_s": round(slow[0], 3), "fast_s": round(fast[0], 3)}
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
