@@ -124,6 +124,26 @@ def test_conv_gradient_equals_numpy(monkeypatch, layout, p, need_dx):
     assert ran == 1
 
 
+# NOTE: 16-40 channels a group: the blocked layouts' real blocks (nChw16c and its padded tail), which the
+# forward and dX take from the dW primitive (onednn._in_weights_layout)
+wide = cases.flatmap(lambda p: st.fixed_dictionaries(
+    {"c": st.sampled_from([16, 24, 40]), "m": st.sampled_from([16, 17, 40])}).map(lambda cm: {**p, **cm}))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=wide)
+def test_wide_conv_and_gradient_equal_numpy(monkeypatch, layout, p):
+    ins, args = _problem(p)
+    ref, got, ran = _both(monkeypatch, "Conv", *ins, **args)
+    _agree(monkeypatch, "Conv", ins, ref, got, **args)
+    dy = np.random.default_rng(p["seed"] + 1).standard_normal(ref[0].shape).astype(np.float32)
+    n_out = 3 if p["bias"] else 2
+    args["no_bias"] = int(not p["bias"])
+    gref, ggot, gran = _both(monkeypatch, "ConvGradient", ins[0], ins[1], dy, n_out=n_out, **args)
+    _agree(monkeypatch, "ConvGradient", [ins[0], ins[1], dy], gref, ggot, n_out=n_out, **args)
+    assert ran == 1 and gran == 1
+
+
 @pytest.mark.parametrize("n, c, hw, m, k, s, pad", [
     (2, 64, 56, 64, 3, 1, 1),    # ResNet's 3x3 stage-1 conv
     (2, 256, 28, 128, 1, 2, 0),  # a strided 1x1 shortcut
