@@ -24,6 +24,7 @@ CAFFE2_PY = ROOT / ".venv-caffe2" / "bin" / "python"
 OVERHEAD_TARGET_S = 1.5e-6  # issue 46
 CONV_TARGET = 1.2  # x PyTorch (issue 46)
 CONV_REPEAT = 7  # best of, for netviz and the references alike
+CONV_ROUNDS = 2  # netviz / reference rounds, alternated (bench_conv)
 
 
 def tiny_net(n: int) -> caffe2_pb2.NetDef:
@@ -134,11 +135,16 @@ def bench_conv(quick: bool, xs: tuple[int, ...] = (8, 64, 56, 56), wshape: tuple
         compiled = compile_net(net, ws)
     # NOTE: best of 7 on both sides (the reference gets the same count): one conv takes ~10 ms, and best of
     # 3 right after the first runs measured the machine's noise (8.4-11 ms against 6.7 ms of settled runs)
-    t = best(lambda: run_compiled(compiled, ws), 2 if quick else CONV_REPEAT)
+    # NOTE: netviz and the reference alternated, CONV_ROUNDS times each, the best of each side kept: a burst of
+    # another job's load then misses at least one round of both (one round each measured 1.12-1.28x in one hour)
+    t, reference = float("inf"), {}
+    for _ in range(1 if quick else CONV_ROUNDS):
+        t = min(t, best(lambda: run_compiled(compiled, ws), 2 if quick else CONV_REPEAT))
+        ref = None if quick else _caffe2(CONV_REF.format(threads=blas_threads(), xs=xs, ws=wshape, k=k, p=pad,
+                                                         s=stride, backward=backward, repeat=CONV_REPEAT))
+        for key, v in (ref or {}).items():
+            reference[key] = min(v, reference.get(key, v))
     flops = 2.0 * y.size * wshape[1] * k * k * (3 if backward else 1)
-    ref = None if quick else _caffe2(CONV_REF.format(threads=blas_threads(), xs=xs, ws=wshape, k=k, p=pad, s=stride,
-                                                     backward=backward, repeat=CONV_REPEAT))
-    reference = ref or {}
     torch_s = reference.get("pytorch")
     what = f"{k}x{k}" + (f"/{stride}" if stride != 1 else "") + (" fwd+bwd" if backward else " forward")
     return {"name": f"Conv {what} {xs} -> {wshape[0]} ch", "netviz_s": t, "reference": reference,
