@@ -9,7 +9,7 @@ names, labels and ids get the same layout, and ``dot``'s SVG of one is the other
 changed.  Measured on graphviz 2.43: every two- and three-digit run in 17 label contexts gave the same
 widths, and each memo-made SVG of the chain's pieces is byte for byte what ``dot`` gives for that piece
 laid out alone (``tests/netviz/test_ladder_memo.py``).  :func:`digits_are_tabular` checks the font once
-per process; where it fails, or where a piece has HTML or non-ASCII text (another font may draw it), every
+per process, when a piece first repeats; where it fails, or where a piece has HTML or non-ASCII text (another font may draw it), every
 piece goes to ``dot`` as before.
 
 A piece's key is its DOT text with every digit zeroed.  Equal keys give the same graph only if the digits
@@ -162,9 +162,6 @@ def memoized(stream: Stream) -> Stream:
     that comes back.  ``take`` gets each piece's SVG (bytes from ``dot``, text from the memo) under the piece's
     own number, as `stream` would give it."""
     def run(dots: Iterable[str], take: Callable[[int, bytes | str], None]) -> None:
-        if not digits_are_tabular():
-            stream(dots, take)
-            return
         reps: dict[str, _Rep] = {}
         sent: list[tuple[int, _Rep | None]] = []  # NOTE: what went to dot, in order: (piece number, its _Rep)
 
@@ -173,7 +170,9 @@ def memoized(stream: Stream) -> Stream:
                 key = piece_key(dot)
                 rep = reps.get(key) if key is not None else None
                 maps = rep.maps(dot) if rep is not None else None
-                if rep is not None and maps is not None:
+                # NOTE: the font is probed when a piece repeats, not before: a net of all-different pieces
+                # (ResNet-50) pays nothing
+                if rep is not None and maps is not None and digits_are_tabular():
                     if rep.svg is None:
                         rep.waiting.append((k, maps))
                     else:

@@ -123,3 +123,13 @@ def test_export_with_and_without_memo_draws_every_node(tmp_path: Path, monkeypat
         export_drawing(d, out)
         titles.append(sorted(node_boxes(out)))
     assert titles[0] == titles[1] == sorted(ops_only(d).nodes)
+
+
+def test_the_font_is_probed_only_when_a_piece_repeats(zoo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ResNet-50's pieces are all different graphs: its export runs no probe ``dot`` for the memo."""
+    probes: list[str] = []
+    monkeypatch.setattr(ladder_memo, "digits_are_tabular", lambda fontname="Helvetica": probes.append(fontname) or True)
+    got, sent = memo_run(pieces(backward_drawing(zoo / "resnet50" / "predict_net.pbtxt")))
+    assert sent == list(range(len(got))) and probes == []
+    memo_run(pieces(chain_drawing(300)))
+    assert probes
