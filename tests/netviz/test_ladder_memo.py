@@ -131,5 +131,5 @@ def test_the_font_is_probed_only_when_a_piece_repeats(zoo: Path, monkeypatch: py
     monkeypatch.setattr(ladder_memo, "digits_are_tabular", lambda fontname="Helvetica": probes.append(fontname) or True)
     got, sent = memo_run(pieces(backward_drawing(zoo / "resnet50" / "predict_net.pbtxt")))
     assert sent == list(range(len(got))) and probes == []
-    memo_run(pieces(chain_drawing(300)))
+    memo_run(pieces(chain_drawing(1000)))
     assert probes
