@@ -220,7 +220,7 @@ def compose_svg(d: Drawing, placed: Placement, pieces: Sequence[list[tuple[str, 
             # 22 MB), is not copied into a new string here, only written out
             (clusters if cls == "cluster" else items).extend(
                 (f'<g id="{_PREFIX.get(cls, cls)}{count[cls]}" class="{cls}"{moved.get(role, still)}', rest))
-    looks: dict[tuple, tuple[str, str, str]] = {}
+    looks: dict[int, tuple[str, str, str, float, str]] = {}
     pos, src, dst = placed.pos, placed.index.src, placed.index.dst
     for i in placed.straight:
         count["edge"] += 1
@@ -252,45 +252,45 @@ def _paint(color: str) -> tuple[str, str]:
     return (color.lower() if color.startswith("#") else color), ""
 
 
-def _looks(e: DrawEdge, a: dict[str, str], looks: dict[tuple, tuple[str, str, str]]) -> tuple[str, str, str]:
-    """(stroke attributes of the line, of its arrowhead, arrowhead kind) of edge `e` (its attributes `a`), as
-    graphviz writes them; kept per look in `looks` for one export (an ops-only edge's style is its own: its name)."""
-    key = (a.get("color", "black"), a.get("penwidth", "1"), e.style.dashed, a.get("arrowhead", "normal"))
+def _looks(e: DrawEdge, looks: dict[int, tuple[str, str, str, float, str]]) -> tuple[str, str, str, float, str]:
+    """(stroke attributes of the line, of its arrowhead, arrowhead kind, the name's font size, its ``<text>``
+    after the y) of
+    edge `e`, as graphviz writes them; kept per style in `looks` for one export (by the style's id: the styles
+    live as long as the drawing; an ops-only edge's style is its own, its name, the cross-column edges share
+    two).  Why: the 10k-op chain draws 20k edges straight, and each one built its style's attributes anew."""
+    key = id(e.style)
     if key not in looks:
-        color, alpha = _paint(key[0])
-        width = f' stroke-width="{key[1]}"' if key[1] != "1" else ""
+        a = e.style.attrs()
+        color, alpha = _paint(a.get("color", "black"))
+        width = f' stroke-width="{a["penwidth"]}"' if a.get("penwidth", "1") != "1" else ""
         fade = f' stroke-opacity="{alpha}"' if alpha else ""
-        dash = ' stroke-dasharray="5,2"' if key[2] else ""
+        dash = ' stroke-dasharray="5,2"' if e.style.dashed else ""
         fill_fade = f' fill-opacity="{alpha}"' if alpha else ""
         line = f'fill="none" stroke="{color}"{width}{dash}{fade}'
         head = f'fill="{color}"{fill_fade} stroke="{color}"{width}{fade}'
-        looks[key] = (line, head, key[3])
+        text = a.get("xlabel") or a.get("label")
+        size = float(a.get("fontsize", "8"))
+        label = (f'" font-family="{_FONT}" font-size="{size:.2f}" fill="{_paint(a.get("fontcolor", "black"))[0]}">'
+                 f'{_xml(text)}</text>\n' if text else "")
+        looks[key] = (line, head, a.get("arrowhead", "normal"), size, label)
     return looks[key]
 
 
-def _straight_svg(e: DrawEdge, a: Box, b: Box, n: int, looks: dict[tuple, tuple[str, str, str]]) -> str:
+def _straight_svg(e: DrawEdge, a: Box, b: Box, n: int, looks: dict[int, tuple[str, str, str, float, str]]) -> str:
     """Edge `e` drawn straight from box `a` to box `b` as graphviz's SVG draws an edge (group ``edge<n>``)."""
-    (ex, ey), pts = straight_points(a, b)
-    attrs = e.style.attrs()
-    line, head, kind = _looks(e, attrs, looks)
-    (x0, y0), *rest = pts
-    parts = [f'<g id="edge{n}" class="edge">', f"<title>{_xml(e.source)}&#45;&gt;{_xml(e.target)}</title>",
-             f'<path {line} d="M{x0:.2f},{-y0:.2f}C' + " ".join(f"{x:.2f},{-y:.2f}" for x, y in rest) + '"/>']
-    px, py = pts[-1]
+    (ex, ey), ((x0, y0), (x1, y1), (x2, y2), (px, py)) = straight_points(a, b)
+    line, head, kind, size, label = _looks(e, looks)
+    out = (f'<g id="edge{n}" class="edge">\n<title>{_xml(e.source)}&#45;&gt;{_xml(e.target)}</title>\n'
+           f'<path {line} d="M{x0:.2f},{-y0:.2f}C{x1:.2f},{-y1:.2f} {x2:.2f},{-y2:.2f} {px:.2f},{-py:.2f}"/>\n')
     norm = ((ex - px) ** 2 + (ey - py) ** 2) ** 0.5 or 1.0
     ux, uy = (ex - px) / norm, (ey - py) / norm
     if kind == "dot":
-        parts.append(f'<ellipse {head} cx="{ex - 4 * ux:.2f}" cy="{-(ey - 4 * uy):.2f}" rx="4" ry="4"/>')
+        out += f'<ellipse {head} cx="{ex - 4 * ux:.2f}" cy="{-(ey - 4 * uy):.2f}" rx="4" ry="4"/>\n'
     elif kind != "none":
         bx, by, wx, wy = ex - 10 * ux, ey - 10 * uy, -3.5 * uy, 3.5 * ux
         wing = f"{bx + wx:.2f},{-(by + wy):.2f}"
-        parts.append(f'<polygon {head} points="{wing} {ex:.2f},{-ey:.2f} {bx - wx:.2f},{-(by - wy):.2f} {wing}"/>')
-    text = attrs.get("xlabel") or attrs.get("label")
-    if text:
-        size = float(attrs.get("fontsize", "8"))
-        mx, my = (a[0] + b[0]) / 2, (a[1] + b[1]) / 2
-        ink, _ = _paint(attrs.get("fontcolor", "black"))
-        parts.append(f'<text text-anchor="middle" x="{mx:.2f}" y="{-my + 0.2375 * size:.2f}" font-family="{_FONT}" '
-                     f'font-size="{size:.2f}" fill="{ink}">{_xml(text)}</text>')
-    parts.append("</g>")
-    return "\n".join(parts)
+        out += f'<polygon {head} points="{wing} {ex:.2f},{-ey:.2f} {bx - wx:.2f},{-(by - wy):.2f} {wing}"/>\n'
+    if label:
+        my = (a[1] + b[1]) / 2
+        out += f'<text text-anchor="middle" x="{(a[0] + b[0]) / 2:.2f}" y="{-my + 0.2375 * size:.2f}{label}'
+    return out + "</g>"
