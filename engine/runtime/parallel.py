@@ -161,6 +161,26 @@ def blas_calls(calls: list[Callable[[], Any]]) -> None:
             set_(old)
 
 
+OWN_THREADS_MIN = 1 << 18
+"""m * n * k from which OpenBLAS runs a GEMM on its own threads (its GEMM_MULTITHREAD_THRESHOLD 4 x
+SMP_THRESHOLD_MIN 65536); below it, one thread either way."""
+
+
+def gemm(a: Any, b: Any) -> Any:
+    """``a @ b``; for 2-D float32/float64 NumPy arrays big enough to wake OpenBLAS's own threads, as
+    :func:`matmuls` jobs (single-threaded GEMMs on this module's threads) instead.  NOTE: after each
+    threaded call OpenBLAS's worker spins (``OPENBLAS_THREAD_TIMEOUT``, ~0.1 s) on the core the next
+    ops want: after ResNet-50's FC, the next run's first ops took 86 ms of CPU for 44 (benchmarks/
+    README.md, session 10); these threads sleep when idle."""
+    if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2
+            or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64)
+            or a.shape[0] * b.shape[1] * a.shape[1] < OWN_THREADS_MIN or a.shape[1] != b.shape[0]):
+        return a @ b
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    matmuls(gemm_jobs(a, b, out))
+    return out
+
+
 def gemm_jobs(a: Any, b: Any, out: Any) -> list[tuple[Any, Any, Any]]:
     """``a @ b -> out`` (2-D) cut into :data:`THREADS` jobs along its larger side (rows of a or columns of b)."""
     m, n = out.shape

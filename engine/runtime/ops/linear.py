@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.runtime import parallel
 from engine.runtime.grad_makers import GradientMakerError, cc_maker, gradient_not_implemented_yet, simple
 from engine.catalogue.registry import gradient, kernel
 from engine.catalogue.registry import shape
@@ -33,7 +34,7 @@ def _fc_operands(x, w, axis, axis_w, transposed):
 @kernel("FC")
 def fc(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
     x2, w2 = _fc_operands(x, w, axis, axis_w, False)
-    y = x2 @ w2.T
+    y = parallel.gemm(x2, w2.T)  # NOTE: no OpenBLAS worker left spinning (parallel.gemm)
     if b is not None:
         y += b
     return y.reshape(x.shape[:axis % x.ndim] + (y.shape[1],))
@@ -43,7 +44,7 @@ def fc(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
 def fc_transposed(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
     # NOTE: W is stored (K, N) here, not (N, K).
     x2, w2 = _fc_operands(x, w, axis, axis_w, True)
-    y = x2 @ w2
+    y = parallel.gemm(x2, w2)
     if b is not None:
         y += b
     return y.reshape(x.shape[:axis % x.ndim] + (y.shape[1],))
@@ -52,10 +53,10 @@ def fc_transposed(xp, x, w, b=None, *, axis: int = 1, axis_w: int = 1):
 def _fc_grad(xp, x, w, dy, axis, axis_w, transposed, n_out):
     x2, w2 = _flat(x, axis), _flat(w, axis_w)
     dy2 = dy.reshape(x2.shape[0], dy.shape[-1])  # NOTE: not -1, N may be 0
-    dw = (x2.T @ dy2) if transposed else (dy2.T @ x2)
+    dw = parallel.gemm(x2.T, dy2) if transposed else parallel.gemm(dy2.T, x2)
     res = (dw.reshape(w.shape), dy2.sum(axis=0))
     if n_out > 2:
-        res += ((dy2 @ (w2.T if transposed else w2)).reshape(x.shape),)
+        res += (parallel.gemm(dy2, w2.T if transposed else w2).reshape(x.shape),)
     return res
 
 
