@@ -9,7 +9,8 @@ kernels stay the reference: each caller falls back to them when :func:`fits` or 
 
 NaN and infinities, NumPy's exactly (this is a NaN-hunting debugger).  oneDNN's eltwise ReLU (alpha 0) is
 ``vmaxps(x, 0)``, which turns NaN into 0 where NumPy's ``maximum`` keeps it, and its backward ReLU passes
-dY where Y is NaN (NumPy: ``dY * False``); so neither runs where a NaN can reach it.
+dY where Y is NaN (NumPy: ``dY * False``); so neither runs where a NaN can reach it.  SpatialBN + Relu's
+one pass ends in ELU with alpha 0 instead (:data:`RELU_KEEPS_NAN`), which keeps NaN.
 :func:`relu_inplace` is ``max(max(x, 0), x)``: x86 MAX returns its second operand when one is NaN, so NaN
 comes back and -inf still gives 0.
 :func:`relu_gradient` is ``(max(Y, -inf) > 0) * dY``: the MAX turns a NaN Y into -inf (its second operand),
@@ -28,7 +29,8 @@ from engine.runtime.onednn import OneDNNError, _P, check, lib
 
 _BINARY = {"add": 0x1fff0, "mul": 0x1fff1, "max": 0x1fff2, "gt": 0x1fff7}  # dnnl_binary_* (3.2-3.13)
 _COMPARE = frozenset({"gt"})
-_RELU, _ARG_SRC_1 = 0x20, 2  # dnnl_eltwise_relu, DNNL_ARG_SRC_1
+_ARG_SRC_1 = 2  # DNNL_ARG_SRC_1
+_ELTWISE = {"relu": 0x20, "elu": 0x22}  # dnnl_eltwise_* (3.2-3.13), as post-ops with alpha = beta = 0
 
 MIN_BYTES = 1 << 22
 """Arrays below this many bytes stay on NumPy for a one-ufunc pass (Relu, Sum): a oneDNN call's fixed cost
@@ -38,9 +40,20 @@ benchmarks/README.md, round 4); a chain that replaces several NumPy passes (Spat
 SERIAL_BYTES = 1 << 21
 """Below this a pass runs on one OpenMP thread (waking the second costs more than it saves; measured)."""
 
+ONE_PASS_RELU_MIN_BYTES = SERIAL_BYTES
+"""Maps from which SpatialBN + Relu runs as one NaN-keeping chain (:data:`RELU_KEEPS_NAN`) rather than two
+passes: its exp is compute-bound, so it wins only where both cores run it (measured: benchmarks/README.md,
+session 10: 8x64x56x56 0.79 vs 0.93 ms, 8x256x14x14 0.28 vs 0.27)."""
+
 ENABLED = True  # NOTE: False keeps the elementwise ops on NumPy while the convs stay on oneDNN (A/B runs)
 Operand = tuple[str, "np.ndarray | None"]  # a binary post-op and its operand, or ("relu", None)
 _ZERO, _NEG_INF = np.zeros(1, np.float32), np.full(1, -np.inf, np.float32)
+RELU_KEEPS_NAN: tuple[Operand, ...] = (("elu", None), ("add", _ZERO))
+"""A post-op chain giving NumPy's ``maximum(t, 0)`` bit for bit, NaN included: ELU with alpha 0 is t where
+t > 0, else ``0 * (exp(t) - 1)``: -0.0 for a negative t or -inf (the ``+ 0`` makes it 0.0), NaN for a NaN t
+(the comparison is false, and the NaN goes through exp and the product).  Used only where
+:func:`relu_keeps_nan` found it so on this library and CPU."""
+_KEEPS_NAN: list[bool] = []
 
 
 def _post_arg(i: int) -> int:
@@ -102,8 +115,8 @@ def _attr(post: Sequence[Operand], mds: dict[str, _P], x: np.ndarray) -> _P:
     check(L.post_ops_create(ctypes.byref(po)), "dnnl_post_ops_create")
     try:
         for name, v in post:
-            if v is None:  # NOTE: oneDNN's ReLU, NaN -> 0: only where no NaN can reach it (see affine)
-                check(L.post_ops_append_eltwise(po, _RELU, 0.0, 0.0), "dnnl_post_ops_append_eltwise")
+            if v is None:  # NOTE: oneDNN's ReLU turns NaN into 0: only where no NaN can reach it (see affine)
+                check(L.post_ops_append_eltwise(po, _ELTWISE[name], 0.0, 0.0), "dnnl_post_ops_append_eltwise")
             elif name in _COMPARE and _kind(v, x) != "s":
                 # NOTE: oneDNN 3.2's JIT fails on a comparison post-op with a tensor operand over a map whose
                 # size leaves a tail (status 5), and the failure stays in the thread's code generator: every
@@ -144,7 +157,8 @@ def apply(alg: str, dst: np.ndarray, x: np.ndarray, src1: np.ndarray, post: Sequ
 
     `alg` and each post-op's name: a key of :data:`_BINARY` (a comparison gives 1.0 or 0.0); each operand,
     `src1` included, a scalar, a per-channel vector along axis 1 or a full tensor (:func:`_kind`); a post-op
-    ``("relu", None)`` is oneDNN's ReLU, which turns NaN into 0."""
+    ``(name, None)`` is oneDNN's eltwise `name` (:data:`_ELTWISE`) with alpha 0: ``"relu"`` turns NaN into 0,
+    ``"elu"`` is :data:`RELU_KEEPS_NAN`'s first half."""
     operands = (src1, *(v for _, v in post if v is not None))
     flat = all(_kind(v, x) != "c" for v in operands)
     sig = tuple((name, v is not None and _kind(v, x)) for name, v in ((alg, src1), *post))
@@ -168,6 +182,22 @@ def relu_inplace(y: np.ndarray) -> bool:
     return apply("max", y, y, _ZERO, post=(("max", y),))
 
 
+def relu_keeps_nan() -> bool:
+    """Whether :data:`RELU_KEEPS_NAN` gives ``np.maximum(t, 0)`` bit for bit here: checked once a process on
+    NaN, +-inf, +-0, denormals and ordinary values, through both descriptor kinds (flat and per-channel) and
+    a vector tail, since the ELU's NaN path is this oneDNN build's and ISA's, not a documented promise."""
+    if not _KEEPS_NAN:
+        vals = np.float32([np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45, -1e-45, 1e-38, -1e-38, 3e38, -3e38,
+                           -1.5, 2.5, -88.5, 89.0, -104.0])
+        t = np.resize(vals, (1, 3, 19))
+        want = np.maximum(t, 0)
+        got = np.empty_like(t), np.empty_like(t)
+        ok = (apply("add", got[0], t, _ZERO, post=RELU_KEEPS_NAN)
+              and apply("mul", got[1], t, np.ones(3, np.float32), post=(("add", np.zeros(3, np.float32)),) + RELU_KEEPS_NAN))
+        _KEEPS_NAN.append(bool(ok) and all(np.array_equal(g.view(np.uint32), want.view(np.uint32)) for g in got))
+    return _KEEPS_NAN[0]
+
+
 def relu_gradient(y: np.ndarray, dy: np.ndarray) -> np.ndarray | None:
     """ReluGradient's ``dY * (Y > 0)`` as NumPy gives it (see the module docstring), in `y`'s memory order;
     None where oneDNN does not take them (:func:`fits`) or refuses."""
@@ -182,14 +212,16 @@ def affine(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, relu: bool = Fal
     """``x * scale + shift`` with per-channel (axis 1) vectors, NumPy's two roundings, then ``max(., 0)``
     when `relu`; in `x`'s memory order; None where oneDNN does not take `x` or refuses.
 
-    The ReLU is a post-op in the same pass only when no NaN can reach it: `x_finite_if_finite` (the caller
-    knows X is finite when `scale` and `shift` are, as training SpatialBN's, computed from X's own sums)
-    and both vectors finite; ``x * scale + shift`` is then finite or +-inf.  Otherwise it is a second,
-    NaN-keeping pass in place (:func:`relu_inplace`)."""
+    The ReLU is oneDNN's own post-op (the cheapest) only when no NaN can reach it: `x_finite_if_finite` (the
+    caller knows X is finite when `scale` and `shift` are, as training SpatialBN's, computed from X's own sums)
+    and both vectors finite; ``x * scale + shift`` is then finite or +-inf.  Otherwise, on a map of at least
+    :data:`ONE_PASS_RELU_MIN_BYTES`, the NaN-keeping chain :data:`RELU_KEEPS_NAN` in the same pass; on a
+    smaller one a second, NaN-keeping pass in place (:func:`relu_inplace`)."""
     if x.ndim < 2 or not fits(x, min_bytes=min_bytes):
         return None
-    one_pass = relu and x_finite_if_finite and bool(np.isfinite(scale).all() and np.isfinite(shift).all())
+    finite = relu and x_finite_if_finite and bool(np.isfinite(scale).all() and np.isfinite(shift).all())
+    keeps_nan = relu and not finite and x.nbytes >= ONE_PASS_RELU_MIN_BYTES and relu_keeps_nan()
     y = onednn.empty_as(x, x.shape)
-    post = (("add", shift.reshape(-1)),) + ((("relu", None),) if one_pass else ())
+    post = (("add", shift.reshape(-1)),) + ((("relu", None),) if finite else RELU_KEEPS_NAN if keeps_nan else ())
     ok = apply("mul", y, x, scale.reshape(-1), post=post)
-    return y if ok and (one_pass or not relu or relu_inplace(y)) else None
+    return y if ok and (finite or keeps_nan or not relu or relu_inplace(y)) else None

@@ -97,6 +97,41 @@ def test_relu_inplace_keeps_nan_and_infinities(small):
     assert np.isnan(y[0]) and y[1] == np.inf and y[2] == 0
 
 
+@pytest.mark.parametrize("per_channel", [False, True], ids=["flat", "per-channel"])
+@pytest.mark.parametrize("shape", SHAPES + [(8, 3, 17, 1), (1, 1, 1, 1)], ids=str)
+def test_relu_keeping_nan_chain_is_numpys_maximum_bit_for_bit(small, shape, per_channel):
+    """ELU(alpha 0) + 0 after ``x * a + c``: NumPy's ``maximum(x * a + c, 0)`` to the bit (NaN, +-inf, -0.0 -> 0.0)."""
+    assert onednn_eltwise.relu_keeps_nan()
+    x = _x(shape, 21, special=True)
+    x.flat[-min(x.size, 8):] = np.resize(np.float32([-1e-45, 1e-45, -3e38, 3e38, -104.0, 89.0, -0.0, np.nan]),
+                                         min(x.size, 8))
+    a, c = (_x((shape[1],), 22), _x((shape[1],), 23)) if per_channel else (np.float32([1.5]), np.float32([-0.25]))
+    y = onednn.empty_as(x, x.shape)
+    assert onednn_eltwise.apply("mul", y, x, a, post=(("add", c),) + onednn_eltwise.RELU_KEEPS_NAN)
+    bc = (1, -1) + (1,) * (x.ndim - 2) if per_channel else (1,)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = np.maximum(x * a.reshape(bc) + c.reshape(bc), 0)
+    np.testing.assert_array_equal(y.view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("keeps_nan", [True, False], ids=["chain", "chain-refused"])
+@pytest.mark.parametrize("order", ["NCHW", "NHWC"])
+def test_spatial_bn_relu_is_one_pass_on_big_maps(small, monkeypatch, order, keeps_nan):
+    """is_test SpatialBN + Relu from ONE_PASS_RELU_MIN_BYTES: one oneDNN pass with NaN and -inf as NumPy's;
+    where the self-check found the chain inexact, two passes (the same values)."""
+    monkeypatch.setattr(onednn_eltwise, "ONE_PASS_RELU_MIN_BYTES", 0)
+    monkeypatch.setattr(onednn_eltwise, "_KEEPS_NAN", [keeps_nan])
+    x, scale, bias, mean, var = _bn_inputs((3, 6, 9, 7), 24, True)
+    x[0, :, 0, 0] = [np.nan, -np.inf, np.inf, 1.0, -0.0, -1e-45]
+    if order == "NHWC":
+        x = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    args = dict(is_test=1, epsilon=1e-5, momentum=0.9, order=order, num_batches=1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        got, ref, ran = _both(monkeypatch, lambda: norm.spatial_bn_relu(np, x, scale, bias, mean, var, **args))
+    assert ran == (1 if keeps_nan else 2)
+    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_relu_gradient_matches_numpy(small, monkeypatch, shape):
     """dY * (Y > 0): Y NaN gives dY * 0 (NaN only for an infinite or NaN dY), as NumPy's."""
