@@ -2,8 +2,9 @@
 primitive with a chain of binary post-ops, each operand a scalar, a per-channel vector or a full tensor.
 
 Why: SpatialBN and ReluGradient are bandwidth-bound chains of 2-3 ufuncs; oneDNN's JIT kernel runs a chain
-in one pass at the memory's speed (benchmarks/README.md, round 4).  Relu and Sum, one ufunc each, tie with
-NumPy's threaded block passes there, so they stay NumPy's.  The NumPy
+in one pass at the memory's speed (benchmarks/README.md, round 4).  Relu and Sum alone, one ufunc each, tie
+with NumPy's threaded block passes there, so they stay NumPy's; the fused Sum + Relu is one chain
+(:func:`sum_relu`: 1.5x NumPy's block pass, session 10).  The NumPy
 kernels stay the reference: each caller falls back to them when :func:`fits` or :func:`apply` says no
 (library absent, ``NETVIZ_ONEDNN=0``, a reference-only implementation, an odd layout, a small array).
 
@@ -205,6 +206,17 @@ def relu_gradient(y: np.ndarray, dy: np.ndarray) -> np.ndarray | None:
         return None
     g = onednn.empty_as(y, y.shape)
     return g if apply("max", g, y, _NEG_INF, post=(("gt", _ZERO), ("mul", dy))) else None
+
+
+def sum_relu(xs: Sequence[np.ndarray]) -> np.ndarray | None:
+    """``maximum(x0 + x1 + ..., 0)`` in one pass (NumPy's additions in its order, then
+    :data:`RELU_KEEPS_NAN`), in `x0`'s memory order; None where oneDNN does not take the arrays (two or more of
+    one shape, strides and dtype float32, from :data:`ONE_PASS_RELU_MIN_BYTES`) or refuses."""
+    if len(xs) < 2 or not fits(*xs, min_bytes=ONE_PASS_RELU_MIN_BYTES) or not relu_keeps_nan():
+        return None
+    y = onednn.empty_as(xs[0], xs[0].shape)
+    post = tuple(("add", x) for x in xs[2:]) + RELU_KEEPS_NAN
+    return y if apply("add", y, xs[0], xs[1], post=post) else None
 
 
 def affine(x: np.ndarray, scale: np.ndarray, shift: np.ndarray, relu: bool = False, min_bytes: int | None = None,

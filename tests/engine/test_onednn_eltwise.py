@@ -13,7 +13,7 @@ import pytest
 
 import engine.runtime.ops  # noqa: F401  (fills the kernel table)
 from engine.runtime import onednn, onednn_eltwise, parallel
-from engine.runtime.ops import activation, norm
+from engine.runtime.ops import activation, arith, norm
 from engine.runtime.workspace import eval_op
 from tests.engine.test_memory_bound_fast import _fused_and_apart, _net
 
@@ -130,6 +130,39 @@ def test_spatial_bn_relu_is_one_pass_on_big_maps(small, monkeypatch, order, keep
         got, ref, ran = _both(monkeypatch, lambda: norm.spatial_bn_relu(np, x, scale, bias, mean, var, **args))
     assert ran == (1 if keeps_nan else 2)
     np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("nhwc", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_sum_relu_is_one_pass_with_numpys_values(small, monkeypatch, shape, nhwc, n):
+    """The fused Sum + Relu: NumPy's additions in its order, then maximum(., 0), bit for bit (NaN, +-inf)."""
+    monkeypatch.setattr(onednn_eltwise, "ONE_PASS_RELU_MIN_BYTES", 0)
+    xs = [_x(shape, 30 + i, special=True, nhwc=nhwc) for i in range(n)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        got, ref, ran = _both(monkeypatch, lambda: arith.sum_relu_inplace(np, *xs))
+    assert ran == 1 and got.strides == xs[0].strides
+    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+
+
+def test_sum_relu_of_odd_inputs_stays_on_numpy(small, monkeypatch):
+    """Mixed layouts, strided views, float64, one input, small maps: NumPy's pass, its values."""
+    monkeypatch.setattr(onednn_eltwise, "ONE_PASS_RELU_MIN_BYTES", 0)
+    x = _x((3, 5, 7, 9), 40)
+    for xs in ((x, _x((3, 5, 7, 9), 41, nhwc=True)), (x[:, :, :6:2], x[:, :, 1::2]), (x.astype(np.float64),) * 2, (x,)):
+        got, ref, ran = _both(monkeypatch, lambda: arith.sum_relu_inplace(np, *xs))
+        assert ran == 0
+        np.testing.assert_array_equal(got, ref)
+    monkeypatch.setattr(onednn_eltwise, "ONE_PASS_RELU_MIN_BYTES", x.nbytes + 1)
+    assert _both(monkeypatch, lambda: arith.sum_relu_inplace(np, x, x))[2] == 0
+
+
+def test_fused_sum_relu_matches_the_ops_apart(small, monkeypatch):
+    monkeypatch.setattr(onednn_eltwise, "ONE_PASS_RELU_MIN_BYTES", 0)
+    net = _net(("Sum", ["a", "b"], ["s"], {}), ("Relu", ["s"], ["s"], {}))
+    before = onednn.CALLS["eltwise"]
+    got = _fused_and_apart(net, dict(a=_x((3, 6, 9, 7), 42, special=True), b=_x((3, 6, 9, 7), 43)), [True, False])
+    assert onednn.CALLS["eltwise"] > before and (got["s"] == 0).any() and np.isnan(got["s"]).any()
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)

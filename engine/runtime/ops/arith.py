@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.runtime import parallel
+from engine.runtime import onednn_eltwise, parallel
 from engine.runtime.grad_makers import (
     GradientMakerError, cc_maker, gradient_not_implemented_yet, pass_through,
     should_not_do_gradient, simple)
@@ -107,12 +107,16 @@ def sum_(xp, *xs):
 
 def sum_relu_inplace(xp, *xs):
     """Sum whose output an in-place Relu overwrites at once (run_compiled fuses the pair): the Sum's own
-    values, then ``max(., 0)`` in the same block pass, as the two ops apart would give."""
+    values, then ``max(., 0)`` in the same pass (one oneDNN chain on big float32 maps, else NumPy's block
+    pass), as the two ops apart would give."""
     return _sum(xp, xs, True)
 
 
 def _sum(xp, xs, relu):
     # NOTE: the first add writes the new array (one pass, not copy + add); X0's dtype is kept.
+    out = onednn_eltwise.sum_relu(xs) if relu and xp is np else None  # NOTE: one oneDNN pass, NaN kept
+    if out is not None:
+        return out
     if xp is np and len(xs) > 1 and xs[0].nbytes >= parallel.MIN_BYTES and all(x.shape == xs[0].shape for x in xs):
         out = np.empty(xs[0].shape, xs[0].dtype)
 
