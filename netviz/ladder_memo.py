@@ -57,9 +57,9 @@ _TEXT, _NODE, _EDGE, _FIXED = 0, 1, 2, 3
 
 def piece_key(dot: str) -> str | None:
     """The memo key of one piece's DOT text: the text with every digit zeroed; None when the piece must go
-    to ``dot`` whatever: non-ASCII text (pango may draw it in another font, digits included) or one of
-    :data:`_UNSAFE`."""
-    if not dot.isascii() or any(mark in dot for mark in _UNSAFE):
+    to ``dot`` whatever: non-ASCII text (pango may draw it in another font, digits included), a graph without
+    a quoted name (graphviz titles it ``%3``: a number not in the DOT), or one of :data:`_UNSAFE`."""
+    if not dot.isascii() or not dot.startswith('digraph "') or any(mark in dot for mark in _UNSAFE):
         return None
     return dot.translate(_ZERO)
 

@@ -133,3 +133,10 @@ def test_the_font_is_probed_only_when_a_piece_repeats(zoo: Path, monkeypatch: py
     assert sent == list(range(len(got))) and probes == []
     memo_run(pieces(chain_drawing(1000)))
     assert probes
+
+
+def test_an_unnamed_graph_goes_to_dot() -> None:
+    """graphviz titles a graph without a name ``%3``: a number the memo would take for the text ``a3``'s."""
+    dots = [f'digraph {{ "a{i}" [label="x{i}"]; "a{i}" -> "b{i}"; }}' for i in (3, 4)]
+    got, sent = memo_run(dots)
+    assert sent == [0, 1] and got[1] == alone(dots[1]).decode()
