@@ -517,7 +517,7 @@ def _in_weights_layout(m: _Mds, geo: Geometry, make: Any, pdw: _P | None = None)
     GEMM dW; its forward there took 22 ms against 10 ms blocked (8, 128, 56, 56), measured."""
     try:
         picked = m.chosen(_weights_pd(m, geo) if pdw is None else pdw)
-        if not lib().memory_desc_equal(picked.px, m.x):
+        if picked.px and picked.py and not lib().memory_desc_equal(picked.px, m.x):
             return make(picked)
     except OneDNNError:
         pass
