@@ -22,9 +22,9 @@ passively (``OMP_WAIT_POLICY=PASSIVE`` unless set): spinning OpenMP threads woul
 the NumPy ops between two convolutions on a small machine.  ``NETVIZ_ONEDNN=0`` turns the path off.
 
 Layout: the user's NCHW (or NHWC) buffers are handed to oneDNN as they are (plain strided memory
-descriptors, no copy), or (:data:`LAYOUT`) each primitive picks its blocked layout and reorders copy the
-data in and out around it, as PyTorch 1.10 eager does.  Primitives are cached per (kind, shapes,
-strides, geometry, group, layout).
+descriptors, no copy), or (:data:`LAYOUT`) oneDNN picks a blocked layout (the dW primitive's pick, for
+the forward and dX too) and reorders copy the data in and out around it, as PyTorch 1.10 eager does.
+Primitives are cached per (kind, shapes, strides, geometry, group, layout).
 """
 from __future__ import annotations
 
