@@ -33,9 +33,9 @@ from operator import itemgetter
 
 from netviz.graphviz_support import find_program
 
-__all__ = ["memoized", "piece_key", "digits_are_tabular", "Stream"]
+__all__ = ["memoized", "piece_key", "digits_are_tabular", "Stream", "Served", "Template"]
 
-Stream = Callable[[Iterable[str], Callable[[int, "bytes | str"], None]], None]
+Stream = Callable[[Iterable[str], Callable[[int, "bytes | str | Served"], None]], None]
 
 _ZERO = str.maketrans("123456789", "000000000")
 _RUN = re.compile(r"\d+")
@@ -92,14 +92,14 @@ class _Rep:
     (:meth:`maps`), and its SVG, cut into a template when a second piece needs it (:meth:`fill`).  Both are
     done lazily: at 1k ops half of the chain's keys have one piece."""
 
-    def __init__(self, dot: str) -> None:
-        self.dot = dot
+    def __init__(self, dot: str, piece: int) -> None:
+        self.dot, self.piece = dot, piece
         self.pick: list[Callable[[list[str]], tuple[str, ...]]] = []
         self.values: list[tuple[str, ...]] = []
         self.waiting: list[tuple[int, list[dict[str, str]]]] = []
         self.svg: bytes | str | None = None
-        self.segments: list[str] = []
-        self.slots: list[tuple[int, str]] = []
+        self.template: Template | None = None
+        self._known: list[set[str]] = []
 
     def maps(self, dot: str) -> list[dict[str, str]] | None:
         """For a piece with this key: per class, the first piece's digit run → this piece's; None when a fixed
@@ -123,45 +123,97 @@ class _Rep:
             out.append(m)
         return out
 
-    def _learn(self, svg: str) -> None:
-        """Cut the first piece's SVG into the literal parts and the digit runs of its texts and ids.
+    def _learn(self, svg: str) -> Template:
+        """The first piece's SVG cut into literal parts and the digit runs of its texts and ids.
 
         The head is graphviz's: its comment (a version number), then ``<!-- Title: NAME Pages: 1 -->``,
         whose NAME alone is the DOT's; after it, :data:`_SVG_TEXT` finds the rest."""
-        known = [set(v) for v in self.values[:3]]
         title = svg.index("<!-- Title: ", svg.index("-->") + 3) + 12
         head_end = svg.index(" -->\n<svg", title)
-        regions = [(_TEXT, title, svg.rindex(" Pages: ", title, head_end))]
-        for m in _SVG_TEXT.finditer(svg, head_end):
-            g = m.lastindex
-            regions.append(((_NODE if svg[m.start(g)] == "n" else _EDGE) if g == 4 else _TEXT, m.start(g), m.end(g)))
-        segments, slots, at = [], [], 0
-        for cls, start, end in regions:
-            for r in _TEXT_RUN.finditer(svg, start, end):
-                if (s := r.start(1)) >= 0 and r.group(1) in known[cls]:  # NOTE: other numbers stay as they are
-                    segments.append(svg[at:s])
-                    slots.append((cls, r.group(1)))
-                    at = r.end(1)
-        segments.append(svg[at:])
-        self.segments, self.slots = segments, slots
+        return Template(svg, self.known(), head_end, [(_TEXT, title, svg.rindex(" Pages: ", title, head_end))])
+
+    def known(self) -> list[set[str]]:
+        """The first piece's digit runs of each mapped class (texts, node ids, edge ids), made once."""
+        if not self._known:
+            self._known = [set(v) for v in self.values[:3]]
+        return self._known
 
     def fill(self, maps: list[dict[str, str]]) -> str:
         """The SVG of the piece `maps` describes: the first piece's with its texts' digit runs mapped."""
-        if not self.segments:
+        if self.template is None:
             assert self.svg is not None
-            self._learn(self.svg.decode() if isinstance(self.svg, bytes) else self.svg)
+            self.template = self._learn(self.svg.decode() if isinstance(self.svg, bytes) else self.svg)
+        return self.template.fill(maps)
+
+
+class Template:
+    """A graphviz SVG text (or one element group's body) cut into its literal parts and the digit runs, with
+    their class, of the DOT's texts and ids in it (found by :data:`_SVG_TEXT` from `start`, and in the
+    `regions` given), so that another piece's text is one join (:meth:`fill`).  A run not among `known`
+    (its class's runs in the DOT) stays as it is."""
+
+    __slots__ = ("segments", "slots")
+
+    def __init__(self, text: str, known: list[set[str]], start: int = 0,
+                 regions: list[tuple[int, int, int]] | None = None) -> None:
+        regions = list(regions or [])
+        for m in _SVG_TEXT.finditer(text, start):
+            g = m.lastindex
+            regions.append(((_NODE if text[m.start(g)] == "n" else _EDGE) if g == 4 else _TEXT, m.start(g), m.end(g)))
+        segments, slots, at = [], [], 0
+        for cls, begin, end in regions:
+            for r in _TEXT_RUN.finditer(text, begin, end):
+                if (s := r.start(1)) >= 0 and r.group(1) in known[cls]:  # NOTE: other numbers stay as they are
+                    segments.append(text[at:s])
+                    slots.append((cls, r.group(1)))
+                    at = r.end(1)
+        segments.append(text[at:])
+        self.segments, self.slots = segments, slots
+
+    def fill(self, maps: list[dict[str, str]]) -> str:
+        """The text with each run mapped by its class's map in `maps`."""
+        if not self.slots:
+            return self.segments[0]
         parts = [""] * (2 * len(self.slots) + 1)
         parts[0::2] = self.segments
         parts[1::2] = [maps[c][v] for c, v in self.slots]
         return "".join(parts)
 
 
+class Served:
+    """A piece the memo serves: its key's first piece (``source``, its number in the stream), the digit maps
+    from that piece's runs to this one's (``maps``: texts, node ids, edge ids), and its SVG (:meth:`text`).
+    A reader that has read the first piece's SVG can map what it read instead of reading this one
+    (:func:`netviz.ladder_svg.draw_svg`)."""
+
+    __slots__ = ("_rep", "maps")
+
+    def __init__(self, rep: _Rep, maps: list[dict[str, str]]) -> None:
+        self._rep, self.maps = rep, maps
+
+    @property
+    def source(self) -> int:
+        return self._rep.piece
+
+    def text(self) -> str:
+        """The piece's SVG: its key's first piece's with the digit runs of its texts and ids mapped."""
+        return self._rep.fill(self.maps)
+
+    def cut(self, text: str) -> Template:
+        """A text read from the source piece's SVG (an element's body) as a :class:`Template` for :meth:`fill`."""
+        return Template(text, self._rep.known())
+
+    def fill(self, template: Template) -> str:
+        """`template`'s text as in this piece."""
+        return template.fill(self.maps)
+
+
 def memoized(stream: Stream) -> Stream:
     """`stream` (:func:`netviz.layout.run_graphviz_stream`, bound to its limits) with the layout memo: a piece
-    whose key (:func:`piece_key`) came before is not sent; its SVG is made from its key's first piece's once
-    that comes back.  ``take`` gets each piece's SVG (bytes from ``dot``, text from the memo) under the piece's
-    own number, as `stream` would give it."""
-    def run(dots: Iterable[str], take: Callable[[int, bytes | str], None]) -> None:
+    whose key (:func:`piece_key`) came before is not sent; it is served from its key's first piece's SVG once
+    that comes back.  ``take`` gets each piece under its own number, as `stream` would give it: ``dot``'s SVG
+    (bytes), or a :class:`Served` piece, always after its source."""
+    def run(dots: Iterable[str], take: Callable[[int, bytes | str | Served], None]) -> None:
         reps: dict[str, _Rep] = {}
         sent: list[tuple[int, _Rep | None]] = []  # NOTE: what went to dot, in order: (piece number, its _Rep)
 
@@ -176,10 +228,10 @@ def memoized(stream: Stream) -> Stream:
                     if rep.svg is None:
                         rep.waiting.append((k, maps))
                     else:
-                        take(k, rep.fill(maps))
+                        take(k, Served(rep, maps))
                     continue
                 if key is not None and rep is None:
-                    rep = reps[key] = _Rep(dot)
+                    rep = reps[key] = _Rep(dot, k)
                 else:
                     rep = None  # NOTE: a piece its key's first one does not serve goes to dot on its own
                 sent.append((k, rep))
@@ -191,7 +243,7 @@ def memoized(stream: Stream) -> Stream:
             if rep is not None:
                 rep.svg = out
                 for w, maps in rep.waiting:
-                    take(w, rep.fill(maps))
+                    take(w, Served(rep, maps))
                 rep.waiting.clear()
 
         stream(route(), took)

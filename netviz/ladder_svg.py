@@ -25,11 +25,11 @@ from typing import Any
 
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing
-from netviz.ladder_memo import Stream, memoized
+from netviz.ladder_memo import Served, Stream, Template, memoized
 from netviz.ladder import (Box, Index, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots,
                            place, reach_left, straight_points, text_left)
 
-__all__ = ["LEGEND_DOT", "svg_bb", "draw_svg", "read_piece", "compose_svg"]
+__all__ = ["LEGEND_DOT", "svg_bb", "draw_svg", "read_piece", "reread", "compose_svg"]
 
 #: the legend alone, as the graph label of an empty graph (top left, as on every export)
 LEGEND_DOT = (f"digraph {dot_quote('legend')} {{ graph [label={S.legend_html()}, labelloc=\"t\", labeljust=\"l\", "
@@ -47,6 +47,9 @@ _SHAPE = re.compile(r' (?:points|d)="([^"]*)"')
 _ELLIPSE = re.compile(r'cx="(-?[\d.]+)" cy="(-?[\d.]+)" rx="([\d.]+)" ry="([\d.]+)"')
 _TEXT_AT = re.compile(r'<text[^>]* x="(-?[\d.]+)" y="(-?[\d.]+)"')
 _FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
+_RUN = re.compile(r"\d+")
+#: between element bodies joined for one template (:func:`reread`): no XML text holds it
+_SEP = "\x00"
 
 
 def svg_bb(svg: str) -> str:
@@ -96,7 +99,16 @@ def draw_svg(d: Drawing, p: Pieces, stream: Stream, memo: bool | None = None) ->
     (:func:`read_piece`; a json0 beside it cost ``dot`` a fifth more and Python its decoding)."""
     parts: list[tuple[dict, Any]] = [({}, [])] * (p.count + 1)
 
-    def take(k: int, out: bytes | str) -> None:
+    cuts: dict[int, Template] = {}
+
+    def take(k: int, out: bytes | str | Served) -> None:
+        if isinstance(out, Served):
+            # NOTE: its source piece was read already (the memo hands a piece over after its source): map what
+            # was read there, element by element, instead of reading the whole SVG again (~20 µs an op)
+            if out.source not in cuts:
+                cuts[out.source] = out.cut(_SEP.join(rest for _, _, rest in parts[out.source][1]))
+            parts[k] = reread(parts[out.source], out, cuts[out.source], p.index)
+            return
         text = out.decode() if isinstance(out, bytes) else out
         parts[k] = ({"bb": svg_bb(text)}, text) if k == p.count else read_piece(d, text, p.index)
 
@@ -163,6 +175,27 @@ def read_piece(d: Drawing, svg: str, ix: Index) -> tuple[dict, list[tuple[str, s
                 rest = _retitled(rest, rest.index("<title>") + 7, f"{_xml(e.source)}&#45;&gt;{_xml(e.target)}")
         out.append((cls, role, rest))
     return g, out
+
+
+def reread(source: tuple[dict, list[tuple[str, str, str]]], served: Served, bodies: Template, ix: Index
+           ) -> tuple[dict, list[tuple[str, str, str]]]:
+    """What :func:`read_piece` reads from a piece the memo serves (:class:`netviz.ladder_memo.Served`), made from
+    what it read from the piece's source: the same boxes and element bodies, its own nodes (by their ids'
+    numbers), cluster names and texts (their digits mapped; `bodies` is the source's element bodies joined by
+    :data:`_SEP`, as a template: one join and one split a piece, not one fill an element)."""
+    g, elements = source
+    texts, node_ids = served.maps[0], served.maps[1]
+    objects = []
+    for o in g["objects"]:
+        if "at" in o:
+            m = int(node_ids[str(o["at"])])
+            objects.append({"name": ix.ids[m], "at": m, "xy": o["xy"], "role": ix.nodes[m].role, "width": o["width"],
+                            "height": o["height"]})
+        else:
+            objects.append({"name": _RUN.sub(lambda r: texts.get(r.group(), r.group()), o["name"]), "bb": o["bb"],
+                            "role": o["role"]})
+    return ({"bb": g["bb"], "objects": objects},
+            [(cls, role, rest) for (cls, role, _), rest in zip(elements, served.fill(bodies).split(_SEP))])
 
 
 def _label_left(rest: str) -> float:

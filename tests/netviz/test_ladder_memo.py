@@ -37,8 +37,10 @@ def memo_run(dots: list[str]) -> tuple[dict[int, str], list[int]]:
             sent.append(dots.index(text))
             take(j, alone(text))
 
-    ladder_memo.memoized(stream)(dots, lambda k, out: got.__setitem__(k, out.decode() if isinstance(out, bytes)
-                                                                       else out))
+    def take(k: int, out: bytes | str | ladder_memo.Served) -> None:
+        got[k] = out.text() if isinstance(out, ladder_memo.Served) else out.decode() if isinstance(out, bytes) else out
+
+    ladder_memo.memoized(stream)(dots, take)
     return got, sent
 
 
@@ -140,3 +142,28 @@ def test_an_unnamed_graph_goes_to_dot() -> None:
     dots = [f'digraph {{ "a{i}" [label="x{i}"]; "a{i}" -> "b{i}"; }}' for i in (3, 4)]
     got, sent = memo_run(dots)
     assert sent == [0, 1] and got[1] == alone(dots[1]).decode()
+
+
+@pytest.mark.parametrize("drawing", [lambda: chain_drawing(1000), lambda: chain_training(300)], ids=["chain", "training"])
+def test_a_served_piece_reread_from_its_source_is_what_reading_its_svg_gives(drawing: Callable[[], Drawing]) -> None:
+    """:func:`ladder_svg.reread` maps what was read from a served piece's source; reading the piece's own SVG
+    (:func:`ladder_svg.read_piece`) gives the same boxes, names and element bodies."""
+    d = drawing()
+    d = ops_only(d) if len(d.nodes) > BIG_DRAWING else d
+    p = ladder.split(d, math.ceil(len(d.nodes) / ladder.PIECE_NODES))
+    dots = ladder.piece_dots(d, p)
+    read: dict[int, tuple] = {}
+    served: list[int] = []
+
+    def take(k: int, out: bytes | str | ladder_memo.Served) -> None:
+        if isinstance(out, ladder_memo.Served):
+            served.append(k)
+            bodies = out.cut("\x00".join(rest for _, _, rest in read[out.source][1]))
+            mapped = ladder_svg.reread(read[out.source], out, bodies, p.index)
+            assert mapped == ladder_svg.read_piece(d, out.text(), p.index), f"piece {k}"
+            read[k] = mapped
+        else:
+            read[k] = ladder_svg.read_piece(d, out.decode() if isinstance(out, bytes) else out, p.index)
+
+    ladder_memo.memoized(lambda texts, got: [got(j, alone(t)) for j, t in enumerate(texts)])(dots, take)
+    assert sorted(read) == list(range(len(dots))) and len(served) >= len(dots) // 3
