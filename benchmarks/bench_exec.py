@@ -142,8 +142,9 @@ def bench_conv(quick: bool, xs: tuple[int, ...] = (8, 64, 56, 56), wshape: tuple
         t = min(t, best(lambda: run_compiled(compiled, ws), 2 if quick else CONV_REPEAT))
         ref = None if quick else _caffe2(CONV_REF.format(threads=blas_threads(), xs=xs, ws=wshape, k=k, p=pad,
                                                          s=stride, backward=backward, repeat=CONV_REPEAT))
-        for key, v in (ref or {}).items():
-            reference[key] = min(v, reference.get(key, v))
+        for key in ("pytorch", "caffe2"):  # NOTE: PyTorch first: the table's ratio column is to the first reference
+            if key in (ref or {}):
+                reference[key] = min(ref[key], reference.get(key, ref[key]))
     flops = 2.0 * y.size * wshape[1] * k * k * (3 if backward else 1)
     torch_s = reference.get("pytorch")
     what = f"{k}x{k}" + (f"/{stride}" if stride != 1 else "") + (" fwd+bwd" if backward else " forward")
