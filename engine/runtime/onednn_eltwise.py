@@ -47,7 +47,7 @@ passes: its exp is compute-bound, so it wins only where both cores run it (measu
 session 10: 8x64x56x56 0.79 vs 0.93 ms, 8x256x14x14 0.28 vs 0.27)."""
 
 ENABLED = True  # NOTE: False keeps the elementwise ops on NumPy while the convs stay on oneDNN (A/B runs)
-Operand = tuple[str, "np.ndarray | None"]  # a binary post-op and its operand, or ("relu", None)
+Operand = tuple[str, "np.ndarray | None"]  # a binary post-op and its operand, or (an _ELTWISE name, None)
 _ZERO, _NEG_INF = np.zeros(1, np.float32), np.full(1, -np.inf, np.float32)
 RELU_KEEPS_NAN: tuple[Operand, ...] = (("elu", None), ("add", _ZERO))
 """A post-op chain giving NumPy's ``maximum(t, 0)`` bit for bit, NaN included: ELU with alpha 0 is t where

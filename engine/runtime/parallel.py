@@ -32,7 +32,7 @@ def keep_freed_memory() -> bool:
     M_MMAP_THRESHOLD 32 MB, M_TRIM_THRESHOLD 1 GB); True when set.  Why: a net's run allocates each output
     while the last run's is still alive, and by default malloc maps arrays over a growing threshold afresh
     and gives freed heap back, so a run's outputs keep landing on fresh pages: ResNet-50 batch 8's second
-    run faulted 7,550 pages and took 0.69-0.74 s against 0.47-0.50 with this (benchmarks/README.md,
+    run faulted 7,550 pages and took 0.71-0.87 s against 0.39-0.43 with this (benchmarks/README.md,
     session 10).  Not where the environment sets glibc's own knobs (they win), nor off glibc."""
     if any(k in os.environ for k in _GLIBC_OWN):
         return False
@@ -40,7 +40,7 @@ def keep_freed_memory() -> bool:
         import ctypes  # noqa: PLC0415
 
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return False
     return bool(mallopt(-3, KEEP_FREED_MMAP_THRESHOLD) and mallopt(-1, KEEP_FREED_TRIM_THRESHOLD))  # M_MMAP_, M_TRIM_
 
