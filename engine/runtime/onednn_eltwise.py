@@ -199,10 +199,10 @@ def relu_keeps_nan() -> bool:
     return _KEEPS_NAN[0]
 
 
-def relu_gradient(y: np.ndarray, dy: np.ndarray) -> np.ndarray | None:
+def relu_gradient(y: np.ndarray, dy: np.ndarray, min_bytes: int | None = None) -> np.ndarray | None:
     """ReluGradient's ``dY * (Y > 0)`` as NumPy gives it (see the module docstring), in `y`'s memory order;
-    None where oneDNN does not take them (:func:`fits`) or refuses."""
-    if not fits(y, dy):
+    None where oneDNN does not take them (:func:`fits`, from `min_bytes`) or refuses."""
+    if not fits(y, dy, min_bytes=min_bytes):
         return None
     g = onednn.empty_as(y, y.shape)
     return g if apply("max", g, y, _NEG_INF, post=(("gt", _ZERO), ("mul", dy))) else None

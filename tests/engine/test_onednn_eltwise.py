@@ -282,3 +282,29 @@ def test_empty_maps_stay_on_numpy(small):
         assert norm.spatial_bn(np, x, v, v, v, v, is_test=1).shape == shape
         assert activation.relu_gradient(np, x, x).shape == shape
         assert onednn.CALLS["eltwise"] == before
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf"])
+@pytest.mark.parametrize("shape", [(3, 5, 7, 9), (2, 64, 28, 28), (4, 6, 1, 1), (2, 3, 4, 5, 3)], ids=str)
+def test_relu_gradient_then_spatial_bn_gradient_is_numpys_bit_for_bit(small, monkeypatch, shape, special):
+    """The fused ReluGradient -> SpatialBNGradient with G from oneDNN's one pass (maps from
+    norm.ONEDNN_RELU_GRAD_MIN_BYTES) and with G made block by block (float32 mask): G, dX, dscale and dbias
+    bit for bit those of NumPy's ``dY * (Y > 0)`` and then the gradient's row path, NaN and -0.0 included."""
+    x, scale, _, _, _ = _bn_inputs(shape, 21, False)
+    y, dy = _x(shape, 22, special), _x(shape, 23, special)
+    if special:
+        y.flat[::7], dy.flat[::11] = -0.0, -np.nan
+    axes = (0, *range(2, x.ndim))
+    mean, inv = x.mean(axis=axes), (1 / x.std(axis=axes)).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        g_ref = dy * (y > 0)
+        ref = norm._spatial_bn_gradient_rows(x, scale, g_ref, mean, inv)
+        for floor, runs in ((0, 1), (1 << 62, 0)):
+            monkeypatch.setattr(norm, "ONEDNN_RELU_GRAD_MIN_BYTES", floor)
+            before = onednn.CALLS["eltwise"]
+            g, got = norm.relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv)
+            # NOTE: the dX pass runs 2 oneDNN passes either way; G's pass is the one counted on top
+            assert onednn.CALLS["eltwise"] - before == 2 + runs
+            for a, r in zip((g, *got), (g_ref, *ref)):
+                assert a.dtype == r.dtype and a.shape == r.shape
+                np.testing.assert_array_equal(a.view(np.uint32), r.view(np.uint32))

@@ -226,8 +226,9 @@ def _row_sums(a2, b2, relu_grad=None):
 
     def part(t):
         ab = t(a2)
-        if relu_grad is not None:  # NOTE: ReluGradient's own expression, so its very values
-            np.multiply(t(relu_grad[0]), t(relu_grad[1]) > 0, out=ab)
+        if relu_grad is not None:  # NOTE: ReluGradient's dY * (Y > 0) with the mask as float32 1.0 / 0.0
+            np.greater(t(relu_grad[1]), 0, out=ab, casting="unsafe")  # (what NumPy casts the bool to): same
+            np.multiply(t(relu_grad[0]), ab, out=ab)                   # values, no bool-to-float cast loop
         ab.sum(axis=1, out=t(s))
         np.einsum("ij,ij->i", ab, t(b2), out=t(q))
     parallel.split(part, a2.shape, a2.nbytes, axis=0, block_bytes=ROW_BLOCK)
@@ -349,8 +350,18 @@ def relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv_std, *, is
     if is_test or num_batches != 1 or not x.size or not y.shape == dy.shape == x.shape \
             or not y.dtype == dy.dtype == x.dtype or not _rows_fast(np, x, order, y, dy):
         return None
+    g = onednn_eltwise.relu_gradient(y, dy, ONEDNN_RELU_GRAD_MIN_BYTES)
+    if g is not None:  # NOTE: G from oneDNN's one pass over both cores, then the statistics read it back
+        return g, _spatial_bn_gradient_rows(x, scale, g, mean, inv_std)
     g = np.empty(dy.shape, dy.dtype)
     return g, _spatial_bn_gradient_rows(x, scale, g, mean, inv_std, relu_grad=(dy, y))
+
+
+ONEDNN_RELU_GRAD_MIN_BYTES = 1 << 21
+"""Maps from which the fused ReluGradient -> SpatialBNGradient makes G in one oneDNN pass (both cores) before
+the statistics pass rather than block by block inside it: NumPy's ``dY * (Y > 0)`` costs more than the
+statistics' second read of G (measured: benchmarks/README.md, session 10, round 7: 8x256x56x56 7.3 vs 8.3 ms,
+8x2048x7x7 1.70 vs 1.88; 8x1024x7x7, 1.6 MB, lost: 1.32 vs 1.15)."""
 
 
 def _window_sum(xp, sq, size, c_axis):
