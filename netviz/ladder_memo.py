@@ -31,14 +31,15 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from operator import itemgetter
 
+from netviz import style as S
 from netviz.graphviz_support import find_program
 
-__all__ = ["memoized", "piece_key", "digits_are_tabular", "Stream", "Served", "Template"]
+__all__ = ["memoized", "piece_key", "digits_are_tabular", "DIGIT_RUN", "FONT", "Stream", "Served", "Template"]
 
 Stream = Callable[[Iterable[str], Callable[[int, "bytes | str | Served"], None]], None]
 
 _ZERO = str.maketrans("123456789", "000000000")
-_RUN = re.compile(r"\d+")
+DIGIT_RUN = re.compile(r"\d+")  # NOTE: ladder_svg.reread maps names by it too
 #: a quoted DOT string with the attribute it is the value of (none: a node, edge end, graph or cluster name)
 _DOT_TOKEN = re.compile(r'(?:\b(\w+)=)?"((?:[^"\\]|\\.)*)"|(\d+)')
 #: attributes whose digits are text drawn in the font (the layout does not read them as numbers)
@@ -53,21 +54,26 @@ _TEXT_RUN = re.compile(r"&#?\w+;|(\d+)")
 #: graphviz writes into an SVG attribute (a link or tooltip: only group ids are mapped there)
 _UNSAFE = ("=<", "&#", "URL=", "href=", "tooltip=", "target=")
 _TEXT, _NODE, _EDGE, _FIXED = 0, 1, 2, 3
+#: the font the drawings use and :func:`digits_are_tabular` probes; a piece naming another goes to ``dot``
+FONT = S.NODE_DEFAULTS["fontname"]
+_FONT_ATTR = f'fontname="{FONT}"'
 
 
 def piece_key(dot: str) -> str | None:
     """The memo key of one piece's DOT text: the text with every digit zeroed; None when the piece must go
-    to ``dot`` whatever: non-ASCII text (pango may draw it in another font, digits included), a graph without
+    to ``dot`` whatever: non-ASCII text (pango may draw it in another font, digits included), a font other than
+    :data:`FONT` (the one probed), a graph without
     a quoted name (graphviz titles it ``%3``: a number not in the DOT), or one of :data:`_UNSAFE`."""
-    if not dot.isascii() or not dot.startswith('digraph "') or any(mark in dot for mark in _UNSAFE):
+    if not dot.isascii() or not dot.startswith('digraph "') or any(mark in dot for mark in _UNSAFE) \
+            or dot.count("fontname=") != dot.count(_FONT_ATTR):  # NOTE: only the probed font's digits are known
         return None
     return dot.translate(_ZERO)
 
 
 def _classes(dot: str) -> list[int]:
-    """The class of each digit run of `dot`, in order (``_RUN.findall``'s runs)."""
+    """The class of each digit run of `dot`, in order (``DIGIT_RUN.findall``'s runs)."""
     out: list[int] = []
-    one, more, runs = out.append, out.extend, _RUN.findall
+    one, more, runs = out.append, out.extend, DIGIT_RUN.findall
     for attr, body, bare in _DOT_TOKEN.findall(dot):
         if bare:
             one(_FIXED)  # NOTE: a bare number outside quotes
@@ -106,11 +112,11 @@ class _Rep:
         run differs or the runs do not map one to one (``312`` twice in the first piece where this one has
         ``1312`` and ``1400``, or ``op1``/``op2`` where this one has ``op7`` twice: one node, not two)."""
         if not self.pick:
-            runs, classes = _RUN.findall(self.dot), _classes(self.dot)
+            runs, classes = DIGIT_RUN.findall(self.dot), _classes(self.dot)
             assert len(runs) == len(classes)  # NOTE: every run is quoted or bare; none straddles a quote
             self.pick = [_picker([i for i, c in enumerate(classes) if c == k]) for k in (_TEXT, _NODE, _EDGE, _FIXED)]
             self.values, self.dot = [p(runs) for p in self.pick], ""
-        runs = _RUN.findall(dot)
+        runs = DIGIT_RUN.findall(dot)
         if self.pick[_FIXED](runs) != self.values[_FIXED]:
             return None
         out = []
@@ -256,7 +262,7 @@ _DE_BRUIJN = "".join(f"{a}{b}" for a in range(10) for b in range(a, 10)) + "".jo
 
 
 @lru_cache(maxsize=1)
-def digits_are_tabular(fontname: str = "Helvetica") -> bool:
+def digits_are_tabular(fontname: str = FONT) -> bool:
     """Whether ``dot`` draws every digit as wide as every other in `fontname`, with no kerning between two
     digits (the memo's premise), measured once per process: one ``dot`` run of a probe graph (~10 ms)."""
     exe = find_program("dot")

@@ -25,7 +25,7 @@ from typing import Any
 
 from netviz import style as S
 from netviz.drawing import DrawEdge, Drawing
-from netviz.ladder_memo import Served, Stream, Template, memoized
+from netviz.ladder_memo import DIGIT_RUN, Served, Stream, Template, memoized
 from netviz.ladder import (Box, Index, Pieces, Placement, column_role, column_shifts, dot_quote, iter_piece_dots,
                            place, reach_left, straight_points, text_left)
 
@@ -47,7 +47,6 @@ _SHAPE = re.compile(r' (?:points|d)="([^"]*)"')
 _ELLIPSE = re.compile(r'cx="(-?[\d.]+)" cy="(-?[\d.]+)" rx="([\d.]+)" ry="([\d.]+)"')
 _TEXT_AT = re.compile(r'<text[^>]* x="(-?[\d.]+)" y="(-?[\d.]+)"')
 _FONT_SIZE = re.compile(r'font-size="([\d.]+)"')
-_RUN = re.compile(r"\d+")
 #: between element bodies joined for one template (:func:`reread`): no XML text holds it
 _SEP = "\x00"
 
@@ -192,7 +191,7 @@ def reread(source: tuple[dict, list[tuple[str, str, str]]], served: Served, bodi
             objects.append({"name": ix.ids[m], "at": m, "xy": o["xy"], "role": ix.nodes[m].role, "width": o["width"],
                             "height": o["height"]})
         else:
-            objects.append({"name": _RUN.sub(lambda r: texts.get(r.group(), r.group()), o["name"]), "bb": o["bb"],
+            objects.append({"name": DIGIT_RUN.sub(lambda r: texts.get(r.group(), r.group()), o["name"]), "bb": o["bb"],
                             "role": o["role"]})
     return ({"bb": g["bb"], "objects": objects},
             [(cls, role, rest) for (cls, role, _), rest in zip(elements, served.fill(bodies).split(_SEP))])

@@ -96,6 +96,13 @@ def test_a_piece_differing_in_more_than_its_texts_digits_goes_to_dot() -> None:
     assert got[1] == alone(dots[1]).decode() and "op#21" in got[1] and "op#11" not in got[1]
 
 
+def test_a_piece_in_another_font_than_the_probed_one_goes_to_dot() -> None:
+    """The probe measured the drawings' font (ladder_memo.FONT) only: a repeated piece naming another goes to dot."""
+    base = 'digraph "p1" {{ node [fontname="{font}"]; "op{a}" [label="Relu (op#{a})"]; }}'
+    dots = [base.format(font=f, a=a) for f in (ladder_memo.FONT, "Courier") for a in (11, 22)]
+    assert memo_run(dots)[1] == [0, 2, 3]
+
+
 def test_no_memo_where_digits_are_not_tabular(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ladder_memo, "digits_are_tabular", lambda fontname="Helvetica": False)
     dots = pieces(chain_drawing(1000))  # NOTE: 8 of its 16 pieces are served where digits are tabular
