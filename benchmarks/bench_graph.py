@@ -176,11 +176,12 @@ def _no_memo_ratios(pair: tuple[tuple[caffe2_pb2.NetDef, bool], tuple[caffe2_pb2
     from netviz import ladder_svg
     was, ladder_svg.MEMO = ladder_svg.MEMO, False
     try:
-        slow, fast = _export_pair(*pair, repeat)
+        row = _ratio_row("", _export_pair(*pair, repeat), 10.0)
     finally:
         ladder_svg.MEMO = was
-    return {"no_memo_ratio": round(slow[0] / fast[0], 2), "no_memo_cpu_ratio": round(slow[2] / max(fast[2], 1e-9), 2),
-            "no_memo_slow_s": round(slow[0], 3), "no_memo_fast_s": round(fast[0], 3)}
+    ref = row["reference"]
+    return {"no_memo_ratio": round(row["netviz_s"], 2), "no_memo_cpu_ratio": ref["cpu_ratio"],
+            "no_memo_slow_s": ref["slow_s"], "no_memo_fast_s": ref["fast_s"]}
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
