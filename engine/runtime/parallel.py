@@ -77,25 +77,46 @@ def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int, axis: 
         fn(lambda a: a)
         return
     n = shape[ax]
-    step = max(1, min(n // THREADS, int(n * block_bytes // nbytes)))
-    blocks = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    blocks = _blocks(n, nbytes, block_bytes)
 
     def take_of(lo: int, hi: int) -> Take:
         idx = (slice(None),) * ax + (slice(lo, hi),)
         return lambda a: a[idx] if a.shape[ax] == n else a
 
-    todo, lock, errors = iter(blocks), threading.Condition(), []
+    _run([lambda lo=lo, hi=hi: fn(take_of(lo, hi)) for lo, hi in blocks])
+
+
+def ranges(fn: Callable[[int, int], Any], n: int, nbytes: int, *, block_bytes: int = BLOCK_BYTES) -> None:
+    """Call ``fn(lo, hi)`` for consecutive ranges covering ``0..n`` (an axis of `n` entries over an array
+    of `nbytes`), the ranges spread over :data:`THREADS` threads as :func:`split` spreads its blocks;
+    one call ``fn(0, n)`` for a small array.  For compiled kernels (:mod:`engine.runtime.jit`) that take
+    whole arrays and the range of channels to do: a sliced view would cost them their unit stride."""
+    if THREADS < 2 or nbytes < MIN_BYTES or n < THREADS:
+        fn(0, n)
+        return
+    _run([lambda lo=lo, hi=hi: fn(lo, hi) for lo, hi in _blocks(n, nbytes, block_bytes)])
+
+
+def _blocks(n: int, nbytes: int, block_bytes: int) -> list[tuple[int, int]]:
+    """`n` entries of an `nbytes` array cut into ranges of about `block_bytes`, at least one a thread."""
+    step = max(1, min(n // THREADS, int(n * block_bytes // nbytes)))
+    return [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+
+
+def _run(calls: list[Callable[[], Any]]) -> None:
+    """Run every call, the pool's threads and the caller's taking the next as they come free."""
+    todo, lock, errors = iter(calls), threading.Condition(), []
     busy = [0]
 
     def work() -> None:
         while True:
             with lock:
-                block = next(todo, None)
-                if block is None:
+                call = next(todo, None)
+                if call is None:
                     return
                 busy[0] += 1
             try:
-                fn(take_of(*block))
+                call()
             except BaseException as e:  # noqa: BLE001  (raised again in the caller's thread)
                 errors.append(e)
             finally:
@@ -103,7 +124,7 @@ def split(fn: Callable[[Take], Any], shape: tuple[int, ...], nbytes: int, axis: 
                     busy[0] -= 1
                     lock.notify_all()
 
-    for _ in range(min(THREADS, len(blocks)) - 1):
+    for _ in range(min(THREADS, len(calls)) - 1):
         _executor().submit(work)
     work()
     with lock:  # NOTE: wait only for blocks in progress: a helper the OS has not scheduled yet finds

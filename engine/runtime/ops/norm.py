@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.runtime import onednn, onednn_eltwise, parallel
+from engine.runtime import jit, onednn, onednn_eltwise, parallel
 from engine.runtime.grad_makers import cc_maker, should_not_do_gradient, simple
 from engine.runtime.fidelity import fixes_enabled
 from engine.catalogue.registry import gradient, kernel
@@ -96,6 +96,9 @@ def _spatial_bn(xp, relu, x, scale, bias, mean, var, sums=None, sumsq=None, *, i
     fast = _spatial_bn_train_onednn(xp, x, scale, bias, mean, var, epsilon, momentum, order)
     if fast is not None:
         return _relu_y(xp, fast, relu)
+    fast = _spatial_bn_train_jit(xp, x, scale, bias, mean, var, epsilon, momentum, order, relu)
+    if fast is not None:
+        return fast
     if _rows_fast(xp, x, order):
         return _spatial_bn_train_rows(x, scale, bias, mean, var, epsilon, momentum, relu)
     bm = _channel_sum(xp, x, axes, order) / x.dtype.type(x.size // x.shape[1 if order == "NCHW" else -1])
@@ -172,6 +175,60 @@ def _spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order)
         return None
     got = onednn.bn_backward(views[0], scale, views[1], mean, np.maximum(bv, 0).astype(np.float32), epsilon)
     return got and (got[0].transpose(0, 2, 3, 1), got[1], got[2])
+
+
+JIT_MIN_ELEMENTS = 1 << 12
+"""X's size from which training SpatialBN and its gradient (NCHW float32) take the compiled kernels of
+``norm_jit`` when numba is installed: below it a map costs NumPy's passes little and the kernels' call
+more than they save."""
+
+
+def _jit_kernels(xp, order, x, *more):
+    """``norm_jit`` when its kernels take the NCHW float32 map `x` (and `more` like it), else None."""
+    if (xp is not np or order != "NCHW" or x.ndim < 3 or x.size < JIT_MIN_ELEMENTS or x.dtype != np.float32
+            or not all(a.shape == x.shape and a.dtype == x.dtype and a.flags.c_contiguous for a in (x, *more))):
+        return None
+    return jit.load("norm")
+
+
+def _by_channels(x, arrays, call):
+    """`call(c0, c1)` over channel ranges of NCHW `x` on both cores (one range for a small map); `arrays`
+    is how many maps of x's size a channel's pass touches (the blocks are sized on all of them)."""
+    parallel.ranges(call, x.shape[1], x.nbytes * arrays, block_bytes=parallel.BLOCK_BYTES)
+
+
+def _spatial_bn_train_jit(xp, x, scale, bias, mean, var, epsilon, momentum, order, relu):
+    """Training SpatialBN's five outputs (Y clamped at 0 when `relu`) from ``norm_jit.train``: one read of
+    each channel for its moments and one for Y while it is in cache; None where the kernels do not take X."""
+    k = _jit_kernels(xp, order, x)
+    if k is None:
+        return None
+    (n, c), dt = x.shape[:2], x.dtype
+    x3, y = x.reshape(n, c, -1), np.empty(x.shape, dt)
+    bm, bv, inv = np.empty(c), np.empty(c), np.empty(c, dt)
+    sc, bi = np.ascontiguousarray(scale, dt).reshape(-1), np.ascontiguousarray(bias, dt).reshape(-1)
+    _by_channels(x, 2, lambda c0, c1: k.train(x3, sc, bi, dt.type(epsilon), relu, y.reshape(n, c, -1), bm, bv,
+                                              inv, c0, c1))
+    bm, bv = bm.astype(dt), bv.astype(dt)
+    return (y, *_running(mean, var, bm, bv, x.size // c, momentum, dt), bm, inv)
+
+
+def _spatial_bn_gradient_jit(xp, x, scale, g, mean, inv_std, order, relu_grad=None):
+    """Training SpatialBNGradient's (dX, dscale, dbias) from ``norm_jit.gradient``, or None where the
+    kernels do not take the maps.  `relu_grad` = (Y, dY): `g` is an empty map that the kernel first fills
+    with ReluGradient's dY * (Y > 0) (the fused pair: G is written and summed in one read)."""
+    k = _jit_kernels(xp, order, x, g, *(relu_grad or ()))
+    if k is None:
+        return None
+    (n, c), dt = x.shape[:2], x.dtype
+    sh = (n, c, -1)
+    x3, g3, dx = x.reshape(sh), g.reshape(sh), np.empty(x.shape, dt)
+    y3, dy3 = (a.reshape(sh) for a in relu_grad) if relu_grad else (g3, g3)
+    ds, db = np.empty(c), np.empty(c)
+    sc, mu, iv = (np.ascontiguousarray(v, dt).reshape(-1) for v in (scale, mean, inv_std))
+    _by_channels(x, 5 if relu_grad else 3, lambda c0, c1: k.gradient(
+        x3, g3, sc, mu, iv, y3, dy3, relu_grad is not None, dx.reshape(sh), ds, db, c0, c1))
+    return dx, ds.astype(dt), db.astype(dt)
 
 
 ONEDNN_AFFINE_MIN_BYTES = 1 << 20
@@ -278,7 +335,8 @@ def spatial_bn_gradient(xp, x, scale, dy, mean, inv_std, *agg, is_test: int = 0,
     if is_test:  # NOTE: inputs 3/4 are the running mean and VARIANCE here; stats are constants.
         inv_std = 1 / xp.sqrt(inv_std + x.dtype.type(epsilon))
     dt = x.dtype
-    fast = None if is_test else _spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order)
+    fast = None if is_test else (_spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order)
+                                 or _spatial_bn_gradient_jit(xp, x, scale, dy, mean, inv_std, order))
     if fast:
         return fast
     if not is_test and _rows_fast(xp, x, order, dy) and x.shape == dy.shape:
@@ -348,12 +406,17 @@ def relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv_std, *, is
     pass, which reads it while it is in cache (one pass over G less).  Returns (G, (dX, dscale, dbias)),
     the values of the two ops apart, or None where the fast path does not take them (run them apart)."""
     if is_test or num_batches != 1 or not x.size or not y.shape == dy.shape == x.shape \
-            or not y.dtype == dy.dtype == x.dtype or not _rows_fast(np, x, order, y, dy):
+            or not y.dtype == dy.dtype == x.dtype:
         return None
-    g = onednn_eltwise.relu_gradient(y, dy, ONEDNN_RELU_GRAD_MIN_BYTES)
-    if g is not None:  # NOTE: G from oneDNN's one pass over both cores, then the statistics read it back
-        return g, _spatial_bn_gradient_rows(x, scale, g, mean, inv_std)
     g = np.empty(dy.shape, dy.dtype)
+    got = _spatial_bn_gradient_jit(np, x, scale, g, mean, inv_std, order, relu_grad=(y, dy))
+    if got is not None:
+        return g, got
+    if not _rows_fast(np, x, order, y, dy):
+        return None
+    og = onednn_eltwise.relu_gradient(y, dy, ONEDNN_RELU_GRAD_MIN_BYTES)
+    if og is not None:  # NOTE: G from oneDNN's one pass over both cores, then the statistics read it back
+        return og, _spatial_bn_gradient_rows(x, scale, og, mean, inv_std)
     return g, _spatial_bn_gradient_rows(x, scale, g, mean, inv_std, relu_grad=(dy, y))
 
 

@@ -1,0 +1,122 @@
+"""Compiled kernels (numba) of training SpatialBN and its gradient over NCHW float32 maps.
+
+Imported only through :func:`engine.runtime.jit.load` (``jit.load("norm")``); ``norm.py`` holds the ops and
+their NumPy paths, which these kernels must equal (tests/engine/test_norm_jit.py).  Each kernel takes the
+whole maps viewed as (N, C, R) and a range of channels ``c0..c1`` (:func:`parallel.ranges` hands the
+ranges to both cores): per channel it reads the channel's N rows for the statistics, then writes the
+output rows while they are still in the core's cache, where NumPy needs a pass per term over the whole map.
+
+Why the values are NumPy's: the elementwise steps (ReluGradient's ``dY * (Y > 0)``, ``X * alpha + beta``,
+``dY * alpha + (X * beta + gamma)``) are the NumPy path's float32 operations in its order, compiled
+without fast-math (no fused multiply-add): the same bits for the same per-channel scalars.  Only the sums
+differ: here float64 accumulators in any order (``reassoc``, so they vectorise), there float32 row sums
+merged in float64; both are within float32 rounding of the exact sums (this one the closer).
+"""
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+_SUMS = {"nogil": True, "cache": True, "fastmath": {"reassoc", "contract"}}  # NOTE: no nnan/ninf/nsz: NaN
+_EXACT = {"nogil": True, "cache": True}                                     # and -0.0 stay IEEE's
+
+
+@nb.njit(**_SUMS)
+def _sum_and_squares(r):
+    s = 0.0
+    q = 0.0
+    for i in range(r.shape[0]):
+        v = np.float64(r[i])
+        s += v
+        q += v * v
+    return s, q
+
+
+@nb.njit(**_SUMS)
+def _sum_and_dot(a, b):
+    s = 0.0
+    q = 0.0
+    for i in range(a.shape[0]):
+        v = np.float64(a[i])
+        s += v
+        q += v * np.float64(b[i])
+    return s, q
+
+
+@nb.njit(**_EXACT)
+def _relu_gradient_row(y, dy, g):
+    one, zero = np.float32(1.0), np.float32(0.0)
+    for i in range(y.shape[0]):
+        g[i] = dy[i] * (one if y[i] > 0 else zero)  # NOTE: NumPy's dY * float32(Y > 0): NaN * 0 is NaN
+
+
+@nb.njit(**_EXACT)
+def _affine_row(x, a, c, y, relu):
+    zero = np.float32(0.0)
+    for i in range(x.shape[0]):
+        v = x[i] * a
+        v = v + c
+        if relu and v < zero:  # NOTE: np.maximum(v, 0): NaN and -0.0 stay
+            v = zero
+        y[i] = v
+
+
+@nb.njit(**_EXACT)
+def _dx_row(x, g, a, b, c, dx):
+    for i in range(x.shape[0]):
+        d = x[i] * b
+        d = d + c
+        dx[i] = g[i] * a + d
+
+
+@nb.njit(**_EXACT)
+def train(x, scale, bias, eps, relu, y, bm, bv, inv, c0, c1):
+    """Training SpatialBN on channels c0..c1 of the (N, C, R) map `x`: batch mean `bm` and biased variance
+    `bv` (float64, E[X^2] - mean^2 clamped at 0), saved inverse std `inv` and Y = X * alpha + beta (then
+    max(Y, 0) when `relu`), with the NumPy path's float32 roundings of inv, alpha and beta."""
+    n, cnt = x.shape[0], x.shape[0] * x.shape[2]
+    for c in range(c0, c1):
+        s = 0.0
+        q = 0.0
+        for i in range(n):
+            a, b = _sum_and_squares(x[i, c])
+            s += a
+            q += b
+        mean = s / cnt
+        var = max(q / cnt - mean * mean, 0.0)
+        iv = np.float32(1.0) / np.sqrt(np.float32(var) + eps)
+        alpha = scale[c] * iv
+        beta = bias[c] - alpha * np.float32(mean)
+        for i in range(n):
+            _affine_row(x[i, c], alpha, beta, y[i, c], relu)
+        bm[c] = mean
+        bv[c] = var
+        inv[c] = iv
+
+
+@nb.njit(**_EXACT)
+def gradient(x, g, scale, mean, inv, y, dy, relu_grad, dx, dscale, dbias, c0, c1):
+    """Training SpatialBNGradient on channels c0..c1 of (N, C, R) maps: dbias = sum G, dscale = inv_std *
+    (sum G X - mean * dbias) (float64, written to `dscale`, `dbias`) and dX = G * alpha + (X * beta + gamma)
+    with the NumPy row path's per-channel scalars.  `relu_grad`: G is first written from ReluGradient's
+    (Y, dY) row by row (the fused ReluGradient -> SpatialBNGradient); else `g` is dY and `y`, `dy` unused."""
+    n, m = x.shape[0], x.shape[0] * x.shape[2]
+    for c in range(c0, c1):
+        s = 0.0
+        q = 0.0
+        for i in range(n):
+            if relu_grad:
+                _relu_gradient_row(y[i, c], dy[i, c], g[i, c])
+            a, b = _sum_and_dot(g[i, c], x[i, c])
+            s += a
+            q += b
+        mu, iv = np.float64(mean[c]), np.float64(inv[c])
+        ds = (q - mu * s) * iv
+        alpha = np.float64(scale[c]) * iv
+        beta = -alpha * iv * ds / m
+        gamma = -beta * mu - alpha * s / m
+        a32, b32, g32 = np.float32(alpha), np.float32(beta), np.float32(gamma)
+        for i in range(n):
+            _dx_row(x[i, c], g[i, c], a32, b32, g32, dx[i, c])
+        dscale[c] = ds
+        dbias[c] = s
