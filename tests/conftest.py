@@ -54,6 +54,16 @@ def fixed_caffe2():
         yield
 
 
+@pytest.fixture
+def no_jit():
+    """The compiled kernels (engine/runtime/jit.py) off for the test: it runs the NumPy and oneDNN paths that
+    they would otherwise take over."""
+    from engine.runtime import jit
+    old = jit.enable(False)
+    yield
+    jit.enable(old)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize any test taking ``zoo_net`` over every zoo predict net."""
     if "zoo_net" in metafunc.fixturenames:

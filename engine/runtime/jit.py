@@ -50,3 +50,14 @@ def _import(family: str) -> ModuleType | None:
     except ImportError as e:  # numba absent or built for another NumPy
         WHY_NOT[family] = f"numba not usable: {e}"
         return None
+
+
+def enable(on: bool) -> bool:
+    """Turn the compiled kernels on or off for this process, as ``NETVIZ_JIT`` does at start (tests run an
+    op both ways); returns the previous setting."""
+    global ENABLED
+    old, ENABLED = ENABLED, on
+    with _lock:
+        _loaded.clear()
+        WHY_NOT.clear()
+    return old

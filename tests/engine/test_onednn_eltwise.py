@@ -25,8 +25,8 @@ SPECIAL = [np.nan, np.inf, -np.inf, -0.0, 0.0]
 
 
 @pytest.fixture()
-def small(monkeypatch):
-    """Every array counts as big, so the small drawn shapes take the oneDNN paths too.  One thread: NumPy's
+def small(monkeypatch, no_jit):
+    """Every array counts as big, so the small drawn shapes take the oneDNN paths too (the compiled kernels off).  One thread: NumPy's
     block passes then run in the caller's thread, where the tests' errstate for NaN-making inputs holds."""
     monkeypatch.setattr(onednn, "ALLOW_REF", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
