@@ -24,8 +24,8 @@ ENABLED = os.environ.get("NETVIZ_JIT", "1") != "0"
 _loaded: dict[str, ModuleType | None] = {}
 _lock = threading.Lock()
 WHY_NOT: dict[str, str] = {}
-"""Family -> why its compiled kernels are not in use (numba missing, its import failed): for ``netviz info``-style
-reports and tests; empty while they load."""
+"""Family -> why its compiled kernels are not in use (off, numba missing or not importable, a compilation failed),
+for reports and tests."""
 
 
 def load(family: str) -> ModuleType | None:
@@ -46,10 +46,16 @@ def _import(family: str) -> ModuleType | None:
         WHY_NOT[family] = "NETVIZ_JIT=0"
         return None
     try:
-        return importlib.import_module(f"engine.runtime.ops.{family}_jit")
+        mod = importlib.import_module(f"engine.runtime.ops.{family}_jit")
     except ImportError as e:  # numba absent or built for another NumPy
         WHY_NOT[family] = f"numba not usable: {e}"
         return None
+    try:
+        mod.warm()
+    except Exception as e:  # noqa: BLE001  (a numba that cannot compile here: the NumPy paths, not a failed op)
+        WHY_NOT[family] = f"numba could not compile the {family} kernels: {type(e).__name__}: {e}"
+        return None
+    return mod
 
 
 def enable(on: bool) -> bool:

@@ -120,3 +120,15 @@ def gradient(x, g, scale, mean, inv, y, dy, relu_grad, dx, dscale, dbias, c0, c1
             _dx_row(x[i, c], g[i, c], a32, b32, g32, dx[i, c])
         dscale[c] = ds
         dbias[c] = s
+
+
+def warm() -> None:
+    """Compile (or load from numba's disk cache) every kernel with the argument types the ops pass, on tiny
+    maps: :func:`engine.runtime.jit.load` calls it once, so a numba that cannot compile here turns the
+    kernels off instead of failing an op, and no op pays a compilation mid-run on a pool thread."""
+    x = np.ones((2, 2, 3), np.float32)
+    v, f = np.ones(2, np.float32), np.empty(2)
+    for relu in (False, True):
+        train(x, v, v, np.float32(1e-5), relu, np.empty_like(x), f, f.copy(), np.empty(2, np.float32), 0, 2)
+        gradient(x, np.ones_like(x) if not relu else np.empty_like(x), v, v, v, x, x, relu, np.empty_like(x), f,
+                 f.copy(), 0, 2)
