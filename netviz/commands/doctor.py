@@ -82,6 +82,14 @@ def _onednn() -> str | None:
     return None
 
 
+def _numba() -> str | None:
+    """numba's version when installed (noting ``NETVIZ_JIT=0``), else None; not imported (~0.2 s)."""
+    from engine.runtime import jit  # noqa: PLC0415
+
+    found = _module_version("numba")
+    return found if found is None or jit.ENABLED else f"{found} (off: NETVIZ_JIT=0)"
+
+
 def parts() -> list[Part]:
     """Every part netviz uses, required first, each with its version or the command installing it."""
     from netviz import graphviz_support as gv  # noqa: PLC0415
@@ -101,6 +109,7 @@ def parts() -> list[Part]:
         Part("onnxruntime", _module_version("onnxruntime"), "pip install 'netviz[onnx]'", required=False),
         Part("cupy", cupy, gpu_cmd, required=False),
         Part("oneDNN (fast convs)", _onednn(), "pip install 'netviz[fast]' (Linux x86-64)", required=False),
+        Part("numba (compiled kernels)", _numba(), "pip install 'netviz[fast]'", required=False),
     ]
     if cupy is not None:
         found.append(Part("CUDA device", _cuda_device(), "no CUDA device visible to CuPy: check nvidia-smi and "
@@ -133,7 +142,7 @@ def files() -> list[tuple[str, str, str]]:
 
 #: the NETVIZ_* variables netviz reads (docs/files.md says what each does)
 VARIABLES = ("NETVIZ_CACHE_DIR", "NETVIZ_NO_CACHE", "NETVIZ_LOG_DIR", "NETVIZ_THREADS", "NETVIZ_PLAIN_CONV",
-             "NETVIZ_ONEDNN", "NETVIZ_SCHEMA", "NETVIZ_MODEL_ZOO")
+             "NETVIZ_ONEDNN", "NETVIZ_JIT", "NETVIZ_SCHEMA", "NETVIZ_MODEL_ZOO")
 
 
 def report() -> tuple[list[str], bool]:

@@ -43,6 +43,12 @@ def cases():
                    {"is_test": 1, "order": order})
         yield Case("SpatialBN_empty_train_" + order, "SpatialBN", _bn_inputs("bne", e, 3), train_out,
                    {"is_test": 0, "order": order}, grad=True)
+    # maps of 4096 values or more: training SpatialBN and its gradient on the compiled per-channel kernels
+    # (engine/runtime/ops/norm_jit.py) when numba is installed; odd sizes, a mean far from 0
+    xb = _x("bnbig", (3, 7, 17, 13), 1.0, 9.0)
+    yield Case("SpatialBN_train_big_NCHW", "SpatialBN", _bn_inputs("bnbig", xb, 7),
+               ["Y", "mean", "var", "saved_mean", "saved_inv_std"], {"is_test": 0, "order": "NCHW", "momentum": 0.7},
+               grad=True)
     yield Case("SpatialBN_2d", "SpatialBN", _bn_inputs("bn2d", _x("bn2d", (4, 3)), 3),
                ["Y", "mean", "var", "sm", "siv"], {"is_test": 0}, grad=True)
     yield Case("SpatialBN_3d", "SpatialBN", _bn_inputs("bn3d", _x("bn3d", (2, 3, 2, 3, 2)), 3),
