@@ -112,8 +112,9 @@ class BoundOp:
     #: a CPU op without context, plan, mutex or CPU-side blobs, with one output: :func:`run_compiled`
     #: calls its kernel inline (no per-op helper calls: the dispatch overhead of tiny ops)
     direct: bool = False
-    #: run_compiled runs this op and the next as this pair function (:func:`fuse_pairs`)
+    #: run_compiled runs this op and the next (``fuses`` ops in all) as this function (:func:`fuse_pairs`)
     fused: Any = None
+    fuses: int = 2
 
 
 def _arity(fn: Any) -> tuple[int, float]:
@@ -365,6 +366,34 @@ def _relu_grad_bn_grad(a: BoundOp, b: BoundOp, values: dict) -> tuple[Any, Any] 
                                                        inv_std, **b.kwargs)
 
 
+def _bn_sum_relu(a: BoundOp, b: BoundOp, c: BoundOp, values: dict) -> tuple[Any, Any, Any] | None:
+    """SpatialBN -> Y, Sum(Y, R) or Sum(R, Y) -> S, Relu(S) -> S: a residual block's end."""
+    y_first = b.ins[0] == a.outs[0]
+    got = norm.spatial_bn_then_sum_relu(*[values[n] for n in a.ins], residual=values[b.ins[1 if y_first else 0]],
+                                        y_first=y_first, **a.kwargs)
+    return got and (got[0], got[1], got[1])
+
+
+def _sum_relu_grad_bn_grad(a: BoundOp, b: BoundOp, c: BoundOp, values: dict) -> tuple[Any, Any, Any] | None:
+    """Sum(dA, dB) -> S, ReluGradient(Y, S) -> S and SpatialBNGradient(X, scale, S, mean, inv_std) (S as G)."""
+    x, scale, _, mean, inv_std = (values[n] if i != 2 else None for i, n in enumerate(c.ins))
+    got = norm.sum_relu_gradient_then_spatial_bn_gradient(values[a.ins[0]], values[a.ins[1]], values[b.ins[0]], x,
+                                                          scale, mean, inv_std, **c.kwargs)
+    return got and (got[0], got[0], got[1])
+
+
+def _sum_reads_y_then_relu(a: BoundOp, b: BoundOp, c: BoundOp) -> bool:
+    """`b` (a Sum of two) reads `a`'s output 0 and no other output of `a` (which the function would read before
+    `a` wrote it), and `c` is an in-place Relu on the Sum's output."""
+    return len(b.ins) == 2 and sum(n in a.outs for n in b.ins) == 1 and a.outs[0] in b.ins and _relu_follows(b, c)
+
+
+def _relu_grad_in_place_then_bn_grad(a: BoundOp, b: BoundOp, c: BoundOp) -> bool:
+    """`a` (a Sum of two) is overwritten at once by `b`, a ReluGradient in place on it as its dY (so the Sum's
+    own values are never seen), whose output `c` (SpatialBNGradient) reads as its dY."""
+    return len(a.ins) == 2 and b.ins[1] == a.outs[0] == b.outs[0] != b.ins[0] and _bn_grad_reads_it(b, c)
+
+
 def _relu_follows(a: BoundOp, b: BoundOp) -> bool:
     """`b` (a Relu) reads `a`'s output 0 and overwrites it in place."""
     return b.ins == a.outs[:1] == b.outs
@@ -380,19 +409,30 @@ def _bn_grad_reads_it(a: BoundOp, b: BoundOp) -> bool:
 PAIRS = {(norm.spatial_bn, activation.relu): (_relu_follows, _then_relu(norm.spatial_bn_relu)),
          (arith.sum_, activation.relu): (_relu_follows, _then_relu(arith.sum_relu_inplace)),
          (activation.relu_gradient, norm.spatial_bn_gradient): (_bn_grad_reads_it, _relu_grad_bn_grad)}
+#: The same for three ops in a row, tried before :data:`PAIRS`: (when, function of the three ops and the values)
+TRIPLES = {(norm.spatial_bn, arith.sum_, activation.relu): (_sum_reads_y_then_relu, _bn_sum_relu),
+           (arith.sum_, activation.relu_gradient, norm.spatial_bn_gradient):
+               (_relu_grad_in_place_then_bn_grad, _sum_relu_grad_bn_grad)}
 
 
 def fuse_pairs(ops: list[BoundOp]) -> None:
-    """Mark each CPU op that :data:`PAIRS` fuses with the next: :func:`run_compiled` runs the two as one
-    pair function (ResNet's SpatialBN -> in-place Relu, Sum -> in-place Relu, ReluGradient ->
-    SpatialBNGradient).  NOTE: the second op reads the first's output at once, nothing runs between
-    them and the pair function gives both ops' outputs with the values of the ops apart, so the
-    workspace after the pair is the same; stepping (the debugger, :func:`run_bound`) runs them apart."""
-    for a, b in zip(ops, ops[1:]):
-        rule = PAIRS.get((a.fn, b.fn))
-        if (rule is not None and rule[0](a, b) and all(o.xp is np and not o.gpu_out and o.ctx is None
-                                                       and not o.plan and not o.mutex for o in (a, b))):
-            a.fused = rule[1]
+    """Mark each CPU op that :data:`TRIPLES` fuses with the next two, or else :data:`PAIRS` with the next:
+    :func:`run_compiled` runs them as one function (ResNet's SpatialBN -> Sum -> in-place Relu, Sum ->
+    in-place ReluGradient -> SpatialBNGradient, SpatialBN -> in-place Relu, Sum -> in-place Relu,
+    ReluGradient -> SpatialBNGradient).  NOTE: each op reads the one before's output at once, nothing runs
+    between them and the function gives every op's outputs with the values of the ops apart, so the
+    workspace after them is the same; stepping (the debugger, :func:`run_bound`) runs them apart."""
+    i = 0
+    while i < len(ops):
+        for rules, k in ((TRIPLES, 3), (PAIRS, 2)):
+            group = ops[i:i + k]
+            rule = rules.get(tuple(o.fn for o in group))
+            if (rule is not None and rule[0](*group) and all(o.xp is np and not o.gpu_out and o.ctx is None
+                                                             and not o.plan and not o.mutex for o in group)):
+                group[0].fused, group[0].fuses = rule[1], k
+                i += k - 1
+                break
+        i += 1
 
 
 OPS_RUN = [0]
@@ -405,7 +445,7 @@ def run_compiled(c: CompiledNet, ws: Any) -> None:
     NOTE: a :attr:`BoundOp.direct` op in a CPU-only workspace runs inline, what :func:`run_bound`
     would do spelled out for its case (same result, same one-line error): a tiny op's cost is the
     Python calls around its kernel, not the kernel.  An op marked by :func:`fuse_pairs` runs with the
-    op after it as one pair function (the same values, one pass over a big array less).  Whether the
+    one or two ops after it as one function (the same values, a pass over a big array less).  Whether the
     workspace holds a GPU blob is read again after each op that does not run inline (only such an op
     can write one); ``--caffe2_operator_throw_if_fp_exceptions`` is read once a run."""
     OPS_RUN[0] += len(c.ops)
@@ -417,17 +457,17 @@ def run_compiled(c: CompiledNet, ws: Any) -> None:
     for b, fn, xp, ins, kw, out0, in0 in steps:
         if fn is None or slow:
             if b.fused is not None and not slow:
-                nb = next(steps)[0]
+                group = [b, *(next(steps)[0] for _ in range(b.fuses - 1))]
                 try:
-                    outs = b.fused(b, nb, values)
+                    outs = b.fused(*group, values)
                 except Exception:  # NOTE: run apart, each op fails with its own one-line error
                     outs = None
                 if outs is None:
-                    run_bound(b, ws)
-                    run_bound(nb, ws)
+                    for o in group:
+                        run_bound(o, ws)
                 else:
-                    store_outputs(b, ws, outs[0])
-                    store_outputs(nb, ws, outs[1])
+                    for o, out in zip(group, outs):
+                        store_outputs(o, ws, out)
             else:
                 run_bound(b, ws)
             values, devices = ws.values, ws.devices  # NOTE: a subnet op may have rebound them

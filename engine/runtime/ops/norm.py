@@ -70,9 +70,7 @@ def _spatial_bn(xp, relu, x, scale, bias, mean, var, sums=None, sumsq=None, *, i
         return _relu_y(xp, _spatial_bn_from_sums(xp, x, scale, bias, mean, var, sums, sumsq, epsilon, momentum,
                                                  order, num_batches), relu)
     if is_test:  # NOTE: y = x * a + c with per-channel a, c: two passes over x, no temporaries.
-        with np.errstate(invalid="ignore"):  # NOTE: a negative running variance gives NaN, as in Caffe2
-            a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
-        a, c = a.reshape(bshape), (bias - mean * a).astype(x.dtype).reshape(bshape)
+        a, c = (v.reshape(bshape) for v in _test_affine(xp, x, scale, bias, mean, var, epsilon))
         y = _affine_onednn(xp, x, a, c, relu, order)
         if y is not None:
             return y
@@ -109,6 +107,37 @@ def _spatial_bn(xp, relu, x, scale, bias, mean, var, sums=None, sumsq=None, *, i
     xp.add(y, bias.astype(x.dtype).reshape(bshape), out=y)
     return _relu_y(xp, (y, *_running(mean, var, bm, bv, x.size // bm.size, momentum, x.dtype),
                         bm.astype(x.dtype), inv), relu)
+
+
+def _test_affine(xp, x, scale, bias, mean, var, epsilon):
+    """Inference SpatialBN's per-channel (a, c) of ``Y = X * a + c`` in X's dtype, from the running stats."""
+    with np.errstate(invalid="ignore"):  # NOTE: a negative running variance gives NaN, as in Caffe2
+        a = (scale / xp.sqrt(var + x.dtype.type(epsilon))).astype(x.dtype)
+    return a, (bias - mean * a).astype(x.dtype)
+
+
+def spatial_bn_then_sum_relu(x, scale, bias, mean, var, *more, residual, y_first, is_test: int = 0,
+                             epsilon: float = 1e-5, momentum: float = 0.9, order: str = "NCHW",
+                             num_batches: int = 1):
+    """SpatialBN(X) -> Y, then Sum(Y, R) (Sum(R, Y) unless `y_first`) and an in-place Relu on it, as each
+    residual block of ResNet ends (executor.TRIPLES): the compiled kernels write Y and, while its rows are
+    in cache, S = max(Y + R, 0) (one read of Y less).  Returns (SpatialBN's outputs, S), the values of the
+    three ops apart, or None where the kernels do not take them (run them apart)."""
+    if more or num_batches != 1 or residual.shape != x.shape:
+        return None
+    if not is_test:
+        got = _spatial_bn_train_jit(np, x, scale, bias, mean, var, epsilon, momentum, order, False,
+                                    (residual, y_first))
+        return got and (got[:5], got[5])
+    k = _jit_kernels(np, order, x, residual)
+    a, c = _test_affine(np, x, scale, bias, mean, var, epsilon) if k is not None else (x, x)
+    if k is None or not a.shape == c.shape == (x.shape[1],):
+        return None
+    (n, ch), sh = x.shape[:2], (x.shape[0], x.shape[1], -1)
+    y, s = np.empty(x.shape, x.dtype), np.empty(x.shape, x.dtype)
+    _by_channels(x, 4, lambda c0, c1: k.affine_sum_relu(x.reshape(sh), a, c, residual.reshape(sh), y_first,
+                                                        y.reshape(sh), s.reshape(sh), c0, c1))
+    return y, s
 
 
 def _running(mean, var, bm, bv, count, momentum, dt):
@@ -197,38 +226,50 @@ def _by_channels(x, arrays, call):
     parallel.ranges(call, x.shape[1], x.nbytes * arrays, block_bytes=parallel.BLOCK_BYTES)
 
 
-def _spatial_bn_train_jit(xp, x, scale, bias, mean, var, epsilon, momentum, order, relu):
+def _spatial_bn_train_jit(xp, x, scale, bias, mean, var, epsilon, momentum, order, relu, residual=None):
     """Training SpatialBN's five outputs (Y clamped at 0 when `relu`) from ``norm_jit.train``: one read of
-    each channel for its moments and one for Y while it is in cache; None where the kernels do not take X."""
-    k = _jit_kernels(xp, order, x)
+    each channel for its moments and one for Y while it is in cache; None where the kernels do not take X.
+    `residual` = (R, y_first): then a sixth, S = max(Y + R, 0) (:func:`spatial_bn_then_sum_relu`)."""
+    k = _jit_kernels(xp, order, x, *residual[:1] if residual else ())
     if k is None:
         return None
     (n, c), dt = x.shape[:2], x.dtype
-    x3, y = x.reshape(n, c, -1), np.empty(x.shape, dt)
+    sh, y, eps = (n, c, -1), np.empty(x.shape, dt), dt.type(epsilon)
     bm, bv, inv = np.empty(c), np.empty(c), np.empty(c, dt)
     sc, bi = np.ascontiguousarray(scale, dt).reshape(-1), np.ascontiguousarray(bias, dt).reshape(-1)
-    _by_channels(x, 2, lambda c0, c1: k.train(x3, sc, bi, dt.type(epsilon), relu, y.reshape(n, c, -1), bm, bv,
-                                              inv, c0, c1))
+    if residual is None:
+        s = ()
+        _by_channels(x, 2, lambda c0, c1: k.train(x.reshape(sh), sc, bi, eps, relu, y.reshape(sh), bm, bv, inv,
+                                                  c0, c1))
+    else:
+        s, (r, y_first) = (np.empty(x.shape, dt),), residual
+        _by_channels(x, 4, lambda c0, c1: k.train_sum_relu(x.reshape(sh), sc, bi, eps, r.reshape(sh), y_first,
+                                                           y.reshape(sh), s[0].reshape(sh), bm, bv, inv, c0, c1))
     bm, bv = bm.astype(dt), bv.astype(dt)
-    return (y, *_running(mean, var, bm, bv, x.size // c, momentum, dt), bm, inv)
+    return (y, *_running(mean, var, bm, bv, x.size // c, momentum, dt), bm, inv, *s)
 
 
 def _spatial_bn_gradient_jit(xp, x, scale, g, mean, inv_std, order, relu_grad=None):
     """Training SpatialBNGradient's (dX, dscale, dbias) from ``norm_jit.gradient``, or None where the
     kernels do not take the maps.  `relu_grad` = (Y, dY): `g` is an empty map that the kernel first fills
-    with ReluGradient's dY * (Y > 0) (the fused pair: G is written and summed in one read)."""
+    with ReluGradient's dY * (Y > 0) (the fused pair: G is written and summed in one read); (Y, dA, dB):
+    with (dA + dB) * (Y > 0) (``norm_jit.sum_relu_gradient``, :func:`sum_relu_gradient_then_spatial_bn_gradient`)."""
     k = _jit_kernels(xp, order, x, g, *(relu_grad or ()))
     if k is None:
         return None
     (n, c), dt = x.shape[:2], x.dtype
     sh = (n, c, -1)
     x3, g3, dx = x.reshape(sh), g.reshape(sh), np.empty(x.shape, dt)
-    y3, dy3 = (a.reshape(sh) for a in relu_grad) if relu_grad else (g3, g3)
-    ds, db = np.empty(c), np.empty(c)
+    y3, dy3, *db3 = (a.reshape(sh) for a in relu_grad) if relu_grad else (g3, g3)
+    ds, dbias = np.empty(c), np.empty(c)
     sc, mu, iv = (np.ascontiguousarray(v, dt).reshape(-1) for v in (scale, mean, inv_std))
-    _by_channels(x, 5 if relu_grad else 3, lambda c0, c1: k.gradient(
-        x3, g3, sc, mu, iv, y3, dy3, relu_grad is not None, dx.reshape(sh), ds, db, c0, c1))
-    return dx, ds.astype(dt), db.astype(dt)
+    if db3:
+        _by_channels(x, 6, lambda c0, c1: k.sum_relu_gradient(x3, dy3, db3[0], sc, mu, iv, y3, g3, dx.reshape(sh),
+                                                              ds, dbias, c0, c1))
+    else:
+        _by_channels(x, 5 if relu_grad else 3, lambda c0, c1: k.gradient(
+            x3, g3, sc, mu, iv, y3, dy3, relu_grad is not None, dx.reshape(sh), ds, dbias, c0, c1))
+    return dx, ds.astype(dt), dbias.astype(dt)
 
 
 ONEDNN_AFFINE_MIN_BYTES = 1 << 20
@@ -418,6 +459,20 @@ def relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv_std, *, is
     if og is not None:  # NOTE: G from oneDNN's one pass over both cores, then the statistics read it back
         return og, _spatial_bn_gradient_rows(x, scale, og, mean, inv_std)
     return g, _spatial_bn_gradient_rows(x, scale, g, mean, inv_std, relu_grad=(dy, y))
+
+
+def sum_relu_gradient_then_spatial_bn_gradient(da, db, y, x, scale, mean, inv_std, *, is_test: int = 0,
+                                               epsilon: float = 1e-5, order: str = "NCHW", num_batches: int = 1):
+    """Sum(dA, dB) -> S, ReluGradient(Y, S) -> S in place, then training SpatialBNGradient(X, scale, S, mean,
+    inv_std), as ResNet's backward pass has them where a block's two gradients meet (executor.TRIPLES): one
+    compiled pass writes G = (dA + dB) * (Y > 0) while the statistics read it (the Sum's own output, which
+    the in-place ReluGradient overwrites at once, is never made).  Returns (G, (dX, dscale, dbias)), the
+    values of the three ops apart, or None where the kernels do not take the maps (run them apart)."""
+    if is_test or num_batches != 1 or not da.shape == db.shape == y.shape == x.shape:
+        return None
+    g = np.empty(x.shape, x.dtype)
+    got = _spatial_bn_gradient_jit(np, x, scale, g, mean, inv_std, order, relu_grad=(y, da, db))
+    return got and (g, got)
 
 
 ONEDNN_RELU_GRAD_MIN_BYTES = 1 << 21

@@ -70,28 +70,90 @@ def _dx_row(x, g, a, b, c, dx):
 
 
 @nb.njit(**_EXACT)
+def _moments(x, c, scale, bias, eps):
+    """Channel `c` of the (N, C, R) map `x`: batch mean and biased variance (float64, E[X^2] - mean^2 clamped
+    at 0), inverse std, alpha and beta, the last three with the NumPy path's float32 roundings."""
+    s = 0.0
+    q = 0.0
+    for i in range(x.shape[0]):
+        a, b = _sum_and_squares(x[i, c])
+        s += a
+        q += b
+    cnt = x.shape[0] * x.shape[2]
+    mean = s / cnt
+    var = max(q / cnt - mean * mean, 0.0)
+    iv = np.float32(1.0) / np.sqrt(np.float32(var) + eps)
+    alpha = scale[c] * iv
+    return mean, var, iv, alpha, bias[c] - alpha * np.float32(mean)
+
+
+@nb.njit(**_EXACT)
 def train(x, scale, bias, eps, relu, y, bm, bv, inv, c0, c1):
     """Training SpatialBN on channels c0..c1 of the (N, C, R) map `x`: batch mean `bm` and biased variance
     `bv` (float64, E[X^2] - mean^2 clamped at 0), saved inverse std `inv` and Y = X * alpha + beta (then
     max(Y, 0) when `relu`), with the NumPy path's float32 roundings of inv, alpha and beta."""
-    n, cnt = x.shape[0], x.shape[0] * x.shape[2]
     for c in range(c0, c1):
-        s = 0.0
-        q = 0.0
-        for i in range(n):
-            a, b = _sum_and_squares(x[i, c])
-            s += a
-            q += b
-        mean = s / cnt
-        var = max(q / cnt - mean * mean, 0.0)
-        iv = np.float32(1.0) / np.sqrt(np.float32(var) + eps)
-        alpha = scale[c] * iv
-        beta = bias[c] - alpha * np.float32(mean)
-        for i in range(n):
+        mean, var, iv, alpha, beta = _moments(x, c, scale, bias, eps)
+        for i in range(x.shape[0]):
             _affine_row(x[i, c], alpha, beta, y[i, c], relu)
-        bm[c] = mean
-        bv[c] = var
-        inv[c] = iv
+        bm[c], bv[c], inv[c] = mean, var, iv
+
+
+@nb.njit(**_EXACT)
+def _affine_sum_relu_row(x, a, c, y, r, y_first, s):
+    zero = np.float32(0.0)
+    for i in range(x.shape[0]):
+        v = x[i] * a
+        v = v + c
+        y[i] = v
+        t = v + r[i] if y_first else r[i] + v  # NOTE: Sum's order: a NaN's payload is its first operand's
+        if t < zero:  # NOTE: np.maximum(t, 0): NaN and -0.0 stay
+            t = zero
+        s[i] = t
+
+
+@nb.njit(**_EXACT)
+def train_sum_relu(x, scale, bias, eps, r, y_first, y, s, bm, bv, inv, c0, c1):
+    """:func:`train` (no ReLU) and then, while each row of Y is in cache, the residual Sum(Y, R) (Sum(R, Y)
+    unless `y_first`) and its in-place Relu into `s`: SpatialBN -> Sum -> Relu as ResNet's blocks end."""
+    for c in range(c0, c1):
+        mean, var, iv, alpha, beta = _moments(x, c, scale, bias, eps)
+        bm[c], bv[c], inv[c] = mean, var, iv
+        for i in range(x.shape[0]):
+            _affine_sum_relu_row(x[i, c], alpha, beta, y[i, c], r[i, c], y_first, s[i, c])
+
+
+@nb.njit(**_EXACT)
+def affine_sum_relu(x, a, b, r, y_first, y, s, c0, c1):
+    """Inference SpatialBN's Y = X * a + b (per-channel float32 `a`, `b`) then Sum(Y, R) and Relu into `s`,
+    as :func:`train_sum_relu`, on channels c0..c1."""
+    for c in range(c0, c1):
+        for i in range(x.shape[0]):
+            _affine_sum_relu_row(x[i, c], a[c], b[c], y[i, c], r[i, c], y_first, s[i, c])
+
+
+@nb.njit(**_EXACT)
+def _sum_relu_gradient_row(a, b, y, g):
+    one, zero = np.float32(1.0), np.float32(0.0)
+    for i in range(y.shape[0]):
+        v = a[i] + b[i]
+        g[i] = v * (one if y[i] > 0 else zero)
+
+
+@nb.njit(**_EXACT)
+def _dx_channel(x, g, scale, mean, inv, s, q, dx, dscale, dbias, c):
+    """dX of channel `c` from its sums `s` (of G) and `q` (of G X), and dscale, dbias (see :func:`gradient`)."""
+    m = x.shape[0] * x.shape[2]
+    mu, iv = np.float64(mean[c]), np.float64(inv[c])
+    ds = (q - mu * s) * iv
+    alpha = np.float64(scale[c]) * iv
+    beta = -alpha * iv * ds / m
+    gamma = -beta * mu - alpha * s / m
+    a32, b32, g32 = np.float32(alpha), np.float32(beta), np.float32(gamma)
+    for i in range(x.shape[0]):
+        _dx_row(x[i, c], g[i, c], a32, b32, g32, dx[i, c])
+    dscale[c] = ds
+    dbias[c] = s
 
 
 @nb.njit(**_EXACT)
@@ -100,26 +162,32 @@ def gradient(x, g, scale, mean, inv, y, dy, relu_grad, dx, dscale, dbias, c0, c1
     (sum G X - mean * dbias) (float64, written to `dscale`, `dbias`) and dX = G * alpha + (X * beta + gamma)
     with the NumPy row path's per-channel scalars.  `relu_grad`: G is first written from ReluGradient's
     (Y, dY) row by row (the fused ReluGradient -> SpatialBNGradient); else `g` is dY and `y`, `dy` unused."""
-    n, m = x.shape[0], x.shape[0] * x.shape[2]
     for c in range(c0, c1):
         s = 0.0
         q = 0.0
-        for i in range(n):
+        for i in range(x.shape[0]):
             if relu_grad:
                 _relu_gradient_row(y[i, c], dy[i, c], g[i, c])
             a, b = _sum_and_dot(g[i, c], x[i, c])
             s += a
             q += b
-        mu, iv = np.float64(mean[c]), np.float64(inv[c])
-        ds = (q - mu * s) * iv
-        alpha = np.float64(scale[c]) * iv
-        beta = -alpha * iv * ds / m
-        gamma = -beta * mu - alpha * s / m
-        a32, b32, g32 = np.float32(alpha), np.float32(beta), np.float32(gamma)
-        for i in range(n):
-            _dx_row(x[i, c], g[i, c], a32, b32, g32, dx[i, c])
-        dscale[c] = ds
-        dbias[c] = s
+        _dx_channel(x, g, scale, mean, inv, s, q, dx, dscale, dbias, c)
+
+
+@nb.njit(**_EXACT)
+def sum_relu_gradient(x, da, db, scale, mean, inv, y, g, dx, dscale, dbias, c0, c1):
+    """:func:`gradient` whose G is ReluGradient(Y, dA + dB) (a Sum of two gradients, then ReluGradient in
+    place on it), written row by row while the statistics read it: Sum -> ReluGradient -> SpatialBNGradient
+    as ResNet's backward pass has them at each block's end."""
+    for c in range(c0, c1):
+        s = 0.0
+        q = 0.0
+        for i in range(x.shape[0]):
+            _sum_relu_gradient_row(da[i, c], db[i, c], y[i, c], g[i, c])
+            a, b = _sum_and_dot(g[i, c], x[i, c])
+            s += a
+            q += b
+        _dx_channel(x, g, scale, mean, inv, s, q, dx, dscale, dbias, c)
 
 
 def warm() -> None:
