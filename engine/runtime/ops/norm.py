@@ -123,8 +123,8 @@ def spatial_bn_then_sum_relu(x, scale, bias, mean, var, *more, residual, y_first
     residual block of ResNet ends (executor.TRIPLES): the compiled kernels write Y and, while its rows are
     in cache, S = max(Y + R, 0) (one read of Y less).  Returns (SpatialBN's outputs, S), the values of the
     three ops apart, or None where the kernels do not take them (run them apart)."""
-    if more or num_batches != 1 or residual.shape != x.shape:
-        return None
+    if more or num_batches != 1 or residual.shape != x.shape or not x.size:  # NOTE: no pixels, no channels:
+        return None                                                              # the op's own errors and cases
     if not is_test:
         got = _spatial_bn_train_jit(np, x, scale, bias, mean, var, epsilon, momentum, order, False,
                                     (residual, y_first))
@@ -468,7 +468,7 @@ def sum_relu_gradient_then_spatial_bn_gradient(da, db, y, x, scale, mean, inv_st
     compiled pass writes G = (dA + dB) * (Y > 0) while the statistics read it (the Sum's own output, which
     the in-place ReluGradient overwrites at once, is never made).  Returns (G, (dX, dscale, dbias)), the
     values of the three ops apart, or None where the kernels do not take the maps (run them apart)."""
-    if is_test or num_batches != 1 or not da.shape == db.shape == y.shape == x.shape:
+    if is_test or num_batches != 1 or not x.size or not da.shape == db.shape == y.shape == x.shape:
         return None
     g = np.empty(x.shape, x.dtype)
     got = _spatial_bn_gradient_jit(np, x, scale, g, mean, inv_std, order, relu_grad=(y, da, db))
