@@ -165,3 +165,29 @@ def test_empty_maps_run_apart_with_the_ops_own_errors(taken):
         executor.run_compiled(c, ws)
     assert norm.sum_relu_gradient_then_spatial_bn_gradient(x, x, x, x, x[0, :, 0, 0], x[0, :, 0, 0],
                                                            x[0, :, 0, 0]) is None
+
+
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_inference_spatial_bn_relu_compiled_equals_the_plain_path_bit_for_bit(taken, monkeypatch, shape, special):
+    """is_test SpatialBN + Relu through ``norm_jit.affine``: the plain path's float32 X * a + c and max(., 0)."""
+    k = jit.load("norm")
+    seen = []
+    monkeypatch.setattr(k, "affine", lambda *a, _fn=k.affine: seen.append(1) or _fn(*a))
+    x = _maps(shape, 2, 3, special)[0]
+    st = _stats(shape[1], 4)
+    st["rv"][0] = -2.0  # NOTE: a negative running variance: a NaN channel, as in Caffe2
+
+    def run():
+        with np.errstate(invalid="ignore"):
+            return norm.spatial_bn_relu(np, x, st["s"], st["b"], st["rm"], st["rv"], is_test=1, epsilon=1e-5,
+                                        momentum=0.9, order="NCHW", num_batches=1)
+    got = run()
+    assert seen
+    old = jit.enable(False)
+    try:
+        want = run()
+    finally:
+        jit.enable(old)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype and np.isnan(got[:, 0]).all() and (got == 0).any()

@@ -100,6 +100,15 @@ def train(x, scale, bias, eps, relu, y, bm, bv, inv, c0, c1):
 
 
 @nb.njit(**_EXACT)
+def affine(x, a, b, relu, y, c0, c1):
+    """Inference SpatialBN's Y = X * a + b (per-channel float32 `a`, `b`), then max(Y, 0) when `relu`, on
+    channels c0..c1 of the (N, C, R) map `x`."""
+    for c in range(c0, c1):
+        for i in range(x.shape[0]):
+            _affine_row(x[i, c], a[c], b[c], y[i, c], relu)
+
+
+@nb.njit(**_EXACT)
 def _affine_sum_relu_row(x, a, c, y, r, y_first, s):
     zero = np.float32(0.0)
     for i in range(x.shape[0]):
