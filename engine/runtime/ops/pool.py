@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from engine.runtime import parallel
+from engine.runtime import jit, parallel
 from engine.runtime.ops.conv import from_nchw, geometry, geometry_args, require_image, to_nchw, windows
 from engine.runtime.grad_makers import simple
 from engine.catalogue.registry import gradient, kernel
@@ -49,6 +49,9 @@ def _counts(xp, x, k, s, pb, pe, d, include_pad):
 def max_pool(xp, x, **g):
     x = to_nchw(x, g["order"])
     k, s, pb, pe, d = _pool_geometry(x, g)
+    kern = _jit_kernels(xp, x, k, s, pb, pe)
+    if kern is not None:
+        return from_nchw(_max_pool_jit(kern, x, k, s, pb, pe), g["order"])
     if _planes_fast(xp, x) and int(np.prod(k)) <= 64 and min(pb + pe) >= 0:
         return from_nchw(_max_pool_planes(x, k, s, pb, pe), g["order"])
     win = windows(xp, x, k, s, pb, pe, d, -np.inf)
@@ -134,6 +137,9 @@ def max_pool_gradient(xp, x, y, dy, **g):
     order = g["order"]
     x, y, dy = to_nchw(x, order), to_nchw(y, order), to_nchw(dy, order)
     k, s, pb, pe, _ = _pool_geometry(x, g)
+    kern = _jit_kernels(xp, x, k, s, pb, pe, y, dy)
+    if kern is not None:
+        return from_nchw(_max_pool_gradient_jit(kern, x, y, dy, k, s, pb), order)
     if _planes_fast(xp, x, y, dy) and x.dtype == dy.dtype == y.dtype:
         return from_nchw(_max_pool_gradient_planes(x, y, dy, k, s, pb, pe), order)
     xpad = xp.pad(x, ((0, 0), (0, 0), *zip(pb, pe)), constant_values=-np.inf) if any(pb + pe) else x
@@ -211,6 +217,66 @@ def _max_pool_gradient_planes(x, y, dy, k, s, pb, pe):
             dpad[sl] += dyb * (xpad[sl] == yb)
         t(dx3)[...] = dpad[p.inner]
     p.split(part)
+    return dx
+
+
+JIT_MIN_ELEMENTS = 1 << 12
+"""X's elements from which 2-D MaxPool and its gradient take the compiled kernels (below, the kernel call
+costs more than NumPy's few passes, and a small pool never imports numba)."""
+
+
+def _jit_kernels(xp, x, k, s, pb, pe, *more):
+    """``pool_jit`` when its kernels take the 2-D NCHW float map `x` (C-contiguous or not: NHWC's view is
+    copied) with pads >= 0 and `more` (Y, dY) of its dtype and of the pool's output shape; else None.
+    NOTE: the compiled kernels never warn where NumPy warns (``inf * 0`` in the gradient's mask product)."""
+    if (xp is not np or x.ndim != 4 or x.size < JIT_MIN_ELEMENTS or x.dtype not in (np.float32, np.float64)
+            or min(pb + pe) < 0 or min(s) < 1 or min(_out(x, k, s, pb, pe)) < 1 or _fp_raises()):
+        return None
+    shape = x.shape[:2] + _out(x, k, s, pb, pe)
+    if any(type(a) is not np.ndarray or a.dtype != x.dtype or a.shape != shape for a in more):
+        return None
+    return jit.load("pool")
+
+
+def _fp_raises():
+    """Whether NumPy raises on an invalid or overflowing float operation here (Caffe2's
+    ``--caffe2_operator_throw_if_fp_exceptions``): the compiled kernels make NaN and inf silently, so the
+    NumPy paths run and fail the op as that flag asks."""
+    err = np.geterr()
+    return err["invalid"] == "raise" or err["over"] == "raise"
+
+
+def _out(x, k, s, pb, pe):
+    """A pool's output size over the spatial axes of NCHW `x`."""
+    return tuple((x.shape[2 + i] + pb[i] + pe[i] - k[i]) // s[i] + 1 for i in range(len(k)))
+
+
+def _plane_ranges(x, arrays, call):
+    """`call(p0, p1)` over ranges of X's N*C planes on both cores (one range for a small map); `arrays` is how
+    many bytes the kernel touches per byte of X (the ranges are sized on all of them)."""
+    parallel.ranges(call, x.shape[0] * x.shape[1], int(x.nbytes * arrays), block_bytes=parallel.BLOCK_BYTES)
+
+
+def _planes3(*maps):
+    """C-contiguous (N*C, H, W) views of NCHW maps (NHWC's transposed views copied once)."""
+    return [np.ascontiguousarray(a).reshape((-1,) + a.shape[2:]) for a in maps]
+
+
+def _max_pool_jit(kern, x, k, s, pb, pe):
+    """2-D MaxPool by ``pool_jit.max_pool`` over ranges of planes on both cores."""
+    y = np.empty(x.shape[:2] + _out(x, k, s, pb, pe), x.dtype)
+    (x3,), y3 = _planes3(x), y.reshape((-1,) + y.shape[2:])
+    _plane_ranges(x, 1.25, lambda p0, p1: kern.max_pool(x3, y3, *k, *s, *pb, p0, p1))
+    return y
+
+
+def _max_pool_gradient_jit(kern, x, y, dy, k, s, pb):
+    """MaxPool's 2-D gradient by ``pool_jit.max_pool_gradient`` over ranges of planes on both cores: the NumPy
+    paths' values bit for bit (the same products summed in the same kernel-position order)."""
+    dx = np.empty(x.shape, x.dtype)
+    x3, y3, dy3 = _planes3(x, y, dy)
+    dx3, one, zero = dx.reshape(x3.shape), x.dtype.type(1), x.dtype.type(0)
+    _plane_ranges(x, 2.5, lambda p0, p1: kern.max_pool_gradient(x3, y3, dy3, dx3, *k, *s, *pb, one, zero, p0, p1))
     return dx
 
 
