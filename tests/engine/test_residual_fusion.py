@@ -5,6 +5,9 @@ infinities included), within float32 rounding of the plain NumPy path (no compil
 batch 1, 5-D maps, both Sum orders, channel ranges over three threads; and the triples that must not fuse."""
 from __future__ import annotations
 
+import functools
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -28,17 +31,19 @@ def taken(request, monkeypatch):
     return request.param
 
 
+def _counted(seen, name, fn, *args):
+    seen[name] += 1
+    return fn(*args)
+
+
 @pytest.fixture
 def calls(monkeypatch):
-    """Counts of the triple kernels' runs."""
+    """Counts of the runs of the kernels this file tests, by name."""
     k = jit.load("norm")
     assert k is not None, jit.WHY_NOT
-    seen = dict.fromkeys(("train_sum_relu", "affine_sum_relu", "sum_relu_gradient"), 0)
-    for name in seen:
-        def counted(*a, _fn=getattr(k, name), _name=name):
-            seen[_name] += 1
-            return _fn(*a)
-        monkeypatch.setattr(k, name, counted)
+    seen = Counter()
+    for name in ("train_sum_relu", "affine_sum_relu", "sum_relu_gradient", "affine"):
+        monkeypatch.setattr(k, name, functools.partial(_counted, seen, name, getattr(k, name)))
     return seen
 
 
@@ -146,7 +151,7 @@ def test_triples_that_must_not_fuse(taken, calls):
     marks = [False, True, False] + [False] * 3 + [False, True, False] + [True, False, False] + [False, True, False]
     with np.errstate(all="ignore"):
         _fused_and_apart(net, feeds, marks)  # the pairs (Sum -> Relu, ReluGradient -> ...) where no triple fuses
-    assert calls == dict(train_sum_relu=0, affine_sum_relu=0, sum_relu_gradient=0)
+    assert not calls["train_sum_relu"] + calls["affine_sum_relu"] + calls["sum_relu_gradient"]
 
 
 def test_empty_maps_run_apart_with_the_ops_own_errors(taken):
@@ -169,11 +174,8 @@ def test_empty_maps_run_apart_with_the_ops_own_errors(taken):
 
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_inference_spatial_bn_relu_compiled_equals_the_plain_path_bit_for_bit(taken, monkeypatch, shape, special):
+def test_inference_spatial_bn_relu_compiled_equals_the_plain_path_bit_for_bit(taken, calls, shape, special):
     """is_test SpatialBN + Relu through ``norm_jit.affine``: the plain path's float32 X * a + c and max(., 0)."""
-    k = jit.load("norm")
-    seen = []
-    monkeypatch.setattr(k, "affine", lambda *a, _fn=k.affine: seen.append(1) or _fn(*a))
     x = _maps(shape, 2, 3, special)[0]
     st = _stats(shape[1], 4)
     st["rv"][0] = -2.0  # NOTE: a negative running variance: a NaN channel, as in Caffe2
@@ -183,7 +185,7 @@ def test_inference_spatial_bn_relu_compiled_equals_the_plain_path_bit_for_bit(ta
             return norm.spatial_bn_relu(np, x, st["s"], st["b"], st["rm"], st["rv"], is_test=1, epsilon=1e-5,
                                         momentum=0.9, order="NCHW", num_batches=1)
     got = run()
-    assert seen
+    assert calls["affine"]
     old = jit.enable(False)
     try:
         want = run()
