@@ -137,10 +137,13 @@ def test_resnet_stem_pool_over_many_plane_ranges(taken, order):
     np.testing.assert_allclose(dx.astype(np.float64).sum(), (dyc.astype(np.float64) * ties).sum(), rtol=1e-4)
 
 
-def test_global_pool_and_unit_kernel(taken):
-    """Global pooling (the kernel is the whole image) and a 1x1 kernel of stride 3 (most of X gets nothing)."""
+def test_global_pool_unit_kernel_and_windows_all_padding(taken):
+    """Global pooling (the kernel is the whole image), a 1x1 kernel of stride 3 (most of X gets nothing) and
+    pads as wide as the kernel (windows all padding: -inf, as the NumPy path's -inf pad gives)."""
     x = _tie_heavy(np.random.default_rng(1), (2, 3, 7, 5), np.float32, False)
     _both(taken, x, 1, False, global_pooling=1)
+    _, y, _ = _both(taken, x, 4, False, kernel=2, stride=1, pad=2)
+    assert np.isneginf(y[:, :, 0]).all() and np.isfinite(y[:, :, 1, 1:-1]).all()
     dx, _, _ = _both(taken, x, 2, False, kernel=1, stride=3)
     hit = np.zeros(x.shape, bool)
     hit[:, :, ::3, ::3] = True

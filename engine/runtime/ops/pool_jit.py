@@ -101,8 +101,9 @@ def max_pool_gradient(x, y, dy, dx, kh, kw, sh, sw, pt, pl, one, zero, p0, p1):
 def max_pool(x, y, kh, kw, sh, sw, pt, pl, p0, p1):
     """2-D MaxPool on planes p0..p1: X (P, H, W) -> Y (P, OH, OW), kernel (kh, kw), strides (sh, sw), top /
     left pads (pt, pl) (pads are -inf: a window all pad gives -inf).  np.maximum's NaN rule: a NaN anywhere
-    in the window gives NaN.  Each plane of X is first split into its column phases, row by row (as in
-    :func:`max_pool_gradient`), so the max runs at unit stride."""
+    in the window gives NaN; of tied +0.0 and -0.0 the first in kernel-position order is kept (equal values:
+    the gradient's X == Y does not tell them apart).  Each plane of X is first split into its column phases,
+    row by row (as in :func:`max_pool_gradient`), so the max runs at unit stride."""
     h, w = x.shape[1], x.shape[2]
     oh_n, ow_n = y.shape[1], y.shape[2]
     ncol = (w + sw - 1) // sw
