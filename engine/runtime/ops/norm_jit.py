@@ -1,16 +1,19 @@
-"""Compiled kernels (numba) of training SpatialBN and its gradient over NCHW float32 maps.
+"""Compiled kernels (numba) of SpatialBN and its gradient over NCHW float32 maps, alone and fused with the
+ops around them at a residual block's end (Sum, Relu, ReluGradient: ``executor.TRIPLES``).
 
 Imported only through :func:`engine.runtime.jit.load` (``jit.load("norm")``); ``norm.py`` holds the ops and
-their NumPy paths, which these kernels must equal (tests/engine/test_norm_jit.py).  Each kernel takes the
-whole maps viewed as (N, C, R) and a range of channels ``c0..c1`` (:func:`parallel.ranges` hands the
-ranges to both cores): per channel it reads the channel's N rows for the statistics, then writes the
-output rows while they are still in the core's cache, where NumPy needs a pass per term over the whole map.
+their NumPy paths, which these kernels must equal (tests/engine/test_norm_jit.py, test_residual_fusion.py).
+Each kernel takes the whole maps viewed as (N, C, R) and a range of channels ``c0..c1``
+(:func:`parallel.ranges` hands the ranges to both cores): per channel it reads the channel's N rows for the
+statistics, then writes the output rows while they are still in the core's cache, where NumPy needs a pass
+per term over the whole map.
 
 Why the values are NumPy's: the elementwise steps (ReluGradient's ``dY * (Y > 0)``, ``X * alpha + beta``,
-``dY * alpha + (X * beta + gamma)``) are the NumPy path's float32 operations in its order, compiled
-without fast-math (no fused multiply-add): the same bits for the same per-channel scalars.  Only the sums
-differ: here float64 accumulators in any order (``reassoc``, so they vectorise), there float32 row sums
-merged in float64; both are within float32 rounding of the exact sums (this one the closer).
+``dY * alpha + (X * beta + gamma)``, Sum's ``A + B`` in its input order) are the NumPy path's float32
+operations in its order, compiled without fast-math (no fused multiply-add): the same bits for the same
+per-channel scalars.  Only the sums differ: here float64 accumulators in any order (``reassoc``, so they
+vectorise), there float32 row sums merged in float64; both are within float32 rounding of the exact sums
+(this one the closer).
 """
 from __future__ import annotations
 
