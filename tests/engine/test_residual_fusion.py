@@ -90,8 +90,8 @@ def _near_plain(got, plain, names):
         np.testing.assert_array_equal(np.isnan(g), np.isnan(p), err_msg=k)
         fin = np.isfinite(p)
         np.testing.assert_array_equal(g[~fin & ~np.isnan(p)], p[~fin & ~np.isnan(p)], err_msg=k)
-        np.testing.assert_allclose(g[fin], p[fin], rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(p[fin]).max(initial=0))),
-                                   err_msg=k)
+        big = max(1.0, float(np.abs(p[fin]).max(initial=0)))
+        np.testing.assert_allclose(g[fin], p[fin], rtol=1e-4, atol=1e-4 * big, err_msg=k)
 
 
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf"])
