@@ -212,3 +212,8 @@ def warm() -> None:
         train(x, v, v, np.float32(1e-5), relu, np.empty_like(x), f, f.copy(), np.empty(2, np.float32), 0, 2)
         gradient(x, np.ones_like(x) if not relu else np.empty_like(x), v, v, v, x, x, relu, np.empty_like(x), f,
                  f.copy(), 0, 2)
+    e, i32 = np.empty_like, np.empty(2, np.float32)
+    affine(x, v, v, True, e(x), 0, 2)
+    train_sum_relu(x, v, v, np.float32(1e-5), x, True, e(x), e(x), f, f.copy(), i32, 0, 2)
+    affine_sum_relu(x, v, v, x, True, e(x), e(x), 0, 2)
+    sum_relu_gradient(x, x, x, v, v, v, x, e(x), e(x), f, f.copy(), 0, 2)
