@@ -64,6 +64,16 @@ def no_jit():
     jit.enable(old)
 
 
+@pytest.fixture
+def with_jit():
+    """The compiled kernels on for the test whatever ``NETVIZ_JIT`` says (their own tests); no numba: a skip."""
+    pytest.importorskip("numba")
+    from engine.runtime import jit
+    old = jit.enable(True)
+    yield
+    jit.enable(old)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize any test taking ``zoo_net`` over every zoo predict net."""
     if "zoo_net" in metafunc.fixturenames:

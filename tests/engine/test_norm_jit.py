@@ -35,7 +35,7 @@ def taken(request, monkeypatch):
 
 
 @pytest.fixture
-def calls(monkeypatch):
+def calls(monkeypatch, with_jit):
     """Counts of the kernels' runs: {'train': n, 'gradient': n}."""
     k = jit.load("norm")
     assert k is not None, jit.WHY_NOT
@@ -191,7 +191,7 @@ def test_a_numba_that_cannot_compile_turns_the_kernels_off(monkeypatch):
     def broken():
         raise RuntimeError("no LLVM target here")
     monkeypatch.setattr(nj, "warm", broken)
-    jit.enable(True)
+    old = jit.enable(True)
     try:
         assert jit.load("norm") is None
         assert "could not compile the norm kernels" in jit.WHY_NOT["norm"]
@@ -200,7 +200,7 @@ def test_a_numba_that_cannot_compile_turns_the_kernels_off(monkeypatch):
         y = norm.spatial_bn(np, x, scale, bias, rm, rv, is_test=0, epsilon=1e-5, momentum=0.9, order="NCHW")[0]
         assert np.isfinite(y).all() and abs(float(y.mean(axis=(0, 2, 3)).max() - bias.max())) < 1e-3
     finally:
-        jit.enable(True)
+        jit.enable(old)
 
 
 def test_netviz_jit_0_keeps_them_off_in_a_fresh_process():

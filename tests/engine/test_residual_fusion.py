@@ -37,7 +37,7 @@ def _counted(seen, name, fn, *args):
 
 
 @pytest.fixture
-def calls(monkeypatch):
+def calls(monkeypatch, with_jit):
     """Counts of the runs of the kernels this file tests, by name."""
     k = jit.load("norm")
     assert k is not None, jit.WHY_NOT
