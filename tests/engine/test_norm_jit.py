@@ -128,19 +128,11 @@ def test_training_spatial_bn_equals_the_numpy_path(taken, calls, shape, relu, sp
 def test_spatial_bn_gradient_equals_the_numpy_path(taken, calls, shape, special):
     x = _data(shape, 2, mean=-4.0)
     dy = _data(shape, 3, special)
-    scale = _bn_args(shape, 2)[0]
-    axes = (0, *range(2, x.ndim))
-    mean, inv = x.mean(axis=axes), (1 / np.sqrt(x.var(axis=axes) + 1e-5)).astype(np.float32)
-
-    def run():
-        with np.errstate(invalid="ignore", over="ignore"):
-            return norm.spatial_bn_gradient(np, x, scale, dy, mean, inv)
-    got = run()
-    assert calls["gradient"] >= 1
+    scale, (mean, inv) = _bn_args(shape, 2)[0], _saved(x)
     with np.errstate(invalid="ignore", over="ignore"):
-        truth = bn_grad_ref(x, scale, dy, mean, inv, "NCHW")
-    for g, r, t, what in zip(got, _without_jit(run), truth, ("dX", "dscale", "dbias")):
-        _agree(g, r, t, what)
+        got = norm.spatial_bn_gradient(np, x, scale, dy, mean, inv)
+    assert calls["gradient"] >= 1
+    _gradient_agrees(got, x, scale, dy, mean, inv)
 
 
 @pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf"])
@@ -150,23 +142,28 @@ def test_fused_relu_gradient_then_spatial_bn_gradient(taken, calls, shape, speci
     x, dy = _data(shape, 4), _data(shape, 5, special)
     y = np.maximum(_data(shape, 6, special), 0)
     y.flat[::5] = 0  # ReLU's ties
-    scale = _bn_args(shape, 4)[0]
-    axes = (0, *range(2, x.ndim))
-    mean, inv = x.mean(axis=axes), (1 / np.sqrt(x.var(axis=axes) + 1e-5)).astype(np.float32)
-
-    def run():
-        with np.errstate(invalid="ignore", over="ignore"):
-            return norm.relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv)
-    got = run()
-    assert calls["gradient"] >= 1
-    with np.errstate(invalid="ignore"):
+    scale, (mean, inv) = _bn_args(shape, 4)[0], _saved(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = norm.relu_gradient_then_spatial_bn_gradient(y, dy, x, scale, mean, inv)
         want_g = dy * (y > 0)
+    assert calls["gradient"] >= 1
     np.testing.assert_array_equal(got[0], want_g)
     assert np.array_equal(np.signbit(got[0]), np.signbit(want_g))
+    _gradient_agrees(got[1], x, scale, want_g, mean, inv)
+
+
+def _saved(x):
+    """A forward pass's saved mean and inverse std of `x` (float32)."""
+    axes = (0, *range(2, x.ndim))
+    return x.mean(axis=axes), (1 / np.sqrt(x.var(axis=axes) + 1e-5)).astype(np.float32)
+
+
+def _gradient_agrees(got, x, scale, dy, mean, inv):
+    """(dX, dscale, dbias) `got` agree with SpatialBNGradient's NumPy path on the same inputs (:func:`_agree`)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        apart = _without_jit(lambda: norm.spatial_bn_gradient(np, x, scale, want_g, mean, inv))
-        truth = bn_grad_ref(x, scale, want_g, mean, inv, "NCHW")
-    for g, r, t, what in zip(got[1], apart, truth, ("dX", "dscale", "dbias")):
+        apart = _without_jit(lambda: norm.spatial_bn_gradient(np, x, scale, dy, mean, inv))
+        truth = bn_grad_ref(x, scale, dy, mean, inv, "NCHW")
+    for g, r, t, what in zip(got, apart, truth, ("dX", "dscale", "dbias")):
         _agree(g, r, t, what)
 
 
