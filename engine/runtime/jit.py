@@ -18,6 +18,8 @@ import os
 import threading
 from types import ModuleType
 
+import numpy as np
+
 ENABLED = os.environ.get("NETVIZ_JIT", "1") != "0"
 """``NETVIZ_JIT=0`` turns the compiled kernels off (docs/files.md)."""
 
@@ -67,3 +69,11 @@ def enable(on: bool) -> bool:
         _loaded.clear()
         WHY_NOT.clear()
     return old
+
+
+def fp_raises() -> bool:
+    """Whether NumPy raises on an invalid or overflowing float operation here (Caffe2's
+    ``--caffe2_operator_throw_if_fp_exceptions``, executor.call_kernel's errstate): the compiled kernels make
+    NaN and inf silently, so an op asks this and takes its NumPy path, which fails as that flag asks."""
+    err = np.geterr()
+    return err["invalid"] == "raise" or err["over"] == "raise" or err["divide"] == "raise"

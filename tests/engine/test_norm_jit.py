@@ -205,3 +205,17 @@ def test_netviz_jit_0_keeps_them_off_in_a_fresh_process():
             "sys.exit(0 if jit.load('norm') is None and jit.WHY_NOT['norm'] == 'NETVIZ_JIT=0' else 1)")
     env = dict(os.environ, NETVIZ_JIT="0")
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == 0
+
+
+def test_throw_if_fp_exceptions_fails_the_op_as_the_numpy_path_does(calls):
+    """Under Caffe2's --caffe2_operator_throw_if_fp_exceptions (NumPy's errstate raise) the kernels step aside:
+    an infinite X fails training SpatialBN as the NumPy path fails it, instead of giving NaN silently."""
+    x = _data((4, 8, 32, 32), 10)
+    x[1, 2, 3, 4] = np.inf
+    scale, bias, rm, rv = _bn_args(x.shape, 10)
+    with np.errstate(divide="raise", over="raise", invalid="raise"), pytest.raises(FloatingPointError):
+        norm.spatial_bn(np, x, scale, bias, rm, rv, is_test=0, epsilon=1e-5, momentum=0.9, order="NCHW")
+    assert calls["train"] == 0
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = norm.spatial_bn(np, x, scale, bias, rm, rv, is_test=0, epsilon=1e-5, momentum=0.9, order="NCHW")[0]
+    assert calls["train"] == 1 and np.isnan(y[:, 2]).all() and np.isfinite(y[:, 3]).all()

@@ -230,7 +230,8 @@ more than they save."""
 def _jit_kernels(xp, order, x, *more):
     """``norm_jit`` when its kernels take the NCHW float32 map `x` (and `more` like it), else None."""
     if (xp is not np or order != "NCHW" or x.ndim < 3 or x.size < JIT_MIN_ELEMENTS or x.dtype != np.float32
-            or not all(a.shape == x.shape and a.dtype == x.dtype and a.flags.c_contiguous for a in (x, *more))):
+            or not all(a.shape == x.shape and a.dtype == x.dtype and a.flags.c_contiguous for a in (x, *more))
+            or jit.fp_raises()):
         return None
     return jit.load("norm")
 

@@ -230,20 +230,12 @@ def _jit_kernels(xp, x, k, s, pb, pe, *more):
     copied) with pads >= 0 and `more` (Y, dY) of its dtype and of the pool's output shape; else None.
     NOTE: the compiled kernels never warn where NumPy warns (``inf * 0`` in the gradient's mask product)."""
     if (xp is not np or x.ndim != 4 or x.size < JIT_MIN_ELEMENTS or x.dtype not in (np.float32, np.float64)
-            or min(pb + pe) < 0 or min(s) < 1 or min(_out(x, k, s, pb, pe)) < 1 or _fp_raises()):
+            or min(pb + pe) < 0 or min(s) < 1 or min(_out(x, k, s, pb, pe)) < 1 or jit.fp_raises()):
         return None
     shape = x.shape[:2] + _out(x, k, s, pb, pe)
     if any(type(a) is not np.ndarray or a.dtype != x.dtype or a.shape != shape for a in more):
         return None
     return jit.load("pool")
-
-
-def _fp_raises():
-    """Whether NumPy raises on an invalid or overflowing float operation here (Caffe2's
-    ``--caffe2_operator_throw_if_fp_exceptions``): the compiled kernels make NaN and inf silently, so the
-    NumPy paths run and fail the op as that flag asks."""
-    err = np.geterr()
-    return err["invalid"] == "raise" or err["over"] == "raise"
 
 
 def _out(x, k, s, pb, pe):
