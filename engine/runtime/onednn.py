@@ -24,15 +24,20 @@ the NumPy ops between two convolutions on a small machine.  ``NETVIZ_ONEDNN=0`` 
 Layout: the user's NCHW (or NHWC) buffers are handed to oneDNN as they are (plain strided memory
 descriptors, no copy), or (:data:`LAYOUT`) oneDNN picks a blocked layout (the dW primitive's pick, for
 the forward and dX too) and reorders copy the data in and out around it, as PyTorch 1.10 eager does.
+Under "auto" the forward's layout is measured instead (:func:`_fastest`, :data:`TUNE`): built on each of
+the user's buffers, the dW pick and format `any`, timed a few times on the first call's buffers, the
+fastest kept (no one rule wins on every map, batch and CPU: benchmarks/README.md, session 11).
 Primitives are cached per (kind, shapes, strides, geometry, group, layout).
 """
 from __future__ import annotations
 
 import copy
 import ctypes
+import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -243,7 +248,8 @@ def describe() -> str:
     if not available():
         return "NumPy/OpenBLAS convs" + ("" if ENABLED else " (NETVIZ_ONEDNN=0)")
     isa = {v: k for k, v in ISA.items()}.get(lib().get_effective_cpu_isa(), hex(lib().get_effective_cpu_isa()))
-    return f"oneDNN {'.'.join(map(str, version()))} convs ({isa}, {parallel.THREADS} threads, layout {LAYOUT})"
+    how = "auto, forward measured" if tuned() else LAYOUT
+    return f"oneDNN {'.'.join(map(str, version()))} convs ({isa}, {parallel.THREADS} threads, layout {how})"
 
 
 def version() -> tuple[int, int, int] | None:
@@ -299,6 +305,7 @@ class _Primitive:
         pad_size = L.memory_desc_get_size(pad) if pad else 0
         self.scratchpad = (_memory(pad), pad_size) if pad_size else None
         self.args = (_ExecArg * (len(user) + 1))()
+        self.layout = ""  # NOTE: the layout :func:`_fastest` chose it on, for tests and benchmark notes
 
     def run(self, buffers: dict[int, np.ndarray], ready: frozenset[int] = frozenset()) -> None:
         """Execute on `buffers` (arg -> array, each alive for the call; outputs written in place).  An
@@ -417,11 +424,15 @@ ONE_BY_ONE = True  # NOTE: whether 1x1 convs go through oneDNN too (in the plain
 MIN_1X1_PIXELS = 128  # output pixels per image below which a 1x1 conv keeps NumPy's batch-folded GEMM
 
 
-def wanted(k: Sequence[int], out: Sequence[int]) -> bool:
+def wanted(k: Sequence[int], out: Sequence[int], forward: bool = False) -> bool:
     """Whether a conv with kernel `k` and output map `out` should go through oneDNN at all: KxK always;
-    1x1 (:data:`ONE_BY_ONE`) on maps of at least :data:`MIN_1X1_PIXELS` (ResNet's 7x7 stage measured
-    5-15 % slower through oneDNN than through the NumPy path's one GEMM over the whole batch)."""
-    return int(np.prod(k)) > 1 or (ONE_BY_ONE and int(np.prod(out)) >= MIN_1X1_PIXELS)
+    1x1 (:data:`ONE_BY_ONE`) on maps of at least :data:`MIN_1X1_PIXELS` (ResNet's 7x7 stage's gradients
+    measured up to 1.2x slower through oneDNN than through the NumPy path's GEMMs over the whole batch), and
+    a `forward` one on any map when its layout is measured (:func:`tuned`): on ResNet's 7x7 maps the faster
+    of oneDNN's layouts beat NumPy's GEMM at every batch measured (benchmarks/README.md, session 11)."""
+    if math.prod(k) > 1:
+        return True
+    return ONE_BY_ONE and (forward and tuned() or math.prod(out) >= MIN_1X1_PIXELS)
 
 
 def blocked(k: Sequence[int], channels: int, data_grad: bool = False) -> bool:
@@ -547,26 +558,83 @@ def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geo: Geometry) -
         return None
     y = empty_as(x, (x.shape[0], w.shape[0]) + out)
     lay = blocked(w.shape[2:], x.shape[1])
+    bufs = {ARG_SRC: x, ARG_WEIGHTS: w, ARG_DST: y}
+    if b is not None:
+        bufs[ARG_BIAS] = np.ascontiguousarray(b).reshape(-1)
 
     def make(m: _Mds) -> _Primitive:
         return _Primitive(_fast(_forward_pd(m, b is not None, geo, _FWD_INFERENCE)), {
             ARG_SRC: (m.x, _Q_SRC), ARG_WEIGHTS: (m.w, _Q_WEIGHTS), ARG_BIAS: (m.b, 0), ARG_DST: (m.y, _Q_DST)})
 
     def build() -> tuple[_Primitive, ...]:
-        m = _Mds(x, w, y, geo.group, lay)
-        return (_in_weights_layout(m, geo, make) if lay else make(m),)
-    bufs = {ARG_SRC: x, ARG_WEIGHTS: w, ARG_DST: y}
-    if b is not None:
-        bufs[ARG_BIAS] = np.ascontiguousarray(b).reshape(-1)
+        if tuned():
+            return (_fastest({name: lambda any_=any_, pick=pick: _forward_on(x, w, y, geo, make, any_, pick)
+                              for name, any_, pick in _FORWARD_LAYOUTS}, bufs),)
+        return (_forward_on(x, w, y, geo, make, lay, lay),)
     try:
         with _run_lock:
             team = _team_size(2.0 * y.size * w[0].size)
-            (prim,) = _cached(("fwd", lay, team, geo.key(), b is not None) + _layouts(x, w, y), build)
+            key = ("fwd", "tuned" if tuned() else lay, team, geo.key(), b is not None) + _layouts(x, w, y)
+            (prim,) = _cached(key, build)
             prim.run(bufs)
     except OneDNNError:
         return None
     CALLS["forward"] += 1
     return y
+
+
+def _forward_on(x: np.ndarray, w: np.ndarray, y: np.ndarray, geo: Geometry, make: Any, any_: bool,
+                pick: bool) -> _Primitive:
+    """The forward primitive ``make(m)`` on the user's plain x and y (`any_` False), on format `any`, or
+    (`pick`) on the dW primitive's blocked layouts (:func:`_in_weights_layout`)."""
+    m = _Mds(x, w, y, geo.group, any_)
+    return _in_weights_layout(m, geo, make) if pick else make(m)
+
+
+# NOTE: the forward layouts :func:`_fastest` measures: the user's buffers (oneDNN's GEMM kernels), the dW
+# primitive's blocked pick (nChw16c on AVX-512) and format `any` (an NHWC brgconv on AVX-512).  Which wins
+# depends on the map, the channels, the batch and the CPU (benchmarks/README.md, session 11).
+_FORWARD_LAYOUTS = (("plain", False, False), ("blocked", True, True), ("any", True, False))
+TUNE = True  # NOTE: under LAYOUT "auto", the forward's layout is measured per problem; the tests pin the rules
+TUNE_ROUNDS = 3
+TUNE_BUDGET_S = 0.5  # NOTE: seconds of measuring per problem after which no further round starts
+
+
+def tuned() -> bool:
+    """Whether the forward's layout is measured (:func:`_fastest`) rather than set by :func:`blocked`."""
+    return TUNE and LAYOUT == "auto"
+
+
+def _timed(prim: _Primitive, bufs: dict[int, np.ndarray]) -> float:
+    """Seconds of one run of `prim` on `bufs` (reorders in and out included)."""
+    t = time.perf_counter()
+    prim.run(bufs)
+    return time.perf_counter() - t
+
+
+def _fastest(builds: dict[str, Any], bufs: dict[int, np.ndarray]) -> _Primitive:
+    """The fastest of the primitives `builds` makes (name -> build; the ones oneDNN refuses are skipped),
+    timed on the call's own buffers in :data:`TUNE_ROUNDS` rounds of alternating order, best of its rounds
+    kept: a burst of another job's load then hits each of them alike, and the first round's page faults
+    and warm-up fall out of the best.  A conv whose rounds have taken :data:`TUNE_BUDGET_S`
+    stops there (a big one is measured once or twice).  The winner's name is its ``layout``."""
+    made = {}
+    for name, build in builds.items():
+        try:
+            made[name] = build()
+        except OneDNNError:
+            continue
+        made[name].layout = name
+    if not made:
+        raise OneDNNError("oneDNN refused every layout")
+    best, spent = dict.fromkeys(made, float("inf")), 0.0
+    for r in range(TUNE_ROUNDS if len(made) > 1 else 0):
+        for name in (list(made) if r % 2 else list(made)[::-1]):
+            t = _timed(made[name], bufs)
+            best[name], spent = min(best[name], t), spent + t
+        if spent > TUNE_BUDGET_S:
+            break
+    return made[min(best, key=best.__getitem__)]
 
 
 def _layouts(*arrays: np.ndarray) -> tuple:

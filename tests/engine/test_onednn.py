@@ -201,6 +201,7 @@ def test_layout_policy(monkeypatch):
     """"auto" (measured on ResNet-50, benchmarks/README.md round 3): a 1x1 conv on a 7x7 map keeps NumPy's
     batch-folded GEMM, one on 14x14 runs oneDNN on the user's buffers, KxK kernels on the blocked layout
     except the dX of a layer with under 16 input channels (conv1)."""
+    monkeypatch.setattr(onednn, "TUNE", False)  # NOTE: the rules, not the measured layouts
     monkeypatch.setattr(onednn, "LAYOUT", "auto")
     r = np.random.default_rng(5)
     for hw, ran in ((7, 0), (14, 1)):
@@ -303,6 +304,7 @@ def test_small_convs_run_on_one_thread(monkeypatch):
 def test_reference_implementations_are_refused(monkeypatch):
     """Where oneDNN offers only its reference loops (a 1x1 conv of one 1x1 image of one channel here; NHWC's
     OHWI weights as they were: 12 s for a 1x1 layer the NumPy path does in 11 ms), the NumPy path runs."""
+    monkeypatch.setattr(onednn, "TUNE", False)  # NOTE: measured, the plain layout's GEMM kernel is taken
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "MIN_1X1_PIXELS", 0)
     monkeypatch.setattr(onednn, "_CACHE", {})
@@ -326,6 +328,7 @@ def test_kxk_primitives_share_the_dw_primitives_layouts(monkeypatch, stride):
     """A KxK conv runs its forward and its dX on the layouts oneDNN picks for dW (nChw16c on AVX-512), so
     dY is reordered once for dW and dX.  NOTE: format `any` gave the forward an NHWC kernel, whose NCHW<->NHWC
     reorders cost more than it saves on 56x56 maps, and a strided dX an NHWC kernel that reordered dY again."""
+    monkeypatch.setattr(onednn, "TUNE", False)  # NOTE: the rules, not the measured layouts
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
     r = np.random.default_rng(7)
@@ -346,6 +349,7 @@ def test_kxk_primitives_share_the_dw_primitives_layouts(monkeypatch, stride):
 def test_a_refused_blocked_layout_falls_back_to_format_any(monkeypatch):
     """Where oneDNN has no fast kernel on the dW primitive's layouts, the forward and dX take format `any`
     (still oneDNN, still NumPy's values)."""
+    monkeypatch.setattr(onednn, "TUNE", False)  # NOTE: the rules, not the measured layouts
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
 
@@ -366,6 +370,7 @@ def test_a_plain_dw_layout_leaves_the_forward_to_format_any(monkeypatch):
     """Where the dW primitive runs on the user's plain layout (a GEMM: oneDNN's pick for 4 channels a group),
     the forward is not pinned to it: format `any` picks its blocked kernel (22 ms plain against 10 ms at
     (8, 128, 56, 56), measured)."""
+    monkeypatch.setattr(onednn, "TUNE", False)  # NOTE: the rules, not the measured layouts
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
     seen, forward_pd = [], onednn._forward_pd
@@ -382,3 +387,86 @@ def test_a_plain_dw_layout_leaves_the_forward_to_format_any(monkeypatch):
     _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=3, pad=1, group=32)
     plain = onednn._md(x.shape, onednn._estrides(x))
     assert not onednn.lib().memory_desc_equal(seen[-1], plain), "the forward was pinned to the plain layout"
+
+
+def _forward_entry(x: np.ndarray) -> tuple:
+    """The cached forward primitives of the conv whose input is shaped like `x`."""
+    return next(v for k, v in onednn._CACHE.items() if k[0] == "fwd" and k[-3][0] == x.shape)
+
+
+@pytest.mark.parametrize("fastest", ["plain", "blocked", "any"])
+def test_the_forward_keeps_the_layout_measured_fastest(monkeypatch, fastest):
+    """Under "auto" the forward is built on each layout (the user's buffers, the dW primitive's blocked
+    pick, format `any`), each timed on the call's buffers, and the fastest is kept: a clock that makes
+    `fastest` win decides the cached primitive, and its values are NumPy's."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+    monkeypatch.setattr(onednn, "LAYOUT", "auto")
+    timed = []
+
+    def clock(prim, bufs):
+        prim.run(bufs)
+        timed.append(prim.layout)
+        return 1.0 if prim.layout == fastest else 2.0
+    monkeypatch.setattr(onednn, "_timed", clock)
+    monkeypatch.setattr(onednn, "TUNE_BUDGET_S", 5.0)
+    r = np.random.default_rng(10)
+    x, w = r.standard_normal((2, 32, 14, 14)).astype(np.float32), r.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=3, pad=1)
+    assert ran == 1
+    _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=3, pad=1)
+    (prim,) = _forward_entry(x)
+    assert prim.layout == fastest
+    assert sorted(set(timed)) == ["any", "blocked", "plain"]
+    assert len(timed) == 2 * 3  # the clock's 6 s spent in the first two rounds pass TUNE_BUDGET_S
+    n = len(timed)
+    _both(monkeypatch, "Conv", x, w, kernel=3, pad=1)
+    assert len(timed) == n, "a cached forward was measured again"
+
+
+def test_a_layout_oneDNN_refuses_is_not_measured(monkeypatch):
+    """A layout oneDNN refuses (or offers only a reference kernel on) drops out of the measuring; when it
+    refuses all of them the conv runs on NumPy."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+    monkeypatch.setattr(onednn, "LAYOUT", "auto")
+    builds = {"plain": lambda: (_ for _ in ()).throw(onednn.OneDNNError("refused"))}
+    with pytest.raises(onednn.OneDNNError):
+        onednn._fastest(builds, {})
+    forward_pd = onednn._forward_pd
+
+    def plain_only(m, bias, geo, prop):
+        if not onednn.lib().memory_desc_equal(m.px, m.x):
+            raise onednn.OneDNNError("not on this layout")
+        return forward_pd(m, bias, geo, prop)
+    monkeypatch.setattr(onednn, "_forward_pd", plain_only)
+    r = np.random.default_rng(11)
+    x, w = r.standard_normal((2, 16, 9, 9)).astype(np.float32), r.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=3, pad=1)
+    assert ran == 1 and _forward_entry(x)[0].layout == "plain"
+    _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=3, pad=1)
+
+    def refuse(m, bias, geo, prop):
+        raise onednn.OneDNNError("no")
+    monkeypatch.setattr(onednn, "_forward_pd", refuse)
+    ref, got, ran = _both(monkeypatch, "Conv", x[:1], w, kernel=3, pad=1)
+    assert ran == 0
+    np.testing.assert_allclose(got[0], ref[0], rtol=TOL, atol=TOL)
+
+
+def test_a_1x1_forward_on_a_small_map_goes_through_onednn_when_measured(monkeypatch):
+    """With the forward's layout measured, a 1x1 forward on a map under MIN_1X1_PIXELS runs on oneDNN (its
+    best layout beat NumPy's GEMM on ResNet's 7x7 maps at batch 1-16); its gradient stays on NumPy, and with
+    TUNE off the forward does too."""
+    monkeypatch.setattr(conv_ops, "FAST_CONV", True)
+    monkeypatch.setattr(onednn, "_CACHE", {})
+    monkeypatch.setattr(onednn, "LAYOUT", "auto")
+    r = np.random.default_rng(12)
+    x, w = r.standard_normal((2, 64, 7, 7)).astype(np.float32), r.standard_normal((32, 64, 1, 1)).astype(np.float32)
+    ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=1)
+    assert ran == 1
+    _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=1)
+    dy = r.standard_normal(ref[0].shape).astype(np.float32)
+    assert _both(monkeypatch, "ConvGradient", x, w, dy, n_out=3, kernel=1)[2] == 0
+    monkeypatch.setattr(onednn, "TUNE", False)
+    assert _both(monkeypatch, "Conv", x, w, kernel=1)[2] == 0

@@ -437,7 +437,7 @@ def conv_gemm(xp, x, w, k, s, pb, pe, d):
 def _onednn_forward(x, w, b, s, pb, pe, d, group):
     """Conv through oneDNN (:mod:`engine.runtime.onednn`) when it is installed and takes the problem, else None."""
     geo = onednn.Geometry(s, pb, pe, d, group)
-    if not onednn.fits(geo, x, w, b) or not onednn.wanted(w.shape[2:], geo.out(x.shape[2:], w.shape[2:])):
+    if not onednn.fits(geo, x, w, b) or not onednn.wanted(w.shape[2:], geo.out(x.shape[2:], w.shape[2:]), forward=True):
         return None
     return onednn.forward(x, w, b, geo)
 
