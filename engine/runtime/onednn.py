@@ -350,6 +350,17 @@ class _Primitive:
         check(lib().primitive_execute(self.prim, lib().stream, len(args), (_ExecArg * len(args))(*args)),
               "dnnl_primitive_execute(reorder)")
 
+    def destroy(self) -> None:
+        """Free the primitive, its memory objects and its reorders (a layout :func:`_fastest` measured
+        and dropped: its JIT code is tens of kB).  The descriptors belong to their :class:`_Mds`."""
+        L = lib()
+        for _, mem, _, reorder in self.inner.values():
+            check(L.memory_destroy(mem), "dnnl_memory_destroy")
+            reorder.destroy()
+        for mem in [*self.mem.values(), *(self.scratchpad or ())[:1]]:
+            check(L.memory_destroy(mem), "dnnl_memory_destroy")
+        check(L.primitive_destroy(self.prim), "dnnl_primitive_destroy")
+
     def same_inner(self, other: _Primitive, arg: int) -> bool:
         """Whether both primitives read `arg` in the same (non-user) layout."""
         return arg in self.inner and arg in other.inner and bool(
@@ -634,7 +645,11 @@ def _fastest(builds: dict[str, Any], bufs: dict[int, np.ndarray]) -> _Primitive:
             best[name], spent = min(best[name], t), spent + t
         if spent > TUNE_BUDGET_S:
             break
-    return made[min(best, key=best.__getitem__)]
+    won = min(best, key=best.__getitem__)
+    for name, prim in made.items():
+        if name != won:
+            prim.destroy()
+    return made[won]
 
 
 def _layouts(*arrays: np.ndarray) -> tuple:

@@ -398,7 +398,7 @@ def _forward_entry(x: np.ndarray) -> tuple:
 def test_the_forward_keeps_the_layout_measured_fastest(monkeypatch, fastest):
     """Under "auto" the forward is built on each layout (the user's buffers, the dW primitive's blocked
     pick, format `any`), each timed on the call's buffers, and the fastest is kept: a clock that makes
-    `fastest` win decides the cached primitive, and its values are NumPy's."""
+    `fastest` win decides the cached primitive, its values are NumPy's, and the others are freed."""
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
     monkeypatch.setattr(onednn, "LAYOUT", "auto")
@@ -410,6 +410,12 @@ def test_the_forward_keeps_the_layout_measured_fastest(monkeypatch, fastest):
         return 1.0 if prim.layout == fastest else 2.0
     monkeypatch.setattr(onednn, "_timed", clock)
     monkeypatch.setattr(onednn, "TUNE_BUDGET_S", 5.0)
+    destroyed, destroy = [], onednn._Primitive.destroy
+
+    def spy(prim):
+        destroyed.append(prim.layout)
+        destroy(prim)
+    monkeypatch.setattr(onednn._Primitive, "destroy", spy)
     r = np.random.default_rng(10)
     x, w = r.standard_normal((2, 32, 14, 14)).astype(np.float32), r.standard_normal((32, 32, 3, 3)).astype(np.float32)
     ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=3, pad=1)
@@ -417,6 +423,7 @@ def test_the_forward_keeps_the_layout_measured_fastest(monkeypatch, fastest):
     _agree(monkeypatch, "Conv", [x, w], ref, got, kernel=3, pad=1)
     (prim,) = _forward_entry(x)
     assert prim.layout == fastest
+    assert sorted(d for d in destroyed if d) == sorted({"plain", "blocked", "any"} - {fastest}), "losers kept"
     assert sorted(set(timed)) == ["any", "blocked", "plain"]
     assert len(timed) == 2 * 3  # the clock's 6 s spent in the first two rounds pass TUNE_BUDGET_S
     n = len(timed)
