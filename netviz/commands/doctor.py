@@ -142,7 +142,7 @@ def files() -> list[tuple[str, str, str]]:
 
 #: the NETVIZ_* variables netviz reads (docs/files.md says what each does)
 VARIABLES = ("NETVIZ_CACHE_DIR", "NETVIZ_NO_CACHE", "NETVIZ_LOG_DIR", "NETVIZ_THREADS", "NETVIZ_PLAIN_CONV",
-             "NETVIZ_ONEDNN", "NETVIZ_JIT", "NETVIZ_SCHEMA", "NETVIZ_MODEL_ZOO")
+             "NETVIZ_ONEDNN", "NETVIZ_CONV_TUNE", "NETVIZ_JIT", "NETVIZ_SCHEMA", "NETVIZ_MODEL_ZOO")
 
 
 def report() -> tuple[list[str], bool]:

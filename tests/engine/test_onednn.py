@@ -477,3 +477,15 @@ def test_a_1x1_forward_on_a_small_map_goes_through_onednn_when_measured(monkeypa
     assert _both(monkeypatch, "ConvGradient", x, w, dy, n_out=3, kernel=1)[2] == 0
     monkeypatch.setattr(onednn, "TUNE", False)
     assert _both(monkeypatch, "Conv", x, w, kernel=1)[2] == 0
+
+
+def test_netviz_conv_tune_0_takes_the_fixed_rules_in_a_fresh_process():
+    """NETVIZ_CONV_TUNE=0: no layout is timed (the same bits in every process); unset: the forward is measured."""
+    import os
+    import subprocess
+    import sys
+    code = "from engine.runtime import onednn; print(onednn.TUNE)"
+    for value, want in (("0", "False"), ("1", "True")):
+        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, NETVIZ_CONV_TUNE=value),
+                             capture_output=True, text=True, timeout=120)
+        assert out.stdout.strip() == want, out.stderr
