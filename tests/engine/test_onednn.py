@@ -481,9 +481,6 @@ def test_a_1x1_forward_on_a_small_map_goes_through_onednn_when_measured(monkeypa
 
 def test_netviz_conv_tune_0_takes_the_fixed_rules_in_a_fresh_process():
     """NETVIZ_CONV_TUNE=0: no layout is timed (the same bits in every process); unset: the forward is measured."""
-    import os
-    import subprocess
-    import sys
     code = "from engine.runtime import onednn; print(onednn.TUNE)"
     for value, want in (("0", "False"), ("1", "True")):
         out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, NETVIZ_CONV_TUNE=value),
