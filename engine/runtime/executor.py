@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import engine.runtime.ops  # noqa: F401  (fills KERNELS)
-from engine.runtime import device as dev
+from engine.runtime import device as dev, jit
 from engine.runtime.ops import activation, arith, norm
 from engine.catalogue import is_caffe2_op
 from engine.catalogue.schema import NOT_CAFFE2, schema_policy, violations
@@ -451,6 +451,7 @@ def run_compiled(c: CompiledNet, ws: Any) -> None:
     OPS_RUN[0] += len(c.ops)
     if c.steps is None:
         c.steps = _steps(c.ops)
+        jit.load_for(b.fn for b in c.ops)  # NOTE: numba's kernels loaded before the first op, not inside one
     values, devices, cpu = ws.values, ws.devices, dev.CPU
     slow = ws.gpu_used or THROW_IF_FP_EXCEPTIONS[0]
     steps = iter(c.steps)

@@ -7,8 +7,15 @@ an optional dependency (the ``fast`` extra): without it, or with ``NETVIZ_JIT=0`
 NumPy path, which stays the reference that the compiled kernels are tested against.
 
 The kernels live beside their op family (``engine/runtime/ops/<family>_jit.py``) and are imported only
-when an op first wants them, so neither the CLI nor the TUI pays numba's import (~0.2 s) or a
-compilation (cached on disk by numba after the first run on a machine) unless a big enough map runs.
+when a net needs them, so neither the CLI nor the TUI pays numba's import (~0.2 s) or a compilation
+(cached on disk by numba after the first run on a machine) for nets without such ops.  Loading them
+(~0.5 s, seconds on a machine's first run) never lands inside one op:
+
+- a whole net run (``executor.run_compiled``) loads the families its ops use before its first op
+  (:func:`load_for`), so every run of it, the first included, takes the same paths;
+- an op run alone (the debugger's steps) uses kernels already loaded, and otherwise starts their loading
+  in the background and takes its NumPy path this once (:func:`get`): a step never freezes for numba.
+
 Imports nothing from netviz; numba only inside :func:`load`.
 """
 from __future__ import annotations
@@ -25,28 +32,65 @@ ENABLED = os.environ.get("NETVIZ_JIT", "1") != "0"
 
 _loaded: dict[str, ModuleType | None] = {}
 _lock = threading.Lock()
+_load_lock = threading.Lock()
 WHY_NOT: dict[str, str] = {}
 """Family -> why its compiled kernels are not in use (off, numba missing or not importable, a compilation failed),
 for reports and tests."""
+
+
+_SERVES: dict[object, str] = {}
+_background: set[str] = set()
+
+
+def serves(family: str, *kernels: object) -> None:
+    """Declare that these op kernels (registry functions) may use `family`'s compiled kernels, so that a
+    whole net run loads the family before its first op (:func:`load_for`)."""
+    for k in kernels:
+        _SERVES[k] = family
+
+
+def load_for(kernels: object) -> None:
+    """Load (waiting) every family that one of `kernels` (a net's op functions) may use; nothing for a net
+    without such ops, and nothing at all when the kernels are off."""
+    if ENABLED:
+        for family in {_SERVES[k] for k in kernels if k in _SERVES}:
+            load(family)
+
+
+def get(family: str) -> ModuleType | None:
+    """`family`'s kernels when loaded (or known absent: None); else their loading starts on a background
+    thread (once) and this call says None, so the op takes its NumPy path instead of waiting."""
+    if not ENABLED:
+        return None
+    mod = _loaded.get(family, _loaded)
+    if mod is not _loaded:
+        return mod  # type: ignore[return-value]
+    with _lock:
+        start = family not in _background and family not in _loaded
+        _background.add(family)
+    if start:
+        threading.Thread(target=load, args=(family,), name=f"netviz-jit-{family}", daemon=True).start()
+    return None
 
 
 def load(family: str) -> ModuleType | None:
     """``engine.runtime.ops.<family>_jit``, imported on first use, or None when the kernels are off or
     numba does not import (the op then takes its NumPy path).  NOTE: a failure is remembered, so an op
     asks once per process, not per call."""
+    if not ENABLED:
+        WHY_NOT[family] = "NETVIZ_JIT=0"
+        return None
     mod = _loaded.get(family, _loaded)
     if mod is not _loaded:
         return mod  # type: ignore[return-value]
-    with _lock:
+    with _load_lock:  # NOTE: not _lock, which get() takes: a step must not wait for a background load
         if family not in _loaded:
             _loaded[family] = _import(family)
     return _loaded[family]
 
 
 def _import(family: str) -> ModuleType | None:
-    if not ENABLED:
-        WHY_NOT[family] = "NETVIZ_JIT=0"
-        return None
+    WHY_NOT.pop(family, None)
     try:
         mod = importlib.import_module(f"engine.runtime.ops.{family}_jit")
     except ImportError as e:  # numba absent or built for another NumPy
@@ -62,13 +106,18 @@ def _import(family: str) -> ModuleType | None:
 
 def enable(on: bool) -> bool:
     """Turn the compiled kernels on or off for this process, as ``NETVIZ_JIT`` does at start (tests run an
-    op both ways); returns the previous setting."""
+    op both ways); returns the previous setting.  What was loaded stays loaded (:func:`forget` drops it)."""
     global ENABLED
     old, ENABLED = ENABLED, on
-    with _lock:
-        _loaded.clear()
-        WHY_NOT.clear()
     return old
+
+
+def forget() -> None:
+    """Drop what was loaded or found missing, as in a fresh process (tests of the loading itself)."""
+    with _load_lock, _lock:
+        _loaded.clear()
+        _background.clear()
+        WHY_NOT.clear()
 
 
 def fp_raises() -> bool:

@@ -189,6 +189,7 @@ def test_a_numba_that_cannot_compile_turns_the_kernels_off(monkeypatch):
         raise RuntimeError("no LLVM target here")
     monkeypatch.setattr(nj, "warm", broken)
     old = jit.enable(True)
+    jit.forget()
     try:
         assert jit.load("norm") is None
         assert "could not compile the norm kernels" in jit.WHY_NOT["norm"]
@@ -198,6 +199,8 @@ def test_a_numba_that_cannot_compile_turns_the_kernels_off(monkeypatch):
         assert np.isfinite(y).all() and abs(float(y.mean(axis=(0, 2, 3)).max() - bias.max())) < 1e-3
     finally:
         jit.enable(old)
+        monkeypatch.undo()
+        jit.forget()
 
 
 def test_netviz_jit_0_keeps_them_off_in_a_fresh_process():

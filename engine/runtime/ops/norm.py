@@ -233,7 +233,7 @@ def _jit_kernels(xp, order, x, *more):
             or not all(a.shape == x.shape and a.dtype == x.dtype and a.flags.c_contiguous for a in (x, *more))
             or jit.fp_raises()):
         return None
-    return jit.load("norm")
+    return jit.get("norm")
 
 
 def _by_channels(x, arrays, call):
@@ -748,6 +748,8 @@ def channel_shuffle_gradient(xp, dy, *, group: int = 1, order: str = "NCHW"):
     c = dy.shape[1 if order == "NCHW" else -1]
     return channel_shuffle(xp, dy, group=c // group, order=order)
 
+
+jit.serves("norm", spatial_bn, spatial_bn_gradient)  # whole runs load norm_jit first (jit.load_for)
 
 # ---- gradients ----
 

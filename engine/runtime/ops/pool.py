@@ -235,7 +235,7 @@ def _jit_kernels(xp, x, k, s, pb, pe, *more):
     shape = x.shape[:2] + _out(x, k, s, pb, pe)
     if any(type(a) is not np.ndarray or a.dtype != x.dtype or a.shape != shape for a in more):
         return None
-    return jit.load("pool")
+    return jit.get("pool")
 
 
 def _out(x, k, s, pb, pe):
@@ -281,6 +281,8 @@ def average_pool_gradient(xp, x, y, dy, *, count_include_pad: int = 0, **g):
     scaled = dy / _counts(xp, x, k, s, pb, pe, d, count_include_pad)
     return from_nchw(_pool_backward(xp, x, g, dy, lambda *_: scaled).astype(dy.dtype), order)
 
+
+jit.serves("pool", max_pool, max_pool_gradient)  # whole runs load pool_jit first (jit.load_for)
 
 # ---- gradients ----
 gradient("MaxPool", "MaxPool1D", "MaxPool2D", "MaxPool3D", "AveragePool", "AveragePool1D",
