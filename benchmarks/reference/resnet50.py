@@ -142,8 +142,15 @@ def torch_times(batches, repeat):
     def step():
         for k in learn:
             blobs[k].grad = None
+        blobs["data"].grad = None
         torch_forward(train.op, blobs, True)["loss"].backward()
+    # NOTE: the Caffe2 net's backward pass makes data_grad (conv1's input gradient), so netviz and Caffe2
+    # compute it; autograd computes it only when data requires a gradient: asked here, the same work.  The
+    # figure without it (autograd's default, what this script timed until session 11) is kept beside.
+    blobs["data"].requires_grad_(True)
     out[f"fwdbwd_b{b}"] = best(step, repeat)
+    blobs["data"].requires_grad_(False)
+    out[f"fwdbwd_b{b}_no_input_grad"] = best(step, repeat)
     return out
 
 
