@@ -105,9 +105,10 @@ def _tie_heavy(rng, shape, dtype, specials):
        kw=st.integers(1, 4), sh=st.integers(1, 3), sw=st.integers(1, 3), pads=st.tuples(*[st.integers(0, 3)] * 4),
        nhwc=st.booleans(), f64=st.booleans(), specials=st.booleans(), seed=st.integers(0, 999))
 def test_compiled_pool_equals_numpy(n, c, h, w, kh, kw, sh, sw, pads, nhwc, f64, specials, seed):
-    t, l, b, r = pads
-    assume(h + t + b >= kh and w + l + r >= kw and max(t, b) < kh and max(l, r) < kw)  # NOTE: an output, and no
-    # window all padding (Caffe2 wants pad < kernel)
+    # NOTE: pads under the kernel (Caffe2 wants pad < kernel: no window all padding), clamped rather than
+    # filtered (filtering them out made hypothesis's filter_too_much health check fail now and then)
+    t, b, l, r = min(pads[0], kh - 1), min(pads[1], kh - 1), min(pads[2], kw - 1), min(pads[3], kw - 1)
+    assume(h + t + b >= kh and w + l + r >= kw)  # an output
     rng = np.random.default_rng(seed)
     x = _tie_heavy(rng, (n, c, h, w), np.float64 if f64 else np.float32, specials)
     order = "NCHW"
