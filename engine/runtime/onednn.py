@@ -24,7 +24,7 @@ the NumPy ops between two convolutions on a small machine.  ``NETVIZ_ONEDNN=0`` 
 Layout: the user's NCHW (or NHWC) buffers are handed to oneDNN as they are (plain strided memory
 descriptors, no copy), or (:data:`LAYOUT`) oneDNN picks a blocked layout (the dW primitive's pick, for
 the forward and dX too) and reorders copy the data in and out around it, as PyTorch 1.10 eager does.
-Under "auto" the forward's layout is measured instead (:func:`_fastest`, :data:`TUNE`): built on each of
+Under "auto" with ``NETVIZ_CONV_TUNE=1`` the forward's layout is measured instead (:func:`_fastest`, :data:`TUNE`): built on each of
 the user's buffers, the dW pick and format `any`, timed a few times on the first call's buffers, the
 fastest kept (no one rule wins on every map, batch and CPU: benchmarks/README.md, session 11).
 Primitives are cached per (kind, shapes, strides, geometry, group, layout).
@@ -606,10 +606,11 @@ def _forward_on(x: np.ndarray, w: np.ndarray, y: np.ndarray, geo: Geometry, make
 # primitive's blocked pick (nChw16c on AVX-512) and format `any` (an NHWC brgconv on AVX-512).  Which wins
 # depends on the map, the channels, the batch and the CPU (benchmarks/README.md, session 11).
 _FORWARD_LAYOUTS = (("plain", False, False), ("blocked", True, True), ("any", True, False))
-TUNE = os.environ.get("NETVIZ_CONV_TUNE", "1") != "0"
-"""Under LAYOUT "auto", the forward's layout is measured per problem (the tests pin the rules).  NOTE: the pick
-depends on timings, so two processes may run a conv in different layouts, whose sums round differently (up to
-~2e-6 relative); ``NETVIZ_CONV_TUNE=0`` takes the fixed rules, the same bits in every process."""
+TUNE = os.environ.get("NETVIZ_CONV_TUNE", "0") == "1"
+"""``NETVIZ_CONV_TUNE=1``: under LAYOUT "auto", the forward's layout is measured per problem on its first call.
+Off by default: the measuring makes a net's first run several times slower (ResNet-50 batch 8: 6.4 s against
+1.9 s, measured under load), and the pick depends on timings, so two processes may run a conv in different
+layouts whose sums round differently (up to ~2e-6 relative); it gains ~2 % on repeated forward runs."""
 TUNE_ROUNDS = 3
 TUNE_BUDGET_S = 0.5  # NOTE: seconds of measuring per problem after which no further round starts
 

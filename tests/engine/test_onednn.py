@@ -402,6 +402,7 @@ def test_the_forward_keeps_the_layout_measured_fastest(monkeypatch, fastest):
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
     monkeypatch.setattr(onednn, "LAYOUT", "auto")
+    monkeypatch.setattr(onednn, "TUNE", True)  # NOTE: NETVIZ_CONV_TUNE=1
     timed = []
 
     def clock(prim, bufs):
@@ -437,6 +438,7 @@ def test_a_layout_oneDNN_refuses_is_not_measured(monkeypatch):
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
     monkeypatch.setattr(onednn, "LAYOUT", "auto")
+    monkeypatch.setattr(onednn, "TUNE", True)  # NOTE: NETVIZ_CONV_TUNE=1
     builds = {"plain": lambda: (_ for _ in ()).throw(onednn.OneDNNError("refused"))}
     with pytest.raises(onednn.OneDNNError):
         onednn._fastest(builds, {})
@@ -468,6 +470,7 @@ def test_a_1x1_forward_on_a_small_map_goes_through_onednn_when_measured(monkeypa
     monkeypatch.setattr(conv_ops, "FAST_CONV", True)
     monkeypatch.setattr(onednn, "_CACHE", {})
     monkeypatch.setattr(onednn, "LAYOUT", "auto")
+    monkeypatch.setattr(onednn, "TUNE", True)  # NOTE: NETVIZ_CONV_TUNE=1
     r = np.random.default_rng(12)
     x, w = r.standard_normal((2, 64, 7, 7)).astype(np.float32), r.standard_normal((32, 64, 1, 1)).astype(np.float32)
     ref, got, ran = _both(monkeypatch, "Conv", x, w, kernel=1)
@@ -479,10 +482,11 @@ def test_a_1x1_forward_on_a_small_map_goes_through_onednn_when_measured(monkeypa
     assert _both(monkeypatch, "Conv", x, w, kernel=1)[2] == 0
 
 
-def test_netviz_conv_tune_0_takes_the_fixed_rules_in_a_fresh_process():
-    """NETVIZ_CONV_TUNE=0: no layout is timed (the same bits in every process); unset: the forward is measured."""
+def test_netviz_conv_tune_1_measures_the_layouts_and_the_default_takes_the_rules():
+    """Unset or 0: no layout is timed (the same bits in every process, no slow first run); 1: measured."""
     code = "from engine.runtime import onednn; print(onednn.TUNE)"
-    for value, want in (("0", "False"), ("1", "True")):
-        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, NETVIZ_CONV_TUNE=value),
+    for value, want in ((None, "False"), ("0", "False"), ("1", "True")):
+        env = {k: v for k, v in os.environ.items() if k != "NETVIZ_CONV_TUNE"}
+        out = subprocess.run([sys.executable, "-c", code], env=env if value is None else dict(env, NETVIZ_CONV_TUNE=value),
                              capture_output=True, text=True, timeout=120)
         assert out.stdout.strip() == want, out.stderr
