@@ -222,9 +222,9 @@ def _spatial_bn_gradient_onednn(xp, x, scale, dy, mean, inv_std, epsilon, order)
 
 
 JIT_MIN_ELEMENTS = 1 << 12
-"""X's size from which training SpatialBN and its gradient (NCHW float32) take the compiled kernels of
-``norm_jit`` when numba is installed: below it a map costs NumPy's passes little and the kernels' call
-more than they save."""
+"""X's size from which SpatialBN's NCHW float32 paths (training, its gradient, the fused pairs and triples,
+inference with a ReLU) take the compiled kernels of ``norm_jit`` when numba is installed: below it a map
+costs NumPy's passes little and the kernels' call more than they save."""
 
 
 def _jit_kernels(xp, order, x, *more):

@@ -230,10 +230,11 @@ def _jit_kernels(xp, x, k, s, pb, pe, *more):
     copied) with pads >= 0 and `more` (Y, dY) of its dtype and of the pool's output shape; else None.
     NOTE: the compiled kernels never warn where NumPy warns (``inf * 0`` in the gradient's mask product)."""
     if (xp is not np or x.ndim != 4 or x.size < JIT_MIN_ELEMENTS or x.dtype not in (np.float32, np.float64)
-            or min(pb + pe) < 0 or min(s) < 1 or min(_out(x, k, s, pb, pe)) < 1 or jit.fp_raises()):
+            or min(pb + pe) < 0 or min(s) < 1 or jit.fp_raises()):
         return None
-    shape = x.shape[:2] + _out(x, k, s, pb, pe)
-    if any(type(a) is not np.ndarray or a.dtype != x.dtype or a.shape != shape for a in more):
+    out = _out(x, k, s, pb, pe)
+    if min(out) < 1 or any(type(a) is not np.ndarray or a.dtype != x.dtype or a.shape != x.shape[:2] + out
+                           for a in more):
         return None
     return jit.get("pool")
 
